@@ -1,0 +1,3 @@
+from gg.cli.app import main
+
+main()

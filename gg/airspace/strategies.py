@@ -1,0 +1,153 @@
+"""Pool strategy files (SPEC 12), e.g. ``airspace/strategies/NAME.yaml``.
+
+::
+
+    environment: ui                                        # required
+    inventory: {name: ui-pool, size: 6, warm: 2}           # name, size required; warm 0
+    image: {ref: ui-runner, digest: "sha256:<64 hex>"}     # ref required; digest until built
+    bounds: {pool-max: 4, active-hours: "08:00-20:00 Europe/Berlin"}   # optional
+    build: {context: images/ui}                            # optional
+    driver: process                                        # process | podman | docker
+
+Cross-field rules, each reported on the line of the second key: ``warm <= size``,
+``pool-max <= size`` (more members can never run than the pool holds) and ``warm <= pool-max``
+(warm members are running members). Without ``bounds``, ``pool-max`` is ``size`` and the pool
+is always active.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gg.airspace.errors import AirspaceError, describe
+from gg.airspace.fields import Checked, Fields, sort_errors
+from gg.airspace.yamlfile import Document, document_from_mapping, read_yaml
+from gg.domain.profiles import name_problem
+from gg.domain.strategies import (
+    DRIVERS,
+    Bounds,
+    Build,
+    Image,
+    Inventory,
+    Strategy,
+    digest_problem,
+    parse_active_hours,
+)
+
+__all__ = ["load_strategy", "read_strategy", "strategy_from_mapping"]
+
+MAX_POOL_SIZE = 1024
+_BELONGS = {"name": "inventory", "size": "inventory", "warm": "inventory", "ref": "image",
+            "digest": "image", "pool-max": "bounds", "active-hours": "bounds",
+            "context": "build"}
+_NEEDS = "a strategy needs at least environment, inventory and image"
+
+
+def _no_space(value: str) -> str | None:
+    return "must not contain spaces" if any(ch.isspace() for ch in value) else None
+
+
+def _hours_problem(message: str, text: str) -> str:
+    """The planner's sentence without its own "active-hours 'TEXT'" opening (the located error
+    already names the key), with what was given at the end."""
+    return f"{message.removeprefix(f'active-hours {text!r} ')} (got {describe(text)})"
+
+
+def read_strategy(doc: Document, name: str) -> Checked[Strategy]:
+    """Every problem in a parsed strategy document, or the Strategy it describes."""
+    errors: list[AirspaceError] = []
+    problem = name_problem(name)
+    if problem:
+        errors.append(AirspaceError(f"the strategy name {problem}", file=doc.file))
+    fields = Fields.top(doc, errors, _NEEDS)
+    if fields is None:
+        return Checked(None, sort_errors(errors))
+
+    environment = fields.text("environment", required=True, check=name_problem)
+    inventory = _read_inventory(fields.section("inventory", required=True))
+    image = _read_image(fields.section("image", required=True))
+    bounds = _read_bounds(fields, fields.section("bounds"), inventory)
+    build_fields = fields.section("build")
+    build = None
+    if build_fields is not None:
+        context = build_fields.text("context", required=True)
+        build_fields.finish()
+        build = Build(context=context) if context else None
+    driver = fields.choice("driver", DRIVERS, default="process")
+    fields.finish(belongs=_BELONGS)
+
+    if (errors or environment is None or inventory is None or image is None or bounds is None
+            or driver is None):
+        return Checked(None, sort_errors(errors))
+    return Checked(Strategy(name=name, environment=environment, inventory=inventory,
+                            image=image, bounds=bounds, build=build, driver=driver))
+
+
+def _read_inventory(fields: Fields | None) -> Inventory | None:
+    if fields is None:
+        return None
+    name = fields.text("name", required=True, check=name_problem)
+    size = fields.integer("size", required=True, minimum=1, maximum=MAX_POOL_SIZE)
+    warm = fields.integer("warm", default=0, minimum=0, maximum=MAX_POOL_SIZE)
+    fields.finish()
+    if size is not None and warm is not None and warm > size:
+        fields.fail("warm", f"must not exceed size ({size}) (got {warm})")
+        return None
+    if name is None or size is None or warm is None:
+        return None
+    return Inventory(name=name, size=size, warm=warm)
+
+
+def _read_image(fields: Fields | None) -> Image | None:
+    if fields is None:
+        return None
+    ref = fields.text("ref", required=True, check=_no_space)
+    digest = fields.text("digest", check=digest_problem)
+    digest_bad = "digest" in fields.data and fields.data["digest"] is not None and digest is None
+    fields.finish()
+    if ref is None or digest_bad:
+        return None
+    return Image(ref=ref, digest=digest)
+
+
+def _read_bounds(top: Fields, fields: Fields | None, inventory: Inventory | None) -> Bounds | None:
+    """Bounds, defaulting pool-max to the inventory's size; None when anything is wrong."""
+    size = inventory.size if inventory else None
+    if fields is None:
+        if "bounds" in top.data and top.data["bounds"] is not None:
+            return None  # present but not a mapping: already reported
+        return Bounds(pool_max=size) if size is not None else None
+    pool_max = fields.integer("pool-max", default=size, minimum=1, maximum=MAX_POOL_SIZE)
+    hours_text = fields.text("active-hours")
+    fields.finish()
+    hours = None
+    if hours_text is not None:
+        try:
+            hours = parse_active_hours(hours_text)
+        except ValueError as e:
+            fields.fail("active-hours", _hours_problem(str(e), hours_text))
+            return None
+    elif "active-hours" in fields.data and fields.data["active-hours"] is not None:
+        return None  # wrong type: already reported
+    if pool_max is None or inventory is None:
+        return None
+    if pool_max > inventory.size:
+        fields.fail("pool-max", f"must not exceed inventory.size ({inventory.size}) (got {pool_max})")
+        return None
+    if inventory.warm > pool_max:
+        fields.fail("pool-max", f"must be at least inventory.warm ({inventory.warm}), since warm "
+                                f"members are running members (got {pool_max})")
+        return None
+    return Bounds(pool_max=pool_max, active_hours=hours)
+
+
+def load_strategy(path: str | Path, name: str | None = None) -> Strategy:
+    """Load one strategy file; ``name`` defaults to the file stem (``gg strategy apply NAME
+    FILE`` passes its own). The first problem (by line) is raised as AirspaceError."""
+    return read_strategy(read_yaml(path), name or Path(path).stem).unwrap()
+
+
+def strategy_from_mapping(name: str, mapping: Any, source: str = "<request>") -> Strategy:
+    """Validate an already-parsed strategy (e.g. posted over HTTP); errors carry no line."""
+    return read_strategy(document_from_mapping(mapping, source), name).unwrap()

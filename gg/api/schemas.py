@@ -1,0 +1,90 @@
+"""Wire schemas shared by the server (validation, OpenAPI) and the client.
+
+Requests forbid unknown fields and bound every size, so a malformed or hostile request is
+answered 4xx before any use case runs.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+ShortText = Annotated[str, StringConstraints(max_length=200)]
+LabelKey = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]{0,62}$")]
+LabelValue = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$")]
+Arg = Annotated[str, StringConstraints(max_length=65536)]
+Labels = Annotated[dict[LabelKey, LabelValue], Field(max_length=64)]
+Json = dict[str, Any]
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PersonAdd(Request):
+    name: Name
+    admin: bool = False
+
+
+class RunnerRegister(Request):
+    name: Name
+    public_key: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    labels: Labels = {}
+    workers: Annotated[int, Field(ge=1, le=256)] = 1
+    inventory: Json = {}
+    version: Annotated[str | None, StringConstraints(max_length=64)] = None
+
+
+class CheckIn(Request):
+    free_slots: Annotated[int, Field(ge=0, le=256)] = 0
+    readings: Json = {}
+    inventory: Json | None = None
+    capabilities: Json | None = None
+    version: Annotated[str | None, StringConstraints(max_length=64)] = None
+    held: Annotated[list[Annotated[str, StringConstraints(max_length=64)]], Field(max_length=256)] = []
+
+
+class Claim(Request):
+    free_slots: Annotated[int, Field(ge=0, le=256)] = 1
+    wait: Annotated[float | None, Field(ge=0, le=3600)] = None
+
+
+class Renew(Request):
+    epoch: Annotated[int, Field(ge=1)]
+
+
+class Fact(Request):
+    kind: Literal["started", "output", "exit", "commit", "pushed", "note"]
+    body: Json = {}
+    key: Annotated[str | None, StringConstraints(max_length=128)] = None
+
+
+class Report(Request):
+    epoch: Annotated[int, Field(ge=1)]
+    facts: Annotated[list[Fact], Field(min_length=1, max_length=1000)]
+
+
+class HandBack(Request):
+    epoch: Annotated[int, Field(ge=1)]
+    outcome: Literal["landed", "failed", "returned"]
+    exit_code: Annotated[int | None, Field(ge=-255, le=255)] = None
+    reason: Annotated[str | None, StringConstraints(max_length=500)] = None
+    key: Annotated[str | None, StringConstraints(max_length=128)] = None
+
+
+class CredentialRenew(Request):
+    nonce: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    signature: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class FlightOpen(Request):
+    command: Annotated[list[Arg], Field(min_length=1, max_length=4096)]
+    title: ShortText = ""
+    environment: Annotated[str | None, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}$")] = None
+    runner: Annotated[str | None, StringConstraints(min_length=1, max_length=64)] = None
+    labels: Labels = {}
+    attended: bool = False
+    repo: Annotated[str | None, StringConstraints(min_length=1, max_length=500)] = None
+    agent: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}$")] = "shell"

@@ -1,0 +1,105 @@
+"""What every command needs: the resolved server, a client, and the output helpers."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from gg import config
+from gg.errors import GGError
+
+
+class CliError(GGError):
+    """A refusal decided on this side (bad flag, not signed in): one sentence, an exit code."""
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class Globals:
+    server: str | None = None
+    debug: bool = False
+
+
+STATE = Globals()
+
+
+def settings() -> config.Config:
+    try:
+        return config.load()
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+
+
+def server_url(required: bool = True) -> str | None:
+    url = config.resolve_server(STATE.server, settings())
+    if url is None and required:
+        raise CliError("no control plane chosen: pass --server URL, set GG_SERVER, "
+                       "or sign in with gg login --server URL", 2)
+    return url.rstrip("/") if url else None
+
+
+def client(auth: bool = True):
+    from gg.client import Client
+
+    cfg = settings()
+    token = config.resolve_token(cfg) if auth else None
+    if auth and not token:
+        raise CliError("not signed in: gg login --server URL --token-file FILE", 3)
+    return Client(server_url(), token)
+
+
+def emit_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def ago(ts: float | None, now: float | None = None) -> str:
+    if ts is None:
+        return "never"
+    delta = (now or time.time()) - ts
+    if delta < 0:
+        return f"in {_span(-delta)}"
+    return f"{_span(delta)} ago"
+
+
+def _span(seconds: float) -> str:
+    if seconds < 1:
+        return "now"
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.0f}h"
+    return f"{seconds / 86400:.0f}d"
+
+
+def console():
+    from rich.console import Console
+
+    return Console()
+
+
+def table(*columns: str):
+    from rich.table import Table
+
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    for column in columns:
+        t.add_column(column)
+    return t
+
+
+def parse_labels(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    from gg.domain.labels import parse_labels as parse
+
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise CliError(f"--labels: {exc}", 2) from None

@@ -1,0 +1,98 @@
+"""``gg demo``: an embedded control plane, two local runners, a handful of flights."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import typer
+
+DEMO_FLIGHTS = [
+    ["echo hello from $(hostname) on attempt $GG_ATTEMPT"],
+    ["python3", "-c", "print(sum(range(10**6)))"],
+    ["sleep 1; echo slept a second"],
+    ["uname -sm"],
+    ["sh -c 'echo this one fails >&2; exit 3'"],
+    ["ls -la ."],
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("demo")(demo)
+
+
+def demo(
+    exit_: bool = typer.Option(None, "--exit/--stay",
+                               help="Stop when the flights have landed (default when not on a terminal)."),
+) -> None:
+    """See gg work: a control plane on SQLite in a temporary folder, two runners, six flights."""
+    from rich.live import Live
+
+    from gg.client import Client
+    from gg.launch import LocalRunner, LocalServer, free_port, sign_in
+
+    stay = sys.stdin.isatty() if exit_ is None else not exit_
+    root = Path(tempfile.mkdtemp(prefix="gg-demo-"))
+    config_dir = root / "config"
+    server = LocalServer(root / "data", free_port(), log=root / "server.log").start()
+    sign_in(config_dir, server.url, server.owner_token())
+    runners = [LocalRunner(f"demo-{i}", server.url, root / f"runner-{i}", config_dir,
+                           labels="demo=yes", log=root / f"runner-{i}.log").start()
+               for i in (1, 2)]
+    api = Client(server.url, server.owner_token())
+    try:
+        ids = [api.open_flight({"command": cmd})["id"] for cmd in DEMO_FLIGHTS]
+        with Live(_table(api, ids), refresh_per_second=8, transient=False) as live:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                rows = _rows(api, ids)
+                live.update(_render(rows))
+                if all(r["stage"] in ("landed", "failed", "cancelled") for r in rows):
+                    break
+                api.facts(ids[-1], wait=0.25)  # a short long-poll doubles as the refresh pause
+        env_line = f"export GG_SERVER={server.url} GG_CONFIG_DIR={config_dir}"
+        typer.echo(f"""
+Six flights flew on two runners. What to type next (in another terminal):
+
+  {env_line}
+  gg flights                    # every flight, and why any waits
+  gg show {ids[0]}        # one flight: output, facts, attempts
+  gg fly --wait -- echo hi      # open one and follow it
+  gg runners                    # the fleet: state, liveness, health
+  gg events                     # the audit feed
+
+Everything lives in {root} (server log, runner logs, the SQLite store).""")
+        if stay:
+            typer.echo("The control plane and runners keep running; Ctrl-C here stops them.")
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for runner in runners:
+            runner.stop()
+        server.stop()
+
+
+def _rows(api, ids: list[str]) -> list[dict]:
+    by_id = {f["id"]: f for f in api.flights(limit=50)}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def _table(api, ids):
+    return _render(_rows(api, ids))
+
+
+def _render(rows: list[dict]):
+    from gg.cli.context import table
+
+    t = table("FLIGHT", "STAGE", "RUNNER", "EXIT", "COMMAND")
+    colour = {"landed": "green", "failed": "red", "flying": "yellow", "ready": "cyan"}
+    for f in rows:
+        stage = f["stage"]
+        t.add_row(f["id"], f"[{colour.get(stage, 'white')}]{stage}[/]", f.get("runner_name") or "-",
+                  "-" if f["exit_code"] is None else str(f["exit_code"]), " ".join(f["command"])[:60])
+    return t

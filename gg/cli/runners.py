@@ -1,0 +1,112 @@
+"""``gg runner up``, ``gg runners``, ``gg runner show``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from typing import Optional
+
+import typer
+
+from gg import config
+from gg.cli.context import CliError, ago, client, console, emit_json, parse_labels, server_url, settings, table
+
+runner_app = typer.Typer(help="Run this machine as a runner, and look at runners.",
+                         no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(runner_app, name="runner")
+    app.command("runners")(list_runners)
+
+
+@runner_app.command("up")
+def up(
+    name: Optional[str] = typer.Option(None, "--name", help="Runner name (default: host name)."),
+    labels: Optional[str] = typer.Option(None, "--labels", metavar="k=v,...",
+                                         help="Labels this runner advertises."),
+    workers: int = typer.Option(1, "--workers", min=1, max=256, help="Concurrent flights."),
+    once: bool = typer.Option(False, "--once", help="Take one flight, then exit."),
+    grace: float = typer.Option(30.0, "--grace", min=0, help="Seconds running flights get to finish on stop."),
+) -> None:
+    """Run this machine as a runner until stopped (SIGTERM or Ctrl-C)."""
+    from gg.runner.loop import Runner, RunnerExit, RunnerOptions
+
+    label_map = parse_labels(labels or os.environ.get("GG_RUNNER_LABELS"))
+    cfg = settings()
+    runner_name = name or socket.gethostname().split(".")[0]
+    options = RunnerOptions(server=server_url(), state_dir=config.state_dir(), name=runner_name,
+                            labels=label_map, workers=workers, once=once, grace=grace,
+                            person_token=config.resolve_token(cfg))
+
+    def say(line: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
+
+    runner = Runner(options, say=say)
+
+    def stop(signum, frame):
+        runner.request_stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        code = runner.run()
+    except RunnerExit as exc:
+        raise CliError(str(exc), 1) from None
+    raise typer.Exit(code)
+
+
+def list_runners(json_: bool = typer.Option(False, "--json")) -> None:
+    """Every runner: admin state, liveness and health side by side."""
+    rows = client().runners()
+    if json_:
+        emit_json(rows)
+        return
+    if not rows:
+        typer.echo("no runners yet: start one with gg runner up")
+        return
+    t = table("NAME", "ID", "STATE", "ONLINE", "HEALTH", "LABELS", "FLIGHTS", "CPU", "MEM", "SEEN", "SKEW")
+    now = time.time()
+    for r in rows:
+        readings = r.get("readings") or {}
+        t.add_row(r["name"], r["id"], r["state"], "online" if r["online"] else "offline",
+                  r["health"], ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())) or "-",
+                  " ".join(r.get("flights") or []) or "-",
+                  _pct(readings.get("cpu_percent")), _pct(readings.get("memory_percent")),
+                  ago(r.get("last_seen_at"), now), r.get("version_skew", "unknown"))
+    console().print(t)
+
+
+@runner_app.command("show")
+def show(ref: str = typer.Argument(..., metavar="RUNNER", help="Runner id or name."),
+         json_: bool = typer.Option(False, "--json")) -> None:
+    """One runner in detail: identity, state, liveness, health, inventory."""
+    r = client().runner(ref)
+    if json_:
+        emit_json(r)
+        return
+    inv = r.get("inventory") or {}
+    lines = [
+        f"runner {r['name']} ({r['id']})",
+        f"  state      {r['state']}",
+        f"  liveness   {'online' if r['online'] else 'offline'} (last seen {ago(r.get('last_seen_at'))})",
+        f"  health     {r['health']}",
+        f"  labels     {','.join(f'{k}={v}' for k, v in sorted(r['labels'].items())) or '-'}",
+        f"  workers    {r['workers']}",
+        f"  flights    {' '.join(r.get('flights') or []) or '-'}",
+        f"  ownership  {r['ownership']}" + (f" (owner {r['owner_name']}"
+                                             f"{', reserved' if r.get('reserved') else ''})"
+                                             if r.get('owner_name') else ""),
+        f"  policy     {', '.join(f'{k} {v}' for k, v in sorted((r.get('policy') or {}).items()))}",
+        f"  version    {r.get('version') or '?'} (skew {r.get('version_skew')})",
+        f"  host       {inv.get('hostname', '?')} {inv.get('os', '')}/{inv.get('arch', '')}, "
+        f"{inv.get('cpu_count', '?')} CPUs, peer {r.get('peer_address') or '?'}",
+    ]
+    typer.echo("\n".join(lines))
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{value:.0f}%"

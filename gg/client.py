@@ -1,0 +1,169 @@
+"""The one HTTP client, used by the CLI, the runner and the maintainer.
+
+Every retry decision lives here: connection failures, timeouts and 502/503/504 are
+retried with exponential backoff and full jitter for as long as the caller allows
+(``retry_for`` seconds, or until ``stop`` is set); anything the server answered
+deliberately (4xx) is raised at once as :class:`ApiError`.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from gg import __version__
+from gg.api import paths
+from gg.errors import GGError
+
+_RETRY_STATUSES = (502, 503, 504)
+
+
+class ApiError(GGError):
+    """The control plane refused a request: its status, code and one-sentence message."""
+
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(message, code=code)
+        self.status = status
+
+
+class Unreachable(GGError):
+    status = 0
+    code = "unreachable"
+
+
+class Client:
+    def __init__(self, server: str, token: str | None = None, *, timeout: float = 15.0,
+                 stop: threading.Event | None = None, backoff_cap: float = 5.0):
+        self.server = server.rstrip("/")
+        self.token = token
+        self.stop = stop or threading.Event()
+        self.backoff_cap = backoff_cap
+        self._http = httpx.Client(base_url=self.server, timeout=timeout,
+                                  headers={"user-agent": f"gg/{__version__}"})
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(self, method: str, path: str, *, json: Any = None, params: dict | None = None,
+                timeout: float | None = None, retry_for: float = 0.0, token: str | None = None) -> Any:
+        deadline = time.monotonic() + retry_for
+        attempt = 0
+        headers = {}
+        bearer = token or self.token
+        if bearer:
+            headers["authorization"] = f"Bearer {bearer}"
+        while True:
+            try:
+                response = self._http.request(method, path, json=json, params=params,
+                                              headers=headers,
+                                              timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT)
+            except httpx.TransportError as exc:
+                failure: Exception = Unreachable(f"cannot reach the control plane at {self.server} "
+                                                 f"({type(exc).__name__})")
+            else:
+                if response.status_code not in _RETRY_STATUSES:
+                    return _decode(response)
+                failure = _error(response)
+            attempt += 1
+            pause = random.uniform(0, min(self.backoff_cap, 0.2 * 2 ** min(attempt, 10)))
+            if self.stop.is_set() or time.monotonic() + pause > deadline:
+                raise failure
+            self.stop.wait(pause)
+
+    # -- people -------------------------------------------------------------------------
+
+    def health(self, **kw) -> dict:
+        return self.request("GET", paths.HEALTH, **kw)
+
+    def whoami(self) -> dict:
+        return self.request("GET", paths.WHOAMI)
+
+    def add_person(self, name: str, admin: bool) -> dict:
+        return self.request("POST", paths.PEOPLE, json={"name": name, "admin": admin})
+
+    # -- runners (as the runner) ----------------------------------------------------------
+
+    def register(self, body: dict, **kw) -> dict:
+        return self.request("POST", paths.RUNNERS, json=body, **kw)
+
+    def check_in(self, body: dict, **kw) -> dict:
+        return self.request("POST", paths.RUNNER_CHECK_IN, json=body, **kw)
+
+    def claim(self, free_slots: int, wait: float, **kw) -> dict | None:
+        return self.request("POST", paths.RUNNER_CLAIM, json={"free_slots": free_slots, "wait": wait},
+                            timeout=wait + 15.0, **kw)
+
+    def renew(self, flight_id: str, epoch: int, **kw) -> dict:
+        return self.request("POST", paths.LEASE_RENEW.format(flight_id=flight_id),
+                            json={"epoch": epoch}, **kw)
+
+    def report(self, flight_id: str, epoch: int, facts: list[dict], **kw) -> dict:
+        return self.request("POST", paths.LEASE_FACTS.format(flight_id=flight_id),
+                            json={"epoch": epoch, "facts": facts}, **kw)
+
+    def hand_back(self, flight_id: str, body: dict, **kw) -> dict:
+        return self.request("POST", paths.LEASE_HAND_BACK.format(flight_id=flight_id),
+                            json=body, **kw)
+
+    def goodbye(self, **kw) -> dict:
+        return self.request("POST", paths.RUNNER_GOODBYE, **kw)
+
+    def challenge(self, **kw) -> dict:
+        return self.request("POST", paths.RUNNER_CHALLENGE, **kw)
+
+    def renew_credential(self, nonce: str, signature: str, **kw) -> dict:
+        return self.request("POST", paths.RUNNER_CREDENTIAL,
+                            json={"nonce": nonce, "signature": signature}, **kw)
+
+    # -- operator views ---------------------------------------------------------------------
+
+    def runners(self) -> list[dict]:
+        return self.request("GET", paths.RUNNERS)
+
+    def runner(self, ref: str) -> dict:
+        return self.request("GET", paths.RUNNER.format(ref=ref))
+
+    def open_flight(self, body: dict) -> dict:
+        return self.request("POST", paths.FLIGHTS, json=body)
+
+    def flights(self, stage: str | None = None, limit: int = 200) -> list[dict]:
+        params: dict = {"limit": limit}
+        if stage:
+            params["stage"] = stage
+        return self.request("GET", paths.FLIGHTS, params=params)
+
+    def flight(self, flight_id: str) -> dict:
+        return self.request("GET", paths.FLIGHT.format(flight_id=flight_id))
+
+    def facts(self, flight_id: str, after: int = 0, wait: float = 0, **kw) -> dict:
+        return self.request("GET", paths.FLIGHT_FACTS.format(flight_id=flight_id),
+                            params={"after": after, "wait": wait}, timeout=wait + 15.0, **kw)
+
+    def cancel(self, flight_id: str) -> dict:
+        return self.request("POST", paths.FLIGHT_CANCEL.format(flight_id=flight_id))
+
+    def events(self, **params) -> list[dict]:
+        wait = params.get("wait", 0) or 0
+        clean = {k: v for k, v in params.items() if v is not None}
+        return self.request("GET", paths.EVENTS, params=clean, timeout=wait + 15.0)
+
+
+def _decode(response: httpx.Response) -> Any:
+    if response.status_code == 204:
+        return None
+    if response.status_code >= 400:
+        raise _error(response)
+    return response.json()
+
+
+def _error(response: httpx.Response) -> ApiError:
+    try:
+        body = response.json()["error"]
+        return ApiError(response.status_code, str(body["code"]), str(body["message"]))
+    except (ValueError, KeyError, TypeError):
+        return ApiError(response.status_code, "http_error",
+                        f"the control plane answered {response.status_code}")

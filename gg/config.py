@@ -1,0 +1,88 @@
+"""Where gg keeps its settings on an operator's machine, and the order they win in.
+
+Precedence, highest first: a command-line flag (``--server``), the environment
+(``GG_SERVER``, ``GG_TOKEN``), then the config file written by ``gg login`` in the
+platformdirs config directory (``GG_CONFIG_DIR`` overrides; the file is mode 0600 since it
+holds a token). The runner's state lives apart, in ``GG_STATE_DIR`` (default: the
+platformdirs state directory), so one machine can sign in and run runners separately.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ENV_SERVER = "GG_SERVER"
+ENV_TOKEN = "GG_TOKEN"
+ENV_CONFIG_DIR = "GG_CONFIG_DIR"
+ENV_STATE_DIR = "GG_STATE_DIR"
+ENV_DATA_DIR = "GG_DATA_DIR"
+DEFAULT_LISTEN = "127.0.0.1:8421"
+
+
+@dataclass
+class Config:
+    server: str | None = None
+    token: str | None = None
+    person: str | None = None
+
+
+def config_dir() -> Path:
+    if os.environ.get(ENV_CONFIG_DIR):
+        return Path(os.environ[ENV_CONFIG_DIR])
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("gg"))
+
+
+def state_dir() -> Path:
+    if os.environ.get(ENV_STATE_DIR):
+        return Path(os.environ[ENV_STATE_DIR])
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("gg")) / "runner"
+
+
+def data_dir() -> Path:
+    if os.environ.get(ENV_DATA_DIR):
+        return Path(os.environ[ENV_DATA_DIR])
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("gg")) / "server"
+
+
+def config_path() -> Path:
+    return config_dir() / "config.json"
+
+
+def load() -> Config:
+    try:
+        data = json.loads(config_path().read_text())
+        return Config(**{k: data.get(k) for k in ("server", "token", "person")})
+    except FileNotFoundError:
+        return Config()
+    except (ValueError, TypeError):
+        raise ValueError(f"the config file {config_path()} is not valid JSON; "
+                         "sign in again with gg login") from None
+
+
+def save(config: Config) -> Path:
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(asdict(config), fh)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+    return path
+
+
+def resolve_server(flag: str | None, config: Config) -> str | None:
+    return flag or os.environ.get(ENV_SERVER) or config.server
+
+
+def resolve_token(config: Config) -> str | None:
+    return os.environ.get(ENV_TOKEN) or config.token

@@ -1,0 +1,58 @@
+"""What every use case needs: the store, the settings, the clock, and the signals.
+
+Use cases are plain functions ``fn(core, …)``: load what the domain needs, let it decide,
+persist in one transaction, then raise a signal so the server can wake parked requests.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from gg import __version__
+from gg.settings import Settings
+from gg.store import Store
+
+CONTROL_PLANE = "control-plane"
+
+
+@dataclass
+class Signals:
+    """In-process wake-ups. The server subscribes; use cases call after they commit."""
+
+    on_ready: list[Callable[[], None]] = field(default_factory=list)
+    on_flight: list[Callable[[str], None]] = field(default_factory=list)
+    on_event: list[Callable[[], None]] = field(default_factory=list)
+
+    def ready_changed(self) -> None:
+        for fn in self.on_ready:
+            fn()
+
+    def flight_changed(self, flight_id: str) -> None:
+        for fn in self.on_flight:
+            fn(flight_id)
+
+    def event_added(self) -> None:
+        for fn in self.on_event:
+            fn()
+
+
+@dataclass
+class Core:
+    store: Store
+    settings: Settings
+    clock: Callable[[], float] = time.time
+    version: str = __version__
+    signals: Signals = field(default_factory=Signals)
+    started_at: float = 0.0
+    silence_scanned_at: float = 0.0
+    owner_token_path: object = None
+
+    def now(self) -> float:
+        return self.clock()
+
+    def event(self, kind: str, *, actor: str | None = None, runner_id: str | None = None,
+              flight_id: str | None = None, at: float | None = None, **body) -> None:
+        self.store.add_event(kind, self.now() if at is None else at, actor=actor,
+                             runner_id=runner_id, flight_id=flight_id, body=body)

@@ -1,0 +1,139 @@
+"""Open, cancel, list and show flights; the waiting sentence comes from the domain."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from gg.control import leases as lease_ops
+from gg.control import runners as runner_ops
+from gg.control.core import Core
+from gg.domain import tokens
+from gg.domain.flights import Flight, Stage, required_labels
+from gg.domain.matching import Seat, seat
+from gg.domain.waiting import Context, Waiting, why_waiting
+from gg.errors import BadRequest, Forbidden, NotFound
+
+MAX_COMMAND_ARGS = 4096
+
+
+def open_flight(core: Core, person: dict, *, command: list[str], title: str = "",
+                environment: str | None = None, runner: str | None = None,
+                labels: dict | None = None, attended: bool = False, repo: str | None = None,
+                agent: str = "shell") -> Flight:
+    if not command or not all(isinstance(a, str) for a in command):
+        raise BadRequest("a flight needs a command: gg fly -- CMD ...")
+    if len(command) > MAX_COMMAND_ARGS:
+        raise BadRequest(f"a command has at most {MAX_COMMAND_ARGS} arguments")
+    now = core.now()
+    with core.store.atomic():
+        target = runner_ops.resolve(core, runner).id if runner else None
+        flight = Flight(id=tokens.new_id("f_"), command=list(command), opened_by=person["id"],
+                        opened_at=now, title=title or " ".join(command)[:120],
+                        environment=environment, requires=required_labels(environment, labels),
+                        runner_target=target, attended=attended, repo=repo, agent=agent)
+        core.store.insert_flight(flight)
+        core.event("info:flight:opened", actor=person["name"], flight_id=flight.id, at=now,
+                   title=flight.title)
+    core.signals.ready_changed()
+    core.signals.event_added()
+    return flight
+
+
+def cancel(core: Core, person: dict, flight_id: str) -> Flight:
+    now = core.now()
+    with core.store.atomic():
+        flight = core.store.flight(flight_id)
+        if flight is None:
+            raise NotFound(f"no flight {flight_id}")
+        if person["role"] != "admin" and flight.opened_by != person["id"]:
+            raise Forbidden("only the flight's opener or an admin may cancel it")
+        if flight.final:
+            return flight
+        core.store.update_flight(flight_id, stage=Stage.CANCELLED.value, outcome="cancelled",
+                                 ended_at=now, ended_reason=f"cancelled by {person['name']}")
+        core.event("info:flight:cancelled", actor=person["name"], flight_id=flight_id, at=now,
+                   was=flight.stage)
+        flight = core.store.flight(flight_id)
+    core.signals.flight_changed(flight_id)
+    core.signals.event_added()
+    return flight
+
+
+class Snapshot:
+    """Runners and leases read once, so many flights can be explained from one look."""
+
+    def __init__(self, core: Core, now: float):
+        self.core = core
+        self.now = now
+        runners = core.store.runners()
+        live = core.store.live_leases(now)
+        self.seats: list[Seat] = [seat(r, now, core.settings.offline_after, live.get(r.id, 0))
+                                  for r in runners]
+        self.names = {r.id: r.name for r in runners}
+        self._cache: dict = {}
+
+    def waiting(self, flight: Flight) -> Waiting | None:
+        if flight.stage not in (Stage.READY.value, Stage.GATED.value):
+            return None
+        key = (flight.stage, tuple(sorted(flight.requires.items())), flight.runner_target,
+               flight.opened_by, tuple(flight.gates), flight.repo)
+        if key not in self._cache:
+            self._cache[key] = why_waiting(flight, self.seats, self.context(flight))
+        return self._cache[key]
+
+    def context(self, flight: Flight) -> Context:
+        return Context(runner_names=self.names)
+
+
+def list_flights(core: Core, *, stage: str | None = None, limit: int = 200) -> list[dict]:
+    if stage is not None and stage not in [s.value for s in Stage]:
+        raise BadRequest(f"stage must be one of {', '.join(s.value for s in Stage)}")
+    now = core.now()
+    _expire(core, now)
+    flights = core.store.flights(stages=(stage,) if stage else None, limit=limit)
+    snap = Snapshot(core, now)
+    people = {p["id"]: p["name"] for p in core.store.people()}
+    return [view(f, snap.waiting(f), snap.names, people) for f in flights]
+
+
+def show_flight(core: Core, flight_id: str) -> dict:
+    now = core.now()
+    _expire(core, now)
+    flight = core.store.flight(flight_id)
+    if flight is None:
+        raise NotFound(f"no flight {flight_id}")
+    snap = Snapshot(core, now)
+    people = {p["id"]: p["name"] for p in core.store.people()}
+    out = view(flight, snap.waiting(flight), snap.names, people)
+    out["facts"] = core.store.facts(flight_id)
+    out["attempts"] = [
+        {"attempt": i + 1, "epoch": g["epoch"], "runner": g["runner_id"],
+         "runner_name": snap.names.get(g["runner_id"], g["runner_id"]),
+         "granted_at": g["granted_at"]}
+        for i, g in enumerate(core.store.grants(flight_id))
+    ]
+    return out
+
+
+def view(flight: Flight, waiting: Waiting | None, names: dict[str, str],
+         people: dict[str, str]) -> dict:
+    data = asdict(flight)
+    data["runner"] = flight.lease_runner
+    data["runner_name"] = names.get(flight.lease_runner) if flight.lease_runner else None
+    data["opened_by_name"] = people.get(flight.opened_by, flight.opened_by)
+    data["waiting"] = waiting.sentence if waiting else None
+    data["remedy"] = waiting.remedy if waiting else None
+    data["lease"] = ({"runner": flight.lease_runner, "epoch": flight.epoch,
+                      "expires_at": flight.lease_expires_at}
+                     if flight.stage == Stage.FLYING.value else None)
+    return data
+
+
+def _expire(core: Core, now: float) -> None:
+    """Listings show the truth: a lease past its expiry is recorded as expired first."""
+    if core.store.next_lease_expiry() is None or core.store.next_lease_expiry() > now:
+        return
+    with core.store.atomic():
+        expired = lease_ops.expire_due(core, now)
+    if expired:
+        core.signals.ready_changed()

@@ -1,0 +1,198 @@
+"""Runner identity and life: register, authenticate, check in, renew the credential, goodbye."""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+from gg import keys
+from gg.control.core import CONTROL_PLANE, Core
+from gg.domain import tokens
+from gg.domain.runners import AdminState, Runner, silently_gone, version_skew
+from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_CHALLENGE_TTL = 120.0
+
+
+def default_policy(core: Core, workers: int) -> dict:
+    return {"isolation": "none" if core.settings.dev else "sandbox", "egress": "all",
+            "workers": workers}
+
+
+def register(core: Core, person: dict, *, name: str, public_key: str, labels: dict,
+             workers: int, inventory: dict, version: str | None) -> tuple[Runner, str]:
+    """A signed-in person registers this machine; one key, one row (a new key supersedes)."""
+    if not _NAME.match(name or ""):
+        raise BadRequest("a runner name is 1-63 letters, digits, '.', '_' or '-'")
+    if not keys.valid_public_key(public_key):
+        raise BadRequest("public_key is not a base64 Ed25519 public key")
+    now = core.now()
+    credential = tokens.mint(tokens.RUNNER)
+    expires = now + core.settings.runner_credential_ttl
+    with core.store.atomic():
+        if core.store.tombstoned(public_key):
+            raise Forbidden("this runner key was retired and can never register again")
+        existing = core.store.runner_by_key(public_key)
+        fields = dict(name=name, labels=labels, workers=workers, started_workers=workers,
+                      inventory=inventory, version=version,
+                      version_skew=version_skew(version, core.version),
+                      registered_by=person["id"], goodbye_at=None)
+        if existing is not None:
+            core.store.update_runner(existing.id, **fields)
+            core.store.set_credential(existing.id, tokens.digest(credential),
+                                      tokens.fingerprint(credential), expires)
+            runner_id = existing.id
+        else:
+            runner = Runner(id=tokens.new_id("r_"), public_key=public_key, created_at=now,
+                            policy=default_policy(core, workers), credential_expires_at=expires,
+                            **fields)
+            core.store.insert_runner(runner, credential_hash=tokens.digest(credential),
+                                     credential_fingerprint=tokens.fingerprint(credential))
+            runner_id = runner.id
+        core.event("info:runner:registered", actor=person["name"], runner_id=runner_id,
+                   name=name, superseded=existing is not None)
+        runner = core.store.runner(runner_id)
+    core.signals.event_added()
+    return runner, credential
+
+
+def authenticate(core: Core, token: str | None) -> Runner:
+    """The runner holding ``token``; the same opaque 401 for every kind of refusal."""
+    if not token or not token.startswith(tokens.RUNNER):
+        raise Unauthorized()
+    wanted = tokens.digest(token)
+    found = core.store.runner_by_credential(wanted)
+    if found is None or not tokens.same_digest(found[1], wanted):
+        raise Unauthorized()
+    runner = found[0]
+    if runner.retired_at is not None or runner.admin_state == AdminState.RETIRED.value:
+        raise Forbidden("this runner was retired by an admin: its credential is dead",
+                        code="runner_retired")
+    if runner.credential_expires_at is not None and core.now() >= runner.credential_expires_at:
+        raise Unauthorized()
+    return runner
+
+
+def challenge(core: Core, runner: Runner) -> dict:
+    nonce = secrets.token_urlsafe(32)
+    with core.store.atomic():
+        core.store.add_challenge(tokens.digest(nonce), runner.id, core.now() + _CHALLENGE_TTL)
+    return {"nonce": nonce, "expires_in": _CHALLENGE_TTL}
+
+
+def renew_credential(core: Core, runner: Runner, nonce: str, signature: str) -> dict:
+    """A new credential, only for a signature by the runner's own key over the challenge."""
+    message = f"gg-renew:{runner.id}:{nonce}".encode()
+    now = core.now()
+    with core.store.atomic():
+        if not core.store.take_challenge(tokens.digest(nonce), runner.id, now):
+            raise Unauthorized("the challenge is unknown or has expired")
+        if not keys.verify(runner.public_key, message, signature):
+            raise Unauthorized("the signature does not match this runner's key")
+        credential = tokens.mint(tokens.RUNNER)
+        expires = now + core.settings.runner_credential_ttl
+        core.store.set_credential(runner.id, tokens.digest(credential),
+                                  tokens.fingerprint(credential), expires)
+        core.event("info:runner:credential_renewed", actor=_actor(runner), runner_id=runner.id)
+    return {"credential": credential, "expires_at": expires}
+
+
+def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | None,
+             capabilities: dict | None, version: str | None, held: list[str],
+             peer_address: str | None) -> dict:
+    now = core.now()
+    with core.store.atomic():
+        skew = version_skew(version, core.version)
+        values: dict = dict(last_seen_at=now, readings=readings, peer_address=peer_address,
+                            version=version, version_skew=skew)
+        if inventory is not None:
+            values["inventory"] = inventory
+        if capabilities is not None:
+            values["capabilities"] = capabilities
+            values["checks_at"] = now
+        pair = f"{version}/{core.version}"
+        if skew == "skewed" and not _skew_recorded(core, runner.id, pair):
+            core.event("warn:runner:version_skew", actor=_actor(runner), runner_id=runner.id,
+                       pair=pair, runner_version=version, server_version=core.version)
+        core.store.update_runner(runner.id, **values)
+        note_silent_runners(core, now)
+        cancelled = _ended_among(core, held)
+        runner = core.store.runner(runner.id)
+    expires = runner.credential_expires_at or now
+    directives = []
+    if expires - now < core.settings.runner_credential_ttl / 3:
+        directives.append("renew_credential")
+    return {
+        "runner": runner.id,
+        "admin_state": runner.admin_state,
+        "policy": runner.policy,
+        "labels": runner.labels,
+        "health": runner.health,
+        "check_in_interval": core.settings.check_in_interval,
+        "protocol": core.settings.protocol(),
+        "directives": directives,
+        "ended": cancelled,
+        "server_time": now,
+        "server_version": core.version,
+    }
+
+
+def goodbye(core: Core, runner: Runner) -> None:
+    with core.store.atomic():
+        core.store.update_runner(runner.id, goodbye_at=core.now())
+        core.event("info:runner:goodbye", actor=_actor(runner), runner_id=runner.id)
+    core.signals.event_added()
+
+
+def note_silent_runners(core: Core, now: float, *, every: float = 1.0) -> int:
+    """Record ``warn:runner:aged_out`` once per offline episode of a runner gone silent.
+
+    Whoever looks first records it (check-ins, listings); scanning at most once per
+    ``every`` seconds keeps a fleet of thousands of check-ins cheap.
+    """
+    if now - core.silence_scanned_at < every:
+        return 0
+    core.silence_scanned_at = now
+    noted = 0
+    for runner in core.store.runners():
+        if silently_gone(runner, now, core.settings.offline_after):
+            core.store.update_runner(runner.id, offline_noted_at=now)
+            core.event("warn:runner:aged_out", actor=CONTROL_PLANE, runner_id=runner.id, at=now,
+                       last_seen_at=runner.last_seen_at)
+            noted += 1
+    return noted
+
+
+def resolve(core: Core, ref: str) -> Runner:
+    """A runner by id or by (unique) name."""
+    runner = core.store.runner(ref)
+    if runner is not None and runner.retired_at is None:
+        return runner
+    named = core.store.runners_named(ref)
+    if len(named) == 1:
+        return named[0]
+    if len(named) > 1:
+        ids = ", ".join(r.id for r in named)
+        raise BadRequest(f"{len(named)} runners are named {ref}; use an id ({ids})")
+    raise NotFound(f"no runner {ref}")
+
+
+def _ended_among(core: Core, held: list[str]) -> list[str]:
+    ended = []
+    for flight_id in held[:256]:
+        flight = core.store.flight(flight_id)
+        if flight is not None and flight.final:
+            ended.append(flight_id)
+    return ended
+
+
+def _skew_recorded(core: Core, runner_id: str, pair: str) -> bool:
+    for event in core.store.events(kind="warn:runner:version_skew", runner_id=runner_id):
+        if event["body"].get("pair") == pair:
+            return True
+    return False
+
+
+def _actor(runner: Runner) -> str:
+    return f"runner:{runner.name}"

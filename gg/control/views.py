@@ -1,0 +1,48 @@
+"""What people and runners are shown: admin state, liveness and health side by side."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from gg.control.core import Core
+from gg.domain.flights import Flight
+from gg.domain.runners import Runner, liveness
+
+_HIDDEN = ("public_key",)
+
+
+def runner_view(core: Core, runner: Runner, *, detail: bool = False,
+                now: float | None = None, flights: list[str] | None = None) -> dict:
+    now = core.now() if now is None else now
+    data = asdict(runner)
+    for key in _HIDDEN:
+        data.pop(key, None)
+    data["online"] = liveness(runner, now, core.settings.offline_after) == "online"
+    data["liveness"] = "online" if data["online"] else "offline"
+    data["state"] = runner.admin_state
+    owner = core.store.person(runner.owner) if runner.owner else None
+    data["owner_name"] = owner["name"] if owner else None
+    if flights is None:
+        flights = [f.id for f in core.store.flights_held_by(runner.id)]
+    data["flights"] = flights
+    if not detail:
+        data.pop("inventory", None)
+        data.pop("capabilities", None)
+    return data
+
+
+def runners_view(core: Core) -> list[dict]:
+    now = core.now()
+    held: dict[str, list[str]] = {}
+    for flight in core.store.flights(stages=("flying",), limit=100000):
+        if flight.lease_runner:
+            held.setdefault(flight.lease_runner, []).append(flight.id)
+    return [runner_view(core, r, now=now, flights=held.get(r.id, []))
+            for r in core.store.runners()]
+
+
+def flight_for_runner(flight: Flight) -> dict:
+    """Only what a runner needs to fly it."""
+    return {"id": flight.id, "title": flight.title, "command": flight.command,
+            "repo": flight.repo, "agent": flight.agent, "environment": flight.environment,
+            "attempt": flight.attempt, "epoch": flight.epoch, "kind": flight.kind}

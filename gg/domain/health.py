@@ -1,0 +1,184 @@
+"""Health: does what this runner can enforce meet the policy it was assigned?
+
+The server runs this on every check-in with the runner's capability report (see
+``gg.runner.capabilities``); the runner runs the same checks before it starts a flight, so the
+two can never disagree about what is missing. Health is ``ok`` or ``degraded: <the one missing
+piece>``; a degraded runner gets no work, and the next check-in that meets the policy clears it.
+
+The checks run from the most fundamental to the most specific, and the first one that fails
+names the missing piece::
+
+    isolation allowed        policy    none needs a --dev server
+    egress enforceable       policy    allowlist is not enforced yet
+    capability report        host      a report must exist before anything can be measured
+    bubblewrap installed     host      sandbox, or egress none without isolation
+    bubblewrap namespaces    host      sandbox: the sandbox actually starts here
+    network namespace        host      egress none (sandbox or none): an empty netns can be made
+    container engine         host      container: podman or docker answers
+    workers                  never fails; raising past the started count is only a note
+
+Policy problems come first because no change on the host can fix them. Checks the policy does
+not need are not listed: ``gg runner show`` prints exactly the list that decided health.
+
+Capability keys read here (all produced by ``gg.runner.capabilities.probe``): ``bwrap``
+(path or None), ``bwrap_usable`` (bool), ``netns`` (bool), ``container_engine`` (name or None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gg.domain.policy import Policy
+
+PolicyLike = Policy | Mapping[str, Any]
+
+NONE_NEEDS_DEV = "isolation none is allowed only on a --dev server"
+ALLOWLIST_NOT_ENFORCED = "egress allowlist is not enforced yet"
+NO_REPORT = "no capability report yet"
+NO_BWRAP = "bubblewrap not installed"
+BWRAP_UNUSABLE = "bubblewrap cannot create namespaces here"
+NO_NETNS = "network namespaces unavailable"
+NO_ENGINE = "no container engine reachable"
+
+CHECKS_PASSED = "checks passed"
+CHECKS_STALE = "checks stale"
+CHECKS_PENDING = "checks pending"
+CHECKS_NEVER_RUN = "checks never run"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of ``gg runner show``. A failed check's detail is the missing piece itself."""
+
+    name: str
+    passed: bool
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "passed": self.passed, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Health:
+    ok: bool
+    missing: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def text(self) -> str:
+        return "ok" if self.ok else f"degraded: {self.missing}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "missing": self.missing, "text": self.text,
+                "notes": list(self.notes)}
+
+
+def _check(name: str, passed: bool, ok_detail: str, missing: str) -> Check:
+    return Check(name, passed, ok_detail if passed else missing)
+
+
+def _policy_checks(policy: Policy, dev: bool) -> list[Check]:
+    out: list[Check] = []
+    if policy.isolation == "none":
+        out.append(_check("isolation allowed", dev, "isolation none on a --dev server",
+                          NONE_NEEDS_DEV))
+    else:
+        out.append(Check("isolation allowed", True,
+                         f"isolation {policy.isolation} is allowed on any server"))
+    out.append(_check("egress enforceable", policy.egress != "allowlist",
+                      f"egress {policy.egress} can be enforced", ALLOWLIST_NOT_ENFORCED))
+    return out
+
+
+def _needs_report(policy: Policy) -> bool:
+    return policy.isolation != "none" or policy.egress == "none"
+
+
+def _host_checks(policy: Policy, caps: Mapping[str, Any]) -> list[Check]:
+    out: list[Check] = []
+    if not _needs_report(policy):
+        return out
+    out.append(_check("capability report", bool(caps), "received", NO_REPORT))
+    if policy.isolation == "container":
+        engine = caps.get("container_engine")
+        out.append(_check("container engine", bool(engine), f"{engine} answers", NO_ENGINE))
+        return out  # the engine cuts egress itself (--network none)
+    bwrap = caps.get("bwrap")
+    out.append(_check("bubblewrap installed", bool(bwrap), f"at {bwrap}", NO_BWRAP))
+    if policy.isolation == "sandbox":
+        out.append(_check("bubblewrap namespaces", bool(caps.get("bwrap_usable")),
+                          "a sandbox starts here", BWRAP_UNUSABLE))
+    if policy.egress == "none":
+        out.append(_check("network namespace", bool(caps.get("netns")),
+                          "an empty network namespace can be made", NO_NETNS))
+    return out
+
+
+def workers_note(policy: Policy, started_workers: int) -> str | None:
+    """Raising workers past what the runner started with takes a restart; lowering does not."""
+    if policy.workers > started_workers:
+        return (f"workers raised to {policy.workers} needs a restart "
+                f"(started with {started_workers})")
+    return None
+
+
+def effective_workers(policy: Policy, started_workers: int) -> int:
+    """Slots the runner can fill right now: a lowered policy applies at once."""
+    return max(0, min(policy.workers, started_workers))
+
+
+def _as_policy(policy: PolicyLike) -> Policy:
+    return policy if isinstance(policy, Policy) else Policy.from_dict(policy)
+
+
+def checks(policy: PolicyLike, capabilities: Mapping[str, Any] | None, *, dev: bool,
+           started_workers: int) -> list[Check]:
+    """Every check that decides this runner's health, in the order they are judged."""
+    policy = _as_policy(policy)
+    caps = capabilities or {}
+    out = _policy_checks(policy, dev) + _host_checks(policy, caps)
+    note = workers_note(policy, started_workers)
+    out.append(Check("workers", True,
+                     note or f"{effective_workers(policy, started_workers)} of "
+                             f"{started_workers} started"))
+    return out
+
+
+def judge_health(policy: PolicyLike, capabilities: Mapping[str, Any] | None, *, dev: bool,
+                 started_workers: int) -> Health:
+    policy = _as_policy(policy)
+    listed = checks(policy, capabilities, dev=dev, started_workers=started_workers)
+    failed = next((c for c in listed if not c.passed), None)
+    note = workers_note(policy, started_workers)
+    notes = (note,) if note else ()
+    if failed is None:
+        return Health(ok=True, notes=notes)
+    return Health(ok=False, missing=failed.detail, notes=notes)
+
+
+def first_missing(policy: PolicyLike, capabilities: Mapping[str, Any] | None) -> str | None:
+    """What the runner itself cannot enforce (the dev rule is the server's business)."""
+    policy = _as_policy(policy)
+    return judge_health(policy, capabilities, dev=True, started_workers=policy.workers).missing
+
+
+def checks_verdict(listed: Sequence[Check], reported_at: float | None, now: float,
+                   stale_after: float, *, policy_changed: bool = False) -> str:
+    """One phrase for the checks column.
+
+    Precedence: never run (no report) > stale (the report is older than ``stale_after``, so
+    nothing it says can be trusted) > pending (the policy changed since the report; the next
+    check-in will judge it) > N checks failed > checks passed.
+    """
+    if reported_at is None:
+        return CHECKS_NEVER_RUN
+    if now - reported_at > stale_after:
+        return CHECKS_STALE
+    if policy_changed:
+        return CHECKS_PENDING
+    failed = sum(1 for c in listed if not c.passed)
+    if failed:
+        return f"{failed} checks failed"
+    return CHECKS_PASSED

@@ -1,0 +1,88 @@
+"""The lease and fencing rules (SPEC section 6), as pure functions of the flight and `now`.
+
+A lease is the pair (runner, epoch) on a flight plus an ``expires_at`` that only the
+control plane sets. The epoch grows by one at every grant, so a report carrying an older
+epoch comes from a machine that lost the flight and is refused (``lease_superseded``).
+
+Expiry is a comparison of the clock with ``expires_at``, never a timer having fired: a
+lease past its expiry is expired even if nothing noticed, and a renewal after expiry is
+refused. Whoever looks first (a claim, a check-in, a listing) records the expiry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gg.domain.flights import Flight, Stage
+from gg.errors import Conflict, LeaseSuperseded, NotFound
+
+
+@dataclass(frozen=True)
+class Grant:
+    flight_id: str
+    runner_id: str
+    epoch: int
+    granted_at: float
+    expires_at: float
+
+
+def lease_live(flight: Flight, now: float) -> bool:
+    return (
+        flight.stage == Stage.FLYING.value
+        and flight.lease_expires_at is not None
+        and now < flight.lease_expires_at
+    )
+
+
+def lease_expired(flight: Flight, now: float) -> bool:
+    """Flying with a lease whose expiry has passed, noticed or not."""
+    return (
+        flight.stage == Stage.FLYING.value
+        and flight.lease_expires_at is not None
+        and now >= flight.lease_expires_at
+    )
+
+
+def grant(flight: Flight, runner_id: str, now: float, ttl: float) -> Grant:
+    """The next lease on a ready flight (the store performs it as a compare-and-set)."""
+    if flight.stage != Stage.READY.value:
+        raise Conflict(f"flight {flight.id} is {flight.stage}, not ready")
+    return Grant(flight.id, runner_id, flight.epoch + 1, now, now + ttl)
+
+
+def check_holder(
+    flight: Flight | None, runner_id: str, epoch: int, now: float, held_epochs: set[int]
+) -> Flight:
+    """The flight, if ``runner_id`` holds it at ``epoch`` now; else the refusal.
+
+    ``held_epochs`` are the epochs at which this runner was granted the flight. A runner
+    that never held it gets 404 exactly like a flight that does not exist; one that held it
+    at an older epoch, or whose lease ran out, gets 409 ``lease_superseded``; one whose
+    flight was cancelled or has ended gets 409 ``flight_ended``.
+    """
+    if flight is None or epoch not in held_epochs:
+        raise NotFound("no such flight")
+    if flight.final and flight.epoch == epoch:
+        raise Conflict(f"flight {flight.id} has ended ({flight.stage})", code="flight_ended")
+    if epoch != flight.epoch or flight.lease_runner != runner_id:
+        raise LeaseSuperseded()
+    if not lease_live(flight, now):
+        raise LeaseSuperseded("this lease has expired: the flight may be offered to another runner")
+    return flight
+
+
+def renewal_expiry(now: float, ttl: float) -> float:
+    return now + ttl
+
+
+def after_expiry(flight: Flight, max_expiries: int) -> tuple[str, int, str | None]:
+    """(stage, expiries, ended_reason) once the lease on ``flight`` has expired."""
+    expiries = flight.expiries + 1
+    if expiries >= max_expiries:
+        return Stage.FAILED.value, expiries, f"lost {expiries} times"
+    return Stage.READY.value, expiries, None
+
+
+def restart_floor(expires_at: float, now: float, ttl: float) -> float:
+    """After a control-plane restart every live lease is honoured for at least one TTL."""
+    return max(expires_at, now + ttl)

@@ -1,0 +1,85 @@
+"""Whether a runner may be offered a flight: the six conditions of SPEC section 6.
+
+:func:`blockers` is THE claim decision. The claim path offers a flight only when it
+returns nothing, and the waiting sentence (``gg show``, ``gg flights``) and ``gg plan`` are
+built from the same blockers, so an explanation can never contradict dispatch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from gg.domain.flights import Flight, Stage
+from gg.domain.runners import AdminState, Runner, is_online
+
+
+class Block(str, Enum):
+    # Order matters: the first blocker is the most fundamental one.
+    LABELS = "labels"  # 1. the runner does not advertise every required label
+    NOT_READY = "not_ready"  # 2. the flight is not ready (gated, flying, ended)
+    NOT_TARGET = "not_target"  # 4. opened with --runner for another runner
+    RESERVED = "reserved"  # 5. reserved for its owner, and the flight is not the owner's
+    RETIRED = "retired"
+    CORDONED = "cordoned"  # 6. admin state
+    DRAINING = "draining"
+    DRAINED = "drained"
+    OFFLINE = "offline"  # 6. liveness
+    DEGRADED = "degraded"  # 6. health
+    BUSY = "busy"  # 6. no free worker slot
+
+
+_ADMIN_BLOCK = {
+    AdminState.CORDONED.value: Block.CORDONED,
+    AdminState.DRAINING.value: Block.DRAINING,
+    AdminState.DRAINED.value: Block.DRAINED,
+    AdminState.RETIRED.value: Block.RETIRED,
+}
+
+
+@dataclass(frozen=True)
+class Seat:
+    """What the matcher needs to know about one runner beyond its row."""
+
+    runner: Runner
+    usable_labels: dict[str, str]
+    live_leases: int
+    online: bool
+
+
+def seat(runner: Runner, now: float, offline_after: float, live_leases: int,
+         refuted: frozenset[str] = frozenset()) -> Seat:
+    usable = {k: v for k, v in runner.labels.items() if f"{k}={v}" not in refuted}
+    return Seat(runner, usable, live_leases, is_online(runner, now, offline_after))
+
+
+def missing_labels(required: dict[str, str], usable: dict[str, str]) -> list[str]:
+    return [f"{k}={v}" for k, v in sorted(required.items()) if usable.get(k) != v]
+
+
+def blockers(flight: Flight, seat: Seat) -> list[Block]:
+    """Every reason ``seat`` cannot be offered ``flight`` now; empty means offer it."""
+    found: list[Block] = []
+    runner = seat.runner
+    if missing_labels(flight.requires, seat.usable_labels):
+        found.append(Block.LABELS)
+    if flight.stage != Stage.READY.value:
+        found.append(Block.NOT_READY)
+    if flight.runner_target is not None and flight.runner_target != runner.id:
+        found.append(Block.NOT_TARGET)
+    if runner.reserved and runner.owner != flight.opened_by:
+        found.append(Block.RESERVED)
+    admin = _ADMIN_BLOCK.get(runner.admin_state)
+    if admin is not None:
+        found.append(admin)
+    if not seat.online:
+        found.append(Block.OFFLINE)
+    if not runner.healthy:
+        found.append(Block.DEGRADED)
+    if seat.live_leases >= max(runner.workers, 0):
+        found.append(Block.BUSY)
+    return found
+
+
+def offerable(flight: Flight, seat: Seat) -> bool:
+    return not blockers(flight, seat)

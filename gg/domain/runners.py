@@ -1,0 +1,105 @@
+"""Runners: admin state, liveness and health are three separate truths.
+
+Admin state is set by people::
+
+    active <--resume-- cordoned          (no new work)
+    active --drain--> draining --last lease ends--> drained
+    cordoned|draining|drained --resume--> active
+    any --retire--> retired              (irreversible: credential dead, key tombstoned)
+
+Liveness is reported by the host: ``online`` while check-ins arrive within OFFLINE_AFTER
+and no goodbye came after the last one; otherwise ``offline``. Health (``ok`` or
+``degraded: <the one missing piece>``) is the server's comparison of the capability report
+with the assigned policy. No field merges them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class AdminState(str, Enum):
+    ACTIVE = "active"
+    CORDONED = "cordoned"
+    DRAINING = "draining"
+    DRAINED = "drained"
+    RETIRED = "retired"
+
+
+ADMIN_STATES = tuple(s.value for s in AdminState)
+OWNERSHIPS = ("organisation", "open", "claimed")
+
+
+@dataclass
+class Runner:
+    id: str
+    name: str
+    public_key: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    workers: int = 1
+    started_workers: int = 1
+    admin_state: str = AdminState.ACTIVE.value
+    last_seen_at: float | None = None
+    goodbye_at: float | None = None
+    offline_noted_at: float | None = None
+    inventory: dict = field(default_factory=dict)
+    capabilities: dict = field(default_factory=dict)
+    readings: dict = field(default_factory=dict)
+    peer_address: str | None = None
+    version: str | None = None
+    version_skew: str = "unknown"
+    health: str = "ok"
+    policy: dict = field(default_factory=dict)
+    ownership: str = "organisation"
+    owner: str | None = None
+    reserved: bool = False
+    registered_by: str | None = None
+    kind: str = "registered"
+    created_at: float = 0.0
+    retired_at: float | None = None
+    credential_expires_at: float | None = None
+    checks_at: float | None = None
+    profile: str | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return self.health == "ok"
+
+
+def is_online(runner: Runner, now: float, offline_after: float) -> bool:
+    if runner.last_seen_at is None:
+        return False
+    if runner.goodbye_at is not None and runner.goodbye_at >= runner.last_seen_at:
+        return False
+    return now - runner.last_seen_at < offline_after
+
+
+def liveness(runner: Runner, now: float, offline_after: float) -> str:
+    return "online" if is_online(runner, now, offline_after) else "offline"
+
+
+def silently_gone(runner: Runner, now: float, offline_after: float) -> bool:
+    """Offline without a goodbye, and this episode not yet recorded (warn:runner:aged_out)."""
+    if runner.last_seen_at is None or is_online(runner, now, offline_after):
+        return False
+    if runner.goodbye_at is not None and runner.goodbye_at >= runner.last_seen_at:
+        return False
+    return runner.offline_noted_at is None or runner.offline_noted_at < runner.last_seen_at
+
+
+def version_skew(runner_version: str | None, server_version: str) -> str:
+    if not runner_version:
+        return "unknown"
+    return "none" if runner_version == server_version else "skewed"
+
+
+def takes_new_work(runner: Runner) -> bool:
+    return runner.admin_state == AdminState.ACTIVE.value
+
+
+def after_lease_ended(runner: Runner, live_leases: int) -> str:
+    """Draining becomes drained by itself when its last lease ends."""
+    if runner.admin_state == AdminState.DRAINING.value and live_leases == 0:
+        return AdminState.DRAINED.value
+    return runner.admin_state

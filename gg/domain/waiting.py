@@ -1,0 +1,157 @@
+"""Why a flight waits: one sentence and a remedy, from the same blockers the claim uses.
+
+The ladder is SPEC section 7, kept-back reasons first::
+
+    0  gated: an open gate guards it                       (gates arrive with placement)
+    1  a runner that could take it is reserved for another person
+    2  it was sent to runner NAME, which is not checking in
+    3  pool POOL is warming a machine for it               (pools hook)
+    4  pool POOL's limits allow no more machines now (REASON)
+    5  no credential is registered for repository SLUG     (credentials hook)
+    6  every runner that advertises LABEL is STATE
+    7  no runner advertises LABEL
+
+Hooks for later rungs are plain values in :class:`Context` so that adding pools or
+credentials never changes the shape of the function. It is pure: a snapshot in, a
+:class:`Waiting` out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gg.domain.flights import Flight, Stage
+from gg.domain.matching import Block, Seat, blockers, missing_labels
+
+_STATE_WORDS = (
+    (Block.RETIRED, "retired"),
+    (Block.CORDONED, "cordoned"),
+    (Block.DRAINING, "draining"),
+    (Block.DRAINED, "drained"),
+    (Block.OFFLINE, "offline"),
+    (Block.DEGRADED, "degraded"),
+    (Block.RESERVED, "reserved"),
+    (Block.BUSY, "busy"),
+)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    code: str
+    sentence: str
+    remedy: str
+
+
+@dataclass(frozen=True)
+class OpenGate:
+    id: str
+    guards: str
+    cleared_by: str  # who may clear it: "an admin", "the flight's opener", "the machine itself"
+
+
+@dataclass
+class Context:
+    """Everything beyond runners that the ladder may consult."""
+
+    open_gates: list[OpenGate] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # things the flight needs that do not exist
+    pool_reason: tuple[str, str] | None = None  # (code, sentence) from the pool planner
+    credential_missing_for: str | None = None  # repository slug with no registered credential
+    runner_names: dict[str, str] = field(default_factory=dict)
+
+
+def label_text(requires: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(requires.items()))
+
+
+def _state_word(found: list[Block]) -> str:
+    for block, word in _STATE_WORDS:
+        if block in found:
+            return word
+    return "busy"
+
+
+def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -> Waiting | None:
+    """The reason ``flight`` is not moving, or None when it is not waiting at all."""
+    ctx = ctx or Context()
+    if flight.stage not in (Stage.READY.value, Stage.GATED.value):
+        return None
+    if ctx.open_gates:
+        gate = ctx.open_gates[0]
+        return Waiting(
+            "gated",
+            f"waiting: gate {gate.id} is open ({gate.guards})",
+            f"{gate.cleared_by} can clear it: gg gate clear {gate.id}",
+        )
+    if ctx.missing:
+        return Waiting("missing", f"waiting: {ctx.missing[0]}", "see gg plan " + flight.id)
+    live = [s for s in seats if s.runner.admin_state != "retired"]
+    advertising = [s for s in live if not missing_labels(flight.requires, s.usable_labels)]
+    if flight.runner_target is not None:
+        advertising = [s for s in advertising if s.runner.id == flight.runner_target]
+    found = {s.runner.id: blockers(flight, s) for s in advertising}
+    free = [s for s in advertising if not found[s.runner.id]]
+    if free:
+        name = free[0].runner.name
+        return Waiting(
+            "offerable",
+            f"waiting: runner {name} can take it and will at its next claim",
+            "wait",
+        )
+    if any(found[s.runner.id] == [Block.RESERVED] for s in advertising):
+        return Waiting(
+            "reserved",
+            "waiting: a runner that could take it is reserved for another person",
+            "ask its owner to release it, or bring up another runner",
+        )
+    if flight.runner_target is not None:
+        target = next((s for s in live if s.runner.id == flight.runner_target), None)
+        if target is None or not target.online:
+            name = target.runner.name if target else ctx.runner_names.get(
+                flight.runner_target, flight.runner_target)
+            return Waiting(
+                "target_offline",
+                f"waiting: it was sent to runner {name}, which is not checking in",
+                "start that runner again, or open the flight without --runner",
+            )
+    if ctx.pool_reason is not None:
+        code, sentence = ctx.pool_reason
+        remedy = "wait" if code == "pool_warming" else "wait, or change the strategy's bounds"
+        return Waiting(code, sentence, remedy)
+    if ctx.credential_missing_for is not None:
+        slug = ctx.credential_missing_for
+        return Waiting(
+            "credential_missing",
+            f"waiting: no credential is registered for repository {slug}",
+            f"gg credential add --repo {slug}",
+        )
+    label = label_text(flight.requires)
+    if advertising:
+        words = sorted({_state_word(found[s.runner.id]) for s in advertising},
+                       key=[w for _, w in _STATE_WORDS].index)
+        state = " or ".join(words)
+        subject = f"every runner that advertises {label}" if label else "every runner"
+        return Waiting(
+            "all_" + words[0],
+            f"waiting: {subject} is {state}",
+            "resume, fix, or start one",
+        )
+    if not label:
+        return Waiting(
+            "no_runner",
+            "waiting: no runner is registered yet",
+            "bring up a runner: gg runner up",
+        )
+    lonely = _first_unadvertised(flight.requires, live) or label
+    return Waiting(
+        "no_runner",
+        f"waiting: no runner advertises {lonely}",
+        f"bring up a runner that advertises it (gg runner up --labels {lonely}); gg runner labels",
+    )
+
+
+def _first_unadvertised(requires: dict[str, str], seats: list[Seat]) -> str | None:
+    for key, value in sorted(requires.items()):
+        if not any(s.usable_labels.get(key) == value for s in seats):
+            return f"{key}={value}"
+    return None

@@ -1,0 +1,76 @@
+"""The error tree every layer shares.
+
+::
+
+    GGError                       (code, message; maps to one HTTP status and one exit code)
+     +-- BadRequest               400 bad_request / invalid_*        -- malformed input
+     +-- Unauthorized             401 unauthorized                   -- opaque, no detail
+     +-- Forbidden                403 forbidden                      -- known caller, not allowed
+     +-- NotFound                 404 not_found                      -- also "not yours"
+     +-- Conflict                 409 conflict / lease_superseded /  -- the world moved on
+     |                                flight_ended / ...
+     +-- Gone                     410 gone                           -- retired
+     +-- TooLarge                 413 too_large
+
+The server maps these to ``{"error": {"code", "message"}}`` in one place
+(``gg.server.errors``); the client turns that body back into ``ApiError``; the CLI maps
+either to one line on stderr and an exit code (``gg.cli.exits``).
+"""
+
+from __future__ import annotations
+
+
+class GGError(Exception):
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, *, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+
+
+class BadRequest(GGError):
+    status = 400
+    code = "bad_request"
+
+
+class Unauthorized(GGError):
+    status = 401
+    code = "unauthorized"
+
+    def __init__(self, message: str = "the token was not accepted", *, code: str | None = None):
+        super().__init__(message, code=code)
+
+
+class Forbidden(GGError):
+    status = 403
+    code = "forbidden"
+
+
+class NotFound(GGError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(GGError):
+    status = 409
+    code = "conflict"
+
+
+class LeaseSuperseded(Conflict):
+    code = "lease_superseded"
+
+    def __init__(self, message: str = "this lease was superseded: another runner holds the flight now"):
+        super().__init__(message)
+
+
+class Gone(GGError):
+    status = 410
+    code = "gone"
+
+
+class TooLarge(GGError):
+    status = 413
+    code = "too_large"

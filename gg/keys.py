@@ -1,0 +1,57 @@
+"""Ed25519 runner identity: one keypair per runner, made on first start, mode 0600."""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+
+
+def load_or_create(path: Path) -> Ed25519PrivateKey:
+    if path.exists():
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ValueError(f"{path} does not hold an Ed25519 key")
+        return key
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(pem)
+    return key
+
+
+def public_text(key: Ed25519PrivateKey) -> str:
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return base64.b64encode(raw).decode()
+
+
+def sign(key: Ed25519PrivateKey, message: bytes) -> str:
+    return base64.b64encode(key.sign(message)).decode()
+
+
+def valid_public_key(text: str) -> bool:
+    try:
+        raw = base64.b64decode(text, validate=True)
+        Ed25519PublicKey.from_public_bytes(raw)
+        return True
+    except (ValueError, TypeError):
+        return False
+
+
+def verify(public_key: str, message: bytes, signature: str) -> bool:
+    try:
+        pub = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key, validate=True))
+        pub.verify(base64.b64decode(signature, validate=True), message)
+        return True
+    except (InvalidSignature, ValueError, TypeError):
+        return False

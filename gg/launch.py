@@ -1,0 +1,134 @@
+"""Starting real gg processes on this machine: a control plane and runners on loopback.
+
+Used by ``gg demo``, the integration tests, the chaos suite and the benchmarks, so all of
+them exercise the same processes a user starts by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def gg_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "gg", *args]
+
+
+@dataclass
+class LocalServer:
+    data_dir: Path
+    port: int
+    env: dict[str, str] = field(default_factory=dict)
+    dev: bool = True
+    log: Path | None = None
+    proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> "LocalServer":
+        args = ["server", "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}"]
+        if self.dev:
+            args.append("--dev")
+        out = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        self.proc = subprocess.Popen(gg_argv(*args), env={**os.environ, **self.env},
+                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_healthy(self.url, timeout, self.proc)
+        return self
+
+    def owner_token(self) -> str:
+        return (self.data_dir / "owner-token").read_text().strip()
+
+    def stop(self, sig: int = 15, timeout: float = 10.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the control plane exited with code {proc.returncode} while starting")
+        try:
+            if httpx.get(url + "/v1/health", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"the control plane at {url} did not answer within {timeout:g}s")
+
+
+@dataclass
+class LocalRunner:
+    name: str
+    server: str
+    state_dir: Path
+    config_dir: Path
+    labels: str | None = None
+    workers: int = 1
+    extra: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    log: Path | None = None
+    proc: subprocess.Popen | None = None
+
+    def start(self) -> "LocalRunner":
+        args = ["--server", self.server, "runner", "up", "--name", self.name,
+                "--workers", str(self.workers), *self.extra]
+        if self.labels:
+            args += ["--labels", self.labels]
+        env = {**os.environ, "GG_STATE_DIR": str(self.state_dir),
+               "GG_CONFIG_DIR": str(self.config_dir), **self.env}
+        out = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        self.proc = subprocess.Popen(gg_argv(*args), env=env, stdout=out,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig: int = 15, timeout: float = 30.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(sig)
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def sign_in(config_dir: Path, server: str, token: str) -> None:
+    """Write a signed-in config for ``config_dir`` (what ``gg login`` writes)."""
+    config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    token_file = config_dir / "token-to-sign-in"
+    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token)
+    env = {**os.environ, "GG_CONFIG_DIR": str(config_dir)}
+    try:
+        subprocess.run(gg_argv("login", "--server", server, "--token-file", str(token_file)),
+                       env=env, check=True, stdout=subprocess.DEVNULL)
+    finally:
+        token_file.unlink(missing_ok=True)

@@ -1,0 +1,188 @@
+"""The capability report: what this host can actually enforce, measured rather than assumed.
+
+Every answer comes from doing the thing: bubblewrap counts as usable only when a sandbox of
+the shape ``gg.runner.isolation`` builds actually starts; a container engine counts only when
+its ``info`` answers. The report travels to the control plane on check-in, which compares it
+with the runner's policy (``gg.domain.health``). Keys, all always present::
+
+    bwrap                   str | None   path of the bwrap executable
+    bwrap_usable            bool         a sandbox (pid namespace, read-only /, private /tmp) starts
+    bwrap_error             str | None   why not, in one short line
+    netns                   bool         bwrap can make an empty network namespace
+    cgroup_version          str | None   "2", "1", "hybrid" or None (no cgroup fs)
+    cgroup_controllers      list[str]    controllers in this process's own cgroup that it may
+                                         write to (the delegated subtree), sorted
+    container_engine        str | None   "podman" or "docker", whichever answers first in that order
+    container_engine_error  str | None   why none answers, in one short line
+    tools                   list[str]    executables found on PATH among TOOLS, sorted
+    isolation_levels        list[str]    subset of none, sandbox, container usable here
+    egress_controls         list[str]    subset of all, none ("allowlist" is never enforced yet)
+
+Nothing time-dependent is in the report, so two probes of an unchanged host compare equal and
+the runner can send it only when it changed. A probe takes tens of milliseconds when no engine
+is installed; a hung engine costs at most ``engine_timeout`` seconds (engines are asked in
+parallel with the bubblewrap probes).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+TOOLS = ("bwrap", "curl", "docker", "gcc", "git", "git-lfs", "make", "node", "npm", "podman",
+         "python3", "rsync", "ssh", "tar", "unshare", "uv")
+ENGINES = ("podman", "docker")
+BWRAP_TIMEOUT = 3.0
+ENGINE_TIMEOUT = 3.0
+_ERROR_CHARS = 160
+# cgroup v1 mount options mix controller names with flags (xattr, noprefix, name=...).
+V1_CONTROLLERS = frozenset({"blkio", "cpu", "cpuacct", "cpuset", "devices", "freezer", "hugetlb",
+                            "memory", "misc", "net_cls", "net_prio", "perf_event", "pids", "rdma"})
+
+
+def _short(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    line = lines[-1] if lines else ""
+    return line if len(line) <= _ERROR_CHARS else line[:_ERROR_CHARS - 1] + "…"
+
+
+def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[bool, str]:
+    """Run briefly; (succeeded, short error). Never hangs past ``timeout``.
+
+    The child gets its own session and its stderr goes to a file, so a grandchild that keeps
+    a pipe open (a daemon an engine client forked) cannot stall us, and a timeout kills the
+    whole group.
+    """
+    with tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=err, cwd="/", env=env, start_new_session=True)
+        except OSError as exc:
+            return False, _short(f"{argv[0]}: {exc.strerror or exc}")
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            return False, f"{Path(argv[0]).name} {argv[1]} timed out after {timeout:g} s"
+        err.seek(0)
+        text = err.read().decode("utf-8", "replace")
+    if code == 0:
+        return True, ""
+    return False, _short(text) or f"{Path(argv[0]).name} exited with status {code}"
+
+
+def sandbox_probe_argv(bwrap: str) -> list[str]:
+    """The sandbox shape isolation.py builds, minus workspace and network."""
+    return [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--ro-bind", "/", "/",
+            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--", "true"]
+
+
+def netns_probe_argv(bwrap: str) -> list[str]:
+    return [bwrap, "--die-with-parent", "--dev-bind", "/", "/", "--unshare-net", "--", "true"]
+
+
+def _engine(path: str | None, timeout: float) -> tuple[str | None, str | None]:
+    found = [(name, shutil.which(name, path=path)) for name in ENGINES]
+    present = [(name, exe) for name, exe in found if exe]
+    if not present:
+        return None, "neither podman nor docker is installed"
+    with ThreadPoolExecutor(max_workers=len(present)) as pool:
+        answers = list(pool.map(lambda ne: _run([ne[1], "info"], timeout), present))
+    for (name, _), (ok, _) in zip(present, answers):
+        if ok:
+            return name, None
+    return None, "; ".join(f"{name}: {why}" for (name, _), (_, why) in zip(present, answers))
+
+
+def _unescape(field: str) -> str:
+    """mountinfo writes space, tab, newline and backslash as octal escapes."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
+
+
+def cgroups(mountinfo: str, own_cgroups: str) -> tuple[str | None, list[str]]:
+    """(version, writable controllers) from /proc/self/mountinfo and /proc/self/cgroup text."""
+    v2_mount: str | None = None
+    v1: list[tuple[str, list[str]]] = []
+    for line in mountinfo.splitlines():
+        before, sep, after = line.partition(" - ")
+        if not sep:
+            continue
+        mount_point = _unescape(before.split()[4])
+        fstype, _, options = (after.split() + ["", "", ""])[:3]
+        if fstype == "cgroup2":
+            v2_mount = v2_mount or mount_point
+        elif fstype == "cgroup":
+            names = [o for o in options.split(",") if o in V1_CONTROLLERS]
+            if names:
+                v1.append((mount_point, names))
+    paths: dict[str, str] = {}
+    for line in own_cgroups.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            paths[parts[1]] = parts[2]
+    controllers: set[str] = set()
+    if v2_mount is not None and "" in paths:
+        own = Path(v2_mount + paths[""].rstrip("/"))
+        try:
+            listed = (own / "cgroup.controllers").read_text().split()
+        except OSError:
+            listed = []
+        if os.access(own, os.W_OK):
+            controllers.update(listed)
+    for mount_point, names in v1:
+        key = next((k for k in paths if set(k.split(",")) == set(names)), None)
+        own = Path(mount_point + (paths.get(key, "/") if key else "/").rstrip("/"))
+        if own.is_dir() and os.access(own, os.W_OK):
+            controllers.update(names)
+    version = ("hybrid" if v2_mount and v1 else "2" if v2_mount else "1" if v1 else None)
+    return version, sorted(controllers)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT) -> dict[str, Any]:
+    """Measure this host. ``path`` overrides PATH for finding executables (tests use it)."""
+    bwrap = shutil.which("bwrap", path=path)
+    tools = sorted(name for name in TOOLS if shutil.which(name, path=path))
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        engine_job = pool.submit(_engine, path, engine_timeout)
+        if bwrap:
+            sandbox_job = pool.submit(_run, sandbox_probe_argv(bwrap), BWRAP_TIMEOUT)
+            netns_job = pool.submit(_run, netns_probe_argv(bwrap), BWRAP_TIMEOUT)
+            (bwrap_usable, bwrap_why), (netns, _) = sandbox_job.result(), netns_job.result()
+        else:
+            bwrap_usable, bwrap_why, netns = False, "bwrap is not installed", False
+        engine, engine_error = engine_job.result()
+    version, controllers = cgroups(_read("/proc/self/mountinfo"), _read("/proc/self/cgroup"))
+    isolation = ["none"] + (["sandbox"] if bwrap_usable else []) + (["container"] if engine else [])
+    egress = ["all"] + (["none"] if netns or engine else [])
+    return {
+        "bwrap": bwrap,
+        "bwrap_usable": bwrap_usable,
+        "bwrap_error": None if bwrap_usable else bwrap_why,
+        "netns": netns,
+        "cgroup_version": version,
+        "cgroup_controllers": controllers,
+        "container_engine": engine,
+        "container_engine_error": engine_error,
+        "tools": tools,
+        "isolation_levels": isolation,
+        "egress_controls": egress,
+    }

@@ -1,0 +1,42 @@
+"""What the host is (inventory, sent when it changes) and how it is doing (readings)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+import time
+
+import psutil
+
+from gg import __version__
+
+_STARTED_AT = time.time()
+
+
+def inventory(state_dir: str) -> dict:
+    addresses = sorted({
+        a.address for addrs in psutil.net_if_addrs().values() for a in addrs
+        if a.family in (socket.AF_INET, socket.AF_INET6)
+    })
+    return {
+        "hostname": socket.gethostname(),
+        "os": platform.system().lower(),
+        "arch": platform.machine(),
+        "cpu_count": os.cpu_count() or 1,
+        "memory_total": psutil.virtual_memory().total,
+        "python": platform.python_version(),
+        "gg_version": __version__,
+        "executable": sys.executable,
+        "addresses": addresses,
+        "pid": os.getpid(),
+        "started_at": _STARTED_AT,
+        "state_dir": state_dir,
+    }
+
+
+def readings() -> dict:
+    memory = psutil.virtual_memory()
+    return {"cpu_percent": psutil.cpu_percent(interval=None), "memory_percent": memory.percent,
+            "memory_available": memory.available}

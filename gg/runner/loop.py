@@ -1,0 +1,268 @@
+"""The runner loop: register once, check in, claim, fly, hand back, say goodbye.
+
+Threads: the main thread waits for a stop (SIGTERM, Ctrl-C, retirement, ``--once``);
+the check-in thread reports liveness at the interval the server answers; the claim thread
+holds one long-poll claim open whenever a worker slot is free; each flight flies in a
+thread of its own (:mod:`gg.runner.flight`). Every loop stops by itself when ``stop`` is set.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from gg import __version__, keys
+from gg.client import ApiError, Client, Unreachable
+from gg.runner import inventory
+from gg.runner.flight import FlightRun, Lease
+from gg.runner.state import Registration, StateDir
+
+
+class RunnerExit(Exception):
+    """The runner must stop, with one sentence saying why."""
+
+
+@dataclass
+class RunnerOptions:
+    server: str
+    state_dir: Path
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    workers: int = 1
+    once: bool = False
+    grace: float = 30.0
+    person_token: str | None = None
+
+
+class Runner:
+    def __init__(self, options: RunnerOptions, *, say: Callable[[str], None] = print,
+                 stop: threading.Event | None = None):
+        self.options = options
+        self.say = say
+        self.stop = stop or threading.Event()
+        self.state = StateDir(options.state_dir)
+        self.client = Client(options.server, stop=self.stop)
+        self.claim_client = Client(options.server, stop=self.stop)
+        self.protocol = {"check_in_interval": 15.0, "claim_wait": 30.0, "lease_ttl": 60.0,
+                         "lease_renew_at": 20.0}
+        self.workers = options.workers
+        self.runs: dict[str, FlightRun] = {}
+        self.threads: list[threading.Thread] = []
+        self.slots = threading.Condition()
+        self.taken = 0
+        self.exit_reason: str | None = None
+        self.registration: Registration | None = None
+        self._inventory_sent: dict | None = None
+
+    # -- life ------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        self._register()
+        self._check_in_once(retry_for=float("inf"))
+        self.say(f"runner {self.options.name} ({self.registration.runner_id}) is up: "
+                 f"{self.workers} worker(s), labels {_labels(self.options.labels) or '(none)'}")
+        checker = threading.Thread(target=self._check_in_loop, name="check-in", daemon=True)
+        claimer = threading.Thread(target=self._claim_loop, name="claim", daemon=True)
+        checker.start()
+        claimer.start()
+        while not self.stop.wait(0.5):
+            pass
+        return self._shut_down()
+
+    def request_stop(self, reason: str | None = None) -> None:
+        if reason and not self.exit_reason:
+            self.exit_reason = reason
+        self.stop.set()
+        with self.slots:
+            self.slots.notify_all()
+
+    def _shut_down(self) -> int:
+        """Stop claiming, let running flights finish within the grace period, return the rest."""
+        deadline = time.monotonic() + self.options.grace
+        try:  # stop claiming: free the parked claim at once
+            self.client.claim(0, 0, retry_for=2.0)
+        except (ApiError, Unreachable):
+            pass
+        running = [r for r in list(self.runs.values())]
+        if running and not self.exit_reason:
+            self.say(f"stopping: letting {len(running)} flight(s) finish "
+                     f"(up to {self.options.grace:g}s)")
+        for t in list(self.threads):
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        for run in list(self.runs.values()):
+            run.returning.set()
+        for t in list(self.threads):
+            t.join(timeout=10)
+        retired = self.exit_reason is not None and "retired" in self.exit_reason
+        if not retired:
+            try:
+                self.client.stop = threading.Event()
+                self.client.goodbye(retry_for=3.0)
+            except (ApiError, Unreachable):
+                pass
+        self.say(self.exit_reason or "goodbye")
+        return 1 if retired else 0
+
+    # -- registration and credential ----------------------------------------------------------
+
+    def _register(self) -> None:
+        reg = self.state.registration()
+        key = self.state.key()
+        if reg is not None and reg.server == self.options.server:
+            self.registration = reg
+            self.client.token = reg.credential
+            self.claim_client.token = reg.credential
+            return
+        if not self.options.person_token:
+            raise RunnerExit("this runner is not registered yet: sign in first "
+                             "(gg login --server URL --token-file FILE) and run gg runner up again")
+        body = {"name": self.options.name, "public_key": keys.public_text(key),
+                "labels": self.options.labels, "workers": self.workers,
+                "inventory": inventory.inventory(str(self.state.path)), "version": __version__}
+        try:
+            answer = self.client.register(body, token=self.options.person_token,
+                                          retry_for=float("inf"))
+        except ApiError as exc:
+            raise RunnerExit(f"registration refused: {exc.message}") from None
+        reg = Registration(server=self.options.server, runner_id=answer["runner"]["id"],
+                           name=self.options.name, credential=answer["credential"],
+                           credential_expires_at=answer.get("credential_expires_at"))
+        self.state.save_registration(reg)
+        self.registration = reg
+        self.client.token = reg.credential
+        self.claim_client.token = reg.credential
+
+    def _renew_credential(self) -> None:
+        key = self.state.key()
+        challenge = self.client.challenge(retry_for=30.0)
+        message = f"gg-renew:{self.registration.runner_id}:{challenge['nonce']}".encode()
+        answer = self.client.renew_credential(challenge["nonce"], keys.sign(key, message),
+                                              retry_for=30.0)
+        self.registration.credential = answer["credential"]
+        self.registration.credential_expires_at = answer["expires_at"]
+        self.state.save_registration(self.registration)
+        self.client.token = answer["credential"]
+        self.claim_client.token = answer["credential"]
+        self.say("credential renewed")
+
+    # -- check-in -----------------------------------------------------------------------------
+
+    def _check_in_loop(self) -> None:
+        while not self.stop.wait(self.protocol["check_in_interval"]):
+            try:
+                self._check_in_once(retry_for=self.protocol["check_in_interval"])
+            except Unreachable:
+                continue
+            except RunnerExit as exc:
+                self.request_stop(str(exc))
+
+    def _check_in_once(self, retry_for: float) -> dict:
+        inv = inventory.inventory(str(self.state.path))
+        changed = {k: v for k, v in inv.items() if k not in ("started_at",)}
+        body = {"free_slots": max(0, self.workers - self.taken), "readings": inventory.readings(),
+                "version": __version__, "held": list(self.runs)}
+        if changed != self._inventory_sent:
+            body["inventory"] = inv
+        try:
+            answer = self.client.check_in(body, retry_for=retry_for)
+        except ApiError as exc:
+            raise RunnerExit(self._refusal_sentence(exc)) from None
+        self._inventory_sent = changed
+        self.protocol.update(answer.get("protocol", {}))
+        self.protocol["check_in_interval"] = answer.get("check_in_interval",
+                                                        self.protocol["check_in_interval"])
+        for flight_id in answer.get("ended", []):
+            run = self.runs.get(flight_id)
+            if run is not None:
+                self.say(f"{flight_id}: ended by the control plane; stopping it")
+                run.ended_by_server.set()
+                run.lost.set()
+        if "renew_credential" in answer.get("directives", []):
+            try:
+                self._renew_credential()
+            except (ApiError, Unreachable) as exc:
+                self.say(f"could not renew the credential yet: {exc}")
+        return answer
+
+    def _refusal_sentence(self, exc: ApiError) -> str:
+        if exc.code == "runner_retired":
+            return "this runner was retired by an admin; it exits and will not come back"
+        if exc.status == 401:
+            return ("the control plane no longer accepts this runner's credential; "
+                    f"remove {self.state.registration_path} and register again")
+        return f"the control plane refused this runner: {exc.message}"
+
+    # -- claiming -------------------------------------------------------------------------------
+
+    def _claim_loop(self) -> None:
+        while not self.stop.is_set():
+            with self.slots:
+                while self.taken >= self.workers and not self.stop.is_set():
+                    self.slots.wait(1.0)
+            if self.stop.is_set():
+                return
+            try:
+                answer = self.claim_client.claim(self.workers - self.taken,
+                                                 self.protocol["claim_wait"], retry_for=float("inf"))
+            except Unreachable:
+                continue
+            except ApiError as exc:
+                if exc.status in (401, 403):
+                    self.request_stop(self._refusal_sentence(exc))
+                    return
+                self.stop.wait(1.0)
+                continue
+            if answer is None:
+                continue
+            self._take(answer)
+            if self.options.once:
+                return
+
+    def _take(self, answer: dict) -> None:
+        flight = answer["flight"]
+        lease = answer["lease"]
+        protocol = answer.get("protocol", self.protocol)
+        ttl = lease["expires_at"] - lease["granted_at"]
+        run = FlightRun(client=self.client, flight=flight, say=self.say,
+                        lease=Lease(flight["id"], lease["epoch"], ttl, protocol["lease_renew_at"],
+                                    time.monotonic() + ttl),
+                        workspace_root=self.state.workspaces)
+        if self.stop.is_set():  # granted while stopping: give it straight back
+            try:
+                self.client.hand_back(flight["id"], {"epoch": lease["epoch"], "outcome": "returned",
+                                                     "reason": "the runner is stopping",
+                                                     "key": f"{lease['epoch']}:hand-back"},
+                                      retry_for=10.0)
+            except (ApiError, Unreachable):
+                pass
+            return
+        with self.slots:
+            self.taken += 1
+            self.runs[run.id] = run
+        thread = threading.Thread(target=self._fly, args=(run,), name=f"flight-{run.id}", daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def _fly(self, run: FlightRun) -> None:
+        self.say(f"{run.id}: taken (attempt {run.flight.get('attempt')}, epoch {run.lease.epoch}): "
+                 f"{run.flight.get('title')}")
+        try:
+            outcome = run.run()
+        except Exception as exc:  # a bug in one flight must not take the runner down
+            outcome = "lost"
+            self.say(f"{run.id}: {type(exc).__name__}: {exc}")
+        detail = f" (exit {run.exit_code})" if run.exit_code is not None else ""
+        self.say(f"{run.id}: {outcome}{detail}")
+        with self.slots:
+            self.taken -= 1
+            self.runs.pop(run.id, None)
+            self.slots.notify_all()
+        if self.options.once:
+            self.request_stop()
+
+
+def _labels(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))

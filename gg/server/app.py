@@ -1,0 +1,45 @@
+"""The control plane's ASGI app: ``create_app(settings, store, clock) -> FastAPI``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+from fastapi import FastAPI
+
+from gg import __version__
+from gg.control import leases as lease_ops
+from gg.control.core import Core
+from gg.control.people import bootstrap
+from gg.server import errors
+from gg.server.dispatch import Dispatcher, Watch
+from gg.server.limits import BodyLimit
+from gg.server.routes import flights, people, runners
+from gg.settings import Settings
+from gg.store import Store, open_store
+
+
+def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] = time.time,
+               data_dir: Path | None = None) -> FastAPI:
+    core = Core(store=store, settings=settings, clock=clock)
+    core.started_at = core.now()
+    if data_dir is not None:
+        core.owner_token_path = bootstrap(core, data_dir)
+    lease_ops.honour_after_restart(core)
+    app = FastAPI(title="gg control plane", version=__version__,
+                  description="Runs work on a fleet of machines an organisation controls.")
+    app.state.core = core
+    app.state.dispatcher = Dispatcher(core)
+    app.state.watch = Watch(core)
+    errors.install(app)
+    for module in (people, runners, flights):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app
+
+
+def build(data_dir: Path, settings: Settings) -> tuple[FastAPI, Path | None]:
+    store = open_store(data_dir)
+    app = create_app(settings, store, data_dir=data_dir)
+    return app, getattr(app.state.core, "owner_token_path", None)

@@ -1,0 +1,28 @@
+"""Who is calling: a person (``ggp_``) or a runner (``ggr_``), never one for the other."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from gg.control import people, runners
+from gg.domain.runners import Runner
+from gg.errors import Unauthorized
+
+
+def bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def person(request: Request) -> dict:
+    token = bearer(request)
+    if token is None:
+        raise Unauthorized("sign in first: gg login --server URL --token-file FILE")
+    return people.authenticate_person(request.app.state.core, token)
+
+
+def runner(request: Request) -> Runner:
+    return runners.authenticate(request.app.state.core, bearer(request))

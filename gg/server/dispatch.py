@@ -1,0 +1,162 @@
+"""Push dispatch: parked claims answered the moment a matching flight exists.
+
+A runner's claim is first tried at once. If nothing fits, the request parks here (an
+asyncio future, no polling). Whenever something may have become offerable (a flight
+opened or returned, a lease expired, a runner came back), :meth:`Dispatcher.poke`
+schedules ONE matching pass that grants flights to parked claimers in a single
+transaction, oldest flight first, longest-parked runner first.
+
+Lease expiry is never decided by a timer: the pass compares the clock with
+``expires_at``. The dispatcher only arranges to look again at the earliest expiry, so a
+flight whose holder died is re-offered without waiting for a claim to time out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+
+from gg.control import leases as lease_ops
+from gg.control.core import Core
+
+
+@dataclass(eq=False)
+class Parked:
+    runner_id: str
+    future: asyncio.Future
+    order: int = field(default=0)
+
+
+class Dispatcher:
+    def __init__(self, core: Core):
+        self.core = core
+        self.parked: dict[int, Parked] = {}
+        self._order = itertools.count()
+        self._pass_scheduled = False
+        self._expiry_handle: asyncio.TimerHandle | None = None
+        self._expiry_at: float | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        core.signals.on_ready.append(self.poke)
+
+    # -- the claim --------------------------------------------------------------------
+
+    async def claim(self, runner_id: str, free_slots: int, wait: float):
+        self.loop = asyncio.get_running_loop()
+        if free_slots <= 0:
+            self.release(runner_id)  # "stop claiming": a stopping runner frees its parked claim
+            return None
+        got = lease_ops.try_claim(self.core, runner_id, free_slots)
+        if got is not None or wait <= 0 or free_slots <= 0:
+            return got
+        parked = Parked(runner_id, self.loop.create_future(), next(self._order))
+        self.parked[parked.order] = parked
+        self._arm_expiry_wake()
+        try:
+            await asyncio.wait({parked.future}, timeout=wait)
+        finally:
+            self.parked.pop(parked.order, None)
+        if parked.future.done() and not parked.future.cancelled() and parked.future.result():
+            return parked.future.result()
+        parked.future.cancel()
+        return None
+
+    def release(self, runner_id: str) -> None:
+        """Answer this runner's parked claims with "nothing for you" now."""
+        for parked in list(self.parked.values()):
+            if parked.runner_id == runner_id and not parked.future.done():
+                parked.future.set_result(None)
+
+    @property
+    def parked_count(self) -> int:
+        return len(self.parked)
+
+    # -- wake-ups ---------------------------------------------------------------------
+
+    def poke(self) -> None:
+        """Something may have become offerable: run one matching pass soon."""
+        if self.loop is None or self._pass_scheduled or not self.parked:
+            return
+        self._pass_scheduled = True
+        self.loop.call_soon_threadsafe(self._pass)
+
+    def _pass(self) -> None:
+        self._pass_scheduled = False
+        waiting = [p for p in sorted(self.parked.values(), key=lambda p: p.order)
+                   if not p.future.done()]
+        if not waiting:
+            return
+        first_by_runner: dict[str, Parked] = {}
+        for p in waiting:
+            first_by_runner.setdefault(p.runner_id, p)
+        now = self.core.now()
+        runners = {r.id: r for r in self.core.store.runners(ids=list(first_by_runner))}
+        live = self.core.store.live_leases(now, list(runners))
+        seats = [lease_ops.seat_for(self.core, runners[rid], now, live.get(rid, 0))
+                 for rid in first_by_runner if rid in runners]
+        granted = lease_ops.assign(self.core, seats)
+        for flight, grant in granted:
+            parked = first_by_runner[grant.runner_id]
+            if not parked.future.done():
+                parked.future.set_result((flight, grant))
+        if granted and len(first_by_runner) < len(waiting):
+            self.poke()  # a runner with a second parked claim may take another
+        self._arm_expiry_wake()
+
+    def _arm_expiry_wake(self) -> None:
+        """Look again when the earliest lease is due (clock comparison happens then)."""
+        if self.loop is None:
+            return
+        nxt = self.core.store.next_lease_expiry()
+        if nxt == self._expiry_at and self._expiry_handle is not None:
+            return
+        if self._expiry_handle is not None:
+            self._expiry_handle.cancel()
+            self._expiry_handle = None
+        self._expiry_at = nxt
+        if nxt is None or not self.parked:
+            return
+        delay = max(0.0, nxt - self.core.now()) + 0.01
+        self._expiry_handle = self.loop.call_later(delay, self._expiry_due)
+
+    def _expiry_due(self) -> None:
+        self._expiry_handle = None
+        self._expiry_at = None
+        self._pass_scheduled = True
+        self._pass()
+
+
+class Watch:
+    """Long-poll wake-ups for readers following a flight or the event feed."""
+
+    def __init__(self, core: Core):
+        self._flights: dict[str, set[asyncio.Future]] = {}
+        self._events: set[asyncio.Future] = set()
+        core.signals.on_flight.append(self._flight_changed)
+        core.signals.on_event.append(self._event_added)
+
+    async def flight(self, flight_id: str, timeout: float) -> None:
+        await self._wait(self._flights.setdefault(flight_id, set()), timeout, flight_id)
+
+    async def events(self, timeout: float) -> None:
+        await self._wait(self._events, timeout, None)
+
+    async def _wait(self, bucket: set, timeout: float, flight_id: str | None) -> None:
+        fut = asyncio.get_running_loop().create_future()
+        bucket.add(fut)
+        try:
+            await asyncio.wait({fut}, timeout=timeout)
+        finally:
+            bucket.discard(fut)
+            if flight_id is not None and not bucket:
+                self._flights.pop(flight_id, None)
+
+    def _flight_changed(self, flight_id: str) -> None:
+        for fut in self._flights.get(flight_id, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    def _event_added(self) -> None:
+        for fut in self._events:
+            if not fut.done():
+                fut.set_result(None)

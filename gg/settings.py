@@ -1,0 +1,77 @@
+"""Protocol constants and server settings.
+
+Every protocol constant of SPEC section 3 is a setting, overridable by an environment
+variable ``GG_<NAME>`` so tests can run the real protocol in seconds. Durations accept
+plain seconds (``15``, ``0.5``) or a number with a unit (``500ms``, ``10m``, ``12h``, ``30d``).
+Runners learn every interval from the control plane; only the server reads these.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, fields, replace
+from typing import Mapping
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``text``; ValueError with a plain sentence when it is not a duration."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise ValueError(f"{text!r} is not a duration (try 30, 500ms, 10m, 12h or 30d)")
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    check_in_interval: float = 15.0
+    console_check_in_interval: float = 1.0
+    offline_after: float = 45.0
+    claim_wait: float = 30.0
+    lease_ttl: float = 60.0
+    lease_renew_at: float = 20.0
+    runner_credential_ttl: float = 30 * 86400.0
+    member_code_ttl: float = 600.0
+    member_credential_ttl: float = 12 * 3600.0
+    enrol_token_ttl: float = 3600.0
+    maintenance_check_interval: float = 300.0
+    pool_attestation_stale: float = 900.0
+    max_expiries: int = 5
+    # Server-only settings (not protocol constants).
+    max_body_bytes: int = 1_048_576
+    dev: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> "Settings":
+        """Defaults, then ``GG_<NAME>`` variables, then explicit overrides."""
+        env = os.environ if env is None else env
+        values: dict = {}
+        for f in fields(cls):
+            if f.name == "dev":
+                continue
+            raw = env.get("GG_" + f.name.upper())
+            if raw is None or raw == "":
+                continue
+            try:
+                if f.type in (int, "int"):
+                    values[f.name] = int(raw)
+                else:
+                    values[f.name] = parse_duration(raw)
+            except ValueError as exc:
+                raise ValueError(f"GG_{f.name.upper()}: {exc}") from None
+        settings = cls(**values)
+        return replace(settings, **overrides) if overrides else settings
+
+    def protocol(self) -> dict:
+        """The intervals a runner is told (it never hard-codes them)."""
+        return {
+            "check_in_interval": self.check_in_interval,
+            "console_check_in_interval": self.console_check_in_interval,
+            "claim_wait": self.claim_wait,
+            "lease_ttl": self.lease_ttl,
+            "lease_renew_at": self.lease_renew_at,
+            "maintenance_check_interval": self.maintenance_check_interval,
+        }

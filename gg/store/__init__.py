@@ -1,0 +1,41 @@
+"""All SQL lives here, behind :class:`Store`.
+
+The control layer speaks only to the methods of :class:`Store` (rows in, domain objects
+out, no rules). A PostgreSQL implementation serves the same methods so several
+``gg server`` replicas can share one store; ``atomic()`` is then a transaction with
+``SELECT … FOR UPDATE SKIP LOCKED`` on the claim, and wake-ups cross replicas with
+LISTEN/NOTIFY.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gg.store.db import Database
+from gg.store.events import EventRows
+from gg.store.flights import FlightRows
+from gg.store.people import PeopleRows
+from gg.store.runners import RunnerRows
+
+
+class Store(PeopleRows, RunnerRows, FlightRows, EventRows):
+    """The SQLite store (the embedded default)."""
+
+    def __init__(self, path: Path | str):
+        self.db = Database(path)
+        self.db.migrate()
+
+    def atomic(self):
+        return self.db.atomic()
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def open_store(data_dir: Path | str) -> Store:
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return Store(data_dir / "gg.sqlite3")
+
+
+__all__ = ["Store", "open_store"]

@@ -1,0 +1,58 @@
+"""The append-only event feed and small key/value metadata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gg.store.db import Database, dumps, loads
+
+
+class EventRows:
+    db: Database
+
+    def add_event(self, kind: str, at: float, *, actor: str | None = None,
+                  runner_id: str | None = None, flight_id: str | None = None,
+                  body: dict | None = None) -> int:
+        cur = self.db.insert("events", {"kind": kind, "at": at, "actor": actor,
+                                        "runner_id": runner_id, "flight_id": flight_id,
+                                        "body": dumps(body or {})})
+        return cur.lastrowid
+
+    def events(self, *, after: int = 0, kind: str | None = None, runner_id: str | None = None,
+               flight_id: str | None = None, limit: int = 1000, newest: bool = False) -> list[dict]:
+        where, params = ["seq > ?"], [after]
+        if kind:
+            if kind.endswith("*") or kind.count(":") < 2:
+                where.append("kind LIKE ?")
+                params.append(kind.rstrip("*") + "%")
+            else:
+                where.append("kind = ?")
+                params.append(kind)
+        if runner_id:
+            where.append("runner_id = ?")
+            params.append(runner_id)
+        if flight_id:
+            where.append("flight_id = ?")
+            params.append(flight_id)
+        order = "DESC" if newest else "ASC"
+        rows = self.db.all(
+            f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY seq {order} LIMIT ?",
+            tuple(params) + (limit,))
+        out = [dict(r) | {"body": loads(r["body"], {})} for r in rows]
+        return list(reversed(out)) if newest else out
+
+    def count_events(self, kind: str, **match: Any) -> int:
+        where, params = ["kind = ?"], [kind]
+        for key, value in match.items():
+            where.append(f"{key} = ?")
+            params.append(value)
+        row = self.db.one(f"SELECT count(*) FROM events WHERE {' AND '.join(where)}", tuple(params))
+        return row[0]
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.db.one("SELECT value FROM meta WHERE key = ?", (key,))
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.db.run("INSERT INTO meta (key, value) VALUES (?, ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))

@@ -1,0 +1,154 @@
+"""Flights, lease grants and facts. The claim is one compare-and-set statement."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from gg.domain.flights import Flight
+from gg.store.db import Database, dumps, loads
+
+_JSON = ("command", "requires", "gates")
+_FIELDS = {f.name for f in dataclasses.fields(Flight)}
+
+
+def flight_from_row(row) -> Flight:
+    data = dict(row)
+    for key in _JSON:
+        data[key] = loads(data.get(key), [] if key != "requires" else {})
+    data["attended"] = bool(data.get("attended"))
+    return Flight(**{k: v for k, v in data.items() if k in _FIELDS})
+
+
+def _encode(values: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in values.items():
+        if key in _JSON:
+            value = dumps(value)
+        elif key == "attended":
+            value = int(bool(value))
+        out[key] = value
+    return out
+
+
+class FlightRows:
+    db: Database
+
+    def insert_flight(self, flight: Flight) -> None:
+        self.db.insert("flights", _encode(dataclasses.asdict(flight)))
+
+    def flight(self, flight_id: str) -> Flight | None:
+        row = self.db.one("SELECT * FROM flights WHERE id = ?", (flight_id,))
+        return flight_from_row(row) if row else None
+
+    def update_flight(self, flight_id: str, **values: Any) -> int:
+        return self.db.update("flights", "id", flight_id, _encode(values))
+
+    def flights(self, *, stages: tuple[str, ...] | None = None, limit: int = 1000,
+                newest_first: bool = True) -> list[Flight]:
+        sql = "SELECT * FROM flights"
+        params: list[Any] = []
+        if stages:
+            sql += f" WHERE stage IN ({','.join('?' * len(stages))})"
+            params.extend(stages)
+        sql += " ORDER BY seq " + ("DESC" if newest_first else "ASC") + " LIMIT ?"
+        params.append(limit)
+        return [flight_from_row(r) for r in self.db.all(sql, tuple(params))]
+
+    def ready_flights(self, *, limit: int, after_seq: int = 0) -> list[tuple[int, Flight]]:
+        rows = self.db.all(
+            "SELECT * FROM flights WHERE stage = 'ready' AND seq > ? ORDER BY seq LIMIT ?",
+            (after_seq, limit))
+        return [(r["seq"], flight_from_row(r)) for r in rows]
+
+    def expired_leases(self, now: float, limit: int = 500) -> list[Flight]:
+        rows = self.db.all(
+            "SELECT * FROM flights WHERE stage = 'flying' AND lease_expires_at <= ? "
+            "ORDER BY lease_expires_at LIMIT ?", (now, limit))
+        return [flight_from_row(r) for r in rows]
+
+    def next_lease_expiry(self) -> float | None:
+        row = self.db.one("SELECT min(lease_expires_at) FROM flights WHERE stage = 'flying'")
+        return row[0] if row else None
+
+    def cas_grant(self, flight_id: str, runner_id: str, epoch: int, granted_at: float,
+                  expires_at: float) -> bool:
+        """Grant the lease only if the flight is still ready at ``epoch - 1``."""
+        cur = self.db.run(
+            "UPDATE flights SET stage = 'flying', epoch = ?, lease_runner = ?, "
+            "lease_granted_at = ?, lease_expires_at = ?, attempt = attempt + 1 "
+            "WHERE id = ? AND stage = 'ready' AND epoch = ?",
+            (epoch, runner_id, granted_at, expires_at, flight_id, epoch - 1))
+        if cur.rowcount != 1:
+            return False
+        self.db.insert("grants", {"flight_id": flight_id, "epoch": epoch,
+                                  "runner_id": runner_id, "granted_at": granted_at})
+        return True
+
+    def renew_lease(self, flight_id: str, epoch: int, expires_at: float) -> bool:
+        cur = self.db.run(
+            "UPDATE flights SET lease_expires_at = ? WHERE id = ? AND epoch = ? AND stage = 'flying'",
+            (expires_at, flight_id, epoch))
+        return cur.rowcount == 1
+
+    def held_epochs(self, flight_id: str, runner_id: str) -> set[int]:
+        rows = self.db.all("SELECT epoch FROM grants WHERE flight_id = ? AND runner_id = ?",
+                           (flight_id, runner_id))
+        return {r[0] for r in rows}
+
+    def grants(self, flight_id: str) -> list[dict]:
+        return [dict(r) for r in self.db.all(
+            "SELECT * FROM grants WHERE flight_id = ? ORDER BY epoch", (flight_id,))]
+
+    def live_leases(self, now: float, runner_ids: list[str] | None = None) -> dict[str, int]:
+        sql = ("SELECT lease_runner, count(*) FROM flights WHERE stage = 'flying' "
+               "AND lease_expires_at > ?")
+        params: list[Any] = [now]
+        if runner_ids is not None:
+            if not runner_ids:
+                return {}
+            sql += f" AND lease_runner IN ({','.join('?' * len(runner_ids))})"
+            params.extend(runner_ids)
+        sql += " GROUP BY lease_runner"
+        return {r[0]: r[1] for r in self.db.all(sql, tuple(params))}
+
+    def flights_held_by(self, runner_id: str) -> list[Flight]:
+        rows = self.db.all("SELECT * FROM flights WHERE lease_runner = ? AND stage = 'flying'",
+                           (runner_id,))
+        return [flight_from_row(r) for r in rows]
+
+    def honour_leases_after_restart(self, now: float, ttl: float) -> int:
+        cur = self.db.run(
+            "UPDATE flights SET lease_expires_at = max(lease_expires_at, ?) WHERE stage = 'flying'",
+            (now + ttl,))
+        return cur.rowcount
+
+    def stage_counts(self) -> dict[str, int]:
+        return {r[0]: r[1] for r in self.db.all("SELECT stage, count(*) FROM flights GROUP BY stage")}
+
+    # -- facts --------------------------------------------------------------------------
+
+    def add_fact(self, *, flight_id: str, epoch: int, runner_id: str | None, kind: str,
+                 body: dict, at: float, idem_key: str | None = None) -> bool:
+        """Append a fact; False when this idempotency key was stored already."""
+        cur = self.db.run(
+            "INSERT INTO facts (flight_id, epoch, runner_id, kind, body, at, idem_key) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (flight_id, epoch, runner_id, kind, dumps(body), at, idem_key))
+        return cur.rowcount == 1
+
+    def facts(self, flight_id: str, *, after: int = 0, limit: int = 10000) -> list[dict]:
+        rows = self.db.all(
+            "SELECT seq, flight_id, epoch, runner_id, kind, body, at FROM facts "
+            "WHERE flight_id = ? AND seq > ? ORDER BY seq LIMIT ?", (flight_id, after, limit))
+        out = []
+        for r in rows:
+            fact = dict(r)
+            fact["body"] = loads(fact["body"], {})
+            out.append(fact)
+        return out
+
+    def fact_with_key(self, flight_id: str, idem_key: str) -> dict | None:
+        row = self.db.one("SELECT kind, body, epoch FROM facts WHERE flight_id = ? AND idem_key = ?",
+                          (flight_id, idem_key))
+        return dict(row) if row else None

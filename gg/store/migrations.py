@@ -1,0 +1,146 @@
+"""Numbered schema migrations. Append only: never edit a migration that has shipped.
+
+Ranges keep parallel work apart: 1-99 core, 100-199 placement, 200-299 fleet operations,
+300-399 enrolment and profiles, 400-499 pools, 500-599 proof/metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import sqlite_utils
+
+Migration = Callable[[sqlite_utils.Database], None]
+MIGRATIONS: dict[int, tuple[str, Migration]] = {}
+
+
+def migration(number: int, name: str):
+    def register(fn: Migration) -> Migration:
+        if number in MIGRATIONS:
+            raise RuntimeError(f"migration {number} registered twice")
+        MIGRATIONS[number] = (name, fn)
+        return fn
+
+    return register
+
+
+@migration(1, "core")
+def _core(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE organisation (
+            id TEXT PRIMARY KEY, name TEXT NOT NULL, created_at REAL NOT NULL
+        );
+        CREATE TABLE people (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            role TEXT NOT NULL CHECK (role IN ('admin', 'member')),
+            token_hash TEXT NOT NULL UNIQUE,
+            token_fingerprint TEXT NOT NULL,
+            is_owner INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE runners (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL DEFAULT 'registered',
+            public_key TEXT NOT NULL UNIQUE,
+            credential_hash TEXT UNIQUE,
+            credential_fingerprint TEXT,
+            credential_expires_at REAL,
+            registered_by TEXT,
+            labels TEXT NOT NULL DEFAULT '{}',
+            workers INTEGER NOT NULL DEFAULT 1,
+            started_workers INTEGER NOT NULL DEFAULT 1,
+            admin_state TEXT NOT NULL DEFAULT 'active',
+            last_seen_at REAL,
+            goodbye_at REAL,
+            offline_noted_at REAL,
+            inventory TEXT NOT NULL DEFAULT '{}',
+            capabilities TEXT NOT NULL DEFAULT '{}',
+            readings TEXT NOT NULL DEFAULT '{}',
+            peer_address TEXT,
+            version TEXT,
+            version_skew TEXT NOT NULL DEFAULT 'unknown',
+            health TEXT NOT NULL DEFAULT 'ok',
+            policy TEXT NOT NULL DEFAULT '{}',
+            ownership TEXT NOT NULL DEFAULT 'organisation',
+            owner TEXT,
+            reserved INTEGER NOT NULL DEFAULT 0,
+            profile TEXT,
+            checks_at REAL,
+            created_at REAL NOT NULL,
+            retired_at REAL
+        );
+        CREATE INDEX runners_name ON runners(name);
+        CREATE TABLE runner_tombstones (
+            public_key TEXT PRIMARY KEY, runner_id TEXT NOT NULL, at REAL NOT NULL
+        );
+        CREATE TABLE runner_challenges (
+            nonce_hash TEXT PRIMARY KEY, runner_id TEXT NOT NULL, expires_at REAL NOT NULL
+        );
+        CREATE TABLE flights (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            kind TEXT NOT NULL DEFAULT 'work',
+            title TEXT NOT NULL DEFAULT '',
+            command TEXT NOT NULL,
+            environment TEXT,
+            requires TEXT NOT NULL DEFAULT '{}',
+            runner_target TEXT,
+            attended INTEGER NOT NULL DEFAULT 0,
+            repo TEXT,
+            agent TEXT NOT NULL DEFAULT 'shell',
+            stage TEXT NOT NULL,
+            opened_by TEXT NOT NULL,
+            opened_at REAL NOT NULL,
+            epoch INTEGER NOT NULL DEFAULT 0,
+            lease_runner TEXT,
+            lease_granted_at REAL,
+            lease_expires_at REAL,
+            attempt INTEGER NOT NULL DEFAULT 0,
+            expiries INTEGER NOT NULL DEFAULT 0,
+            outcome TEXT,
+            exit_code INTEGER,
+            ended_at REAL,
+            ended_reason TEXT,
+            gates TEXT NOT NULL DEFAULT '[]'
+        );
+        CREATE INDEX flights_stage ON flights(stage, seq);
+        CREATE INDEX flights_lease ON flights(stage, lease_expires_at);
+        CREATE INDEX flights_holder ON flights(lease_runner, stage);
+        CREATE TABLE grants (
+            flight_id TEXT NOT NULL,
+            epoch INTEGER NOT NULL,
+            runner_id TEXT NOT NULL,
+            granted_at REAL NOT NULL,
+            PRIMARY KEY (flight_id, epoch)
+        );
+        CREATE INDEX grants_runner ON grants(runner_id, flight_id);
+        CREATE TABLE facts (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            flight_id TEXT NOT NULL,
+            epoch INTEGER NOT NULL,
+            runner_id TEXT,
+            kind TEXT NOT NULL,
+            body TEXT NOT NULL DEFAULT '{}',
+            at REAL NOT NULL,
+            idem_key TEXT
+        );
+        CREATE INDEX facts_flight ON facts(flight_id, seq);
+        CREATE UNIQUE INDEX facts_idem ON facts(flight_id, idem_key) WHERE idem_key IS NOT NULL;
+        CREATE TABLE events (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL,
+            at REAL NOT NULL,
+            actor TEXT,
+            runner_id TEXT,
+            flight_id TEXT,
+            body TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX events_kind ON events(kind, seq);
+        CREATE INDEX events_runner ON events(runner_id, seq);
+        CREATE INDEX events_flight ON events(flight_id, seq);
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+        """
+    )

@@ -1,0 +1,104 @@
+"""Runners, their tombstones and credential-renewal challenges."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from gg.domain.runners import Runner
+from gg.store.db import Database, dumps, loads
+
+_JSON = ("labels", "inventory", "capabilities", "readings", "policy")
+_FIELDS = {f.name for f in dataclasses.fields(Runner)}
+
+
+def runner_from_row(row) -> Runner:
+    data = dict(row)
+    for key in _JSON:
+        data[key] = loads(data.get(key), {})
+    data["reserved"] = bool(data.get("reserved"))
+    return Runner(**{k: v for k, v in data.items() if k in _FIELDS})
+
+
+def _encode(values: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in values.items():
+        if key in _JSON:
+            value = dumps(value)
+        elif key == "reserved":
+            value = int(bool(value))
+        out[key] = value
+    return out
+
+
+class RunnerRows:
+    db: Database
+
+    def insert_runner(self, runner: Runner, *, credential_hash: str,
+                      credential_fingerprint: str) -> None:
+        values = _encode(dataclasses.asdict(runner))
+        values["credential_hash"] = credential_hash
+        values["credential_fingerprint"] = credential_fingerprint
+        self.db.insert("runners", values)
+
+    def update_runner(self, runner_id: str, **values: Any) -> int:
+        return self.db.update("runners", "id", runner_id, _encode(values))
+
+    def runner(self, runner_id: str) -> Runner | None:
+        row = self.db.one("SELECT * FROM runners WHERE id = ?", (runner_id,))
+        return runner_from_row(row) if row else None
+
+    def runners_named(self, name: str) -> list[Runner]:
+        rows = self.db.all("SELECT * FROM runners WHERE name = ? AND retired_at IS NULL", (name,))
+        return [runner_from_row(r) for r in rows]
+
+    def runner_by_key(self, public_key: str) -> Runner | None:
+        row = self.db.one("SELECT * FROM runners WHERE public_key = ?", (public_key,))
+        return runner_from_row(row) if row else None
+
+    def runner_by_credential(self, credential_hash: str) -> tuple[Runner, str] | None:
+        row = self.db.one("SELECT * FROM runners WHERE credential_hash = ?", (credential_hash,))
+        return (runner_from_row(row), row["credential_hash"]) if row else None
+
+    def runners(self, *, include_retired: bool = False, ids: list[str] | None = None) -> list[Runner]:
+        sql = "SELECT * FROM runners"
+        where, params = [], []
+        if not include_retired:
+            where.append("retired_at IS NULL")
+        if ids is not None:
+            if not ids:
+                return []
+            where.append(f"id IN ({','.join('?' * len(ids))})")
+            params.extend(ids)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at, id"
+        return [runner_from_row(r) for r in self.db.all(sql, tuple(params))]
+
+    def set_credential(self, runner_id: str, credential_hash: str | None,
+                       fingerprint: str | None, expires_at: float | None) -> None:
+        self.db.update("runners", "id", runner_id, {
+            "credential_hash": credential_hash, "credential_fingerprint": fingerprint,
+            "credential_expires_at": expires_at})
+
+    def delete_runner(self, runner_id: str) -> None:
+        self.db.run("DELETE FROM runners WHERE id = ?", (runner_id,))
+
+    def tombstone(self, public_key: str, runner_id: str, now: float) -> None:
+        self.db.run("INSERT OR REPLACE INTO runner_tombstones (public_key, runner_id, at) "
+                    "VALUES (?, ?, ?)", (public_key, runner_id, now))
+
+    def tombstoned(self, public_key: str) -> bool:
+        return self.db.one("SELECT 1 FROM runner_tombstones WHERE public_key = ?",
+                           (public_key,)) is not None
+
+    def add_challenge(self, nonce_hash: str, runner_id: str, expires_at: float) -> None:
+        self.db.insert("runner_challenges", {"nonce_hash": nonce_hash, "runner_id": runner_id,
+                                              "expires_at": expires_at})
+
+    def take_challenge(self, nonce_hash: str, runner_id: str, now: float) -> bool:
+        """Spend a challenge once; True if it existed, was this runner's and was unexpired."""
+        self.db.run("DELETE FROM runner_challenges WHERE expires_at < ?", (now,))
+        cur = self.db.run("DELETE FROM runner_challenges WHERE nonce_hash = ? AND runner_id = ?",
+                          (nonce_hash, runner_id))
+        return cur.rowcount == 1

@@ -1,0 +1,70 @@
+"""A whole airspace directory: every error in every file, collected in one pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from gg.airspace import AirspaceError, check_airspace, load_airspace
+
+PROFILE = "purpose: p\nroles: [runner]\nenvironment: {env}\n"
+STRATEGY = "environment: {env}\ninventory: {{name: {pool}, size: 2}}\nimage: {{ref: r}}\n"
+
+
+def lay_out(base, files: dict[str, str]):
+    for rel, text in files.items():
+        path = base / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return base
+
+
+def test_a_good_airspace_loads_everything(tmp_path):
+    base = lay_out(tmp_path / "airspace", {
+        "root.yaml": "environments: [ui, api]\n",
+        "fleet/ui.yaml": PROFILE.format(env="ui"),
+        "fleet/api.yaml": PROFILE.format(env="api"),
+        "fleet/README.md": "not a profile",
+        "strategies/ui.yaml": STRATEGY.format(env="ui", pool="ui-pool"),
+    })
+    assert check_airspace(base) == []
+    airspace = load_airspace(base)
+    assert airspace.root.environments == ("ui", "api")
+    assert sorted(airspace.profiles) == ["api", "ui"]
+    assert airspace.strategies["ui"].inventory.name == "ui-pool"
+
+
+def test_every_error_in_every_file_is_collected_in_order(tmp_path):
+    base = lay_out(tmp_path / "airspace", {
+        "root.yaml": "environments: [ui]\n",
+        "fleet/api.yaml": PROFILE.format(env="api"),                       # not in root
+        "fleet/ui.yaml": "purpose: p\nroles: [runner]\nenvironment: ui\n"
+                         "sweeps: maybe\npolicy: {isolation: sandbx}\n",  # two errors
+        "fleet/broken.yaml": "purpose: [\n",                               # malformed
+        "fleet/old.yml": PROFILE.format(env="ui"),                         # wrong suffix
+        "strategies/a.yaml": STRATEGY.format(env="ui", pool="shared"),
+        "strategies/b.yaml": STRATEGY.format(env="ui", pool="shared"),     # pool taken
+    })
+    found = [(e.file.removeprefix(str(base) + "/"), e.line, e.key) for e in check_airspace(base)]
+    assert found == [
+        ("fleet/api.yaml", 3, "environment"),
+        ("fleet/broken.yaml", 2, None),
+        ("fleet/old.yml", None, None),
+        ("fleet/ui.yaml", 4, "sweeps"),
+        ("fleet/ui.yaml", 5, "policy.isolation"),
+        ("strategies/b.yaml", 2, "inventory.name"),
+    ]
+    with pytest.raises(AirspaceError) as caught:
+        load_airspace(base)
+    assert caught.value.file.endswith("fleet/api.yaml")
+    assert "api is not listed in root.yaml's environments (ui)" in str(caught.value)
+
+
+def test_without_a_root_environments_are_not_cross_checked(tmp_path):
+    base = lay_out(tmp_path / "airspace", {"fleet/ui.yaml": PROFILE.format(env="anything")})
+    assert check_airspace(base) == []
+
+
+def test_a_directory_that_is_not_an_airspace_is_one_clear_error(tmp_path):
+    assert [e.problem for e in check_airspace(tmp_path / "missing")] == ["is not a directory"]
+    (tmp_path / "empty").mkdir()
+    assert "is it an airspace directory" in check_airspace(tmp_path / "empty")[0].problem

@@ -1,0 +1,43 @@
+"""The root envelope file: the environments flights may use."""
+
+from __future__ import annotations
+
+import pytest
+
+from gg.airspace import AirspaceError, Root, load_root, root_from_mapping
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "root.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_good_root_loads_in_the_order_written(tmp_path):
+    root = load_root(write(tmp_path, "environments:\n  - ui\n  - api_2\n  - nightly-x\n"))
+    assert root == Root(environments=("ui", "api_2", "nightly-x"))
+    assert Root.from_dict(root.to_dict()) == root
+
+
+def test_an_empty_list_is_allowed_and_means_no_environment_may_be_flown(tmp_path):
+    assert load_root(write(tmp_path, "environments: []\n")).environments == ()
+
+
+@pytest.mark.parametrize("text,line,key,fragment", [
+    ("environments: [ui, Bad]\n", 1, "environments[1]", "lowercase"),
+    ("environments: [ui, ui]\n", 1, "environments[1]", "repeats"),
+    ("environments:\n  - ui\n  - 9lives\n", 3, "environments[1]", "starting with a letter"),
+    ("environments: ui\n", 1, "environments", "must be a list"),
+    ("environments: [ui]\npools: []\n", 2, "pools", "not a known key"),
+    ("envs: [ui]\n", 1, "environments", "is required"),
+])
+def test_bad_roots_are_refused_with_line_and_key(tmp_path, text, line, key, fragment):
+    with pytest.raises(AirspaceError) as caught:
+        load_root(write(tmp_path, text))
+    assert (caught.value.line, caught.value.key) == (line, key)
+    assert fragment in caught.value.problem
+
+
+def test_a_name_longer_than_63_characters_is_refused():
+    with pytest.raises(AirspaceError, match="1-63"):
+        root_from_mapping({"environments": ["a" * 64]})

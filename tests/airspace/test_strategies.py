@@ -1,0 +1,88 @@
+"""Pool strategy files: the SPEC 12 shape, defaults, and cross-field bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from gg.airspace import AirspaceError, load_strategy, strategy_from_mapping
+from gg.domain.strategies import (
+    Bounds,
+    Build,
+    Image,
+    Inventory,
+    Strategy,
+    parse_active_hours,
+)
+
+DIGEST = "sha256:" + "ab" * 32
+GOOD = f"""\
+environment: ui
+inventory: {{name: ui-pool, size: 6, warm: 2}}
+image: {{ref: ui-runner, digest: "{DIGEST}"}}
+bounds: {{pool-max: 4, active-hours: "08:00-20:00 Europe/Berlin"}}
+build: {{context: images/ui}}
+driver: process
+"""
+
+
+def write(tmp_path, text: str, name: str = "ui"):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def error_of(tmp_path, text: str) -> AirspaceError:
+    with pytest.raises(AirspaceError) as caught:
+        load_strategy(write(tmp_path, text))
+    return caught.value
+
+
+def test_the_spec_example_loads(tmp_path):
+    assert load_strategy(write(tmp_path, GOOD)) == Strategy(
+        name="ui", environment="ui", inventory=Inventory("ui-pool", 6, 2),
+        image=Image("ui-runner", DIGEST),
+        bounds=Bounds(4, parse_active_hours("08:00-20:00 Europe/Berlin")),
+        build=Build("images/ui"), driver="process")
+
+
+def test_the_name_given_to_apply_wins_over_the_file_stem(tmp_path):
+    assert load_strategy(write(tmp_path, GOOD, name="file"), name="web").name == "web"
+
+
+def test_a_minimal_strategy_takes_its_defaults(tmp_path):
+    strategy = load_strategy(write(tmp_path, "environment: ui\ninventory: {name: p, size: 3}\n"
+                                             "image: {ref: ui-runner}\n"))
+    assert strategy.inventory.warm == 0 and strategy.image.digest is None
+    assert strategy.bounds == Bounds(pool_max=3) and strategy.build is None
+    assert strategy.driver == "process"
+
+
+@pytest.mark.parametrize("old,new,line,key,fragment", [
+    ("active-hours: \"08:00-20:00 Europe/Berlin\"", "active-hours: \"8-20\"", 4,
+     "bounds.active-hours", "is not a window"),
+    ("Europe/Berlin", "Europe/Atlantis", 4, "bounds.active-hours", "is not a time zone"),
+    ("08:00-20:00 Europe/Berlin", "08:00-20:00", 4, "bounds.active-hours", "names no time zone"),
+    ("08:00-20:00", "08:00-25:00", 4, "bounds.active-hours", "not a time of day"),
+    ("warm: 2", "warm: 7", 2, "inventory.warm", "must not exceed size (6)"),
+    ("pool-max: 4", "pool-max: 0", 4, "bounds.pool-max", "must be from 1"),
+    ("pool-max: 4", "pool-max: 7", 4, "bounds.pool-max", "must not exceed inventory.size (6)"),
+    ("pool-max: 4", "pool-max: 1", 4, "bounds.pool-max", "at least inventory.warm (2)"),
+    ("driver: process", "driver: kubernetes", 6, "driver", "must be one of process, podman, docker"),
+    (f'digest: "{DIGEST}"', 'digest: "sha256:abc"', 3, "image.digest", "64 lowercase hex"),
+    ("size: 6", "size: six", 2, "inventory.size", "whole number"),
+    ("name: ui-pool", "name: UI Pool", 2, "inventory.name", "lowercase"),
+    ("build: {context: images/ui}", "build: {context: images/ui, dockerfile: x}", 5,
+     "build.dockerfile", "not a known key"),
+    ("environment: ui", "environment: ui\npool-max: 3", 2, "pool-max", "belongs under bounds"),
+])
+def test_bad_strategies_are_refused_with_line_and_key(tmp_path, old, new, line, key, fragment):
+    assert old in GOOD
+    error = error_of(tmp_path, GOOD.replace(old, new))
+    assert (error.line, error.key) == (line, key), str(error)
+    assert fragment in error.problem
+
+
+def test_a_strategy_without_inventory_or_image_names_both():
+    with pytest.raises(AirspaceError) as caught:
+        strategy_from_mapping("ui", {"environment": "ui"})
+    assert caught.value.key == "inventory" and caught.value.line is None

@@ -1,0 +1,62 @@
+"""Shared fixtures: real control planes and runners on loopback, with shrunk protocol constants.
+
+Nothing here fakes gg's own parts: ``server`` is a real ``gg server`` process with its
+SQLite file in a temporary folder, ``runners`` start real ``gg runner up`` processes, and
+``gg`` runs the real CLI. Waiting is always :func:`wait_until` (a bounded poll of a
+condition), never a sleep that hopes.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from support import FAST, Fleet
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", help="also run the larger (slow) runs")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--runslow"):
+        return
+    skip = pytest.mark.skip(reason="larger run: use --runslow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    f = Fleet(tmp_path, dict(FAST)).start()
+    try:
+        yield f
+    finally:
+        f.stop()
+
+
+@pytest.fixture
+def fleet_env():
+    """Override protocol constants for one test: ``fleet_env.update(...)`` before ``make_fleet``."""
+    return dict(FAST)
+
+
+@pytest.fixture
+def make_fleet(tmp_path):
+    made = []
+
+    def make(env: dict[str, str] | None = None) -> Fleet:
+        f = Fleet(tmp_path / f"fleet{len(made)}", {**FAST, **(env or {})}).start()
+        made.append(f)
+        return f
+
+    yield make
+    for f in made:
+        f.stop()
+
+
+@pytest.fixture
+def python() -> str:
+    return sys.executable

@@ -1,0 +1,178 @@
+"""The lease use cases against a real SQLite store, travelling in time with a fake clock."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from gg.control import flights, leases, runners
+from gg.control.core import Core
+from gg.control.people import bootstrap
+from gg.errors import Conflict, LeaseSuperseded, NotFound
+from gg.settings import Settings
+from gg.store import open_store
+
+
+class Clock:
+    def __init__(self, now: float = 1_000_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def core(tmp_path, clock):
+    c = Core(store=open_store(tmp_path), settings=Settings(lease_ttl=60, max_expiries=3), clock=clock)
+    bootstrap(c, tmp_path)
+    return c
+
+
+@pytest.fixture
+def owner(core):
+    return core.store.person_by_name("owner")
+
+
+def make_runner(core, owner, name="r1"):
+    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    runner, _ = runners.register(core, owner, name=name, public_key=base64.b64encode(raw).decode(),
+                                 labels={}, workers=1, inventory={}, version=None)
+    runners.check_in(core, runner, readings={}, inventory=None, capabilities=None, version=None,
+                     held=[], peer_address=None)
+    return core.store.runner(runner.id)
+
+
+def test_a_claim_grants_epoch_one_and_a_second_claim_gets_nothing(core, owner):
+    a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
+    f = flights.open_flight(core, owner, command=["true"])
+    got = leases.try_claim(core, a.id)
+    assert got is not None and got[1].epoch == 1 and got[0].id == f.id
+    assert leases.try_claim(core, b.id) is None
+
+
+def test_an_expired_lease_is_recorded_by_the_next_look_and_re_offered_with_a_new_epoch(core, owner, clock):
+    a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
+    f = flights.open_flight(core, owner, command=["true"])
+    leases.try_claim(core, a.id)
+    clock.advance(61)
+    runners.check_in(core, b, readings={}, inventory=None, capabilities=None, version=None,
+                     held=[], peer_address=None)
+    flight, grant = leases.try_claim(core, b.id)
+    assert grant.epoch == 2 and flight.attempt == 2 and flight.expiries == 1
+    facts = core.store.facts(f.id)
+    assert [x["kind"] for x in facts] == ["expired"] and facts[0]["runner_id"] is None
+    with pytest.raises(LeaseSuperseded):
+        leases.renew(core, a, f.id, 1)
+    with pytest.raises(LeaseSuperseded):
+        leases.report(core, a, f.id, 1, [{"kind": "output", "body": {"text": "late"}}])
+    with pytest.raises(LeaseSuperseded):
+        leases.hand_back(core, a, f.id, 1, "landed", 0, None, "k")
+    leases.hand_back(core, b, f.id, 2, "landed", 0, None, "k2")
+    assert core.store.flight(f.id).stage == "landed"
+
+
+def test_a_renewal_after_expiry_is_refused_even_before_anyone_noticed(core, owner, clock):
+    a = make_runner(core, owner)
+    f = flights.open_flight(core, owner, command=["true"])
+    leases.try_claim(core, a.id)
+    clock.advance(59)
+    assert leases.renew(core, a, f.id, 1)["expires_at"] == clock.now + 60
+    clock.advance(60)
+    with pytest.raises(LeaseSuperseded):
+        leases.renew(core, a, f.id, 1)
+
+
+def test_a_flight_lost_max_expiries_times_fails_as_lost(core, owner, clock):
+    a = make_runner(core, owner)
+    f = flights.open_flight(core, owner, command=["true"])
+    for _ in range(3):
+        runners.check_in(core, a, readings={}, inventory=None, capabilities=None, version=None,
+                         held=[], peer_address=None)
+        assert leases.try_claim(core, a.id) is not None
+        clock.advance(61)
+    with core.store.atomic():
+        leases.expire_due(core, clock.now)
+    flight = core.store.flight(f.id)
+    assert (flight.stage, flight.ended_reason, flight.expiries) == ("failed", "lost 3 times", 3)
+    assert [e["kind"] for e in core.store.events(flight_id=f.id)][-2:] == [
+        "info:flight:expired", "info:flight:failed"]
+
+
+def test_a_final_outcome_is_accepted_once_and_an_identical_repeat_is_harmless(core, owner):
+    a = make_runner(core, owner)
+    f = flights.open_flight(core, owner, command=["true"])
+    leases.try_claim(core, a.id)
+    first = leases.hand_back(core, a, f.id, 1, "failed", 2, None, "1:hand-back")
+    again = leases.hand_back(core, a, f.id, 1, "failed", 2, None, "1:hand-back")
+    assert first["repeat"] is False and again["repeat"] is True
+    with pytest.raises(Conflict):
+        leases.hand_back(core, a, f.id, 1, "landed", 0, None, "other")
+    assert core.store.flight(f.id).exit_code == 2
+    assert len(core.store.events(kind="info:flight:failed", flight_id=f.id)) == 1
+
+
+def test_a_retried_report_is_stored_once(core, owner):
+    a = make_runner(core, owner)
+    f = flights.open_flight(core, owner, command=["true"])
+    leases.try_claim(core, a.id)
+    fact = {"kind": "output", "body": {"text": "x"}, "key": "1:output:1"}
+    assert leases.report(core, a, f.id, 1, [fact])["stored"] == 1
+    assert leases.report(core, a, f.id, 1, [fact])["stored"] == 0
+    assert len(core.store.facts(f.id)) == 1
+
+
+def test_a_runner_may_touch_only_the_flights_it_holds(core, owner):
+    a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
+    f = flights.open_flight(core, owner, command=["true"])
+    leases.try_claim(core, a.id)
+    for call in (lambda: leases.renew(core, b, f.id, 1),
+                 lambda: leases.report(core, b, f.id, 1, [{"kind": "note"}]),
+                 lambda: leases.hand_back(core, b, f.id, 1, "landed", 0, None, None),
+                 lambda: leases.renew(core, b, "f_nonexistent", 1)):
+        with pytest.raises(NotFound) as err:
+            call()
+        assert err.value.message == "no such flight"
+
+
+def test_returned_goes_back_to_ready_for_another_runner(core, owner):
+    a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
+    f = flights.open_flight(core, owner, command=["true"])
+    leases.try_claim(core, a.id)
+    leases.hand_back(core, a, f.id, 1, "returned", None, "no credential", "k")
+    assert core.store.flight(f.id).stage == "ready"
+    flight, grant = leases.try_claim(core, b.id)
+    assert grant.epoch == 2
+
+
+def test_a_restart_honours_every_lease_for_one_ttl(core, owner, clock):
+    a = make_runner(core, owner)
+    f = flights.open_flight(core, owner, command=["true"])
+    leases.try_claim(core, a.id)
+    clock.advance(300)  # the control plane was away for five minutes
+    leases.honour_after_restart(core)
+    assert core.store.flight(f.id).lease_expires_at == clock.now + 60
+    with core.store.atomic():
+        assert leases.expire_due(core, clock.now) == 0
+    assert leases.renew(core, a, f.id, 1)["epoch"] == 1
+
+
+def test_cancelling_a_flying_flight_tells_its_holder_it_ended(core, owner):
+    a = make_runner(core, owner)
+    f = flights.open_flight(core, owner, command=["true"])
+    leases.try_claim(core, a.id)
+    flights.cancel(core, owner, f.id)
+    with pytest.raises(Conflict) as err:
+        leases.renew(core, a, f.id, 1)
+    assert err.value.code == "flight_ended"

@@ -1,0 +1,222 @@
+"""The health rule: the one missing piece, every check listed, and the checks verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from gg.domain.health import (
+    ALLOWLIST_NOT_ENFORCED,
+    BWRAP_UNUSABLE,
+    NO_BWRAP,
+    NO_ENGINE,
+    NO_NETNS,
+    NO_REPORT,
+    NONE_NEEDS_DEV,
+    Check,
+    checks,
+    checks_verdict,
+    effective_workers,
+    first_missing,
+    judge_health,
+)
+from gg.domain.policy import DEFAULT_POLICY, DEV_DEFAULT_POLICY, Policy, default_policy, is_looser
+
+FULL = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": True,
+        "container_engine": "podman", "isolation_levels": ["none", "sandbox", "container"],
+        "egress_controls": ["all", "none"]}
+NO_BWRAP_CAPS = {**FULL, "bwrap": None, "bwrap_usable": False, "netns": False}
+BWRAP_BROKEN = {**FULL, "bwrap_usable": False, "netns": False}
+NO_NETNS_CAPS = {**FULL, "netns": False}
+NO_ENGINE_CAPS = {**FULL, "container_engine": None}
+
+
+# -- policy -----------------------------------------------------------------------------------
+
+def test_default_policy_is_sandbox_with_full_egress_and_one_worker():
+    assert DEFAULT_POLICY.to_dict() == {"isolation": "sandbox", "egress": "all", "workers": 1}
+    assert default_policy(dev=False, workers=4) == Policy("sandbox", "all", 4)
+
+
+def test_dev_server_default_policy_is_isolation_none():
+    assert DEV_DEFAULT_POLICY.isolation == "none"
+    assert default_policy(dev=True).isolation == "none"
+
+
+def test_policy_round_trips_through_a_dict():
+    policy = Policy("container", "none", 3)
+    assert Policy.from_dict(policy.to_dict()) == policy
+
+
+def test_policy_keys_left_out_keep_the_default():
+    assert Policy.from_dict({"egress": "none"}) == Policy("sandbox", "none", 1)
+    assert Policy.from_dict(None) == DEFAULT_POLICY
+
+
+@pytest.mark.parametrize("data, words", [
+    ({"isolation": "vm"}, "isolation must be one of none, sandbox, container"),
+    ({"egress": "some"}, "egress must be one of none, allowlist, all"),
+    ({"workers": 0}, "workers must be between 1 and"),
+    ({"workers": "2"}, "workers must be a whole number"),
+    ({"workers": True}, "workers must be a whole number"),
+    ({"colour": "red"}, "a policy has only isolation, egress and workers, not colour"),
+])
+def test_bad_policy_is_refused_with_a_sentence(data, words):
+    with pytest.raises(ValueError, match=words):
+        Policy.from_dict(data)
+
+
+def test_policy_that_is_not_a_mapping_is_refused():
+    with pytest.raises(ValueError, match="must be a mapping"):
+        Policy.from_dict(["sandbox"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("old, new, looser", [
+    (Policy("sandbox", "all", 1), Policy("none", "all", 1), True),
+    (Policy("sandbox", "none", 1), Policy("sandbox", "allowlist", 1), True),
+    (Policy("sandbox", "all", 1), Policy("sandbox", "all", 2), True),
+    (Policy("none", "all", 2), Policy("container", "none", 1), False),
+    (Policy("sandbox", "all", 1), Policy("sandbox", "all", 1), False),
+])
+def test_loosening_is_told_apart_from_tightening(old, new, looser):
+    assert is_looser(old, new) is looser
+
+
+# -- the one missing piece --------------------------------------------------------------------
+
+@pytest.mark.parametrize("policy, caps, dev, missing", [
+    (Policy("sandbox", "all"), FULL, False, None),
+    (Policy("sandbox", "all"), NO_BWRAP_CAPS, False, NO_BWRAP),
+    (Policy("sandbox", "all"), BWRAP_BROKEN, False, BWRAP_UNUSABLE),
+    (Policy("sandbox", "none"), NO_NETNS_CAPS, False, NO_NETNS),
+    (Policy("sandbox", "none"), NO_BWRAP_CAPS, False, NO_BWRAP),
+    (Policy("sandbox", "all"), NO_NETNS_CAPS, False, None),
+    (Policy("none", "all"), {}, False, NONE_NEEDS_DEV),
+    (Policy("none", "all"), {}, True, None),
+    (Policy("none", "none"), NO_BWRAP_CAPS, True, NO_BWRAP),
+    (Policy("none", "none"), NO_NETNS_CAPS, True, NO_NETNS),
+    (Policy("none", "none"), BWRAP_BROKEN, True, NO_NETNS),
+    (Policy("container", "all"), NO_ENGINE_CAPS, False, NO_ENGINE),
+    (Policy("container", "none"), FULL, False, None),
+    (Policy("container", "none"), {**NO_BWRAP_CAPS}, False, None),
+    (Policy("sandbox", "all"), {}, False, NO_REPORT),
+    (Policy("sandbox", "all"), None, False, NO_REPORT),
+])
+def test_each_missing_piece_is_named(policy, caps, dev, missing):
+    health = judge_health(policy, caps, dev=dev, started_workers=1)
+    assert health.missing == missing
+    assert health.ok is (missing is None)
+    assert health.text == ("ok" if missing is None else f"degraded: {missing}")
+
+
+@pytest.mark.parametrize("isolation", ["none", "sandbox", "container"])
+def test_allowlist_is_always_degraded_even_on_a_perfect_host(isolation):
+    health = judge_health(Policy(isolation, "allowlist"), FULL, dev=True, started_workers=1)
+    assert health.text == "degraded: egress allowlist is not enforced yet"
+    assert health.missing == ALLOWLIST_NOT_ENFORCED
+
+
+def test_most_fundamental_piece_wins_when_several_are_missing():
+    nothing = {"bwrap": None, "bwrap_usable": False, "netns": False, "container_engine": None}
+    assert judge_health(Policy("none", "allowlist"), nothing, dev=False,
+                        started_workers=1).missing == NONE_NEEDS_DEV
+    assert judge_health(Policy("sandbox", "allowlist"), nothing, dev=False,
+                        started_workers=1).missing == ALLOWLIST_NOT_ENFORCED
+    assert judge_health(Policy("sandbox", "none"), nothing, dev=False,
+                        started_workers=1).missing == NO_BWRAP
+
+
+def test_isolation_none_is_refused_without_dev():
+    health = judge_health(Policy("none", "all"), FULL, dev=False, started_workers=1)
+    assert health.text == "degraded: isolation none is allowed only on a --dev server"
+
+
+def test_container_without_engine_is_degraded():
+    health = judge_health(Policy("container", "all"), NO_ENGINE_CAPS, dev=False,
+                          started_workers=1)
+    assert health.text == "degraded: no container engine reachable"
+
+
+def test_policy_may_be_given_as_the_stored_dict():
+    health = judge_health({"isolation": "sandbox", "egress": "all", "workers": 1},
+                          NO_BWRAP_CAPS, dev=False, started_workers=1)
+    assert health.missing == NO_BWRAP
+
+
+def test_runner_side_ignores_the_dev_rule_but_not_the_host():
+    assert first_missing(Policy("none", "all"), {}) is None
+    assert first_missing(Policy("sandbox", "allowlist"), FULL) == ALLOWLIST_NOT_ENFORCED
+
+
+# -- workers ----------------------------------------------------------------------------------
+
+def test_raising_workers_past_the_started_count_is_a_note_not_degraded():
+    health = judge_health(Policy("sandbox", "all", 8), FULL, dev=False, started_workers=2)
+    assert health.ok
+    assert health.notes == ("workers raised to 8 needs a restart (started with 2)",)
+    assert effective_workers(Policy("sandbox", "all", 8), 2) == 2
+
+
+def test_lowering_workers_applies_at_once_without_a_note():
+    health = judge_health(Policy("sandbox", "all", 1), FULL, dev=False, started_workers=4)
+    assert health.ok and health.notes == ()
+    assert effective_workers(Policy("sandbox", "all", 1), 4) == 1
+
+
+def test_the_workers_note_survives_a_degraded_runner():
+    health = judge_health(Policy("sandbox", "all", 3), NO_BWRAP_CAPS, dev=False,
+                          started_workers=1)
+    assert health.missing == NO_BWRAP
+    assert health.notes == ("workers raised to 3 needs a restart (started with 1)",)
+
+
+# -- the checks list --------------------------------------------------------------------------
+
+def test_every_check_is_listed_in_judging_order():
+    listed = checks(Policy("sandbox", "none", 1), FULL, dev=False, started_workers=1)
+    assert [c.name for c in listed] == [
+        "isolation allowed", "egress enforceable", "capability report", "bubblewrap installed",
+        "bubblewrap namespaces", "network namespace", "workers"]
+    assert all(c.passed for c in listed)
+
+
+def test_a_failed_check_carries_the_missing_piece():
+    listed = checks(Policy("sandbox", "none", 1), BWRAP_BROKEN, dev=False, started_workers=1)
+    failed = [c for c in listed if not c.passed]
+    assert [(c.name, c.detail) for c in failed] == [
+        ("bubblewrap namespaces", BWRAP_UNUSABLE), ("network namespace", NO_NETNS)]
+
+
+def test_container_policy_lists_the_engine_not_bubblewrap():
+    names = [c.name for c in checks(Policy("container", "none"), FULL, dev=False,
+                                    started_workers=1)]
+    assert "container engine" in names and "bubblewrap installed" not in names
+
+
+def test_dev_policy_none_all_needs_no_capability_report():
+    names = [c.name for c in checks(Policy("none", "all"), {}, dev=True, started_workers=1)]
+    assert names == ["isolation allowed", "egress enforceable", "workers"]
+
+
+# -- the verdict ------------------------------------------------------------------------------
+
+PASSED = [Check("a", True, "fine"), Check("b", True, "fine")]
+TWO_FAILED = [Check("a", False, NO_BWRAP), Check("b", False, NO_NETNS), Check("c", True, "x")]
+
+
+@pytest.mark.parametrize("listed, reported_at, pending, verdict", [
+    (PASSED, 95.0, False, "checks passed"),
+    (TWO_FAILED, 95.0, False, "2 checks failed"),
+    ([Check("a", False, NO_BWRAP)], 95.0, False, "1 checks failed"),
+    (PASSED, 10.0, False, "checks stale"),
+    (TWO_FAILED, 10.0, True, "checks stale"),
+    (PASSED, 95.0, True, "checks pending"),
+    (TWO_FAILED, 95.0, True, "checks pending"),
+    ([], None, False, "checks never run"),
+    (PASSED, None, True, "checks never run"),
+])
+def test_checks_verdict(listed, reported_at, pending, verdict):
+    assert checks_verdict(listed, reported_at, 100.0, 45.0, policy_changed=pending) == verdict
+
+
+def test_a_report_exactly_stale_after_old_is_not_yet_stale():
+    assert checks_verdict(PASSED, 55.0, 100.0, 45.0) == "checks passed"

@@ -1,0 +1,151 @@
+"""The capability report is measured: real bwrap, real engine clients (stand-ins only for an
+engine that cannot run here), and it never hangs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gg.runner.capabilities import cgroups, probe
+
+KEYS = {"bwrap", "bwrap_usable", "bwrap_error", "netns", "cgroup_version", "cgroup_controllers",
+        "container_engine", "container_engine_error", "tools", "isolation_levels",
+        "egress_controls"}
+
+
+def _bin_dir(tmp_path: Path, **scripts: str) -> Path:
+    """A PATH directory holding python3 (and bwrap, if the host has it) plus shell scripts."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    for name, body in scripts.items():
+        script = bin_dir / name
+        script.write_text("#!/bin/sh\n" + body + "\n")
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return bin_dir
+
+
+def test_probe_reports_every_key_with_its_type():
+    report = probe()
+    assert set(report) == KEYS
+    assert report["bwrap"] is None or os.path.isabs(report["bwrap"])
+    assert isinstance(report["bwrap_usable"], bool) and isinstance(report["netns"], bool)
+    assert report["cgroup_version"] in ("1", "2", "hybrid", None)
+    assert report["cgroup_controllers"] == sorted(report["cgroup_controllers"])
+    assert report["tools"] == sorted(report["tools"])
+    assert report["container_engine"] in ("podman", "docker", None)
+    assert (report["container_engine"] is None) == (report["container_engine_error"] is not None)
+
+
+def test_levels_follow_the_measurements_and_allowlist_is_never_offered():
+    report = probe()
+    assert report["isolation_levels"][0] == "none"
+    assert ("sandbox" in report["isolation_levels"]) is report["bwrap_usable"]
+    assert ("container" in report["isolation_levels"]) is bool(report["container_engine"])
+    assert "allowlist" not in report["egress_controls"]
+    assert ("none" in report["egress_controls"]) is (report["netns"]
+                                                     or bool(report["container_engine"]))
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed")
+def test_installed_bubblewrap_is_found_and_tried():
+    report = probe()
+    assert report["bwrap"] == shutil.which("bwrap")
+    assert "bwrap" in report["tools"]
+    if report["bwrap_usable"]:
+        assert report["bwrap_error"] is None
+    else:
+        assert report["bwrap_error"]
+
+
+def test_without_bwrap_on_path_there_is_no_sandbox_and_no_netns(tmp_path):
+    report = probe(path=str(_bin_dir(tmp_path)))
+    assert report["bwrap"] is None and report["bwrap_usable"] is False
+    assert report["netns"] is False
+    assert report["bwrap_error"] == "bwrap is not installed"
+    assert report["isolation_levels"] == ["none"]
+    assert report["egress_controls"] == ["all"]
+    assert report["container_engine"] is None
+    assert report["container_engine_error"] == "neither podman nor docker is installed"
+    assert report["tools"] == ["python3"]
+
+
+def test_an_engine_that_does_not_answer_is_not_reachable(tmp_path):
+    bin_dir = _bin_dir(tmp_path, docker="echo 'Cannot connect to the Docker daemon' >&2; exit 1")
+    report = probe(path=str(bin_dir))
+    assert report["container_engine"] is None
+    assert report["container_engine_error"] == "docker: Cannot connect to the Docker daemon"
+    assert "docker" in report["tools"]
+    assert "container" not in report["isolation_levels"]
+
+
+def test_an_engine_whose_info_answers_is_reachable(tmp_path):
+    bin_dir = _bin_dir(tmp_path, podman='[ "$1" = info ] && exit 0; exit 3',
+                       docker="exit 1")
+    report = probe(path=str(bin_dir))
+    assert report["container_engine"] == "podman"
+    assert report["container_engine_error"] is None
+    assert "container" in report["isolation_levels"]
+    assert "none" in report["egress_controls"]
+
+
+def test_a_hung_engine_costs_at_most_the_engine_timeout(tmp_path):
+    # The background sleep keeps stderr open: the probe must not wait for it either.
+    bin_dir = _bin_dir(tmp_path, docker="sleep 60 & exec sleep 60")
+    started = time.monotonic()
+    report = probe(path=str(bin_dir), engine_timeout=0.5)
+    assert time.monotonic() - started < 5
+    assert report["container_engine"] is None
+    assert report["container_engine_error"] == "docker: docker info timed out after 0.5 s"
+
+
+def test_a_probe_without_an_engine_is_quick(tmp_path):
+    bwrap = shutil.which("bwrap")
+    bin_dir = _bin_dir(tmp_path)
+    if bwrap:
+        (bin_dir / "bwrap").symlink_to(bwrap)
+    started = time.monotonic()
+    probe(path=str(bin_dir))
+    assert time.monotonic() - started < 2
+
+
+def test_two_probes_of_an_unchanged_host_are_equal():
+    assert probe() == probe()
+
+
+def _mountinfo(*mounts: tuple[str, str, str]) -> str:
+    return "\n".join(f"{i} 1 0:{i} / {point} rw,relatime shared:{i} - {fstype} cgroup {opts}"
+                     for i, (point, fstype, opts) in enumerate(mounts, start=30))
+
+
+def test_cgroup_v2_controllers_come_from_the_own_cgroup(tmp_path):
+    own = tmp_path / "cg" / "gg.slice"
+    own.mkdir(parents=True)
+    (tmp_path / "cg" / "cgroup.controllers").write_text("cpu io memory pids hugetlb\n")
+    (own / "cgroup.controllers").write_text("cpu memory pids\n")
+    info = _mountinfo((str(tmp_path / "cg"), "cgroup2", "rw,nsdelegate"))
+    assert cgroups(info, "0::/gg.slice\n") == ("2", ["cpu", "memory", "pids"])
+
+
+def test_cgroup_v1_and_hybrid_hierarchies_are_read(tmp_path):
+    for name in ("cpu,cpuacct", "memory", "systemd", "unified"):
+        (tmp_path / name / "job").mkdir(parents=True)
+    (tmp_path / "unified" / "job" / "cgroup.controllers").write_text("")
+    info = _mountinfo((str(tmp_path / "cpu,cpuacct"), "cgroup", "rw,cpu,cpuacct"),
+                      (str(tmp_path / "memory"), "cgroup", "rw,memory"),
+                      (str(tmp_path / "systemd"), "cgroup", "rw,xattr,name=systemd"),
+                      (str(tmp_path / "unified"), "cgroup2", "rw"))
+    own = "3:cpu,cpuacct:/job\n2:memory:/job\n1:name=systemd:/job\n0::/job\n"
+    assert cgroups(info, own) == ("hybrid", ["cpu", "cpuacct", "memory"])
+    v1_only = "\n".join(info.splitlines()[:3])
+    assert cgroups(v1_only, own)[0] == "1"
+
+
+def test_no_cgroup_filesystem_means_no_controllers():
+    assert cgroups("", "") == (None, [])

@@ -1,0 +1,311 @@
+"""Isolation and egress, pinned with real processes in real bubblewrap sandboxes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gg.runner.capabilities import probe
+from gg.runner.isolation import (
+    CONTAINER_WORKSPACE,
+    DEFAULT_IMAGE,
+    IsolationUnavailable,
+    Launch,
+    build,
+    build_argv,
+)
+
+CAPS = probe()
+needs_bwrap = pytest.mark.skipif(
+    not CAPS["bwrap_usable"],
+    reason=f"a bubblewrap sandbox cannot start here ({CAPS['bwrap_error']})")
+needs_netns = pytest.mark.skipif(not CAPS["netns"], reason="bwrap cannot make a network namespace")
+
+SANDBOX = {"isolation": "sandbox", "egress": "all", "workers": 1}
+SANDBOX_OFFLINE = {"isolation": "sandbox", "egress": "none", "workers": 1}
+
+
+def _env() -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+
+
+def _launch(command: list[str], policy: dict, workspace: Path, state_dir: Path | None = None,
+            **options) -> Launch:
+    return build(command, policy=policy, workspace=workspace, env=_env(), state_dir=state_dir,
+                 capabilities=CAPS, **options)
+
+
+def _run(launch: Launch) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(launch.argv, check=False, env=launch.env, cwd=launch.cwd,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def _sh(script: str, policy: dict, workspace: Path, state_dir: Path | None = None,
+        **options) -> subprocess.CompletedProcess[str]:
+    return _run(_launch(["sh", "-c", script], policy, workspace, state_dir, **options))
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    return ws
+
+
+# -- the file system --------------------------------------------------------------------------
+
+@needs_bwrap
+def test_sandbox_writes_into_the_workspace(workspace):
+    result = _sh("echo made > made.txt && cat made.txt", SANDBOX, workspace)
+    assert result.returncode == 0, result.stderr
+    assert (workspace / "made.txt").read_text() == "made\n"
+
+
+@needs_bwrap
+def test_sandbox_cannot_write_to_etc(workspace):
+    target = Path("/etc") / f"gg-isolation-{os.getpid()}"
+    result = _sh(f"echo x > {target}", SANDBOX, workspace)
+    assert result.returncode != 0
+    assert "Read-only file system" in result.stderr
+    assert not target.exists()
+
+
+@needs_bwrap
+def test_state_dir_is_neither_readable_nor_writable(tmp_path):
+    state = tmp_path / "state"
+    (state / "workspaces" / "f1").mkdir(parents=True)
+    (state / "runner.key").write_text("secret key")
+    workspace = state / "workspaces" / "f1"  # the usual layout: workspaces live in the state dir
+    result = _sh(f"cat {state}/runner.key; echo x > {state}/planted; echo ok > in-ws",
+                 SANDBOX, workspace, state)
+    assert "secret key" not in result.stdout
+    assert "No such file or directory" in result.stderr
+    assert "Read-only file system" in result.stderr
+    assert not (state / "planted").exists()
+    assert (workspace / "in-ws").read_text() == "ok\n"
+
+
+@needs_bwrap
+def test_state_dir_elsewhere_and_hidden_paths_are_masked(tmp_path, workspace):
+    state, config = tmp_path / "state", tmp_path / "config"
+    state.mkdir()
+    config.mkdir()
+    (state / "runner.key").write_text("secret key")
+    (config / "token").write_text("ggp_person")
+    result = _sh(f"ls -A {state} {config}; cat {state}/runner.key {config}/token",
+                 SANDBOX, workspace, state, hidden=[config])
+    assert "runner.key" not in result.stdout and "token" not in result.stdout
+    assert "secret key" not in result.stdout and "ggp_person" not in result.stdout
+
+
+@needs_bwrap
+def test_tmp_is_private(workspace):
+    with tempfile.NamedTemporaryFile(dir="/tmp", prefix="gg-host-") as host_file:
+        result = _sh(f"test -e {host_file.name} && echo visible || echo hidden; "
+                     "echo inside > /tmp/gg-inside", SANDBOX, workspace)
+    assert result.stdout.strip() == "hidden", result.stderr
+    assert not Path("/tmp/gg-inside").exists()
+
+
+@needs_bwrap
+def test_home_points_into_the_workspace(workspace):
+    result = _sh('echo "$HOME"; touch "$HOME/.rc"', SANDBOX, workspace)
+    assert result.stdout.strip() == str(workspace)
+    assert (workspace / ".rc").exists()
+
+
+# -- processes --------------------------------------------------------------------------------
+
+@needs_bwrap
+def test_sandbox_has_its_own_pid_namespace(workspace):
+    result = _sh("echo $$; ls /proc", SANDBOX, workspace)
+    lines = result.stdout.split()
+    pids = [p for p in lines[1:] if p.isdigit()]
+    assert int(lines[0]) < 10
+    assert len(pids) < 10, pids
+    assert str(os.getpid()) not in pids
+
+
+_PARENT = """
+import json, subprocess, sys
+launch = json.loads(sys.argv[1])
+subprocess.Popen(launch["argv"], env=launch["env"], cwd=launch["cwd"]).wait()
+"""
+
+
+def _wait_for(condition, what: str, deadline: float = 15.0) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@needs_bwrap
+def test_sandboxed_child_dies_with_its_parent(workspace):
+    launch = _launch(["sh", "-c", "echo $$ > ready; exec sleep 300"], SANDBOX, workspace)
+    payload = json.dumps({"argv": launch.argv, "env": launch.env, "cwd": str(launch.cwd)})
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, payload])
+    sandboxed: list[psutil.Process] = []
+    try:
+        _wait_for(lambda: (workspace / "ready").exists(), "the sandbox to start")
+        sandboxed = psutil.Process(parent.pid).children(recursive=True)
+        assert any(p.name() == "sleep" for p in sandboxed)
+        parent.kill()
+        parent.wait()
+        _wait_for(lambda: all(_gone(p.pid) for p in sandboxed), "the sandbox to die")
+    finally:
+        parent.kill()
+        parent.wait()
+        for leftover in sandboxed:  # only if the test failed: leave nothing running
+            try:
+                leftover.kill()
+            except psutil.NoSuchProcess:
+                pass
+
+
+# -- egress -----------------------------------------------------------------------------------
+
+@pytest.fixture
+def host_port() -> Iterator[int]:
+    """A real TCP server on the host's loopback that accepts and closes."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+                conn.close()
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def _connect(port: int, policy: dict, workspace: Path) -> subprocess.CompletedProcess[str]:
+    code = (f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5).close(); "
+            "print('connected')")
+    return _run(_launch([sys.executable, "-c", code], policy, workspace))
+
+
+@needs_bwrap
+@needs_netns
+@pytest.mark.parametrize("isolation", ["sandbox", "none"])
+def test_egress_none_cannot_reach_the_host(isolation, host_port, workspace):
+    result = _connect(host_port, {"isolation": isolation, "egress": "none"}, workspace)
+    assert result.returncode != 0
+    assert "connected" not in result.stdout
+    assert "Connection refused" in result.stderr or "unreachable" in result.stderr
+
+
+@needs_bwrap
+@pytest.mark.parametrize("isolation", ["sandbox", "none"])
+def test_egress_all_reaches_the_host(isolation, host_port, workspace):
+    result = _connect(host_port, {"isolation": isolation, "egress": "all"}, workspace)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "connected"
+
+
+@needs_netns
+def test_egress_none_without_isolation_still_uses_a_network_namespace(workspace):
+    launch = _launch(["true"], {"isolation": "none", "egress": "none"}, workspace)
+    assert launch.argv[0] == CAPS["bwrap"]
+    assert "--unshare-net" in launch.argv and "--unshare-pid" not in launch.argv
+
+
+# -- isolation none ---------------------------------------------------------------------------
+
+def test_isolation_none_runs_the_command_as_is_in_the_workspace(workspace):
+    argv, _ = build_argv(["pwd"], policy={"isolation": "none", "egress": "all"},
+                           workspace=workspace, env=_env(), state_dir=None, capabilities={})
+    assert argv == ["pwd"]
+    launch = _launch(["pwd"], {"isolation": "none", "egress": "all"}, workspace)
+    assert _run(launch).stdout.strip() == str(workspace)
+
+
+# -- never less than asked --------------------------------------------------------------------
+
+@pytest.mark.parametrize("policy, caps, missing", [
+    (SANDBOX, {"bwrap": None, "bwrap_usable": False}, "bubblewrap not installed"),
+    (SANDBOX, {"bwrap": "/usr/bin/bwrap", "bwrap_usable": False},
+     "bubblewrap cannot create namespaces here"),
+    (SANDBOX_OFFLINE, {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": False},
+     "network namespaces unavailable"),
+    ({"isolation": "none", "egress": "none"}, {"bwrap": None}, "bubblewrap not installed"),
+    ({"isolation": "container", "egress": "all"}, {"container_engine": None},
+     "no container engine reachable"),
+    ({"isolation": "sandbox", "egress": "allowlist"}, CAPS, "egress allowlist is not enforced yet"),
+    ({"isolation": "sandbox", "egress": "all"}, {}, "no capability report yet"),
+])
+def test_an_unmet_policy_raises_instead_of_running_with_less(policy, caps, missing, workspace):
+    with pytest.raises(IsolationUnavailable) as raised:
+        build(["true"], policy=policy, workspace=workspace, env=_env(), state_dir=None,
+              capabilities=caps)
+    assert raised.value.missing == missing
+    assert str(raised.value) == missing
+
+
+def test_the_workspace_cannot_be_hidden(workspace):
+    with pytest.raises(ValueError, match="cannot be hidden"):
+        build(["true"], policy=SANDBOX, workspace=workspace, env=_env(), state_dir=workspace,
+              capabilities={"bwrap": "/usr/bin/bwrap", "bwrap_usable": True})
+
+
+# -- containers (argv only: no engine runs here) ----------------------------------------------
+
+ENGINE = {"container_engine": "podman", "bwrap": None, "bwrap_usable": False, "netns": False}
+
+
+@pytest.mark.parametrize("egress, offline", [("none", True), ("all", False)])
+def test_container_mounts_the_workspace_and_cuts_egress_on_request(egress, offline, workspace):
+    env = {**_env(), "GG_FLIGHT": "f_1", "API_TOKEN": "s3cret"}
+    launch = build(["make", "test"], policy={"isolation": "container", "egress": egress},
+                   workspace=workspace, env=env, state_dir=None, capabilities=ENGINE,
+                   container_name="gg-f1")
+    argv = launch.argv
+    assert argv[:3] == ["podman", "run", "--rm"]
+    assert f"{workspace}:{CONTAINER_WORKSPACE}" in argv
+    assert argv[argv.index("--workdir") + 1] == CONTAINER_WORKSPACE
+    assert ("--network" in argv and argv[argv.index("--network") + 1] == "none") is offline
+    assert argv[-3:] == [DEFAULT_IMAGE, "make", "test"]
+    assert "s3cret" not in " ".join(argv)  # values travel in the client's env, not argv
+    assert "API_TOKEN" in argv and launch.env["API_TOKEN"] == "s3cret"
+    assert f"HOME={CONTAINER_WORKSPACE}" in argv
+    assert launch.cleanup == ["podman", "rm", "--force", "gg-f1"]
+
+
+def test_container_image_is_a_parameter(workspace):
+    launch = build(["true"], policy={"isolation": "container", "egress": "all"},
+                   workspace=workspace, env={}, state_dir=None,
+                   capabilities={**ENGINE, "container_engine": "docker"},
+                   image="registry.example/ci:1")
+    assert launch.argv[0] == "docker" and launch.argv[-2:] == ["registry.example/ci:1", "true"]
+    assert launch.container_name and launch.container_name.startswith("gg-workspace-")

@@ -1,0 +1,172 @@
+"""The HTTP surface, in-process over httpx against the real app and a real SQLite file."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from fastapi.testclient import TestClient
+
+from gg.server.app import create_app
+from gg.settings import Settings
+from gg.store import open_store
+
+
+class Clock:
+    def __init__(self):
+        self.now = 2_000_000.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def client(tmp_path, clock):
+    app = create_app(Settings(max_body_bytes=10_000), open_store(tmp_path), clock=clock,
+                     data_dir=tmp_path)
+    with TestClient(app) as c:
+        c.owner = (tmp_path / "owner-token").read_text().strip()
+        yield c
+
+
+def auth(token):
+    return {"authorization": f"Bearer {token}"}
+
+
+def new_key():
+    key = Ed25519PrivateKey.generate()
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return key, base64.b64encode(raw).decode()
+
+
+def register(client, name="r1"):
+    key, public = new_key()
+    r = client.post("/v1/runners", json={"name": name, "public_key": public}, headers=auth(client.owner))
+    assert r.status_code == 201, r.text
+    return key, r.json()
+
+
+def test_health_answers_without_a_token_and_openapi_is_published(client):
+    assert client.get("/v1/health").status_code == 200
+    spec = client.get("/openapi.json").json()
+    assert "/v1/runner/claim" in spec["paths"] and "/v1/flights" in spec["paths"]
+
+
+def test_every_error_has_one_json_shape(client):
+    cases = [
+        client.get("/v1/flights"),  # no token
+        client.get("/v1/flights", headers=auth("ggp_wrong")),
+        client.get("/v1/flights/f_nope", headers=auth(client.owner)),
+        client.post("/v1/flights", content=b"{not json", headers={**auth(client.owner),
+                                                                  "content-type": "application/json"}),
+        client.post("/v1/flights", json={"command": []}, headers=auth(client.owner)),
+        client.post("/v1/flights", json={"command": ["x"], "surprise": 1}, headers=auth(client.owner)),
+        client.get("/v1/nowhere"),
+    ]
+    assert [r.status_code for r in cases] == [401, 401, 404, 400, 400, 400, 404]
+    for r in cases:
+        body = r.json()
+        assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}
+        assert body["error"]["message"] and "\n" not in body["error"]["message"]
+
+
+def test_an_oversized_body_is_refused_with_413(client):
+    r = client.post("/v1/flights", json={"command": ["x" * 20_000]}, headers=auth(client.owner))
+    assert r.status_code == 413 and r.json()["error"]["code"] == "too_large"
+
+
+def test_invalid_utf8_and_wrong_types_are_4xx(client):
+    bad = client.post("/v1/flights", content=b'{"command": ["\xff\xfe"]}',
+                      headers={**auth(client.owner), "content-type": "application/json"})
+    assert 400 <= bad.status_code < 500
+    wrong = client.post("/v1/flights", json={"command": "echo"}, headers=auth(client.owner))
+    assert wrong.status_code == 400
+
+
+def test_a_persons_token_cannot_act_as_a_runner_nor_a_runners_as_a_person(client):
+    _, reg = register(client)
+    assert client.post("/v1/runner/check-in", json={}, headers=auth(client.owner)).status_code == 401
+    assert client.get("/v1/flights", headers=auth(reg["credential"])).status_code == 401
+    assert client.post("/v1/runner/check-in", json={}, headers=auth(reg["credential"])).status_code == 200
+
+
+def test_tokens_are_prefixed_and_only_their_hash_is_stored(client, tmp_path):
+    _, reg = register(client)
+    person = client.post("/v1/people", json={"name": "ada"}, headers=auth(client.owner)).json()
+    assert reg["credential"].startswith("ggr_") and person["token"].startswith("ggp_")
+    assert client.owner.startswith("ggp_")
+    raw = (tmp_path / "gg.sqlite3").read_bytes()
+    wal = tmp_path / "gg.sqlite3-wal"
+    raw += wal.read_bytes() if wal.exists() else b""
+    for secret in (reg["credential"], person["token"], client.owner):
+        assert secret.encode() not in raw
+    assert oct((tmp_path / "owner-token").stat().st_mode)[-3:] == "600"
+
+
+def test_only_an_admin_adds_people(client):
+    member = client.post("/v1/people", json={"name": "bob"}, headers=auth(client.owner)).json()["token"]
+    r = client.post("/v1/people", json={"name": "eve"}, headers=auth(member))
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+
+
+def test_a_runner_renews_its_credential_only_by_signing_the_challenge(client):
+    key, reg = register(client)
+    old = reg["credential"]
+    nonce = client.post("/v1/runner/challenge", headers=auth(old)).json()["nonce"]
+    other, _ = new_key()
+    forged = base64.b64encode(other.sign(f"gg-renew:{reg['runner']['id']}:{nonce}".encode())).decode()
+    r = client.post("/v1/runner/credential", json={"nonce": nonce, "signature": forged}, headers=auth(old))
+    assert r.status_code == 401
+    nonce = client.post("/v1/runner/challenge", headers=auth(old)).json()["nonce"]
+    good = base64.b64encode(key.sign(f"gg-renew:{reg['runner']['id']}:{nonce}".encode())).decode()
+    r = client.post("/v1/runner/credential", json={"nonce": nonce, "signature": good}, headers=auth(old))
+    assert r.status_code == 200
+    new = r.json()["credential"]
+    assert client.post("/v1/runner/check-in", json={}, headers=auth(old)).status_code == 401
+    assert client.post("/v1/runner/check-in", json={}, headers=auth(new)).status_code == 200
+    # A spent challenge cannot be replayed.
+    again = client.post("/v1/runner/credential", json={"nonce": nonce, "signature": good}, headers=auth(new))
+    assert again.status_code == 401
+
+
+def test_an_expired_runner_credential_is_refused(client, clock):
+    _, reg = register(client)
+    clock.now += 31 * 86400
+    r = client.post("/v1/runner/check-in", json={}, headers=auth(reg["credential"]))
+    assert r.status_code == 401
+
+
+def test_registering_the_same_key_again_supersedes_the_old_registration(client):
+    key, public = new_key()
+    first = client.post("/v1/runners", json={"name": "a", "public_key": public}, headers=auth(client.owner)).json()
+    second = client.post("/v1/runners", json={"name": "a2", "public_key": public}, headers=auth(client.owner)).json()
+    assert first["runner"]["id"] == second["runner"]["id"]
+    assert client.post("/v1/runner/check-in", json={}, headers=auth(first["credential"])).status_code == 401
+    rows = client.get("/v1/runners", headers=auth(client.owner)).json()
+    assert [r["name"] for r in rows] == ["a2"]
+
+
+def test_runners_listing_has_the_contract_fields(client):
+    _, reg = register(client)
+    client.post("/v1/runner/check-in", json={}, headers=auth(reg["credential"]))
+    row = client.get("/v1/runners", headers=auth(client.owner)).json()[0]
+    for key in ("id", "name", "labels", "online", "state", "health", "ownership", "owner",
+                "reserved", "last_seen_at", "version_skew"):
+        assert key in row
+    assert row["online"] is True and row["state"] == "active" and row["health"] == "ok"
+
+
+def test_flights_listing_has_the_contract_fields_and_the_waiting_sentence(client):
+    client.post("/v1/flights", json={"command": ["true"], "labels": {"gpu": "a100"}}, headers=auth(client.owner))
+    row = client.get("/v1/flights", headers=auth(client.owner)).json()[0]
+    for key in ("id", "stage", "environment", "runner", "attempt", "outcome", "exit_code",
+                "waiting", "opened_by"):
+        assert key in row
+    assert row["waiting"] == "waiting: no runner advertises gpu=a100"

@@ -1,0 +1,90 @@
+"""Helpers the tests share: a real fleet on loopback, and a bounded wait."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from gg.client import Client
+from gg.launch import LocalRunner, LocalServer, free_port, gg_argv, sign_in
+
+# The real protocol, in seconds instead of minutes.
+FAST = {
+    "GG_CHECK_IN_INTERVAL": "0.5",
+    "GG_OFFLINE_AFTER": "3",
+    "GG_CLAIM_WAIT": "5",
+    "GG_LEASE_TTL": "3",
+    "GG_LEASE_RENEW_AT": "2",
+}
+
+
+def wait_until(condition, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = condition()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
+
+
+class Fleet:
+    """A real control plane plus helpers to start runners and run the CLI against it."""
+
+    def __init__(self, root: Path, env: dict[str, str]):
+        self.root = root
+        self.env = env
+        self.server = LocalServer(root / "data", free_port(), env=env, log=root / "server.log")
+        self.config_dir = root / "config"
+        self.runners: list[LocalRunner] = []
+
+    def start(self) -> "Fleet":
+        self.server.start()
+        sign_in(self.config_dir, self.server.url, self.server.owner_token())
+        return self
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def api(self, token: str | None = None) -> Client:
+        return Client(self.url, token or self.server.owner_token())
+
+    def runner(self, name: str, labels: str | None = None, workers: int = 1,
+               extra: list[str] | None = None, env: dict | None = None) -> LocalRunner:
+        runner = LocalRunner(name, self.url, self.root / f"state-{name}", self.config_dir,
+                             labels=labels, workers=workers, extra=extra or [],
+                             env={**self.env, **(env or {})}, log=self.root / f"runner-{name}.log")
+        self.runners.append(runner.start())
+        return runner
+
+    def wait_online(self, *names: str, timeout: float = 20.0) -> dict:
+        def online():
+            rows = {r["name"]: r for r in self.api().runners()}
+            return rows if all(n in rows and rows[n]["online"] for n in names) else None
+        return wait_until(online, timeout, what=f"runners {names} online")
+
+    def gg(self, *args: str, check: bool = False, input: str | None = None,
+           timeout: float = 60.0) -> subprocess.CompletedProcess:
+        env = {**os.environ, **self.env, "GG_CONFIG_DIR": str(self.config_dir),
+               "GG_SERVER": self.url}
+        return subprocess.run(gg_argv(*args), env=env, capture_output=True, text=True,
+                              check=check, input=input, timeout=timeout)
+
+    def log(self, name: str) -> str:
+        path = self.root / f"runner-{name}.log"
+        return path.read_text() if path.exists() else ""
+
+    def stop(self) -> None:
+        for runner in self.runners:
+            if runner.proc is not None and runner.proc.poll() is None:
+                try:
+                    runner.proc.send_signal(18)  # SIGCONT, in case a test stopped it
+                except ProcessLookupError:
+                    pass
+            runner.stop(timeout=10)
+        self.server.stop()
