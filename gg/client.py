@@ -146,6 +146,15 @@ class Client:
     def cancel(self, flight_id: str) -> dict:
         return self.request("POST", paths.FLIGHT_CANCEL.format(flight_id=flight_id))
 
+    def gates(self, status: str = "open") -> list[dict]:
+        return self.request("GET", paths.GATES, params={"status": status})
+
+    def gate(self, gate_id: str) -> dict:
+        return self.request("GET", paths.GATE.format(gate_id=gate_id))
+
+    def clear_gate(self, gate_id: str) -> dict:
+        return self.request("POST", paths.GATE_CLEAR.format(gate_id=gate_id))
+
     def events(self, **params) -> list[dict]:
         wait = params.get("wait", 0) or 0
         clean = {k: v for k, v in params.items() if v is not None}

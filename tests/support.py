@@ -88,3 +88,34 @@ class Fleet:
                     pass
             runner.stop(timeout=10)
         self.server.stop()
+
+
+class Clock:
+    """A clock tests move by hand, for use cases and apps built with ``clock=``."""
+
+    def __init__(self, now: float = 1_000_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def make_runner(core, person, name: str = "r1", labels: dict | None = None, workers: int = 1):
+    """Register a runner through the use case, check it in, and return its row."""
+    import base64
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from gg.control import runners
+
+    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    runner, _ = runners.register(core, person, name=name, public_key=base64.b64encode(raw).decode(),
+                                 labels=labels or {}, workers=workers, inventory={}, version=None)
+    runners.check_in(core, runner, readings={}, inventory=None, capabilities=None, version=None,
+                     held=[], peer_address=None)
+    return core.store.runner(runner.id)

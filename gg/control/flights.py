@@ -10,7 +10,7 @@ from gg.control.core import Core
 from gg.domain import tokens
 from gg.domain.flights import Flight, Stage, required_labels
 from gg.domain.matching import Seat, seat
-from gg.domain.waiting import Context, Waiting, why_waiting
+from gg.domain.waiting import Context, OpenGate, Waiting, why_waiting
 from gg.errors import BadRequest, Forbidden, NotFound
 
 MAX_COMMAND_ARGS = 4096
@@ -70,6 +70,7 @@ class Snapshot:
         self.seats: list[Seat] = [seat(r, now, core.settings.offline_after, live.get(r.id, 0))
                                   for r in runners]
         self.names = {r.id: r.name for r in runners}
+        self.open_gates = {g.id: g for g in core.store.gates(status="open", limit=100000)}
         self._cache: dict = {}
 
     def waiting(self, flight: Flight) -> Waiting | None:
@@ -82,7 +83,9 @@ class Snapshot:
         return self._cache[key]
 
     def context(self, flight: Flight) -> Context:
-        return Context(runner_names=self.names)
+        gates = [OpenGate(g.id, g.guards, g.cleared_by_words)
+                 for g in (self.open_gates.get(gid) for gid in flight.gates) if g is not None]
+        return Context(open_gates=gates, runner_names=self.names)
 
 
 def list_flights(core: Core, *, stage: str | None = None, limit: int = 200) -> list[dict]:

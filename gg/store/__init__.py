@@ -14,11 +14,12 @@ from pathlib import Path
 from gg.store.db import Database
 from gg.store.events import EventRows
 from gg.store.flights import FlightRows
+from gg.store.gates import GateRows
 from gg.store.people import PeopleRows
 from gg.store.runners import RunnerRows
 
 
-class Store(PeopleRows, RunnerRows, FlightRows, EventRows):
+class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows):
     """The SQLite store (the embedded default)."""
 
     def __init__(self, path: Path | str):

@@ -144,3 +144,29 @@ def _core(db: sqlite_utils.Database) -> None:
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
         """
     )
+
+
+@migration(100, "gates")
+def _gates(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE gates (
+            id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            guards TEXT NOT NULL,
+            why TEXT NOT NULL,
+            clearer TEXT NOT NULL CHECK (clearer IN ('admin', 'opener', 'machine')),
+            opened_at REAL NOT NULL,
+            opened_by TEXT,
+            runner_id TEXT,
+            flight_id TEXT,
+            payload TEXT NOT NULL DEFAULT '{}',
+            status TEXT NOT NULL DEFAULT 'open',
+            cleared_at REAL,
+            cleared_by TEXT
+        );
+        CREATE INDEX gates_open ON gates(status, subject);
+        CREATE INDEX gates_runner ON gates(runner_id, status);
+        """
+    )

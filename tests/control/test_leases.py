@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gg.control import flights, leases, runners
 from gg.control.core import Core
@@ -15,16 +11,7 @@ from gg.errors import Conflict, LeaseSuperseded, NotFound
 from gg.settings import Settings
 from gg.store import open_store
 
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from support import Clock, make_runner
 
 
 @pytest.fixture
@@ -42,16 +29,6 @@ def core(tmp_path, clock):
 @pytest.fixture
 def owner(core):
     return core.store.person_by_name("owner")
-
-
-def make_runner(core, owner, name="r1"):
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    runner, _ = runners.register(core, owner, name=name, public_key=base64.b64encode(raw).decode(),
-                                 labels={}, workers=1, inventory={}, version=None)
-    runners.check_in(core, runner, readings={}, inventory=None, capabilities=None, version=None,
-                     held=[], peer_address=None)
-    return core.store.runner(runner.id)
 
 
 def test_a_claim_grants_epoch_one_and_a_second_claim_gets_nothing(core, owner):

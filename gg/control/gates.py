@@ -1,0 +1,124 @@
+"""Opening and clearing gates, and holding flights back behind them.
+
+What a gate brings into force when it clears depends on its kind; each owner registers
+that with :func:`on_cleared` (environments, profiles, strategies, maintenance). Clearing a
+gate also releases every flight held behind it: a gated flight with no other open gate
+becomes ``ready`` in the same transaction, and parked runners are woken.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from gg.control.core import Core
+from gg.domain import tokens
+from gg.domain.flights import Stage
+from gg.domain.gates import CLEARERS, Gate, refusal_to_clear
+from gg.errors import BadRequest, Forbidden, NotFound
+
+ClearedHook = Callable[[Core, Gate], None]
+_HOOKS: dict[str, list[ClearedHook]] = {}
+
+
+def on_cleared(kind: str):
+    """Register what clearing a gate of ``kind`` brings into force."""
+    def register(fn: ClearedHook) -> ClearedHook:
+        _HOOKS.setdefault(kind, []).append(fn)
+        return fn
+    return register
+
+
+def open_gate(core: Core, *, kind: str, subject: str, guards: str, why: str, clearer: str,
+              actor: str | None, runner_id: str | None = None, flight_id: str | None = None,
+              payload: dict | None = None) -> Gate:
+    """Open a gate (inside the caller's transaction); a newer gate supersedes an open one
+    on the same subject, and the flights it held move behind the new one."""
+    if clearer not in CLEARERS:
+        raise BadRequest(f"clearer must be one of {', '.join(CLEARERS)}")
+    now = core.now()
+    gate = Gate(id=tokens.new_id("g_"), kind=kind, subject=subject, guards=guards, why=why,
+                clearer=clearer, opened_at=now, opened_by=actor, runner_id=runner_id,
+                flight_id=flight_id, payload=payload or {})
+    held: list[str] = []
+    for old in core.store.gates(subject=subject, status="open"):
+        core.store.update_gate(old.id, status="superseded", cleared_at=now, cleared_by=actor)
+        held.extend(core.store.flights_behind(old.id))
+    core.store.insert_gate(gate)
+    core.event("info:gate:opened", actor=actor, runner_id=runner_id, flight_id=flight_id, at=now,
+               gate=gate.id, gate_kind=kind, subject=subject, guards=guards)
+    if held:
+        hold_flights(core, gate.id, held)
+    return gate
+
+
+def hold_flights(core: Core, gate_id: str, flight_ids: list[str]) -> int:
+    """Put flights behind a gate: ready ones become gated (inside the caller's transaction)."""
+    held = 0
+    for flight_id in flight_ids:
+        flight = core.store.flight(flight_id)
+        if flight is None or flight.final or flight.stage == Stage.FLYING.value:
+            continue
+        gates = [g for g in flight.gates if g != gate_id] + [gate_id]
+        core.store.update_flight(flight_id, gates=gates, stage=Stage.GATED.value)
+        held += 1
+    return held
+
+
+def clear_gate(core: Core, gate_id: str, *, person: dict | None = None,
+               runner_id: str | None = None) -> Gate:
+    now = core.now()
+    with core.store.atomic():
+        gate = core.store.gate(gate_id)
+        if gate is None:
+            raise NotFound(f"no gate {gate_id}")
+        opener = None
+        if gate.flight_id:
+            flight = core.store.flight(gate.flight_id)
+            opener = flight.opened_by if flight else None
+        refusal = refusal_to_clear(gate, person=person, runner_id=runner_id, flight_opener=opener)
+        if refusal:
+            raise Forbidden(refusal)
+        actor = person["name"] if person else f"runner:{runner_id}"
+        core.store.update_gate(gate_id, status="cleared", cleared_at=now, cleared_by=actor)
+        gate = core.store.gate(gate_id)
+        core.event("info:gate:cleared", actor=actor, runner_id=gate.runner_id,
+                   flight_id=gate.flight_id, at=now, gate=gate_id, gate_kind=gate.kind,
+                   subject=gate.subject)
+        for hook in _HOOKS.get(gate.kind, []):
+            hook(core, gate)
+        released = release_flights(core, gate_id)
+    if released:
+        core.signals.ready_changed()
+    core.signals.event_added()
+    return gate
+
+
+def release_flights(core: Core, gate_id: str) -> int:
+    """Flights behind a cleared gate with no other open gate become ready."""
+    released = 0
+    for flight_id in core.store.flights_behind(gate_id):
+        flight = core.store.flight(flight_id)
+        remaining = [g for g in flight.gates if g != gate_id]
+        still_open = core.store.open_gate_ids(remaining)
+        values: dict = {"gates": [g for g in remaining if g in still_open]}
+        if not still_open and flight.stage == Stage.GATED.value:
+            values["stage"] = Stage.READY.value
+            released += 1
+        core.store.update_flight(flight_id, **values)
+        core.signals.flight_changed(flight_id)
+    return released
+
+
+def view(core: Core, gate: Gate) -> dict:
+    data = {k: getattr(gate, k) for k in ("id", "kind", "subject", "guards", "why", "clearer",
+                                          "status", "opened_at", "opened_by", "cleared_at",
+                                          "cleared_by", "runner_id", "flight_id", "payload")}
+    data["who_may_clear"] = gate.cleared_by_words
+    data["flights_held"] = core.store.flights_behind(gate.id) if gate.open else []
+    return data
+
+
+def list_gates(core: Core, status: str | None = "open") -> list[dict]:
+    if status not in (None, "open", "cleared", "superseded"):
+        raise BadRequest("status must be open, cleared or superseded")
+    return [view(core, g) for g in core.store.gates(status=status)]

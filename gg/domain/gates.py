@@ -1,0 +1,69 @@
+"""Gates: one model for everything that needs a yes before it takes effect.
+
+A gate guards one *subject* (``environment:ui``, ``profile:ui``, ``strategy:ui-pool``,
+``runner:r_x/credential:github.com/acme/app``…). It says what it guards and why, and who may
+clear it::
+
+    open --clear (by someone allowed)--> cleared
+    open --a newer gate on the same subject--> superseded
+
+Who may clear: ``admin`` (a person with the admin role), ``opener`` (the opener of the
+flight it holds back, or an admin), ``machine`` (only the runner it concerns, by
+confirming the missing item; no person can clear it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CLEARERS = ("admin", "opener", "machine")
+CLEARER_WORDS = {"admin": "an admin", "opener": "the flight's opener",
+                 "machine": "the machine itself"}
+KINDS = ("environment", "profile", "strategy", "maintenance", "root")
+
+
+@dataclass
+class Gate:
+    id: str
+    kind: str
+    subject: str
+    guards: str
+    why: str
+    clearer: str
+    opened_at: float
+    opened_by: str | None = None
+    runner_id: str | None = None
+    flight_id: str | None = None
+    payload: dict = field(default_factory=dict)
+    status: str = "open"
+    cleared_at: float | None = None
+    cleared_by: str | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.status == "open"
+
+    @property
+    def cleared_by_words(self) -> str:
+        return CLEARER_WORDS.get(self.clearer, self.clearer)
+
+
+def refusal_to_clear(gate: Gate, *, person: dict | None = None, runner_id: str | None = None,
+                     flight_opener: str | None = None) -> str | None:
+    """Why this caller may not clear ``gate``, or None when it may."""
+    if not gate.open:
+        return f"gate {gate.id} is {gate.status} already"
+    if gate.clearer == "machine":
+        if person is not None:
+            return (f"gate {gate.id} can only be cleared by the machine itself, "
+                    "when it confirms what is missing")
+        if runner_id != gate.runner_id:
+            return f"gate {gate.id} belongs to another machine"
+        return None
+    if person is None:
+        return f"gate {gate.id} is cleared by a person, not a machine"
+    if person.get("role") == "admin":
+        return None
+    if gate.clearer == "opener" and flight_opener is not None and person.get("id") == flight_opener:
+        return None
+    return f"only {gate.cleared_by_words} may clear gate {gate.id}"
