@@ -27,8 +27,8 @@ class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, MetricRows)
         self.db = Database(path)
         self.db.migrate()
 
-    def atomic(self):
-        return self.db.atomic()
+    def atomic(self, durable: bool = True):
+        return self.db.atomic(durable)
 
     def close(self) -> None:
         self.db.close()
