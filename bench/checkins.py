@@ -153,12 +153,20 @@ class Fleet:
         sem = asyncio.Semaphore(32)
         async with httpx.AsyncClient(base_url=self.url, timeout=120) as http:
             async def one(i: int) -> str:
+                body = {"name": f"sim-{i}", "public_key": _public_key(), "workers": 1,
+                        "version": __version__}
                 async with sem:
-                    r = await http.post("/v1/runners", headers={"authorization": f"Bearer {self.token}"},
-                                        json={"name": f"sim-{i}", "public_key": _public_key(),
-                                              "workers": 1, "version": __version__})
-                    r.raise_for_status()
-                    return r.json()["credential"]
+                    for attempt in range(6):  # the same key again just supersedes: safe to retry
+                        try:
+                            r = await http.post("/v1/runners", json=body,
+                                                headers={"authorization": f"Bearer {self.token}"})
+                            r.raise_for_status()
+                            return r.json()["credential"]
+                        except httpx.TransportError:
+                            if attempt == 5:
+                                raise
+                            await asyncio.sleep(0.5 * (attempt + 1))
+                raise AssertionError("unreachable")
             self.credentials = list(await asyncio.gather(*(one(i) for i in range(count))))
         return time.monotonic() - started
 
