@@ -7,11 +7,16 @@ becomes one plain line on stderr and an exit code from :class:`gg.cli.exits.Exit
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Optional
 
-import click
-import typer
+# Plain help: Typer's Rich help formatting costs ~150 ms of imports on every `gg --help`.
+# Tables and live views still use Rich (imported only by the commands that draw them).
+os.environ.setdefault("TYPER_USE_RICH", "0")
+
+import click  # noqa: E402
+import typer  # noqa: E402
 
 from gg.cli.context import STATE, CliError
 from gg.cli.exits import Exit, for_status
