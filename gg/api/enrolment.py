@@ -56,4 +56,5 @@ class MaintenanceItem(Request):
 
 class MaintenanceReport(Request):
     checked_at: float | None = None
+    credentials_digest: Annotated[str | None, StringConstraints(pattern=r"^[0-9a-f]{32}$")] = None
     items: Annotated[list[MaintenanceItem], Field(max_length=1000)]

@@ -26,7 +26,7 @@ from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import tokens
 from gg.domain.flights import Flight, Stage
 from gg.domain.gates import Gate
-from gg.domain.enrolment import expected_items
+from gg.domain.enrolment import expected_items, refs_digest
 from gg.domain.profiles import Profile
 from gg.domain.runners import Runner
 
@@ -35,17 +35,24 @@ __all__ = ["confirm", "report"]
 MAINTENANCE = "maintenance"
 
 
-def report(core: Core, runner: Runner, items: list[dict]) -> None:
-    """A maintenance report from ``runner``: open, clear and supersede its gates."""
+def report(core: Core, runner: Runner, items: list[dict], *,
+           credentials_digest: str | None = None) -> None:
+    """A maintenance report from ``runner``: open, clear and supersede its gates.
+
+    A report checked against another credential store than the one the runner registered
+    last (``credentials_digest``) is stale about credentials: those items are left alone.
+    """
     if runner.kind != "enrolled":
         return
     profile = Profile.from_dict(runner.profile_in_force) if runner.profile_in_force else None
     expected = expected_items(profile)
+    stale = (credentials_digest is not None
+             and credentials_digest != refs_digest(runner.credential_refs or []))
     missing: dict[str, str] = {}
     confirmed: set[str] = set()
     for entry in items:
         item = str(entry.get("item", ""))
-        if item not in expected:
+        if item not in expected or (stale and item.startswith("credential:")):
             continue
         if entry.get("ok"):
             confirmed.add(item)
@@ -119,7 +126,7 @@ def _land_if_done(core: Core, gate: Gate) -> None:
     core.store.add_fact(flight_id=flight.id, epoch=0, runner_id=None, kind="note", at=now,
                         body={"text": reason})
     core.event("info:flight:landed", actor=CONTROL_PLANE, runner_id=flight.runner_target,
-               flight_id=flight.id, at=now, exit_code=0, kind=MAINTENANCE)
+               flight_id=flight.id, at=now, exit_code=0, flight_kind=MAINTENANCE)
     core.signals.flight_changed(flight.id)
 
 
@@ -130,7 +137,7 @@ def _open_flight(core: Core, runner: Runner) -> Flight:
                     title=f"maintenance of runner {runner.name}", runner_target=runner.id)
     core.store.insert_flight(flight)
     core.event("info:flight:opened", actor=CONTROL_PLANE, runner_id=runner.id,
-               flight_id=flight.id, at=now, title=flight.title, kind=MAINTENANCE)
+               flight_id=flight.id, at=now, title=flight.title, flight_kind=MAINTENANCE)
     return flight
 
 

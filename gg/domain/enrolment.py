@@ -23,12 +23,15 @@ An enrolment token's status, for the listing only (a refused exchange never says
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gg.domain.profiles import Profile, item_key
 
-__all__ = ["EnrolToken", "ProfileRecord", "enrolled_labels", "expected_items", "token_status"]
+__all__ = ["EnrolToken", "ProfileRecord", "enrolled_labels", "expected_items", "refs_digest",
+           "token_status"]
 
 MAX_USES = 10_000
 MAX_TTL = 30 * 86400.0
@@ -108,3 +111,15 @@ def expected_items(profile: Profile | None) -> dict[str, str]:
     for host in profile.repository_hosts:
         items[f"host:{host}"] = f"let the machine reach {host} (network, firewall, DNS)"
     return items
+
+
+def refs_digest(refs: Iterable[Mapping[str, Any]]) -> str:
+    """One short name for a set of credential references (kind, ref, fingerprint).
+
+    A maintenance report carries the digest of the store it was checked against; when that
+    is not the set the runner last registered, the report's credential items are stale (a
+    ``gg credential add`` happened meanwhile) and the control plane ignores them rather than
+    reopening a gate the machine has just confirmed.
+    """
+    lines = sorted(f"{r.get('kind')}\0{r.get('ref')}\0{r.get('fingerprint')}" for r in refs)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:32]

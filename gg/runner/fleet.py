@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from gg.client import ApiError, Client, Unreachable
+from gg.domain.enrolment import refs_digest
 from gg.runner import agents as agent_config
 from gg.runner import maintenance
 from gg.runner.credentials import CredentialError, CredentialStore
@@ -40,6 +41,7 @@ class FleetState:
         self._lock = threading.Lock()
         self._poke = threading.Event()
         self._report: dict | None = None
+        self._synced: str | None = None  # refs_digest of the references last registered
 
     # -- check-in --------------------------------------------------------------------------
 
@@ -87,6 +89,7 @@ class FleetState:
         except (ApiError, Unreachable) as exc:
             self.say(f"could not register credential references yet: {exc}")
             return False
+        self._synced = refs_digest(refs)
         return True
 
     # -- maintenance -----------------------------------------------------------------------
@@ -98,6 +101,7 @@ class FleetState:
         return thread
 
     def _maintain(self, stop: threading.Event) -> None:
+        said: list[str] | None = None
         while not stop.is_set():
             self._poke.wait(self.interval)
             self._poke.clear()
@@ -106,10 +110,14 @@ class FleetState:
             enrolled, _, in_force = self.profile()
             if not enrolled or not in_force:
                 continue
+            if maintenance.store_digest(self.state_dir) != self._synced:
+                self.sync_credentials()  # the control plane must know what the store holds
             report = maintenance.check(in_force, self.state_dir)
             missing = [i["item"] for i in report["items"] if not i["ok"]]
-            if missing:
-                self.say(f"maintenance: missing {', '.join(missing)}")
+            if missing != said:  # say it when it changes, not every interval
+                self.say(f"maintenance: missing {', '.join(missing)}" if missing else
+                         f"maintenance: everything profile {self.profile_name} needs is here")
+                said = missing
             with self._lock:
                 self._report = report
 

@@ -19,12 +19,12 @@ import socket
 import time
 from pathlib import Path
 
-from gg.domain.enrolment import expected_items
+from gg.domain.enrolment import expected_items, refs_digest
 from gg.domain.profiles import Profile
 from gg.runner import agents as agent_config
 from gg.runner.credentials import CredentialError, CredentialStore
 
-__all__ = ["check", "host_port"]
+__all__ = ["check", "host_port", "store_digest"]
 
 CONNECT_TIMEOUT = 3.0
 DEFAULT_PORT = 443
@@ -33,6 +33,7 @@ DEFAULT_PORT = 443
 def check(profile: dict, state_dir: Path, *, connect_timeout: float = CONNECT_TIMEOUT) -> dict:
     """Check every item ``profile`` (the profile in force, as a dict) needs."""
     items = []
+    digest = store_digest(state_dir)  # read before the items: a later add makes it stale
     for item in expected_items(Profile.from_dict(profile)):
         kind, _, what = item.partition(":")
         if kind == "agent":
@@ -42,7 +43,18 @@ def check(profile: dict, state_dir: Path, *, connect_timeout: float = CONNECT_TI
         else:
             ok, detail = _host(what, connect_timeout)
         items.append({"item": item, "ok": ok, "detail": detail})
-    return {"checked_at": time.time(), "items": items}
+    report: dict = {"checked_at": time.time(), "items": items}
+    if digest is not None:
+        report["credentials_digest"] = digest
+    return report
+
+
+def store_digest(state_dir: Path) -> str | None:
+    """``refs_digest`` of what the credential store holds now (None if it cannot be read)."""
+    try:
+        return refs_digest(r.as_dict() for r in CredentialStore(state_dir).refs())
+    except CredentialError:
+        return None
 
 
 def _agent(name: str, state_dir: Path) -> tuple[bool, str]:

@@ -96,5 +96,6 @@ def after_check_in(request: Request, runner: Runner, report: dict | None) -> Non
         where = ".".join(str(p) for p in first.get("loc", ()))
         raise BadRequest(f"maintenance.{where}: {first.get('msg', 'is not valid')}") from None
     maintenance.report(request.app.state.core, request.app.state.core.store.runner(runner.id),
-                       [i.model_dump() for i in checked.items])
+                       [i.model_dump() for i in checked.items],
+                       credentials_digest=checked.credentials_digest)
 
