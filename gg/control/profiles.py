@@ -33,7 +33,6 @@ from gg.errors import NotFound
 __all__ = ["apply_profile", "list_profiles", "profile_view", "sync_runner"]
 
 _GATE_SUFFIX = " (opens a gate)"
-_NOW_SUFFIX = " (applies now)"
 
 
 def apply_profile(core: Core, person: dict, name: str, mapping: Any) -> dict:

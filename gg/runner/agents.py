@@ -46,7 +46,6 @@ __all__ = ["AGENTS_FILE", "SHELL", "Agent", "AgentError", "argv_for", "available
 
 AGENTS_FILE = "agents.toml"
 SHELL = "shell"
-_PLACEHOLDERS = ("{args}", "{command}", "{workspace}", "{flight}")
 
 
 class AgentError(Exception):
