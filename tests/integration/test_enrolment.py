@@ -206,10 +206,15 @@ def test_a_credential_reaches_git_clone_over_http_and_never_the_control_plane(fl
         assert "robot" in server.seen_users
         listed = json.loads(fleet.gg("credentials", "--json").stdout)
         assert [(r["runner_name"], r["kind"], r["ref"]) for r in listed] == [("m1", "repo", slug)]
-    fleet.server.stop()  # let everything reach the files before looking
     data = fleet.root / "data"
-    for path in [data / "gg.sqlite3", data / "gg.sqlite3-wal", fleet.root / "server.log",
-                 fleet.root / "runner-m1.log"]:
+    files = [data / "gg.sqlite3", data / "gg.sqlite3-wal", fleet.root / "server.log",
+             fleet.root / "runner-m1.log"]
+    assert (data / "gg.sqlite3-wal").exists()  # looked at while the server runs...
+    for path in files:
+        if path.exists():
+            assert secret.encode() not in path.read_bytes(), path
+    fleet.server.stop()  # ...and once everything was checkpointed into the database
+    for path in files:
         if path.exists():
             assert secret.encode() not in path.read_bytes(), path
     fleet.server.start()
