@@ -20,6 +20,7 @@ import re
 from gg import keys
 from gg.control import profiles
 from gg.control.core import Core
+from gg.control.runners import default_policy
 from gg.control.people import require_admin
 from gg.domain import tokens
 from gg.domain.enrolment import MAX_TTL, MAX_USES, EnrolToken
@@ -140,8 +141,6 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
                                       tokens.fingerprint(credential), expires)
             runner_id = existing.id
         else:
-            from gg.control.runners import default_policy
-
             runner = Runner(id=tokens.new_id("r_"), public_key=public_key, created_at=now,
                             policy=default_policy(core, workers), credential_expires_at=expires,
                             **fields)

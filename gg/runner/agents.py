@@ -112,7 +112,8 @@ def _argv(where: str, value: object, *, required: bool) -> tuple[str, ...] | Non
     if value is None and not required:
         return None
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-        raise AgentError(f"{where}: must be a non-empty list of texts, like [\"prog\", \"{{command}}\"]")
+        raise AgentError(f"{where}: must be a non-empty list of texts, "
+                         "like [\"prog\", \"{command}\"]")
     return tuple(value)
 
 

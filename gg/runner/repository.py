@@ -112,8 +112,8 @@ def _clone(run: FlightRun, repo: str, workspace: Path, state_dir: Path | None,
                                         f"{slug}") from None
         raise CannotFly("failed", str(exc)[:480]) from None
     run.base = result.head
-    run._report([{"kind": "note", "body": {"text": f"cloned {slug} at {result.head[:12] or '(empty)'}",
-                                           "repository": slug, "head": result.head}}])
+    head = result.head[:12] or "(empty)"
+    run._report([_note(f"cloned {slug} at {head}", repository=slug, head=result.head)])
 
 
 def finish(run: FlightRun, workspace: Path) -> None:
@@ -124,7 +124,7 @@ def finish(run: FlightRun, workspace: Path) -> None:
     try:
         commits = git.commits_since(workspace, run.base)
     except git.GitError as exc:
-        run._report([{"kind": "note", "body": {"text": f"cannot list the commits: {exc.sentence}"}}])
+        run._report([_note(f"cannot list the commits: {exc.sentence}")])
         return
     facts = [{"kind": "commit", "body": dict(c)} for c in commits[-MAX_COMMIT_FACTS:]]
     if len(commits) > MAX_COMMIT_FACTS:

@@ -136,3 +136,17 @@ def test_an_enrolled_machine_takes_no_work_until_its_profile_is_in_force(core, o
     gates.clear_gate(core, core.store.profile_record("ui").gate_id, person=owner)
     granted = leases.try_claim(core, machine.id)
     assert granted is not None and granted[0].id == plain.id
+
+
+def test_registering_an_enrolled_key_supersedes_the_enrolment(core, owner):
+    from gg.control import runners
+
+    _, token = enrolment.mint_token(core, owner, profile="ui")
+    key = public_key()
+    machine, _ = enrolment.enrol(core, token, name="m1", public_key=key, workers=1,
+                                 inventory={}, version=None)
+    again, _ = runners.register(core, owner, name="m1", public_key=key, labels={"gpu": "a100"},
+                                workers=1, inventory={}, version=None)
+    assert again.id == machine.id
+    assert (again.kind, again.profile, again.profile_in_force) == ("registered", None, {})
+    assert again.labels == {"gpu": "a100"}
