@@ -40,8 +40,10 @@ def _globals(
 
 def _register() -> None:
     from gg.cli import demo, events, flights, gates, people, runners, server
+    from gg.cli import airspace, credentials, fleet  # enrolment
 
-    for module in (server, people, runners, flights, gates, events, demo):
+    for module in (server, people, runners, flights, gates, events, demo,
+                   airspace, fleet, credentials):
         module.register(app)
 
 

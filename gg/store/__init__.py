@@ -13,13 +13,14 @@ from pathlib import Path
 
 from gg.store.db import Database
 from gg.store.events import EventRows
+from gg.store.fleet import FleetRows
 from gg.store.flights import FlightRows
 from gg.store.gates import GateRows
 from gg.store.people import PeopleRows
 from gg.store.runners import RunnerRows
 
 
-class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows):
+class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows):
     """The SQLite store (the embedded default)."""
 
     def __init__(self, path: Path | str):
