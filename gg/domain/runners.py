@@ -61,6 +61,8 @@ class Runner:
     credential_expires_at: float | None = None
     checks_at: float | None = None
     profile: str | None = None
+    policy_override: dict = field(default_factory=dict)
+    policy_changed_at: float | None = None
 
     @property
     def healthy(self) -> bool:
