@@ -35,9 +35,9 @@ def _globals(
 
 
 def _register() -> None:
-    from gg.cli import demo, events, flights, people, runners, server
+    from gg.cli import admin, demo, events, flights, people, runners, sent, server
 
-    for module in (server, people, runners, flights, events, demo):
+    for module in (server, people, runners, admin, sent, flights, events, demo):
         module.register(app)
 
 
