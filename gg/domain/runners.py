@@ -3,7 +3,7 @@
 Admin state is set by people::
 
     active <--resume-- cordoned          (no new work)
-    active --drain--> draining --last lease ends--> drained
+    active --drain--> draining --last lease ends--> drained   (drained at once without a lease)
     cordoned|draining|drained --resume--> active
     any --retire--> retired              (irreversible: credential dead, key tombstoned)
 

@@ -127,7 +127,7 @@ class FlightRun:
         if not self.policy:
             raise isolation.IsolationUnavailable("no policy has been assigned yet")
         policy = self.policy
-        hidden = [p for p in self.hidden if Path(p).exists()]
+        hidden = [p for p in self.hidden if Path(p).exists() and Path(p) != Path("/")]
         try:
             return isolation.build(argv, policy=policy, workspace=workspace, env=env,
                                    state_dir=self.state_dir, capabilities=self.capabilities,
