@@ -77,7 +77,8 @@ def judge(core: Core, runner: Runner, now: float, *, checked: bool) -> bool:
         if not verdict.ok:
             core.event("warn:runner:degraded", actor=CONTROL_PLANE, runner_id=runner.id, at=now,
                        missing=verdict.missing, was=runner.health, policy=policy.to_dict())
-        else:
+        elif runner.checks_at is not None or runner.health != f"degraded: {rules.NO_REPORT}":
+            # (a new runner's first report is not a recovery: it was never judged before)
             core.event("info:runner:recovered", actor=CONTROL_PLANE, runner_id=runner.id,
                        at=now, was=runner.health)
     if values:
