@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -229,3 +230,56 @@ def test_gg_runner_sent_shows_each_check_in_and_never_a_token(fleet):
     finally:
         follower.kill()
         follower.wait()
+
+
+def test_a_host_without_bubblewrap_reads_degraded_and_gets_no_work(tmp_path):
+    fleet = _non_dev_fleet(tmp_path)  # sandbox by default
+    try:
+        empty = tmp_path / "empty-path"
+        empty.mkdir()
+        fleet.runner("bare", env={"PATH": str(empty)})  # probes find no bwrap here
+        fleet.wait_online("bare")
+        row = _row(fleet, "bare")
+        assert row["health"] == "degraded: bubblewrap not installed"
+        assert row["checks_verdict"] == "2 checks failed"  # installed, and so namespaces
+        api = fleet.api()
+        flight = api.open_flight({"command": ["true"]})
+        assert api.flight(flight["id"])["waiting"] == "waiting: every runner is degraded"
+        degraded = json.loads(fleet.gg("events", "--json", "--kind", "warn:runner:degraded").stdout)
+        assert [e["body"]["missing"] for e in degraded] == ["bubblewrap not installed"]
+    finally:
+        fleet.stop()
+
+
+def test_a_flight_the_runner_cannot_isolate_is_handed_back_before_anything_runs(fleet, tmp_path):
+    """The race the server cannot see (policy tightened between check-in and grant, or the
+    host lost bubblewrap): the real flight code refuses to run it with less isolation."""
+    from gg import keys
+    from gg.client import Client
+    from gg.runner.flight import FlightRun, Lease
+
+    api = fleet.api()
+    public_key = keys.public_text(keys.load_or_create(tmp_path / "key.pem"))
+    credential = api.register({"name": "r1", "public_key": public_key})["credential"]
+    runner_api = Client(fleet.url, credential)
+    runner_api.check_in({"free_slots": 1})
+    marker = tmp_path / "ran"
+    flight = api.open_flight({"command": [f"touch {marker}"]})
+    grant = runner_api.claim(1, 5)
+    assert grant["flight"]["id"] == flight["id"]
+    unmet: list[str] = []
+    run = FlightRun(client=runner_api, flight=grant["flight"], say=lambda line: None,
+                    lease=Lease(flight["id"], grant["lease"]["epoch"], 3.0, 2.0,
+                                time.monotonic() + 3.0),
+                    workspace_root=tmp_path / "ws", state_dir=tmp_path / "state",
+                    policy={"isolation": "sandbox", "egress": "none", "workers": 1},
+                    capabilities={"bwrap": None, "bwrap_usable": False, "netns": False},
+                    on_unmet=unmet.append)
+    assert run.run() == "returned"
+    assert unmet == ["bubblewrap not installed"]
+    assert not marker.exists()
+    shown = api.flight(flight["id"])
+    assert shown["stage"] == "ready"
+    assert [f["kind"] for f in shown["facts"]] == ["returned"]  # no "started": nothing ran
+    assert shown["facts"][0]["body"]["reason"] == ("this runner cannot meet its policy: "
+                                                   "bubblewrap not installed")
