@@ -4,14 +4,19 @@ Every retry decision lives here: connection failures, timeouts and 502/503/504 a
 retried with exponential backoff and full jitter for as long as the caller allows
 (``retry_for`` seconds, or until ``stop`` is set); anything the server answered
 deliberately (4xx) is raised at once as :class:`ApiError`.
+
+``on_send(method, path, params, body)`` is called before every attempt that puts a request
+on the wire, retries included: the runner passes its sent log (``gg.runner.sent``) so that
+everything it sends is recorded in one place. The hook never sees the Authorization header.
 """
 
 from __future__ import annotations
 
 import random
 import threading
+import urllib.parse
 import time
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 
@@ -20,6 +25,7 @@ from gg.api import paths
 from gg.errors import GGError
 
 _RETRY_STATUSES = (502, 503, 504)
+SendHook = Callable[[str, str, "dict | None", Any], None]
 
 
 class ApiError(GGError):
@@ -37,9 +43,11 @@ class Unreachable(GGError):
 
 class Client:
     def __init__(self, server: str, token: str | None = None, *, timeout: float = 15.0,
-                 stop: threading.Event | None = None, backoff_cap: float = 5.0):
+                 stop: threading.Event | None = None, backoff_cap: float = 5.0,
+                 on_send: SendHook | None = None):
         self.server = server.rstrip("/")
         self.token = token
+        self.on_send = on_send
         self.stop = stop or threading.Event()
         self.backoff_cap = backoff_cap
         self._http = httpx.Client(base_url=self.server, timeout=timeout,
@@ -57,6 +65,8 @@ class Client:
         if bearer:
             headers["authorization"] = f"Bearer {bearer}"
         while True:
+            if self.on_send is not None:
+                self.on_send(method, path, params, json)
             try:
                 response = self._http.request(method, path, json=json, params=params,
                                               headers=headers,
@@ -125,7 +135,7 @@ class Client:
         return self.request("GET", paths.RUNNERS)
 
     def runner(self, ref: str) -> dict:
-        return self.request("GET", paths.RUNNER.format(ref=ref))
+        return self.request("GET", paths.RUNNER.format(ref=_segment(ref)))
 
     def open_flight(self, body: dict) -> dict:
         return self.request("POST", paths.FLIGHTS, json=body)
@@ -154,6 +164,25 @@ class Client:
 
     def clear_gate(self, gate_id: str) -> dict:
         return self.request("POST", paths.GATE_CLEAR.format(gate_id=gate_id))
+    # -- admin ------------------------------------------------------------------------------
+
+    def change_runner_state(self, ref: str, action: str) -> dict:
+        path = {"cordon": paths.RUNNER_CORDON, "drain": paths.RUNNER_DRAIN,
+                "resume": paths.RUNNER_RESUME}[action]
+        return self.request("POST", path.format(ref=_segment(ref)))
+
+    def drain_labelled(self, labels: dict[str, str]) -> list[dict]:
+        return self.request("POST", paths.RUNNERS_DRAIN, json={"labels": labels})
+
+    def retire_runner(self, ref: str) -> dict:
+        return self.request("POST", paths.RUNNER_RETIRE.format(ref=_segment(ref)))
+
+    def forget_runner(self, ref: str) -> dict:
+        return self.request("DELETE", paths.RUNNER.format(ref=_segment(ref)))
+
+    def set_policy(self, ref: str, **policy) -> dict:
+        body = {k: v for k, v in policy.items() if v is not None}
+        return self.request("POST", paths.RUNNER_POLICY.format(ref=_segment(ref)), json=body)
 
     def events(self, **params) -> list[dict]:
         wait = params.get("wait", 0) or 0
@@ -189,6 +218,11 @@ class Client:
 
     def credential_refs(self) -> list[dict]:
         return self.request("GET", paths.CREDENTIALS)
+
+
+def _segment(ref: str) -> str:
+    """A user-typed name as one path segment (``a/b`` must not become two)."""
+    return urllib.parse.quote(ref, safe="")
 
 
 def _decode(response: httpx.Response) -> Any:

@@ -20,7 +20,7 @@ import re
 from gg import keys
 from gg.control import profiles
 from gg.control.core import Core
-from gg.control.runners import default_policy
+from gg.control import health
 from gg.control.people import require_admin
 from gg.domain import tokens
 from gg.domain.enrolment import MAX_TTL, MAX_USES, EnrolToken
@@ -141,9 +141,9 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
                                       tokens.fingerprint(credential), expires)
             runner_id = existing.id
         else:
+            fields.update(health.initial(core, workers))
             runner = Runner(id=tokens.new_id("r_"), public_key=public_key, created_at=now,
-                            policy=default_policy(core, workers), credential_expires_at=expires,
-                            **fields)
+                            credential_expires_at=expires, **fields)
             core.store.insert_runner(runner, credential_hash=tokens.digest(credential),
                                      credential_fingerprint=tokens.fingerprint(credential))
             runner_id = runner.id

@@ -55,6 +55,8 @@ def cancel(core: Core, person: dict, flight_id: str) -> Flight:
                                  ended_at=now, ended_reason=f"cancelled by {person['name']}")
         core.event("info:flight:cancelled", actor=person["name"], flight_id=flight_id, at=now,
                    was=flight.stage)
+        if flight.stage == Stage.FLYING.value:
+            lease_ops._settle_runner(core, flight.lease_runner, now)  # its lease ended here
         flight = core.store.flight(flight_id)
     core.signals.flight_changed(flight_id)
     core.signals.event_added()

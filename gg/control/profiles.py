@@ -21,6 +21,7 @@ from typing import Any
 from gg.airspace.errors import AirspaceError
 from gg.airspace.profiles import profile_from_mapping
 from gg.control import gates
+from gg.control import health
 from gg.control.core import Core
 from gg.control.people import require_admin
 from gg.domain.enrolment import ProfileRecord, enrolled_labels
@@ -122,9 +123,9 @@ def sync_runner(core: Core, runner: Runner, in_force: Profile | None) -> None:
     """
     values: dict[str, Any] = {"labels": enrolled_labels(in_force),
                               "profile_in_force": in_force.to_dict() if in_force else {}}
-    if in_force is not None:
-        values["policy"] = in_force.policy.to_dict()
     core.store.update_runner(runner.id, **values)
+    # Policy follows through the one rule that assigns it (default < profile < admin).
+    health.judge(core, core.store.runner(runner.id), core.now(), checked=False)
 
 
 def list_profiles(core: Core) -> list[dict]:

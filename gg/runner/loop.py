@@ -4,6 +4,12 @@ Threads: the main thread waits for a stop (SIGTERM, Ctrl-C, retirement, ``--once
 the check-in thread reports liveness at the interval the server answers; the claim thread
 holds one long-poll claim open whenever a worker slot is free; each flight flies in a
 thread of its own (:mod:`gg.runner.flight`). Every loop stops by itself when ``stop`` is set.
+
+Policy travels down: the check-in answer (and each grant) carries the assigned policy; the
+runner fills ``min(policy.workers, started workers)`` slots and runs every flight under the
+policy's isolation and egress, or not at all (:mod:`gg.runner.isolation`). Its capability
+report is probed at start, re-probed now and then, and sent when it changed. Every request
+goes through one client whose ``on_send`` hook writes the sent log (:mod:`gg.runner.sent`).
 """
 
 from __future__ import annotations
@@ -16,10 +22,15 @@ from typing import Callable
 
 from gg import __version__, keys
 from gg.client import ApiError, Client, Unreachable
-from gg.runner import inventory
+from gg.domain.health import effective_workers
+from gg.domain.policy import Policy
+from gg.runner import capabilities, inventory
 from gg.runner.fleet import FleetState, enrol
 from gg.runner.flight import FlightRun, Lease
+from gg.runner.sent import SentLog
 from gg.runner.state import Registration, StateDir
+
+REPROBE_EVERY = 300.0
 
 
 class RunnerExit(Exception):
@@ -37,6 +48,7 @@ class RunnerOptions:
     grace: float = 30.0
     person_token: str | None = None
     enrol_token: str | None = None  # enrolment: spent once, on the first start
+    hidden: list[Path] = field(default_factory=list)  # masked in sandboxes (the config dir)
 
 
 class Runner:
@@ -46,8 +58,9 @@ class Runner:
         self.say = say
         self.stop = stop or threading.Event()
         self.state = StateDir(options.state_dir)
-        self.client = Client(options.server, stop=self.stop)
-        self.claim_client = Client(options.server, stop=self.stop)
+        self.sent = SentLog(self.state.path)
+        self.client = Client(options.server, stop=self.stop, on_send=self.sent.record)
+        self.claim_client = Client(options.server, stop=self.stop, on_send=self.sent.record)
         self.protocol = {"check_in_interval": 15.0, "claim_wait": 30.0, "lease_ttl": 60.0,
                          "lease_renew_at": 20.0}
         self.workers = options.workers
@@ -60,11 +73,29 @@ class Runner:
         self._inventory_sent: dict | None = None
         self.fleet = FleetState(self.state.path, self.client, say)  # enrolment
         self.fleet.refresh = lambda: self._check_in_once(retry_for=5.0)
+        self.policy: dict = {}
+        self.admin_state: str | None = None
+        self._health_said: str | None = None
+        self.capabilities: dict | None = None
+        self._capabilities_sent: dict | None = None
+        self._probed_at = 0.0
+        self.check_now = threading.Event()
+
+    @property
+    def capacity(self) -> int:
+        """Worker slots to fill now: a lowered policy applies at once, raising needs a restart."""
+        if not self.policy:
+            return self.workers
+        try:
+            return effective_workers(Policy.from_dict(self.policy), self.workers)
+        except ValueError:
+            return self.workers
 
     # -- life ------------------------------------------------------------------------------
 
     def run(self) -> int:
         self._register()
+        self._probe()
         answer = self._check_in_once(retry_for=float("inf"))
         self.fleet.sync_credentials()  # enrolment: references, never secrets
         self.fleet.start(self.stop)
@@ -84,6 +115,7 @@ class Runner:
         if reason and not self.exit_reason:
             self.exit_reason = reason
         self.stop.set()
+        self.check_now.set()
         with self.slots:
             self.slots.notify_all()
 
@@ -184,7 +216,13 @@ class Runner:
     # -- check-in -----------------------------------------------------------------------------
 
     def _check_in_loop(self) -> None:
-        while not self.stop.wait(self.protocol["check_in_interval"]):
+        while not self.stop.is_set():
+            self.check_now.wait(self.protocol["check_in_interval"])
+            self.check_now.clear()
+            if self.stop.is_set():
+                return
+            if time.monotonic() - self._probed_at >= REPROBE_EVERY:
+                self._probe()
             try:
                 self._check_in_once(retry_for=self.protocol["check_in_interval"])
             except Unreachable:
@@ -195,17 +233,26 @@ class Runner:
     def _check_in_once(self, retry_for: float) -> dict:
         inv = inventory.inventory(str(self.state.path))
         changed = {k: v for k, v in inv.items() if k not in ("started_at",)}
-        body = {"free_slots": max(0, self.workers - self.taken), "readings": inventory.readings(),
-                "version": __version__, "held": list(self.runs)}
+        body = {"free_slots": max(0, self.capacity - self.taken), "readings": inventory.readings(),
+                "version": __version__, "held": list(self.runs), "workers": self.workers}
         if changed != self._inventory_sent:
             body["inventory"] = inv
         body.update(self.fleet.check_in_extras())  # enrolment: agents, maintenance report
+        caps = self.capabilities
+        if caps is not None and caps != self._capabilities_sent:
+            body["capabilities"] = caps
         try:
             answer = self.client.check_in(body, retry_for=retry_for)
         except ApiError as exc:
             raise RunnerExit(self._refusal_sentence(exc)) from None
         self._inventory_sent = changed
         self.fleet.absorb(answer, body)
+        if "capabilities" in body:
+            self._capabilities_sent = caps
+        if "send_capabilities" in answer.get("directives", []) and "capabilities" not in body:
+            self._capabilities_sent = None  # the server has none on file: send them now
+            self.check_now.set()
+        self._apply(answer)
         self.protocol.update(answer.get("protocol", {}))
         self.protocol["check_in_interval"] = answer.get("check_in_interval",
                                                         self.protocol["check_in_interval"])
@@ -222,6 +269,36 @@ class Runner:
                 self.say(f"could not renew the credential yet: {exc}")
         return answer
 
+    def _probe(self) -> None:
+        self.capabilities = capabilities.probe()
+        self._probed_at = time.monotonic()
+
+    def _apply(self, answer: dict) -> None:
+        """Take the assigned policy and admin state the control plane sent down."""
+        policy = answer.get("policy") or {}
+        if policy and policy != self.policy:
+            if self.policy:
+                self.say("policy is now " + ", ".join(f"{k} {v}" for k, v in sorted(policy.items())))
+            self.policy = dict(policy)
+            with self.slots:
+                self.slots.notify_all()
+        state = answer.get("admin_state")
+        if state and state != self.admin_state:
+            if self.admin_state is not None:
+                self.say(f"admin state is now {state}")
+            self.admin_state = state
+        health = answer.get("health")
+        if health and health != "ok" and health != self._health_said:
+            self.say(f"health: {health}")
+        self._health_said = health
+
+    def policy_unmet(self, missing: str) -> None:
+        """A flight could not run under the policy: probe again and tell the server at once."""
+        self.say(f"cannot meet the assigned policy: {missing}")
+        self._probe()
+        self._capabilities_sent = None
+        self.check_now.set()
+
     def _refusal_sentence(self, exc: ApiError) -> str:
         if exc.code == "runner_retired":
             return "this runner was retired by an admin; it exits and will not come back"
@@ -235,12 +312,12 @@ class Runner:
     def _claim_loop(self) -> None:
         while not self.stop.is_set():
             with self.slots:
-                while self.taken >= self.workers and not self.stop.is_set():
+                while self.taken >= self.capacity and not self.stop.is_set():
                     self.slots.wait(1.0)
             if self.stop.is_set():
                 return
             try:
-                answer = self.claim_client.claim(self.workers - self.taken,
+                answer = self.claim_client.claim(max(1, self.capacity - self.taken),
                                                  self.protocol["claim_wait"], retry_for=float("inf"))
             except Unreachable:
                 continue
@@ -264,7 +341,10 @@ class Runner:
         run = FlightRun(client=self.client, flight=flight, say=self.say,
                         lease=Lease(flight["id"], lease["epoch"], ttl, protocol["lease_renew_at"],
                                     time.monotonic() + ttl),
-                        workspace_root=self.state.workspaces, fleet=self.fleet)
+                        workspace_root=self.state.workspaces, fleet=self.fleet,
+                        policy=answer.get("policy") or self.policy,
+                        capabilities=self.capabilities or {}, state_dir=self.state.path,
+                        hidden=list(self.options.hidden), on_unmet=self.policy_unmet)
         if self.stop.is_set():  # granted while stopping: give it straight back
             try:
                 self.client.hand_back(flight["id"], {"epoch": lease["epoch"], "outcome": "returned",

@@ -221,3 +221,15 @@ def _enrolment(db: sqlite_utils.Database) -> None:
         CREATE INDEX flights_kind_target ON flights(kind, runner_target, stage);
         """
     )
+
+
+@migration(200, "runner policy override")
+def _runner_policy_override(db: sqlite_utils.Database) -> None:
+    """What an admin set with ``gg runner policy`` (layered over default and profile), and
+    when the assigned policy last changed (for the ``checks pending`` verdict)."""
+    db.executescript(
+        """
+        ALTER TABLE runners ADD COLUMN policy_override TEXT NOT NULL DEFAULT '{}';
+        ALTER TABLE runners ADD COLUMN policy_changed_at REAL;
+        """
+    )
