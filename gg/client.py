@@ -4,14 +4,19 @@ Every retry decision lives here: connection failures, timeouts and 502/503/504 a
 retried with exponential backoff and full jitter for as long as the caller allows
 (``retry_for`` seconds, or until ``stop`` is set); anything the server answered
 deliberately (4xx) is raised at once as :class:`ApiError`.
+
+``on_send(method, path, params, body)`` is called before every attempt that puts a request
+on the wire, retries included: the runner passes its sent log (``gg.runner.sent``) so that
+everything it sends is recorded in one place. The hook never sees the Authorization header.
 """
 
 from __future__ import annotations
 
 import random
 import threading
+import urllib.parse
 import time
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 
@@ -20,6 +25,7 @@ from gg.api import paths
 from gg.errors import GGError
 
 _RETRY_STATUSES = (502, 503, 504)
+SendHook = Callable[[str, str, "dict | None", Any], None]
 
 
 class ApiError(GGError):
@@ -37,9 +43,11 @@ class Unreachable(GGError):
 
 class Client:
     def __init__(self, server: str, token: str | None = None, *, timeout: float = 15.0,
-                 stop: threading.Event | None = None, backoff_cap: float = 5.0):
+                 stop: threading.Event | None = None, backoff_cap: float = 5.0,
+                 on_send: SendHook | None = None):
         self.server = server.rstrip("/")
         self.token = token
+        self.on_send = on_send
         self.stop = stop or threading.Event()
         self.backoff_cap = backoff_cap
         self._http = httpx.Client(base_url=self.server, timeout=timeout,
@@ -57,6 +65,8 @@ class Client:
         if bearer:
             headers["authorization"] = f"Bearer {bearer}"
         while True:
+            if self.on_send is not None:
+                self.on_send(method, path, params, json)
             try:
                 response = self._http.request(method, path, json=json, params=params,
                                               headers=headers,
@@ -125,7 +135,7 @@ class Client:
         return self.request("GET", paths.RUNNERS)
 
     def runner(self, ref: str) -> dict:
-        return self.request("GET", paths.RUNNER.format(ref=ref))
+        return self.request("GET", paths.RUNNER.format(ref=_segment(ref)))
 
     def open_flight(self, body: dict) -> dict:
         return self.request("POST", paths.FLIGHTS, json=body)
@@ -154,11 +164,65 @@ class Client:
 
     def clear_gate(self, gate_id: str) -> dict:
         return self.request("POST", paths.GATE_CLEAR.format(gate_id=gate_id))
+    # -- admin ------------------------------------------------------------------------------
+
+    def change_runner_state(self, ref: str, action: str) -> dict:
+        path = {"cordon": paths.RUNNER_CORDON, "drain": paths.RUNNER_DRAIN,
+                "resume": paths.RUNNER_RESUME}[action]
+        return self.request("POST", path.format(ref=_segment(ref)))
+
+    def drain_labelled(self, labels: dict[str, str]) -> list[dict]:
+        return self.request("POST", paths.RUNNERS_DRAIN, json={"labels": labels})
+
+    def retire_runner(self, ref: str) -> dict:
+        return self.request("POST", paths.RUNNER_RETIRE.format(ref=_segment(ref)))
+
+    def forget_runner(self, ref: str) -> dict:
+        return self.request("DELETE", paths.RUNNER.format(ref=_segment(ref)))
+
+    def set_policy(self, ref: str, **policy) -> dict:
+        body = {k: v for k, v in policy.items() if v is not None}
+        return self.request("POST", paths.RUNNER_POLICY.format(ref=_segment(ref)), json=body)
 
     def events(self, **params) -> list[dict]:
         wait = params.get("wait", 0) or 0
         clean = {k: v for k, v in params.items() if v is not None}
         return self.request("GET", paths.EVENTS, params=clean, timeout=wait + 15.0)
+
+    # -- enrolment: profiles, tokens, enrolled runners, credential references ---------------
+
+    def apply_profile(self, name: str, mapping: dict) -> dict:
+        return self.request("PUT", paths.PROFILE.format(name=name), json={"profile": mapping})
+
+    def profiles(self) -> list[dict]:
+        return self.request("GET", paths.PROFILES)
+
+    def profile(self, name: str) -> dict:
+        return self.request("GET", paths.PROFILE.format(name=name))
+
+    def mint_enrol_token(self, body: dict) -> dict:
+        return self.request("POST", paths.ENROL_TOKENS, json=body)
+
+    def enrol_tokens(self) -> list[dict]:
+        return self.request("GET", paths.ENROL_TOKENS)
+
+    def revoke_enrol_token(self, fingerprint: str) -> dict:
+        return self.request("POST", paths.ENROL_TOKEN_REVOKE.format(fingerprint=fingerprint))
+
+    def enrol(self, token: str, body: dict, **kw) -> dict:
+        """Spend one use of an enrolment token (it travels as the bearer, never in a URL)."""
+        return self.request("POST", paths.ENROL, json=body, token=token, **kw)
+
+    def set_credential_refs(self, refs: list[dict], **kw) -> dict:
+        return self.request("PUT", paths.RUNNER_CREDENTIALS, json={"refs": refs}, **kw)
+
+    def credential_refs(self) -> list[dict]:
+        return self.request("GET", paths.CREDENTIALS)
+
+
+def _segment(ref: str) -> str:
+    """A user-typed name as one path segment (``a/b`` must not become two)."""
+    return urllib.parse.quote(ref, safe="")
 
 
 def _decode(response: httpx.Response) -> Any:

@@ -36,6 +36,7 @@ class Fleet:
     """A real control plane plus helpers to start runners and run the CLI against it."""
 
     def __init__(self, root: Path, env: dict[str, str]):
+        root.mkdir(parents=True, exist_ok=True)
         self.root = root
         self.env = env
         self.server = LocalServer(root / "data", free_port(), env=env, log=root / "server.log")

@@ -63,6 +63,11 @@ class CheckIn(Request):
     capabilities: Json | None = None
     version: Annotated[str | None, StringConstraints(max_length=64)] = None
     held: Annotated[list[Annotated[str, StringConstraints(max_length=64)]], Field(max_length=256)] = []
+    # enrolment: the agents this runner has, and its latest maintenance report
+    agents: Annotated[list[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]],
+                      Field(max_length=64)] | None = None
+    maintenance: Json | None = None
+    workers: Annotated[int | None, Field(ge=1, le=256)] = None  # started with (for policy)
 
 
 class Claim(Request):
@@ -107,3 +112,13 @@ class FlightOpen(Request):
     attended: bool = False
     repo: Annotated[str | None, StringConstraints(min_length=1, max_length=500)] = None
     agent: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}$")] = "shell"
+
+
+class PolicySet(Request):
+    isolation: Literal["none", "sandbox", "container"] | None = None
+    egress: Literal["none", "allowlist", "all"] | None = None
+    workers: Annotated[int | None, Field(ge=1, le=256)] = None
+
+
+class DrainSelection(Request):
+    labels: Annotated[dict[str, str], Field(min_length=1, max_length=64)]

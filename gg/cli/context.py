@@ -62,6 +62,8 @@ def ago(ts: float | None, now: float | None = None) -> str:
     if ts is None:
         return "never"
     delta = (now or time.time()) - ts
+    if abs(delta) < 1:
+        return "just now"
     if delta < 0:
         return f"in {_span(-delta)}"
     return f"{_span(delta)} ago"

@@ -7,6 +7,7 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -31,16 +32,26 @@ def up(
     workers: int = typer.Option(1, "--workers", min=1, max=256, help="Concurrent flights."),
     once: bool = typer.Option(False, "--once", help="Take one flight, then exit."),
     grace: float = typer.Option(30.0, "--grace", min=0, help="Seconds running flights get to finish on stop."),
+    enrol: Optional[str] = typer.Option(None, "--enrol", metavar="TOKEN",
+                                        help="Enrol with a gge_ token on first start "
+                                             "(env GG_ENROL_TOKEN)."),
+    enrol_file: Optional[Path] = typer.Option(None, "--enrol-file", metavar="FILE",
+                                              help="Read the enrolment token from FILE."),
 ) -> None:
     """Run this machine as a runner until stopped (SIGTERM or Ctrl-C)."""
+    from gg.cli.fleet import enrol_token
     from gg.runner.loop import Runner, RunnerExit, RunnerOptions
 
-    label_map = parse_labels(labels or os.environ.get("GG_RUNNER_LABELS"))
     cfg = settings()
     runner_name = name or socket.gethostname().split(".")[0]
+    token = enrol_token(enrol, enrol_file)  # enrolment: nobody signs in on this machine
+    if token and labels:
+        raise CliError("an enrolled runner's labels come from its fleet profile; drop --labels", 2)
+    label_map = {} if token else parse_labels(labels or os.environ.get("GG_RUNNER_LABELS"))
     options = RunnerOptions(server=server_url(), state_dir=config.state_dir(), name=runner_name,
                             labels=label_map, workers=workers, once=once, grace=grace,
-                            person_token=config.resolve_token(cfg))
+                            person_token=None if token else config.resolve_token(cfg),
+                            enrol_token=token, hidden=[config.config_dir()])
 
     def say(line: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
@@ -68,12 +79,14 @@ def list_runners(json_: bool = typer.Option(False, "--json")) -> None:
     if not rows:
         typer.echo("no runners yet: start one with gg runner up")
         return
-    t = table("NAME", "ID", "STATE", "ONLINE", "HEALTH", "LABELS", "FLIGHTS", "CPU", "MEM", "SEEN", "SKEW")
+    t = table("NAME", "ID", "STATE", "ONLINE", "HEALTH", "CHECKS", "LABELS", "FLIGHTS", "CPU", "MEM",
+              "SEEN", "SKEW")
     now = time.time()
     for r in rows:
         readings = r.get("readings") or {}
         t.add_row(r["name"], r["id"], r["state"], "online" if r["online"] else "offline",
-                  r["health"], ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())) or "-",
+                  r["health"], r.get("checks_verdict") or "-",
+                  ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())) or "-",
                   " ".join(r.get("flights") or []) or "-",
                   _pct(readings.get("cpu_percent")), _pct(readings.get("memory_percent")),
                   ago(r.get("last_seen_at"), now), r.get("version_skew", "unknown"))
@@ -93,9 +106,10 @@ def show(ref: str = typer.Argument(..., metavar="RUNNER", help="Runner id or nam
         f"runner {r['name']} ({r['id']})",
         f"  state      {r['state']}",
         f"  liveness   {'online' if r['online'] else 'offline'} (last seen {ago(r.get('last_seen_at'))})",
-        f"  health     {r['health']}",
+        f"  health     {r['health']}"
+        + "".join(f" ({note})" for note in r.get("health_notes") or []),
         f"  labels     {','.join(f'{k}={v}' for k, v in sorted(r['labels'].items())) or '-'}",
-        f"  workers    {r['workers']}",
+        f"  workers    {r['workers']} (started with {r.get('started_workers', r['workers'])})",
         f"  flights    {' '.join(r.get('flights') or []) or '-'}",
         f"  ownership  {r['ownership']}" + (f" (owner {r['owner_name']}"
                                              f"{', reserved' if r.get('reserved') else ''})"
@@ -105,6 +119,11 @@ def show(ref: str = typer.Argument(..., metavar="RUNNER", help="Runner id or nam
         f"  host       {inv.get('hostname', '?')} {inv.get('os', '')}/{inv.get('arch', '')}, "
         f"{inv.get('cpu_count', '?')} CPUs, peer {r.get('peer_address') or '?'}",
     ]
+    lines.append(f"  checks     {r.get('checks_verdict') or '-'}"
+                 + (f" (last judged {ago(r['checks_at'])})" if r.get("checks_at") else ""))
+    for check in r.get("checks") or []:
+        mark = "✓" if check["passed"] else "✗"
+        lines.append(f"    {mark} {check['name']:<22} {check['detail']}")
     typer.echo("\n".join(lines))
 
 

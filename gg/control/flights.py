@@ -7,7 +7,7 @@ from dataclasses import asdict
 from gg.control import leases as lease_ops
 from gg.control import runners as runner_ops
 from gg.control.core import Core
-from gg.domain import tokens
+from gg.domain import fitness, tokens
 from gg.domain.flights import Flight, Stage, required_labels
 from gg.domain.matching import Seat, seat
 from gg.domain.waiting import Context, OpenGate, Waiting, why_waiting
@@ -24,6 +24,8 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
         raise BadRequest("a flight needs a command: gg fly -- CMD ...")
     if len(command) > MAX_COMMAND_ARGS:
         raise BadRequest(f"a command has at most {MAX_COMMAND_ARGS} arguments")
+    if repo is not None and (problem := fitness.repo_problem(repo)):  # enrolment
+        raise BadRequest(f"--repo: {problem}")
     now = core.now()
     with core.store.atomic():
         target = runner_ops.resolve(core, runner).id if runner else None
@@ -53,6 +55,8 @@ def cancel(core: Core, person: dict, flight_id: str) -> Flight:
                                  ended_at=now, ended_reason=f"cancelled by {person['name']}")
         core.event("info:flight:cancelled", actor=person["name"], flight_id=flight_id, at=now,
                    was=flight.stage)
+        if flight.stage == Stage.FLYING.value:
+            lease_ops._settle_runner(core, flight.lease_runner, now)  # its lease ended here
         flight = core.store.flight(flight_id)
     core.signals.flight_changed(flight_id)
     core.signals.event_added()
@@ -77,7 +81,7 @@ class Snapshot:
         if flight.stage not in (Stage.READY.value, Stage.GATED.value):
             return None
         key = (flight.stage, tuple(sorted(flight.requires.items())), flight.runner_target,
-               flight.opened_by, tuple(flight.gates), flight.repo)
+               flight.opened_by, tuple(flight.gates), flight.repo, flight.agent, flight.kind)
         if key not in self._cache:
             self._cache[key] = why_waiting(flight, self.seats, self.context(flight))
         return self._cache[key]
@@ -85,7 +89,8 @@ class Snapshot:
     def context(self, flight: Flight) -> Context:
         gates = [OpenGate(g.id, g.guards, g.cleared_by_words)
                  for g in (self.open_gates.get(gid) for gid in flight.gates) if g is not None]
-        return Context(open_gates=gates, runner_names=self.names)
+        missing = fitness.credential_missing_for(flight.repo, (s.runner for s in self.seats))
+        return Context(open_gates=gates, runner_names=self.names, credential_missing_for=missing)
 
 
 def list_flights(core: Core, *, stage: str | None = None, limit: int = 200) -> list[dict]:

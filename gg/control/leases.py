@@ -209,7 +209,11 @@ def _repeat_of_accepted(core: Core, flight: Flight | None, runner: Runner, epoch
 
 
 def _settle_runner(core: Core, runner_id: str | None, now: float) -> None:
-    """Draining becomes drained by itself when its last lease ends."""
+    """Draining becomes drained by itself when its last lease ends.
+
+    Every path that ends a lease calls this in the same transaction: hand-back (landed,
+    failed, returned), expiry, and cancelling a flying flight (``control.flights.cancel``).
+    """
     if runner_id is None:
         return
     runner = core.store.runner(runner_id)
@@ -220,7 +224,7 @@ def _settle_runner(core: Core, runner_id: str | None, now: float) -> None:
     if state != runner.admin_state:
         core.store.update_runner(runner_id, admin_state=state)
         core.event("info:runner:drain_changed", actor=CONTROL_PLANE, runner_id=runner_id, at=now,
-                   state=state)
+                   state=state, **{"from": runner.admin_state})
 
 
 def honour_after_restart(core: Core) -> int:

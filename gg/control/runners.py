@@ -6,6 +6,7 @@ import re
 import secrets
 
 from gg import keys
+from gg.control import health
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import tokens
 from gg.domain.runners import AdminState, Runner, silently_gone, version_skew
@@ -13,11 +14,6 @@ from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _CHALLENGE_TTL = 120.0
-
-
-def default_policy(core: Core, workers: int) -> dict:
-    return {"isolation": "none" if core.settings.dev else "sandbox", "egress": "all",
-            "workers": workers}
 
 
 def register(core: Core, person: dict, *, name: str, public_key: str, labels: dict,
@@ -37,16 +33,19 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
         fields = dict(name=name, labels=labels, workers=workers, started_workers=workers,
                       inventory=inventory, version=version,
                       version_skew=version_skew(version, core.version),
-                      registered_by=person["id"], goodbye_at=None)
+                      registered_by=person["id"], goodbye_at=None,
+                      # enrolment: a registration supersedes an enrolment of the same key
+                      kind="registered", profile=None, profile_in_force={})
         if existing is not None:
             core.store.update_runner(existing.id, **fields)
             core.store.set_credential(existing.id, tokens.digest(credential),
                                       tokens.fingerprint(credential), expires)
             runner_id = existing.id
+            health.judge(core, core.store.runner(runner_id), now, checked=False)
         else:
+            fields.update(health.initial(core, workers))
             runner = Runner(id=tokens.new_id("r_"), public_key=public_key, created_at=now,
-                            policy=default_policy(core, workers), credential_expires_at=expires,
-                            **fields)
+                            credential_expires_at=expires, **fields)
             core.store.insert_runner(runner, credential_hash=tokens.digest(credential),
                                      credential_fingerprint=tokens.fingerprint(credential))
             runner_id = runner.id
@@ -100,7 +99,7 @@ def renew_credential(core: Core, runner: Runner, nonce: str, signature: str) -> 
 
 def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | None,
              capabilities: dict | None, version: str | None, held: list[str],
-             peer_address: str | None) -> dict:
+             peer_address: str | None, workers: int | None = None) -> dict:
     now = core.now()
     with core.store.atomic(durable=False):  # a heartbeat: no fsync (see Database.atomic)
         skew = version_skew(version, core.version)
@@ -110,19 +109,25 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
             values["inventory"] = inventory
         if capabilities is not None:
             values["capabilities"] = capabilities
-            values["checks_at"] = now
+        if workers is not None:
+            values["started_workers"] = workers
         pair = f"{version}/{core.version}"
         if skew == "skewed" and not _skew_recorded(core, runner.id, pair):
             core.event("warn:runner:version_skew", actor=_actor(runner), runner_id=runner.id,
                        pair=pair, runner_version=version, server_version=core.version)
         core.store.update_runner(runner.id, **values)
+        more_work = health.judge(core, core.store.runner(runner.id), now, checked=True)
         note_silent_runners(core, now)
         cancelled = _ended_among(core, held)
         runner = core.store.runner(runner.id)
+    if more_work:
+        core.signals.ready_changed()
     expires = runner.credential_expires_at or now
     directives = []
     if expires - now < core.settings.runner_credential_ttl / 3:
         directives.append("renew_credential")
+    if not runner.capabilities:
+        directives.append("send_capabilities")
     return {
         "runner": runner.id,
         "admin_state": runner.admin_state,
@@ -164,10 +169,23 @@ def note_silent_runners(core: Core, now: float, *, every: float = 1.0) -> int:
     return noted
 
 
-def resolve(core: Core, ref: str) -> Runner:
-    """A runner by id or by (unique) name."""
+def notice_silence(core: Core) -> int:
+    """:func:`note_silent_runners` in its own transaction, waking anyone following events.
+
+    Called when someone lists runners and by the server's liveness watch, so an offline
+    episode is recorded even when no other runner checks in.
+    """
+    with core.store.atomic():
+        noted = note_silent_runners(core, core.now())
+    if noted:
+        core.signals.event_added()
+    return noted
+
+
+def resolve(core: Core, ref: str, *, include_retired: bool = False) -> Runner:
+    """A runner by id or by (unique) name; a retired one only by id, and only for history."""
     runner = core.store.runner(ref)
-    if runner is not None and runner.retired_at is None:
+    if runner is not None and (runner.retired_at is None or include_retired):
         return runner
     named = core.store.runners_named(ref)
     if len(named) == 1:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from gg.control import health
 from gg.control.core import Core
 from gg.domain.flights import Flight
 from gg.domain.runners import Runner, liveness
@@ -25,6 +26,7 @@ def runner_view(core: Core, runner: Runner, *, detail: bool = False,
     if flights is None:
         flights = [f.id for f in core.store.flights_held_by(runner.id)]
     data["flights"] = flights
+    data.update(health.describe(core, runner, now))
     if not detail:
         data.pop("inventory", None)
         data.pop("capabilities", None)

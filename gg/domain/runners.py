@@ -3,7 +3,7 @@
 Admin state is set by people::
 
     active <--resume-- cordoned          (no new work)
-    active --drain--> draining --last lease ends--> drained
+    active --drain--> draining --last lease ends--> drained   (drained at once without a lease)
     cordoned|draining|drained --resume--> active
     any --retire--> retired              (irreversible: credential dead, key tombstoned)
 
@@ -61,6 +61,12 @@ class Runner:
     credential_expires_at: float | None = None
     checks_at: float | None = None
     profile: str | None = None
+    # Enrolment (gg.domain.fitness): what the control plane knows this machine can do.
+    agents: list[str] = field(default_factory=lambda: ["shell"])  # as the runner reports them
+    credential_refs: list[dict] = field(default_factory=list)  # kind, ref, fingerprint; no secret
+    profile_in_force: dict = field(default_factory=dict)  # its fleet profile in force; {} = none
+    policy_override: dict = field(default_factory=dict)
+    policy_changed_at: float | None = None
 
     @property
     def healthy(self) -> bool:

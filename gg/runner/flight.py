@@ -5,6 +5,10 @@ LEASE_RENEW_AT of the lease remains) and this one, which waits for the process a
 the flight back. A refusal of the lease (409/404) ends the flight here at once: the
 process is stopped and nothing more is reported, so a machine that stalled and came back
 cannot overwrite its replacement.
+
+The process runs under the runner's assigned policy (:func:`gg.runner.isolation.build`). When
+the policy cannot be met here the flight is handed back ``returned`` before anything starts:
+it never runs with less isolation than asked for.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from gg.client import ApiError, Client, Unreachable
+from gg.runner import isolation, repository
 
 FLUSH_EVERY = 0.2
 FLUSH_BYTES = 32_000
@@ -45,8 +50,17 @@ class FlightRun:
     lost: threading.Event = field(default_factory=threading.Event)
     ended_by_server: threading.Event = field(default_factory=threading.Event)
     returning: threading.Event = field(default_factory=threading.Event)
+    policy: dict = field(default_factory=dict)
+    capabilities: dict = field(default_factory=dict)
+    state_dir: Path | None = None
+    hidden: list = field(default_factory=list)
+    on_unmet: Callable[[str], None] | None = None
     proc: subprocess.Popen | None = None
+    launch: isolation.Launch | None = None
     exit_code: int | None = None
+    fleet: Any = None  # enrolment: gg.runner.fleet.FleetState (profile, agents, credentials)
+    argv: list[str] | None = None  # enrolment: what the agent runs (gg.runner.repository)
+    base: str | None = None  # enrolment: the commit the repository was cloned at
     _seq: int = 0
     _buffer: list = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -62,8 +76,18 @@ class FlightRun:
         keeper.start()
         outcome = "lost"
         try:
+            try:
+                self.launch = self._launch(workspace)
+            except isolation.IsolationUnavailable as exc:
+                if self.on_unmet is not None:
+                    self.on_unmet(exc.missing)
+                return self._hand_back_unmet(exc.missing)
             self._report([{"kind": "started", "body": {"workspace": str(workspace),
-                                                       "pid": os.getpid()}}])
+                                                       "pid": os.getpid(),
+                                                       "policy": self.policy or None}}])
+            self.argv = repository.prepare(self, workspace)  # enrolment: agent, clone
+            if self.argv is not None:  # the agent's command, under the same policy
+                self.launch = self._launch(workspace)
             self._start(workspace)
             reader = threading.Thread(target=self._read_output, name=f"out-{self.id}", daemon=True)
             reader.start()
@@ -79,7 +103,11 @@ class FlightRun:
             reader.join(timeout=10)
             self._flush()
             self.exit_code = self.proc.returncode
+            if not (self.lost.is_set() or self.returning.is_set()):
+                repository.finish(self, workspace)  # enrolment: commits, push
             outcome = self._hand_back()
+        except repository.CannotFly as refusal:  # enrolment: not on this machine, or not at all
+            outcome = self._hand_back(refusal.outcome, refusal.reason)
         except _Lost:
             self._stop_process()
             outcome = "ended" if self.ended_by_server.is_set() else "lost"
@@ -96,17 +124,32 @@ class FlightRun:
         path.mkdir(parents=True, mode=0o700)
         return path
 
-    def _start(self, workspace: Path) -> None:
+    def _launch(self, workspace: Path) -> isolation.Launch:
+        """The command wrapped for the policy; IsolationUnavailable when it cannot be met."""
         command = list(self.flight["command"])
-        argv = ["/bin/sh", "-c", command[0]] if len(command) == 1 else command
+        argv = self.argv or (["/bin/sh", "-c", command[0]] if len(command) == 1 else command)
         env = dict(os.environ)
         for key in list(env):
             if key.startswith("GG_") and key not in ("GG_IMAGE_ROOT",):
                 env.pop(key)
         env.update({"GG_FLIGHT": self.id, "GG_ATTEMPT": str(self.flight.get("attempt", 1)),
                     "GG_WORKSPACE": str(workspace), "HOME": str(workspace)})
+        if not self.policy:
+            raise isolation.IsolationUnavailable("no policy has been assigned yet")
+        policy = self.policy
+        hidden = [p for p in self.hidden if Path(p).exists() and Path(p) != Path("/")]
         try:
-            self.proc = subprocess.Popen(argv, cwd=workspace, env=env, stdout=subprocess.PIPE,
+            return isolation.build(argv, policy=policy, workspace=workspace, env=env,
+                                   state_dir=self.state_dir, capabilities=self.capabilities,
+                                   hidden=hidden, container_name=f"gg-{self.id}-{self.lease.epoch}")
+        except ValueError as exc:  # a policy or a hidden path this runner cannot use
+            raise isolation.IsolationUnavailable(str(exc)) from None
+
+    def _start(self, workspace: Path) -> None:
+        launch = self.launch
+        argv, env = launch.argv, launch.env
+        try:
+            self.proc = subprocess.Popen(argv, cwd=launch.cwd, env=env, stdout=subprocess.PIPE,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          start_new_session=True)
         except OSError as exc:
@@ -137,6 +180,10 @@ class FlightRun:
             self.proc.wait()
         except ProcessLookupError:
             pass
+        if self.launch is not None and self.launch.cleanup:  # a container outlives its client
+            subprocess.run(self.launch.cleanup, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                           timeout=30)
 
     # -- reporting ----------------------------------------------------------------------
 
@@ -163,10 +210,16 @@ class FlightRun:
         except Unreachable:
             pass  # kept trying for a whole lease; the server will decide
 
-    def _hand_back(self) -> str:
+    def _hand_back_unmet(self, missing: str) -> str:
+        """Nothing ran: give the flight back for a runner that can meet its policy."""
+        return self._hand_back("returned", f"this runner cannot meet its policy: {missing}")
+
+    def _hand_back(self, outcome: str | None = None, reason: str | None = None) -> str:
         if self.lost.is_set():
             return "ended" if self.ended_by_server.is_set() else "lost"
-        if self.returning.is_set():
+        if outcome is not None:
+            pass  # enrolment: decided by gg.runner.repository
+        elif self.returning.is_set():
             outcome, reason = "returned", "the runner is stopping"
         else:
             outcome = "landed" if self.exit_code == 0 else "failed"

@@ -4,6 +4,12 @@ Threads: the main thread waits for a stop (SIGTERM, Ctrl-C, retirement, ``--once
 the check-in thread reports liveness at the interval the server answers; the claim thread
 holds one long-poll claim open whenever a worker slot is free; each flight flies in a
 thread of its own (:mod:`gg.runner.flight`). Every loop stops by itself when ``stop`` is set.
+
+Policy travels down: the check-in answer (and each grant) carries the assigned policy; the
+runner fills ``min(policy.workers, started workers)`` slots and runs every flight under the
+policy's isolation and egress, or not at all (:mod:`gg.runner.isolation`). Its capability
+report is probed at start, re-probed now and then, and sent when it changed. Every request
+goes through one client whose ``on_send`` hook writes the sent log (:mod:`gg.runner.sent`).
 """
 
 from __future__ import annotations
@@ -16,9 +22,15 @@ from typing import Callable
 
 from gg import __version__, keys
 from gg.client import ApiError, Client, Unreachable
-from gg.runner import inventory
+from gg.domain.health import effective_workers
+from gg.domain.policy import Policy
+from gg.runner import capabilities, inventory
+from gg.runner.fleet import FleetState, enrol
 from gg.runner.flight import FlightRun, Lease
+from gg.runner.sent import SentLog
 from gg.runner.state import Registration, StateDir
+
+REPROBE_EVERY = 300.0
 
 
 class RunnerExit(Exception):
@@ -35,6 +47,8 @@ class RunnerOptions:
     once: bool = False
     grace: float = 30.0
     person_token: str | None = None
+    enrol_token: str | None = None  # enrolment: spent once, on the first start
+    hidden: list[Path] = field(default_factory=list)  # masked in sandboxes (the config dir)
 
 
 class Runner:
@@ -44,8 +58,9 @@ class Runner:
         self.say = say
         self.stop = stop or threading.Event()
         self.state = StateDir(options.state_dir)
-        self.client = Client(options.server, stop=self.stop)
-        self.claim_client = Client(options.server, stop=self.stop)
+        self.sent = SentLog(self.state.path)
+        self.client = Client(options.server, stop=self.stop, on_send=self.sent.record)
+        self.claim_client = Client(options.server, stop=self.stop, on_send=self.sent.record)
         self.protocol = {"check_in_interval": 15.0, "claim_wait": 30.0, "lease_ttl": 60.0,
                          "lease_renew_at": 20.0}
         self.workers = options.workers
@@ -56,14 +71,38 @@ class Runner:
         self.exit_reason: str | None = None
         self.registration: Registration | None = None
         self._inventory_sent: dict | None = None
+        self.fleet = FleetState(self.state.path, self.client, say)  # enrolment
+        self.fleet.refresh = lambda: self._check_in_once(retry_for=5.0)
+        self.policy: dict = {}
+        self.admin_state: str | None = None
+        self._health_said: str | None = None
+        self.capabilities: dict | None = None
+        self._capabilities_sent: dict | None = None
+        self._probed_at = 0.0
+        self.check_now = threading.Event()
+
+    @property
+    def capacity(self) -> int:
+        """Worker slots to fill now: a lowered policy applies at once, raising needs a restart."""
+        if not self.policy:
+            return self.workers
+        try:
+            return effective_workers(Policy.from_dict(self.policy), self.workers)
+        except ValueError:
+            return self.workers
 
     # -- life ------------------------------------------------------------------------------
 
     def run(self) -> int:
         self._register()
-        self._check_in_once(retry_for=float("inf"))
-        self.say(f"runner {self.options.name} ({self.registration.runner_id}) is up: "
-                 f"{self.workers} worker(s), labels {_labels(self.options.labels) or '(none)'}")
+        self._probe()
+        answer = self._check_in_once(retry_for=float("inf"))
+        self.fleet.sync_credentials()  # enrolment: references, never secrets
+        self.fleet.start(self.stop)
+        profile = f", profile {self.fleet.profile_name}" if self.fleet.enrolled else ""
+        self.say(f"runner {self.registration.name} ({self.registration.runner_id}) is up: "
+                 f"{self.workers} worker(s), labels "
+                 f"{_labels(answer.get('labels') or {}) or '(none)'}{profile}")
         checker = threading.Thread(target=self._check_in_loop, name="check-in", daemon=True)
         claimer = threading.Thread(target=self._claim_loop, name="claim", daemon=True)
         checker.start()
@@ -76,6 +115,7 @@ class Runner:
         if reason and not self.exit_reason:
             self.exit_reason = reason
         self.stop.set()
+        self.check_now.set()
         with self.slots:
             self.slots.notify_all()
 
@@ -112,13 +152,19 @@ class Runner:
         reg = self.state.registration()
         key = self.state.key()
         if reg is not None and reg.server == self.options.server:
+            if self.options.enrol_token:
+                self.say("this runner is registered already; the enrolment token was not spent")
             self.registration = reg
             self.client.token = reg.credential
             self.claim_client.token = reg.credential
             return
+        if self.options.enrol_token:  # enrolment: nobody signs in on this machine
+            self._enrol(key)
+            return
         if not self.options.person_token:
             raise RunnerExit("this runner is not registered yet: sign in first "
-                             "(gg login --server URL --token-file FILE) and run gg runner up again")
+                             "(gg login --server URL --token-file FILE), or enrol it with "
+                             "gg runner up --enrol TOKEN, and run gg runner up again")
         body = {"name": self.options.name, "public_key": keys.public_text(key),
                 "labels": self.options.labels, "workers": self.workers,
                 "inventory": inventory.inventory(str(self.state.path)), "version": __version__}
@@ -134,6 +180,25 @@ class Runner:
         self.registration = reg
         self.client.token = reg.credential
         self.claim_client.token = reg.credential
+
+    def _enrol(self, key) -> None:
+        body = {"name": self.options.name, "public_key": keys.public_text(key),
+                "workers": self.workers, "version": __version__,
+                "inventory": inventory.inventory(str(self.state.path))}
+        try:
+            answer = enrol(self.client, self.options.enrol_token, body)
+        except ApiError as exc:
+            raise RunnerExit(f"enrolment refused: {exc.message}") from None
+        reg = Registration(server=self.options.server, runner_id=answer["runner"]["id"],
+                           name=self.options.name, credential=answer["credential"],
+                           credential_expires_at=answer.get("credential_expires_at"))
+        self.state.save_registration(reg)
+        self.registration = reg
+        self.client.token = reg.credential
+        self.claim_client.token = reg.credential
+        self.say(f"enrolled as {reg.name} ({reg.runner_id}) with profile "
+                 f"{(answer.get('profile') or {}).get('name')}; the token is spent and "
+                 "not needed again")
 
     def _renew_credential(self) -> None:
         key = self.state.key()
@@ -151,7 +216,13 @@ class Runner:
     # -- check-in -----------------------------------------------------------------------------
 
     def _check_in_loop(self) -> None:
-        while not self.stop.wait(self.protocol["check_in_interval"]):
+        while not self.stop.is_set():
+            self.check_now.wait(self.protocol["check_in_interval"])
+            self.check_now.clear()
+            if self.stop.is_set():
+                return
+            if time.monotonic() - self._probed_at >= REPROBE_EVERY:
+                self._probe()
             try:
                 self._check_in_once(retry_for=self.protocol["check_in_interval"])
             except Unreachable:
@@ -162,15 +233,26 @@ class Runner:
     def _check_in_once(self, retry_for: float) -> dict:
         inv = inventory.inventory(str(self.state.path))
         changed = {k: v for k, v in inv.items() if k not in ("started_at",)}
-        body = {"free_slots": max(0, self.workers - self.taken), "readings": inventory.readings(),
-                "version": __version__, "held": list(self.runs)}
+        body = {"free_slots": max(0, self.capacity - self.taken), "readings": inventory.readings(),
+                "version": __version__, "held": list(self.runs), "workers": self.workers}
         if changed != self._inventory_sent:
             body["inventory"] = inv
+        body.update(self.fleet.check_in_extras())  # enrolment: agents, maintenance report
+        caps = self.capabilities
+        if caps is not None and caps != self._capabilities_sent:
+            body["capabilities"] = caps
         try:
             answer = self.client.check_in(body, retry_for=retry_for)
         except ApiError as exc:
             raise RunnerExit(self._refusal_sentence(exc)) from None
         self._inventory_sent = changed
+        self.fleet.absorb(answer, body)
+        if "capabilities" in body:
+            self._capabilities_sent = caps
+        if "send_capabilities" in answer.get("directives", []) and "capabilities" not in body:
+            self._capabilities_sent = None  # the server has none on file: send them now
+            self.check_now.set()
+        self._apply(answer)
         self.protocol.update(answer.get("protocol", {}))
         self.protocol["check_in_interval"] = answer.get("check_in_interval",
                                                         self.protocol["check_in_interval"])
@@ -187,6 +269,36 @@ class Runner:
                 self.say(f"could not renew the credential yet: {exc}")
         return answer
 
+    def _probe(self) -> None:
+        self.capabilities = capabilities.probe()
+        self._probed_at = time.monotonic()
+
+    def _apply(self, answer: dict) -> None:
+        """Take the assigned policy and admin state the control plane sent down."""
+        policy = answer.get("policy") or {}
+        if policy and policy != self.policy:
+            if self.policy:
+                self.say("policy is now " + ", ".join(f"{k} {v}" for k, v in sorted(policy.items())))
+            self.policy = dict(policy)
+            with self.slots:
+                self.slots.notify_all()
+        state = answer.get("admin_state")
+        if state and state != self.admin_state:
+            if self.admin_state is not None:
+                self.say(f"admin state is now {state}")
+            self.admin_state = state
+        health = answer.get("health")
+        if health and health != "ok" and health != self._health_said:
+            self.say(f"health: {health}")
+        self._health_said = health
+
+    def policy_unmet(self, missing: str) -> None:
+        """A flight could not run under the policy: probe again and tell the server at once."""
+        self.say(f"cannot meet the assigned policy: {missing}")
+        self._probe()
+        self._capabilities_sent = None
+        self.check_now.set()
+
     def _refusal_sentence(self, exc: ApiError) -> str:
         if exc.code == "runner_retired":
             return "this runner was retired by an admin; it exits and will not come back"
@@ -200,12 +312,12 @@ class Runner:
     def _claim_loop(self) -> None:
         while not self.stop.is_set():
             with self.slots:
-                while self.taken >= self.workers and not self.stop.is_set():
+                while self.taken >= self.capacity and not self.stop.is_set():
                     self.slots.wait(1.0)
             if self.stop.is_set():
                 return
             try:
-                answer = self.claim_client.claim(self.workers - self.taken,
+                answer = self.claim_client.claim(max(1, self.capacity - self.taken),
                                                  self.protocol["claim_wait"], retry_for=float("inf"))
             except Unreachable:
                 continue
@@ -229,7 +341,10 @@ class Runner:
         run = FlightRun(client=self.client, flight=flight, say=self.say,
                         lease=Lease(flight["id"], lease["epoch"], ttl, protocol["lease_renew_at"],
                                     time.monotonic() + ttl),
-                        workspace_root=self.state.workspaces)
+                        workspace_root=self.state.workspaces, fleet=self.fleet,
+                        policy=answer.get("policy") or self.policy,
+                        capabilities=self.capabilities or {}, state_dir=self.state.path,
+                        hidden=list(self.options.hidden), on_unmet=self.policy_unmet)
         if self.stop.is_set():  # granted while stopping: give it straight back
             try:
                 self.client.hand_back(flight["id"], {"epoch": lease["epoch"], "outcome": "returned",

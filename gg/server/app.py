@@ -12,10 +12,10 @@ from gg import __version__
 from gg.control import leases as lease_ops
 from gg.control.core import Core
 from gg.control.people import bootstrap
-from gg.server import errors, metrics
+from gg.server import errors, liveness, metrics
 from gg.server.dispatch import Dispatcher, Watch
 from gg.server.limits import BodyLimit
-from gg.server.routes import flights, gates, people, runners
+from gg.server.routes import admin, fleet, flights, gates, people, runners
 from gg.settings import Settings
 from gg.store import Store, open_store
 
@@ -28,12 +28,13 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
         core.owner_token_path = bootstrap(core, data_dir)
     lease_ops.honour_after_restart(core)
     app = FastAPI(title="gg control plane", version=__version__,
-                  description="Runs work on a fleet of machines an organisation controls.")
+                  description="Runs work on a fleet of machines an organisation controls.",
+                  lifespan=liveness.lifespan)
     app.state.core = core
     app.state.dispatcher = Dispatcher(core)
     app.state.watch = Watch(core)
     errors.install(app)
-    for module in (people, runners, flights, gates):
+    for module in (people, runners, flights, gates, fleet, admin):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     metrics.install(app)  # outermost: counts every answer, 413s included

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gg.store.db import Database
 from gg.store.events import EventRows
+from gg.store.fleet import FleetRows
 from gg.store.flights import FlightRows
 from gg.store.gates import GateRows
 from gg.store.metrics import MetricRows
@@ -20,7 +21,7 @@ from gg.store.people import PeopleRows
 from gg.store.runners import RunnerRows
 
 
-class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, MetricRows):
+class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows, MetricRows):
     """The SQLite store (the embedded default)."""
 
     def __init__(self, path: Path | str):

@@ -22,7 +22,7 @@ class EventRows:
                flight_id: str | None = None, limit: int = 1000, newest: bool = False) -> list[dict]:
         where, params = ["seq > ?"], [after]
         if kind:
-            if kind.endswith("*") or kind.count(":") < 2:
+            if kind.endswith(("*", ":")) or kind.count(":") < 2:  # a prefix: warn:, info:runner:
                 where.append("kind LIKE ?")
                 params.append(kind.rstrip("*") + "%")
             else:

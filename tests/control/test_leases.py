@@ -21,7 +21,9 @@ def clock():
 
 @pytest.fixture
 def core(tmp_path, clock):
-    c = Core(store=open_store(tmp_path), settings=Settings(lease_ttl=60, max_expiries=3), clock=clock)
+    # dev: runners default to isolation none, healthy without a capability report
+    c = Core(store=open_store(tmp_path), settings=Settings(lease_ttl=60, max_expiries=3, dev=True),
+             clock=clock)
     bootstrap(c, tmp_path)
     return c
 

@@ -155,12 +155,15 @@ def test_registering_the_same_key_again_supersedes_the_old_registration(client):
 
 def test_runners_listing_has_the_contract_fields(client):
     _, reg = register(client)
-    client.post("/v1/runner/check-in", json={}, headers=auth(reg["credential"]))
+    # A non-dev server assigns sandbox: the runner is healthy once it reports bubblewrap works.
+    report = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": True}
+    client.post("/v1/runner/check-in", json={"capabilities": report}, headers=auth(reg["credential"]))
     row = client.get("/v1/runners", headers=auth(client.owner)).json()[0]
     for key in ("id", "name", "labels", "online", "state", "health", "ownership", "owner",
                 "reserved", "last_seen_at", "version_skew"):
         assert key in row
     assert row["online"] is True and row["state"] == "active" and row["health"] == "ok"
+    assert row["checks_verdict"] == "checks passed" and row["policy"]["isolation"] == "sandbox"
 
 
 def test_flights_listing_has_the_contract_fields_and_the_waiting_sentence(client):

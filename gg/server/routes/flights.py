@@ -70,8 +70,8 @@ async def events(request: Request, person: dict = Depends(auth.person),
     core = request.app.state.core
     runner_id = None
     if runner:
-        from gg.control.runners import resolve
-        runner_id = resolve(core, runner).id
+        from gg.control.admin import runner_for_history
+        runner_id = runner_for_history(core, runner)  # retired and forgotten runners too
     rows = core.store.events(after=after, kind=kind, runner_id=runner_id, flight_id=flight,
                              limit=limit, newest=after == 0 and wait == 0)
     if not rows and wait > 0:

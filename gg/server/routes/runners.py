@@ -10,6 +10,7 @@ from gg.control import leases, runners
 from gg.control import views
 from gg.domain.runners import Runner, is_online
 from gg.server import auth
+from gg.server.routes import fleet
 
 router = APIRouter()
 
@@ -28,7 +29,9 @@ async def register(body: RunnerRegister, request: Request,
 
 @router.get(paths.RUNNERS)
 async def list_runners(request: Request, person: dict = Depends(auth.person)) -> list[dict]:
-    return views.runners_view(request.app.state.core)
+    core = request.app.state.core
+    runners.notice_silence(core)  # an offline episode is recorded when anyone looks
+    return views.runners_view(core)
 
 
 @router.get(paths.RUNNER)
@@ -42,9 +45,12 @@ async def check_in(body: CheckIn, request: Request, runner: Runner = Depends(aut
     core = request.app.state.core
     was_online = is_online(runner, core.now(), core.settings.offline_after)
     peer = request.client.host if request.client else None
+    extra = fleet.before_check_in(request, runner, body.agents)  # enrolment
     answer = runners.check_in(core, runner, readings=body.readings, inventory=body.inventory,
                               capabilities=body.capabilities, version=body.version,
-                              held=body.held, peer_address=peer)
+                              held=body.held, peer_address=peer, workers=body.workers)
+    fleet.after_check_in(request, runner, body.maintenance)  # enrolment: maintenance report
+    answer.update(extra)
     if not was_online:
         core.signals.ready_changed()
     return answer
@@ -58,7 +64,9 @@ async def claim(body: Claim, request: Request, runner: Runner = Depends(auth.run
     if got is None:
         return Response(status_code=204)
     flight, grant = got
-    return {"flight": views.flight_for_runner(flight), "lease": {
+    fresh = core.store.runner(runner.id)  # the policy in force at the grant, not at parking
+    return {"flight": views.flight_for_runner(flight),
+            "policy": fresh.policy if fresh else runner.policy, "lease": {
         "epoch": grant.epoch, "expires_at": grant.expires_at, "granted_at": grant.granted_at},
         "protocol": core.settings.protocol()}
 

@@ -1,0 +1,119 @@
+"""``gg runner cordon|drain|resume|retire|forget|policy``: what admins do to runners."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from gg.cli.context import CliError, client, emit_json
+from gg.cli.runners import runner_app
+from gg.domain.policy import EGRESSES, ISOLATIONS, MAX_WORKERS
+
+RUNNER = typer.Argument(..., metavar="RUNNER", help="Runner id or name.")
+JSON = typer.Option(False, "--json")
+
+
+def register(app: typer.Typer) -> None:
+    """Commands join the ``gg runner`` group that :mod:`gg.cli.runners` owns."""
+
+
+def _say_change(change: dict, json_: bool) -> None:
+    if json_:
+        emit_json(change)
+    else:
+        typer.echo(change["message"])
+
+
+@runner_app.command("cordon")
+def cordon(ref: str = RUNNER, json_: bool = JSON) -> None:
+    """No new work for RUNNER; what it runs goes on (admin)."""
+    _say_change(client().change_runner_state(ref, "cordon"), json_)
+
+
+@runner_app.command("drain")
+def drain(
+    ref: Optional[str] = typer.Argument(None, metavar="[RUNNER]", help="Runner id or name."),
+    label: Optional[str] = typer.Option(None, "--label", metavar="k=v,...",
+                                        help="Drain every runner advertising these labels."),
+    json_: bool = JSON,
+) -> None:
+    """Finish current work, take nothing new; reads drained when its last lease ends (admin)."""
+    if (ref is None) == (label is None):
+        raise CliError("name one runner, or select runners with --label k=v (not both)", 2)
+    api = client()
+    if ref is not None:
+        _say_change(api.change_runner_state(ref, "drain"), json_)
+        return
+    from gg.domain.labels import parse_labels
+
+    try:
+        selector = parse_labels(label)
+    except ValueError as exc:
+        raise CliError(f"--label: {exc}", 2) from None
+    if not selector:
+        raise CliError("--label: give at least one k=v", 2)
+    changes = api.drain_labelled(selector)
+    if json_:
+        emit_json(changes)
+        return
+    for change in changes:
+        typer.echo(change["message"])
+
+
+@runner_app.command("resume")
+def resume(ref: str = RUNNER, json_: bool = JSON) -> None:
+    """Back to active: RUNNER may take work again at once (admin)."""
+    _say_change(client().change_runner_state(ref, "resume"), json_)
+
+
+@runner_app.command("retire")
+def retire(ref: str = RUNNER, json_: bool = JSON) -> None:
+    """Irreversibly retire RUNNER: its credential is refused, its key never registers again (admin)."""
+    answer = client().retire_runner(ref)
+    if json_:
+        emit_json(answer)
+        return
+    typer.echo(f"{answer['name']} ({answer['runner']}) is retired: its credential is refused from "
+               "its next request, its key can never register again, and its history is kept")
+
+
+@runner_app.command("forget")
+def forget(ref: str = RUNNER, json_: bool = JSON) -> None:
+    """Delete a stale registration without a tombstone; refused while online or leasing (admin)."""
+    answer = client().forget_runner(ref)
+    if json_:
+        emit_json(answer)
+        return
+    typer.echo(f"{answer['name']} ({answer['runner']}) is forgotten; the machine may register again")
+
+
+@runner_app.command("policy")
+def policy(
+    ref: str = RUNNER,
+    isolation: Optional[str] = typer.Option(None, "--isolation", metavar="|".join(ISOLATIONS)),
+    egress: Optional[str] = typer.Option(None, "--egress", metavar="|".join(reversed(EGRESSES))),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, max=MAX_WORKERS),
+    json_: bool = JSON,
+) -> None:
+    """Show RUNNER's assigned policy, or change it (admin); applied at its next check-in."""
+    _one_of("--isolation", isolation, ISOLATIONS)
+    _one_of("--egress", egress, EGRESSES)
+    api = client()
+    if isolation is None and egress is None and workers is None:
+        r = api.runner(ref)
+    else:
+        r = api.set_policy(ref, isolation=isolation, egress=egress, workers=workers)
+    if json_:
+        emit_json(r)
+        return
+    p = r.get("policy") or {}
+    typer.echo(f"{r['name']}: isolation {p.get('isolation')}, egress {p.get('egress')}, "
+               f"workers {p.get('workers')}")
+    typer.echo(f"  health {r['health']}" + "".join(f" ({n})" for n in r.get("health_notes") or [])
+               + f"; {r.get('checks_verdict')}")
+
+
+def _one_of(flag: str, value: str | None, allowed: tuple[str, ...]) -> None:
+    if value is not None and value not in allowed:
+        raise CliError(f"{flag} must be one of {', '.join(allowed)} (got {value!r})", 2)

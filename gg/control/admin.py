@@ -1,0 +1,177 @@
+"""What admins do to runners: cordon, drain, resume, retire, forget, and set policy.
+
+Each is one transaction that records one event naming the person who asked. The state
+machine lives in :mod:`gg.domain.admin`; the drained-by-itself step happens where leases
+end (:func:`gg.control.leases._settle_runner`).
+
+Retire and forget differ on purpose (SPEC section 4):
+
+- **retire** keeps the row and history, marks it retired, tombstones the key so it can never
+  register again, and hands back any flight it held (its credential is refused from the very
+  next request, so it could not report on them).
+- **forget** deletes a stale registration outright, without a tombstone (the machine may
+  register again), and is refused while the runner is online or holds a lease.
+"""
+
+from __future__ import annotations
+
+from gg.control import health
+from gg.control import leases as lease_ops
+from gg.control.core import Core
+from gg.control.people import require_admin
+from gg.control.runners import resolve
+from gg.domain import admin as rules
+from gg.domain.flights import Stage
+from gg.domain.labels import check_labels, format_labels
+from gg.domain.policy import Policy
+from gg.domain.runners import AdminState, Runner, is_online
+from gg.errors import BadRequest, Conflict, NotFound
+
+
+def change_state(core: Core, person: dict, ref: str, action: str) -> dict:
+    """Cordon, drain or resume one runner; returns ``{runner, from, state, changed}``."""
+    require_admin(person)
+    now = core.now()
+    with core.store.atomic():
+        runner = resolve(core, ref)
+        change = _apply(core, person, runner, action, now)
+    _signal(core, [change])
+    return change
+
+
+def drain_labelled(core: Core, person: dict, labels: dict[str, str]) -> list[dict]:
+    """Drain every runner advertising all of ``labels`` (e.g. ``environment=ui``)."""
+    require_admin(person)
+    if not labels:
+        raise BadRequest("name the runners to drain by at least one label, e.g. environment=ui")
+    try:
+        labels = check_labels(labels)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    now = core.now()
+    with core.store.atomic():
+        chosen = [r for r in core.store.runners()
+                  if all(r.labels.get(k) == v for k, v in labels.items())]
+        if not chosen:
+            raise NotFound(f"no runner advertises {format_labels(labels)}")
+        changes = [_apply(core, person, r, "drain", now) for r in chosen]
+    _signal(core, changes)
+    return changes
+
+
+def _apply(core: Core, person: dict, runner: Runner, action: str, now: float) -> dict:
+    lease_ops.expire_due(core, now)
+    live = core.store.live_leases(now, [runner.id]).get(runner.id, 0)
+    try:
+        state = rules.after_action(runner.admin_state, action, live)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    if state != runner.admin_state:
+        core.store.update_runner(runner.id, admin_state=state)
+        core.event("info:runner:drain_changed", actor=person["name"], runner_id=runner.id,
+                   at=now, action=action, state=state, **{"from": runner.admin_state})
+    return {"runner": runner.id, "name": runner.name, "from": runner.admin_state,
+            "state": state, "changed": state != runner.admin_state,
+            "message": rules.describe_change(runner.name, runner.admin_state, state)}
+
+
+def _signal(core: Core, changes: list[dict]) -> None:
+    if any(c["changed"] for c in changes):
+        core.signals.event_added()
+    if any(c["changed"] and c["state"] == AdminState.ACTIVE.value for c in changes):
+        core.signals.ready_changed()  # resumed: parked claims may take work at once
+
+
+def retire(core: Core, person: dict, ref: str) -> Runner:
+    """Irreversible: the credential is dead, the key tombstoned, the history kept."""
+    require_admin(person)
+    now = core.now()
+    with core.store.atomic():
+        runner = resolve(core, ref)
+        lease_ops.expire_due(core, now)
+        returned = []
+        for flight in core.store.flights_held_by(runner.id):
+            reason = f"runner {runner.name} was retired by {person['name']}"
+            core.store.update_flight(flight.id, stage=Stage.READY.value, lease_expires_at=None)
+            core.store.add_fact(flight_id=flight.id, epoch=flight.epoch, runner_id=None,
+                                kind="returned", at=now,
+                                body={"outcome": "returned", "runner": runner.id,
+                                      "reason": reason})
+            core.event("info:flight:returned", actor=person["name"], runner_id=runner.id,
+                       flight_id=flight.id, at=now, reason=reason)
+            returned.append(flight.id)
+        core.store.update_runner(runner.id, admin_state=AdminState.RETIRED.value, retired_at=now)
+        core.store.tombstone(runner.public_key, runner.id, now)
+        core.event("info:runner:retired", actor=person["name"], runner_id=runner.id, at=now,
+                   name=runner.name, was=runner.admin_state, returned=returned)
+        runner = core.store.runner(runner.id)
+    if returned:
+        core.signals.ready_changed()
+        for flight_id in returned:
+            core.signals.flight_changed(flight_id)
+    core.signals.event_added()
+    return runner
+
+
+def forget(core: Core, person: dict, ref: str) -> Runner:
+    """Delete a stale registration (no tombstone); refused while online or holding a lease."""
+    require_admin(person)
+    now = core.now()
+    with core.store.atomic():
+        runner = resolve(core, ref)
+        lease_ops.expire_due(core, now)
+        if is_online(runner, now, core.settings.offline_after):
+            seen = now - (runner.last_seen_at or now)
+            raise Conflict(f"runner {runner.name} is online (it checked in {seen:.0f}s ago): "
+                           f"stop it first, or retire it")
+        held = core.store.flights_held_by(runner.id)
+        if held:
+            raise Conflict(f"runner {runner.name} holds a lease on flight {held[0].id}: wait "
+                           f"for it to end, or retire the runner")
+        core.store.delete_runner(runner.id)
+        core.event("info:runner:forgotten", actor=person["name"], runner_id=runner.id, at=now,
+                   name=runner.name, last_seen_at=runner.last_seen_at)
+    core.signals.event_added()
+    return runner
+
+
+def set_policy(core: Core, person: dict, ref: str, *, isolation: str | None = None,
+               egress: str | None = None, workers: int | None = None) -> Runner:
+    """An admin's policy for one runner, applied on its next check-in."""
+    require_admin(person)
+    changes = {k: v for k, v in (("isolation", isolation), ("egress", egress),
+                                 ("workers", workers)) if v is not None}
+    if not changes:
+        raise BadRequest("say what to change: --isolation, --egress or --workers")
+    if changes.get("isolation") == "none" and not core.settings.dev:
+        raise BadRequest("isolation none is allowed only on a control plane started with "
+                         "--dev; use sandbox or container")
+    now = core.now()
+    with core.store.atomic():
+        runner = resolve(core, ref)
+        override = {**runner.policy_override, **changes}
+        try:
+            new = health.policy_for(core, runner, override)
+            Policy.from_dict(override)  # each value valid on its own, too
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        old = runner.policy
+        core.store.update_runner(runner.id, policy_override=override)
+        core.event("info:runner:policy_changed", actor=person["name"], runner_id=runner.id,
+                   at=now, old=old, new=new.to_dict())
+        more_work = health.judge(core, core.store.runner(runner.id), now, checked=False)
+        runner = core.store.runner(runner.id)
+    if more_work:
+        core.signals.ready_changed()
+    core.signals.event_added()
+    return runner
+
+
+def runner_for_history(core: Core, ref: str) -> str:
+    """A runner id for reading history: live, retired, or forgotten (known from events)."""
+    try:
+        return resolve(core, ref, include_retired=True).id
+    except NotFound:
+        if core.store.events(runner_id=ref, limit=1):
+            return ref
+        raise

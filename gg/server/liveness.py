@@ -1,0 +1,45 @@
+"""The liveness watch: records a runner going silent even when nobody else is looking.
+
+Going offline is a clock comparison (``now - last_seen_at >= OFFLINE_AFTER``), and whoever
+looks first records ``warn:runner:aged_out`` once per offline episode: a check-in of any
+runner, a listing of runners, or this watch, which looks a few times per OFFLINE_AFTER so
+that ``gg events --follow`` sees the episode promptly on an otherwise idle fleet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from gg.control.core import Core
+from gg.control.runners import notice_silence
+
+log = logging.getLogger("gg.server")
+
+
+def period(core: Core) -> float:
+    return min(5.0, max(0.2, core.settings.offline_after / 4))
+
+
+async def watch(core: Core) -> None:
+    while True:
+        await asyncio.sleep(period(core))
+        try:
+            notice_silence(core)
+        except Exception as exc:  # a busy store must not end the watch
+            log.warning("liveness watch: %s: %s", type(exc).__name__, exc)
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI):
+    task = asyncio.create_task(watch(app.state.core))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
