@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from gg.control import attended as attended_ops
+from gg.control import environments as environment_ops
 from gg.control import leases as lease_ops
 from gg.control import runners as runner_ops
 from gg.control.core import Core
@@ -27,10 +29,14 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
     now = core.now()
     with core.store.atomic():
         target = runner_ops.resolve(core, runner).id if runner else None
+        behind = environment_ops.admit(core, environment=environment, labels=labels or {})
+        if attended:
+            attended_ops.check_open(core, target)
         flight = Flight(id=tokens.new_id("f_"), command=list(command), opened_by=person["id"],
                         opened_at=now, title=title or " ".join(command)[:120],
                         environment=environment, requires=required_labels(environment, labels),
-                        runner_target=target, attended=attended, repo=repo, agent=agent)
+                        runner_target=target, attended=attended, repo=repo, agent=agent,
+                        stage=Stage.GATED.value if behind else Stage.READY.value, gates=behind)
         core.store.insert_flight(flight)
         core.event("info:flight:opened", actor=person["name"], flight_id=flight.id, at=now,
                    title=flight.title)
@@ -67,7 +73,9 @@ class Snapshot:
         self.now = now
         runners = core.store.runners()
         live = core.store.live_leases(now)
-        self.seats: list[Seat] = [seat(r, now, core.settings.offline_after, live.get(r.id, 0))
+        refuted = core.store.refuted_by_runner()
+        self.seats: list[Seat] = [seat(r, now, core.settings.offline_after, live.get(r.id, 0),
+                                       refuted.get(r.id, frozenset()))
                                   for r in runners]
         self.names = {r.id: r.name for r in runners}
         self.open_gates = {g.id: g for g in core.store.gates(status="open", limit=100000)}
@@ -92,7 +100,7 @@ def list_flights(core: Core, *, stage: str | None = None, limit: int = 200) -> l
     if stage is not None and stage not in [s.value for s in Stage]:
         raise BadRequest(f"stage must be one of {', '.join(s.value for s in Stage)}")
     now = core.now()
-    _expire(core, now)
+    record_due(core, now)
     flights = core.store.flights(stages=(stage,) if stage else None, limit=limit)
     snap = Snapshot(core, now)
     people = {p["id"]: p["name"] for p in core.store.people()}
@@ -101,7 +109,7 @@ def list_flights(core: Core, *, stage: str | None = None, limit: int = 200) -> l
 
 def show_flight(core: Core, flight_id: str) -> dict:
     now = core.now()
-    _expire(core, now)
+    record_due(core, now)
     flight = core.store.flight(flight_id)
     if flight is None:
         raise NotFound(f"no flight {flight_id}")
@@ -132,9 +140,11 @@ def view(flight: Flight, waiting: Waiting | None, names: dict[str, str],
     return data
 
 
-def _expire(core: Core, now: float) -> None:
-    """Listings show the truth: a lease past its expiry is recorded as expired first."""
-    if core.store.next_lease_expiry() is None or core.store.next_lease_expiry() > now:
+def record_due(core: Core, now: float) -> None:
+    """Listings show the truth: a lease past its expiry (or an attended flight past its
+    deadline) is recorded first."""
+    lease_due = core.store.next_lease_expiry()
+    if (lease_due is None or lease_due > now) and not attended_ops.due(core, now):
         return
     with core.store.atomic():
         expired = lease_ops.expire_due(core, now)

@@ -87,7 +87,9 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         return Waiting("missing", f"waiting: {ctx.missing[0]}", "see gg plan " + flight.id)
     live = [s for s in seats if s.runner.admin_state != "retired"]
     advertising = [s for s in live if not missing_labels(flight.requires, s.usable_labels)]
+    target = None
     if flight.runner_target is not None:
+        target = next((s for s in live if s.runner.id == flight.runner_target), None)
         advertising = [s for s in advertising if s.runner.id == flight.runner_target]
     found = {s.runner.id: blockers(flight, s) for s in advertising}
     free = [s for s in advertising if not found[s.runner.id]]
@@ -105,7 +107,6 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
             "ask its owner to release it, or bring up another runner",
         )
     if flight.runner_target is not None:
-        target = next((s for s in live if s.runner.id == flight.runner_target), None)
         if target is None or not target.online:
             name = target.runner.name if target else ctx.runner_names.get(
                 flight.runner_target, flight.runner_target)
@@ -130,11 +131,28 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         words = sorted({_state_word(found[s.runner.id]) for s in advertising},
                        key=[w for _, w in _STATE_WORDS].index)
         state = " or ".join(words)
+        if target is not None:
+            name = target.runner.name
+            return Waiting(
+                "target_" + words[0],
+                f"waiting: it was sent to runner {name}, which is {state}",
+                f"resume or fix runner {name} (gg runner show {name}), "
+                "or open the flight without --runner",
+            )
         subject = f"every runner that advertises {label}" if label else "every runner"
         return Waiting(
             "all_" + words[0],
             f"waiting: {subject} is {state}",
             "resume, fix, or start one",
+        )
+    if target is not None:
+        lacking = ",".join(missing_labels(flight.requires, target.usable_labels))
+        name = target.runner.name
+        return Waiting(
+            "target_lacks_labels",
+            f"waiting: it was sent to runner {name}, which does not advertise {lacking}",
+            f"restart runner {name} with --labels {lacking}, or open the flight without "
+            "--runner" + _refuted_note(lacking.split(","), [target]),
         )
     if not label:
         return Waiting(
@@ -146,8 +164,26 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
     return Waiting(
         "no_runner",
         f"waiting: no runner advertises {lonely}",
-        f"bring up a runner that advertises it (gg runner up --labels {lonely}); gg runner labels",
+        f"bring up a runner that advertises it (gg runner up --labels {lonely}); gg runner labels"
+        + _refuted_note(lonely.split(","), live),
     )
+
+
+def refuted_holders(pair: str, seats: list[Seat]) -> list[str]:
+    """Names of runners that state ``pair`` but whose facts refute it (so it is not used)."""
+    key, _, value = pair.partition("=")
+    return [s.runner.name for s in seats
+            if s.runner.labels.get(key) == value and s.usable_labels.get(key) != value]
+
+
+def _refuted_note(pairs: list[str], seats: list[Seat]) -> str:
+    for pair in pairs:
+        names = refuted_holders(pair, seats)
+        if names:
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            verb = "states" if len(names) == 1 else "state"
+            return f" ({shown} {verb} {pair}, but the facts refute it)"
+    return ""
 
 
 def _first_unadvertised(requires: dict[str, str], seats: list[Seat]) -> str | None:

@@ -166,6 +166,8 @@ class Runner:
                 "version": __version__, "held": list(self.runs)}
         if changed != self._inventory_sent:
             body["inventory"] = inv
+            body["labels"] = self.options.labels  # what this start states (may differ from
+            # the labels it registered with; the server recomputes dispositions)
         try:
             answer = self.client.check_in(body, retry_for=retry_for)
         except ApiError as exc:

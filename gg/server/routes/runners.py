@@ -44,7 +44,7 @@ async def check_in(body: CheckIn, request: Request, runner: Runner = Depends(aut
     peer = request.client.host if request.client else None
     answer = runners.check_in(core, runner, readings=body.readings, inventory=body.inventory,
                               capabilities=body.capabilities, version=body.version,
-                              held=body.held, peer_address=peer)
+                              held=body.held, peer_address=peer, labels=body.labels)
     if not was_online:
         core.signals.ready_changed()
     return answer
