@@ -14,6 +14,11 @@ The ladder is SPEC section 7, kept-back reasons first::
 Hooks for later rungs are plain values in :class:`Context` so that adding pools or
 credentials never changes the shape of the function. It is pure: a snapshot in, a
 :class:`Waiting` out.
+
+A flight sent to one runner (``--runner``) reads only that runner's seat, so a caller
+explaining many flights may pass just that seat (``Snapshot`` does; a test pins that the
+answer is the same). Where SPEC 7 is silent, a flight sent to one runner names it:
+``it was sent to runner NAME, which is STATE`` and ``…, which does not advertise LABEL``.
 """
 
 from __future__ import annotations
@@ -85,12 +90,21 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         )
     if ctx.missing:
         return Waiting("missing", f"waiting: {ctx.missing[0]}", "see gg plan " + flight.id)
-    live = [s for s in seats if s.runner.admin_state != "retired"]
-    advertising = [s for s in live if not missing_labels(flight.requires, s.usable_labels)]
+    # One pass over the fleet: this runs once per distinct kind of waiting flight, and a
+    # listing of 10,000 flights over 1,000 runners may ask a few hundred times.
+    target_id = flight.runner_target
+    live: list[Seat] = []
     target = None
-    if flight.runner_target is not None:
-        target = next((s for s in live if s.runner.id == flight.runner_target), None)
-        advertising = [s for s in advertising if s.runner.id == flight.runner_target]
+    for s in seats:
+        if s.runner.admin_state == "retired":
+            continue
+        live.append(s)
+        if s.runner.id == target_id:
+            target = s
+    candidates = live if target_id is None else [target] if target else []
+    required = flight.requires.items()
+    advertising = [s for s in candidates
+                   if all(s.usable_labels.get(k) == v for k, v in required)]
     found = {s.runner.id: blockers(flight, s) for s in advertising}
     free = [s for s in advertising if not found[s.runner.id]]
     if free:

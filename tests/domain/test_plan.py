@@ -117,3 +117,11 @@ def test_plan_waiting_sentence_and_claim_agree_on_every_scenario():
         assert plan.waiting == waiting
         if not claimable:
             assert any(not i.held for i in plan.items), plan
+
+
+def test_a_flight_sent_to_one_runner_reads_only_that_runners_seat():
+    for seats, f in itertools.islice(_scenarios(), 400):
+        if f.runner_target is None:
+            continue
+        alone = [s for s in seats if s.runner.id == f.runner_target]
+        assert why_waiting(f, alone) == why_waiting(f, seats)
