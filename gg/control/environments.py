@@ -159,7 +159,8 @@ def apply_root(core: Core, person: dict, mapping: Any) -> dict:
         providers = {name: providers_of(core, name) for name in root.environments}
         missing = unserved(root.environments, providers)
         if missing:
-            raise Conflict(unserved_sentence(missing), code="environment_unserved")
+            raise Conflict(unserved_sentence(missing, _refuted_holders(core, missing)),
+                           code="environment_unserved")
         before = core.store.root_envelope()
         core.store.save_root_envelope(RootEnvelope(root.environments, now, person["name"]))
         core.event("info:root:applied", actor=person["name"], at=now,
@@ -167,6 +168,18 @@ def apply_root(core: Core, person: dict, mapping: Any) -> dict:
                    before=list(before.environments) if before else None)
     core.signals.event_added()
     return root_view(core) | {"providers": providers}
+
+
+def _refuted_holders(core: Core, names: list[str]) -> dict[str, list[str]]:
+    """Live runners that state each environment but whose facts refute its meaning."""
+    now = core.now()
+    found: dict[str, list[str]] = {}
+    for runner in core.store.runners():
+        name = runner.labels.get("environment")
+        if name in names and is_online(runner, now, core.settings.offline_after) \
+                and label_pair(name) in core.store.refuted_pairs(runner.id):
+            found.setdefault(name, []).append(runner.name)
+    return found
 
 
 def root_view(core: Core) -> dict:

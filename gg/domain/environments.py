@@ -84,11 +84,16 @@ def unserved(environments: tuple[str, ...], providers: dict[str, list[str]]) -> 
     return [name for name in environments if not providers.get(name)]
 
 
-def unserved_sentence(names: list[str]) -> str:
+def unserved_sentence(names: list[str], refuted: dict[str, list[str]] | None = None) -> str:
+    """``refuted``: environment -> live runners that state it but whose facts refute it."""
+    refuted = refuted or {}
+    notes = [f"{', '.join(refuted[n])} {'states' if len(refuted[n]) == 1 else 'state'} "
+             f"environment={n}, but the facts refute it" for n in names if refuted.get(n)]
+    tail = f" ({'; '.join(notes)})" if notes else ""
     if len(names) == 1:
         name = names[0]
         return (f"the root envelope lists environment {name}, which no live runner advertises; "
-                f"bring one up first (gg runner up --labels environment={name})")
+                f"bring one up first (gg runner up --labels environment={name}){tail}")
     listed = ", ".join(names)
     return (f"the root envelope lists environments {listed}, which no live runner advertises; "
-            f"bring runners up first (gg runner up --labels environment=NAME)")
+            f"bring runners up first (gg runner up --labels environment=NAME){tail}")

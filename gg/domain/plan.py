@@ -172,7 +172,7 @@ def _label_items(flight: Flight, live: list[Seat], target: Seat | None) -> list[
             note = _names(having)
         elif refuted:
             verb = "states" if len(refuted) == 1 else "state"
-            note = f"{_names(refuted)} {verb} it, but the facts refute it (gg runner labels)"
+            note = f"{_names(refuted)} {verb} it, but the facts refute it: gg runner labels"
         if target is not None:
             name = target.runner.name
             ways = [] if having else [

@@ -199,3 +199,13 @@ def test_environments_view_counts_advertising_measured_and_refuted(core, owner):
     row = environments.environment_view(core, "ui")
     assert (row["advertising"], row["online"], row["measured"], row["refuted"]) == (3, 3, 1, 1)
     assert row["runners"] == ["a", "b", "c"] and row["gate_status"] == "cleared"
+
+
+def test_a_root_refusal_names_a_runner_whose_facts_refute_the_environment(core, owner):
+    charted(core, owner, "ui", "cpu_count >= 64")
+    runner(core, owner, "small", labels={"environment": "ui"}, inventory=LINUX)
+    with pytest.raises(Conflict) as err:
+        environments.apply_root(core, owner, {"environments": ["ui"]})
+    assert err.value.message.endswith(
+        "(gg runner up --labels environment=ui) (small states environment=ui, but the facts "
+        "refute it)")
