@@ -35,6 +35,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gg.control import flights, leases, people, runners
 from gg.control.core import Core
+from gg.domain import tokens
+from gg.domain.flights import Flight, required_labels
 from gg.launch import LocalServer, free_port
 from gg.settings import Settings
 from gg.store import open_store
@@ -65,7 +67,7 @@ def fill(data_dir: Path, n_runners: int, n_flights: int, seed: int = 1) -> None:
                          held=[], peer_address=None)
     # Saturate: every runner holds one live lease, so no ready flight is offerable.
     for r in made:
-        f = flights.open_flight(core, owner, command=["sleep", "1"], runner=r.id)
+        flights.open_flight(core, owner, command=["sleep", "1"], runner=r.id)
         leases.try_claim(core, r.id)
     with core.store.atomic():
         for r in made[:40]:
@@ -74,9 +76,6 @@ def fill(data_dir: Path, n_runners: int, n_flights: int, seed: int = 1) -> None:
             core.store.update_runner(r.id, health="degraded: bwrap is missing")
         for r in made[60:80]:
             core.store.update_runner(r.id, ownership="claimed", owner=folks[1]["id"], reserved=True)
-    from gg.domain.flights import Flight, required_labels
-    from gg.domain import tokens
-
     now = core.now()
     with core.store.atomic():
         for i in range(n_flights):
@@ -90,7 +89,7 @@ def fill(data_dir: Path, n_runners: int, n_flights: int, seed: int = 1) -> None:
     core.store.close()
 
 
-def keep_online(data_dir: Path, n_runners: int) -> None:
+def keep_online(data_dir: Path) -> None:
     core = Core(store=open_store(data_dir), settings=Settings())
     with core.store.atomic():
         core.store.db.run("UPDATE runners SET last_seen_at = ?", (time.time(),))
@@ -132,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         fill(root / "data", args.runners, args.flights)
         print(f"filled {args.runners} runners and {args.flights} ready flights in "
               f"{time.perf_counter() - started:.1f}s ({root})", file=sys.stderr)
-        keep_online(root / "data", args.runners)
+        keep_online(root / "data")
         token = server.owner_token()
         http = httpx.Client(base_url=server.url, timeout=120,
                             headers={"authorization": f"Bearer {token}"})

@@ -19,7 +19,7 @@ from functools import lru_cache
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain.environments import label_pair
 from gg.domain.labels import check_labels, dispositions, refuted_pairs
-from gg.domain.runners import Runner
+from gg.domain.runners import Runner, is_online
 from gg.errors import BadRequest
 from gg.meanings import Meaning, compile_meaning, facts_from_inventory
 
@@ -111,8 +111,6 @@ def after_check_in(core: Core, runner: Runner, *, labels: dict[str, str] | None,
 
 def labels_view(core: Core) -> list[dict]:
     """Every runner's labels with their dispositions (``gg runner labels``)."""
-    from gg.domain.runners import is_online
-
     now = core.now()
     stored = core.store.all_dispositions()
     stale = [r for r in core.store.runners()

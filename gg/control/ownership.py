@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gg.control.core import Core
 from gg.control.runners import resolve
+from gg.control.views import runner_view
 from gg.domain.ownership import Change, decide, decide_ownership
 
 
@@ -34,15 +35,13 @@ def _apply(core: Core, person: dict, runner_id: str, outcome: Change,
     if not outcome.values:
         return
     core.store.update_runner(runner_id, **outcome.values)
-    body = {k: v for k, v in outcome.values.items()}
+    body = dict(outcome.values)
     if before is not None:
         body["before"] = before
     core.event(outcome.event, actor=person["name"], runner_id=runner_id, **body)
 
 
 def _after(core: Core, runner_id: str, outcome: Change) -> dict:
-    from gg.control.views import runner_view
-
     if outcome.values:
         core.signals.ready_changed()  # a release or unclaim may let it take waiting flights
         core.signals.event_added()

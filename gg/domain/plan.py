@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from gg.domain.flights import Flight, Stage
-from gg.domain.matching import Block, Seat, blockers, missing_labels
+from gg.domain.matching import Block, Seat, blockers
 from gg.domain.waiting import Context, Waiting, label_text, refuted_holders, why_waiting
 
 # Who can make a prerequisite true, in the words SPEC 7 uses.
