@@ -139,7 +139,8 @@ def test_a_malformed_meaning_is_refused_with_its_position_and_nothing_is_charted
     assert json.loads(fleet.gg("gates", "--json").stdout) == []
 
 
-def test_a_root_listing_an_environment_no_live_runner_advertises_is_refused(fleet, tmp_path):
+def test_a_root_listing_an_environment_no_live_runner_advertises_is_refused(make_fleet, tmp_path):
+    fleet = make_fleet({"GG_OFFLINE_AFTER": "30"})  # ui-1 must read live even under load
     airspace = tmp_path / "airspace"
     airspace.mkdir()
     (airspace / "root.yaml").write_text("environments: [ui, nightly]\n")
