@@ -42,6 +42,7 @@ class CheckIn(Request):
     readings: Json = {}
     inventory: Json | None = None
     capabilities: Json | None = None
+    labels: Labels | None = None  # the runner's labels as it states them now (registered runners)
     version: Annotated[str | None, StringConstraints(max_length=64)] = None
     held: Annotated[list[Annotated[str, StringConstraints(max_length=64)]], Field(max_length=256)] = []
     # enrolment: the agents this runner has, and its latest maintenance report

@@ -39,10 +39,10 @@ def _globals(
 
 
 def _register() -> None:
-    from gg.cli import admin, demo, events, flights, gates, people, runners, sent, server
+    from gg.cli import admin, demo, events, flights, gates, people, placement, runners, sent, server
     from gg.cli import airspace, credentials, fleet  # enrolment
 
-    for module in (server, people, runners, admin, sent, flights, gates, events, demo,
+    for module in (server, people, runners, admin, sent, flights, gates, placement, events, demo,
                    airspace, fleet, credentials):
         module.register(app)
 

@@ -7,6 +7,7 @@ import secrets
 
 from gg import keys
 from gg.control import health
+from gg.control import labels as label_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import tokens
 from gg.domain.runners import AdminState, Runner, silently_gone, version_skew
@@ -23,6 +24,7 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
         raise BadRequest("a runner name is 1-63 letters, digits, '.', '_' or '-'")
     if not keys.valid_public_key(public_key):
         raise BadRequest("public_key is not a base64 Ed25519 public key")
+    labels = label_ops.checked(labels)
     now = core.now()
     credential = tokens.mint(tokens.RUNNER)
     expires = now + core.settings.runner_credential_ttl
@@ -52,6 +54,7 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
         core.event("info:runner:registered", actor=person["name"], runner_id=runner_id,
                    name=name, superseded=existing is not None)
         runner = core.store.runner(runner_id)
+        label_ops.refresh(core, runner)
     core.signals.event_added()
     return runner, credential
 
@@ -99,7 +102,8 @@ def renew_credential(core: Core, runner: Runner, nonce: str, signature: str) -> 
 
 def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | None,
              capabilities: dict | None, version: str | None, held: list[str],
-             peer_address: str | None, workers: int | None = None) -> dict:
+             peer_address: str | None, workers: int | None = None,
+             labels: dict[str, str] | None = None) -> dict:
     now = core.now()
     with core.store.atomic():
         skew = version_skew(version, core.version)
@@ -117,12 +121,17 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
                        pair=pair, runner_version=version, server_version=core.version)
         core.store.update_runner(runner.id, **values)
         more_work = health.judge(core, core.store.runner(runner.id), now, checked=True)
+        relabelled = label_ops.after_check_in(
+            core, core.store.runner(runner.id), labels=labels,
+            facts_changed=inventory is not None or capabilities is not None)
         note_silent_runners(core, now)
         cancelled = _ended_among(core, held)
         runner = core.store.runner(runner.id)
     if more_work:
         core.signals.ready_changed()
     expires = runner.credential_expires_at or now
+    if relabelled:
+        core.signals.ready_changed()
     directives = []
     if expires - now < core.settings.runner_credential_ttl / 3:
         directives.append("renew_credential")

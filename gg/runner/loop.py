@@ -237,6 +237,8 @@ class Runner:
                 "version": __version__, "held": list(self.runs), "workers": self.workers}
         if changed != self._inventory_sent:
             body["inventory"] = inv
+            body["labels"] = self.options.labels  # what this start states (may differ from
+            # the labels it registered with; the server recomputes dispositions)
         body.update(self.fleet.check_in_extras())  # enrolment: agents, maintenance report
         caps = self.capabilities
         if caps is not None and caps != self._capabilities_sent:
