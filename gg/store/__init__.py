@@ -16,10 +16,11 @@ from gg.store.events import EventRows
 from gg.store.flights import FlightRows
 from gg.store.gates import GateRows
 from gg.store.people import PeopleRows
+from gg.store.pools import PoolRows
 from gg.store.runners import RunnerRows
 
 
-class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows):
+class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, PoolRows):
     """The SQLite store (the embedded default)."""
 
     def __init__(self, path: Path | str):
