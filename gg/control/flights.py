@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from gg.control import leases as lease_ops
+from gg.control import pools as pool_ops
 from gg.control import runners as runner_ops
 from gg.control.core import Core
 from gg.domain import tokens
@@ -71,6 +72,7 @@ class Snapshot:
                                   for r in runners]
         self.names = {r.id: r.name for r in runners}
         self.open_gates = {g.id: g for g in core.store.gates(status="open", limit=100000)}
+        self.pool_reasons = pool_ops.waiting_reasons(core, now)
         self._cache: dict = {}
 
     def waiting(self, flight: Flight) -> Waiting | None:
@@ -85,7 +87,8 @@ class Snapshot:
     def context(self, flight: Flight) -> Context:
         gates = [OpenGate(g.id, g.guards, g.cleared_by_words)
                  for g in (self.open_gates.get(gid) for gid in flight.gates) if g is not None]
-        return Context(open_gates=gates, runner_names=self.names)
+        return Context(open_gates=gates, runner_names=self.names,
+                       pool_reason=pool_ops.reason_for(self.pool_reasons, flight))
 
 
 def list_flights(core: Core, *, stage: str | None = None, limit: int = 200) -> list[dict]:
