@@ -40,7 +40,8 @@ def up(
     runner_name = name or socket.gethostname().split(".")[0]
     options = RunnerOptions(server=server_url(), state_dir=config.state_dir(), name=runner_name,
                             labels=label_map, workers=workers, once=once, grace=grace,
-                            person_token=config.resolve_token(cfg))
+                            person_token=config.resolve_token(cfg),
+                            member_code=os.environ.pop(config.ENV_MEMBER_CODE, None))
 
     def say(line: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)

@@ -35,6 +35,7 @@ class RunnerOptions:
     once: bool = False
     grace: float = 30.0
     person_token: str | None = None
+    member_code: str | None = None  # a pool member's one-time ggm_ code (GG_MEMBER_CODE)
 
 
 class Runner:
@@ -60,17 +61,23 @@ class Runner:
     # -- life ------------------------------------------------------------------------------
 
     def run(self) -> int:
-        self._register()
-        self._check_in_once(retry_for=float("inf"))
+        self.come_online()
         self.say(f"runner {self.options.name} ({self.registration.runner_id}) is up: "
                  f"{self.workers} worker(s), labels {_labels(self.options.labels) or '(none)'}")
-        checker = threading.Thread(target=self._check_in_loop, name="check-in", daemon=True)
         claimer = threading.Thread(target=self._claim_loop, name="claim", daemon=True)
-        checker.start()
         claimer.start()
         while not self.stop.wait(0.5):
             pass
         return self._shut_down()
+
+    def come_online(self) -> None:
+        """Register (once), check in, and keep checking in until ``stop``: what every runner
+        process does, whether it flies flights (:meth:`run`) or maintains a pool
+        (:mod:`gg.pool.maintainer`)."""
+        self._register()
+        self._check_in_once(retry_for=float("inf"))
+        checker = threading.Thread(target=self._check_in_loop, name="check-in", daemon=True)
+        checker.start()
 
     def request_stop(self, reason: str | None = None) -> None:
         if reason and not self.exit_reason:
@@ -116,6 +123,8 @@ class Runner:
             self.client.token = reg.credential
             self.claim_client.token = reg.credential
             return
+        if self.options.member_code:
+            return self._join_pool(key)
         if not self.options.person_token:
             raise RunnerExit("this runner is not registered yet: sign in first "
                              "(gg login --server URL --token-file FILE) and run gg runner up again")
@@ -127,13 +136,31 @@ class Runner:
                                           retry_for=float("inf"))
         except ApiError as exc:
             raise RunnerExit(f"registration refused: {exc.message}") from None
-        reg = Registration(server=self.options.server, runner_id=answer["runner"]["id"],
-                           name=self.options.name, credential=answer["credential"],
-                           credential_expires_at=answer.get("credential_expires_at"))
+        self._save_registration(answer["runner"]["id"], answer["credential"],
+                                answer.get("credential_expires_at"))
+
+    def _save_registration(self, runner_id: str, credential: str,
+                           expires_at: float | None) -> None:
+        reg = Registration(server=self.options.server, runner_id=runner_id,
+                           name=self.options.name, credential=credential,
+                           credential_expires_at=expires_at)
         self.state.save_registration(reg)
         self.registration = reg
         self.client.token = reg.credential
         self.claim_client.token = reg.credential
+
+    def _join_pool(self, key) -> None:
+        """A pool member exchanges its one-time code (from its maintainer) for a credential;
+        its labels are the pool strategy's, whatever the machine was started with."""
+        body = {"public_key": keys.public_text(key),
+                "inventory": inventory.inventory(str(self.state.path)), "version": __version__}
+        try:
+            answer = self.client.join_pool(self.options.member_code, body, retry_for=60.0)
+        except ApiError as exc:
+            raise RunnerExit(f"the member code was refused: {exc.message}") from None
+        self.options.labels = dict(answer.get("labels") or {})
+        self._save_registration(answer["runner"]["id"], answer["credential"],
+                                answer.get("credential_expires_at"))
 
     def _renew_credential(self) -> None:
         key = self.state.key()
