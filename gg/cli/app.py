@@ -35,9 +35,9 @@ def _globals(
 
 
 def _register() -> None:
-    from gg.cli import demo, events, flights, gates, people, runners, server
+    from gg.cli import demo, events, flights, gates, people, pools, runners, server, strategies
 
-    for module in (server, people, runners, flights, gates, events, demo):
+    for module in (server, people, runners, flights, gates, events, demo, pools, strategies):
         module.register(app)
 
 
