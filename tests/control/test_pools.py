@@ -218,6 +218,21 @@ def test_members_start_to_warm_plus_waiting_and_never_beyond_pool_max(core, owne
     assert flight["waiting"] == "waiting: pool ui-pool is warming a machine for it"
 
 
+def test_a_flight_waits_with_pool_max_reached_while_every_member_is_busy(core, owner):
+    in_force(core, owner, size=1, warm=1, pool_max=1)
+    keeper = make_runner(core, owner, name="keeper")
+    pools.allow(core, owner, "ui-pool", "keeper")
+    _, runner = ready_member(core, keeper)
+    flights.open_flight(core, owner, command=["true"], environment="ui")
+    assert leases.try_claim(core, runner.id) is not None
+    waiting = flights.open_flight(core, owner, command=["true"], environment="ui")
+    shown = flights.show_flight(core, waiting.id)
+    assert shown["waiting"] == ("waiting: pool ui-pool's limits allow no more machines now "
+                                "(pool-max 1 reached)")
+    sent = flights.open_flight(core, owner, command=["true"], environment="ui", runner="keeper")
+    assert "pool" not in flights.show_flight(core, sent.id)["waiting"]  # not a member's flight
+
+
 def test_outside_active_hours_nothing_starts_and_the_waiting_sentence_says_so(core, owner,
                                                                                clock):
     in_force(core, owner, hours="08:00-20:00 UTC")

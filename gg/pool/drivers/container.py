@@ -107,8 +107,11 @@ class ContainerDriver:
         name = self.container(member_id)
         self._run([self.name, "stop", "--time", str(STOP_GRACE), name], None, QUICK + STOP_GRACE)
         code, _, err = self._run([self.name, "rm", "--force", name], None, QUICK)
-        if code != 0 and "no such container" not in err.lower():
+        if code != 0 and self._exists(name):  # a container that is not there is removed
             raise DriverError(f"{self.name} could not remove {name}: {_last_line(err)}")
+
+    def _exists(self, name: str) -> bool:
+        return self._run([self.name, "container", "inspect", name], None, QUICK)[0] == 0
 
     def running(self, member_id: str) -> bool:
         code, out, _ = self._run([self.name, "inspect", "--format", "{{.State.Running}}",
