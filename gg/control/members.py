@@ -5,17 +5,20 @@ checked against a plan computed afresh inside the same write transaction, so a m
 cannot start a member the bounds do not allow, nor touch one that has just taken a flight:
 the action is refused with ``plan_changed`` and the maintainer asks for the plan again.
 
-Every member cycle has its own runner row::
+A member has one runner row for its whole life (so ``gg runners`` and flight history name it
+the same way across resets); each cycle gives that row a fresh key and credential::
 
     start / roll / replace --> member (starting) + ggm_ code (MEMBER_CODE_TTL)
-    code exchanged (POST /v1/members/join) --> runner row, kind "member", labels fixed
-        from the strategy, credential valid MEMBER_CREDENTIAL_TTL and never renewed
-    reset --> the old runner row is retired (credential dead, never offered work again),
-        the member gets a new code; its next join makes the next row
-    remove / roll / replace --> the old runner row is retired, the member is deleted
+    code exchanged (POST /v1/members/join) --> its runner row (made on the first join),
+        kind "member", labels fixed from the strategy, a new key, a credential valid
+        MEMBER_CREDENTIAL_TTL that is never renewed
+    reset --> the row's credential is dead and the row is offline (a goodbye) until the
+        next cycle checks in; the member gets a new code
+    remove / roll / replace --> the row is retired (kept for history), the member deleted
 
-Retiring is what keeps an action from racing a claim: a retired runner is never offered a
-flight, and the answer to the action comes only after the retirement is committed.
+Ending the cycle in the same transaction as the plan check is what keeps an action from
+racing a claim: an offline or retired runner is never offered a flight, and the answer to
+the action comes only after that is committed.
 """
 
 from __future__ import annotations
@@ -39,13 +42,13 @@ _NAME_ROOM = 50  # a member's name is POOL-<id>, within a runner name's 63 chara
 def act(core: Core, runner: Runner, pool: str, kind: str,
         member_id: str | None = None) -> tuple[dict, list[str]]:
     """Carry out the control plane's side of one planned action. Returns the answer for the
-    maintainer (with a new member's one-time code) and the runner rows it retired."""
+    maintainer (with a new member's one-time code) and the runner whose cycle it ended."""
     if kind not in ACTIONS:
         raise BadRequest(f"action must be one of {', '.join(ACTIONS)} (got {kind!r})")
     if kind != "start" and not member_id:
         raise BadRequest(f"a {kind} names the member it acts on")
     now = core.now()
-    retired: list[str] = []
+    ended: list[str] = []
     with core.store.atomic():
         lease_ops.expire_due(core, now)
         record = maintained(core, runner, pool, claim=True)
@@ -57,7 +60,7 @@ def act(core: Core, runner: Runner, pool: str, kind: str,
         answer: dict = {"action": kind, "member_id": member_id}
         if kind in ("remove", "roll", "replace"):
             member = core.store.member(member_id)
-            retired += _end_cycle(core, member, now)
+            ended += _end_cycle(core, member, now, retire=True)
             core.store.delete_member(member_id)
             answer["removed"] = member_id
         if kind in ("start", "roll", "replace"):
@@ -65,15 +68,16 @@ def act(core: Core, runner: Runner, pool: str, kind: str,
             answer.update(member=_member_dict(member), code=code)
         if kind == "reset":
             member = core.store.member(member_id)
-            retired += _end_cycle(core, member, now)
+            ended += _end_cycle(core, member, now, retire=False)
             code = tokens.mint(tokens.MEMBER_CODE)
             core.store.update_member(
                 member_id, state="resetting", digest=action.digest, resets=member.resets + 1,
-                runner_id=None, code_hash=tokens.digest(code),
+                cycle_grants=core.store.grants_to(member.runner_id) if member.runner_id else 0,
+                code_hash=tokens.digest(code),
                 code_expires_at=now + core.settings.member_code_ttl, cycle_started_at=now,
                 updated_at=now)
             answer.update(member=_member_dict(core.store.member(member_id)), code=code)
-    return answer, retired
+    return answer, ended
 
 
 def _planned(plan: PoolPlan, kind: str, member_id: str | None) -> Action | None:
@@ -85,13 +89,16 @@ def _planned(plan: PoolPlan, kind: str, member_id: str | None) -> Action | None:
     return None
 
 
-def _end_cycle(core: Core, member: PoolMember, now: float) -> list[str]:
-    """Retire the member's current runner row: its credential is dead at once."""
+def _end_cycle(core: Core, member: PoolMember, now: float, *, retire: bool) -> list[str]:
+    """End the member's cycle: its credential is dead at once and its runner is offline
+    (reset) or retired (removed). Returns the runner whose parked claim must be answered."""
     if member.runner_id is None:
         return []
-    core.store.update_runner(member.runner_id, admin_state=AdminState.RETIRED.value,
-                             retired_at=now)
     core.store.set_credential(member.runner_id, None, None, None)
+    values: dict = {"goodbye_at": now}
+    if retire:
+        values.update(admin_state=AdminState.RETIRED.value, retired_at=now)
+    core.store.update_runner(member.runner_id, **values)
     return [member.runner_id]
 
 
@@ -141,19 +148,29 @@ def join(core: Core, code: str | None, *, public_key: str, inventory: dict,
                              "for every cycle")
         credential = tokens.mint(tokens.RUNNER)
         expires = now + core.settings.member_credential_ttl
-        runner = Runner(id=tokens.new_id("r_"), name=member.name, public_key=public_key,
-                        labels={"environment": record.in_force.environment}, workers=1,
-                        started_workers=1, inventory=inventory, version=version,
-                        version_skew=version_skew(version, core.version), kind=MEMBER_KIND,
-                        created_at=now, credential_expires_at=expires,
-                        policy=default_policy(core, 1))
-        core.store.insert_runner(runner, credential_hash=tokens.digest(credential),
-                                 credential_fingerprint=tokens.fingerprint(credential))
-        core.store.update_member(member.id, runner_id=runner.id, code_hash=None,
+        fields = dict(public_key=public_key, labels={"environment": record.in_force.environment},
+                      workers=1, started_workers=1, inventory=inventory, version=version,
+                      version_skew=version_skew(version, core.version), kind=MEMBER_KIND,
+                      credential_expires_at=expires, goodbye_at=None, last_seen_at=None,
+                      offline_noted_at=None)
+        runner_id = member.runner_id
+        if runner_id is None:  # the member's first cycle makes its runner row
+            runner_id = tokens.new_id("r_")
+            core.store.insert_runner(
+                Runner(id=runner_id, name=member.name, created_at=now,
+                       policy=default_policy(core, 1), **fields),
+                credential_hash=tokens.digest(credential),
+                credential_fingerprint=tokens.fingerprint(credential))
+        else:
+            core.store.update_runner(runner_id, **fields)
+            core.store.set_credential(runner_id, tokens.digest(credential),
+                                      tokens.fingerprint(credential), expires)
+        core.store.update_member(member.id, runner_id=runner_id, code_hash=None,
                                  code_expires_at=None, updated_at=now)
-        core.event("info:runner:registered", actor=f"pool:{member.pool}", runner_id=runner.id,
-                   at=now, name=member.name, member=member.id, pool=member.pool)
-        runner = core.store.runner(runner.id)
+        core.event("info:runner:registered", actor=f"pool:{member.pool}", runner_id=runner_id,
+                   at=now, name=member.name, member=member.id, pool=member.pool,
+                   cycle=member.resets)
+        runner = core.store.runner(runner_id)
     core.signals.event_added()
     return {"runner": runner_view(core, runner), "credential": credential,
             "credential_expires_at": expires, "labels": runner.labels,

@@ -134,7 +134,7 @@ class Look:
     runners: dict[str, Runner]
     online: dict[str, bool]
     held: dict[str, list[str]]  # member id -> flights its runner holds a live lease on
-    flew: set[str]  # runner ids ever granted a lease (one runner row per member cycle)
+    flew: set[str]  # members whose runner was granted a lease in this cycle
     waiting: int
     plan: PoolPlan
     now: float
@@ -143,7 +143,7 @@ class Look:
     def member_view(self, m: PoolMember) -> dict:
         runner = self.runners.get(m.runner_id) if m.runner_id else None
         held = self.held.get(m.id, [])
-        ended = m.runner_id in self.flew and not held
+        ended = m.id in self.flew and not held
         return {"id": m.id, "name": m.name, "pool": m.pool,
                 "state": shown_state(m.state, leased=bool(held), flight_ended=ended),
                 "stored_state": m.state, "online": self.online.get(m.id, False),
@@ -166,13 +166,14 @@ def look(core: Core, record: StrategyRecord, now: float) -> Look:
             live = [f.id for f in flights if (f.lease_expires_at or 0) > now]
             if live:
                 held[m.id] = live
-    flew = core.store.runners_that_flew(runner_ids)
+    flew = {m.id for m in members if m.runner_id in runners
+            and core.store.grants_to(m.runner_id) > m.cycle_grants}
     online = {m.id: m.runner_id in runners and is_online(runners[m.runner_id], now,
                                                           core.settings.offline_after)
               for m in members}
     planned = {m.id: Member(
         id=m.id, state=m.state, digest=m.digest, leased=m.id in held,
-        flight_ended=m.runner_id in flew and m.id not in held,
+        flight_ended=m.id in flew and m.id not in held,
         credential_expires_at=(runners[m.runner_id].credential_expires_at
                                if m.runner_id in runners else None),
         online=online[m.id]) for m in members}
@@ -218,8 +219,8 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
         for m in before.members:
             state = reconciled_state(
                 m.state, running=m.id in running, online=before.online[m.id],
-                leased=m.id in before.held, flew=m.runner_id in before.flew,
-                joined=m.runner_id is not None,
+                leased=m.id in before.held, flew=m.id in before.flew,
+                joined=m.code_hash is None,
                 code_expired=code_refusal(m.code_expires_at, now))
             if state != m.state:
                 core.store.update_member(m.id, state=state, updated_at=now)

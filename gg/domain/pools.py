@@ -34,9 +34,10 @@ SETTLING = ("starting", "resetting")
 
 @dataclass
 class PoolMember:
-    """One member as the store keeps it. ``runner_id`` names the runner row of the member's
-    current cycle (a reset or a new code starts a new cycle with a new row), or None until
-    the member has exchanged its code."""
+    """One member as the store keeps it. ``runner_id`` names the member's one runner row
+    (None until its first code is exchanged); each cycle (a start or a reset, with a new
+    code) gives that row a new key and credential. ``code_hash`` is None once the cycle's
+    code is spent: the member has joined."""
 
     id: str
     pool: str
@@ -46,6 +47,7 @@ class PoolMember:
     runner_id: str | None = None
     maintainer_id: str | None = None
     resets: int = 0
+    cycle_grants: int = 0  # leases its runner had been granted when this cycle began
     code_hash: str | None = None
     code_expires_at: float | None = None
     cycle_started_at: float | None = None

@@ -204,6 +204,7 @@ def _pools(db: sqlite_utils.Database) -> None:
             runner_id TEXT,
             maintainer_id TEXT,
             resets INTEGER NOT NULL DEFAULT 0,
+            cycle_grants INTEGER NOT NULL DEFAULT 0,
             code_hash TEXT UNIQUE,
             code_expires_at REAL,
             cycle_started_at REAL,

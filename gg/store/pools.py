@@ -94,13 +94,10 @@ class PoolRows:
         rows = self.db.all("SELECT * FROM members WHERE pool = ? ORDER BY id", (pool,))
         return [member_from_row(r) for r in rows]
 
-    def runners_that_flew(self, runner_ids: list[str]) -> set[str]:
-        """Which of these runners was ever granted a lease (a member's cycle has one row)."""
-        if not runner_ids:
-            return set()
-        rows = self.db.all(f"SELECT DISTINCT runner_id FROM grants WHERE runner_id IN "
-                           f"({','.join('?' * len(runner_ids))})", tuple(runner_ids))
-        return {r[0] for r in rows}
+    def grants_to(self, runner_id: str) -> int:
+        """How many leases ``runner_id`` was ever granted (a member's cycle starts counting
+        from the number at its reset; clocks are never compared)."""
+        return self.db.one("SELECT count(*) FROM grants WHERE runner_id = ?", (runner_id,))[0]
 
     # -- maintainers --------------------------------------------------------------------
 

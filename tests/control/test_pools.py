@@ -304,22 +304,32 @@ def test_a_members_credential_lasts_member_credential_ttl_and_is_never_renewed(c
         runners.authenticate(core, answer["credential"])
 
 
-def test_a_member_whose_flight_ended_is_reset_with_a_new_code_and_a_new_runner(core, owner,
-                                                                                keeper):
-    member, runner = ready_member(core, keeper)
+def test_a_member_whose_flight_ended_is_reset_with_a_new_code_and_a_fresh_credential(
+        core, owner, keeper):
+    member, code = start_member(core, keeper)
+    runner, first = join(core, code)
+    check_in(core, runner)
+    attest(core, keeper, [member["id"]])
     flight = flights.open_flight(core, owner, command=["true"], environment="ui")
     _, grant = leases.try_claim(core, runner.id)
     leases.hand_back(core, runner, flight.id, grant.epoch, "landed", 0, None, None)
     assert plan_actions(core, keeper) == [{"action": "reset", "member_id": member["id"],
                                            "digest": D1}]
-    answer, retired = members.act(core, keeper, "ui-pool", "reset", member["id"])
-    assert retired == [runner.id]
-    old = core.store.runner(runner.id)
-    assert old.admin_state == "retired" and old.credential_expires_at is None
-    again, _ = join(core, answer["code"])
-    assert again.id != runner.id and again.name == runner.name
+    answer, ended = members.act(core, keeper, "ui-pool", "reset", member["id"])
+    assert ended == [runner.id]
+    with pytest.raises(Unauthorized):  # the last cycle's credential died with it
+        runners.authenticate(core, first["credential"])
+    view = pools.plan_view(core, keeper, "ui-pool")["members"][0]
+    assert (view["state"], view["online"]) == ("resetting", False)
+    again, second = join(core, answer["code"])
+    assert again.id == runner.id and again.name == member["name"]  # one row per member
+    assert again.public_key != runner.public_key and again.admin_state == "active"
+    check_in(core, again)
+    attest(core, keeper, [member["id"]])
     stored = core.store.member(member["id"])
-    assert stored.resets == 1 and stored.runner_id == again.id and stored.state == "resetting"
+    assert (stored.resets, stored.state) == (1, "ready")  # the old flight is not this cycle's
+    assert plan_actions(core, keeper) == []
+    assert flights.show_flight(core, flight.id)["runner_name"] == member["name"]
 
 
 def test_an_attestation_turns_gone_processes_into_dirty_or_stopped(core, owner, keeper):

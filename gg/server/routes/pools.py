@@ -86,9 +86,9 @@ async def plan(pool: str, request: Request, runner: Runner = Depends(auth.runner
 @router.post(paths.POOL_ACTIONS)
 async def act(pool: str, body: PoolAction, request: Request,
               runner: Runner = Depends(auth.runner)) -> dict:
-    answer, retired = members.act(request.app.state.core, runner, pool, body.action,
-                                  body.member_id)
-    for runner_id in retired:  # a retired member's parked claim is answered "nothing" now
+    answer, ended = members.act(request.app.state.core, runner, pool, body.action,
+                                body.member_id)
+    for runner_id in ended:  # a member whose cycle ended: its parked claim gets "nothing" now
         request.app.state.dispatcher.release(runner_id)
     return answer
 
