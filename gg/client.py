@@ -160,6 +160,36 @@ class Client:
         clean = {k: v for k, v in params.items() if v is not None}
         return self.request("GET", paths.EVENTS, params=clean, timeout=wait + 15.0)
 
+    # -- enrolment: profiles, tokens, enrolled runners, credential references ---------------
+
+    def apply_profile(self, name: str, mapping: dict) -> dict:
+        return self.request("PUT", paths.PROFILE.format(name=name), json={"profile": mapping})
+
+    def profiles(self) -> list[dict]:
+        return self.request("GET", paths.PROFILES)
+
+    def profile(self, name: str) -> dict:
+        return self.request("GET", paths.PROFILE.format(name=name))
+
+    def mint_enrol_token(self, body: dict) -> dict:
+        return self.request("POST", paths.ENROL_TOKENS, json=body)
+
+    def enrol_tokens(self) -> list[dict]:
+        return self.request("GET", paths.ENROL_TOKENS)
+
+    def revoke_enrol_token(self, fingerprint: str) -> dict:
+        return self.request("POST", paths.ENROL_TOKEN_REVOKE.format(fingerprint=fingerprint))
+
+    def enrol(self, token: str, body: dict, **kw) -> dict:
+        """Spend one use of an enrolment token (it travels as the bearer, never in a URL)."""
+        return self.request("POST", paths.ENROL, json=body, token=token, **kw)
+
+    def set_credential_refs(self, refs: list[dict], **kw) -> dict:
+        return self.request("PUT", paths.RUNNER_CREDENTIALS, json={"refs": refs}, **kw)
+
+    def credential_refs(self) -> list[dict]:
+        return self.request("GET", paths.CREDENTIALS)
+
     # -- strategies and pools (people) --------------------------------------------------------
 
     def strategies(self) -> list[dict]:

@@ -48,7 +48,9 @@ def make_fleet(tmp_path):
     made = []
 
     def make(env: dict[str, str] | None = None) -> Fleet:
-        f = Fleet(tmp_path / f"fleet{len(made)}", {**FAST, **(env or {})}).start()
+        root = tmp_path / f"fleet{len(made)}"
+        root.mkdir(parents=True, exist_ok=True)
+        f = Fleet(root, {**FAST, **(env or {})}).start()
         made.append(f)
         return f
 

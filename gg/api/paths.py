@@ -21,6 +21,14 @@ EVENTS = "/v1/events"
 GATES = "/v1/gates"
 GATE = "/v1/gates/{gate_id}"
 GATE_CLEAR = "/v1/gates/{gate_id}/clear"
+# Enrolment: fleet profiles, enrolment tokens, enrolled runners, credential references.
+PROFILES = "/v1/profiles"
+PROFILE = "/v1/profiles/{name}"
+ENROL_TOKENS = "/v1/enrolment-tokens"
+ENROL_TOKEN_REVOKE = "/v1/enrolment-tokens/{fingerprint}/revoke"
+ENROL = "/v1/enrol"
+RUNNER_CREDENTIALS = "/v1/runner/credentials"
+CREDENTIALS = "/v1/credentials"
 
 # -- pools and strategies (docs/pools.md) ----------------------------------------------------
 STRATEGIES = "/v1/strategies"

@@ -44,6 +44,10 @@ class CheckIn(Request):
     capabilities: Json | None = None
     version: Annotated[str | None, StringConstraints(max_length=64)] = None
     held: Annotated[list[Annotated[str, StringConstraints(max_length=64)]], Field(max_length=256)] = []
+    # enrolment: the agents this runner has, and its latest maintenance report
+    agents: Annotated[list[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]],
+                      Field(max_length=64)] | None = None
+    maintenance: Json | None = None
 
 
 class Claim(Request):

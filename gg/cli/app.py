@@ -7,11 +7,15 @@ becomes one plain line on stderr and an exit code from :class:`gg.cli.exits.Exit
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Optional
 
-import click
-import typer
+# Plain help: Typer's Rich help formatting costs ~150 ms of imports on every `gg --help`.
+# Tables and live views still use Rich (imported only by the commands that draw them).
+os.environ.setdefault("TYPER_USE_RICH", "0")
+
+import typer  # noqa: E402
 
 from gg.cli.context import STATE, CliError
 from gg.cli.exits import Exit, for_status
@@ -35,9 +39,12 @@ def _globals(
 
 
 def _register() -> None:
-    from gg.cli import demo, events, flights, gates, people, pools, runners, server, strategies
+    from gg.cli import demo, events, flights, gates, people, runners, server
+    from gg.cli import airspace, credentials, fleet  # enrolment
+    from gg.cli import pools, strategies  # pools
 
-    for module in (server, people, runners, flights, gates, events, demo, pools, strategies):
+    for module in (server, people, runners, flights, gates, events, demo,
+                   airspace, fleet, credentials, pools, strategies):
         module.register(app)
 
 
@@ -52,15 +59,12 @@ def run(argv: list[str] | None = None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         result = app(args=argv, prog_name="gg", standalone_mode=False)
-        return int(result or 0) if isinstance(result, int) else 0
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.exceptions.Abort:
+        return int(result) if isinstance(result, int) else 0
+    except typer.Exit as exc:
+        return int(getattr(exc, "exit_code", 0) or 0)
+    except typer.Abort:
         sys.stderr.write("aborted\n")
         return 130
-    except click.ClickException as exc:
-        sys.stderr.write(_usage_line(exc) + "\n")
-        return Exit.USAGE
     except CliError as exc:
         if debug:
             raise
@@ -75,6 +79,11 @@ def run(argv: list[str] | None = None) -> int:
         sys.stderr.write("interrupted\n")
         return 130
     except Exception as exc:  # the last line of defence: never a traceback without --debug
+        if _is_usage_error(exc):
+            sys.stderr.write(_usage_line(exc) + "\n")
+            return int(getattr(exc, "exit_code", Exit.USAGE) or Exit.USAGE)
+        if type(exc).__name__ == "Exit":  # click's own Exit, from a vendored click
+            return int(getattr(exc, "exit_code", 0) or 0)
         if debug:
             raise
         sys.stderr.write(f"gg failed unexpectedly: {type(exc).__name__}: {exc} "
@@ -82,7 +91,12 @@ def run(argv: list[str] | None = None) -> int:
         return Exit.FAILURE
 
 
-def _usage_line(exc: click.ClickException) -> str:
+def _is_usage_error(exc: Exception) -> bool:
+    """Click's usage errors (Typer vendors its own click, so match by shape, not class)."""
+    return hasattr(exc, "format_message") and hasattr(exc, "exit_code")
+
+
+def _usage_line(exc) -> str:
     message = exc.format_message()
     ctx = getattr(exc, "ctx", None)
     where = f"{ctx.command_path}: " if ctx is not None else ""

@@ -7,6 +7,7 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -31,16 +32,26 @@ def up(
     workers: int = typer.Option(1, "--workers", min=1, max=256, help="Concurrent flights."),
     once: bool = typer.Option(False, "--once", help="Take one flight, then exit."),
     grace: float = typer.Option(30.0, "--grace", min=0, help="Seconds running flights get to finish on stop."),
+    enrol: Optional[str] = typer.Option(None, "--enrol", metavar="TOKEN",
+                                        help="Enrol with a gge_ token on first start "
+                                             "(env GG_ENROL_TOKEN)."),
+    enrol_file: Optional[Path] = typer.Option(None, "--enrol-file", metavar="FILE",
+                                              help="Read the enrolment token from FILE."),
 ) -> None:
     """Run this machine as a runner until stopped (SIGTERM or Ctrl-C)."""
+    from gg.cli.fleet import enrol_token
     from gg.runner.loop import Runner, RunnerExit, RunnerOptions
 
-    label_map = parse_labels(labels or os.environ.get("GG_RUNNER_LABELS"))
     cfg = settings()
     runner_name = name or socket.gethostname().split(".")[0]
+    token = enrol_token(enrol, enrol_file)  # enrolment: nobody signs in on this machine
+    if token and labels:
+        raise CliError("an enrolled runner's labels come from its fleet profile; drop --labels", 2)
+    label_map = {} if token else parse_labels(labels or os.environ.get("GG_RUNNER_LABELS"))
     options = RunnerOptions(server=server_url(), state_dir=config.state_dir(), name=runner_name,
                             labels=label_map, workers=workers, once=once, grace=grace,
-                            person_token=config.resolve_token(cfg),
+                            person_token=None if token else config.resolve_token(cfg),
+                            enrol_token=token,
                             member_code=os.environ.pop(config.ENV_MEMBER_CODE, None))
 
     def say(line: str) -> None:

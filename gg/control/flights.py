@@ -8,7 +8,7 @@ from gg.control import leases as lease_ops
 from gg.control import pools as pool_ops
 from gg.control import runners as runner_ops
 from gg.control.core import Core
-from gg.domain import tokens
+from gg.domain import fitness, tokens
 from gg.domain.flights import Flight, Stage, required_labels
 from gg.domain.matching import Seat, seat
 from gg.domain.waiting import Context, OpenGate, Waiting, why_waiting
@@ -25,6 +25,8 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
         raise BadRequest("a flight needs a command: gg fly -- CMD ...")
     if len(command) > MAX_COMMAND_ARGS:
         raise BadRequest(f"a command has at most {MAX_COMMAND_ARGS} arguments")
+    if repo is not None and (problem := fitness.repo_problem(repo)):  # enrolment
+        raise BadRequest(f"--repo: {problem}")
     now = core.now()
     with core.store.atomic():
         target = runner_ops.resolve(core, runner).id if runner else None
@@ -79,7 +81,7 @@ class Snapshot:
         if flight.stage not in (Stage.READY.value, Stage.GATED.value):
             return None
         key = (flight.stage, tuple(sorted(flight.requires.items())), flight.runner_target,
-               flight.opened_by, tuple(flight.gates), flight.repo)
+               flight.opened_by, tuple(flight.gates), flight.repo, flight.agent, flight.kind)
         if key not in self._cache:
             self._cache[key] = why_waiting(flight, self.seats, self.context(flight))
         return self._cache[key]
@@ -87,7 +89,8 @@ class Snapshot:
     def context(self, flight: Flight) -> Context:
         gates = [OpenGate(g.id, g.guards, g.cleared_by_words)
                  for g in (self.open_gates.get(gid) for gid in flight.gates) if g is not None]
-        return Context(open_gates=gates, runner_names=self.names,
+        missing = fitness.credential_missing_for(flight.repo, (s.runner for s in self.seats))
+        return Context(open_gates=gates, runner_names=self.names, credential_missing_for=missing,
                        pool_reason=pool_ops.reason_for(self.pool_reasons, flight))
 
 

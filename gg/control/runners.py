@@ -38,7 +38,9 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
         fields = dict(name=name, labels=labels, workers=workers, started_workers=workers,
                       inventory=inventory, version=version,
                       version_skew=version_skew(version, core.version),
-                      registered_by=person["id"], goodbye_at=None)
+                      registered_by=person["id"], goodbye_at=None,
+                      # enrolment: a registration supersedes an enrolment of the same key
+                      kind="registered", profile=None, profile_in_force={})
         if existing is not None:
             core.store.update_runner(existing.id, **fields)
             core.store.set_credential(existing.id, tokens.digest(credential),

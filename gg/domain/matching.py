@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Stage
 from gg.domain.runners import AdminState, Runner, is_online
 
@@ -27,6 +28,7 @@ class Block(str, Enum):
     OFFLINE = "offline"  # 6. liveness
     DEGRADED = "degraded"  # 6. health
     BUSY = "busy"  # 6. no free worker slot
+    UNFIT = "unfit"  # it could never do this work: profile, agent, host, credential (fitness)
 
 
 _ADMIN_BLOCK = {
@@ -78,6 +80,8 @@ def blockers(flight: Flight, seat: Seat) -> list[Block]:
         found.append(Block.DEGRADED)
     if seat.live_leases >= max(runner.workers, 0):
         found.append(Block.BUSY)
+    if unfit(flight, runner) is not None:  # enrolment: gg.domain.fitness
+        found.append(Block.UNFIT)
     return found
 
 

@@ -61,6 +61,10 @@ class Runner:
     credential_expires_at: float | None = None
     checks_at: float | None = None
     profile: str | None = None
+    # Enrolment (gg.domain.fitness): what the control plane knows this machine can do.
+    agents: list[str] = field(default_factory=lambda: ["shell"])  # as the runner reports them
+    credential_refs: list[dict] = field(default_factory=list)  # kind, ref, fingerprint; no secret
+    profile_in_force: dict = field(default_factory=dict)  # its fleet profile in force; {} = none
 
     @property
     def healthy(self) -> bool:

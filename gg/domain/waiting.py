@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Stage
 from gg.domain.matching import Block, Seat, blockers, missing_labels
 
@@ -78,11 +79,10 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         return None
     if ctx.open_gates:
         gate = ctx.open_gates[0]
-        return Waiting(
-            "gated",
-            f"waiting: gate {gate.id} is open ({gate.guards})",
-            f"{gate.cleared_by} can clear it: gg gate clear {gate.id}",
-        )
+        remedy = (f"{gate.cleared_by} clears it when it confirms the item"
+                  if gate.cleared_by == "the machine itself"  # maintenance: no person can
+                  else f"{gate.cleared_by} can clear it: gg gate clear {gate.id}")
+        return Waiting("gated", f"waiting: gate {gate.id} is open ({gate.guards})", remedy)
     if ctx.missing:
         return Waiting("missing", f"waiting: {ctx.missing[0]}", "see gg plan " + flight.id)
     live = [s for s in seats if s.runner.admin_state != "retired"]
@@ -126,6 +126,18 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
             f"gg credential add --repo {slug}",
         )
     label = label_text(flight.requires)
+    # enrolment: a runner that could never do this work does not count as advertising it
+    fit = [s for s in advertising if Block.UNFIT not in found[s.runner.id]]
+    if advertising and not fit:
+        reason = unfit(flight, advertising[0].runner)
+        subject = f"that advertises {label} " if label else ""
+        return Waiting(
+            "unfit",
+            f"waiting: no runner {subject}can take it: {advertising[0].runner.name} cannot "
+            f"because {reason}",
+            "bring up a runner that can, or change its fleet profile (gg fleet profiles)",
+        )
+    advertising = fit
     if advertising:
         words = sorted({_state_word(found[s.runner.id]) for s in advertising},
                        key=[w for _, w in _STATE_WORDS].index)

@@ -17,9 +17,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from gg.client import ApiError, Client, Unreachable
+from gg.runner import repository
 
 FLUSH_EVERY = 0.2
 FLUSH_BYTES = 32_000
@@ -47,6 +48,9 @@ class FlightRun:
     returning: threading.Event = field(default_factory=threading.Event)
     proc: subprocess.Popen | None = None
     exit_code: int | None = None
+    fleet: Any = None  # enrolment: gg.runner.fleet.FleetState (profile, agents, credentials)
+    argv: list[str] | None = None  # enrolment: what the agent runs (gg.runner.repository)
+    base: str | None = None  # enrolment: the commit the repository was cloned at
     _seq: int = 0
     _buffer: list = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -64,6 +68,7 @@ class FlightRun:
         try:
             self._report([{"kind": "started", "body": {"workspace": str(workspace),
                                                        "pid": os.getpid()}}])
+            self.argv = repository.prepare(self, workspace)  # enrolment: agent, clone
             self._start(workspace)
             reader = threading.Thread(target=self._read_output, name=f"out-{self.id}", daemon=True)
             reader.start()
@@ -79,7 +84,11 @@ class FlightRun:
             reader.join(timeout=10)
             self._flush()
             self.exit_code = self.proc.returncode
+            if not (self.lost.is_set() or self.returning.is_set()):
+                repository.finish(self, workspace)  # enrolment: commits, push
             outcome = self._hand_back()
+        except repository.CannotFly as refusal:  # enrolment: not on this machine, or not at all
+            outcome = self._hand_back(refusal.outcome, refusal.reason)
         except _Lost:
             self._stop_process()
             outcome = "ended" if self.ended_by_server.is_set() else "lost"
@@ -98,7 +107,7 @@ class FlightRun:
 
     def _start(self, workspace: Path) -> None:
         command = list(self.flight["command"])
-        argv = ["/bin/sh", "-c", command[0]] if len(command) == 1 else command
+        argv = self.argv or (["/bin/sh", "-c", command[0]] if len(command) == 1 else command)
         env = dict(os.environ)
         for key in list(env):
             if key.startswith("GG_") and key not in ("GG_IMAGE_ROOT",):
@@ -163,10 +172,12 @@ class FlightRun:
         except Unreachable:
             pass  # kept trying for a whole lease; the server will decide
 
-    def _hand_back(self) -> str:
+    def _hand_back(self, outcome: str | None = None, reason: str | None = None) -> str:
         if self.lost.is_set():
             return "ended" if self.ended_by_server.is_set() else "lost"
-        if self.returning.is_set():
+        if outcome is not None:
+            pass  # enrolment: decided by gg.runner.repository
+        elif self.returning.is_set():
             outcome, reason = "returned", "the runner is stopping"
         else:
             outcome = "landed" if self.exit_code == 0 else "failed"

@@ -17,6 +17,7 @@ from typing import Callable
 from gg import __version__, keys
 from gg.client import ApiError, Client, Unreachable
 from gg.runner import inventory
+from gg.runner.fleet import FleetState, enrol
 from gg.runner.flight import FlightRun, Lease
 from gg.runner.state import Registration, StateDir
 
@@ -35,6 +36,7 @@ class RunnerOptions:
     once: bool = False
     grace: float = 30.0
     person_token: str | None = None
+    enrol_token: str | None = None  # enrolment: spent once, on the first start
     member_code: str | None = None  # a pool member's one-time ggm_ code (GG_MEMBER_CODE)
 
 
@@ -57,27 +59,34 @@ class Runner:
         self.exit_reason: str | None = None
         self.registration: Registration | None = None
         self._inventory_sent: dict | None = None
+        self.fleet = FleetState(self.state.path, self.client, say)  # enrolment
+        self.fleet.refresh = lambda: self._check_in_once(retry_for=5.0)
 
     # -- life ------------------------------------------------------------------------------
 
     def run(self) -> int:
-        self.come_online()
-        self.say(f"runner {self.options.name} ({self.registration.runner_id}) is up: "
-                 f"{self.workers} worker(s), labels {_labels(self.options.labels) or '(none)'}")
+        answer = self.come_online()
+        profile = f", profile {self.fleet.profile_name}" if self.fleet.enrolled else ""
+        self.say(f"runner {self.registration.name} ({self.registration.runner_id}) is up: "
+                 f"{self.workers} worker(s), labels "
+                 f"{_labels(answer.get('labels') or {}) or '(none)'}{profile}")
         claimer = threading.Thread(target=self._claim_loop, name="claim", daemon=True)
         claimer.start()
         while not self.stop.wait(0.5):
             pass
         return self._shut_down()
 
-    def come_online(self) -> None:
+    def come_online(self) -> dict:
         """Register (once), check in, and keep checking in until ``stop``: what every runner
         process does, whether it flies flights (:meth:`run`) or maintains a pool
-        (:mod:`gg.pool.maintainer`)."""
+        (:mod:`gg.pool.maintainer`). Returns the first check-in's answer."""
         self._register()
-        self._check_in_once(retry_for=float("inf"))
+        answer = self._check_in_once(retry_for=float("inf"))
+        self.fleet.sync_credentials()  # enrolment: references, never secrets
+        self.fleet.start(self.stop)
         checker = threading.Thread(target=self._check_in_loop, name="check-in", daemon=True)
         checker.start()
+        return answer
 
     def request_stop(self, reason: str | None = None) -> None:
         if reason and not self.exit_reason:
@@ -119,15 +128,22 @@ class Runner:
         reg = self.state.registration()
         key = self.state.key()
         if reg is not None and reg.server == self.options.server:
+            if self.options.enrol_token:
+                self.say("this runner is registered already; the enrolment token was not spent")
             self.registration = reg
             self.client.token = reg.credential
             self.claim_client.token = reg.credential
             return
-        if self.options.member_code:
-            return self._join_pool(key)
+        if self.options.enrol_token:  # enrolment: nobody signs in on this machine
+            self._enrol(key)
+            return
+        if self.options.member_code:  # a pool member: its maintainer's one-time code
+            self._join_pool(key)
+            return
         if not self.options.person_token:
             raise RunnerExit("this runner is not registered yet: sign in first "
-                             "(gg login --server URL --token-file FILE) and run gg runner up again")
+                             "(gg login --server URL --token-file FILE), or enrol it with "
+                             "gg runner up --enrol TOKEN, and run gg runner up again")
         body = {"name": self.options.name, "public_key": keys.public_text(key),
                 "labels": self.options.labels, "workers": self.workers,
                 "inventory": inventory.inventory(str(self.state.path)), "version": __version__}
@@ -148,6 +164,21 @@ class Runner:
         self.registration = reg
         self.client.token = reg.credential
         self.claim_client.token = reg.credential
+
+    def _enrol(self, key) -> None:
+        body = {"name": self.options.name, "public_key": keys.public_text(key),
+                "workers": self.workers, "version": __version__,
+                "inventory": inventory.inventory(str(self.state.path))}
+        try:
+            answer = enrol(self.client, self.options.enrol_token, body)
+        except ApiError as exc:
+            raise RunnerExit(f"enrolment refused: {exc.message}") from None
+        self._save_registration(answer["runner"]["id"], answer["credential"],
+                                answer.get("credential_expires_at"))
+        reg = self.registration
+        self.say(f"enrolled as {reg.name} ({reg.runner_id}) with profile "
+                 f"{(answer.get('profile') or {}).get('name')}; the token is spent and "
+                 "not needed again")
 
     def _join_pool(self, key) -> None:
         """A pool member exchanges its one-time code (from its maintainer) for a credential;
@@ -193,11 +224,13 @@ class Runner:
                 "version": __version__, "held": list(self.runs)}
         if changed != self._inventory_sent:
             body["inventory"] = inv
+        body.update(self.fleet.check_in_extras())  # enrolment: agents, maintenance report
         try:
             answer = self.client.check_in(body, retry_for=retry_for)
         except ApiError as exc:
             raise RunnerExit(self._refusal_sentence(exc)) from None
         self._inventory_sent = changed
+        self.fleet.absorb(answer, body)
         self.protocol.update(answer.get("protocol", {}))
         self.protocol["check_in_interval"] = answer.get("check_in_interval",
                                                         self.protocol["check_in_interval"])
@@ -256,7 +289,7 @@ class Runner:
         run = FlightRun(client=self.client, flight=flight, say=self.say,
                         lease=Lease(flight["id"], lease["epoch"], ttl, protocol["lease_renew_at"],
                                     time.monotonic() + ttl),
-                        workspace_root=self.state.workspaces)
+                        workspace_root=self.state.workspaces, fleet=self.fleet)
         if self.stop.is_set():  # granted while stopping: give it straight back
             try:
                 self.client.hand_back(flight["id"], {"epoch": lease["epoch"], "outcome": "returned",

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gg.store.db import Database
 from gg.store.events import EventRows
+from gg.store.fleet import FleetRows
 from gg.store.flights import FlightRows
 from gg.store.gates import GateRows
 from gg.store.people import PeopleRows
@@ -20,7 +21,7 @@ from gg.store.pools import PoolRows
 from gg.store.runners import RunnerRows
 
 
-class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, PoolRows):
+class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows, PoolRows):
     """The SQLite store (the embedded default)."""
 
     def __init__(self, path: Path | str):

@@ -172,6 +172,57 @@ def _gates(db: sqlite_utils.Database) -> None:
     )
 
 
+@migration(300, "fleet profiles, enrolment tokens, runner fitness")
+def _enrolment(db: sqlite_utils.Database) -> None:
+    """Profiles (applied and in force, with history), enrolment tokens (hash only) and what
+    the control plane knows a runner can do: the agents it reports, the credential
+    *references* it registered (never a secret) and its fleet profile in force."""
+    db.executescript(
+        """
+        CREATE TABLE profiles (
+            name TEXT PRIMARY KEY,
+            version INTEGER NOT NULL,
+            applied TEXT NOT NULL,
+            applied_at REAL NOT NULL,
+            applied_by TEXT,
+            in_force TEXT,
+            in_force_version INTEGER,
+            narrowed_by INTEGER,
+            gate_id TEXT
+        );
+        CREATE TABLE profile_versions (
+            name TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            body TEXT NOT NULL,
+            changes TEXT NOT NULL DEFAULT '[]',
+            gate_id TEXT,
+            applied_at REAL NOT NULL,
+            applied_by TEXT,
+            PRIMARY KEY (name, version)
+        );
+        CREATE TABLE enrol_tokens (
+            fingerprint TEXT PRIMARY KEY,
+            token_hash TEXT NOT NULL UNIQUE,
+            profile TEXT NOT NULL,
+            uses INTEGER NOT NULL,
+            uses_left INTEGER NOT NULL CHECK (uses_left >= 0),
+            expires_at REAL NOT NULL,
+            ownership TEXT,
+            owner TEXT,
+            created_at REAL NOT NULL,
+            created_by TEXT,
+            revoked_at REAL,
+            revoked_by TEXT
+        );
+        ALTER TABLE runners ADD COLUMN agents TEXT NOT NULL DEFAULT '["shell"]';
+        ALTER TABLE runners ADD COLUMN credential_refs TEXT NOT NULL DEFAULT '[]';
+        ALTER TABLE runners ADD COLUMN profile_in_force TEXT NOT NULL DEFAULT '{}';
+        CREATE INDEX runners_profile ON runners(profile);
+        CREATE INDEX flights_kind_target ON flights(kind, runner_target, stage);
+        """
+    )
+
+
 # -- pools (400-499) ------------------------------------------------------------------------
 
 

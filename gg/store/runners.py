@@ -8,7 +8,8 @@ from typing import Any
 from gg.domain.runners import Runner
 from gg.store.db import Database, dumps, loads
 
-_JSON = ("labels", "inventory", "capabilities", "readings", "policy")
+_JSON = ("labels", "inventory", "capabilities", "readings", "policy",
+         "agents", "credential_refs", "profile_in_force")  # the last three: enrolment
 _FIELDS = {f.name for f in dataclasses.fields(Runner)}
 
 

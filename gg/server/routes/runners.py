@@ -10,6 +10,7 @@ from gg.control import leases, runners
 from gg.control import views
 from gg.domain.runners import Runner, is_online
 from gg.server import auth
+from gg.server.routes import fleet
 
 router = APIRouter()
 
@@ -42,9 +43,12 @@ async def check_in(body: CheckIn, request: Request, runner: Runner = Depends(aut
     core = request.app.state.core
     was_online = is_online(runner, core.now(), core.settings.offline_after)
     peer = request.client.host if request.client else None
+    extra = fleet.before_check_in(request, runner, body.agents)  # enrolment
     answer = runners.check_in(core, runner, readings=body.readings, inventory=body.inventory,
                               capabilities=body.capabilities, version=body.version,
                               held=body.held, peer_address=peer)
+    fleet.after_check_in(request, runner, body.maintenance)  # enrolment: maintenance report
+    answer.update(extra)
     if not was_online:
         core.signals.ready_changed()
     return answer

@@ -1,0 +1,176 @@
+"""Enrolment tokens and enrolled runners (SPEC 4, 5 "Enrolment").
+
+An admin mints a ``gge_`` token for a profile (shown once; only its SHA-256 is stored). A
+machine spends one use on its first start to register its own Ed25519 key, exactly as a
+registration would, and gets its own ``ggr_`` credential; from then on it never needs the
+token again. Every refused exchange, whatever the reason (unknown, expired, exhausted,
+revoked, or not a ``gge_`` token at all), gets the very same 401 answer; ``gg fleet tokens``
+is where an admin sees why.
+
+The use is spent by ONE conditional ``UPDATE … RETURNING`` inside the exchange's
+``BEGIN IMMEDIATE`` transaction (``Store.spend_enrol_token``), so fifty machines racing for a
+one-use token give exactly one runner. Anything that refuses later in the same transaction
+(a tombstoned key) rolls the decrement back.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gg import keys
+from gg.control import profiles
+from gg.control.core import Core
+from gg.control.runners import default_policy
+from gg.control.people import require_admin
+from gg.domain import tokens
+from gg.domain.enrolment import MAX_TTL, MAX_USES, EnrolToken
+from gg.domain.runners import OWNERSHIPS, Runner, version_skew
+from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
+
+__all__ = ["REFUSED", "enrol", "list_tokens", "mint_token", "on_check_in", "revoke_token"]
+
+REFUSED = "the enrolment token was not accepted"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+def mint_token(core: Core, person: dict, *, profile: str, uses: int = 1,
+               ttl: float | None = None, owner: str | None = None,
+               ownership: str | None = None) -> tuple[EnrolToken, str]:
+    """A new ``gge_`` token for ``profile``; the token itself is returned this once."""
+    require_admin(person)
+    if not 1 <= uses <= MAX_USES:
+        raise BadRequest(f"--uses must be from 1 to {MAX_USES} (got {uses})")
+    ttl = core.settings.enrol_token_ttl if ttl is None else ttl
+    if not 0 < ttl <= MAX_TTL:
+        raise BadRequest(f"--ttl must be more than 0 and at most 30d (got {ttl:g}s)")
+    if ownership is not None and ownership not in OWNERSHIPS:
+        raise BadRequest(f"--ownership must be one of {', '.join(OWNERSHIPS)} (got {ownership})")
+    now = core.now()
+    with core.store.atomic():
+        record = core.store.profile_record(profile)
+        if record is None:
+            raise NotFound(f"no profile {profile} has been applied; apply it first: "
+                           f"gg fleet apply {profile}")
+        owner_id = None
+        if owner is not None:
+            found = core.store.person_by_name(owner) or core.store.person(owner)
+            if found is None:
+                raise NotFound(f"no person {owner}")
+            owner_id = found["id"]
+            ownership = ownership or "claimed"
+        effective = ownership or record.applied.ownership
+        if effective == "claimed" and owner_id is None:
+            raise BadRequest(f"machines enrolled with profile {profile} start claimed; say "
+                             "whose with --owner PERSON, or give --ownership organisation|open")
+        if effective != "claimed" and owner_id is not None:
+            raise BadRequest("--owner goes with --ownership claimed")
+        token = tokens.mint(tokens.ENROLMENT)
+        row = EnrolToken(fingerprint=tokens.fingerprint(token), profile=profile, uses=uses,
+                         uses_left=uses, expires_at=now + ttl, created_at=now,
+                         created_by=person["name"], ownership=ownership, owner=owner_id)
+        core.store.insert_enrol_token(token_hash=tokens.digest(token), token=row)
+        core.event("info:enrolment:token_minted", actor=person["name"], at=now,
+                   fingerprint=row.fingerprint, profile=profile, uses=uses,
+                   expires_at=row.expires_at)
+    core.signals.event_added()
+    return row, token
+
+
+def list_tokens(core: Core, person: dict) -> list[dict]:
+    require_admin(person)
+    now = core.now()
+    people = {p["id"]: p["name"] for p in core.store.people()}
+    rows = []
+    for token in core.store.enrol_tokens():
+        view = token.view(now)
+        view["owner_name"] = people.get(token.owner) if token.owner else None
+        rows.append(view)
+    return rows
+
+
+def revoke_token(core: Core, person: dict, fingerprint: str) -> dict:
+    require_admin(person)
+    now = core.now()
+    with core.store.atomic():
+        token = core.store.enrol_token(fingerprint)
+        if token is None:
+            raise NotFound(f"no enrolment token {fingerprint} (gg fleet tokens lists them)")
+        if core.store.revoke_enrol_token(fingerprint, now, person["name"]):
+            core.event("info:enrolment:token_revoked", actor=person["name"], at=now,
+                       fingerprint=fingerprint, profile=token.profile)
+        token = core.store.enrol_token(fingerprint)
+    core.signals.event_added()
+    return token.view(now)
+
+
+def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers: int,
+          inventory: dict, version: str | None) -> tuple[Runner, str]:
+    """Spend one use of ``token`` and register this machine's key as an enrolled runner."""
+    if not _NAME.match(name or ""):
+        raise BadRequest("a runner name is 1-63 letters, digits, '.', '_' or '-'")
+    if not keys.valid_public_key(public_key):
+        raise BadRequest("public_key is not a base64 Ed25519 public key")
+    if not token or not token.startswith(tokens.ENROLMENT):
+        raise Unauthorized(REFUSED)
+    wanted = tokens.digest(token)
+    now = core.now()
+    credential = tokens.mint(tokens.RUNNER)
+    expires = now + core.settings.runner_credential_ttl
+    with core.store.atomic():
+        spent = core.store.spend_enrol_token(wanted, now)
+        if spent is None or not tokens.same_digest(spent[1], wanted):
+            raise Unauthorized(REFUSED)
+        grant = spent[0]
+        if core.store.tombstoned(public_key):  # rolls the spent use back
+            raise Forbidden("this runner key was retired and can never register again")
+        record = core.store.profile_record(grant.profile)
+        in_force = record.in_force if record else None
+        ownership = grant.ownership or (record.applied.ownership if record else "organisation")
+        if ownership == "claimed" and grant.owner is None:  # the profile changed since minting
+            ownership = "organisation"
+        fields = dict(name=name, labels={}, workers=workers, started_workers=workers,
+                      inventory=inventory, version=version,
+                      version_skew=version_skew(version, core.version),
+                      registered_by=grant.created_by, goodbye_at=None, kind="enrolled",
+                      profile=grant.profile, ownership=ownership, owner=grant.owner,
+                      reserved=False)
+        existing = core.store.runner_by_key(public_key)
+        if existing is not None:
+            core.store.update_runner(existing.id, **fields)
+            core.store.set_credential(existing.id, tokens.digest(credential),
+                                      tokens.fingerprint(credential), expires)
+            runner_id = existing.id
+        else:
+            runner = Runner(id=tokens.new_id("r_"), public_key=public_key, created_at=now,
+                            policy=default_policy(core, workers), credential_expires_at=expires,
+                            **fields)
+            core.store.insert_runner(runner, credential_hash=tokens.digest(credential),
+                                     credential_fingerprint=tokens.fingerprint(credential))
+            runner_id = runner.id
+        profiles.sync_runner(core, core.store.runner(runner_id), in_force)
+        core.event("info:runner:enrolled", actor=f"enrolment:{grant.fingerprint}",
+                   runner_id=runner_id, at=now, name=name, profile=grant.profile,
+                   token=grant.fingerprint, superseded=existing is not None)
+        runner = core.store.runner(runner_id)
+    core.signals.event_added()
+    return runner, credential
+
+
+def on_check_in(core: Core, runner: Runner, *, agents: list[str] | None) -> dict:
+    """Before the core check-in: remember the agents the runner reports. Returns what the
+    check-in answer adds for the runner: its profile in force (or null)."""
+    if agents is not None:
+        reported = sorted(set(agents))
+        if reported != sorted(runner.agents or []):
+            with core.store.atomic():
+                core.store.update_runner(runner.id, agents=reported)
+            core.signals.ready_changed()
+    return {"profile": runner_profile(runner)}
+
+
+def runner_profile(runner: Runner) -> dict | None:
+    """What an enrolled runner is told about its profile: the profile in force, or None
+    (registered runners, and enrolled ones whose profile is not in force)."""
+    if runner.kind != "enrolled":
+        return None
+    return {"name": runner.profile, "in_force": runner.profile_in_force or None}
