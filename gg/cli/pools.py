@@ -98,24 +98,26 @@ def maintain(
                                          help="This maintainer's own state (default: GG_STATE_DIR, "
                                               "else a maintain-POOL dir beside the runner's)."),
     enrol: Optional[str] = typer.Option(None, "--enrol", metavar="TOKEN",
-                                        help="Enrol with a gge_ token whose profile has the maintain role."),
+                                        help="Enrol with a gge_ token whose profile has the "
+                                             "maintain role (env GG_ENROL_TOKEN)."),
+    enrol_file: Optional[Path] = typer.Option(None, "--enrol-file", metavar="FILE",
+                                              help="Read the enrolment token from FILE."),
     once: bool = typer.Option(False, "--once", help="One plan, carried out and attested; then exit."),
 ) -> None:
     """Maintain POOL on this host: ask for the plan, carry it out, attest.
 
     Needs the maintain role in this runner's fleet profile, or gg pool allow POOL RUNNER."""
+    from gg.cli.fleet import enrol_token
     from gg.pool.maintainer import Maintainer, MaintainerExit, MaintainerOptions
 
-    if enrol or os.environ.get("GG_ENROL_TOKEN"):
-        raise CliError("enrolment is not available in this build yet: sign in (gg login) to "
-                       f"register this host, and have an admin run gg pool allow {pool} RUNNER",
-                       int(Exit.USAGE))
+    token = enrol_token(enrol, enrol_file)  # enrolled: nobody signs in on this host
     cfg = settings()
     host = socket.gethostname().split(".")[0]
     options = MaintainerOptions(
         server=server_url(), pool=pool, state_dir=state or _state_dir(pool),
         name=name or f"{host}-maintain-{pool}"[:63], images_dir=images or config.images_dir(),
-        person_token=config.resolve_token(cfg), max_cycles=1 if once else None)
+        person_token=None if token else config.resolve_token(cfg), enrol_token=token,
+        max_cycles=1 if once else None)
 
     def say(line: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)

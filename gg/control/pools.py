@@ -49,35 +49,31 @@ def pool_environments(core: Core) -> set[str]:
             if r.in_force is not None}
 
 
-def profile_roles(core: Core, profile: str) -> frozenset[str] | None:
-    """The roles of fleet profile ``profile`` in force, or None when unknown here.
-
-    Wired by enrolment (fleet profiles in force); until then every profile reads unknown and
-    :func:`may_maintain` falls back to the admin's allow-list.
-    """
-    return None
+def profile_roles(runner: Runner) -> frozenset[str]:
+    """The roles of the runner's fleet profile in force (enrolment keeps it on the row);
+    none while its profile's first gate is open."""
+    return frozenset((runner.profile_in_force or {}).get("roles") or ())
 
 
 def may_maintain(core: Core, runner: Runner, pool: str) -> str | None:
     """Why ``runner`` may not maintain ``pool`` (or call any pool endpoint), or None.
 
-    THE one check: a member never may; an enrolled runner may when its fleet profile has the
-    ``maintain`` role; a registered runner may when an admin allowed it for this pool
-    (``gg pool allow POOL RUNNER``).
+    THE one check: a member never may; an enrolled runner may exactly when its fleet profile
+    in force has the ``maintain`` role; a registered runner may when an admin allowed it for
+    this pool (``gg pool allow POOL RUNNER``).
     """
     if runner.kind == MEMBER_KIND:
         return "a pool member cannot maintain a pool or call any pool endpoint"
     if runner.profile is not None:
-        roles = profile_roles(core, runner.profile)
-        if roles is not None:
-            if MAINTAIN_ROLE in roles:
-                return None
-            return (f"runner {runner.name} may not maintain pool {pool}: its fleet profile "
-                    f"{runner.profile} has no {MAINTAIN_ROLE} role")
+        if MAINTAIN_ROLE in profile_roles(runner):
+            return None
+        return (f"runner {runner.name} may not maintain pool {pool}: its fleet profile "
+                f"{runner.profile} has no {MAINTAIN_ROLE} role in force")
     if core.store.maintainer_allowed(pool, runner.id):
         return None
-    return (f"runner {runner.name} may not maintain pool {pool}: its fleet profile has no "
-            f"{MAINTAIN_ROLE} role and no admin allowed it (gg pool allow {pool} {runner.name})")
+    return (f"runner {runner.name} may not maintain pool {pool}: no admin allowed it "
+            f"(gg pool allow {pool} {runner.name}), and it is not enrolled with a fleet "
+            f"profile that has the {MAINTAIN_ROLE} role")
 
 
 def allow(core: Core, person: dict, pool: str, runner_ref: str) -> dict:
@@ -91,6 +87,10 @@ def allow(core: Core, person: dict, pool: str, runner_ref: str) -> dict:
         if runner.kind == MEMBER_KIND:
             raise Conflict(f"runner {runner.name} is a member of a pool; a member never "
                            "maintains one")
+        if runner.profile is not None:
+            raise Conflict(f"runner {runner.name} is enrolled with fleet profile "
+                           f"{runner.profile}, which decides: add the {MAINTAIN_ROLE} role "
+                           "to that profile")
         core.store.allow_maintainer(pool, runner.id, person["name"], now)
         core.event("info:pool:maintainer_allowed", actor=person["name"], runner_id=runner.id,
                    at=now, pool=pool, runner=runner.name)

@@ -50,6 +50,7 @@ class MaintainerOptions:
     name: str
     images_dir: Path
     person_token: str | None = None
+    enrol_token: str | None = None
     max_cycles: int | None = None
 
 
@@ -61,7 +62,8 @@ class Maintainer:
         self.say = say
         self.stop = stop or threading.Event()
         self.runner = Runner(RunnerOptions(server=options.server, state_dir=options.state_dir,
-                                           name=options.name, person_token=options.person_token),
+                                           name=options.name, person_token=options.person_token,
+                                           enrol_token=options.enrol_token),
                              say=say, stop=self.stop)
         self.api = self.runner.client
         self._make = make

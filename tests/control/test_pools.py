@@ -10,7 +10,17 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from gg.control import flights, gates, leases, members, pools, runners, strategies
+from gg.control import (
+    enrolment,
+    flights,
+    gates,
+    leases,
+    members,
+    pools,
+    profiles,
+    runners,
+    strategies,
+)
 from gg.control.core import Core
 from gg.control.people import add_person, bootstrap
 from gg.errors import Conflict, Forbidden, Unauthorized
@@ -187,6 +197,34 @@ def test_only_an_allowed_runner_maintains_and_a_member_never_does(core, owner, k
                  lambda: attest(core, member_runner, [])):
         with pytest.raises(Forbidden, match="a pool member cannot maintain"):
             call()
+
+
+def enrolled_host(core, owner, profile: str, roles: list[str]):
+    """A machine enrolled with ``profile`` (in force, its gate cleared)."""
+    answer = profiles.apply_profile(core, owner, profile, {
+        "purpose": "hosts a pool", "roles": roles, "environment": "ui"})
+    if answer["gate"]:
+        gates.clear_gate(core, answer["gate"]["id"], person=owner)
+    _, token = enrolment.mint_token(core, owner, profile=profile)
+    runner, _ = enrolment.enrol(core, token, name=f"{profile}-host", public_key=public_key(),
+                                workers=1, inventory={}, version=None)
+    return runner
+
+
+def test_an_enrolled_runner_maintains_exactly_when_its_profile_has_the_maintain_role(core,
+                                                                                    owner):
+    in_force(core, owner)
+    host = enrolled_host(core, owner, "pool-host", ["maintain"])
+    assert pools.may_maintain(core, host, "ui-pool") is None
+    plain = enrolled_host(core, owner, "builder", ["runner"])
+    assert pools.may_maintain(core, plain, "ui-pool") == (
+        "runner builder-host may not maintain pool ui-pool: its fleet profile builder has no "
+        "maintain role in force")
+    with pytest.raises(Conflict, match="add the maintain role to that profile"):
+        pools.allow(core, owner, "ui-pool", plain.id)  # the profile decides, not an allow
+    profiles.apply_profile(core, owner, "pool-host", {  # the role removed: at once
+        "purpose": "hosts a pool", "roles": ["runner"], "environment": "ui"})
+    assert "no maintain role" in pools.may_maintain(core, core.store.runner(host.id), "ui-pool")
 
 
 def test_a_second_maintainer_is_refused_while_the_first_is_online(core, owner, keeper, clock):
