@@ -264,13 +264,24 @@ def _did_text(did: dict) -> str:
 
 
 def waiting_reasons(core: Core, now: float) -> dict[str, tuple[str, str]]:
-    """Environment -> the waiting sentence (rungs 3 and 4) of the pool serving it."""
+    """Environment -> the waiting sentence (rungs 3 and 4) of the pool serving it.
+
+    Only while the pool's maintainer is online: a plan nobody carries out warms nothing, so
+    the flight reads the later rungs instead (and ``gg pools`` says the pool needs attention).
+    """
     reasons: dict[str, tuple[str, str]] = {}
     for record in core.store.strategies(in_force=True):
+        if not _maintainer_online(core, record, now):
+            continue
         plan = look(core, record, now).plan
         if plan.waiting is not None:
             reasons.setdefault(record.in_force.environment, plan.waiting)
     return reasons
+
+
+def _maintainer_online(core: Core, record: StrategyRecord, now: float) -> bool:
+    maintainer = core.store.runner(record.maintainer_id) if record.maintainer_id else None
+    return maintainer is not None and is_online(maintainer, now, core.settings.offline_after)
 
 
 def reason_for(reasons: dict[str, tuple[str, str]], flight: Flight) -> tuple[str, str] | None:
@@ -322,6 +333,7 @@ def _pool_view(core: Core, record: StrategyRecord, snap, ready: list[Flight],
     strategy = record.in_force or record.applied
     seen = look(core, record, now)
     maintainer = core.store.runner(record.maintainer_id) if record.maintainer_id else None
+    online = _maintainer_online(core, record, now)
     if record.in_force is None:
         problem = f"its strategy is not in force yet (gate {record.gate_id} is open)"
     else:
@@ -341,8 +353,7 @@ def _pool_view(core: Core, record: StrategyRecord, snap, ready: list[Flight],
         "pool_max": strategy.bounds.pool_max,
         "active_hours": str(strategy.bounds.active_hours) if strategy.bounds.active_hours else None,
         "in_force": record.in_force is not None, "gate": record.gate_id,
-        "maintainer": ({"id": maintainer.id, "name": maintainer.name,
-                        "online": is_online(maintainer, now, core.settings.offline_after)}
+        "maintainer": ({"id": maintainer.id, "name": maintainer.name, "online": online}
                        if maintainer else None),
         "members": [seen.member_view(m) for m in seen.members],
         "last_attested_at": record.last_attested_at,

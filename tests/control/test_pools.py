@@ -279,6 +279,10 @@ def test_outside_active_hours_nothing_starts_and_the_waiting_sentence_says_so(co
     clock.now = datetime(2024, 6, 3, 21, 0, tzinfo=UTC).timestamp()
     check_in(core, core.store.runner(keeper.id))
     flight = flights.open_flight(core, owner, command=["true"], environment="ui")
+    # Nobody maintains the pool yet: a plan nobody carries out warms nothing.
+    assert flights.show_flight(core, flight.id)["waiting"] == (
+        "waiting: no runner advertises environment=ui")
+    attest(core, keeper, [])
     view = pools.plan_view(core, keeper, "ui-pool")
     assert view["actions"] == [] and view["in_hours"] is False
     with pytest.raises(Conflict, match="no longer says start"):
