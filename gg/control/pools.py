@@ -15,7 +15,7 @@ or attested, until it goes offline.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gg.control.core import Core
 from gg.control.people import require_admin
@@ -138,7 +138,6 @@ class Look:
     waiting: int
     plan: PoolPlan
     now: float
-    planned: dict[str, Member] = field(default_factory=dict)
 
     def member_view(self, m: PoolMember) -> dict:
         runner = self.runners.get(m.runner_id) if m.runner_id else None
@@ -171,18 +170,18 @@ def look(core: Core, record: StrategyRecord, now: float) -> Look:
     online = {m.id: m.runner_id in runners and is_online(runners[m.runner_id], now,
                                                           core.settings.offline_after)
               for m in members}
-    planned = {m.id: Member(
+    planned = [Member(
         id=m.id, state=m.state, digest=m.digest, leased=m.id in held,
         flight_ended=m.id in flew and m.id not in held,
         credential_expires_at=(runners[m.runner_id].credential_expires_at
                                if m.runner_id in runners else None),
-        online=online[m.id]) for m in members}
+        online=online[m.id]) for m in members]
     waiting = core.store.count_ready_requiring({"environment": strategy.environment})
     if record.in_force is None:
         plan = plan_pool(strategy.pool_spec(), [], 0, now)  # nothing runs before the gate
     else:
-        plan = plan_pool(strategy.pool_spec(), list(planned.values()), waiting, now)
-    return Look(record, members, runners, online, held, flew, waiting, plan, now, planned)
+        plan = plan_pool(strategy.pool_spec(), planned, waiting, now)
+    return Look(record, members, runners, online, held, flew, waiting, plan, now)
 
 
 def plan_view(core: Core, runner: Runner, pool: str) -> dict:

@@ -363,7 +363,7 @@ def test_a_member_whose_flight_ended_is_reset_with_a_new_code_and_a_fresh_creden
         runners.authenticate(core, first["credential"])
     view = pools.plan_view(core, keeper, "ui-pool")["members"][0]
     assert (view["state"], view["online"]) == ("resetting", False)
-    again, second = join(core, answer["code"])
+    again, _ = join(core, answer["code"])
     assert again.id == runner.id and again.name == member["name"]  # one row per member
     assert again.public_key != runner.public_key and again.admin_state == "active"
     check_in(core, again)

@@ -32,23 +32,23 @@ def strategy(**over):
 
 @pytest.mark.parametrize("facts, expected", [
     # a gone process: dirty after a flight, stopped otherwise, untouched while it holds a lease
-    (dict(state="ready", running=False, flew=True), "dirty"),
-    (dict(state="ready", running=False, flew=False), "stopped"),
-    (dict(state="ready", running=False, flew=True, leased=True), "ready"),
-    (dict(state="starting", running=False), "stopped"),
+    ({"state": "ready", "running": False, "flew": True}, "dirty"),
+    ({"state": "ready", "running": False, "flew": False}, "stopped"),
+    ({"state": "ready", "running": False, "flew": True, "leased": True}, "ready"),
+    ({"state": "starting", "running": False}, "stopped"),
     # a running process: settling members become ready once their runner is online
-    (dict(state="starting", running=True, online=True, joined=True), "ready"),
-    (dict(state="resetting", running=True, online=True, joined=True), "ready"),
-    (dict(state="starting", running=True, online=False, joined=True), "starting"),
-    (dict(state="starting", running=True, joined=False), "starting"),
-    (dict(state="starting", running=True, joined=False, code_expired=True), "stopped"),
-    (dict(state="ready", running=True, online=False, joined=True), "ready"),
+    ({"state": "starting", "running": True, "online": True, "joined": True}, "ready"),
+    ({"state": "resetting", "running": True, "online": True, "joined": True}, "ready"),
+    ({"state": "starting", "running": True, "online": False, "joined": True}, "starting"),
+    ({"state": "starting", "running": True, "joined": False}, "starting"),
+    ({"state": "starting", "running": True, "joined": False, "code_expired": True}, "stopped"),
+    ({"state": "ready", "running": True, "online": False, "joined": True}, "ready"),
 ])
 def test_an_attestation_turns_process_facts_into_member_states(facts, expected):
-    base = dict(running=True, online=False, leased=False, flew=False, joined=False,
-                code_expired=False)
-    state = facts.pop("state")
-    assert reconciled_state(state, **{**base, **facts}) == expected
+    base = {"running": True, "online": False, "leased": False, "flew": False, "joined": False,
+            "code_expired": False}
+    given = {k: v for k, v in facts.items() if k != "state"}
+    assert reconciled_state(facts["state"], **{**base, **given}) == expected
 
 
 def test_shown_state_puts_the_control_planes_facts_first():

@@ -66,12 +66,17 @@ class Pool:
     def maintain(self) -> subprocess.Popen:
         env = {**os.environ, **self.fleet.env, "GG_CONFIG_DIR": str(self.fleet.config_dir),
                "GG_STATE_DIR": str(self.state)}
-        log = open(self.root / "keeper.log", "ab")
-        self.proc = subprocess.Popen(
-            gg_argv("--server", self.fleet.url, "runner", "maintain", "ui-pool", "--name",
-                    "keeper"), env=env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+        with open(self.root / "keeper.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                gg_argv("--server", self.fleet.url, "runner", "maintain", "ui-pool", "--name",
+                        "keeper"), env=env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
         return self.proc
+
+    def ready(self, count: int) -> list[dict] | None:
+        """The ready members, once there are ``count`` of them."""
+        members = self.members("ready")
+        return members if len(members) == count else None
 
     def row(self) -> dict:
         return self.fleet.api().pool("ui-pool")
@@ -155,8 +160,8 @@ def test_a_pool_serves_flights_from_its_image_resets_members_and_keeps_its_bound
     allowed_maintainer(pool)
     api = pool.fleet.api()
     first = api.open_flight({"environment": "ui", "command": [
-        'cat "$GG_IMAGE_ROOT/hello.txt"; echo left > "$GG_IMAGE_ROOT/left-behind"; '
-        'ls "$GG_IMAGE_ROOT"']})
+        ('cat "$GG_IMAGE_ROOT/hello.txt"; echo left > "$GG_IMAGE_ROOT/left-behind"; '
+         'ls "$GG_IMAGE_ROOT"')]})
     shown = wait_until(lambda: landed(api, first["id"]), timeout=45, what="the first flight")
     assert output_of(shown) == "hello from the image\nhello.txt\nleft-behind\n"
     clean = 'ls "$GG_IMAGE_ROOT"; test ! -e "$GG_IMAGE_ROOT/left-behind"'
@@ -186,17 +191,20 @@ def test_a_pool_serves_flights_from_its_image_resets_members_and_keeps_its_bound
 def test_a_restarted_maintainer_adopts_its_members_and_a_new_digest_rolls_them(pool):
     pool.apply(size=2, warm=2, pool_max=2)
     allowed_maintainer(pool)
-    before = wait_until(lambda: (lambda ms: ms if len(ms) == 2 else None)(pool.members("ready")),
-                        timeout=45, what="two warm members")
+    before = wait_until(lambda: pool.ready(2), timeout=45, what="two warm members")
     pids = pool.member_pids()
     pool.proc.send_signal(signal.SIGKILL)
     pool.proc.wait()
     killed_at = time.time()
     pool.maintain()
     api = pool.fleet.api()
-    row = wait_until(lambda: (lambda r: r if (r["last_attested_at"] or 0) > killed_at + 1.0
-                              else None)(pool.row()),
-                     timeout=30, what="the restarted maintainer to attest")
+
+    def attested_since_the_restart():
+        row = pool.row()
+        return row if (row["last_attested_at"] or 0) > killed_at + 1.0 else None
+
+    row = wait_until(attested_since_the_restart, timeout=30,
+                     what="the restarted maintainer to attest")
     assert [e for e in api.events(kind="info:pool:attested", limit=1000)
             if e["at"] > killed_at] == []  # it did nothing, and the pool holds the same
     assert sorted(m["id"] for m in row["members"]) == sorted(m["id"] for m in before)
@@ -208,8 +216,8 @@ def test_a_restarted_maintainer_adopts_its_members_and_a_new_digest_rolls_them(p
     assert digest != before[0]["digest"]
 
     def rolled():
-        ready = pool.members("ready")
-        return ready if len(ready) == 2 and all(m["digest"] == digest for m in ready) else None
+        ready = pool.ready(2)
+        return ready if ready and all(m["digest"] == digest for m in ready) else None
 
     new = wait_until(rolled, timeout=60, what="both members on the new digest")
     assert not {m["id"] for m in new} & {m["id"] for m in before}
