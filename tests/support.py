@@ -120,3 +120,27 @@ def make_runner(core, person, name: str = "r1", labels: dict | None = None, work
     runners.check_in(core, runner, readings={}, inventory=None, capabilities=None, version=None,
                      held=[], peer_address=None)
     return core.store.runner(runner.id)
+
+
+def cli(fleet: Fleet, *args: str) -> tuple[int, str, str]:
+    """Run the real CLI in this process against ``fleet`` (as ``fleet.gg`` does, without an
+    interpreter's start-up per command): (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from gg.cli.app import run
+
+    env = {**fleet.env, "GG_CONFIG_DIR": str(fleet.config_dir), "GG_SERVER": fleet.url}
+    saved = {key: os.environ.get(key) for key in env}
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        os.environ.update(env)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = run(list(args))
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return code, out.getvalue(), err.getvalue()

@@ -7,6 +7,7 @@ from dataclasses import fields
 from gg.control import attended as attended_ops
 from gg.control import environments as environment_ops
 from gg.control import leases as lease_ops
+from gg.control import pools as pool_ops
 from gg.control import runners as runner_ops
 from gg.control.core import Core
 from gg.domain import fitness, tokens
@@ -87,6 +88,7 @@ class Snapshot:
         # Who opened a flight matters to the ladder only through a reservation, so flights of
         # everyone who owns no reserved runner share one explanation (and one computation).
         self._reservers = {r.owner for r in runners if r.reserved}
+        self.pool_reasons = pool_ops.waiting_reasons(core, now)
         self._cache: dict = {}
 
     def waiting(self, flight: Flight) -> Waiting | None:
@@ -113,7 +115,8 @@ class Snapshot:
         gates = [OpenGate(g.id, g.guards, g.cleared_by_words)
                  for g in (self.open_gates.get(gid) for gid in flight.gates) if g is not None]
         missing = fitness.credential_missing_for(flight.repo, (s.runner for s in self.seats))
-        return Context(open_gates=gates, runner_names=self.names, credential_missing_for=missing)
+        return Context(open_gates=gates, runner_names=self.names, credential_missing_for=missing,
+                       pool_reason=pool_ops.reason_for(self.pool_reasons, flight))
 
 
 def list_flights(core: Core, *, stage: str | None = None, limit: int = 200) -> list[dict]:

@@ -10,6 +10,7 @@ from gg.control import health
 from gg.control import labels as label_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import tokens
+from gg.domain.pools import MEMBER_KIND
 from gg.domain.runners import AdminState, Runner, silently_gone, version_skew
 from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
 
@@ -77,6 +78,7 @@ def authenticate(core: Core, token: str | None) -> Runner:
 
 
 def challenge(core: Core, runner: Runner) -> dict:
+    _refuse_member_renewal(runner)
     nonce = secrets.token_urlsafe(32)
     with core.store.atomic():
         core.store.add_challenge(tokens.digest(nonce), runner.id, core.now() + _CHALLENGE_TTL)
@@ -85,6 +87,7 @@ def challenge(core: Core, runner: Runner) -> dict:
 
 def renew_credential(core: Core, runner: Runner, nonce: str, signature: str) -> dict:
     """A new credential, only for a signature by the runner's own key over the challenge."""
+    _refuse_member_renewal(runner)
     message = f"gg-renew:{runner.id}:{nonce}".encode()
     now = core.now()
     with core.store.atomic():
@@ -133,7 +136,7 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
     if relabelled:
         core.signals.ready_changed()
     directives = []
-    if expires - now < core.settings.runner_credential_ttl / 3:
+    if runner.kind != MEMBER_KIND and expires - now < core.settings.runner_credential_ttl / 3:
         directives.append("renew_credential")
     if not runner.capabilities:
         directives.append("send_capabilities")
@@ -150,6 +153,14 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
         "server_time": now,
         "server_version": core.version,
     }
+
+
+def _refuse_member_renewal(runner: Runner) -> None:
+    """A pool member's credential (MEMBER_CREDENTIAL_TTL) is never renewed: its pool replaces
+    the member before the credential ends (gg.domain.pool_planner, Replace)."""
+    if runner.kind == MEMBER_KIND:
+        raise Forbidden("a pool member's credential is never renewed; its pool replaces the "
+                        "member before it ends", code="member_not_renewed")
 
 
 def goodbye(core: Core, runner: Runner) -> None:
