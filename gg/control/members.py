@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from gg import keys
 from gg.control import health
+from gg.control import labels as label_ops
 from gg.control import leases as lease_ops
 from gg.control.core import Core
 from gg.control.pools import look, maintained
@@ -165,6 +166,7 @@ def join(core: Core, code: str | None, *, public_key: str, inventory: dict,
             core.store.update_runner(runner_id, **fields)
             core.store.set_credential(runner_id, tokens.digest(credential),
                                       tokens.fingerprint(credential), expires)
+        label_ops.refresh(core, core.store.runner(runner_id))  # dispositions of its labels
         core.store.update_member(member.id, runner_id=runner_id, code_hash=None,
                                  code_expires_at=None, updated_at=now)
         core.event("info:runner:registered", actor=f"pool:{member.pool}", runner_id=runner_id,
