@@ -281,6 +281,10 @@ class Runner:
             self.check_now.set()
         self._apply(answer)
         self.protocol.update(answer.get("protocol", {}))
+        # Never back off longer than a quarter of the renewal slack: a lease must be renewed before it
+        # runs out even when the control plane was away (5 s at the default 20 s slack).
+        cap = min(5.0, max(0.2, float(self.protocol.get("lease_renew_at", 20.0)) / 4))
+        self.client.backoff_cap = self.claim_client.backoff_cap = cap
         self.protocol["check_in_interval"] = answer.get("check_in_interval",
                                                         self.protocol["check_in_interval"])
         for flight_id in answer.get("ended", []):
