@@ -22,7 +22,7 @@ def clock():
 
 @pytest.fixture
 def core(tmp_path, clock):
-    c = Core(store=open_store(tmp_path), settings=Settings(claim_wait=30, lease_ttl=60,
+    c = Core(store=open_store(tmp_path), settings=Settings(dev=True, claim_wait=30, lease_ttl=60,
                                                            offline_after=45), clock=clock)
     bootstrap(c, tmp_path)
     return c

@@ -76,6 +76,14 @@ class Fleet:
         return subprocess.run(gg_argv(*args), env=env, capture_output=True, text=True,
                               check=check, input=input, timeout=timeout)
 
+    def chart(self, name: str, means: str = "true") -> str:
+        """Chart an environment and clear its gate, so flights may use it (SPEC 6)."""
+        api = self.api()
+        gate = api.request("POST", "/v1/environments", json={"name": name, "means": means})["gate"]
+        if gate is not None and api.gate(gate)["status"] == "open":
+            api.clear_gate(gate)
+        return gate
+
     def log(self, name: str) -> str:
         path = self.root / f"runner-{name}.log"
         return path.read_text() if path.exists() else ""

@@ -27,6 +27,7 @@ from gg.errors import Conflict, Forbidden, Unauthorized
 from gg.settings import Settings
 from gg.store import open_store
 
+from placement_support import charted
 from support import Clock, make_runner
 
 D1 = "sha256:" + "1" * 64
@@ -41,14 +42,16 @@ def clock():
 
 @pytest.fixture
 def core(tmp_path, clock):
-    c = Core(store=open_store(tmp_path), settings=Settings(), clock=clock)
+    c = Core(store=open_store(tmp_path), settings=Settings(dev=True), clock=clock)
     bootstrap(c, tmp_path)
     return c
 
 
 @pytest.fixture
 def owner(core):
-    return core.store.person_by_name("owner")
+    person = core.store.person_by_name("owner")
+    charted(core, person, "ui", "true")  # flights may use environment ui
+    return person
 
 
 def mapping(size=4, warm=1, pool_max=3, hours=None, digest=D1, environment="ui"):

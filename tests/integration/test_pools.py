@@ -42,6 +42,7 @@ class Pool:
         path = self.root / "ui.yaml"
         path.write_text(STRATEGY.format(size=size, warm=warm, pool_max=pool_max,
                                         context=self.context))
+        self.fleet.chart("ui")  # flights may use environment ui
         applied = self.gg("strategy", "apply", "ui", str(path), "--json")
         self.fleet.api().clear_gate(applied["gate"]["id"])
         self.build()
