@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 ShortText = Annotated[str, StringConstraints(max_length=200)]
@@ -16,7 +16,26 @@ LabelKey = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]{0,62}$")
 LabelValue = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$")]
 Arg = Annotated[str, StringConstraints(max_length=65536)]
 Labels = Annotated[dict[LabelKey, LabelValue], Field(max_length=64)]
-Json = dict[str, Any]
+MAX_JSON_DEPTH = 32
+
+
+def _shallow(value: dict) -> dict:
+    """Free-form JSON (inventory, readings, fact bodies) nests at most MAX_JSON_DEPTH deep.
+
+    Deeper values would be stored and later blow Python's recursion limit wherever they
+    are copied or encoded (a 5xx on every read of them); they are refused at the door.
+    """
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"nests deeper than {MAX_JSON_DEPTH} levels")
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return value
+
+
+Json = Annotated[dict[str, Any], AfterValidator(_shallow)]
 
 
 class Request(BaseModel):

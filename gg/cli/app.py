@@ -23,6 +23,7 @@ from gg.errors import GGError
 
 app = typer.Typer(
     name="gg", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain click help: importing rich's help renderer costs ~100 ms
     help="Run work on a fleet of machines your organisation controls.",
     context_settings={"help_option_names": ["-h", "--help"]},
 )

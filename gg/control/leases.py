@@ -99,14 +99,17 @@ def assign(core: Core, seats: list[Seat]) -> list[tuple[Flight, leases.Grant]]:
 
 
 def _ready(core: Core) -> Iterable[Flight]:
-    after = 0
+    """Ready flights, oldest first, read in growing batches: the first usually fits, so a
+    claim against a long queue decodes a handful of rows, not ``_SCAN`` of them."""
+    after, size = 0, 8
     while True:
-        batch = core.store.ready_flights(limit=_SCAN, after_seq=after)
+        batch = core.store.ready_flights(limit=size, after_seq=after)
         if not batch:
             return
         for seq, flight in batch:
             after = seq
             yield flight
+        size = min(size * 4, _SCAN)
 
 
 def _first_offerable(core: Core, s: Seat, now: float, flights: Iterable[Flight]):

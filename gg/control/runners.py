@@ -108,7 +108,7 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
              peer_address: str | None, workers: int | None = None,
              labels: dict[str, str] | None = None) -> dict:
     now = core.now()
-    with core.store.atomic():
+    with core.store.atomic(durable=False):  # a heartbeat: no fsync (see Database.atomic)
         skew = version_skew(version, core.version)
         values: dict = dict(last_seen_at=now, readings=readings, peer_address=peer_address,
                             version=version, version_skew=skew)
@@ -180,7 +180,7 @@ def note_silent_runners(core: Core, now: float, *, every: float = 1.0) -> int:
         return 0
     core.silence_scanned_at = now
     noted = 0
-    for runner in core.store.runners():
+    for runner in core.store.silent_candidates(now - core.settings.offline_after):
         if silently_gone(runner, now, core.settings.offline_after):
             core.store.update_runner(runner.id, offline_noted_at=now)
             core.event("warn:runner:aged_out", actor=CONTROL_PLANE, runner_id=runner.id, at=now,

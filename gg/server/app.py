@@ -12,7 +12,7 @@ from gg import __version__
 from gg.control import leases as lease_ops
 from gg.control.core import Core
 from gg.control.people import bootstrap
-from gg.server import errors, liveness
+from gg.server import errors, liveness, metrics
 from gg.server.dispatch import Dispatcher, Watch
 from gg.server.limits import BodyLimit
 from gg.server.routes import admin, fleet, flights, gates, people, placement, pools, runners
@@ -38,6 +38,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
         app.include_router(module.router)
     placement.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    metrics.install(app)  # outermost: counts every answer, 413s included
     return app
 
 

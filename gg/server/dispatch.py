@@ -86,10 +86,13 @@ class Dispatcher:
                    if not p.future.done()]
         if not waiting:
             return
+        now = self.core.now()
+        if self._nothing_to_offer(now):  # e.g. a runner came back online to an empty queue
+            self._arm_expiry_wake()
+            return
         first_by_runner: dict[str, Parked] = {}
         for p in waiting:
             first_by_runner.setdefault(p.runner_id, p)
-        now = self.core.now()
         runners = {r.id: r for r in self.core.store.runners(ids=list(first_by_runner))}
         live = self.core.store.live_leases(now, list(runners))
         seats = [lease_ops.seat_for(self.core, runners[rid], now, live.get(rid, 0))
@@ -102,6 +105,12 @@ class Dispatcher:
         if granted and len(first_by_runner) < len(waiting):
             self.poke()  # a runner with a second parked claim may take another
         self._arm_expiry_wake()
+
+    def _nothing_to_offer(self, now: float) -> bool:
+        """No ready flight and no lease due: a pass would load every parked runner for
+        nothing (two indexed look-ups instead of thousands of rows at fleet scale)."""
+        due = self.core.store.next_lease_expiry()
+        return (due is None or due > now) and not self.core.store.any_ready()
 
     def _arm_expiry_wake(self) -> None:
         """Look again when the earliest lease is due (clock comparison happens then)."""

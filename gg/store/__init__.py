@@ -16,6 +16,7 @@ from gg.store.events import EventRows
 from gg.store.fleet import FleetRows
 from gg.store.flights import FlightRows
 from gg.store.gates import GateRows
+from gg.store.metrics import MetricRows
 from gg.store.people import PeopleRows
 from gg.store.placement import PlacementRows
 from gg.store.pools import PoolRows
@@ -23,15 +24,15 @@ from gg.store.runners import RunnerRows
 
 
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
-            PlacementRows, PoolRows):
+            PlacementRows, PoolRows, MetricRows):
     """The SQLite store (the embedded default)."""
 
     def __init__(self, path: Path | str):
         self.db = Database(path)
         self.db.migrate()
 
-    def atomic(self):
-        return self.db.atomic()
+    def atomic(self, durable: bool = True):
+        return self.db.atomic(durable)
 
     def close(self) -> None:
         self.db.close()

@@ -37,8 +37,14 @@ class Database:
     # -- transactions -------------------------------------------------------------------
 
     @contextmanager
-    def atomic(self) -> Iterator[None]:
-        """One write transaction (re-entrant: inner blocks join the outer one)."""
+    def atomic(self, durable: bool = True) -> Iterator[None]:
+        """One write transaction (re-entrant: inner blocks join the outer one).
+
+        ``durable=False`` commits without the fsync (``synchronous=NORMAL`` for this one
+        commit), for writes whose loss on a power cut is harmless, such as a check-in's
+        ``last_seen_at``. Its WAL frames reach the disk with the next durable commit (whose
+        fsync covers every earlier frame) or checkpoint; a crash of the process loses nothing.
+        """
         with self._lock:
             if self._depth:
                 self._depth += 1
@@ -47,6 +53,8 @@ class Database:
                 finally:
                     self._depth -= 1
                 return
+            if not durable:
+                self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.execute("BEGIN IMMEDIATE")
             self._depth = 1
             try:
@@ -58,6 +66,9 @@ class Database:
             else:
                 self._depth = 0
                 self.conn.execute("COMMIT")
+            finally:
+                if not durable:
+                    self.conn.execute("PRAGMA synchronous=FULL")
 
     def migrate(self) -> list[int]:
         self.conn.execute(

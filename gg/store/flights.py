@@ -105,6 +105,9 @@ class FlightRows:
             (after_seq, limit))
         return [(r["seq"], flight_from_row(r)) for r in rows]
 
+    def any_ready(self) -> bool:
+        return self.db.one("SELECT 1 FROM flights WHERE stage = 'ready' LIMIT 1") is not None
+
     def expired_leases(self, now: float, limit: int = 500) -> list[Flight]:
         rows = self.db.all(
             "SELECT * FROM flights WHERE stage = 'flying' AND lease_expires_at <= ? "

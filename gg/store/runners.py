@@ -76,6 +76,15 @@ class RunnerRows:
         sql += " ORDER BY created_at, id"
         return [runner_from_row(r) for r in self.db.all(sql, tuple(params))]
 
+    def silent_candidates(self, seen_before: float) -> list[Runner]:
+        """Runners last seen before ``seen_before`` whose silence is not yet noted (a
+        prefilter in SQL so a check-in never loads the whole fleet; the domain decides)."""
+        rows = self.db.all(
+            "SELECT * FROM runners WHERE retired_at IS NULL AND last_seen_at IS NOT NULL "
+            "AND last_seen_at <= ? AND (goodbye_at IS NULL OR goodbye_at < last_seen_at) "
+            "AND (offline_noted_at IS NULL OR offline_noted_at < last_seen_at)", (seen_before,))
+        return [runner_from_row(r) for r in rows]
+
     def set_credential(self, runner_id: str, credential_hash: str | None,
                        fingerprint: str | None, expires_at: float | None) -> None:
         self.db.update("runners", "id", runner_id, {

@@ -1,0 +1,143 @@
+"""What every benchmark shares: figures, a real control plane, and docs/performance.md.
+
+Each benchmark is a script of its own (``python bench/NAME.py [--quick] [--json]``) that
+prints its figures and rewrites its own section of ``docs/performance.md`` — the text
+between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->`` — together with the exact
+command that produced them. Everything runs on loopback, bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "performance.md"
+sys.path.insert(0, str(ROOT))  # the gg of this checkout, also for child processes
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+
+from gg.launch import LocalRunner, LocalServer, free_port, sign_in  # noqa: E402
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, -(-int(q * len(ordered)) // 100) - 1))
+    return ordered[k]
+
+
+def summary(values: list[float], digits: int = 1) -> dict:
+    if not values:
+        return {"p50": None, "p99": None, "min": None, "max": None, "n": 0}
+    return {"p50": round(statistics.median(values), digits),
+            "p99": round(percentile(values, 99), digits),
+            "min": round(min(values), digits), "max": round(max(values), digits),
+            "n": len(values)}
+
+
+def row(label: str, s: dict, unit: str = "ms") -> str:
+    def f(v):
+        return "–" if v is None else f"{v:g}"
+    return f"| {label} | {f(s['p50'])} | {f(s['p99'])} | {f(s['min'])} | {f(s['max'])} | {s['n']} | {unit} |"
+
+
+TABLE_HEAD = "| figure | median | p99 | min | max | n | unit |\n|---|---|---|---|---|---|---|"
+
+
+def command_line() -> str:
+    script = Path(sys.argv[0]).resolve()
+    try:
+        shown = script.relative_to(ROOT)
+    except ValueError:
+        shown = script
+    return "python " + " ".join(shlex.quote(a) for a in [str(shown), *sys.argv[1:]])
+
+
+def machine() -> str:
+    load = os.getloadavg()[0]
+    return (f"{os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load:.2f} at start")
+
+
+def write_section(name: str, body: str, command: str | None = None) -> None:
+    """Replace this benchmark's section of docs/performance.md (created when missing)."""
+    text = DOC.read_text() if DOC.exists() else "# Performance\n"
+    command = command or command_line()
+    block = (f"<!-- bench:{name} -->\n_Measured with `{command}` ({machine()})._\n\n"
+             f"{body.strip()}\n<!-- /bench:{name} -->")
+    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block, text)
+    else:
+        text = text.rstrip() + f"\n\n{block}\n"
+    DOC.write_text(text)
+
+
+def emit(result: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result))
+
+
+class Bench:
+    """A real control plane (and optionally real runners) in a temporary folder."""
+
+    def __init__(self, root: Path, env: dict[str, str] | None = None):
+        self.root = root
+        self.env = env or {}
+        self.server = LocalServer(root / "data", free_port(), env=self.env, dev=True,
+                                  log=root / "server.log")
+        self.runners: list[LocalRunner] = []
+        self.config = root / "config"
+
+    def start(self) -> "Bench":
+        self.server.start(timeout=60)
+        sign_in(self.config, self.server.url, self.server.owner_token())
+        return self
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def token(self) -> str:
+        return self.server.owner_token()
+
+    def runner(self, name: str, workers: int = 1) -> LocalRunner:
+        r = LocalRunner(name, self.url, self.root / f"state-{name}", self.config, workers=workers,
+                        env=self.env, log=self.root / f"runner-{name}.log")
+        self.runners.append(r.start())
+        return r
+
+    def wait_online(self, count: int, timeout: float = 120.0) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            rows = httpx.get(self.url + "/v1/runners", timeout=30,
+                             headers={"authorization": f"Bearer {self.token}"}).json()
+            if sum(1 for r in rows if r["online"]) >= count:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"{count} runners did not come online within {timeout:g}s")
+
+    def stop(self) -> None:
+        for r in self.runners:
+            r.stop(timeout=15)
+        self.server.stop()
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                              capture_output=True).stdout.strip()
+    except OSError:
+        return "unknown"

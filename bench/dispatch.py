@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Dispatch latency: a flight accepted → a parked runner holds its lease.
+
+    python bench/dispatch.py [--quick] [--flights N] [--json] [--no-write]
+
+One flight at a time (command ``true``), always onto an idle runner whose claim is parked:
+
+- **server**: the flight's ``opened_at`` → its ``info:flight:claimed`` event (a real
+  ``gg runner up`` parked on the long-poll); both stamped by the control plane's clock.
+- **client, claim**: ``POST /v1/flights`` answered → the parked claim's answer received, by
+  a runner simulated in this process over the real protocol (one clock for both ends;
+  ``gg_claims_parked`` on ``/metrics`` confirms the claim is parked before each flight).
+- **end to end**: ``POST /v1/flights`` sent → the real runner's ``started`` fact seen by
+  the client (long-poll on the flight's facts), and → ``landed`` seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import httpx  # noqa: E402
+from cryptography.hazmat.primitives import serialization  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
+
+from common import TABLE_HEAD, Bench, emit, row, summary, write_section  # noqa: E402
+
+
+def _auth(token: str) -> dict:
+    return {"authorization": f"Bearer {token}"}
+
+
+def parked(http: httpx.Client) -> int:
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith("gg_claims_parked "):
+            return int(float(line.split()[1]))
+    return 0
+
+
+def wait_parked(http: httpx.Client, n: int = 1, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while parked(http) < n:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the runner's claim did not park")
+        time.sleep(0.002)
+
+
+def follow_until(http: httpx.Client, flight_id: str, token: str, want_started: bool) -> float:
+    """Long-poll the flight's facts; the client time when it started (or ended)."""
+    after = 0
+    while True:
+        answer = http.get(f"/v1/flights/{flight_id}/facts", headers=_auth(token),
+                          params={"after": after, "wait": 20}, timeout=40).json()
+        now = time.time()
+        if want_started and any(f["kind"] == "started" for f in answer["facts"]):
+            return now
+        if answer["stage"] in ("landed", "failed", "cancelled"):
+            return now
+        if answer["facts"]:
+            after = answer["facts"][-1]["seq"]
+
+
+def real_runner(bench: Bench, flights: int) -> dict:
+    """Sequential flights onto one real ``gg runner up``."""
+    token = bench.token
+    with httpx.Client(base_url=bench.url, timeout=30) as http:
+        server, started, landed, ids = [], [], [], []
+        for i in range(flights + 5):  # the first five warm up
+            wait_parked(http)
+            sent = time.time()
+            flight = http.post("/v1/flights", json={"command": ["true"]}, headers=_auth(token)).json()
+            t_started = follow_until(http, flight["id"], token, want_started=True)
+            t_landed = follow_until(http, flight["id"], token, want_started=False)
+            if i >= 5:
+                ids.append(flight["id"])
+                started.append((t_started - sent) * 1000)
+                landed.append((t_landed - sent) * 1000)
+        for flight_id in ids:
+            shown = http.get(f"/v1/flights/{flight_id}", headers=_auth(token)).json()
+            claimed = http.get("/v1/events", headers=_auth(token),
+                               params={"flight": flight_id, "kind": "info:flight:claimed"}).json()
+            server.append((claimed[0]["at"] - shown["opened_at"]) * 1000)
+    return {"server_ms": summary(server, 2), "started_ms": summary(started),
+            "landed_ms": summary(landed)}
+
+
+def simulated_runner(bench: Bench, flights: int) -> dict:
+    """Sequential flights onto a runner simulated here: POST answered → claim answered."""
+    token = bench.token
+    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    with httpx.Client(base_url=bench.url, timeout=60) as http:
+        # Only this runner may take these flights: the real one is stopped first.
+        reg = http.post("/v1/runners", headers=_auth(token),
+                        json={"name": "simulated", "public_key": base64.b64encode(raw).decode()}).json()
+        credential = reg["credential"]
+        http.post("/v1/runner/check-in", json={"free_slots": 1}, headers=_auth(credential))
+        got: dict[str, float] = {}
+        done = threading.Event()
+
+        def claimer() -> None:
+            with httpx.Client(base_url=bench.url, timeout=60) as own:
+                last_check_in = time.monotonic()
+                while not done.is_set():
+                    if time.monotonic() - last_check_in > 10:
+                        own.post("/v1/runner/check-in", json={"free_slots": 1}, headers=_auth(credential))
+                        last_check_in = time.monotonic()
+                    answer = own.post("/v1/runner/claim", json={"free_slots": 1, "wait": 5},
+                                      headers=_auth(credential))
+                    if answer.status_code != 200:
+                        continue
+                    now = time.time()
+                    body = answer.json()
+                    flight_id, epoch = body["flight"]["id"], body["lease"]["epoch"]
+                    got[flight_id] = now
+                    own.post(f"/v1/runner/flights/{flight_id}/hand-back", headers=_auth(credential),
+                             json={"epoch": epoch, "outcome": "landed", "exit_code": 0,
+                                   "key": f"{epoch}:hand-back"})
+
+        thread = threading.Thread(target=claimer, daemon=True)
+        thread.start()
+        samples, from_sent = [], []
+        try:
+            for i in range(flights + 5):
+                wait_parked(http)
+                sent = time.time()
+                flight = http.post("/v1/flights", json={"command": ["true"]}, headers=_auth(token))
+                accepted = time.time()
+                flight_id = flight.json()["id"]
+                deadline = time.monotonic() + 10
+                while flight_id not in got and time.monotonic() < deadline:
+                    time.sleep(0.0005)
+                if i >= 5:
+                    samples.append((got[flight_id] - accepted) * 1000)
+                    from_sent.append((got[flight_id] - sent) * 1000)
+                while parked(http) < 1 and time.monotonic() < deadline:
+                    time.sleep(0.001)
+        finally:
+            done.set()
+        return {"client_claim_ms": summary(samples, 2), "client_sent_claim_ms": summary(from_sent, 2)}
+
+
+def run(flights: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="gg-bench-dispatch-") as tmp:
+        bench = Bench(Path(tmp)).start()
+        try:
+            bench.runner("real")
+            bench.wait_online(1)
+            result = real_runner(bench, flights)
+            bench.runners[0].stop()
+            result.update(simulated_runner(bench, flights))
+        finally:
+            bench.stop()
+    result["flights"] = flights
+    return result
+
+
+def markdown(r: dict) -> str:
+    return "\n".join([
+        f"Dispatch latency, {r['flights']} sequential flights (`true`), each onto an idle runner "
+        "whose claim was parked (target: median ≤ 20 ms, p99 ≤ 100 ms).\n",
+        TABLE_HEAD,
+        row("server: opened_at → info:flight:claimed (real `gg runner up`)", r["server_ms"]),
+        row("client: POST /v1/flights answered → parked claim answered (simulated runner)",
+            r["client_claim_ms"]),
+        row("client: POST /v1/flights sent → parked claim answered (simulated runner)",
+            r["client_sent_claim_ms"]),
+        row("end to end: POST sent → `started` fact seen by the client", r["started_ms"]),
+        row("end to end: POST sent → `landed` seen by the client", r["landed_ms"]),
+        "",
+        "A negative \"answered → claimed\" means the parked runner had its lease before the "
+        "person who opened the flight had the answer to `POST /v1/flights` (the grant is made "
+        "in the same event-loop turn that commits the flight).",
+    ])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="50 flights instead of 200")
+    ap.add_argument("--flights", type=int, default=None)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-write", action="store_true", help="do not touch docs/performance.md")
+    args = ap.parse_args(argv)
+    flights = args.flights or (50 if args.quick else 200)
+    result = run(flights)
+    text = markdown(result)
+    print(text, file=sys.stderr if args.json else sys.stdout)
+    if not args.no_write:
+        write_section("dispatch", text)
+    emit(result, args.json)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""End-to-end throughput: trivial flights per second with 1, 4 and 16 real runners.
+
+    python bench/throughput.py [--quick] [--runners 1,4,16] [--flights N] [--repeats R] [--json]
+
+For each fleet size: a fresh control plane, that many ``gg runner up`` processes (one worker
+each), then N flights running ``true`` opened by 8 concurrent openers while the runners
+drain them. Throughput = N / (first ``opened_at`` → last ``info:flight:landed``), both
+stamped by the control plane. Every flight must land exactly once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import httpx  # noqa: E402
+
+from common import Bench, emit, summary, write_section  # noqa: E402
+
+
+def _auth(token: str) -> dict:
+    return {"authorization": f"Bearer {token}"}
+
+
+def one_run(bench: Bench, flights: int, timeout: float) -> dict:
+    token = bench.token
+    local = {}
+
+    def opener(chunk: range) -> list[str]:
+        with httpx.Client(base_url=bench.url, timeout=60) as http:
+            return [http.post("/v1/flights", json={"command": ["true"]},
+                              headers=_auth(token)).json()["id"] for _ in chunk]
+
+    per = -(-flights // 8)
+    chunks = [range(i, min(i + per, flights)) for i in range(0, flights, per)]
+    started = time.monotonic()
+    with ThreadPoolExecutor(len(chunks)) as pool:
+        ids = [fid for part in pool.map(opener, chunks) for fid in part]
+    opened_in = time.monotonic() - started
+    with httpx.Client(base_url=bench.url, timeout=60) as http:
+        deadline = time.monotonic() + timeout
+        wanted = set(ids)
+        while True:
+            landed = http.get("/v1/events", headers=_auth(token),
+                              params={"kind": "info:flight:landed", "limit": 10000}).json()
+            done = {e["flight_id"] for e in landed} & wanted
+            if len(done) == len(wanted):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {len(done)}/{len(wanted)} flights landed in {timeout:g}s")
+            time.sleep(0.2)
+        opened = http.get("/v1/events", headers=_auth(token),
+                          params={"kind": "info:flight:opened", "limit": 10000}).json()
+        first = min(e["at"] for e in opened if e["flight_id"] in wanted)
+        last = max(e["at"] for e in landed if e["flight_id"] in wanted)
+        landed_counts = {}
+        for e in landed:
+            landed_counts[e["flight_id"]] = landed_counts.get(e["flight_id"], 0) + 1
+        assert all(landed_counts.get(f) == 1 for f in wanted), "a flight landed twice"
+    local.update(seconds=last - first, opened_in=opened_in, per_second=flights / (last - first))
+    return local
+
+
+def run(sizes: list[int], flights: int, repeats: int) -> dict:
+    results = {}
+    for size in sizes:
+        with tempfile.TemporaryDirectory(prefix=f"gg-bench-tp{size}-") as tmp:
+            bench = Bench(Path(tmp)).start()
+            try:
+                for i in range(size):
+                    bench.runner(f"r{i}")
+                bench.wait_online(size)
+                one_run(bench, min(flights, 20), 120)  # warm-up
+                runs = [one_run(bench, flights, 60 + flights / 2) for _ in range(repeats)]
+            finally:
+                bench.stop()
+        results[str(size)] = {
+            "per_second": summary([r["per_second"] for r in runs], 1),
+            "seconds": summary([r["seconds"] for r in runs], 2),
+            "open_per_second": summary([flights / r["opened_in"] for r in runs], 1),
+        }
+        print(f"{size} runner(s): {results[str(size)]['per_second']}", file=sys.stderr)
+    return {"flights": flights, "repeats": repeats, "sizes": results}
+
+
+def markdown(r: dict) -> str:
+    lines = [f"End-to-end throughput: {r['flights']} flights running `true`, opened by 8 "
+             f"concurrent clients while the fleet drains them, {r['repeats']} runs per fleet size "
+             "(target: ≥ 300 flights/s with 16 runners).\n",
+             "| runners (`gg runner up`, 1 worker each) | flights/s median | min | max | "
+             "seconds for all, median | opening alone, flights/s |",
+             "|---|---|---|---|---|---|"]
+    for size, s in r["sizes"].items():
+        p = s["per_second"]
+        lines.append(f"| {size} | {p['p50']:g} | {p['min']:g} | {p['max']:g} | "
+                     f"{s['seconds']['p50']:g} | {s['open_per_second']['p50']:g} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="100 flights, 2 runs per size")
+    ap.add_argument("--runners", default="1,4,16")
+    ap.add_argument("--flights", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args(argv)
+    sizes = [int(x) for x in args.runners.split(",") if x.strip()]
+    flights = args.flights or (100 if args.quick else 400)
+    repeats = args.repeats or (2 if args.quick else 3)
+    result = run(sizes, flights, repeats)
+    text = markdown(result)
+    print(text, file=sys.stderr if args.json else sys.stdout)
+    if not args.no_write:
+        write_section("throughput", text)
+    emit(result, args.json)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""``GET /metrics``: the control plane in Prometheus text format.
+
+Unauthenticated on purpose: a scraper usually holds no person token, so the endpoint shows
+**only counts** — no flight, runner, person or label names, no ids, no commands. Anything
+sharper belongs behind a token in ``/v1``.
+
+Where each figure comes from:
+
+- read from the store at scrape time (true across restarts and replicas): flights by
+  stage, runners by admin state / liveness / health, live leases;
+- followed incrementally from the event feed (a cursor over ``info:flight:claimed`` and
+  ``info:flight:expired``, bounded per scrape): lease expiries, queue wait (opened → first
+  grant) and dispatch latency (the flight last became offerable → each grant);
+- counted in memory by this process (reset on restart, as Prometheus counters may be):
+  requests and their duration per route template, runner check-ins, parked claims now.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+from fastapi import FastAPI, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from gg.api import paths
+from gg.control.core import Core
+from gg.domain.flights import STAGES
+from gg.domain.runners import ADMIN_STATES, Runner, is_online
+
+METRICS_PATH = "/metrics"
+WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                300.0, 900.0, 3600.0)
+REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                   10.0, 30.0, 60.0)
+_FOLLOW_PER_SCRAPE = 20_000
+
+
+class _Buckets:
+    """A cumulative histogram kept by hand (the events feed is read, not observed live)."""
+
+    def __init__(self, bounds: tuple[float, ...]):
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        value = max(0.0, value)
+        self.total += value
+        for i, bound in enumerate(self.bounds):
+            if value <= bound:
+                self.counts[i] += 1
+                return
+        self.counts[-1] += 1
+
+    def family(self, name: str, doc: str) -> HistogramMetricFamily:
+        running, buckets = 0, []
+        for bound, count in zip(self.bounds + (float("inf"),), self.counts):
+            running += count
+            buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
+        return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=self.total)
+
+
+class StoreCollector:
+    """Figures read from the store (and the dispatcher) each time Prometheus scrapes."""
+
+    def __init__(self, core: Core, parked: callable):
+        self.core = core
+        self.parked = parked
+        self.cursor = 0
+        self.expiries = 0
+        self.queue_wait = _Buckets(WAIT_BUCKETS)
+        self.dispatch = _Buckets(WAIT_BUCKETS)
+
+    def collect(self) -> Iterable:
+        core, now = self.core, self.core.now()
+        stages = core.store.stage_counts()
+        flights = GaugeMetricFamily("gg_flights", "Flights by stage.", labels=["stage"])
+        for stage in STAGES:
+            flights.add_metric([stage], stages.get(stage, 0))
+        yield flights
+        yield self._runners(now)
+        yield GaugeMetricFamily("gg_leases_live", "Flights flying on an unexpired lease.",
+                                value=core.store.live_lease_count(now))
+        yield GaugeMetricFamily("gg_claims_parked", "Runner claims held open, waiting for work.",
+                                value=self.parked())
+        self._follow()
+        yield CounterMetricFamily("gg_lease_expiries", "Leases that ran out (all time).",
+                                  value=self.expiries)
+        yield self.queue_wait.family("gg_flight_queue_wait_seconds",
+                                     "From a flight's opening to its first lease grant.")
+        yield self.dispatch.family("gg_flight_dispatch_seconds",
+                                   "From the moment a flight last became offerable (opened, "
+                                   "returned, expired, its gate cleared) to each lease grant.")
+
+    def _runners(self, now: float) -> GaugeMetricFamily:
+        counts: dict[tuple[str, str, str], int] = {}
+        offline_after = self.core.settings.offline_after
+        for state, health, last_seen_at, goodbye_at in self.core.store.runner_presence():
+            probe = Runner(id="", name="", last_seen_at=last_seen_at, goodbye_at=goodbye_at)
+            key = (state, "online" if is_online(probe, now, offline_after) else "offline",
+                   "ok" if health == "ok" else "degraded")
+            counts[key] = counts.get(key, 0) + 1
+        family = GaugeMetricFamily("gg_runners", "Runners (not retired) by admin state, "
+                                   "liveness and health.", labels=["state", "liveness", "health"])
+        for state in ADMIN_STATES:
+            for liveness in ("online", "offline"):
+                for health in ("ok", "degraded"):
+                    family.add_metric([state, liveness, health],
+                                      counts.get((state, liveness, health), 0))
+        return family
+
+    def _follow(self) -> None:
+        rows = self.core.store.grants_and_expiries_after(self.cursor, _FOLLOW_PER_SCRAPE)
+        for row in rows:
+            self.cursor = row["seq"]
+            if row["kind"] == "info:flight:expired":
+                self.expiries += 1
+                continue
+            if row["first_claim"] and row["opened_at"] is not None:
+                self.queue_wait.observe(row["at"] - row["opened_at"])
+            if row["ready_at"] is not None:
+                self.dispatch.observe(row["at"] - row["ready_at"])
+
+
+class RequestMetrics:
+    """ASGI middleware: requests and their duration per route template (never a raw path)."""
+
+    def __init__(self, app, registry: CollectorRegistry):
+        self.app = app
+        self.requests = Counter("gg_http_requests", "HTTP requests answered.",
+                                ["route", "method", "status"], registry=registry)
+        self.seconds = Histogram("gg_http_request_seconds", "Time to answer, per route.",
+                                 ["route"], buckets=REQUEST_BUCKETS, registry=registry)
+        self.check_ins = Counter("gg_runner_check_ins", "Runner check-ins accepted.",
+                                 registry=registry)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = time.perf_counter()
+        status = [500]
+
+        async def send_status(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            self.requests.labels(route, scope.get("method", ""), str(status[0])).inc()
+            self.seconds.labels(route).observe(time.perf_counter() - started)
+            if route == paths.RUNNER_CHECK_IN and status[0] == 200:
+                self.check_ins.inc()
+
+
+def install(app: FastAPI) -> None:
+    """Register ``GET /metrics`` and the request counters on ``app`` (one registry per app)."""
+    registry = CollectorRegistry(auto_describe=False)
+    core: Core = app.state.core
+    registry.register(StoreCollector(core, lambda: app.state.dispatcher.parked_count))
+    app.add_middleware(RequestMetrics, registry=registry)
+
+    @app.get(METRICS_PATH, include_in_schema=False)
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,171 @@
+"""The invariant checker: silent on an honest history, loud on each kind of broken promise.
+
+Histories are made by the real use cases on a real SQLite store with a hand-moved clock;
+each broken promise is then forged with plain SQL, the way a bug in the server would.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from gg.control import flights, leases, runners
+from gg.control.core import Core
+from gg.control.people import bootstrap
+from gg.proof.invariants import Restart, check
+from gg.settings import Settings
+from gg.store import open_store
+from support import Clock, make_runner
+
+TTL = 60.0
+
+
+@pytest.fixture
+def world(tmp_path):
+    clock = Clock()
+    core = Core(store=open_store(tmp_path), settings=Settings(lease_ttl=TTL, max_expiries=3),
+                clock=clock)
+    bootstrap(core, tmp_path)
+    owner = core.store.person_by_name("owner")
+    return core, owner, clock, tmp_path / "gg.sqlite3"
+
+
+def _history(core, owner, clock):
+    """Landed, failed, returned-then-landed, expired-then-landed, cancelled, ready, flying."""
+    a, b = make_runner(core, owner, "a", workers=4), make_runner(core, owner, "b", workers=4)
+    ids = {}
+    for name in ("landed", "failed", "returned", "expired", "cancelled", "ready", "flying"):
+        ids[name] = flights.open_flight(core, owner, command=["true"]).id
+        clock.advance(1)
+    for name in ("landed", "failed", "returned", "expired"):
+        got = leases.try_claim(core, a.id)
+        assert got[0].id == ids[name]
+    leases.report(core, a, ids["landed"], 1, [{"kind": "output", "body": {"text": "hi"}, "key": "1:o:1"}])
+    leases.hand_back(core, a, ids["landed"], 1, "landed", 0, None, "1:hand-back")
+    leases.hand_back(core, a, ids["failed"], 1, "failed", 3, None, "1:hand-back")
+    leases.hand_back(core, a, ids["returned"], 1, "returned", None, "no credential", "1:hand-back")
+    flights.cancel(core, owner, ids["cancelled"])
+    clock.advance(TTL + 1)  # a's lease on "expired" runs out
+    for r in (a, b):
+        runners.check_in(core, r, readings={}, inventory=None, capabilities=None, version=None,
+                         held=[], peer_address=None)
+    taken = {leases.try_claim(core, b.id)[0].id for _ in range(2)}
+    assert taken == {ids["returned"], ids["expired"]}
+    for name in ("returned", "expired"):
+        leases.hand_back(core, b, ids[name], 2, "landed", 0, None, "2:hand-back")
+    flights.cancel(core, owner, ids["ready"])  # keep one honestly ready below
+    ids["ready"] = flights.open_flight(core, owner, command=["true"]).id
+    ids["flying"] = leases.try_claim(core, b.id)[0].id
+    return ids
+
+
+def _forge(path, sql: str, params=()) -> None:
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute(sql, params)
+    conn.close()
+
+
+def test_an_honest_history_holds_every_invariant(world):
+    core, owner, clock, path = world
+    _history(core, owner, clock)
+    report = check(path, lease_ttl=TTL, now=clock.now)
+    assert report.ok, report.summary()
+    assert report.counts["flights"] == 8 and report.counts["grants"] == 7
+
+
+def test_the_checker_cannot_write_to_the_store(world):
+    core, owner, clock, path = world
+    from gg.proof.invariants import open_read_only
+
+    conn = open_read_only(path)
+    with pytest.raises(sqlite3.OperationalError):
+        conn.execute("DELETE FROM flights")
+    conn.close()
+
+
+def test_an_epoch_claimed_by_two_runners_is_caught(world):
+    core, owner, clock, path = world
+    ids = _history(core, owner, clock)
+    other = core.store.runners()[0].id
+    _forge(path, "INSERT INTO events (kind, at, runner_id, flight_id, body) VALUES "
+                 "('info:flight:claimed', ?, ?, ?, '{\"epoch\": 1}')", (clock.now, other, ids["flying"]))
+    report = check(path, lease_ttl=TTL, now=clock.now)
+    assert report.broken("one_holder_per_epoch"), report.summary()
+
+
+def test_a_fact_from_a_runner_that_never_held_the_epoch_is_caught(world):
+    core, owner, clock, path = world
+    ids = _history(core, owner, clock)
+    a = core.store.runners_named("a")[0].id
+    _forge(path, "INSERT INTO facts (flight_id, epoch, runner_id, kind, body, at) VALUES "
+                 "(?, 1, ?, 'output', '{}', ?)", (ids["flying"], a, clock.now))
+    assert check(path, lease_ttl=TTL, now=clock.now).broken("one_holder_per_epoch")
+
+
+def test_a_gap_in_epochs_is_caught(world):
+    core, owner, clock, path = world
+    ids = _history(core, owner, clock)
+    _forge(path, "UPDATE grants SET epoch = 3 WHERE flight_id = ? AND epoch = 2", (ids["expired"],))
+    assert check(path, lease_ttl=TTL, now=clock.now).broken("epochs_increase")
+
+
+def test_two_accepted_outcomes_are_caught(world):
+    core, owner, clock, path = world
+    ids = _history(core, owner, clock)
+    b = core.store.runners_named("b")[0].id
+    _forge(path, "INSERT INTO facts (flight_id, epoch, runner_id, kind, body, at) VALUES "
+                 "(?, 2, ?, 'exit', '{\"outcome\": \"failed\"}', ?)", (ids["expired"], b, clock.now))
+    _forge(path, "INSERT INTO events (kind, at, flight_id) VALUES ('info:flight:failed', ?, ?)",
+           (clock.now, ids["landed"]))
+    report = check(path, lease_ttl=TTL, now=clock.now)
+    flagged = {v.flight_id for v in report.broken("one_final_outcome")}
+    assert flagged == {ids["expired"], ids["landed"]}, report.summary()
+
+
+def test_a_lost_flight_is_caught(world):
+    core, owner, clock, path = world
+    ids = _history(core, owner, clock)
+    _forge(path, "DELETE FROM flights WHERE id = ?", (ids["ready"],))
+    assert check(path, lease_ttl=TTL, now=clock.now).broken("nothing_lost")
+
+
+def test_a_lease_run_out_unnoticed_is_caught_only_past_the_grace(world):
+    core, owner, clock, path = world
+    _history(core, owner, clock)
+    later = clock.now + TTL + 5
+    assert check(path, lease_ttl=TTL, now=later).broken("nothing_lost")
+    assert not check(path, lease_ttl=TTL, now=later, stuck_grace=10).broken("nothing_lost")
+
+
+def test_a_stale_report_accepted_after_the_next_grant_is_caught(world):
+    core, owner, clock, path = world
+    ids = _history(core, owner, clock)
+    a = core.store.runners_named("a")[0].id
+    # epoch 1 of "expired" belonged to a; a late output from it after epoch 2 was granted:
+    _forge(path, "INSERT INTO facts (flight_id, epoch, runner_id, kind, body, at) VALUES "
+                 "(?, 1, ?, 'output', '{}', ?)", (ids["expired"], a, clock.now))
+    report = check(path, lease_ttl=TTL, now=clock.now)
+    details = " ".join(v.detail for v in report.broken("no_stale_reports"))
+    assert "after epoch 2 was granted" in details and "after that lease expired" in details
+
+
+def test_an_expiry_right_after_a_restart_is_caught_and_a_later_one_is_not(world):
+    core, owner, clock, path = world
+    ids = _history(core, owner, clock)
+    b = core.store.runners_named("b")[0]
+    granted = clock.now  # "flying" was granted last, a lease of one TTL
+    restart = Restart(down_at=granted + 1, up_at=granted + 2)
+    # A broken restart that did not honour leases: the lease runs out on its old expiry,
+    # less than one TTL after the new process started.
+    clock.advance(TTL + 0.5)
+    with core.store.atomic():
+        assert leases.expire_due(core, clock.now) == 1
+    assert check(path, lease_ttl=TTL, restarts=[restart],
+                 now=clock.now).broken("no_expiry_after_restart")
+    # Honoured (gg's behaviour): the expiry comes a full TTL after the restart.
+    assert not check(path, lease_ttl=TTL, restarts=[Restart(restart.down_at - 2 * TTL,
+                                                            restart.up_at - 2 * TTL)],
+                     now=clock.now).broken("no_expiry_after_restart")
+    assert ids and b

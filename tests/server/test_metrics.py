@@ -1,0 +1,119 @@
+"""``GET /metrics``: Prometheus text, no token needed, counts only (no names, no ids)."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from gg.server.app import create_app
+from gg.settings import Settings
+from gg.store import open_store
+from support import Clock
+
+
+@pytest.fixture
+def clock():
+    return Clock(2_000_000.0)
+
+
+@pytest.fixture
+def client(tmp_path, clock):
+    app = create_app(Settings(lease_ttl=60, offline_after=45), open_store(tmp_path),
+                     clock=clock, data_dir=tmp_path)
+    with TestClient(app) as c:
+        c.owner = (tmp_path / "owner-token").read_text().strip()
+        yield c
+
+
+def _auth(token):
+    return {"authorization": f"Bearer {token}"}
+
+
+def _runner(client, name):
+    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    answer = client.post("/v1/runners", json={"name": name, "public_key": base64.b64encode(raw).decode()},
+                         headers=_auth(client.owner)).json()
+    credential = answer["credential"]
+    assert client.post("/v1/runner/check-in", json={}, headers=_auth(credential)).status_code == 200
+    return credential, answer["runner"]["id"]
+
+
+def _scrape(client) -> dict[str, dict[tuple, float]]:
+    r = client.get("/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    out: dict[str, dict[tuple, float]] = {}
+    for family in text_string_to_metric_families(r.text):
+        for sample in family.samples:
+            out.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
+def test_metrics_need_no_token_and_show_no_names_or_ids(client):
+    credential, runner_id = _runner(client, "secret-runner-name")
+    flight = client.post("/v1/flights", json={"command": ["echo top-secret"], "labels": {"team": "x"}},
+                         headers=_auth(client.owner)).json()
+    text = client.get("/metrics").text
+    for private in ("secret-runner-name", runner_id, flight["id"], "top-secret", "team",
+                    client.owner, credential, "owner"):
+        assert private not in text
+    assert "/metrics" not in client.get("/openapi.json").json()["paths"]
+
+
+def test_flights_by_stage_runners_by_state_and_leases(client, clock):
+    a, _ = _runner(client, "a")
+    _runner(client, "b")
+    for i in range(3):
+        client.post("/v1/flights", json={"command": [f"echo {i}"]}, headers=_auth(client.owner))
+    clock.advance(2.0)
+    got = client.post("/v1/runner/claim", json={"free_slots": 1, "wait": 0}, headers=_auth(a))
+    assert got.status_code == 200
+    clock.advance(50)  # b stops checking in and goes offline; a checks in again
+    client.post("/v1/runner/check-in", json={}, headers=_auth(a))
+    m = _scrape(client)
+    assert m["gg_flights"][(("stage", "ready"),)] == 2
+    assert m["gg_flights"][(("stage", "flying"),)] == 1
+    assert m["gg_flights"][(("stage", "landed"),)] == 0
+    key = lambda live: (("health", "ok"), ("liveness", live), ("state", "active"))  # noqa: E731
+    assert m["gg_runners"][key("online")] == 1 and m["gg_runners"][key("offline")] == 1
+    assert m["gg_leases_live"][()] == 1
+    assert m["gg_claims_parked"][()] == 0
+    # Queue wait: opened -> first grant, 2 s here; dispatch observes the same grant.
+    assert m["gg_flight_queue_wait_seconds_count"][()] == 1
+    assert m["gg_flight_queue_wait_seconds_sum"][()] == pytest.approx(2.0)
+    assert m["gg_flight_queue_wait_seconds_bucket"][(("le", "1.0"),)] == 0
+    assert m["gg_flight_queue_wait_seconds_bucket"][(("le", "2.5"),)] == 1
+    assert m["gg_flight_dispatch_seconds_count"][()] == 1
+
+
+def test_expiries_check_ins_and_requests_are_counted(client, clock):
+    a, _ = _runner(client, "a")
+    b, _ = _runner(client, "b")
+    client.post("/v1/flights", json={"command": ["true"]}, headers=_auth(client.owner))
+    assert client.post("/v1/runner/claim", json={"wait": 0}, headers=_auth(a)).status_code == 200
+    clock.advance(61)  # a's lease runs out; a listing records it; b takes it at epoch 2
+    client.post("/v1/runner/check-in", json={}, headers=_auth(b))
+    client.get("/v1/flights", headers=_auth(client.owner))
+    clock.advance(0.5)
+    again = client.post("/v1/runner/claim", json={"wait": 0}, headers=_auth(b))
+    assert again.json()["lease"]["epoch"] == 2
+    client.get("/v1/flights/f_nope", headers=_auth(client.owner))
+    m = _scrape(client)
+    assert m["gg_lease_expiries_total"][()] == 1
+    assert m["gg_flight_queue_wait_seconds_count"][()] == 1  # first grants only
+    assert m["gg_flight_dispatch_seconds_count"][()] == 2  # every grant
+    # the second grant waited 0.5 s after the expiry was recorded
+    assert m["gg_flight_dispatch_seconds_bucket"][(("le", "0.25"),)] == 1
+    assert m["gg_flight_dispatch_seconds_bucket"][(("le", "0.5"),)] == 2
+    assert m["gg_runner_check_ins_total"][()] == 3
+    requests = m["gg_http_requests_total"]
+    assert requests[(("method", "GET"), ("route", "/v1/flights/{flight_id}"), ("status", "404"))] == 1
+    assert requests[(("method", "POST"), ("route", "/v1/runner/claim"), ("status", "200"))] == 2
+    assert not any("f_nope" in str(k) for k in requests)
+    # A second scrape does not count the same events twice.
+    assert _scrape(client)["gg_lease_expiries_total"][()] == 1

@@ -1,0 +1,144 @@
+"""A refused token is refused opaquely: every kind of refusal looks exactly alike.
+
+Each entry of ``PERSON_REFUSALS`` / ``RUNNER_REFUSALS`` builds, on a fresh control plane,
+a token that must be refused (unknown, malformed, of the wrong kind, expired, superseded,
+retired …) and the test compares its answer — status, JSON body, ``WWW-Authenticate`` —
+with the answer to a random unknown token. A caller therefore learns nothing about whether
+a token ever existed. Enrolment tokens (``gge_``) join by adding their cases here, against
+the registration endpoint they are spent on.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from typing import Callable
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from fastapi.testclient import TestClient
+
+from gg.server.app import create_app
+from gg.settings import Settings
+from gg.store import open_store
+from support import Clock
+
+
+class World:
+    def __init__(self, client: TestClient, clock: Clock, owner: str):
+        self.client, self.clock, self.owner = client, clock, owner
+
+    def register(self, name: str = "r1", key: Ed25519PrivateKey | None = None):
+        key = key or Ed25519PrivateKey.generate()
+        raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        answer = self.client.post("/v1/runners", headers=_auth(self.owner),
+                                  json={"name": name, "public_key": base64.b64encode(raw).decode()})
+        assert answer.status_code == 201, answer.text
+        return key, answer.json()
+
+
+@pytest.fixture
+def world(tmp_path):
+    clock = Clock(2_000_000.0)
+    app = create_app(Settings(), open_store(tmp_path), clock=clock, data_dir=tmp_path)
+    with TestClient(app) as client:
+        yield World(client, clock, (tmp_path / "owner-token").read_text().strip())
+
+
+def _auth(token: str) -> dict:
+    return {"authorization": f"Bearer {token}"}
+
+
+# -- tokens that must be refused ----------------------------------------------------------
+
+
+def _runner_credential(w: World) -> str:
+    return w.register()[1]["credential"]
+
+
+def _expired_runner_credential(w: World) -> str:
+    credential = _runner_credential(w)
+    w.clock.advance(Settings().runner_credential_ttl + 1)
+    return credential
+
+
+def _renewed_away(w: World) -> str:
+    key, reg = w.register()
+    old = reg["credential"]
+    nonce = w.client.post("/v1/runner/challenge", headers=_auth(old)).json()["nonce"]
+    signature = base64.b64encode(key.sign(f"gg-renew:{reg['runner']['id']}:{nonce}".encode())).decode()
+    renewed = w.client.post("/v1/runner/credential", headers=_auth(old),
+                            json={"nonce": nonce, "signature": signature})
+    assert renewed.status_code == 200
+    return old
+
+
+def _registered_again(w: World) -> str:
+    key, first = w.register("first")
+    w.register("again", key)
+    return first["credential"]
+
+
+def _retired_runner_credential(w: World) -> str:
+    credential = _runner_credential(w)
+    core = w.client.app.state.core
+    runner = core.store.runners()[0]
+    with core.store.atomic():
+        core.store.update_runner(runner.id, admin_state="retired", retired_at=core.now())
+    return credential
+
+
+PERSON_REFUSALS: dict[str, Callable[[World], str]] = {
+    "unknown person token": lambda w: "ggp_" + secrets.token_urlsafe(24),
+    "person token one character off": lambda w: w.owner[:-1] + ("A" if w.owner[-1] != "A" else "B"),
+    "malformed": lambda w: "not-a-token",
+    "prefix only": lambda w: "ggp_",
+    "runner credential used as a person": _runner_credential,
+    "enrolment-shaped token": lambda w: "gge_" + secrets.token_urlsafe(24),
+}
+
+RUNNER_REFUSALS: dict[str, Callable[[World], str]] = {
+    "unknown runner credential": lambda w: "ggr_" + secrets.token_urlsafe(24),
+    "malformed": lambda w: "ggr_ !@#$%^&*()",
+    "person token used as a runner": lambda w: w.owner,
+    "expired credential": _expired_runner_credential,
+    "credential renewed away": _renewed_away,
+    "key registered again": _registered_again,
+    "retired runner": pytest.param(
+        _retired_runner_credential,
+        marks=pytest.mark.xfail(strict=True, reason=(
+            "a retired runner is told 403 runner_retired so that it stops for good; fleet "
+            "operations owns that answer (see docs/proof.md)"))),
+}
+
+
+def _answer(response) -> tuple:
+    return response.status_code, response.json(), response.headers.get("www-authenticate")
+
+
+@pytest.mark.parametrize("make", PERSON_REFUSALS.values(), ids=PERSON_REFUSALS.keys())
+def test_person_token_refusals_are_identical(world, make):
+    reference = _answer(world.client.get("/v1/whoami", headers=_auth("ggp_" + secrets.token_urlsafe(24))))
+    assert reference[0] == 401 and reference[2] == "Bearer"
+    token = make(world)
+    for path in ("/v1/whoami", "/v1/flights", "/v1/runners"):
+        assert _answer(world.client.get(path, headers=_auth(token))) == reference, path
+
+
+@pytest.mark.parametrize("make", RUNNER_REFUSALS.values(), ids=RUNNER_REFUSALS.keys())
+def test_runner_credential_refusals_are_identical(world, make):
+    reference = _answer(world.client.post("/v1/runner/check-in", json={},
+                                          headers=_auth("ggr_" + secrets.token_urlsafe(24))))
+    assert reference[0] == 401
+    token = make(world)
+    for path, body in (("/v1/runner/check-in", {}), ("/v1/runner/claim", {"wait": 0}),
+                       ("/v1/runner/flights/f_x/renew", {"epoch": 1})):
+        assert _answer(world.client.post(path, json=body, headers=_auth(token))) == reference, path
+
+
+def test_the_real_tokens_are_accepted(world):
+    """The refusals above are refusals, not a broken server: the genuine ones work."""
+    assert world.client.get("/v1/whoami", headers=_auth(world.owner)).status_code == 200
+    credential = _runner_credential(world)
+    assert world.client.post("/v1/runner/check-in", json={}, headers=_auth(credential)).status_code == 200
