@@ -23,7 +23,7 @@ from schemathesis import GenerationMode
 
 from gg.launch import LocalServer, free_port
 
-EXAMPLES = 12  # per operation, per mode, per caller: about 1,000 requests in all
+EXAMPLES = 6  # per operation, per mode, per caller: about 600 requests in all
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_no_operation_answers_5xx_to_generated_requests(server):
                 @given(case=strategy)
                 def probe(case):
                     _shorten_waits(case)
-                    response = case.call(base_url=server.url, timeout=15,
+                    response = case.call(base_url=server.url, timeout=30,
                                          headers={"authorization": f"Bearer {token}"})
                     seen["requests"] += 1
                     if response.status_code >= 500:
