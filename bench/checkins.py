@@ -45,6 +45,7 @@ from common import Bench, emit, summary, write_section  # noqa: E402
 from gg import __version__  # noqa: E402
 
 CHECK_IN = "/v1/runner/check-in"
+CHECK_IN_CONNECTIONS = 512
 READINGS = {"cpu_percent": 3.5, "memory_percent": 41.0, "load": [0.2, 0.3, 0.4]}
 
 
@@ -55,8 +56,13 @@ def _public_key() -> str:
 
 
 def scrape(url: str) -> dict[str, float]:
-    out = {}
-    for line in httpx.get(url + "/metrics", timeout=60).text.splitlines():
+    """``/metrics`` as a dict; empty when an overloaded server does not answer in time."""
+    out: dict[str, float] = {}
+    try:
+        text = httpx.get(url + "/metrics", timeout=120).text
+    except httpx.HTTPError:
+        return out
+    for line in text.splitlines():
         if line.startswith("#") or not line:
             continue
         name, _, value = line.rpartition(" ")
@@ -90,20 +96,22 @@ class Wire:
 
     httpx's async pool scans its connections on every request, so one client holding ten
     thousand parked claims spends its time in the pool, not on the wire, and the figures
-    would measure the simulator. Each simulated runner therefore owns two of these plain
-    connections (check-ins, claims); the requests are byte-for-byte what a runner sends.
+    would measure the simulator. Each simulated runner therefore parks its claim on a plain
+    connection of its own, and check-ins share a pool of them; the requests carry what a
+    runner sends (its credential, free slots, readings, version).
     """
 
-    def __init__(self, host: str, port: int, token: str):
+    def __init__(self, host: str, port: int, token: str | None = None):
         self.host, self.port = host, port
         self.auth = f"Bearer {token}"
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
-    async def post(self, path: str, body: dict) -> int:
+    async def post(self, path: str, body: dict, token: str | None = None) -> int:
         payload = json.dumps(body).encode()
+        auth = f"Bearer {token}" if token else self.auth
         head = (f"POST {path} HTTP/1.1\r\nhost: {self.host}:{self.port}\r\n"
-                f"authorization: {self.auth}\r\ncontent-type: application/json\r\n"
+                f"authorization: {auth}\r\ncontent-type: application/json\r\n"
                 f"user-agent: gg-bench\r\ncontent-length: {len(payload)}\r\n\r\n").encode()
         for attempt in (1, 2):
             try:
@@ -146,6 +154,14 @@ class Fleet:
         self.tasks: list[asyncio.Task] = []
         self.wires: list[Wire] = []
         self.active = 0
+        # Check-ins are short: they share a pool of connections, so that ten thousand
+        # runners fit in the file-descriptor limit (20,000 here) of both processes while
+        # each parked claim keeps a connection of its own, as a real runner's does.
+        self.check_in_wires: asyncio.Queue[Wire] = asyncio.Queue()
+        for _ in range(CHECK_IN_CONNECTIONS):
+            wire = Wire(self.host, self.port)
+            self.wires.append(wire)
+            self.check_in_wires.put_nowait(wire)
 
     async def register(self, count: int) -> float:
         """Register ``count`` runners over the real API, 32 at a time (none checks in yet)."""
@@ -181,19 +197,20 @@ class Fleet:
         self.active = max(self.active, count)
 
     async def _live(self, credential: str, offset: float) -> None:
-        wire = Wire(self.host, self.port, credential)
-        self.wires.append(wire)
         loop = asyncio.get_running_loop()
         await asyncio.sleep(offset)
         due = loop.time()
         while not self.stop.is_set():
             sent = loop.time()
+            wire = await self.check_in_wires.get()
             try:
                 status = await wire.post(CHECK_IN, {"free_slots": 1, "readings": READINGS,
-                                                    "version": __version__})
+                                                    "version": __version__}, token=credential)
                 self.samples.append((time.monotonic(), (loop.time() - sent) * 1000, status))
             except (OSError, asyncio.IncompleteReadError, IndexError, ValueError):
                 self.errors += 1
+            finally:
+                self.check_in_wires.put_nowait(wire)
             due += self.interval
             await asyncio.sleep(max(0.0, due - loop.time()))
 
@@ -245,7 +262,7 @@ async def measure(bench: Bench, steps: list[int], window: float, interval: float
             failed = sum(1 for at, _, status in fleet.samples
                          if window_start <= at <= t_after and status != 200)
             busy = (cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system)
-            parked = after_metrics.get("gg_claims_parked", 0)
+            parked = after_metrics.get("gg_claims_parked")
             before_b, after_b = check_in_buckets(before_metrics), check_in_buckets(after_metrics)
             result = {
                 "runners": step, "registered_in_s": round(took, 1), "registered": max(steps),
@@ -255,7 +272,7 @@ async def measure(bench: Bench, steps: list[int], window: float, interval: float
                 "server_p99_ms_bucket": bucket_quantile(before_b, after_b, 0.99),
                 "server_cpu_percent": round(100 * busy / (t_after - t_before), 1),
                 "server_rss_mb": round(rss_max / 2**20, 1),
-                "parked_claims": int(parked),
+                "parked_claims": None if parked is None else int(parked),
                 "kb_per_parked_claim": round((rss_max - empty_rss) / 1024 / parked, 1) if parked else None,
             }
             results.append(result)
@@ -288,10 +305,12 @@ def markdown(r: dict) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in r["steps"]:
         c = s["check_in_ms"]
+        parked = "–" if s["parked_claims"] is None else f"{s['parked_claims']:,}"
         lines.append(
             f"| {s['runners']:,} | {s['check_ins_per_s']:g} | {c['p50']} | {c['p99']} | {c['max']} | "
             f"{s['server_p99_ms_bucket']} | {s['failed'] + s['errors']} | {s['server_cpu_percent']} | "
-            f"{s['server_rss_mb']} | {s['parked_claims']:,} | {s['kb_per_parked_claim']} |")
+            f"{s['server_rss_mb']} | {parked} | "
+            f"{s['kb_per_parked_claim']} |")
     first = r["steps"][0] if r["steps"] else None
     if first:
         lines.append(f"\nAll {first['registered']:,} runners were registered first, through "
