@@ -39,25 +39,33 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
                       registered_by=person["id"], goodbye_at=None,
                       # enrolment: a registration supersedes an enrolment of the same key
                       kind="registered", profile=None, profile_in_force={})
+        runner_id = upsert_runner(core, existing, public_key, fields, credential, expires, now)
         if existing is not None:
-            core.store.update_runner(existing.id, **fields)
-            core.store.set_credential(existing.id, tokens.digest(credential),
-                                      tokens.fingerprint(credential), expires)
-            runner_id = existing.id
             health.judge(core, core.store.runner(runner_id), now, checked=False)
-        else:
-            fields.update(health.initial(core, workers))
-            runner = Runner(id=tokens.new_id("r_"), public_key=public_key, created_at=now,
-                            credential_expires_at=expires, **fields)
-            core.store.insert_runner(runner, credential_hash=tokens.digest(credential),
-                                     credential_fingerprint=tokens.fingerprint(credential))
-            runner_id = runner.id
         core.event("info:runner:registered", actor=person["name"], runner_id=runner_id,
                    name=name, superseded=existing is not None)
         runner = core.store.runner(runner_id)
         label_ops.refresh(core, runner)
     core.signals.event_added()
     return runner, credential
+
+
+def upsert_runner(core: Core, existing: Runner | None, public_key: str, fields: dict,
+                  credential: str, expires: float, now: float) -> str:
+    """One key, one row: a known key's row is superseded in place (new credential, new
+    fields); a new key gets a new row with its initial policy and health. Inside the
+    caller's transaction; returns the runner's id. Registration and enrolment share it."""
+    if existing is not None:
+        core.store.update_runner(existing.id, **fields)
+        core.store.set_credential(existing.id, tokens.digest(credential),
+                                  tokens.fingerprint(credential), expires)
+        return existing.id
+    values = {**fields, **health.initial(core, fields.get("started_workers") or 1)}
+    runner = Runner(id=tokens.new_id("r_"), public_key=public_key, created_at=now,
+                    credential_expires_at=expires, **values)
+    core.store.insert_runner(runner, credential_hash=tokens.digest(credential),
+                             credential_fingerprint=tokens.fingerprint(credential))
+    return runner.id
 
 
 def authenticate(core: Core, token: str | None) -> Runner:
