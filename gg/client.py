@@ -219,6 +219,45 @@ class Client:
     def credential_refs(self) -> list[dict]:
         return self.request("GET", paths.CREDENTIALS)
 
+    # -- strategies and pools (people) --------------------------------------------------------
+
+    def strategies(self) -> list[dict]:
+        return self.request("GET", paths.STRATEGIES)
+
+    def strategy(self, name: str) -> dict:
+        return self.request("GET", paths.STRATEGY.format(name=name))
+
+    def apply_strategy(self, name: str, mapping: dict) -> dict:
+        return self.request("PUT", paths.STRATEGY.format(name=name), json={"strategy": mapping})
+
+    def pin_strategy_digest(self, name: str, digest: str) -> dict:
+        return self.request("POST", paths.STRATEGY_DIGEST.format(name=name),
+                            json={"digest": digest})
+
+    def pools(self) -> list[dict]:
+        return self.request("GET", paths.POOLS)
+
+    def pool(self, pool: str) -> dict:
+        return self.request("GET", paths.POOL.format(pool=pool))
+
+    def allow_maintainer(self, pool: str, runner: str) -> dict:
+        return self.request("POST", paths.POOL_ALLOW.format(pool=pool), json={"runner": runner})
+
+    # -- pools (their maintainer and members) ---------------------------------------------------
+
+    def pool_plan(self, pool: str, **kw) -> dict:
+        return self.request("GET", paths.POOL_PLAN.format(pool=pool), **kw)
+
+    def pool_act(self, pool: str, action: str, member_id: str | None = None, **kw) -> dict:
+        return self.request("POST", paths.POOL_ACTIONS.format(pool=pool),
+                            json={"action": action, "member_id": member_id}, **kw)
+
+    def attest(self, pool: str, body: dict, **kw) -> dict:
+        return self.request("POST", paths.POOL_ATTEST.format(pool=pool), json=body, **kw)
+
+    def join_pool(self, code: str, body: dict, **kw) -> dict:
+        return self.request("POST", paths.MEMBER_JOIN, json=body, token=code, **kw)
+
 
 def _segment(ref: str) -> str:
     """A user-typed name as one path segment (``a/b`` must not become two)."""

@@ -19,6 +19,8 @@ ENV_TOKEN = "GG_TOKEN"
 ENV_CONFIG_DIR = "GG_CONFIG_DIR"
 ENV_STATE_DIR = "GG_STATE_DIR"
 ENV_DATA_DIR = "GG_DATA_DIR"
+ENV_IMAGES_DIR = "GG_IMAGES_DIR"  # pool images built on this host (gg strategy build, maintain)
+ENV_MEMBER_CODE = "GG_MEMBER_CODE"  # a pool member's one-time code, set by its maintainer
 DEFAULT_LISTEN = "127.0.0.1:8421"
 
 
@@ -51,6 +53,16 @@ def data_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("gg")) / "server"
+
+
+def images_dir() -> Path:
+    """Where this host keeps pool images: ``gg strategy build`` writes them and
+    ``gg runner maintain`` unpacks members from them."""
+    if os.environ.get(ENV_IMAGES_DIR):
+        return Path(os.environ[ENV_IMAGES_DIR])
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("gg")) / "images"
 
 
 def config_path() -> Path:

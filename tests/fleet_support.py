@@ -13,6 +13,13 @@ UI = {"purpose": "builds the web UI", "roles": ["runner"], "environment": "ui",
                                                           "workers": 2}}
 
 
+# A capability report of a host that can run the sandbox (what gg.runner.capabilities.probe
+# reports where bubblewrap works), for use-case tests of profiles that ask for isolation.
+SANDBOX_CAPABILITIES = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "bwrap_error": None,
+                        "netns": True, "container_engine": None, "tools": ["bwrap", "git"],
+                        "isolation_levels": ["none", "sandbox"], "egress_controls": ["all", "none"]}
+
+
 def public_key() -> str:
     raw = Ed25519PrivateKey.generate().public_key().public_bytes(
         serialization.Encoding.Raw, serialization.PublicFormat.Raw)

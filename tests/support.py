@@ -76,6 +76,14 @@ class Fleet:
         return subprocess.run(gg_argv(*args), env=env, capture_output=True, text=True,
                               check=check, input=input, timeout=timeout)
 
+    def chart(self, name: str, means: str = "true") -> str:
+        """Chart an environment and clear its gate, so flights may use it (SPEC 6)."""
+        api = self.api()
+        gate = api.request("POST", "/v1/environments", json={"name": name, "means": means})["gate"]
+        if gate is not None and api.gate(gate)["status"] == "open":
+            api.clear_gate(gate)
+        return gate
+
     def log(self, name: str) -> str:
         path = self.root / f"runner-{name}.log"
         return path.read_text() if path.exists() else ""
@@ -120,3 +128,27 @@ def make_runner(core, person, name: str = "r1", labels: dict | None = None, work
     runners.check_in(core, runner, readings={}, inventory=None, capabilities=None, version=None,
                      held=[], peer_address=None)
     return core.store.runner(runner.id)
+
+
+def cli(fleet: Fleet, *args: str) -> tuple[int, str, str]:
+    """Run the real CLI in this process against ``fleet`` (as ``fleet.gg`` does, without an
+    interpreter's start-up per command): (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from gg.cli.app import run
+
+    env = {**fleet.env, "GG_CONFIG_DIR": str(fleet.config_dir), "GG_SERVER": fleet.url}
+    saved = {key: os.environ.get(key) for key in env}
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        os.environ.update(env)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = run(list(args))
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return code, out.getvalue(), err.getvalue()

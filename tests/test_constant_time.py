@@ -25,11 +25,12 @@ PUBLIC = {
     ("gg/pool/image.py", "actual != digest"): "an image's content digest is public",
     ("gg/meanings.py", "cause.token.type == '$END'"): "a CEL parser token, not a secret",
     ("gg/control/credentials.py", "clean != (runner.credential_refs or [])"):
-        "credential references are names and fingerprints, never the secret",
+        "credential references (kind, ref, fingerprint) are public by design",
     ("gg/control/maintenance.py", "credentials_digest != refs_digest(runner.credential_refs or [])"):
-        "a digest of the credential references (names, fingerprints), not of a secret",
+        "a digest of public credential references",
+    ("gg/control/strategies.py", "was != digest"): "an image's content digest is public",
     ("gg/runner/fleet.py", "maintenance.store_digest(self.state_dir) != self._synced"):
-        "a digest of the credential references the runner last reported, not of a secret",
+        "a digest of the credential store's public references, never of a secret",
 }
 
 

@@ -35,3 +35,15 @@ RUNNER_RESUME = "/v1/runners/{ref}/resume"
 RUNNER_RETIRE = "/v1/runners/{ref}/retire"
 RUNNER_POLICY = "/v1/runners/{ref}/policy"
 RUNNERS_DRAIN = "/v1/runners/drain"  # every runner advertising the given labels
+
+# -- pools and strategies (docs/pools.md) ----------------------------------------------------
+STRATEGIES = "/v1/strategies"
+STRATEGY = "/v1/strategies/{name}"
+STRATEGY_DIGEST = "/v1/strategies/{name}/digest"
+POOLS = "/v1/pools"
+POOL = "/v1/pools/{pool}"
+POOL_ALLOW = "/v1/pools/{pool}/allow"
+POOL_PLAN = "/v1/pools/{pool}/plan"
+POOL_ACTIONS = "/v1/pools/{pool}/actions"
+POOL_ATTEST = "/v1/pools/{pool}/attest"
+MEMBER_JOIN = "/v1/members/join"

@@ -61,6 +61,7 @@ class CheckIn(Request):
     readings: Json = {}
     inventory: Json | None = None
     capabilities: Json | None = None
+    labels: Labels | None = None  # the runner's labels as it states them now (registered runners)
     version: Annotated[str | None, StringConstraints(max_length=64)] = None
     held: Annotated[list[Annotated[str, StringConstraints(max_length=64)]], Field(max_length=256)] = []
     # enrolment: the agents this runner has, and its latest maintenance report
@@ -122,3 +123,59 @@ class PolicySet(Request):
 
 class DrainSelection(Request):
     labels: Annotated[dict[str, str], Field(min_length=1, max_length=64)]
+
+
+# -- pools and strategies (docs/pools.md) ----------------------------------------------------
+
+MemberId = Annotated[str, StringConstraints(pattern=r"^m_[0-9a-f]{1,32}$")]
+Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+Why = Annotated[str | None, StringConstraints(max_length=500)]
+
+
+class StrategyApply(Request):
+    strategy: Json  # the file's mapping, checked by gg.airspace.strategy_from_mapping
+
+
+class StrategyDigest(Request):
+    digest: Digest
+
+
+class PoolAllow(Request):
+    runner: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+class PoolAction(Request):
+    action: Literal["start", "reset", "roll", "replace", "remove"]
+    member_id: MemberId | None = None
+
+
+class MemberFact(Request):
+    """What the maintainer sees of one member's process; it never names a member state."""
+
+    id: MemberId
+    process: Literal["running", "exited"]
+
+
+class ActionDone(Request):
+    action: Literal["start", "reset", "roll", "replace", "remove", "clean"]
+    member_id: MemberId | None = None
+    new_member: MemberId | None = None
+    ok: bool = True
+    error: Why = None
+
+
+class DriverReport(Request):
+    name: Literal["process", "podman", "docker"]
+    problem: Why = None
+
+
+class Attestation(Request):
+    members: Annotated[list[MemberFact], Field(max_length=4096)] = []
+    did: Annotated[list[ActionDone], Field(max_length=4096)] = []
+    driver: DriverReport | None = None
+
+
+class MemberJoin(Request):
+    public_key: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    inventory: Json = {}
+    version: Annotated[str | None, StringConstraints(max_length=64)] = None

@@ -1,6 +1,8 @@
-"""``gg airspace check``: every problem in an airspace directory, as ``file:line: key: problem``.
+"""``gg airspace check|apply|show``: the airspace directory and the root envelope in force.
 
 The airspace directory is ``--airspace DIR``, else ``GG_AIRSPACE``, else ``./airspace``.
+``check`` reads every file locally and prints each problem as ``file:line: key: problem``;
+``apply`` sends ``root.yaml`` (the environments flights may use) to the control plane.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Optional
 
 import typer
 
+from gg.api import placement as paths
+from gg.cli.context import ago, client, emit_json
 from gg.cli.exits import Exit
 
 ENV_AIRSPACE = "GG_AIRSPACE"
@@ -52,3 +56,34 @@ def check(airspace: Optional[Path] = AirspaceOption) -> None:
             else "no root.yaml")
     typer.echo(f"{base}: good ({root}, {len(loaded.profiles)} fleet profile(s), "
                f"{len(loaded.strategies)} pool strategy(ies))")
+
+
+@airspace_app.command("apply")
+def apply(
+    airspace: Optional[Path] = AirspaceOption,
+    json_: bool = typer.Option(False, "--json"),
+) -> None:
+    """Apply root.yaml, the environments flights may use (admin)."""
+    from gg.airspace.root import load_root
+
+    root = load_root(airspace_dir(airspace) / "root.yaml")  # AirspaceError: file:line: key: …
+    answer = client().request("PUT", paths.ROOT, json=root.to_dict())
+    if json_:
+        emit_json(answer)
+        return
+    names = ", ".join(answer["environments"]) or "no environments"
+    typer.echo(f"applied the root envelope: {names}")
+    for name in answer.get("not_in_force", []):
+        typer.echo(f"note: environment {name} has no meaning in force yet, so flights cannot "
+                   f"use it (gg environment chart {name} --means PREDICATE, then clear its gate)")
+
+
+@airspace_app.command("show")
+def show(json_: bool = typer.Option(False, "--json")) -> None:
+    """The root envelope in force."""
+    root = client().request("GET", paths.ROOT)
+    if json_:
+        emit_json(root)
+        return
+    typer.echo(f"root envelope: {', '.join(root['environments']) or 'no environments'} "
+               f"(applied {ago(root['applied_at'])} by {root.get('applied_by') or '-'})")

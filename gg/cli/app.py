@@ -40,11 +40,12 @@ def _globals(
 
 
 def _register() -> None:
-    from gg.cli import admin, demo, events, flights, gates, people, runners, sent, server
+    from gg.cli import admin, demo, events, flights, gates, people, placement, runners, sent, server
     from gg.cli import airspace, credentials, fleet  # enrolment
+    from gg.cli import pools, strategies  # pools
 
-    for module in (server, people, runners, admin, sent, flights, gates, events, demo,
-                   airspace, fleet, credentials):
+    for module in (server, people, runners, admin, sent, flights, gates, placement, events, demo,
+                   airspace, fleet, credentials, pools, strategies):
         module.register(app)
 
 

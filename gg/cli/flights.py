@@ -82,6 +82,8 @@ def _echo_fact(fact: dict) -> None:
     elif fact["kind"] == "returned":
         print(f"-- returned by its runner: {body.get('reason') or 'no reason given'}",
               file=sys.stderr, flush=True)
+    elif fact["kind"] == "note" and fact.get("runner_id") is None:
+        print(f"-- {body.get('text', '')}", file=sys.stderr, flush=True)
 
 
 def exit_code_of(answer: dict) -> int:

@@ -51,7 +51,8 @@ def up(
     options = RunnerOptions(server=server_url(), state_dir=config.state_dir(), name=runner_name,
                             labels=label_map, workers=workers, once=once, grace=grace,
                             person_token=None if token else config.resolve_token(cfg),
-                            enrol_token=token, hidden=[config.config_dir()])
+                            enrol_token=token, hidden=[config.config_dir()],
+                            member_code=os.environ.pop(config.ENV_MEMBER_CODE, None))
 
     def say(line: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)

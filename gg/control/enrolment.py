@@ -20,7 +20,7 @@ import re
 from gg import keys
 from gg.control import profiles
 from gg.control.core import Core
-from gg.control import health
+from gg.control.runners import upsert_runner
 from gg.control.people import require_admin
 from gg.domain import tokens
 from gg.domain.enrolment import MAX_TTL, MAX_USES, EnrolToken
@@ -135,18 +135,7 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
                       profile=grant.profile, ownership=ownership, owner=grant.owner,
                       reserved=False)
         existing = core.store.runner_by_key(public_key)
-        if existing is not None:
-            core.store.update_runner(existing.id, **fields)
-            core.store.set_credential(existing.id, tokens.digest(credential),
-                                      tokens.fingerprint(credential), expires)
-            runner_id = existing.id
-        else:
-            fields.update(health.initial(core, workers))
-            runner = Runner(id=tokens.new_id("r_"), public_key=public_key, created_at=now,
-                            credential_expires_at=expires, **fields)
-            core.store.insert_runner(runner, credential_hash=tokens.digest(credential),
-                                     credential_fingerprint=tokens.fingerprint(credential))
-            runner_id = runner.id
+        runner_id = upsert_runner(core, existing, public_key, fields, credential, expires, now)
         profiles.sync_runner(core, core.store.runner(runner_id), in_force)
         core.event("info:runner:enrolled", actor=f"enrolment:{grant.fingerprint}",
                    runner_id=runner_id, at=now, name=name, profile=grant.profile,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import fields
 
+from gg.control import attended as attended_ops
+from gg.control import environments as environment_ops
 from gg.control import leases as lease_ops
+from gg.control import pools as pool_ops
 from gg.control import runners as runner_ops
 from gg.control.core import Core
 from gg.domain import fitness, tokens
@@ -29,10 +32,14 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
     now = core.now()
     with core.store.atomic():
         target = runner_ops.resolve(core, runner).id if runner else None
+        behind = environment_ops.admit(core, environment=environment, labels=labels or {})
+        if attended:
+            attended_ops.check_open(core, target)
         flight = Flight(id=tokens.new_id("f_"), command=list(command), opened_by=person["id"],
                         opened_at=now, title=title or " ".join(command)[:120],
                         environment=environment, requires=required_labels(environment, labels),
-                        runner_target=target, attended=attended, repo=repo, agent=agent)
+                        runner_target=target, attended=attended, repo=repo, agent=agent,
+                        stage=Stage.GATED.value if behind else Stage.READY.value, gates=behind)
         core.store.insert_flight(flight)
         core.event("info:flight:opened", actor=person["name"], flight_id=flight.id, at=now,
                    title=flight.title)
@@ -71,42 +78,61 @@ class Snapshot:
         self.now = now
         runners = core.store.runners()
         live = core.store.live_leases(now)
-        self.seats: list[Seat] = [seat(r, now, core.settings.offline_after, live.get(r.id, 0))
+        refuted = core.store.refuted_by_runner()
+        self.seats: list[Seat] = [seat(r, now, core.settings.offline_after, live.get(r.id, 0),
+                                       refuted.get(r.id, frozenset()))
                                   for r in runners]
         self.names = {r.id: r.name for r in runners}
+        self._by_id = {s.runner.id: s for s in self.seats}
         self.open_gates = {g.id: g for g in core.store.gates(status="open", limit=100000)}
+        # Who opened a flight matters to the ladder only through a reservation, so flights of
+        # everyone who owns no reserved runner share one explanation (and one computation).
+        self._reservers = {r.owner for r in runners if r.reserved}
+        self.pool_reasons = pool_ops.waiting_reasons(core, now)
         self._cache: dict = {}
 
     def waiting(self, flight: Flight) -> Waiting | None:
-        if flight.stage not in (Stage.READY.value, Stage.GATED.value):
+        return self.waiting_of(flight.__dict__, lambda: flight)
+
+    def waiting_of(self, values: dict, make=None) -> Waiting | None:
+        """The waiting reason of a flight given as its field values; flights that differ
+        only in what the ladder does not read share one computation."""
+        stage = values["stage"]
+        if stage not in (Stage.READY.value, Stage.GATED.value):
             return None
-        key = (flight.stage, tuple(sorted(flight.requires.items())), flight.runner_target,
-               flight.opened_by, tuple(flight.gates), flight.repo, flight.agent, flight.kind)
+        opener = values["opened_by"] if values["opened_by"] in self._reservers else None
+        key = (stage, tuple(sorted(values["requires"].items())), values["runner_target"],
+               opener, tuple(values["gates"]), values["repo"], values["agent"], values["kind"])
         if key not in self._cache:
-            self._cache[key] = why_waiting(flight, self.seats, self.context(flight))
+            flight = make() if make is not None else Flight(**values)
+            seats = self.seats
+            if flight.runner_target is not None:  # the ladder reads only that runner's seat
+                seats = [s for s in (self._by_id.get(flight.runner_target),) if s is not None]
+            self._cache[key] = why_waiting(flight, seats, self.context(flight))
         return self._cache[key]
 
     def context(self, flight: Flight) -> Context:
         gates = [OpenGate(g.id, g.guards, g.cleared_by_words)
                  for g in (self.open_gates.get(gid) for gid in flight.gates) if g is not None]
         missing = fitness.credential_missing_for(flight.repo, (s.runner for s in self.seats))
-        return Context(open_gates=gates, runner_names=self.names, credential_missing_for=missing)
+        return Context(open_gates=gates, runner_names=self.names, credential_missing_for=missing,
+                       pool_reason=pool_ops.reason_for(self.pool_reasons, flight))
 
 
 def list_flights(core: Core, *, stage: str | None = None, limit: int = 200) -> list[dict]:
     if stage is not None and stage not in [s.value for s in Stage]:
         raise BadRequest(f"stage must be one of {', '.join(s.value for s in Stage)}")
     now = core.now()
-    _expire(core, now)
-    flights = core.store.flights(stages=(stage,) if stage else None, limit=limit)
+    record_due(core, now)
+    rows = core.store.flight_values(stages=(stage,) if stage else None, limit=limit)
     snap = Snapshot(core, now)
     people = {p["id"]: p["name"] for p in core.store.people()}
-    return [view(f, snap.waiting(f), snap.names, people) for f in flights]
+    return [_view(values, snap.waiting_of(values), snap.names, people) for values in rows]
 
 
 def show_flight(core: Core, flight_id: str) -> dict:
     now = core.now()
-    _expire(core, now)
+    record_due(core, now)
     flight = core.store.flight(flight_id)
     if flight is None:
         raise NotFound(f"no flight {flight_id}")
@@ -123,23 +149,39 @@ def show_flight(core: Core, flight_id: str) -> dict:
     return out
 
 
+_FLIGHT_FIELDS = tuple(f.name for f in fields(Flight))
+
+
 def view(flight: Flight, waiting: Waiting | None, names: dict[str, str],
          people: dict[str, str]) -> dict:
-    data = asdict(flight)
-    data["runner"] = flight.lease_runner
-    data["runner_name"] = names.get(flight.lease_runner) if flight.lease_runner else None
-    data["opened_by_name"] = people.get(flight.opened_by, flight.opened_by)
+    # A shallow copy, not dataclasses.asdict: asdict deep-copies every value, which was
+    # most of the time of listing 10,000 flights (docs/performance-placement.md).
+    data = {name: getattr(flight, name) for name in _FLIGHT_FIELDS}
+    data["command"], data["requires"], data["gates"] = (
+        list(flight.command), dict(flight.requires), list(flight.gates))
+    return _view(data, waiting, names, people)
+
+
+def _view(data: dict, waiting: Waiting | None, names: dict[str, str],
+          people: dict[str, str]) -> dict:
+    """Add what people are shown to a flight's field values (a fresh dict, changed in place)."""
+    holder = data["lease_runner"]
+    data["runner"] = holder
+    data["runner_name"] = names.get(holder) if holder else None
+    data["opened_by_name"] = people.get(data["opened_by"], data["opened_by"])
     data["waiting"] = waiting.sentence if waiting else None
     data["remedy"] = waiting.remedy if waiting else None
-    data["lease"] = ({"runner": flight.lease_runner, "epoch": flight.epoch,
-                      "expires_at": flight.lease_expires_at}
-                     if flight.stage == Stage.FLYING.value else None)
+    data["lease"] = ({"runner": holder, "epoch": data["epoch"],
+                      "expires_at": data["lease_expires_at"]}
+                     if data["stage"] == Stage.FLYING.value else None)
     return data
 
 
-def _expire(core: Core, now: float) -> None:
-    """Listings show the truth: a lease past its expiry is recorded as expired first."""
-    if core.store.next_lease_expiry() is None or core.store.next_lease_expiry() > now:
+def record_due(core: Core, now: float) -> None:
+    """Listings show the truth: a lease past its expiry (or an attended flight past its
+    deadline) is recorded first."""
+    lease_due = core.store.next_lease_expiry()
+    if (lease_due is None or lease_due > now) and not attended_ops.due(core, now):
         return
     with core.store.atomic():
         expired = lease_ops.expire_due(core, now)

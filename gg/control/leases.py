@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from gg.control import attended as attended_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import leases
 from gg.domain.flights import Flight, Outcome, Stage
@@ -20,7 +21,9 @@ _SCAN = 256
 
 
 def expire_due(core: Core, now: float) -> int:
-    """Record every lease past its expiry (clock comparison; no timer decides this)."""
+    """Record every lease past its expiry (clock comparison; no timer decides this), and
+    every attended flight nobody took by its deadline."""
+    attended_ops.fail_overdue(core, now)
     expired = core.store.expired_leases(now)
     for flight in expired:
         stage, expiries, reason = leases.after_expiry(flight, core.settings.max_expiries)
@@ -44,7 +47,8 @@ def expire_due(core: Core, now: float) -> int:
 def seat_for(core: Core, runner: Runner, now: float, live: int | None = None) -> Seat:
     if live is None:
         live = core.store.live_leases(now, [runner.id]).get(runner.id, 0)
-    return seat(runner, now, core.settings.offline_after, live)
+    return seat(runner, now, core.settings.offline_after, live,
+                core.store.refuted_pairs(runner.id))
 
 
 def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tuple[Flight, leases.Grant] | None:

@@ -22,6 +22,7 @@ from gg.airspace.errors import AirspaceError
 from gg.airspace.profiles import profile_from_mapping
 from gg.control import gates
 from gg.control import health
+from gg.control import labels as label_ops
 from gg.control.core import Core
 from gg.control.people import require_admin
 from gg.domain.enrolment import ProfileRecord, enrolled_labels
@@ -124,8 +125,10 @@ def sync_runner(core: Core, runner: Runner, in_force: Profile | None) -> None:
     values: dict[str, Any] = {"labels": enrolled_labels(in_force),
                               "profile_in_force": in_force.to_dict() if in_force else {}}
     core.store.update_runner(runner.id, **values)
-    # Policy follows through the one rule that assigns it (default < profile < admin).
+    # Policy follows through the one rule that assigns it (default < profile < admin), and
+    # the new labels get their dispositions (a meaning in force may refute them).
     health.judge(core, core.store.runner(runner.id), core.now(), checked=False)
+    label_ops.refresh(core, core.store.runner(runner.id))
 
 
 def list_profiles(core: Core) -> list[dict]:

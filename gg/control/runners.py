@@ -7,8 +7,10 @@ import secrets
 
 from gg import keys
 from gg.control import health
+from gg.control import labels as label_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import tokens
+from gg.domain.pools import MEMBER_KIND
 from gg.domain.runners import AdminState, Runner, silently_gone, version_skew
 from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
 
@@ -23,6 +25,7 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
         raise BadRequest("a runner name is 1-63 letters, digits, '.', '_' or '-'")
     if not keys.valid_public_key(public_key):
         raise BadRequest("public_key is not a base64 Ed25519 public key")
+    labels = label_ops.checked(labels)
     now = core.now()
     credential = tokens.mint(tokens.RUNNER)
     expires = now + core.settings.runner_credential_ttl
@@ -36,24 +39,33 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
                       registered_by=person["id"], goodbye_at=None,
                       # enrolment: a registration supersedes an enrolment of the same key
                       kind="registered", profile=None, profile_in_force={})
+        runner_id = upsert_runner(core, existing, public_key, fields, credential, expires, now)
         if existing is not None:
-            core.store.update_runner(existing.id, **fields)
-            core.store.set_credential(existing.id, tokens.digest(credential),
-                                      tokens.fingerprint(credential), expires)
-            runner_id = existing.id
             health.judge(core, core.store.runner(runner_id), now, checked=False)
-        else:
-            fields.update(health.initial(core, workers))
-            runner = Runner(id=tokens.new_id("r_"), public_key=public_key, created_at=now,
-                            credential_expires_at=expires, **fields)
-            core.store.insert_runner(runner, credential_hash=tokens.digest(credential),
-                                     credential_fingerprint=tokens.fingerprint(credential))
-            runner_id = runner.id
         core.event("info:runner:registered", actor=person["name"], runner_id=runner_id,
                    name=name, superseded=existing is not None)
         runner = core.store.runner(runner_id)
+        label_ops.refresh(core, runner)
     core.signals.event_added()
     return runner, credential
+
+
+def upsert_runner(core: Core, existing: Runner | None, public_key: str, fields: dict,
+                  credential: str, expires: float, now: float) -> str:
+    """One key, one row: a known key's row is superseded in place (new credential, new
+    fields); a new key gets a new row with its initial policy and health. Inside the
+    caller's transaction; returns the runner's id. Registration and enrolment share it."""
+    if existing is not None:
+        core.store.update_runner(existing.id, **fields)
+        core.store.set_credential(existing.id, tokens.digest(credential),
+                                  tokens.fingerprint(credential), expires)
+        return existing.id
+    values = {**fields, **health.initial(core, fields.get("started_workers") or 1)}
+    runner = Runner(id=tokens.new_id("r_"), public_key=public_key, created_at=now,
+                    credential_expires_at=expires, **values)
+    core.store.insert_runner(runner, credential_hash=tokens.digest(credential),
+                             credential_fingerprint=tokens.fingerprint(credential))
+    return runner.id
 
 
 def authenticate(core: Core, token: str | None) -> Runner:
@@ -74,6 +86,7 @@ def authenticate(core: Core, token: str | None) -> Runner:
 
 
 def challenge(core: Core, runner: Runner) -> dict:
+    _refuse_member_renewal(runner)
     nonce = secrets.token_urlsafe(32)
     with core.store.atomic():
         core.store.add_challenge(tokens.digest(nonce), runner.id, core.now() + _CHALLENGE_TTL)
@@ -82,6 +95,7 @@ def challenge(core: Core, runner: Runner) -> dict:
 
 def renew_credential(core: Core, runner: Runner, nonce: str, signature: str) -> dict:
     """A new credential, only for a signature by the runner's own key over the challenge."""
+    _refuse_member_renewal(runner)
     message = f"gg-renew:{runner.id}:{nonce}".encode()
     now = core.now()
     with core.store.atomic():
@@ -99,7 +113,8 @@ def renew_credential(core: Core, runner: Runner, nonce: str, signature: str) -> 
 
 def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | None,
              capabilities: dict | None, version: str | None, held: list[str],
-             peer_address: str | None, workers: int | None = None) -> dict:
+             peer_address: str | None, workers: int | None = None,
+             labels: dict[str, str] | None = None) -> dict:
     now = core.now()
     with core.store.atomic(durable=False):  # a heartbeat: no fsync (see Database.atomic)
         skew = version_skew(version, core.version)
@@ -117,14 +132,19 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
                        pair=pair, runner_version=version, server_version=core.version)
         core.store.update_runner(runner.id, **values)
         more_work = health.judge(core, core.store.runner(runner.id), now, checked=True)
+        relabelled = label_ops.after_check_in(
+            core, core.store.runner(runner.id), labels=labels,
+            facts_changed=inventory is not None or capabilities is not None)
         note_silent_runners(core, now)
         cancelled = _ended_among(core, held)
         runner = core.store.runner(runner.id)
     if more_work:
         core.signals.ready_changed()
     expires = runner.credential_expires_at or now
+    if relabelled:
+        core.signals.ready_changed()
     directives = []
-    if expires - now < core.settings.runner_credential_ttl / 3:
+    if runner.kind != MEMBER_KIND and expires - now < core.settings.runner_credential_ttl / 3:
         directives.append("renew_credential")
     if not runner.capabilities:
         directives.append("send_capabilities")
@@ -141,6 +161,14 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
         "server_time": now,
         "server_version": core.version,
     }
+
+
+def _refuse_member_renewal(runner: Runner) -> None:
+    """A pool member's credential (MEMBER_CREDENTIAL_TTL) is never renewed: its pool replaces
+    the member before the credential ends (gg.domain.pool_planner, Replace)."""
+    if runner.kind == MEMBER_KIND:
+        raise Forbidden("a pool member's credential is never renewed; its pool replaces the "
+                        "member before it ends", code="member_not_renewed")
 
 
 def goodbye(core: Core, runner: Runner) -> None:

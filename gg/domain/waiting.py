@@ -14,6 +14,11 @@ The ladder is SPEC section 7, kept-back reasons first::
 Hooks for later rungs are plain values in :class:`Context` so that adding pools or
 credentials never changes the shape of the function. It is pure: a snapshot in, a
 :class:`Waiting` out.
+
+A flight sent to one runner (``--runner``) reads only that runner's seat, so a caller
+explaining many flights may pass just that seat (``Snapshot`` does; a test pins that the
+answer is the same). Where SPEC 7 is silent, a flight sent to one runner names it:
+``it was sent to runner NAME, which is STATE`` and ``…, which does not advertise LABEL``.
 """
 
 from __future__ import annotations
@@ -85,10 +90,21 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         return Waiting("gated", f"waiting: gate {gate.id} is open ({gate.guards})", remedy)
     if ctx.missing:
         return Waiting("missing", f"waiting: {ctx.missing[0]}", "see gg plan " + flight.id)
-    live = [s for s in seats if s.runner.admin_state != "retired"]
-    advertising = [s for s in live if not missing_labels(flight.requires, s.usable_labels)]
-    if flight.runner_target is not None:
-        advertising = [s for s in advertising if s.runner.id == flight.runner_target]
+    # One pass over the fleet: this runs once per distinct kind of waiting flight, and a
+    # listing of 10,000 flights over 1,000 runners may ask a few hundred times.
+    target_id = flight.runner_target
+    live: list[Seat] = []
+    target = None
+    for s in seats:
+        if s.runner.admin_state == "retired":
+            continue
+        live.append(s)
+        if s.runner.id == target_id:
+            target = s
+    candidates = live if target_id is None else [target] if target else []
+    required = flight.requires.items()
+    advertising = [s for s in candidates
+                   if all(s.usable_labels.get(k) == v for k, v in required)]
     found = {s.runner.id: blockers(flight, s) for s in advertising}
     free = [s for s in advertising if not found[s.runner.id]]
     if free:
@@ -105,7 +121,6 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
             "ask its owner to release it, or bring up another runner",
         )
     if flight.runner_target is not None:
-        target = next((s for s in live if s.runner.id == flight.runner_target), None)
         if target is None or not target.online:
             name = target.runner.name if target else ctx.runner_names.get(
                 flight.runner_target, flight.runner_target)
@@ -142,11 +157,28 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         words = sorted({_state_word(found[s.runner.id]) for s in advertising},
                        key=[w for _, w in _STATE_WORDS].index)
         state = " or ".join(words)
+        if target is not None:
+            name = target.runner.name
+            return Waiting(
+                "target_" + words[0],
+                f"waiting: it was sent to runner {name}, which is {state}",
+                f"resume or fix runner {name} (gg runner show {name}), "
+                "or open the flight without --runner",
+            )
         subject = f"every runner that advertises {label}" if label else "every runner"
         return Waiting(
             "all_" + words[0],
             f"waiting: {subject} is {state}",
             "resume, fix, or start one",
+        )
+    if target is not None:
+        lacking = ",".join(missing_labels(flight.requires, target.usable_labels))
+        name = target.runner.name
+        return Waiting(
+            "target_lacks_labels",
+            f"waiting: it was sent to runner {name}, which does not advertise {lacking}",
+            f"restart runner {name} with --labels {lacking}, or open the flight without "
+            "--runner" + _refuted_note(lacking.split(","), [target]),
         )
     if not label:
         return Waiting(
@@ -158,8 +190,26 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
     return Waiting(
         "no_runner",
         f"waiting: no runner advertises {lonely}",
-        f"bring up a runner that advertises it (gg runner up --labels {lonely}); gg runner labels",
+        f"bring up a runner that advertises it (gg runner up --labels {lonely}); gg runner labels"
+        + _refuted_note(lonely.split(","), live),
     )
+
+
+def refuted_holders(pair: str, seats: list[Seat]) -> list[str]:
+    """Names of runners that state ``pair`` but whose facts refute it (so it is not used)."""
+    key, _, value = pair.partition("=")
+    return [s.runner.name for s in seats
+            if s.runner.labels.get(key) == value and s.usable_labels.get(key) != value]
+
+
+def _refuted_note(pairs: list[str], seats: list[Seat]) -> str:
+    for pair in pairs:
+        names = refuted_holders(pair, seats)
+        if names:
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            verb = "states" if len(names) == 1 else "state"
+            return f" ({shown} {verb} {pair}, but the facts refute it)"
+    return ""
 
 
 def _first_unadvertised(requires: dict[str, str], seats: list[Seat]) -> str | None:

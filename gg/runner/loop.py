@@ -49,6 +49,7 @@ class RunnerOptions:
     person_token: str | None = None
     enrol_token: str | None = None  # enrolment: spent once, on the first start
     hidden: list[Path] = field(default_factory=list)  # masked in sandboxes (the config dir)
+    member_code: str | None = None  # a pool member's one-time ggm_ code (GG_MEMBER_CODE)
 
 
 class Runner:
@@ -94,22 +95,29 @@ class Runner:
     # -- life ------------------------------------------------------------------------------
 
     def run(self) -> int:
+        answer = self.come_online()
+        profile = f", profile {self.fleet.profile_name}" if self.fleet.enrolled else ""
+        self.say(f"runner {self.registration.name} ({self.registration.runner_id}) is up: "
+                 f"{self.workers} worker(s), labels "
+                 f"{_labels(answer.get('labels') or {}) or '(none)'}{profile}")
+        claimer = threading.Thread(target=self._claim_loop, name="claim", daemon=True)
+        claimer.start()
+        while not self.stop.wait(0.5):
+            pass
+        return self._shut_down()
+
+    def come_online(self) -> dict:
+        """Register (once), check in, and keep checking in until ``stop``: what every runner
+        process does, whether it flies flights (:meth:`run`) or maintains a pool
+        (:mod:`gg.pool.maintainer`). Returns the first check-in's answer."""
         self._register()
         self._probe()
         answer = self._check_in_once(retry_for=float("inf"))
         self.fleet.sync_credentials()  # enrolment: references, never secrets
         self.fleet.start(self.stop)
-        profile = f", profile {self.fleet.profile_name}" if self.fleet.enrolled else ""
-        self.say(f"runner {self.registration.name} ({self.registration.runner_id}) is up: "
-                 f"{self.workers} worker(s), labels "
-                 f"{_labels(answer.get('labels') or {}) or '(none)'}{profile}")
         checker = threading.Thread(target=self._check_in_loop, name="check-in", daemon=True)
-        claimer = threading.Thread(target=self._claim_loop, name="claim", daemon=True)
         checker.start()
-        claimer.start()
-        while not self.stop.wait(0.5):
-            pass
-        return self._shut_down()
+        return answer
 
     def request_stop(self, reason: str | None = None) -> None:
         if reason and not self.exit_reason:
@@ -161,6 +169,9 @@ class Runner:
         if self.options.enrol_token:  # enrolment: nobody signs in on this machine
             self._enrol(key)
             return
+        if self.options.member_code:  # a pool member: its maintainer's one-time code
+            self._join_pool(key)
+            return
         if not self.options.person_token:
             raise RunnerExit("this runner is not registered yet: sign in first "
                              "(gg login --server URL --token-file FILE), or enrol it with "
@@ -173,9 +184,14 @@ class Runner:
                                           retry_for=float("inf"))
         except ApiError as exc:
             raise RunnerExit(f"registration refused: {exc.message}") from None
-        reg = Registration(server=self.options.server, runner_id=answer["runner"]["id"],
-                           name=self.options.name, credential=answer["credential"],
-                           credential_expires_at=answer.get("credential_expires_at"))
+        self._save_registration(answer["runner"]["id"], answer["credential"],
+                                answer.get("credential_expires_at"))
+
+    def _save_registration(self, runner_id: str, credential: str,
+                           expires_at: float | None) -> None:
+        reg = Registration(server=self.options.server, runner_id=runner_id,
+                           name=self.options.name, credential=credential,
+                           credential_expires_at=expires_at)
         self.state.save_registration(reg)
         self.registration = reg
         self.client.token = reg.credential
@@ -189,16 +205,25 @@ class Runner:
             answer = enrol(self.client, self.options.enrol_token, body)
         except ApiError as exc:
             raise RunnerExit(f"enrolment refused: {exc.message}") from None
-        reg = Registration(server=self.options.server, runner_id=answer["runner"]["id"],
-                           name=self.options.name, credential=answer["credential"],
-                           credential_expires_at=answer.get("credential_expires_at"))
-        self.state.save_registration(reg)
-        self.registration = reg
-        self.client.token = reg.credential
-        self.claim_client.token = reg.credential
+        self._save_registration(answer["runner"]["id"], answer["credential"],
+                                answer.get("credential_expires_at"))
+        reg = self.registration
         self.say(f"enrolled as {reg.name} ({reg.runner_id}) with profile "
                  f"{(answer.get('profile') or {}).get('name')}; the token is spent and "
                  "not needed again")
+
+    def _join_pool(self, key) -> None:
+        """A pool member exchanges its one-time code (from its maintainer) for a credential;
+        its labels are the pool strategy's, whatever the machine was started with."""
+        body = {"public_key": keys.public_text(key),
+                "inventory": inventory.inventory(str(self.state.path)), "version": __version__}
+        try:
+            answer = self.client.join_pool(self.options.member_code, body, retry_for=60.0)
+        except ApiError as exc:
+            raise RunnerExit(f"the member code was refused: {exc.message}") from None
+        self.options.labels = dict(answer.get("labels") or {})
+        self._save_registration(answer["runner"]["id"], answer["credential"],
+                                answer.get("credential_expires_at"))
 
     def _renew_credential(self) -> None:
         key = self.state.key()
@@ -237,6 +262,8 @@ class Runner:
                 "version": __version__, "held": list(self.runs), "workers": self.workers}
         if changed != self._inventory_sent:
             body["inventory"] = inv
+            body["labels"] = self.options.labels  # what this start states (may differ from
+            # the labels it registered with; the server recomputes dispositions)
         body.update(self.fleet.check_in_extras())  # enrolment: agents, maintenance report
         caps = self.capabilities
         if caps is not None and caps != self._capabilities_sent:
@@ -254,6 +281,10 @@ class Runner:
             self.check_now.set()
         self._apply(answer)
         self.protocol.update(answer.get("protocol", {}))
+        # Never back off longer than a quarter of the renewal slack: a lease must be renewed before it
+        # runs out even when the control plane was away (5 s at the default 20 s slack).
+        cap = min(5.0, max(0.2, float(self.protocol.get("lease_renew_at", 20.0)) / 4))
+        self.client.backoff_cap = self.claim_client.backoff_cap = cap
         self.protocol["check_in_interval"] = answer.get("check_in_interval",
                                                         self.protocol["check_in_interval"])
         for flight_id in answer.get("ended", []):

@@ -15,7 +15,7 @@ from gg.control.people import bootstrap
 from gg.server import errors, liveness, metrics
 from gg.server.dispatch import Dispatcher, Watch
 from gg.server.limits import BodyLimit
-from gg.server.routes import admin, fleet, flights, gates, people, runners
+from gg.server.routes import admin, fleet, flights, gates, people, placement, pools, runners
 from gg.settings import Settings
 from gg.store import Store, open_store
 
@@ -34,8 +34,9 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.state.dispatcher = Dispatcher(core)
     app.state.watch = Watch(core)
     errors.install(app)
-    for module in (people, runners, flights, gates, fleet, admin):
+    for module in (people, runners, flights, gates, fleet, admin, placement, pools):
         app.include_router(module.router)
+    placement.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     metrics.install(app)  # outermost: counts every answer, 413s included
     return app

@@ -18,10 +18,13 @@ from gg.store.flights import FlightRows
 from gg.store.gates import GateRows
 from gg.store.metrics import MetricRows
 from gg.store.people import PeopleRows
+from gg.store.placement import PlacementRows
+from gg.store.pools import PoolRows
 from gg.store.runners import RunnerRows
 
 
-class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows, MetricRows):
+class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
+            PlacementRows, PoolRows, MetricRows):
     """The SQLite store (the embedded default)."""
 
     def __init__(self, path: Path | str):

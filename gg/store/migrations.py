@@ -233,3 +233,55 @@ def _runner_policy_override(db: sqlite_utils.Database) -> None:
         ALTER TABLE runners ADD COLUMN policy_changed_at REAL;
         """
     )
+
+
+# -- pools (400-499) ------------------------------------------------------------------------
+
+
+@migration(400, "pools")
+def _pools(db: sqlite_utils.Database) -> None:
+    """Strategies (applied, in force, their pool's attestation), members and the admin's
+    allow-list of pool maintainers. A strategy's pool name is unique and never changes."""
+    db.executescript(
+        """
+        CREATE TABLE strategies (
+            name TEXT PRIMARY KEY,
+            pool TEXT NOT NULL UNIQUE,
+            applied TEXT NOT NULL,
+            in_force TEXT,
+            gate_id TEXT,
+            applied_at REAL,
+            applied_by TEXT,
+            in_force_at REAL,
+            maintainer_id TEXT,
+            last_attested_at REAL,
+            attestation TEXT,
+            stale_noted_at REAL
+        );
+        CREATE TABLE members (
+            id TEXT PRIMARY KEY,
+            pool TEXT NOT NULL,
+            name TEXT NOT NULL,
+            state TEXT NOT NULL,
+            digest TEXT,
+            runner_id TEXT,
+            maintainer_id TEXT,
+            resets INTEGER NOT NULL DEFAULT 0,
+            cycle_grants INTEGER NOT NULL DEFAULT 0,
+            code_hash TEXT UNIQUE,
+            code_expires_at REAL,
+            cycle_started_at REAL,
+            created_at REAL NOT NULL,
+            updated_at REAL
+        );
+        CREATE INDEX members_pool ON members(pool, id);
+        CREATE INDEX members_runner ON members(runner_id);
+        CREATE TABLE pool_maintainers (
+            pool TEXT NOT NULL,
+            runner_id TEXT NOT NULL,
+            allowed_by TEXT,
+            allowed_at REAL NOT NULL,
+            PRIMARY KEY (pool, runner_id)
+        );
+        """
+    )

@@ -12,7 +12,7 @@ from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from gg.settings import Settings
 from gg.store import open_store
 
-from fleet_support import UI, public_key
+from fleet_support import SANDBOX_CAPABILITIES, UI, public_key
 from support import Clock
 
 
@@ -126,8 +126,8 @@ def test_an_enrolled_machine_takes_no_work_until_its_profile_is_in_force(core, o
 
     _, token = enrolment.mint_token(core, owner, profile="ui")
     machine, _ = spend(core, token)
-    runners.check_in(core, machine, readings={}, inventory=None, capabilities=None,
-                     version=None, held=[], peer_address=None)
+    runners.check_in(core, machine, readings={}, inventory=None,
+                     capabilities=SANDBOX_CAPABILITIES, version=None, held=[], peer_address=None)
     plain = flights.open_flight(core, owner, command=["true"])
     assert leases.try_claim(core, machine.id) is None
     shown = flights.show_flight(core, plain.id)

@@ -17,7 +17,7 @@ from support import Clock, make_runner
 
 @pytest.fixture
 def core(tmp_path):
-    c = Core(store=open_store(tmp_path), settings=Settings(), clock=Clock())
+    c = Core(store=open_store(tmp_path), settings=Settings(dev=True), clock=Clock())
     bootstrap(c, tmp_path)
     return c
 

@@ -125,6 +125,7 @@ def test_fifty_machines_racing_for_a_one_use_token_give_exactly_one_runner(fleet
 
 
 def test_an_enrolled_runner_advertises_its_environment_only_once_its_gate_clears(fleet, tmp_path):
+    fleet.chart("ui")  # flights may use environment ui
     airspace = tmp_path / "airspace"
     write_profile(airspace, "ui", profile_yaml())
     applied = json.loads(fleet.gg("fleet", "apply", "ui", "--airspace", str(airspace),
@@ -135,7 +136,7 @@ def test_an_enrolled_runner_advertises_its_environment_only_once_its_gate_clears
     row = runner_row(fleet, "m1")
     assert row["kind"] == "enrolled" and row["profile"] == "ui" and row["labels"] == {}
     api = fleet.api()
-    flight = api.open_flight({"command": ["echo on $GG_FLIGHT"], "labels": {"environment": "ui"}})
+    flight = api.open_flight({"command": ["echo on $GG_FLIGHT"], "environment": "ui"})
     assert api.flight(flight["id"])["waiting"] == "waiting: no runner advertises environment=ui"
 
     cleared = fleet.gg("gate", "clear", applied["gate"]["id"])
@@ -179,6 +180,7 @@ def test_a_registered_runner_runs_an_agent_from_its_own_configuration(fleet, tmp
 
 
 def test_a_credential_reaches_git_clone_over_http_and_never_the_control_plane(fleet, tmp_path):
+    fleet.chart("ui")  # flights may use environment ui
     secret = "s3cret-" + os.urandom(8).hex()
     airspace = tmp_path / "airspace"
     with GitHttpServer(tmp_path / "git", user="robot", password=secret) as server:
@@ -189,7 +191,7 @@ def test_a_credential_reaches_git_clone_over_http_and_never_the_control_plane(fl
         apply_and_clear(fleet, airspace, "ui", profile_yaml(hosts=[host]))
         api = fleet.api()
         flight = api.open_flight({"command": ["cat README.md; git log --format=%s"],
-                                  "repo": url, "labels": {"environment": "ui"}})
+                                  "repo": url, "environment": "ui"})
         assert api.flight(flight["id"])["waiting"] == (
             f"waiting: no credential is registered for repository {slug}")
         machine = fleet.runner("m1", extra=["--enrol", mint(fleet, "ui")])
@@ -221,6 +223,7 @@ def test_a_credential_reaches_git_clone_over_http_and_never_the_control_plane(fl
 
 
 def test_commits_are_pushed_to_an_allowed_destination_and_refused_for_another(fleet, tmp_path):
+    fleet.chart("ui")  # flights may use environment ui
     allowed = bare_repo(tmp_path / "allowed.git")
     other = bare_repo(tmp_path / "other.git")
     apply_and_clear(fleet, tmp_path / "airspace", "ui",
@@ -231,9 +234,9 @@ def test_commits_are_pushed_to_an_allowed_destination_and_refused_for_another(fl
     work = "echo change >> README.md && git -c user.name=Agent -c user.email=agent@example.test " \
            "commit --quiet -am 'agent work'"
     pushed = api.open_flight({"command": [work], "repo": str(allowed),
-                              "labels": {"environment": "ui"}})
+                              "environment": "ui"})
     refused = api.open_flight({"command": [work], "repo": f"file://{other}",
-                               "labels": {"environment": "ui"}})
+                               "environment": "ui"})
     pushed = flight_when(api, pushed["id"], "landed")
     refused = flight_when(api, refused["id"], "landed")
 

@@ -209,8 +209,9 @@ def test_gg_runner_sent_shows_each_check_in_and_never_a_token(fleet):
     assert all(e["method"] == "POST" and e["at"] > 0 for e in check_ins)
     assert "capabilities" in check_ins[0]["body"]  # the first carries the capability report
     assert all("readings" in e["body"] for e in check_ins)
-    last_seen = _row(fleet, "r1")["last_seen_at"]
-    assert any(abs(e["at"] - last_seen) < 1.0 for e in check_ins)
+    last_seen = _row(fleet, "r1")["last_seen_at"]  # what the server saw last was logged
+    assert any(abs(e["at"] - last_seen) < 5.0
+               for e in sent() if e["path"] == "/v1/runner/check-in")
     log = runner.state_dir / "sent.jsonl"
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
     text = log.read_text()

@@ -24,7 +24,7 @@ TTL = 60.0
 @pytest.fixture
 def world(tmp_path):
     clock = Clock()
-    core = Core(store=open_store(tmp_path), settings=Settings(lease_ttl=TTL, max_expiries=3, dev=True),
+    core = Core(store=open_store(tmp_path), settings=Settings(dev=True, lease_ttl=TTL, max_expiries=3),
                 clock=clock)
     bootstrap(core, tmp_path)
     owner = core.store.person_by_name("owner")

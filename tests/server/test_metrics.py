@@ -23,7 +23,7 @@ def clock():
 
 @pytest.fixture
 def client(tmp_path, clock):
-    app = create_app(Settings(lease_ttl=60, offline_after=45, dev=True), open_store(tmp_path),
+    app = create_app(Settings(dev=True, lease_ttl=60, offline_after=45), open_store(tmp_path),
                      clock=clock, data_dir=tmp_path)
     with TestClient(app) as c:
         c.owner = (tmp_path / "owner-token").read_text().strip()

@@ -48,7 +48,8 @@ async def check_in(body: CheckIn, request: Request, runner: Runner = Depends(aut
     extra = fleet.before_check_in(request, runner, body.agents)  # enrolment
     answer = runners.check_in(core, runner, readings=body.readings, inventory=body.inventory,
                               capabilities=body.capabilities, version=body.version,
-                              held=body.held, peer_address=peer, workers=body.workers)
+                              held=body.held, peer_address=peer, workers=body.workers,
+                              labels=body.labels)
     fleet.after_check_in(request, runner, body.maintenance)  # enrolment: maintenance report
     answer.update(extra)
     if not was_online:

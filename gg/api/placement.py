@@ -1,0 +1,40 @@
+"""Route paths and request schemas of placement: environments, the root envelope, label
+dispositions, ownership and plans. Kept apart from ``paths``/``schemas`` so that placement
+grows without touching the core's files; the same rules apply (unknown fields refused,
+every size bounded)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints
+
+from gg.api.schemas import Request
+
+ENVIRONMENTS = "/v1/environments"
+ENVIRONMENT = "/v1/environments/{name}"
+ROOT = "/v1/airspace/root"
+LABELS = "/v1/labels"
+RUNNER_CLAIM = "/v1/runners/{ref}/claim"  # a person claims a runner (not a runner's claim)
+RUNNER_UNCLAIM = "/v1/runners/{ref}/unclaim"
+RUNNER_RESERVE = "/v1/runners/{ref}/reserve"
+RUNNER_RELEASE = "/v1/runners/{ref}/release"
+RUNNER_OWNERSHIP = "/v1/runners/{ref}/ownership"
+FLIGHT_PLAN = "/v1/flights/{flight_id}/plan"
+
+EnvName = Annotated[str, StringConstraints(min_length=1, max_length=63)]
+
+
+class EnvironmentChart(Request):
+    name: EnvName
+    means: Annotated[str, StringConstraints(max_length=8000)]
+
+
+class RootApply(Request):
+    # Checked in depth by gg.airspace.root.root_from_mapping, so a posted root is held to
+    # exactly what root.yaml may say.
+    environments: Annotated[list[Any], Field(max_length=1000)]
+
+
+class OwnershipSet(Request):
+    ownership: Literal["organisation", "open"]

@@ -1,0 +1,87 @@
+"""``gg environment chart``, ``gg environments``, ``gg environment show``."""
+
+from __future__ import annotations
+
+import typer
+
+from gg.api import placement as paths
+from gg.cli.context import ago, client, console, emit_json, table
+
+environment_app = typer.Typer(help="Environments: charted names with a meaning.",
+                              no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(environment_app, name="environment")
+    app.command("environments")(list_environments)
+
+
+@environment_app.command("chart")
+def chart(
+    name: str = typer.Argument(..., metavar="NAME"),
+    means: str = typer.Option(..., "--means", metavar="PREDICATE",
+                              help='CEL over the runner\'s facts, e.g. os == "linux" && cpu_count >= 4'),
+    json_: bool = typer.Option(False, "--json"),
+) -> None:
+    """Chart an environment (admin); its meaning is in force once its gate is cleared."""
+    env = client().request("POST", paths.ENVIRONMENTS, json={"name": name, "means": means})
+    if json_:
+        emit_json(env)
+        return
+    if not env.get("changed"):
+        typer.echo(f"environment {name} already means that; nothing changed")
+        return
+    typer.echo(f"charted environment {name}: {means}")
+    typer.echo(f"gate {env['gate']} is open; an admin clears it with gg gate clear {env['gate']}")
+    if env.get("meaning"):
+        typer.echo(f"until then the meaning in force stays: {env['meaning']}, and waiting "
+                   f"flights of {name} are held behind the gate")
+
+
+def list_environments(json_: bool = typer.Option(False, "--json")) -> None:
+    """Every environment: meaning, gate, and the runners that advertise it."""
+    rows = client().request("GET", paths.ENVIRONMENTS)
+    if json_:
+        emit_json(rows)
+        return
+    if not rows:
+        typer.echo("no environments: chart one with gg environment chart NAME --means PREDICATE")
+        return
+    t = table("NAME", "MEANING", "GATE", "ROOT", "ADVERTISED BY", "MEASURED", "REFUTED")
+    for e in rows:
+        t.add_row(e["name"], _meaning(e), _gate(e),
+                  {True: "yes", False: "no", None: "-"}[e["in_root"]],
+                  f"{e['advertising']} ({e['online']} online)", str(e["measured"]),
+                  str(e["refuted"]))
+    console().print(t)
+
+
+@environment_app.command("show")
+def show(name: str = typer.Argument(..., metavar="NAME"),
+         json_: bool = typer.Option(False, "--json")) -> None:
+    """One environment in full."""
+    e = client().request("GET", paths.ENVIRONMENT.format(name=name))
+    if json_:
+        emit_json(e)
+        return
+    lines = [f"environment {e['name']}",
+             f"  meaning    {_meaning(e)}",
+             f"  gate       {_gate(e)}"]
+    if e.get("charted_at"):
+        lines.append(f"  charted    {ago(e['charted_at'])} by {e.get('charted_by') or '-'}")
+    lines.append(f"  runners    {' '.join(e['runners']) or '-'} ({e['online']} online, "
+                 f"{e['measured']} measured, {e['refuted']} refuted)")
+    typer.echo("\n".join(lines))
+
+
+def _meaning(e: dict) -> str:
+    if not e["charted"]:
+        return "(not charted)"
+    shown = e["meaning"] or "(none in force yet)"
+    if e.get("pending_meaning"):
+        shown += f" -> {e['pending_meaning']} (waiting for its gate)"
+    return shown
+
+
+def _gate(e: dict) -> str:
+    return f"{e['gate']} {e['gate_status']}" if e.get("gate") else "-"

@@ -1,0 +1,143 @@
+"""``gg pools``, ``gg pool show|allow``, and ``gg runner maintain POOL``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from gg import config
+from gg.cli.context import CliError, ago, client, console, emit_json, server_url, settings, table
+from gg.cli.exits import Exit
+
+pool_app = typer.Typer(help="Pools: managed sets of identical machines on one host.",
+                       no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    from gg.cli.runners import runner_app
+
+    app.command("pools")(list_pools)
+    app.add_typer(pool_app, name="pool")
+    runner_app.command("maintain")(maintain)
+
+
+def list_pools(json_: bool = typer.Option(False, "--json")) -> None:
+    """Every pool: its members, its last attestation, and the flights waiting on it."""
+    rows = client().pools()
+    if json_:
+        emit_json(rows)
+        return
+    if not rows:
+        typer.echo("no pools: apply a strategy with gg strategy apply NAME FILE")
+        return
+    now = time.time()
+    for i, row in enumerate(rows):
+        if i:
+            typer.echo("")
+        _print_pool(row, now)
+
+
+@pool_app.command("show")
+def show(pool: str = typer.Argument(..., metavar="POOL"),
+         json_: bool = typer.Option(False, "--json")) -> None:
+    """One pool, as gg pools shows it."""
+    row = client().pool(pool)
+    if json_:
+        emit_json(row)
+        return
+    _print_pool(row, time.time())
+
+
+@pool_app.command("allow")
+def allow(pool: str = typer.Argument(..., metavar="POOL"),
+          runner: str = typer.Argument(..., metavar="RUNNER", help="Runner id or name."),
+          json_: bool = typer.Option(False, "--json")) -> None:
+    """Let a registered (not enrolled) runner maintain POOL (admin)."""
+    answer = client().allow_maintainer(pool, runner)
+    if json_:
+        emit_json(answer)
+        return
+    typer.echo(f"runner {answer['runner_name']} ({answer['runner']}) may maintain pool {pool}: "
+               f"on that host, gg runner maintain {pool}")
+
+
+def _print_pool(row: dict, now: float) -> None:
+    hours = f", active {row['active_hours']}" if row.get("active_hours") else ""
+    digest = (row.get("digest") or "no image pinned")[:19]
+    typer.echo(f"pool {row['name']}: environment {row['environment']}, {row['driver']} driver, "
+               f"image {digest}, {len(row['members'])} member(s) (warm {row['warm']}, "
+               f"pool-max {row['pool_max']}, size {row['size']}{hours})")
+    maintainer = row.get("maintainer")
+    who = (f"maintained by {maintainer['name']} ({'online' if maintainer['online'] else 'offline'})"
+           if maintainer else "no maintainer yet")
+    typer.echo(f"  {who}, last attested {ago(row.get('last_attested_at'), now)}")
+    if row["members"]:
+        t = table("  MEMBER", "STATE", "ONLINE", "FLIGHT", "IMAGE", "RESETS")
+        for m in row["members"]:
+            t.add_row(f"  {m['name']}", m["state"], "online" if m["online"] else "offline",
+                      m.get("flight") or "-", (m.get("digest") or "-")[:19], str(m["resets"]))
+        console().print(t)
+    if row["needs_attention"]:
+        typer.echo(f"  needs attention: {row['attention']}")
+    for waiting in row.get("waiting", []):
+        typer.echo(f"  {waiting['flight']} {waiting['sentence']}")
+
+
+def maintain(
+    pool: str = typer.Argument(..., metavar="POOL", help="The pool (its strategy's inventory.name)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Runner name (default: HOST-maintain-POOL)."),
+    images: Optional[Path] = typer.Option(None, "--images", metavar="DIR",
+                                          help="Pool images on this host (env GG_IMAGES_DIR)."),
+    state: Optional[Path] = typer.Option(None, "--state-dir", metavar="DIR",
+                                         help="This maintainer's own state (default: GG_STATE_DIR, "
+                                              "else a maintain-POOL dir beside the runner's)."),
+    enrol: Optional[str] = typer.Option(None, "--enrol", metavar="TOKEN",
+                                        help="Enrol with a gge_ token whose profile has the "
+                                             "maintain role (env GG_ENROL_TOKEN)."),
+    enrol_file: Optional[Path] = typer.Option(None, "--enrol-file", metavar="FILE",
+                                              help="Read the enrolment token from FILE."),
+    once: bool = typer.Option(False, "--once", help="One plan, carried out and attested; then exit."),
+) -> None:
+    """Maintain POOL on this host: ask for the plan, carry it out, attest.
+
+    Needs the maintain role in this runner's fleet profile, or gg pool allow POOL RUNNER."""
+    from gg.cli.fleet import enrol_token
+    from gg.pool.maintainer import Maintainer, MaintainerExit, MaintainerOptions
+
+    token = enrol_token(enrol, enrol_file)  # enrolled: nobody signs in on this host
+    cfg = settings()
+    host = socket.gethostname().split(".")[0]
+    options = MaintainerOptions(
+        server=server_url(), pool=pool, state_dir=state or _state_dir(pool),
+        name=name or f"{host}-maintain-{pool}"[:63], images_dir=images or config.images_dir(),
+        person_token=None if token else config.resolve_token(cfg), enrol_token=token,
+        max_cycles=1 if once else None)
+
+    def say(line: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
+
+    maintainer = Maintainer(options, say=say)
+
+    def stop(signum, frame):
+        maintainer.request_stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        code = maintainer.run()
+    except MaintainerExit as exc:
+        raise CliError(str(exc), int(Exit.FORBIDDEN if exc.forbidden else Exit.FAILURE)) from None
+    raise typer.Exit(code)
+
+
+def _state_dir(pool: str) -> Path:
+    """The maintainer's own identity: GG_STATE_DIR when given, else beside the runner's."""
+    if os.environ.get(config.ENV_STATE_DIR):
+        return Path(os.environ[config.ENV_STATE_DIR])
+    return config.state_dir().parent / f"maintain-{pool}"

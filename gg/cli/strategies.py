@@ -1,0 +1,123 @@
+"""``gg strategy apply|build|show`` and ``gg strategies``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from gg import config
+from gg.cli.context import CliError, client, console, emit_json, table
+
+strategy_app = typer.Typer(help="Pool strategies: how a pool is furnished and bounded.",
+                           no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("strategies")(list_strategies)
+    app.add_typer(strategy_app, name="strategy")
+
+
+@strategy_app.command("apply")
+def apply(name: str = typer.Argument(..., metavar="NAME"),
+          file: Path = typer.Argument(..., metavar="FILE", help="The strategy's YAML file."),
+          json_: bool = typer.Option(False, "--json")) -> None:
+    """Apply strategy NAME from FILE (admin). More machines, other hours or another image
+    wait for a gate; fewer machines apply at once."""
+    from gg.airspace.strategies import read_strategy
+    from gg.airspace.yamlfile import read_yaml
+
+    doc = read_yaml(file)
+    read_strategy(doc, name).unwrap()  # file, line and key, before anything is sent
+    answer = client().apply_strategy(name, doc.data)
+    if json_:
+        emit_json(answer)
+        return
+    for change in answer["changes"]:
+        typer.echo(f"  {change['change']} ({'opens a gate' if change['gated'] else 'applies now'})")
+    if answer["status"] == "gated":
+        gate = answer["gate"]
+        typer.echo(f"strategy {name}: waits for gate {gate['id']} ({gate['who_may_clear']} can "
+                   f"clear it: gg gate clear {gate['id']})")
+    else:
+        typer.echo(f"strategy {name}: {answer['status']}")
+
+
+@strategy_app.command("build")
+def build(name: str = typer.Argument(..., metavar="NAME"),
+          context: Optional[Path] = typer.Option(None, "--context", metavar="DIR",
+                                                 help="Build from DIR instead of build.context."),
+          base: Path = typer.Option(Path("."), "--base", metavar="DIR",
+                                    help="Where a relative build.context starts (default: here)."),
+          images: Optional[Path] = typer.Option(None, "--images", metavar="DIR",
+                                                help="Pool images on this host (env GG_IMAGES_DIR)."),
+          json_: bool = typer.Option(False, "--json")) -> None:
+    """Build NAME's image on this host and pin its digest (admin); a new digest rolls the pool.
+    Run it on the host that maintains the pool: the image stays in this host's images dir."""
+    from gg.pool.image import build_image
+
+    api = client()
+    strategy = api.strategy(name)
+    applied = strategy["applied"]
+    if applied["driver"] != "process":
+        raise CliError(f"strategy {name} uses the {applied['driver']} driver: build its image "
+                       f"with {applied['driver']} and pin it as image.digest in the strategy", 2)
+    if context is None:
+        if not applied.get("build"):
+            raise CliError(f"strategy {name} has no build.context; give --context DIR", 2)
+        context = Path(applied["build"]["context"])
+        if not context.is_absolute():
+            context = base / context
+    if not context.is_dir():
+        raise CliError(f"the build context {context} is not a directory", 2)
+    image = build_image(context, images or config.images_dir())
+    answer = api.pin_strategy_digest(name, image.digest)
+    if json_:
+        emit_json({"strategy": answer["strategy"], "digest": image.digest,
+                   "path": str(image.path), "changed": answer["changed"], "was": answer["was"]})
+        return
+    if answer["changed"]:
+        rolls = " (the pool rolls to it)" if answer["was"] else ""
+        typer.echo(f"strategy {name}: pinned {image.digest}{rolls}; image at {image.path}")
+    else:
+        typer.echo(f"strategy {name}: {image.digest} was pinned already; image at {image.path}")
+
+
+@strategy_app.command("show")
+def show(name: str = typer.Argument(..., metavar="NAME"),
+         json_: bool = typer.Option(False, "--json")) -> None:
+    """One strategy: what is applied, what is in force, and any change waiting for a gate."""
+    s = client().strategy(name)
+    if json_:
+        emit_json(s)
+        return
+    lines = [f"strategy {s['name']}: pool {s['pool']}, environment {s['environment']}, "
+             f"{s['driver']} driver",
+             f"  in force  {'yes' if s['in_force'] else 'no'}",
+             f"  image     {s['digest'] or 'no digest pinned (gg strategy build ' + s['name'] + ')'}"]
+    if s["gate"]:
+        lines.append(f"  waiting   gate {s['gate']}: " + "; ".join(
+            c["change"] for c in s["pending"] if c["gated"]))
+    typer.echo("\n".join(lines))
+
+
+def list_strategies(json_: bool = typer.Option(False, "--json")) -> None:
+    """Every strategy: its pool, environment, bounds, image, and whether it is in force."""
+    rows = client().strategies()
+    if json_:
+        emit_json(rows)
+        return
+    if not rows:
+        typer.echo("no strategies: gg strategy apply NAME FILE")
+        return
+    t = table("STRATEGY", "POOL", "ENV", "DRIVER", "SIZE", "WARM", "POOL-MAX", "HOURS", "IMAGE",
+              "IN FORCE")
+    for s in rows:
+        st = s["strategy_in_force"] or s["applied"]
+        t.add_row(s["name"], s["pool"], s["environment"], s["driver"],
+                  str(st["inventory"]["size"]), str(st["inventory"]["warm"]),
+                  str(st["bounds"]["pool_max"]), st["bounds"]["active_hours"] or "always",
+                  (s["digest"] or "-")[:19],
+                  "yes" if s["in_force"] else f"no (gate {s['gate']})")
+    console().print(t)

@@ -1,0 +1,63 @@
+"""Attended flights: refused when the runner is busy, failed when not taken in time.
+
+The failure is recorded by whoever looks first after the deadline, inside the same kind of
+transaction as lease expiry (``leases.expire_due`` calls :func:`fail_overdue`); the server's
+wake-up (``gg.server.deadlines``) only makes sure somebody looks promptly.
+"""
+
+from __future__ import annotations
+
+from gg.control.core import CONTROL_PLANE, Core
+from gg.domain import attended
+from gg.domain.flights import Stage
+from gg.errors import BadRequest, Conflict
+
+
+def check_open(core: Core, runner_target: str | None) -> None:
+    """Refuse an attended flight at once when its runner is already flying (or not named)."""
+    now = core.now()
+    if runner_target is None:
+        raise BadRequest(attended.refusal_to_open(None, None, []), code="attended_needs_runner")
+    runner = core.store.runner(runner_target)
+    flying = [f.id for f in core.store.flights_held_by(runner_target)
+              if f.lease_expires_at is not None and f.lease_expires_at > now]
+    refusal = attended.refusal_to_open(runner_target, runner.name if runner else runner_target,
+                                       flying)
+    if refusal is not None:
+        raise Conflict(refusal, code="runner_busy")
+
+
+def next_deadline(core: Core) -> float | None:
+    first = core.store.first_untaken_attended()
+    return None if first is None else first + core.settings.claim_wait
+
+
+def due(core: Core, now: float) -> bool:
+    deadline = next_deadline(core)
+    return deadline is not None and now >= deadline
+
+
+def fail_overdue(core: Core, now: float) -> list[str]:
+    """Fail every attended flight past its deadline (inside the caller's transaction)."""
+    wait = core.settings.claim_wait
+    failed = []
+    for flight_id in core.store.untaken_attended(now - wait):
+        flight = core.store.flight(flight_id)
+        if flight is None or not attended.overdue(flight, now, wait):
+            continue
+        target = core.store.runner(flight.runner_target) if flight.runner_target else None
+        name = target.name if target else flight.runner_target
+        core.store.update_flight(flight_id, stage=Stage.FAILED.value, outcome="failed",
+                                 ended_at=now, ended_reason=attended.NOT_TAKEN)
+        core.store.add_fact(flight_id=flight_id, epoch=flight.epoch, runner_id=None,
+                            kind="note", at=now,
+                            body={"text": f"{attended.NOT_TAKEN}: runner {name} did not take "
+                                          f"this attended flight within {wait:g}s"})
+        core.event("info:flight:failed", actor=CONTROL_PLANE, flight_id=flight_id,
+                   runner_id=flight.runner_target, at=now, reason=attended.NOT_TAKEN)
+        failed.append(flight_id)
+    for flight_id in failed:
+        core.signals.flight_changed(flight_id)
+    if failed:
+        core.signals.event_added()
+    return failed

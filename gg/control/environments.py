@@ -1,0 +1,251 @@
+"""Charting environments, bringing meanings into force, and the root envelope.
+
+``chart`` checks the meaning (a malformed one is refused with its position and nothing is
+charted), opens an ``environment`` gate an admin clears, and on a re-chart holds every
+waiting flight of the environment behind that gate. The meaning comes into force in the
+gate's ``on_cleared`` hook, which also recomputes the dispositions of every runner stating
+``environment=NAME``.
+
+``apply_root`` stores the root envelope after checking that something provides each
+environment it lists. What counts as a provider is a list of functions
+(:func:`provider`): live runners are the first; pools register theirs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from gg.airspace.root import root_from_mapping
+from gg.control import labels as label_ops
+from gg.control.core import Core
+from gg.control.gates import hold_flights, on_cleared, open_gate
+from gg.control.people import require_admin
+from gg.domain.environments import (
+    Environment,
+    RootEnvelope,
+    gate_words,
+    label_pair,
+    refusal_to_fly,
+    unserved,
+    unserved_sentence,
+)
+from gg.domain.gates import Gate
+from gg.domain.profiles import name_problem
+from gg.domain.runners import is_online
+from gg.errors import BadRequest, Conflict, NotFound
+from gg.meanings import compile_meaning
+
+Provider = Callable[[Core, str], list[str]]
+_PROVIDERS: list[Provider] = []
+
+
+def provider(fn: Provider) -> Provider:
+    """Register something that can serve an environment; it returns what serves it, in
+    words (``runner build-1``, ``pool ui-pool``), or nothing. Pools register one."""
+    _PROVIDERS.append(fn)
+    return fn
+
+
+@provider
+def live_runners(core: Core, environment: str) -> list[str]:
+    """Online runners that advertise ``environment=NAME`` and whose facts do not refute it."""
+    pair = label_pair(environment)
+    now = core.now()
+    found = []
+    for runner in core.store.runners():
+        if runner.labels.get("environment") != environment:
+            continue
+        if not is_online(runner, now, core.settings.offline_after):
+            continue
+        if pair in core.store.refuted_pairs(runner.id):
+            continue
+        found.append(f"runner {runner.name}")
+    return found
+
+
+def providers_of(core: Core, environment: str) -> list[str]:
+    return [p for fn in _PROVIDERS for p in fn(core, environment)]
+
+
+# -- charting ----------------------------------------------------------------------------
+
+def chart(core: Core, person: dict, name: str, means: str) -> dict:
+    require_admin(person)
+    problem = name_problem(name)
+    if problem:
+        raise BadRequest(f"environment name {name!r}: {problem}", code="invalid_name")
+    compile_meaning(means)  # MeaningError (400, with line and column) before anything changes
+    now = core.now()
+    held: list[str] = []
+    with core.store.atomic():
+        env = core.store.environment(name)
+        gate = _latest_gate(core, env)
+        pending = gate.payload.get("meaning") if gate is not None and gate.open else None
+        if env is not None and (pending == means or (pending is None and env.meaning == means)):
+            return environment_view(core, name) | {"changed": False}
+        first = env is None or env.meaning is None
+        gate = open_gate(core, kind="environment", subject=f"environment:{name}",
+                         guards=gate_words(name, first), why=f"meaning: {means}",
+                         clearer="admin", actor=person["name"],
+                         payload={"environment": name, "meaning": means})
+        core.store.save_environment(Environment(
+            name=name, meaning=env.meaning if env else None, gate_id=gate.id, charted_at=now,
+            charted_by=person["name"], cleared_at=env.cleared_at if env else None,
+            cleared_by=env.cleared_by if env else None))
+        if not first:
+            waiting = core.store.waiting_flights_in(name)
+            hold_flights(core, gate.id, waiting)
+            held = waiting
+        core.event("info:environment:charted", actor=person["name"], at=now, environment=name,
+                   meaning=means, gate=gate.id, rechart=not first, held=len(held))
+    for flight_id in held:
+        core.signals.flight_changed(flight_id)
+    core.signals.event_added()
+    return environment_view(core, name) | {"changed": True}
+
+
+@on_cleared("environment")
+def _meaning_in_force(core: Core, gate: Gate) -> None:
+    """The gate's meaning becomes the environment's meaning (inside clear_gate's transaction)."""
+    name = gate.payload.get("environment")
+    env = core.store.environment(name) if name else None
+    if env is None or env.gate_id != gate.id:
+        return
+    meaning = gate.payload.get("meaning")
+    core.store.save_environment(Environment(
+        name=env.name, meaning=meaning, gate_id=gate.id, charted_at=env.charted_at,
+        charted_by=env.charted_by, cleared_at=gate.cleared_at, cleared_by=gate.cleared_by))
+    core.event("info:environment:in_force", actor=gate.cleared_by, environment=name,
+               meaning=meaning, gate=gate.id)
+    label_ops.refresh_advertising(core, label_pair(name))
+    core.signals.ready_changed()  # a label that was refuted may be usable now
+
+
+def _latest_gate(core: Core, env: Environment | None) -> Gate | None:
+    return core.store.gate(env.gate_id) if env is not None and env.gate_id else None
+
+
+# -- who may fly where ---------------------------------------------------------------------
+
+def admit(core: Core, *, environment: str | None, labels: dict[str, str]) -> list[str]:
+    """Check a new flight's environment and labels (inside the caller's transaction).
+
+    Returns the gates the flight must wait behind (an environment being re-charted), or
+    raises with one sentence naming the missing step.
+    """
+    label_ops.checked(labels)
+    if "environment" in labels:
+        raise BadRequest("name the environment with --env NAME, not as a label",
+                         code="invalid_label")
+    if environment is None:
+        return []
+    env = core.store.environment(environment)
+    gate = _latest_gate(core, env)
+    open_id = gate.id if gate is not None and gate.open else None
+    refusal = refusal_to_fly(environment, env, core.store.root_envelope(), open_id)
+    if refusal is not None:
+        code, sentence = refusal
+        raise BadRequest(sentence, code=code)
+    return [open_id] if open_id else []
+
+
+# -- the root envelope ---------------------------------------------------------------------
+
+def apply_root(core: Core, person: dict, mapping: Any) -> dict:
+    require_admin(person)
+    root = root_from_mapping(mapping)  # AirspaceError (400) for a malformed root
+    now = core.now()
+    with core.store.atomic():
+        providers = {name: providers_of(core, name) for name in root.environments}
+        missing = unserved(root.environments, providers)
+        if missing:
+            raise Conflict(unserved_sentence(missing, _refuted_holders(core, missing)),
+                           code="environment_unserved")
+        before = core.store.root_envelope()
+        core.store.save_root_envelope(RootEnvelope(root.environments, now, person["name"]))
+        core.event("info:root:applied", actor=person["name"], at=now,
+                   environments=list(root.environments),
+                   before=list(before.environments) if before else None)
+    core.signals.event_added()
+    return root_view(core) | {"providers": providers}
+
+
+def _refuted_holders(core: Core, names: list[str]) -> dict[str, list[str]]:
+    """Live runners that state each environment but whose facts refute its meaning."""
+    now = core.now()
+    found: dict[str, list[str]] = {}
+    for runner in core.store.runners():
+        name = runner.labels.get("environment")
+        if name in names and is_online(runner, now, core.settings.offline_after) \
+                and label_pair(name) in core.store.refuted_pairs(runner.id):
+            found.setdefault(name, []).append(runner.name)
+    return found
+
+
+def root_view(core: Core) -> dict:
+    root = core.store.root_envelope()
+    if root is None:
+        raise NotFound("no root envelope has been applied: gg airspace apply")
+    charted = {e.name: e for e in core.store.environments()}
+    return {"environments": list(root.environments), "applied_at": root.applied_at,
+            "applied_by": root.applied_by,
+            "not_in_force": [n for n in root.environments
+                             if n not in charted or charted[n].meaning is None]}
+
+
+# -- views ---------------------------------------------------------------------------------
+
+def environment_view(core: Core, name: str) -> dict:
+    for row in environments_view(core):
+        if row["name"] == name:
+            return row
+    raise NotFound(f"no environment {name}: gg environment chart {name} --means PREDICATE")
+
+
+def environments_view(core: Core) -> list[dict]:
+    """Every charted environment (and every one the root lists), with who advertises it."""
+    now = core.now()
+    root = core.store.root_envelope()
+    stored = core.store.all_dispositions()
+    runners = core.store.runners()
+    envs = {e.name: e for e in core.store.environments()}
+    names = sorted(set(envs) | set(root.environments if root else ()))
+    rows = []
+    for name in names:
+        env = envs.get(name)
+        gate = _latest_gate(core, env)
+        pair = label_pair(name)
+        advertising, measured, refuted, online = [], 0, 0, 0
+        for runner in runners:
+            if runner.labels.get("environment") != name:
+                continue
+            advertising.append(runner.name)
+            online += is_online(runner, now, core.settings.offline_after)
+            disposition = _disposition(stored.get(runner.id), pair)
+            measured += disposition == "measured"
+            refuted += disposition == "refuted"
+        rows.append({
+            "name": name,
+            "charted": env is not None,
+            "meaning": env.meaning if env else None,
+            "pending_meaning": (gate.payload.get("meaning")
+                                if gate is not None and gate.open else None),
+            "gate": gate.id if gate else None,
+            "gate_status": gate.status if gate else None,
+            "in_root": (name in root.environments) if root else None,
+            "runners": sorted(advertising),
+            "advertising": len(advertising),
+            "online": online,
+            "measured": measured,
+            "refuted": refuted,
+            "charted_at": env.charted_at if env else None,
+            "charted_by": env.charted_by if env else None,
+        })
+    return rows
+
+
+def _disposition(entry: dict | None, pair: str) -> str:
+    for d in (entry or {}).get("dispositions", []):
+        if d["pair"] == pair:
+            return d["disposition"]
+    return "stated"

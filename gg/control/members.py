@@ -1,0 +1,179 @@
+"""Members: created, reset and removed only as the plan says, and joined with a one-time code.
+
+A maintainer carries out one action at a time (``POST /v1/pools/POOL/actions``). Each is
+checked against a plan computed afresh inside the same write transaction, so a maintainer
+cannot start a member the bounds do not allow, nor touch one that has just taken a flight:
+the action is refused with ``plan_changed`` and the maintainer asks for the plan again.
+
+A member has one runner row for its whole life (so ``gg runners`` and flight history name it
+the same way across resets); each cycle gives that row a fresh key and credential::
+
+    start / roll / replace --> member (starting) + ggm_ code (MEMBER_CODE_TTL)
+    code exchanged (POST /v1/members/join) --> its runner row (made on the first join),
+        kind "member", labels fixed from the strategy, a new key, a credential valid
+        MEMBER_CREDENTIAL_TTL that is never renewed
+    reset --> the row's credential is dead and the row is offline (a goodbye) until the
+        next cycle checks in; the member gets a new code
+    remove / roll / replace --> the row is retired (kept for history), the member deleted
+
+Ending the cycle in the same transaction as the plan check is what keeps an action from
+racing a claim: an offline or retired runner is never offered a flight, and the answer to
+the action comes only after that is committed.
+"""
+
+from __future__ import annotations
+
+from gg import keys
+from gg.control import health
+from gg.control import labels as label_ops
+from gg.control import leases as lease_ops
+from gg.control.core import Core
+from gg.control.pools import look, maintained
+from gg.control.views import runner_view
+from gg.domain import tokens
+from gg.domain.pool_planner import Action, PoolPlan, Start
+from gg.domain.pools import MEMBER_ID_PREFIX, MEMBER_KIND, PoolMember, StrategyRecord, code_refusal
+from gg.domain.runners import AdminState, Runner, version_skew
+from gg.errors import BadRequest, Conflict, Unauthorized
+
+ACTIONS = ("start", "reset", "roll", "replace", "remove")
+_NAME_ROOM = 50  # a member's name is POOL-<id>, within a runner name's 63 characters
+
+
+def act(core: Core, runner: Runner, pool: str, kind: str,
+        member_id: str | None = None) -> tuple[dict, list[str]]:
+    """Carry out the control plane's side of one planned action. Returns the answer for the
+    maintainer (with a new member's one-time code) and the runner whose cycle it ended."""
+    if kind not in ACTIONS:
+        raise BadRequest(f"action must be one of {', '.join(ACTIONS)} (got {kind!r})")
+    if kind != "start" and not member_id:
+        raise BadRequest(f"a {kind} names the member it acts on")
+    now = core.now()
+    ended: list[str] = []
+    with core.store.atomic():
+        lease_ops.expire_due(core, now)
+        record = maintained(core, runner, pool, claim=True)
+        action = _planned(look(core, record, now).plan, kind, member_id)
+        if action is None:
+            what = kind if kind == "start" else f"{kind} {member_id}"
+            raise Conflict(f"the plan for pool {pool} no longer says {what}: the pool changed "
+                           "since it was planned; ask for the plan again", code="plan_changed")
+        answer: dict = {"action": kind, "member_id": member_id}
+        if kind in ("remove", "roll", "replace"):
+            member = core.store.member(member_id)
+            ended += _end_cycle(core, member, now, retire=True)
+            core.store.delete_member(member_id)
+            answer["removed"] = member_id
+        if kind in ("start", "roll", "replace"):
+            member, code = _new_member(core, record, runner, action.digest, now)
+            answer.update(member=_member_dict(member), code=code)
+        if kind == "reset":
+            member = core.store.member(member_id)
+            ended += _end_cycle(core, member, now, retire=False)
+            code = tokens.mint(tokens.MEMBER_CODE)
+            core.store.update_member(
+                member_id, state="resetting", digest=action.digest, resets=member.resets + 1,
+                cycle_grants=core.store.grants_to(member.runner_id) if member.runner_id else 0,
+                code_hash=tokens.digest(code),
+                code_expires_at=now + core.settings.member_code_ttl, cycle_started_at=now,
+                updated_at=now)
+            answer.update(member=_member_dict(core.store.member(member_id)), code=code)
+    return answer, ended
+
+
+def _planned(plan: PoolPlan, kind: str, member_id: str | None) -> Action | None:
+    for action in plan.actions:
+        if action.kind != kind:
+            continue
+        if isinstance(action, Start) or getattr(action, "member_id", None) == member_id:
+            return action
+    return None
+
+
+def _end_cycle(core: Core, member: PoolMember, now: float, *, retire: bool) -> list[str]:
+    """End the member's cycle: its credential is dead at once and its runner is offline
+    (reset) or retired (removed). Returns the runner whose parked claim must be answered."""
+    if member.runner_id is None:
+        return []
+    core.store.set_credential(member.runner_id, None, None, None)
+    values: dict = {"goodbye_at": now}
+    if retire:
+        values.update(admin_state=AdminState.RETIRED.value, retired_at=now)
+    core.store.update_runner(member.runner_id, **values)
+    return [member.runner_id]
+
+
+def _new_member(core: Core, record: StrategyRecord, maintainer: Runner, digest: str,
+                now: float) -> tuple[PoolMember, str]:
+    member_id = tokens.new_id(MEMBER_ID_PREFIX)
+    code = tokens.mint(tokens.MEMBER_CODE)
+    member = PoolMember(id=member_id, pool=record.pool,
+                        name=f"{record.pool[:_NAME_ROOM]}-{member_id.removeprefix(MEMBER_ID_PREFIX)}",
+                        state="starting", digest=digest, maintainer_id=maintainer.id,
+                        code_hash=tokens.digest(code),
+                        code_expires_at=now + core.settings.member_code_ttl,
+                        cycle_started_at=now, created_at=now, updated_at=now)
+    core.store.insert_member(member)
+    return member, code
+
+
+def _member_dict(member: PoolMember) -> dict:
+    return {"id": member.id, "name": member.name, "pool": member.pool, "state": member.state,
+            "digest": member.digest, "resets": member.resets,
+            "code_expires_at": member.code_expires_at}
+
+
+def join(core: Core, code: str | None, *, public_key: str, inventory: dict,
+         version: str | None) -> dict:
+    """A member exchanges its one-time code for its own runner credential.
+
+    Unknown, spent and expired codes get the same opaque 401. The credential lasts
+    MEMBER_CREDENTIAL_TTL and is never renewed; the labels are the strategy's, not the
+    machine's."""
+    if not code or not code.startswith(tokens.MEMBER_CODE):
+        raise Unauthorized()
+    if not keys.valid_public_key(public_key):
+        raise BadRequest("public_key is not a base64 Ed25519 public key")
+    wanted = tokens.digest(code)
+    now = core.now()
+    with core.store.atomic():
+        member = core.store.member_by_code(wanted)
+        if (member is None or not tokens.same_digest(member.code_hash or "", wanted)
+                or code_refusal(member.code_expires_at, now)):
+            raise Unauthorized()
+        record = core.store.strategy_for_pool(member.pool)
+        if record is None or record.in_force is None:
+            raise Unauthorized()
+        if core.store.runner_by_key(public_key) is not None or core.store.tombstoned(public_key):
+            raise BadRequest("this key is registered already; a member makes a fresh key "
+                             "for every cycle")
+        credential = tokens.mint(tokens.RUNNER)
+        expires = now + core.settings.member_credential_ttl
+        fields = dict(public_key=public_key, labels={"environment": record.in_force.environment},
+                      workers=1, started_workers=1, inventory=inventory, version=version,
+                      version_skew=version_skew(version, core.version), kind=MEMBER_KIND,
+                      credential_expires_at=expires, goodbye_at=None, last_seen_at=None,
+                      offline_noted_at=None)
+        runner_id = member.runner_id
+        if runner_id is None:  # the member's first cycle makes its runner row
+            runner_id = tokens.new_id("r_")
+            fields.update(health.initial(core, 1))
+            core.store.insert_runner(
+                Runner(id=runner_id, name=member.name, created_at=now, **fields),
+                credential_hash=tokens.digest(credential),
+                credential_fingerprint=tokens.fingerprint(credential))
+        else:
+            core.store.update_runner(runner_id, **fields)
+            core.store.set_credential(runner_id, tokens.digest(credential),
+                                      tokens.fingerprint(credential), expires)
+        label_ops.refresh(core, core.store.runner(runner_id))  # dispositions of its labels
+        core.store.update_member(member.id, runner_id=runner_id, code_hash=None,
+                                 code_expires_at=None, updated_at=now)
+        core.event("info:runner:registered", actor=f"pool:{member.pool}", runner_id=runner_id,
+                   at=now, name=member.name, member=member.id, pool=member.pool,
+                   cycle=member.resets)
+        runner = core.store.runner(runner_id)
+    core.signals.event_added()
+    return {"runner": runner_view(core, runner), "credential": credential,
+            "credential_expires_at": expires, "labels": runner.labels,
+            "member": member.id, "protocol": core.settings.protocol()}

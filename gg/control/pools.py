@@ -1,0 +1,373 @@
+"""Pools on the control plane: who may maintain one, the plan it is served, its attestations,
+and what ``gg pools`` and the waiting sentence read.
+
+The control plane decides every pool action with :func:`gg.domain.pool_planner.plan_pool`
+over one consistent :class:`Look` at the store: the strategy in force, the members, their
+runners' leases, grants and liveness, and the flights waiting for the pool's environment.
+The maintainer asks for that plan, carries it out (:mod:`gg.control.members` checks every
+action against a fresh plan) and attests what its processes are doing; the control plane
+turns those facts into member states (:func:`gg.domain.pools.reconciled_state`).
+
+A pool has one maintainer at a time (a pool lives on one host): the runner that last acted
+or attested, until it goes offline.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from gg.control.core import Core
+from gg.control.environments import provider
+from gg.control.people import require_admin
+from gg.control.runners import resolve
+from gg.domain.flights import Flight
+from gg.domain.pool_planner import LIMITED, WARMING, Member, PoolPlan, plan_pool
+from gg.domain.pools import (
+    MEMBER_KIND,
+    PoolMember,
+    StrategyRecord,
+    attention,
+    code_refusal,
+    member_takes,
+    reconciled_state,
+    shown_state,
+    stale_event_due,
+)
+from gg.domain.runners import Runner, is_online
+from gg.errors import Conflict, Forbidden, NotFound
+
+MAINTAIN_ROLE = "maintain"
+PLAN_EVERY = 5.0  # the longest a maintainer waits between plans ("every few seconds")
+
+
+# --------------------------------------------------------------------------- who maintains
+
+
+def pool_environments(core: Core) -> set[str]:
+    """Environments a pool in force provides (a root envelope may list them with no runner)."""
+    return {r.in_force.environment for r in core.store.strategies(in_force=True)
+            if r.in_force is not None}
+
+
+@provider
+def pools_providing(core: Core, environment: str) -> list[str]:
+    """A pool in force serves its environment even with no member online yet."""
+    return [f"pool {r.in_force.inventory.name}" for r in core.store.strategies(in_force=True)
+            if r.in_force is not None and r.in_force.environment == environment]
+
+
+def profile_roles(runner: Runner) -> frozenset[str]:
+    """The roles of the runner's fleet profile in force (enrolment keeps it on the row);
+    none while its profile's first gate is open."""
+    return frozenset((runner.profile_in_force or {}).get("roles") or ())
+
+
+def may_maintain(core: Core, runner: Runner, pool: str) -> str | None:
+    """Why ``runner`` may not maintain ``pool`` (or call any pool endpoint), or None.
+
+    THE one check: a member never may; an enrolled runner may exactly when its fleet profile
+    in force has the ``maintain`` role; a registered runner may when an admin allowed it for
+    this pool (``gg pool allow POOL RUNNER``).
+    """
+    if runner.kind == MEMBER_KIND:
+        return "a pool member cannot maintain a pool or call any pool endpoint"
+    if runner.profile is not None:
+        if MAINTAIN_ROLE in profile_roles(runner):
+            return None
+        return (f"runner {runner.name} may not maintain pool {pool}: its fleet profile "
+                f"{runner.profile} has no {MAINTAIN_ROLE} role in force")
+    if core.store.maintainer_allowed(pool, runner.id):
+        return None
+    return (f"runner {runner.name} may not maintain pool {pool}: no admin allowed it "
+            f"(gg pool allow {pool} {runner.name}), and it is not enrolled with a fleet "
+            f"profile that has the {MAINTAIN_ROLE} role")
+
+
+def allow(core: Core, person: dict, pool: str, runner_ref: str) -> dict:
+    """An admin lets a registered (not enrolled) runner maintain ``pool``."""
+    require_admin(person)
+    now = core.now()
+    with core.store.atomic():
+        if core.store.strategy_for_pool(pool) is None:
+            raise NotFound(f"no pool {pool}: apply its strategy first (gg strategy apply)")
+        runner = resolve(core, runner_ref)
+        if runner.kind == MEMBER_KIND:
+            raise Conflict(f"runner {runner.name} is a member of a pool; a member never "
+                           "maintains one")
+        if runner.profile is not None:
+            raise Conflict(f"runner {runner.name} is enrolled with fleet profile "
+                           f"{runner.profile}, which decides: add the {MAINTAIN_ROLE} role "
+                           "to that profile")
+        core.store.allow_maintainer(pool, runner.id, person["name"], now)
+        core.event("info:pool:maintainer_allowed", actor=person["name"], runner_id=runner.id,
+                   at=now, pool=pool, runner=runner.name)
+    core.signals.event_added()
+    return {"pool": pool, "runner": runner.id, "runner_name": runner.name}
+
+
+def maintained(core: Core, runner: Runner, pool: str, *, claim: bool) -> StrategyRecord:
+    """The pool's record, once ``runner`` is known to maintain it (inside a transaction).
+    ``claim`` records it as the pool's maintainer."""
+    refusal = may_maintain(core, runner, pool)
+    if refusal:
+        raise Forbidden(refusal)
+    record = core.store.strategy_for_pool(pool)
+    if record is None:
+        raise NotFound(f"no pool {pool}: apply a strategy whose inventory.name is {pool}")
+    if record.in_force is None:
+        raise Conflict(f"pool {pool}'s strategy {record.name} is not in force yet: gate "
+                       f"{record.gate_id} is open (an admin can clear it: gg gate clear "
+                       f"{record.gate_id})", code="not_in_force")
+    if record.maintainer_id not in (None, runner.id):
+        other = core.store.runner(record.maintainer_id)
+        if (other is not None and other.retired_at is None
+                and is_online(other, core.now(), core.settings.offline_after)):
+            raise Conflict(f"pool {pool} is maintained by runner {other.name}, which is "
+                           "online; a pool lives on one host", code="pool_maintained")
+    if claim and record.maintainer_id != runner.id:
+        core.store.update_strategy(record.name, maintainer_id=runner.id)
+    return record
+
+
+# --------------------------------------------------------------------------- one look
+
+
+@dataclass
+class Look:
+    """One consistent reading of a pool, and the plan for it."""
+
+    record: StrategyRecord
+    members: list[PoolMember]
+    runners: dict[str, Runner]
+    online: dict[str, bool]
+    held: dict[str, list[str]]  # member id -> flights its runner holds a live lease on
+    flew: set[str]  # members whose runner was granted a lease in this cycle
+    waiting: int
+    plan: PoolPlan
+    now: float
+
+    def member_view(self, m: PoolMember) -> dict:
+        runner = self.runners.get(m.runner_id) if m.runner_id else None
+        held = self.held.get(m.id, [])
+        ended = m.id in self.flew and not held
+        return {"id": m.id, "name": m.name, "pool": m.pool,
+                "state": shown_state(m.state, leased=bool(held), flight_ended=ended),
+                "stored_state": m.state, "online": self.online.get(m.id, False),
+                "flight": held[0] if held else None, "digest": m.digest, "resets": m.resets,
+                "runner_id": m.runner_id,
+                "credential_expires_at": runner.credential_expires_at if runner else None,
+                "code_expires_at": m.code_expires_at, "created_at": m.created_at,
+                "cycle_started_at": m.cycle_started_at}
+
+
+def look(core: Core, record: StrategyRecord, now: float) -> Look:
+    strategy = record.in_force or record.applied
+    members = core.store.members(record.pool)
+    runner_ids = [m.runner_id for m in members if m.runner_id]
+    runners = {r.id: r for r in core.store.runners(ids=runner_ids)}
+    held: dict[str, list[str]] = {}
+    for m in members:
+        if m.runner_id in runners:
+            flights = core.store.flights_held_by(m.runner_id)
+            live = [f.id for f in flights if (f.lease_expires_at or 0) > now]
+            if live:
+                held[m.id] = live
+    flew = {m.id for m in members if m.runner_id in runners
+            and core.store.grants_to(m.runner_id) > m.cycle_grants}
+    online = {m.id: m.runner_id in runners and is_online(runners[m.runner_id], now,
+                                                          core.settings.offline_after)
+              for m in members}
+    planned = [Member(
+        id=m.id, state=m.state, digest=m.digest, leased=m.id in held,
+        flight_ended=m.id in flew and m.id not in held,
+        credential_expires_at=(runners[m.runner_id].credential_expires_at
+                               if m.runner_id in runners else None),
+        online=online[m.id]) for m in members]
+    waiting = core.store.count_ready_requiring({"environment": strategy.environment})
+    if record.in_force is None:
+        plan = plan_pool(strategy.pool_spec(), [], 0, now)  # nothing runs before the gate
+    else:
+        plan = plan_pool(strategy.pool_spec(), planned, waiting, now)
+    return Look(record, members, runners, online, held, flew, waiting, plan, now)
+
+
+def plan_view(core: Core, runner: Runner, pool: str) -> dict:
+    """What a maintainer is served: the plan, the members, and when to ask again."""
+    now = core.now()
+    with core.store.atomic():
+        record = maintained(core, runner, pool, claim=False)
+        seen = look(core, record, now)
+    strategy = record.in_force
+    return {
+        "pool": pool, "strategy": record.name, "environment": strategy.environment,
+        "driver": strategy.driver, "image": strategy.image.to_dict(), "digest": seen.plan.digest,
+        "actions": [a.as_dict() for a in seen.plan.actions],
+        "in_hours": seen.plan.in_hours, "limit": seen.plan.limit,
+        "waiting": seen.plan.waiting_reason, "waiting_flights": seen.waiting,
+        "members": [seen.member_view(m) for m in seen.members],
+        "next_plan_in": min(PLAN_EVERY, core.settings.check_in_interval),
+        "server_time": now,
+    }
+
+
+# --------------------------------------------------------------------------- attestations
+
+
+def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: list[dict],
+           driver: dict | None) -> dict:
+    """The maintainer's account: what it did, and which member processes run. The control
+    plane turns those facts into member states, and records the attestation."""
+    now = core.now()
+    running = {m["id"] for m in members if m.get("process") == "running"}
+    with core.store.atomic():
+        record = maintained(core, runner, pool, claim=True)
+        before = look(core, record, now)
+        for m in before.members:
+            state = reconciled_state(
+                m.state, running=m.id in running, online=before.online[m.id],
+                leased=m.id in before.held, flew=m.id in before.flew,
+                joined=m.code_hash is None,
+                code_expired=code_refusal(m.code_expires_at, now))
+            if state != m.state:
+                core.store.update_member(m.id, state=state, updated_at=now)
+        after = look(core, record, now)
+        views = [after.member_view(m) for m in after.members]
+        holds = dict(sorted(Counter(v["state"] for v in views).items()))
+        ours = {m.id for m in after.members}
+        attestation = {
+            "at": now, "by": runner.id, "by_name": runner.name, "did": did, "holds": holds,
+            "live": sum(1 for v in views if v["state"] != "stopped"),
+            "members": [{k: v[k] for k in ("id", "state", "digest", "resets")} for v in views],
+            "unknown": sorted(m["id"] for m in members if m["id"] not in ours),
+            "driver": driver, "limit": after.plan.limit, "waiting": after.plan.waiting_reason,
+        }
+        previous = record.attestation or {}
+        worth_an_event = (bool(did) or previous.get("holds") != holds
+                          or previous.get("driver") != driver)
+        core.store.update_strategy(record.name, last_attested_at=now, attestation=attestation)
+        if worth_an_event:
+            core.event("info:pool:attested", actor=f"runner:{runner.name}", runner_id=runner.id,
+                       at=now, pool=pool, did=[_did_text(d) for d in did], holds=holds,
+                       live=attestation["live"])
+    if worth_an_event:
+        core.signals.event_added()
+    return {"pool": pool, "members": views, "unknown": attestation["unknown"],
+            "recorded_event": worth_an_event}
+
+
+def _did_text(did: dict) -> str:
+    words = [str(did.get("action", "?"))]
+    if did.get("member_id"):
+        words.append(str(did["member_id"]))
+    if did.get("new_member"):
+        words.append(f"-> {did['new_member']}")
+    if not did.get("ok", True):
+        words.append(f"failed: {did.get('error') or 'no reason given'}")
+    return " ".join(words)
+
+
+# --------------------------------------------------------------------------- what people see
+
+
+def waiting_reasons(core: Core, now: float) -> dict[str, tuple[str, str]]:
+    """Environment -> the waiting sentence (rungs 3 and 4) of the pool serving it.
+
+    Only while the pool's maintainer is online: a plan nobody carries out warms nothing, so
+    the flight reads the later rungs instead (and ``gg pools`` says the pool needs attention).
+    """
+    reasons: dict[str, tuple[str, str]] = {}
+    for record in core.store.strategies(in_force=True):
+        if not _maintainer_online(core, record, now):
+            continue
+        plan = look(core, record, now).plan
+        if plan.waiting is not None:
+            reasons.setdefault(record.in_force.environment, plan.waiting)
+    return reasons
+
+
+def _maintainer_online(core: Core, record: StrategyRecord, now: float) -> bool:
+    maintainer = core.store.runner(record.maintainer_id) if record.maintainer_id else None
+    return maintainer is not None and is_online(maintainer, now, core.settings.offline_after)
+
+
+def reason_for(reasons: dict[str, tuple[str, str]], flight: Flight) -> tuple[str, str] | None:
+    """The pool sentence for ``flight``, when a pool serves its environment and one of its
+    members could take it."""
+    environment = flight.requires.get("environment")
+    if environment is None or not member_takes(flight.requires, flight.runner_target,
+                                               environment):
+        return None
+    return reasons.get(environment)
+
+
+def note_stale_pools(core: Core, now: float) -> int:
+    """Record ``warn:pool:stale`` once per stale episode (whoever looks first)."""
+    stale = core.settings.pool_attestation_stale
+    noted = 0
+    for record in core.store.strategies(in_force=True):
+        if stale_event_due(record.last_attested_at, record.in_force_at, record.stale_noted_at,
+                           now, stale):
+            core.store.update_strategy(record.name, stale_noted_at=now)
+            core.event("warn:pool:stale", actor="control-plane", at=now, pool=record.pool,
+                       last_attested_at=record.last_attested_at)
+            noted += 1
+    return noted
+
+
+def list_pools(core: Core) -> list[dict]:
+    from gg.control.flights import Snapshot  # flights reads this module for its sentence
+
+    now = core.now()
+    with core.store.atomic():
+        noted = note_stale_pools(core, now)
+    if noted:
+        core.signals.event_added()
+    snap = Snapshot(core, now)
+    ready = core.store.flights(stages=("ready",), limit=100000, newest_first=False)
+    return [_pool_view(core, record, snap, ready, now) for record in core.store.strategies()]
+
+
+def show_pool(core: Core, pool: str) -> dict:
+    for row in list_pools(core):
+        if row["name"] == pool:
+            return row
+    raise NotFound(f"no pool {pool}")
+
+
+def _pool_view(core: Core, record: StrategyRecord, snap, ready: list[Flight],
+               now: float) -> dict:
+    strategy = record.in_force or record.applied
+    seen = look(core, record, now)
+    maintainer = core.store.runner(record.maintainer_id) if record.maintainer_id else None
+    online = _maintainer_online(core, record, now)
+    if record.in_force is None:
+        problem = f"its strategy is not in force yet (gate {record.gate_id} is open)"
+    else:
+        problem = attention(record.last_attested_at, record.in_force_at, now,
+                            core.settings.pool_attestation_stale)
+    waiting = []
+    for flight in ready:
+        if not member_takes(flight.requires, flight.runner_target, strategy.environment):
+            continue
+        why = snap.waiting(flight)
+        if why is not None and why.code in (WARMING, LIMITED):
+            waiting.append({"flight": flight.id, "sentence": why.sentence, "remedy": why.remedy})
+    return {
+        "name": record.pool, "strategy": record.name, "environment": strategy.environment,
+        "driver": strategy.driver, "digest": strategy.image.digest, "image": strategy.image.ref,
+        "size": strategy.inventory.size, "warm": strategy.inventory.warm,
+        "pool_max": strategy.bounds.pool_max,
+        "active_hours": str(strategy.bounds.active_hours) if strategy.bounds.active_hours else None,
+        "in_force": record.in_force is not None, "gate": record.gate_id,
+        "maintainer": ({"id": maintainer.id, "name": maintainer.name, "online": online}
+                       if maintainer else None),
+        "members": [seen.member_view(m) for m in seen.members],
+        "last_attested_at": record.last_attested_at,
+        "attested_age": None if record.last_attested_at is None else now - record.last_attested_at,
+        "last_attestation": record.attestation,
+        "needs_attention": problem is not None, "attention": problem,
+        "plan": {"actions": [a.as_dict() for a in seen.plan.actions], "limit": seen.plan.limit,
+                 "in_hours": seen.plan.in_hours},
+        "waiting": waiting,
+    }

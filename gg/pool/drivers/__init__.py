@@ -1,0 +1,85 @@
+"""Drivers: how a maintainer makes, checks and removes members on its host.
+
+Every driver keeps the same contract, so the maintainer loop never knows which one runs:
+
+- ``problem()``: why the driver cannot work on this host (no engine answers), or None;
+- ``prepare(digest, ref)``: make sure the pinned image is here, or raise :class:`DriverError`
+  before the control plane is asked to start anything;
+- ``start(launch)``: a member from the pinned image, given its one-time code, running
+  ``gg runner up --once`` (it takes one flight and exits);
+- ``reset(launch)``: stop it, throw away everything it held, start it fresh from the image
+  with a new code (the same member, a new cycle);
+- ``remove(member_id)``: stop it and throw away everything it held;
+- ``running(member_id)``: whether its process (or container) runs;
+- ``members()``: the member ids this driver holds on this host, running or not, so a
+  restarted maintainer adopts them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from gg.errors import GGError
+
+DRIVERS = ("process", "podman", "docker")
+MEMBER_ID = re.compile(r"^m_[0-9a-f]{1,32}$")
+
+
+class DriverError(GGError):
+    """A driver could not do what it was asked; the message says what and why."""
+
+    code = "driver_failed"
+
+
+@dataclass(frozen=True)
+class MemberLaunch:
+    """Everything a driver needs to bring one member up."""
+
+    member_id: str
+    name: str
+    digest: str
+    code: str  # the ggm_ one-time code; never on a command line
+    server: str
+    image_ref: str
+
+
+class Driver(Protocol):
+    name: str
+
+    def problem(self) -> str | None: ...
+
+    def prepare(self, digest: str, ref: str) -> None: ...
+
+    def start(self, launch: MemberLaunch) -> None: ...
+
+    def reset(self, launch: MemberLaunch) -> None: ...
+
+    def remove(self, member_id: str) -> None: ...
+
+    def running(self, member_id: str) -> bool: ...
+
+    def members(self) -> list[str]: ...
+
+
+def make_driver(name: str, *, pool: str, root: Path, images_dir: Path) -> Driver:
+    """The driver a strategy names, keeping its members under ``root`` (process) or labelled
+    with the pool's name (podman, docker)."""
+    if name == "process":
+        from gg.pool.drivers.process import ProcessDriver
+
+        return ProcessDriver(root, images_dir)
+    if name in ("podman", "docker"):
+        from gg.pool.drivers.container import ContainerDriver
+
+        return ContainerDriver(name, pool)
+    raise DriverError(f"no driver {name!r}; a strategy's driver is one of {', '.join(DRIVERS)}")
+
+
+def check_member_id(member_id: str) -> str:
+    """A member id names a directory or a container: refuse anything else."""
+    if not MEMBER_ID.match(member_id):
+        raise DriverError(f"{member_id!r} is not a member id")
+    return member_id

@@ -1,0 +1,223 @@
+"""The maintainer: ask for the plan, carry it out through the driver, attest. It never decides.
+
+``gg runner maintain POOL`` is a runner process (its own state dir, registration and
+check-ins) that flies nothing. Its loop, which stops by itself after ``max_cycles`` or when
+``stop`` is set::
+
+    come online (register once, check in, keep checking in)
+    every next_plan_in seconds (the control plane says; a few seconds):
+        plan   <- GET  /v1/pools/POOL/plan      403: not allowed to maintain it -> exit
+        clean:    members this host holds that the plan does not list are removed (the
+                  control plane no longer knows them)
+        act:      each action in order: the control plane's side first (POST .../actions:
+                  it checks the action against a fresh plan, mints codes and retires what
+                  must stop), then the driver's; the first failure ends the cycle
+        attest -> POST /v1/pools/POOL/attest     which member processes run, what was done
+
+Members outlive the maintainer: stopping or killing it leaves them running, and the next
+maintainer on this host (same state dir) adopts them through the driver's ``members()``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from gg.client import ApiError, Unreachable
+from gg.errors import GGError
+from gg.pool.drivers import Driver, MemberLaunch, make_driver
+from gg.runner.loop import Runner, RunnerExit, RunnerOptions
+
+RETRY_EVERY = 5.0  # after a refusal that may pass (not in force, another maintainer, away)
+
+
+class MaintainerExit(Exception):
+    """The maintainer must stop, with one sentence saying why; ``forbidden`` when it was
+    refused the pool."""
+
+    def __init__(self, message: str, *, forbidden: bool = False):
+        super().__init__(message)
+        self.forbidden = forbidden
+
+
+@dataclass
+class MaintainerOptions:
+    server: str
+    pool: str
+    state_dir: Path
+    name: str
+    images_dir: Path
+    person_token: str | None = None
+    enrol_token: str | None = None
+    max_cycles: int | None = None
+
+
+class Maintainer:
+    def __init__(self, options: MaintainerOptions, *, say: Callable[[str], None] = print,
+                 stop: threading.Event | None = None,
+                 make: Callable[..., Driver] = make_driver):
+        self.options = options
+        self.say = say
+        self.stop = stop or threading.Event()
+        self.runner = Runner(RunnerOptions(server=options.server, state_dir=options.state_dir,
+                                           name=options.name, person_token=options.person_token,
+                                           enrol_token=options.enrol_token),
+                             say=say, stop=self.stop)
+        self.api = self.runner.client
+        self._make = make
+        self._driver: Driver | None = None
+        self._driver_key: tuple | None = None
+        self._said: str | None = None
+
+    @property
+    def members_dir(self) -> Path:
+        return self.options.state_dir / "members"
+
+    def run(self) -> int:
+        try:
+            self.runner.come_online()
+        except RunnerExit as exc:
+            raise MaintainerExit(str(exc)) from None
+        reg = self.runner.registration
+        self.say(f"maintainer {self.options.name} ({reg.runner_id}) for pool "
+                 f"{self.options.pool} is up")
+        cycles = 0
+        try:
+            while not self.stop.is_set():
+                pause = self.cycle()
+                cycles += 1
+                if self.options.max_cycles is not None and cycles >= self.options.max_cycles:
+                    break
+                self.stop.wait(pause)
+        finally:
+            self._goodbye()
+        if self.runner.exit_reason:
+            raise MaintainerExit(self.runner.exit_reason)
+        return 0
+
+    def request_stop(self) -> None:
+        self.stop.set()
+
+    # -- one cycle ------------------------------------------------------------------------
+
+    def cycle(self) -> float:
+        """Plan, act, attest once; returns how long to wait before the next plan."""
+        pool = self.options.pool
+        try:
+            plan = self.api.pool_plan(pool, retry_for=30.0)
+        except Unreachable as exc:
+            self._once(f"the control plane is away ({exc.message}); trying again")
+            return RETRY_EVERY
+        except ApiError as exc:
+            if exc.status in (401, 403):
+                raise MaintainerExit(exc.message, forbidden=exc.status == 403) from None
+            self._once(f"not maintaining pool {pool} yet: {exc.message}")
+            return RETRY_EVERY
+        driver = self._driver_for(plan)
+        did = self._clean(driver, plan)
+        problem = driver.problem()
+        if problem is not None:
+            self._once(f"the {driver.name} driver cannot work here: {problem}")
+        else:
+            self._said = None
+            did += self._carry_out(driver, plan)
+        self._attest(driver, did, problem)
+        return float(plan.get("next_plan_in", RETRY_EVERY))
+
+    def _driver_for(self, plan: dict) -> Driver:
+        key = (plan["driver"], plan["pool"])
+        if self._driver is None or self._driver_key != key:
+            self._driver = self._make(plan["driver"], pool=plan["pool"], root=self.members_dir,
+                                      images_dir=self.options.images_dir)
+            self._driver_key = key
+        return self._driver
+
+    def _clean(self, driver: Driver, plan: dict) -> list[dict]:
+        """Members on this host that the control plane does not list are gone for it."""
+        known = {m["id"] for m in plan["members"]}
+        did = []
+        for member_id in driver.members():
+            if member_id in known:
+                continue
+            try:
+                driver.remove(member_id)
+                did.append({"action": "clean", "member_id": member_id, "ok": True})
+            except GGError as exc:
+                did.append({"action": "clean", "member_id": member_id, "ok": False,
+                            "error": exc.message})
+        return did
+
+    def _carry_out(self, driver: Driver, plan: dict) -> list[dict]:
+        steps: list[dict] = []
+        for action in plan["actions"]:
+            steps += [action] * (action["count"] if action["action"] == "start" else 1)
+        did = []
+        for action in steps:
+            kind, member_id = action["action"], action.get("member_id")
+            try:
+                did.append(self._step(driver, plan, kind, member_id, action.get("digest")))
+            except (ApiError, Unreachable, GGError) as exc:
+                did.append({"action": kind, "member_id": member_id, "ok": False,
+                            "error": exc.message})
+                self.say(f"{kind} {member_id or ''}".rstrip() + f" failed: {exc.message}")
+                break  # ask for a new plan rather than carry out a stale one
+        return did
+
+    def _step(self, driver: Driver, plan: dict, kind: str, member_id: str | None,
+              digest: str | None) -> dict:
+        """The control plane's side first, then the driver's."""
+        pool, ref = self.options.pool, plan["image"]["ref"]
+        if digest is not None:
+            driver.prepare(digest, ref)
+        answer = self.api.pool_act(pool, kind, member_id, retry_for=30.0)
+        done = {"action": kind, "member_id": member_id, "ok": True}
+        if kind == "remove":
+            driver.remove(member_id)
+        elif kind == "reset":
+            driver.reset(self._launch(answer, ref))
+        else:  # start, roll, replace
+            if kind != "start":
+                driver.remove(member_id)
+            driver.start(self._launch(answer, ref))
+            done["new_member"] = answer["member"]["id"]
+        self.say(" ".join(filter(None, (kind, member_id, done.get("new_member")))))
+        return done
+
+    def _launch(self, answer: dict, ref: str) -> MemberLaunch:
+        member = answer["member"]
+        return MemberLaunch(member_id=member["id"], name=member["name"], digest=member["digest"],
+                            code=answer["code"], server=self.options.server, image_ref=ref)
+
+    def _attest(self, driver: Driver, did: list[dict], problem: str | None) -> None:
+        try:
+            members = [{"id": m, "process": "running" if driver.running(m) else "exited"}
+                       for m in driver.members()]
+        except GGError as exc:
+            members, problem = [], problem or exc.message
+        body = {"members": members, "did": did,
+                "driver": {"name": driver.name, "problem": problem}}
+        try:
+            self.api.attest(self.options.pool, body, retry_for=30.0)
+        except Unreachable as exc:
+            self._once(f"could not attest ({exc.message}); trying again")
+        except ApiError as exc:
+            if exc.status in (401, 403):
+                raise MaintainerExit(exc.message, forbidden=exc.status == 403) from None
+            self.say(f"the attestation was refused: {exc.message}")
+
+    # -- small things ---------------------------------------------------------------------
+
+    def _once(self, line: str) -> None:
+        """Say a waiting line once, not every cycle."""
+        if line != self._said:
+            self.say(line)
+            self._said = line
+
+    def _goodbye(self) -> None:
+        try:
+            self.api.stop = threading.Event()  # the goodbye must not be cut short by stop
+            self.api.goodbye(retry_for=3.0)
+        except (ApiError, Unreachable):
+            pass

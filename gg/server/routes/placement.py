@@ -1,0 +1,75 @@
+"""Placement for people: environments, the root envelope, labels, ownership, plans."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+
+from gg.api import placement as paths
+from gg.api.placement import EnvironmentChart, OwnershipSet, RootApply
+from gg.control import environments, labels, ownership, plan
+from gg.server import auth
+from gg.server.deadlines import AttendedWake
+
+router = APIRouter()
+
+
+def install(app: FastAPI) -> None:
+    app.include_router(router)
+    app.state.attended_wake = AttendedWake(app.state.core)
+
+
+@router.post(paths.ENVIRONMENTS, status_code=201)
+async def chart(body: EnvironmentChart, request: Request,
+                person: dict = Depends(auth.person)) -> dict:
+    return environments.chart(request.app.state.core, person, body.name, body.means)
+
+
+@router.get(paths.ENVIRONMENTS)
+async def list_environments(request: Request, person: dict = Depends(auth.person)) -> list[dict]:
+    return environments.environments_view(request.app.state.core)
+
+
+@router.get(paths.ENVIRONMENT)
+async def show_environment(name: str, request: Request,
+                           person: dict = Depends(auth.person)) -> dict:
+    return environments.environment_view(request.app.state.core, name)
+
+
+@router.put(paths.ROOT)
+async def apply_root(body: RootApply, request: Request, person: dict = Depends(auth.person)) -> dict:
+    return environments.apply_root(request.app.state.core, person, body.model_dump())
+
+
+@router.get(paths.ROOT)
+async def show_root(request: Request, person: dict = Depends(auth.person)) -> dict:
+    return environments.root_view(request.app.state.core)
+
+
+@router.get(paths.LABELS)
+async def list_labels(request: Request, person: dict = Depends(auth.person)) -> list[dict]:
+    return labels.labels_view(request.app.state.core)
+
+
+def _ownership_route(path: str, action: str) -> None:
+    async def act(ref: str, request: Request, person: dict = Depends(auth.person)) -> dict:
+        return ownership.change(request.app.state.core, person, ref, action)
+
+    act.__name__ = f"runner_{action}"
+    router.post(path, name=f"runner_{action}",
+                summary=f"{action.capitalize()} a runner (whose a machine is, SPEC 11)")(act)
+
+
+for _path, _action in ((paths.RUNNER_CLAIM, "claim"), (paths.RUNNER_UNCLAIM, "unclaim"),
+                       (paths.RUNNER_RESERVE, "reserve"), (paths.RUNNER_RELEASE, "release")):
+    _ownership_route(_path, _action)
+
+
+@router.post(paths.RUNNER_OWNERSHIP)
+async def set_ownership(ref: str, body: OwnershipSet, request: Request,
+                        person: dict = Depends(auth.person)) -> dict:
+    return ownership.set_ownership(request.app.state.core, person, ref, body.ownership)
+
+
+@router.get(paths.FLIGHT_PLAN)
+async def flight_plan(flight_id: str, request: Request, person: dict = Depends(auth.person)) -> dict:
+    return plan.plan_for(request.app.state.core, flight_id)

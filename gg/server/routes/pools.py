@@ -1,0 +1,111 @@
+"""Strategies and pools: apply and pin (admins), look (people), plan, act and attest (the
+pool's maintainer only), and a member's one-time code exchange.
+
+A runner's credential never reads the people's side (403 on every pool path), and a member's
+runner credential is refused on every maintainer path by ``pools.may_maintain`` (403).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+
+from gg.api import paths
+from gg.api.schemas import Attestation, MemberJoin, PoolAction, PoolAllow, StrategyApply, StrategyDigest
+from gg.control import members, pools, strategies
+from gg.control import runners as runner_ops
+from gg.domain import tokens
+from gg.domain.runners import Runner
+from gg.errors import Forbidden
+from gg.server import auth
+
+router = APIRouter()
+
+
+def person_only(request: Request) -> dict:
+    """A person; a runner's (or member's) credential is refused with 403, not 401."""
+    token = auth.bearer(request)
+    if token is not None and token.startswith(tokens.RUNNER):
+        runner_ops.authenticate(request.app.state.core, token)  # a bad one is still a 401
+        raise Forbidden("pools and strategies are for people; a runner's credential cannot "
+                        "read or change them")
+    return auth.person(request)
+
+
+# -- strategies ---------------------------------------------------------------------------
+
+
+@router.get(paths.STRATEGIES)
+async def list_strategies(request: Request, person: dict = Depends(person_only)) -> list[dict]:
+    return strategies.list_strategies(request.app.state.core)
+
+
+@router.get(paths.STRATEGY)
+async def show_strategy(name: str, request: Request, person: dict = Depends(person_only)) -> dict:
+    return strategies.show(request.app.state.core, name)
+
+
+@router.put(paths.STRATEGY)
+async def apply_strategy(name: str, body: StrategyApply, request: Request,
+                         person: dict = Depends(person_only)) -> dict:
+    return strategies.apply(request.app.state.core, person, name, body.strategy)
+
+
+@router.post(paths.STRATEGY_DIGEST)
+async def pin_digest(name: str, body: StrategyDigest, request: Request,
+                     person: dict = Depends(person_only)) -> dict:
+    return strategies.pin_digest(request.app.state.core, person, name, body.digest)
+
+
+# -- pools, for people --------------------------------------------------------------------
+
+
+@router.get(paths.POOLS)
+async def list_pools(request: Request, person: dict = Depends(person_only)) -> list[dict]:
+    return pools.list_pools(request.app.state.core)
+
+
+@router.get(paths.POOL)
+async def show_pool(pool: str, request: Request, person: dict = Depends(person_only)) -> dict:
+    return pools.show_pool(request.app.state.core, pool)
+
+
+@router.post(paths.POOL_ALLOW)
+async def allow(pool: str, body: PoolAllow, request: Request,
+                person: dict = Depends(person_only)) -> dict:
+    return pools.allow(request.app.state.core, person, pool, body.runner)
+
+
+# -- pools, for their maintainer ------------------------------------------------------------
+
+
+@router.get(paths.POOL_PLAN)
+async def plan(pool: str, request: Request, runner: Runner = Depends(auth.runner)) -> dict:
+    return pools.plan_view(request.app.state.core, runner, pool)
+
+
+@router.post(paths.POOL_ACTIONS)
+async def act(pool: str, body: PoolAction, request: Request,
+              runner: Runner = Depends(auth.runner)) -> dict:
+    answer, ended = members.act(request.app.state.core, runner, pool, body.action,
+                                body.member_id)
+    for runner_id in ended:  # a member whose cycle ended: its parked claim gets "nothing" now
+        request.app.state.dispatcher.release(runner_id)
+    return answer
+
+
+@router.post(paths.POOL_ATTEST)
+async def attest(pool: str, body: Attestation, request: Request,
+                 runner: Runner = Depends(auth.runner)) -> dict:
+    return pools.attest(request.app.state.core, runner, pool,
+                        members=[m.model_dump() for m in body.members],
+                        did=[d.model_dump() for d in body.did],
+                        driver=body.driver.model_dump() if body.driver else None)
+
+
+# -- members ----------------------------------------------------------------------------------
+
+
+@router.post(paths.MEMBER_JOIN, status_code=201)
+async def join(body: MemberJoin, request: Request) -> dict:
+    return members.join(request.app.state.core, auth.bearer(request), public_key=body.public_key,
+                        inventory=body.inventory, version=body.version)

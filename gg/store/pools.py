@@ -1,0 +1,119 @@
+"""Strategies, pool members and the pool maintainer allow-list."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from gg.domain.pools import PoolMember, StrategyRecord
+from gg.domain.strategies import Strategy
+from gg.store.db import Database, dumps, loads
+
+_MEMBER_FIELDS = {f.name for f in dataclasses.fields(PoolMember)}
+_STRATEGIES = ("applied", "in_force")
+
+
+def strategy_from_row(row) -> StrategyRecord:
+    data = dict(row)
+    data["applied"] = Strategy.from_dict(loads(data["applied"]))
+    in_force = loads(data.get("in_force"))
+    data["in_force"] = Strategy.from_dict(in_force) if in_force else None
+    data["attestation"] = loads(data.get("attestation"))
+    return StrategyRecord(**data)
+
+
+def _encode_strategy(values: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in values.items():
+        if key in _STRATEGIES:
+            value = dumps(value.to_dict()) if value is not None else None
+        elif key == "attestation":
+            value = dumps(value) if value is not None else None
+        out[key] = value
+    return out
+
+
+def member_from_row(row) -> PoolMember:
+    return PoolMember(**{k: v for k, v in dict(row).items() if k in _MEMBER_FIELDS})
+
+
+class PoolRows:
+    db: Database
+
+    # -- strategies ---------------------------------------------------------------------
+
+    def insert_strategy(self, record: StrategyRecord) -> None:
+        values = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+        self.db.insert("strategies", _encode_strategy(values))
+
+    def update_strategy(self, name: str, **values: Any) -> int:
+        return self.db.update("strategies", "name", name, _encode_strategy(values))
+
+    def strategy(self, name: str) -> StrategyRecord | None:
+        row = self.db.one("SELECT * FROM strategies WHERE name = ?", (name,))
+        return strategy_from_row(row) if row else None
+
+    def strategy_for_pool(self, pool: str) -> StrategyRecord | None:
+        row = self.db.one("SELECT * FROM strategies WHERE pool = ?", (pool,))
+        return strategy_from_row(row) if row else None
+
+    def strategy_by_gate(self, gate_id: str) -> StrategyRecord | None:
+        row = self.db.one("SELECT * FROM strategies WHERE gate_id = ?", (gate_id,))
+        return strategy_from_row(row) if row else None
+
+    def strategies(self, *, in_force: bool = False) -> list[StrategyRecord]:
+        sql = "SELECT * FROM strategies"
+        if in_force:
+            sql += " WHERE in_force IS NOT NULL"
+        return [strategy_from_row(r) for r in self.db.all(sql + " ORDER BY name")]
+
+    # -- members ------------------------------------------------------------------------
+
+    def insert_member(self, member: PoolMember) -> None:
+        self.db.insert("members", dataclasses.asdict(member))
+
+    def update_member(self, member_id: str, **values: Any) -> int:
+        return self.db.update("members", "id", member_id, values)
+
+    def delete_member(self, member_id: str) -> None:
+        self.db.run("DELETE FROM members WHERE id = ?", (member_id,))
+
+    def member(self, member_id: str) -> PoolMember | None:
+        row = self.db.one("SELECT * FROM members WHERE id = ?", (member_id,))
+        return member_from_row(row) if row else None
+
+    def member_by_code(self, code_hash: str) -> PoolMember | None:
+        row = self.db.one("SELECT * FROM members WHERE code_hash = ?", (code_hash,))
+        return member_from_row(row) if row else None
+
+    def member_of_runner(self, runner_id: str) -> PoolMember | None:
+        row = self.db.one("SELECT * FROM members WHERE runner_id = ?", (runner_id,))
+        return member_from_row(row) if row else None
+
+    def members(self, pool: str) -> list[PoolMember]:
+        rows = self.db.all("SELECT * FROM members WHERE pool = ? ORDER BY id", (pool,))
+        return [member_from_row(r) for r in rows]
+
+    def grants_to(self, runner_id: str) -> int:
+        """How many leases ``runner_id`` was ever granted (a member's cycle starts counting
+        from the number at its reset; clocks are never compared)."""
+        return self.db.one("SELECT count(*) FROM grants WHERE runner_id = ?", (runner_id,))[0]
+
+    # -- maintainers --------------------------------------------------------------------
+
+    def allow_maintainer(self, pool: str, runner_id: str, allowed_by: str, now: float) -> None:
+        self.db.run("INSERT OR REPLACE INTO pool_maintainers (pool, runner_id, allowed_by, "
+                    "allowed_at) VALUES (?, ?, ?, ?)", (pool, runner_id, allowed_by, now))
+
+    def maintainer_allowed(self, pool: str, runner_id: str) -> bool:
+        return self.db.one("SELECT 1 FROM pool_maintainers WHERE pool = ? AND runner_id = ?",
+                           (pool, runner_id)) is not None
+
+    # -- flights a member could take ------------------------------------------------------
+
+    def count_ready_requiring(self, requires: dict[str, str]) -> int:
+        """Ready flights that require exactly ``requires`` and were not sent to one runner.
+        Flights store ``requires`` canonically (``dumps``), so equality is exact."""
+        row = self.db.one("SELECT count(*) FROM flights WHERE stage = 'ready' AND "
+                          "runner_target IS NULL AND requires = ?", (dumps(requires),))
+        return row[0]

@@ -1,0 +1,60 @@
+"""The pool and strategy commands against a real control plane (the CLI runs in-process)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+from support import cli
+
+GOOD = """\
+environment: ui
+inventory: {name: ui-pool, size: 2, warm: 1}
+image: {ref: ui-image}
+build: {context: ctx}
+"""
+
+
+def test_a_strategy_file_error_names_file_line_and_key_before_anything_is_sent(tmp_path):
+    nowhere = SimpleNamespace(env={}, config_dir=tmp_path / "config", url="http://127.0.0.1:9")
+    path = tmp_path / "ui.yaml"
+    path.write_text(GOOD + "bounds:\n  pool-max: 5\n")
+    code, out, err = cli(nowhere, "strategy", "apply", "ui", str(path))
+    assert code == 2 and out == ""
+    assert err == f"{path}:6: bounds.pool-max: must not exceed inventory.size (2) (got 5)\n"
+
+
+def test_apply_build_and_look_at_a_pool_from_the_command_line(fleet, tmp_path, monkeypatch):
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "ctx" / "hello.txt").write_text("hi\n")
+    path = tmp_path / "ui.yaml"
+    path.write_text(GOOD)
+    code, out, err = cli(fleet, "strategy", "apply", "ui", str(path))
+    assert code == 0, err
+    assert "first apply of pool ui-pool in environment ui (opens a gate)" in out
+    gate = out.split("waits for gate ")[1].split()[0]
+    code, out, _ = cli(fleet, "pools")
+    assert f"needs attention: its strategy is not in force yet (gate {gate} is open)" in out
+    assert cli(fleet, "gate", "clear", gate)[0] == 0
+
+    monkeypatch.setenv("GG_IMAGES_DIR", str(tmp_path / "images"))
+    code, out, err = cli(fleet, "strategy", "build", "ui", "--base", str(tmp_path))
+    assert code == 0, err
+    digest = out.split("pinned ")[1].split(";")[0]
+    assert digest.startswith("sha256:") and (tmp_path / "images" / f"{digest[7:]}.tar").exists()
+    code, out, _ = cli(fleet, "strategy", "build", "ui", "--base", str(tmp_path))
+    assert f"{digest} was pinned already" in out
+
+    row = json.loads(cli(fleet, "strategies", "--json")[1])[0]
+    assert (row["name"], row["pool"], row["digest"], row["in_force"]) == ("ui", "ui-pool",
+                                                                          digest, True)
+    pools = json.loads(cli(fleet, "pools", "--json")[1])
+    assert [p["name"] for p in pools] == ["ui-pool"]
+    for key in ("name", "environment", "members", "last_attested_at", "needs_attention"):
+        assert key in pools[0]
+    assert pools[0]["needs_attention"] and pools[0]["last_attested_at"] is None
+    code, out, _ = cli(fleet, "pools")
+    assert "pool ui-pool: environment ui, process driver" in out
+    assert "needs attention: never attested" in out
+    code, _, err = cli(fleet, "pool", "allow", "ui-pool", "nobody")
+    assert code == 5 and err == "no runner nobody\n"

@@ -1,0 +1,417 @@
+"""Pools on the control plane, with a fake clock: strategies and their gate, the plan a
+maintainer is served, the actions it may take, members joining, attestations, attention."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from gg.control import (
+    enrolment,
+    flights,
+    gates,
+    leases,
+    members,
+    pools,
+    profiles,
+    runners,
+    strategies,
+)
+from gg.control.core import Core
+from gg.control.people import add_person, bootstrap
+from gg.errors import Conflict, Forbidden, Unauthorized
+from gg.settings import Settings
+from gg.store import open_store
+
+from placement_support import charted
+from support import Clock, make_runner
+
+D1 = "sha256:" + "1" * 64
+D2 = "sha256:" + "2" * 64
+NOON = datetime(2024, 6, 3, 12, 0, tzinfo=UTC).timestamp()
+
+
+@pytest.fixture
+def clock():
+    return Clock(NOON)
+
+
+@pytest.fixture
+def core(tmp_path, clock):
+    c = Core(store=open_store(tmp_path), settings=Settings(dev=True), clock=clock)
+    bootstrap(c, tmp_path)
+    return c
+
+
+@pytest.fixture
+def owner(core):
+    person = core.store.person_by_name("owner")
+    charted(core, person, "ui", "true")  # flights may use environment ui
+    return person
+
+
+def mapping(size=4, warm=1, pool_max=3, hours=None, digest=D1, environment="ui"):
+    bounds = {"pool-max": pool_max}
+    if hours:
+        bounds["active-hours"] = hours
+    image = {"ref": "ui-image"}
+    if digest:
+        image["digest"] = digest
+    return {"environment": environment, "inventory": {"name": "ui-pool", "size": size, "warm": warm},
+            "image": image, "bounds": bounds}
+
+
+def in_force(core, owner, **kw) -> dict:
+    answer = strategies.apply(core, owner, "ui", mapping(**kw))
+    if answer["status"] == "gated":
+        gates.clear_gate(core, answer["gate"]["id"], person=owner)
+    return answer
+
+
+@pytest.fixture
+def keeper(core, owner):
+    """A registered runner an admin allowed to maintain ui-pool."""
+    in_force(core, owner)
+    runner = make_runner(core, owner, name="keeper")
+    pools.allow(core, owner, "ui-pool", "keeper")
+    return runner
+
+
+def public_key() -> str:
+    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return base64.b64encode(raw).decode()
+
+
+def start_member(core, keeper) -> tuple[dict, str]:
+    answer, _ = members.act(core, keeper, "ui-pool", "start")
+    return answer["member"], answer["code"]
+
+
+def join(core, code):
+    answer = members.join(core, code, public_key=public_key(), inventory={}, version=None)
+    return core.store.runner(answer["runner"]["id"]), answer
+
+
+def check_in(core, runner):
+    return runners.check_in(core, runner, readings={}, inventory=None, capabilities=None,
+                            version=None, held=[], peer_address=None)
+
+
+def attest(core, keeper, running: list[str], did=()):
+    return pools.attest(core, keeper, "ui-pool", members=[{"id": m, "process": "running"}
+                                                            for m in running],
+                        did=list(did), driver={"name": "process", "problem": None})
+
+
+def ready_member(core, keeper) -> tuple[dict, object]:
+    """Start a member, join, check in, attest it running: the member is ready."""
+    member, code = start_member(core, keeper)
+    runner, _ = join(core, code)
+    check_in(core, runner)
+    running = [m.id for m in core.store.members("ui-pool")]
+    attest(core, keeper, running)
+    assert core.store.member(member["id"]).state == "ready"
+    return member, core.store.runner(runner.id)
+
+
+def plan_actions(core, keeper) -> list[dict]:
+    return pools.plan_view(core, keeper, "ui-pool")["actions"]
+
+
+# --------------------------------------------------------------------------- strategies
+
+
+def test_a_strategy_is_in_force_only_once_its_gate_clears(core, owner):
+    answer = strategies.apply(core, owner, "ui", mapping())
+    assert answer["status"] == "gated"
+    gate = answer["gate"]
+    assert gate["kind"] == "strategy" and gate["clearer"] == "admin"
+    assert gate["why"] == "first apply of pool ui-pool in environment ui"
+    assert core.store.strategy("ui").in_force is None
+    assert pools.pool_environments(core) == set()
+    gates.clear_gate(core, gate["id"], person=owner)
+    record = core.store.strategy("ui")
+    assert record.in_force == record.applied and record.gate_id is None
+    assert pools.pool_environments(core) == {"ui"}
+
+
+def test_fewer_machines_apply_at_once_and_more_wait_for_a_gate(core, owner):
+    in_force(core, owner)
+    fewer = strategies.apply(core, owner, "ui", mapping(pool_max=2))
+    assert fewer["status"] == "applied"
+    assert core.store.strategy("ui").in_force.bounds.pool_max == 2
+    more = strategies.apply(core, owner, "ui", mapping(pool_max=4))
+    assert more["status"] == "gated"
+    assert more["gate"]["why"] == "raises pool-max 2 → 4"
+    assert core.store.strategy("ui").in_force.bounds.pool_max == 2  # still the narrower one
+    same = strategies.apply(core, owner, "ui", mapping(pool_max=4))
+    assert same["gate"]["id"] == more["gate"]["id"]  # re-applying opens no second gate
+    back = strategies.apply(core, owner, "ui", mapping(pool_max=2))
+    assert back["status"] == "unchanged"
+    assert core.store.gate(more["gate"]["id"]).status == "superseded"
+
+
+def test_only_an_admin_applies_and_a_pool_keeps_its_one_strategy(core, owner):
+    add_person(core, owner, "bob", admin=False)
+    with pytest.raises(Forbidden):
+        strategies.apply(core, core.store.person_by_name("bob"), "ui", mapping())
+    in_force(core, owner)
+    with pytest.raises(Conflict, match="pool ui-pool belongs to strategy ui already"):
+        strategies.apply(core, owner, "other", mapping())
+    renamed = mapping()
+    renamed["inventory"]["name"] = "ui-pool2"
+    with pytest.raises(Conflict, match="a pool cannot be renamed"):
+        strategies.apply(core, owner, "ui", renamed)
+
+
+def test_a_pinned_digest_is_kept_by_a_file_that_pins_none_and_a_new_one_rolls(core, owner,
+                                                                               keeper):
+    strategies.pin_digest(core, owner, "ui", D2)
+    assert core.store.strategy("ui").in_force.image.digest == D2
+    assert strategies.apply(core, owner, "ui", mapping(digest=None))["status"] == "unchanged"
+    assert core.store.strategy("ui").in_force.image.digest == D2
+    member, _ = ready_member(core, keeper)
+    assert core.store.member(member["id"]).digest == D2
+    strategies.pin_digest(core, owner, "ui", D1)
+    assert plan_actions(core, keeper)[0] == {"action": "roll", "member_id": member["id"],
+                                             "digest": D1}
+
+
+# --------------------------------------------------------------------------- who maintains
+
+
+def test_only_an_allowed_runner_maintains_and_a_member_never_does(core, owner, keeper):
+    stranger = make_runner(core, owner, name="stranger")
+    with pytest.raises(Forbidden, match="gg pool allow ui-pool stranger"):
+        pools.plan_view(core, stranger, "ui-pool")
+    with pytest.raises(Forbidden):
+        members.act(core, stranger, "ui-pool", "start")
+    _, code = start_member(core, keeper)
+    member_runner, _ = join(core, code)
+    with pytest.raises(Conflict):  # an admin cannot make a member a maintainer either
+        pools.allow(core, owner, "ui-pool", member_runner.id)
+    for call in (lambda: pools.plan_view(core, member_runner, "ui-pool"),
+                 lambda: members.act(core, member_runner, "ui-pool", "start"),
+                 lambda: attest(core, member_runner, [])):
+        with pytest.raises(Forbidden, match="a pool member cannot maintain"):
+            call()
+
+
+def enrolled_host(core, owner, profile: str, roles: list[str]):
+    """A machine enrolled with ``profile`` (in force, its gate cleared)."""
+    answer = profiles.apply_profile(core, owner, profile, {
+        "purpose": "hosts a pool", "roles": roles, "environment": "ui"})
+    if answer["gate"]:
+        gates.clear_gate(core, answer["gate"]["id"], person=owner)
+    _, token = enrolment.mint_token(core, owner, profile=profile)
+    runner, _ = enrolment.enrol(core, token, name=f"{profile}-host", public_key=public_key(),
+                                workers=1, inventory={}, version=None)
+    return runner
+
+
+def test_an_enrolled_runner_maintains_exactly_when_its_profile_has_the_maintain_role(core,
+                                                                                    owner):
+    in_force(core, owner)
+    host = enrolled_host(core, owner, "pool-host", ["maintain"])
+    assert pools.may_maintain(core, host, "ui-pool") is None
+    plain = enrolled_host(core, owner, "builder", ["runner"])
+    assert pools.may_maintain(core, plain, "ui-pool") == (
+        "runner builder-host may not maintain pool ui-pool: its fleet profile builder has no "
+        "maintain role in force")
+    with pytest.raises(Conflict, match="add the maintain role to that profile"):
+        pools.allow(core, owner, "ui-pool", plain.id)  # the profile decides, not an allow
+    profiles.apply_profile(core, owner, "pool-host", {  # the role removed: at once
+        "purpose": "hosts a pool", "roles": ["runner"], "environment": "ui"})
+    assert "no maintain role" in pools.may_maintain(core, core.store.runner(host.id), "ui-pool")
+
+
+def test_a_second_maintainer_is_refused_while_the_first_is_online(core, owner, keeper, clock):
+    attest(core, keeper, [])
+    second = make_runner(core, owner, name="second")
+    pools.allow(core, owner, "ui-pool", "second")
+    with pytest.raises(Conflict, match="maintained by runner keeper"):
+        pools.plan_view(core, second, "ui-pool")
+    clock.advance(core.settings.offline_after + 1)
+    check_in(core, second)
+    pools.plan_view(core, second, "ui-pool")  # the first went silent: the second takes over
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def test_members_start_to_warm_plus_waiting_and_never_beyond_pool_max(core, owner, keeper):
+    assert plan_actions(core, keeper) == [{"action": "start", "count": 1, "digest": D1}]
+    for _ in range(5):
+        flights.open_flight(core, owner, command=["true"], environment="ui")
+    assert plan_actions(core, keeper) == [{"action": "start", "count": 3, "digest": D1}]
+    started = [start_member(core, keeper)[0]["id"] for _ in range(3)]
+    assert len(set(started)) == 3
+    with pytest.raises(Conflict, match="no longer says start") as refused:
+        members.act(core, keeper, "ui-pool", "start")
+    assert refused.value.code == "plan_changed"
+    assert len(core.store.members("ui-pool")) == 3
+    flight = flights.list_flights(core)[0]
+    assert flight["waiting"] == "waiting: pool ui-pool is warming a machine for it"
+
+
+def test_a_flight_waits_with_pool_max_reached_while_every_member_is_busy(core, owner):
+    in_force(core, owner, size=1, warm=1, pool_max=1)
+    keeper = make_runner(core, owner, name="keeper")
+    pools.allow(core, owner, "ui-pool", "keeper")
+    _, runner = ready_member(core, keeper)
+    flights.open_flight(core, owner, command=["true"], environment="ui")
+    assert leases.try_claim(core, runner.id) is not None
+    waiting = flights.open_flight(core, owner, command=["true"], environment="ui")
+    shown = flights.show_flight(core, waiting.id)
+    assert shown["waiting"] == ("waiting: pool ui-pool's limits allow no more machines now "
+                                "(pool-max 1 reached)")
+    sent = flights.open_flight(core, owner, command=["true"], environment="ui", runner="keeper")
+    assert "pool" not in flights.show_flight(core, sent.id)["waiting"]  # not a member's flight
+
+
+def test_outside_active_hours_nothing_starts_and_the_waiting_sentence_says_so(core, owner,
+                                                                               clock):
+    in_force(core, owner, hours="08:00-20:00 UTC")
+    keeper = make_runner(core, owner, name="keeper")
+    pools.allow(core, owner, "ui-pool", "keeper")
+    clock.now = datetime(2024, 6, 3, 21, 0, tzinfo=UTC).timestamp()
+    check_in(core, core.store.runner(keeper.id))
+    flight = flights.open_flight(core, owner, command=["true"], environment="ui")
+    # Nobody maintains the pool yet: a plan nobody carries out warms nothing.
+    assert flights.show_flight(core, flight.id)["waiting"] == (
+        "waiting: no runner advertises environment=ui")
+    attest(core, keeper, [])
+    view = pools.plan_view(core, keeper, "ui-pool")
+    assert view["actions"] == [] and view["in_hours"] is False
+    with pytest.raises(Conflict, match="no longer says start"):
+        members.act(core, keeper, "ui-pool", "start")
+    shown = flights.show_flight(core, flight.id)
+    assert shown["waiting"] == ("waiting: pool ui-pool's limits allow no more machines now "
+                                "(outside active hours 08:00-20:00 UTC)")
+    assert shown["remedy"] == "wait, or change the strategy's bounds"
+    row = pools.list_pools(core)[0]
+    assert row["waiting"] == [{"flight": flight.id, "sentence": shown["waiting"],
+                               "remedy": shown["remedy"]}]
+    clock.now = datetime(2024, 6, 4, 8, 0, tzinfo=UTC).timestamp()
+    check_in(core, core.store.runner(keeper.id))
+    assert plan_actions(core, keeper) == [{"action": "start", "count": 2, "digest": D1}]
+
+
+def test_an_action_on_a_member_that_just_took_a_flight_is_refused(core, owner, keeper):
+    member, runner = ready_member(core, keeper)
+    strategies.pin_digest(core, owner, "ui", D2)
+    assert plan_actions(core, keeper)[0]["action"] == "roll"
+    flights.open_flight(core, owner, command=["true"], environment="ui")
+    assert leases.try_claim(core, runner.id) is not None  # it took one before the roll
+    with pytest.raises(Conflict, match=f"no longer says roll {member['id']}"):
+        members.act(core, keeper, "ui-pool", "roll", member["id"])
+
+
+# --------------------------------------------------------------------------- members
+
+
+def test_a_member_code_is_spent_once_and_refused_after_member_code_ttl(core, keeper, clock):
+    _, code = start_member(core, keeper)
+    runner, answer = join(core, code)
+    assert runner.kind == "member" and runner.labels == {"environment": "ui"}
+    assert answer["credential"].startswith("ggr_")
+    with pytest.raises(Unauthorized):
+        join(core, code)  # spent
+    flights.open_flight(core, core.store.person_by_name("owner"), command=["true"],
+                        environment="ui")
+    _, slow_code = start_member(core, keeper)
+    clock.advance(core.settings.member_code_ttl + 1)  # ten minutes and a second
+    with pytest.raises(Unauthorized):
+        join(core, slow_code)
+    with pytest.raises(Unauthorized):
+        join(core, "ggm_" + "x" * 32)
+    with pytest.raises(Unauthorized):
+        join(core, "ggr_not-a-member-code")
+
+
+def test_a_members_credential_lasts_member_credential_ttl_and_is_never_renewed(core, keeper,
+                                                                              clock):
+    _, code = start_member(core, keeper)
+    runner, answer = join(core, code)
+    assert answer["credential_expires_at"] == clock.now + core.settings.member_credential_ttl
+    assert "renew_credential" not in check_in(core, runner)["directives"]
+    with pytest.raises(Forbidden, match="never renewed"):
+        runners.challenge(core, runner)
+    with pytest.raises(Forbidden, match="never renewed"):
+        runners.renew_credential(core, runner, "nonce", "signature")
+    clock.advance(core.settings.member_credential_ttl)
+    with pytest.raises(Unauthorized):
+        runners.authenticate(core, answer["credential"])
+
+
+def test_a_member_whose_flight_ended_is_reset_with_a_new_code_and_a_fresh_credential(
+        core, owner, keeper):
+    member, code = start_member(core, keeper)
+    runner, first = join(core, code)
+    check_in(core, runner)
+    attest(core, keeper, [member["id"]])
+    flight = flights.open_flight(core, owner, command=["true"], environment="ui")
+    _, grant = leases.try_claim(core, runner.id)
+    leases.hand_back(core, runner, flight.id, grant.epoch, "landed", 0, None, None)
+    assert plan_actions(core, keeper) == [{"action": "reset", "member_id": member["id"],
+                                           "digest": D1}]
+    answer, ended = members.act(core, keeper, "ui-pool", "reset", member["id"])
+    assert ended == [runner.id]
+    with pytest.raises(Unauthorized):  # the last cycle's credential died with it
+        runners.authenticate(core, first["credential"])
+    view = pools.plan_view(core, keeper, "ui-pool")["members"][0]
+    assert (view["state"], view["online"]) == ("resetting", False)
+    again, _ = join(core, answer["code"])
+    assert again.id == runner.id and again.name == member["name"]  # one row per member
+    assert again.public_key != runner.public_key and again.admin_state == "active"
+    check_in(core, again)
+    attest(core, keeper, [member["id"]])
+    stored = core.store.member(member["id"])
+    assert (stored.resets, stored.state) == (1, "ready")  # the old flight is not this cycle's
+    assert plan_actions(core, keeper) == []
+    assert flights.show_flight(core, flight.id)["runner_name"] == member["name"]
+
+
+def test_an_attestation_turns_gone_processes_into_dirty_or_stopped(core, owner, keeper):
+    in_force(core, owner, warm=2)
+    flown, runner = ready_member(core, keeper)
+    idle, _ = ready_member(core, keeper)
+    flight = flights.open_flight(core, owner, command=["true"], environment="ui")
+    granted = leases.try_claim(core, runner.id)
+    assert granted is not None and granted[0].id == flight.id
+    leases.hand_back(core, runner, flight.id, granted[1].epoch, "landed", 0, None, None)
+    answer = attest(core, keeper, running=[], did=[{"action": "start", "ok": True}])
+    states = {m["id"]: m["state"] for m in answer["members"]}
+    assert states == {flown["id"]: "dirty", idle["id"]: "stopped"}
+    event = core.store.events(kind="info:pool:attested", newest=True, limit=1)[0]
+    assert event["body"]["holds"] == {"dirty": 1, "stopped": 1}
+    assert event["body"]["did"] == ["start"]
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def test_a_pool_never_attested_needs_attention_and_warns_once_per_stale_episode(core, owner,
+                                                                               keeper, clock):
+    row = pools.list_pools(core)[0]
+    assert row["needs_attention"] and row["attention"].startswith("never attested")
+    stale = core.settings.pool_attestation_stale
+    clock.advance(stale + 1)
+    pools.list_pools(core)
+    pools.list_pools(core)
+    assert len(core.store.events(kind="warn:pool:stale")) == 1
+    check_in(core, core.store.runner(keeper.id))
+    attest(core, keeper, [])
+    row = pools.list_pools(core)[0]
+    assert not row["needs_attention"] and row["last_attested_at"] == clock.now
+    clock.advance(stale + 1)
+    row = pools.list_pools(core)[0]
+    assert row["needs_attention"] and row["attention"].startswith("last attested")
+    assert len(core.store.events(kind="warn:pool:stale")) == 2
+    for key in ("name", "environment", "members", "last_attested_at", "needs_attention"):
+        assert key in row

@@ -1,0 +1,229 @@
+"""Pools end to end: a real control plane, a real ``gg runner maintain`` process, real member
+processes unpacked from a real image, and real flights."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from gg.launch import gg_argv
+
+from support import FAST, Fleet, cli, wait_until
+
+STRATEGY = """\
+environment: ui
+inventory: {{name: ui-pool, size: {size}, warm: {warm}}}
+image: {{ref: ui-image}}
+bounds: {{pool-max: {pool_max}}}
+build: {{context: {context}}}
+"""
+
+
+class Pool:
+    """A fleet with strategy ``ui`` (pool ``ui-pool``) in force and built, and its maintainer."""
+
+    def __init__(self, fleet, root: Path):
+        self.fleet = fleet
+        self.root = root
+        self.context = root / "image"
+        self.state = root / "keeper"
+        self.proc: subprocess.Popen | None = None
+
+    def apply(self, size: int, warm: int, pool_max: int) -> None:
+        """Apply with the CLI, clear its gate, and build the image on this host."""
+        self.context.mkdir(exist_ok=True)
+        (self.context / "hello.txt").write_text("hello from the image\n")
+        path = self.root / "ui.yaml"
+        path.write_text(STRATEGY.format(size=size, warm=warm, pool_max=pool_max,
+                                        context=self.context))
+        self.fleet.chart("ui")  # flights may use environment ui
+        applied = self.gg("strategy", "apply", "ui", str(path), "--json")
+        self.fleet.api().clear_gate(applied["gate"]["id"])
+        self.build()
+
+    def widen(self, size: int, warm: int, pool_max: int) -> None:
+        """Apply more machines over the API; it waits for a gate, which an admin clears."""
+        mapping = {"environment": "ui", "inventory": {"name": "ui-pool", "size": size,
+                                                      "warm": warm},
+                   "image": {"ref": "ui-image"}, "bounds": {"pool-max": pool_max}}
+        applied = self.fleet.api().apply_strategy("ui", mapping)
+        assert applied["status"] == "gated"
+        self.fleet.api().clear_gate(applied["gate"]["id"])
+
+    def build(self) -> str:
+        return self.gg("strategy", "build", "ui", "--json")["digest"]
+
+    def gg(self, *args: str):
+        code, out, err = cli(self.fleet, *args)
+        assert code == 0, err
+        return json.loads(out) if "--json" in args else out
+
+    def maintain(self) -> subprocess.Popen:
+        env = {**os.environ, **self.fleet.env, "GG_CONFIG_DIR": str(self.fleet.config_dir),
+               "GG_STATE_DIR": str(self.state)}
+        with open(self.root / "keeper.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                gg_argv("--server", self.fleet.url, "runner", "maintain", "ui-pool", "--name",
+                        "keeper"), env=env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        return self.proc
+
+    def ready(self, count: int) -> list[dict] | None:
+        """The ready members, once there are ``count`` of them."""
+        members = self.members("ready")
+        return members if len(members) == count else None
+
+    def row(self) -> dict:
+        return self.fleet.api().pool("ui-pool")
+
+    def members(self, state: str | None = None) -> list[dict]:
+        return [m for m in self.row()["members"] if state is None or m["state"] == state]
+
+    def member_pids(self) -> dict[str, int]:
+        out = {}
+        for info in (self.state / "members").glob("m_*/member.json"):
+            out[info.parent.name] = json.loads(info.read_text())["pid"]
+        return out
+
+    def log(self) -> str:
+        path = self.root / "keeper.log"
+        return path.read_text() if path.exists() else ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for pid in self.member_pids().values():  # members outlive their maintainer by design
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    break
+                if _gone(pid, 5.0):
+                    break
+
+
+def _gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return True
+        if stat.rpartition(")")[2].split()[0] in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def pool(tmp_path):
+    fleet = Fleet(tmp_path, {**FAST, "GG_IMAGES_DIR": str(tmp_path / "images")}).start()
+    p = Pool(fleet, tmp_path)
+    try:
+        yield p
+    finally:
+        p.stop()
+        fleet.stop()
+
+
+def allowed_maintainer(pool: Pool) -> None:
+    """The maintainer refuses to start until an admin allows it; then it runs."""
+    refused = pool.maintain()
+    assert refused.wait(timeout=60) == 4  # Exit.FORBIDDEN
+    assert "may not maintain pool ui-pool" in pool.log()
+    assert "gg pool allow ui-pool keeper" in pool.log()
+    pool.fleet.api().allow_maintainer("ui-pool", "keeper")
+    pool.maintain()
+
+
+def landed(api, flight_id: str):
+    shown = api.flight(flight_id)
+    return shown if shown["stage"] == "landed" else None
+
+
+def output_of(flight: dict) -> str:
+    return "".join(f["body"]["text"] for f in flight["facts"] if f["kind"] == "output")
+
+
+def test_a_pool_serves_flights_from_its_image_resets_members_and_keeps_its_bounds(pool):
+    pool.apply(size=1, warm=1, pool_max=1)
+    allowed_maintainer(pool)
+    api = pool.fleet.api()
+    first = api.open_flight({"environment": "ui", "command": [
+        ('cat "$GG_IMAGE_ROOT/hello.txt"; echo left > "$GG_IMAGE_ROOT/left-behind"; '
+         'ls "$GG_IMAGE_ROOT"')]})
+    shown = wait_until(lambda: landed(api, first["id"]), timeout=45, what="the first flight")
+    assert output_of(shown) == "hello from the image\nhello.txt\nleft-behind\n"
+    clean = 'ls "$GG_IMAGE_ROOT"; test ! -e "$GG_IMAGE_ROOT/left-behind"'
+    second = api.open_flight({"environment": "ui", "command": [clean]})
+    again = wait_until(lambda: landed(api, second["id"]), timeout=45, what="the second flight")
+    assert output_of(again) == "hello.txt\n"
+    assert again["runner"] == shown["runner"]  # the one member, reset in between
+    assert wait_until(pool.members, what="the member")[0]["resets"] >= 1
+
+    pool.widen(size=3, warm=1, pool_max=2)  # more machines: through the gate again
+    ids = [api.open_flight({"command": [clean], "environment": "ui"})["id"] for _ in range(3)]
+    most = 0
+
+    def all_landed():
+        nonlocal most
+        most = max(most, sum(1 for m in pool.members() if m["state"] != "stopped"))
+        return all(landed(api, i) for i in ids)
+
+    wait_until(all_landed, timeout=75, interval=0.2, what="three flights to land on the pool")
+    assert most == 2
+    attested = api.events(kind="info:pool:attested", limit=1000)
+    assert attested and all(e["body"]["live"] <= 2 for e in attested)
+    assert all(output_of(api.flight(i)) == "hello.txt\n" for i in ids)
+    wait_until(lambda: len(pool.members("ready")) >= 1, what="a warm member again")
+
+
+def test_a_restarted_maintainer_adopts_its_members_and_a_new_digest_rolls_them(pool):
+    pool.apply(size=2, warm=2, pool_max=2)
+    allowed_maintainer(pool)
+    before = wait_until(lambda: pool.ready(2), timeout=45, what="two warm members")
+    pids = pool.member_pids()
+    pool.proc.send_signal(signal.SIGKILL)
+    pool.proc.wait()
+    killed_at = time.time()
+    pool.maintain()
+    api = pool.fleet.api()
+
+    def attested_since_the_restart():
+        row = pool.row()
+        return row if (row["last_attested_at"] or 0) > killed_at + 1.0 else None
+
+    row = wait_until(attested_since_the_restart, timeout=30,
+                     what="the restarted maintainer to attest")
+    assert [e for e in api.events(kind="info:pool:attested", limit=1000)
+            if e["at"] > killed_at] == []  # it did nothing, and the pool holds the same
+    assert sorted(m["id"] for m in row["members"]) == sorted(m["id"] for m in before)
+    assert all(m["state"] == "ready" for m in row["members"])
+    assert pool.member_pids() == pids and all(not _gone(p, 0) for p in pids.values())
+
+    (pool.context / "second.txt").write_text("a new layer\n")
+    digest = pool.build()
+    assert digest != before[0]["digest"]
+
+    def rolled():
+        ready = pool.ready(2)
+        return ready if ready and all(m["digest"] == digest for m in ready) else None
+
+    new = wait_until(rolled, timeout=60, what="both members on the new digest")
+    assert not {m["id"] for m in new} & {m["id"] for m in before}
+    did = [d for e in api.events(kind="info:pool:attested", limit=1000) for d in e["body"]["did"]]
+    assert {f"roll {m['id']}" for m in before} <= {" ".join(d.split()[:2]) for d in did}
+    flight = api.open_flight({"environment": "ui", "command": ['cat "$GG_IMAGE_ROOT/second.txt"']})
+    shown = wait_until(lambda: landed(api, flight["id"]), timeout=30, what="a flight after")
+    assert output_of(shown) == "a new layer\n"

@@ -1,0 +1,174 @@
+"""The drivers' contract: the process driver with real processes; podman and docker by the
+argv they hand the engine (no engine runs here), and with a real engine where one answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gg.launch import free_port
+from gg.pool.drivers import DriverError, MemberLaunch, make_driver
+from gg.pool.drivers.container import ContainerDriver
+from gg.pool.drivers.process import ProcessDriver
+from gg.pool.image import build_image
+
+from support import wait_until
+
+MEMBER = "m_0123456789"
+
+
+def launch(digest: str, server: str = "http://127.0.0.1:9", member_id: str = MEMBER):
+    return MemberLaunch(member_id=member_id, name=f"ui-pool-{member_id[2:]}", digest=digest,
+                        code="ggm_secret-code", server=server, image_ref="ui-image")
+
+
+@pytest.fixture
+def image(tmp_path):
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "hello.txt").write_text("hello\n")
+    return build_image(context, tmp_path / "images")
+
+
+# --------------------------------------------------------------------------- process
+
+
+def test_a_process_member_starts_from_its_image_and_a_new_driver_adopts_it(tmp_path, image):
+    root = tmp_path / "members"
+    driver = ProcessDriver(root, tmp_path / "images", stop_grace=5)
+    driver.prepare(image.digest, "ui-image")
+    # Nothing listens on the server's port: the member keeps trying to join, and runs.
+    driver.start(launch(image.digest, server=f"http://127.0.0.1:{free_port()}"))
+    home = root / MEMBER
+    assert (home / "image" / "hello.txt").read_text() == "hello\n"
+    assert driver.running(MEMBER) and driver.members() == [MEMBER]
+    pid = json.loads((home / "member.json").read_text())["pid"]
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    assert f"GG_IMAGE_ROOT={home / 'image'}".encode() in environ
+    assert b"GG_TOKEN" not in [e.split(b"=")[0] for e in environ]
+    assert b"ggm_secret-code" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+
+    adopter = ProcessDriver(root, tmp_path / "images", stop_grace=5)  # a restarted maintainer
+    assert adopter.members() == [MEMBER] and adopter.running(MEMBER)
+    assert adopter.pid(MEMBER) == pid
+    adopter.remove(MEMBER)
+    assert not home.exists() and adopter.members() == []
+    wait_until(lambda: driver.running(MEMBER) is False, timeout=15, what="the member to stop")
+
+
+def test_a_recorded_pid_that_now_names_another_process_is_not_adopted(tmp_path, image):
+    home = tmp_path / "members" / MEMBER
+    home.mkdir(parents=True)
+    (home / "member.json").write_text(json.dumps({"pid": os.getpid(), "started": 1}))
+    driver = ProcessDriver(tmp_path / "members", tmp_path / "images")
+    assert not driver.running(MEMBER) and driver.pid(MEMBER) is None
+
+
+def test_the_process_driver_refuses_a_missing_image_and_a_path_for_a_member_id(tmp_path):
+    driver = ProcessDriver(tmp_path / "members", tmp_path / "images")
+    with pytest.raises(DriverError, match="is not in .* on this host: build it here"):
+        driver.prepare("sha256:" + "d" * 64, "ui-image")
+    with pytest.raises(DriverError, match="not a member id"):
+        driver.remove("../../etc")
+    assert make_driver("process", pool="p", root=tmp_path, images_dir=tmp_path).name == "process"
+    with pytest.raises(DriverError, match="one of process, podman, docker"):
+        make_driver("lxc", pool="p", root=tmp_path, images_dir=tmp_path)
+
+
+# --------------------------------------------------------------------------- containers
+
+
+class FakeEngine:
+    """Stands in for the engine's command line: records every call, answers from a script."""
+
+    def __init__(self, answers=None):
+        self.calls: list[tuple[list[str], dict | None]] = []
+        self.answers = answers or {}
+
+    def __call__(self, argv, env, timeout):
+        self.calls.append((argv, env))
+        for prefix, answer in self.answers.items():
+            if " ".join(argv[1:]).startswith(prefix):
+                return answer
+        return 0, "", ""
+
+
+D = "sha256:" + "e" * 64
+
+
+@pytest.mark.parametrize("engine", ["podman", "docker"])
+def test_a_container_member_is_run_from_the_pinned_image_with_its_code_never_on_argv(engine):
+    fake = FakeEngine()
+    driver = ContainerDriver(engine, "ui-pool", run=fake, which=lambda name: f"/usr/bin/{name}")
+    driver.start(launch(D, server="http://10.0.0.1:8421"))
+    argv, env = fake.calls[-1]
+    assert argv[:4] == [engine, "run", "--detach", "--name"]
+    assert argv[4] == f"gg-ui-pool-{MEMBER}"
+    assert f"ui-image@{D}" in argv
+    assert argv[argv.index(f"ui-image@{D}") + 1:] == [
+        "gg", "--server", "http://10.0.0.1:8421", "runner", "up", "--once",
+        "--name", f"ui-pool-{MEMBER[2:]}", "--grace", "10"]
+    assert ["--env", "GG_MEMBER_CODE"] == argv[argv.index("GG_MEMBER_CODE") - 1:
+                                               argv.index("GG_MEMBER_CODE") + 1]
+    assert "ggm_secret-code" not in " ".join(argv)
+    assert env == {"GG_MEMBER_CODE": "ggm_secret-code"}
+    for label in ("gg.pool=ui-pool", f"gg.member={MEMBER}", f"gg.digest={D}"):
+        assert label in argv
+
+
+def test_a_container_driver_lists_removes_and_checks_its_members_through_the_engine():
+    fake = FakeEngine({
+        "ps": (0, f"{MEMBER}\nnot-a-member\nm_abc\n", ""),
+        "inspect --format": (0, "true\n", ""),
+        "image inspect": (1, "", "no such image"),
+        "pull": (1, "", "Error: manifest unknown"),
+    })
+    driver = ContainerDriver("podman", "ui-pool", run=fake, which=lambda name: "/bin/podman")
+    assert driver.members() == [MEMBER, "m_abc"]
+    assert fake.calls[-1][0] == ["podman", "ps", "--all", "--filter", "label=gg.pool=ui-pool",
+                                 "--format", '{{.Label "gg.member"}}']
+    assert driver.running(MEMBER)
+    driver.remove(MEMBER)
+    assert [c[0][1] for c in fake.calls[-2:]] == ["stop", "rm"]
+    assert fake.calls[-1][0] == ["podman", "rm", "--force", f"gg-ui-pool-{MEMBER}"]
+    with pytest.raises(DriverError, match="cannot pull ui-image@sha256:e+: Error: manifest unknown"):
+        driver.prepare(D, "ui-image")
+
+
+def test_the_capability_report_says_when_no_engine_works():
+    missing = ContainerDriver("docker", "p", run=FakeEngine(), which=lambda name: None)
+    assert missing.problem() == "docker is not installed on this host"
+    silent = ContainerDriver("docker", "p", which=lambda name: "/bin/docker", run=FakeEngine(
+        {"info": (1, "", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock.")}))
+    assert silent.problem() == ("docker does not answer on this host: Cannot connect to the "
+                                "Docker daemon at unix:///var/run/docker.sock.")
+    healthy = ContainerDriver("docker", "p", run=FakeEngine(), which=lambda name: "/bin/docker")
+    assert healthy.problem() is None
+
+
+def _engine_answering() -> str | None:
+    for engine in ("podman", "docker"):
+        exe = shutil.which(engine)
+        done = subprocess.run([exe, "info"], capture_output=True, timeout=10,
+                              check=False) if exe else None
+        if done is not None and done.returncode == 0:
+            return engine
+    return None
+
+
+ENGINE = _engine_answering()
+
+
+@pytest.mark.skipif(ENGINE is None, reason="no container engine answers on this host "
+                                           "(podman or docker info fails), so the real-engine "
+                                           "contract cannot run here")
+def test_a_real_engine_reports_itself_usable_and_lists_no_members_of_an_unknown_pool():
+    driver = ContainerDriver(ENGINE, "gg-test-nonexistent-pool")
+    assert driver.problem() is None
+    assert driver.members() == []
+    assert not driver.running(MEMBER)
