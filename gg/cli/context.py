@@ -105,3 +105,20 @@ def parse_labels(text: str | None) -> dict[str, str]:
         return parse(text)
     except ValueError as exc:
         raise CliError(f"--labels: {exc}", 2) from None
+
+
+def say(line: str) -> None:
+    """A long-running process's log line: time, then the sentence."""
+    print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
+
+
+def run_until_signalled(process) -> int:
+    """Run a runner or maintainer until it stops by itself or SIGTERM/Ctrl-C asks it to."""
+    import signal
+
+    def stop(signum, frame):
+        process.request_stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    return process.run()

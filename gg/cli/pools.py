@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import time
 from pathlib import Path
@@ -12,7 +11,8 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import CliError, ago, client, console, emit_json, server_url, settings, table
+from gg.cli.context import (CliError, ago, client, console, emit_json, run_until_signalled,
+                            say, server_url, settings, table)
 from gg.cli.exits import Exit
 
 pool_app = typer.Typer(help="Pools: managed sets of identical machines on one host.",
@@ -119,18 +119,9 @@ def maintain(
         person_token=None if token else config.resolve_token(cfg), enrol_token=token,
         max_cycles=1 if once else None)
 
-    def say(line: str) -> None:
-        print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
-
     maintainer = Maintainer(options, say=say)
-
-    def stop(signum, frame):
-        maintainer.request_stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     try:
-        code = maintainer.run()
+        code = run_until_signalled(maintainer)
     except MaintainerExit as exc:
         raise CliError(str(exc), int(Exit.FORBIDDEN if exc.forbidden else Exit.FAILURE)) from None
     raise typer.Exit(code)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -13,7 +11,8 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import CliError, ago, client, console, emit_json, parse_labels, server_url, settings, table
+from gg.cli.context import (CliError, ago, client, console, emit_json, parse_labels,
+                            run_until_signalled, say, server_url, settings, table)
 
 runner_app = typer.Typer(help="Run this machine as a runner, and look at runners.",
                          no_args_is_help=True)
@@ -54,18 +53,9 @@ def up(
                             enrol_token=token, hidden=[config.config_dir()],
                             member_code=os.environ.pop(config.ENV_MEMBER_CODE, None))
 
-    def say(line: str) -> None:
-        print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
-
     runner = Runner(options, say=say)
-
-    def stop(signum, frame):
-        runner.request_stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     try:
-        code = runner.run()
+        code = run_until_signalled(runner)
     except RunnerExit as exc:
         raise CliError(str(exc), 1) from None
     raise typer.Exit(code)
