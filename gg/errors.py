@@ -11,6 +11,7 @@
      |                                flight_ended / ...
      +-- Gone                     410 gone                           -- retired
      +-- TooLarge                 413 too_large
+     +-- TooMany                  429 too_many_requests              -- over a per-caller limit
 
 The server maps these to ``{"error": {"code", "message"}}`` in one place
 (``gg.server.errors``); the client turns that body back into ``ApiError``; the CLI maps
@@ -74,3 +75,8 @@ class Gone(GGError):
 class TooLarge(GGError):
     status = 413
     code = "too_large"
+
+
+class TooMany(GGError):
+    status = 429
+    code = "too_many_requests"

@@ -34,6 +34,7 @@ class LocalServer:
     env: dict[str, str] = field(default_factory=dict)
     dev: bool = True
     log: Path | None = None
+    file_limit: int | None = None  # start with this open-file limit (soft and hard)
     proc: subprocess.Popen | None = None
 
     @property
@@ -45,8 +46,10 @@ class LocalServer:
         if self.dev:
             args.append("--dev")
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        limit = self.file_limit
         self.proc = subprocess.Popen(gg_argv(*args), env={**os.environ, **self.env},
-                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=(lambda: _limit_files(limit)) if limit else None)
         wait_healthy(self.url, timeout, self.proc)
         return self
 
@@ -62,6 +65,12 @@ class LocalServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def _limit_files(limit: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
 
 def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:

@@ -42,6 +42,10 @@ class Settings:
     max_expiries: int = 5
     # Server-only settings (not protocol constants).
     max_body_bytes: int = 1_048_576
+    header_timeout: float = 10.0  # a connection must send complete request headers within this
+    keep_alive_timeout: float = 5.0  # an idle keep-alive connection is closed after this
+    max_connections: int = 0  # 0: from the file limit (gg.server.connections.default_cap)
+    max_parked_claims: int = 4  # parked claims per runner; one more is answered 429 at once
     dev: bool = False
 
     @classmethod

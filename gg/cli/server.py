@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -29,10 +30,9 @@ def server(
     dev: bool = typer.Option(False, "--dev", help="Development mode: allows isolation none."),
 ) -> None:
     """Start the control plane (FastAPI on uvicorn, SQLite in WAL mode)."""
-    import uvicorn
-
     from gg import config
-    from gg.server.app import build
+    from gg.server.app import build, stopping
+    from gg.server.connections import serve
     from gg.settings import Settings
 
     host, port = parse_listen(listen)
@@ -41,9 +41,11 @@ def server(
         settings = Settings.from_env(dev=dev)
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
+    os.umask(0o077)  # everything the server writes (store, WAL, tokens) is the owner's alone
     app, owner_token = build(directory, settings)
     if owner_token is not None:
         print(f"gg: first start: organisation created; the owner's token is in {owner_token} "
               "(mode 0600)", file=sys.stderr)
     print(f"gg: control plane on http://{host}:{port} (data in {directory})", file=sys.stderr)
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+    serve(app, host, port, settings, on_stopping=lambda: stopping(app),
+          say=lambda line: print(f"gg: {line}", file=sys.stderr))

@@ -42,6 +42,13 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     return app
 
 
+def stopping(app: FastAPI) -> None:
+    """The server is stopping: answer parked claims ("nothing for you") and long polls now,
+    so that no connection holds the shutdown up."""
+    app.state.dispatcher.release_all()
+    app.state.watch.release_all()
+
+
 def build(data_dir: Path, settings: Settings) -> tuple[FastAPI, Path | None]:
     store = open_store(data_dir)
     app = create_app(settings, store, data_dir=data_dir)

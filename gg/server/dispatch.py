@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from gg.control import leases as lease_ops
 from gg.control.core import Core
+from gg.errors import TooMany
 
 
 @dataclass(eq=False)
@@ -32,6 +33,8 @@ class Dispatcher:
     def __init__(self, core: Core):
         self.core = core
         self.parked: dict[int, Parked] = {}
+        self._per_runner: dict[str, int] = {}
+        self.closing = False
         self._order = itertools.count()
         self._pass_scheduled = False
         self._expiry_handle: asyncio.TimerHandle | None = None
@@ -47,15 +50,24 @@ class Dispatcher:
             self.release(runner_id)  # "stop claiming": a stopping runner frees its parked claim
             return None
         got = lease_ops.try_claim(self.core, runner_id, free_slots)
-        if got is not None or wait <= 0 or free_slots <= 0:
+        if got is not None or wait <= 0 or free_slots <= 0 or self.closing:
             return got
+        cap = self.core.settings.max_parked_claims
+        if self._per_runner.get(runner_id, 0) >= cap:
+            # A runner holds one claim at a time; more is a stale connection or a flood, and
+            # every parked claim holds a socket. 429 makes the runner loop pause a moment.
+            raise TooMany(f"this runner already has {cap} parked claims; try again shortly")
         parked = Parked(runner_id, self.loop.create_future(), next(self._order))
         self.parked[parked.order] = parked
+        self._per_runner[runner_id] = self._per_runner.get(runner_id, 0) + 1
         self._arm_expiry_wake()
         try:
             await asyncio.wait({parked.future}, timeout=wait)
         finally:
             self.parked.pop(parked.order, None)
+            left = self._per_runner.pop(runner_id, 1) - 1
+            if left > 0:
+                self._per_runner[runner_id] = left
         if parked.future.done() and not parked.future.cancelled() and parked.future.result():
             return parked.future.result()
         parked.future.cancel()
@@ -65,6 +77,14 @@ class Dispatcher:
         """Answer this runner's parked claims with "nothing for you" now."""
         for parked in list(self.parked.values()):
             if parked.runner_id == runner_id and not parked.future.done():
+                parked.future.set_result(None)
+
+    def release_all(self) -> None:
+        """The server is stopping: answer every parked claim with "nothing for you" now,
+        and park no more."""
+        self.closing = True
+        for parked in list(self.parked.values()):
+            if not parked.future.done():
                 parked.future.set_result(None)
 
     @property
@@ -159,6 +179,13 @@ class Watch:
             bucket.discard(fut)
             if flight_id is not None and not bucket:
                 self._flights.pop(flight_id, None)
+
+    def release_all(self) -> None:
+        """The server is stopping: end every long poll now (readers look once more)."""
+        for bucket in [self._events, *self._flights.values()]:
+            for fut in bucket:
+                if not fut.done():
+                    fut.set_result(None)
 
     def _flight_changed(self, flight_id: str) -> None:
         for fut in self._flights.get(flight_id, ()):

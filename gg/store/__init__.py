@@ -9,6 +9,7 @@ LISTEN/NOTIFY.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from gg.store.db import Database
@@ -40,8 +41,24 @@ class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
 
 def open_store(data_dir: Path | str) -> Store:
     data_dir = Path(data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    return Store(data_dir / "gg.sqlite3")
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    store = Store(data_dir / "gg.sqlite3")
+    make_private(data_dir)
+    return store
+
+
+def make_private(data_dir: Path) -> None:
+    """The data dir is 0700 and everything in it 0600 (directories 0700), also when an older
+    version left it readable: it holds token hashes, credentials' digests and the owner token.
+    SQLite gives its WAL and shared-memory files the database file's mode."""
+    os.chmod(data_dir, 0o700)
+    for root, dirs, files in os.walk(data_dir):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o600)
 
 
 __all__ = ["Store", "open_store"]

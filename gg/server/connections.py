@@ -1,0 +1,220 @@
+"""Bounded connections: the server keeps answering however many sockets are opened to it.
+
+Every open socket costs a file descriptor, and a process has only so many. Without a bound,
+idle sockets that never send a request exhaust them; the server then cannot accept anyone
+(``/v1/health`` included) and the event loop reports every failed ``accept()``. So:
+
+- **A cap on connections** (``GG_MAX_CONNECTIONS``; by default :func:`default_cap` of the
+  file limit, which is first raised to the hard limit). A connection beyond the cap replaces
+  the connection that has waited longest without a request in progress (a socket that sent
+  nothing, half a request, or sits idle between keep-alive requests); when every connection
+  is busy with a request (parked claims, say) the newcomer is closed at once. Descriptors in
+  use stay below the file limit, with a reserve for the database and the logs.
+- **A header timeout** (``GG_HEADER_TIMEOUT``): a connection that has not sent complete
+  request headers within it is closed, whether it just opened or started a new request on a
+  kept-alive connection. Idle keep-alive connections close after ``GG_KEEP_ALIVE_TIMEOUT``.
+- **One log line per episode**: reaching the cap, and failing to ``accept()`` (EMFILE and
+  friends), are each logged when they start and when they end, never once per attempt.
+
+The seam is uvicorn's HTTP protocol class (h11): :func:`protocol_for` subclasses it, so the
+timeouts hold for every request the server reads. The server runs on asyncio's own loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import resource
+from typing import Callable
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger("gg.server")
+
+CAP_CEILING = 65_536  # idle connections cost memory too; above this, raise it explicitly
+_ACCEPT_FAILED = "socket.accept() out of system resource"  # asyncio's message, all versions
+
+
+def reserve_for(limit: int) -> int:
+    """Descriptors kept back from connections: the database, its WAL, logs, the listener."""
+    return max(256, limit // 16)
+
+
+def default_cap(limit: int) -> int:
+    """The connection cap for a process allowed ``limit`` open files."""
+    return max(16, min(CAP_CEILING, limit - reserve_for(limit)))
+
+
+def raise_file_limit() -> int:
+    """Raise the soft open-file limit to the hard limit where allowed; the soft limit after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        return soft if soft != resource.RLIM_INFINITY else target
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        return target
+    except (ValueError, OSError):
+        return soft
+
+
+class Gate:
+    """Counts the connections this server holds and decides who may stay."""
+
+    def __init__(self, cap: int, header_timeout: float):
+        self.cap = cap
+        self.header_timeout = header_timeout
+        self.admitted: set[H11Protocol] = set()
+        self.idle: dict[H11Protocol, None] = {}  # no request in progress; oldest first
+        self.full = False  # in a cap episode
+        self.accept_failures = 0  # failed accept() calls in the current episode
+
+    def admit(self, conn: H11Protocol) -> bool:
+        if self.accept_failures:
+            log.warning("accepting connections again (%d accept() attempts failed while the "
+                        "process was out of file descriptors)", self.accept_failures)
+            self.accept_failures = 0
+        if len(self.admitted) >= self.cap:
+            if not self.full:
+                self.full = True
+                log.warning("%d connections open, the cap (GG_MAX_CONNECTIONS): each new one "
+                            "now replaces the longest-idle one", self.cap)
+            victim = next(iter(self.idle), None)
+            if victim is None:  # every connection is busy with a request
+                return False
+            self.forget(victim)
+            victim.transport.close()
+        self.admitted.add(conn)
+        self.idle[conn] = None
+        return True
+
+    def busy(self, conn: H11Protocol) -> None:
+        self.idle.pop(conn, None)
+
+    def idle_again(self, conn: H11Protocol) -> None:
+        if conn in self.admitted:
+            self.idle.pop(conn, None)
+            self.idle[conn] = None  # to the back: the most recently active
+
+    def forget(self, conn: H11Protocol) -> None:
+        self.admitted.discard(conn)
+        self.idle.pop(conn, None)
+        if self.full and len(self.admitted) < self.cap * 9 // 10:
+            self.full = False
+            log.warning("connections back under the cap (%d open)", len(self.admitted))
+
+    def loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        """The loop's exception handler: a failed accept() is logged once per episode
+        (asyncio retries every second, and would log a traceback each time)."""
+        if str(context.get("message", "")).startswith(_ACCEPT_FAILED):
+            if not self.accept_failures:
+                exc = context.get("exception")
+                code = errno.errorcode.get(getattr(exc, "errno", None) or 0, "an error")
+                log.warning("cannot accept connections: out of file descriptors (%s); retrying "
+                            "every second, logged again when accepting resumes", code)
+            self.accept_failures += 1
+            return
+        loop.default_exception_handler(context)
+
+
+def protocol_for(gate: Gate) -> type[H11Protocol]:
+    """uvicorn's h11 protocol, admitted by ``gate`` and closed when headers are late."""
+
+    class Bounded(H11Protocol):
+        _refused = False
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport) -> None:  # type: ignore[override]
+            if not gate.admit(self):
+                self._refused = True
+                transport.abort()
+                return
+            super().connection_made(transport)
+            self._arm()
+
+        def connection_lost(self, exc) -> None:
+            if self._refused:
+                return
+            self._disarm()
+            gate.forget(self)
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._in_request():
+                self._disarm()
+                gate.busy(self)
+            elif self._header_timer is None:  # the first bytes of a request on a kept-alive
+                self._arm()                   # connection: its headers are due in time too
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                gate.idle_again(self)
+
+        def _in_request(self) -> bool:
+            return self.cycle is not None and not self.cycle.response_complete
+
+        def _arm(self) -> None:
+            self._header_timer = self.loop.call_later(gate.header_timeout, self._headers_late)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_late(self) -> None:
+            self._header_timer = None
+            if not self._in_request() and not self.transport.is_closing():
+                self.transport.close()
+
+    return Bounded
+
+
+class BoundedServer(uvicorn.Server):
+    """uvicorn's server with the gate's loop handler, and ``on_stopping`` called first
+    thing on shutdown (so parked claims are answered before connections are drained)."""
+
+    def __init__(self, config: uvicorn.Config, gate: Gate, on_stopping: Callable[[], None]):
+        super().__init__(config)
+        self.gate = gate
+        self.on_stopping = on_stopping
+
+    async def startup(self, sockets=None) -> None:
+        asyncio.get_running_loop().set_exception_handler(self.gate.loop_exception)
+        await super().startup(sockets=sockets)
+
+    async def shutdown(self, sockets=None) -> None:
+        self.on_stopping()
+        await super().shutdown(sockets=sockets)
+
+
+def plan_cap(configured: int, limit: int) -> tuple[int, str | None]:
+    """The cap to use, and a sentence for the operator when the file limit is too low."""
+    if configured > 0:
+        if configured > limit - reserve_for(limit):
+            return configured, (f"GG_MAX_CONNECTIONS={configured} leaves too few of the "
+                                f"{limit} open files this process may have for the database "
+                                "and logs; accept errors are possible")
+        return configured, None
+    cap = default_cap(limit)
+    if cap < 10_000:
+        return cap, (f"the open-file limit ({limit}) allows only {cap} connections; raise it "
+                     "(ulimit -n) to serve a large fleet")
+    return cap, None
+
+
+def serve(app, host: str, port: int, settings, on_stopping: Callable[[], None],
+          say: Callable[[str], None]) -> None:
+    limit = raise_file_limit()
+    cap, warning = plan_cap(settings.max_connections, limit)
+    if warning:
+        say(warning)
+    gate = Gate(cap, settings.header_timeout)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", loop="asyncio",
+                            http=protocol_for(gate),
+                            timeout_keep_alive=settings.keep_alive_timeout,
+                            timeout_graceful_shutdown=0.5)
+    BoundedServer(config, gate, on_stopping).run()

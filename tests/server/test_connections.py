@@ -1,0 +1,240 @@
+"""Connections are bounded: idle sockets beyond the cap, late headers, a flood of parked
+claims from one runner, a SIGTERM with claims parked, and a private data dir; against a real
+``gg server`` process over loopback."""
+
+from __future__ import annotations
+
+import base64
+import errno
+import logging
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+
+import httpx
+import psutil
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from gg.launch import LocalServer, free_port
+from gg.server.connections import CAP_CEILING, Gate, default_cap, plan_cap
+from support import wait_until
+
+CAP = 300
+HOLDERS = 4  # client processes holding the idle sockets
+HOLD_SCRIPT = r"""
+import socket, sys
+port, count = int(sys.argv[1]), int(sys.argv[2])
+held = []
+for _ in range(count):
+    s = socket.socket()
+    s.settimeout(10)
+    try:
+        s.connect(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        continue
+    held.append(s)
+print(len(held), flush=True)
+sys.stdin.read()  # hold every socket until the test closes our stdin
+for s in held:
+    s.close()
+"""
+
+
+def _server(tmp_path, env: dict[str, str], **kw) -> LocalServer:
+    return LocalServer(tmp_path / "data", free_port(), env=env, log=tmp_path / "server.log",
+                       **kw).start()
+
+
+def _runner_credential(server: LocalServer) -> str:
+    """A runner registered over the real API (checked in): its ggr_ credential."""
+    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    owner = {"authorization": f"Bearer {server.owner_token()}"}
+    answer = httpx.post(server.url + "/v1/runners", headers=owner, timeout=10,
+                        json={"name": "claimer", "public_key": base64.b64encode(raw).decode()})
+    answer.raise_for_status()
+    credential = answer.json()["credential"]
+    httpx.post(server.url + "/v1/runner/check-in", json={}, timeout=10,
+               headers={"authorization": f"Bearer {credential}"}).raise_for_status()
+    return credential
+
+
+def _parked(server: LocalServer) -> float:
+    text = httpx.get(server.url + "/metrics", timeout=5).text
+    return float(re.search(r"^gg_claims_parked (\S+)$", text, re.M).group(1))
+
+
+def _claims(server: LocalServer, credential: str, count: int) -> tuple[list, list[threading.Thread]]:
+    """``count`` parked-claim requests on their own threads; answers land in the list."""
+    answers: list = []
+
+    def claim() -> None:
+        try:
+            answers.append(httpx.post(server.url + "/v1/runner/claim", timeout=90,
+                                      json={"free_slots": 1, "wait": 60},
+                                      headers={"authorization": f"Bearer {credential}"}))
+        except httpx.HTTPError as exc:
+            answers.append(exc)
+
+    threads = [threading.Thread(target=claim, daemon=True) for _ in range(count)]
+    for t in threads:
+        t.start()
+    return answers, threads
+
+
+# -- idle sockets beyond the cap ------------------------------------------------------------
+
+def test_idle_sockets_beyond_the_cap_leave_health_answering_and_the_log_quiet(tmp_path):
+    # The server may hold 1,024 files; 1,300 idle sockets would exhaust them without the cap.
+    # The header timeout is long so that the cap, not the timeout, is what keeps it answering.
+    # Light enough to run beside other tests: four small processes and 1,300 loopback sockets.
+    server = _server(tmp_path, {"GG_MAX_CONNECTIONS": str(CAP), "GG_HEADER_TIMEOUT": "60"},
+                     file_limit=1024)
+    log = tmp_path / "server.log"
+    size_before = log.stat().st_size
+    per_holder = (CAP + 1000) // HOLDERS
+    holders = [subprocess.Popen([sys.executable, "-c", HOLD_SCRIPT, str(server.port), str(per_holder)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+               for _ in range(HOLDERS)]
+    try:
+        opened = sum(int(h.stdout.readline() or 0) for h in holders)
+        assert opened >= CAP + 1000, opened
+        process = psutil.Process(server.proc.pid)
+        for _ in range(5):  # every call answered within 1 s while the sockets are held
+            answer = httpx.get(server.url + "/v1/health", timeout=1.0)
+            assert answer.status_code == 200
+            assert process.num_fds() < 1024 - 64  # the cap, not the file limit, bounds them
+    finally:
+        for h in holders:
+            h.stdin.close()
+        for h in holders:
+            try:
+                h.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                h.kill()
+                h.wait()
+    assert httpx.get(server.url + "/v1/health", timeout=5).status_code == 200
+    server.stop()
+    grown = log.read_text()[size_before:]
+    assert "Traceback" not in grown, grown[-3000:]
+    assert len([line for line in grown.splitlines() if "accept" in line]) <= 3, grown[-3000:]
+
+
+def test_a_socket_that_sends_half_a_request_line_is_closed_after_the_header_timeout(tmp_path):
+    server = _server(tmp_path, {"GG_HEADER_TIMEOUT": "1"})
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as fresh:
+            fresh.sendall(b"GET /v1/hea")
+            assert fresh.recv(4096) == b""  # closed by the server, with no answer
+
+        # The same holds for the next request on a kept-alive connection.
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as kept:
+            kept.sendall(b"GET /v1/health HTTP/1.1\r\nHost: gg\r\n\r\n")
+            seen = b""
+            while b'"ok"' not in seen:
+                chunk = kept.recv(4096)
+                assert chunk, seen
+                seen += chunk
+            kept.sendall(b"GET /v1/hea")
+            assert kept.recv(4096) == b""
+    finally:
+        server.stop()
+
+
+# -- parked claims ----------------------------------------------------------------------------
+
+def test_a_runners_parked_claims_beyond_its_cap_are_answered_429_at_once(tmp_path):
+    server = _server(tmp_path, {"GG_CLAIM_WAIT": "60", "GG_MAX_PARKED_CLAIMS": "2"})
+    credential = _runner_credential(server)
+    answers, threads = _claims(server, credential, 4)
+    try:
+        wait_until(lambda: len(answers) >= 2, timeout=30, what="two claims answered")
+        assert _parked(server) == 2  # the other two are still parked
+        refused = answers[:2]
+        assert all(getattr(a, "status_code", None) == 429 for a in refused), refused
+        assert refused[0].json()["error"]["code"] == "too_many_requests"
+    finally:
+        server.stop()  # answers the parked ones at once
+        for t in threads:
+            t.join(timeout=10)
+    assert [getattr(a, "status_code", a) for a in answers[2:]] == [204, 204]
+
+
+def test_sigterm_answers_parked_claims_at_once_and_exits_without_a_traceback(tmp_path):
+    server = _server(tmp_path, {"GG_CLAIM_WAIT": "60"})
+    credential = _runner_credential(server)
+    answers, threads = _claims(server, credential, 1)
+    wait_until(lambda: _parked(server) == 1, timeout=30, what="the claim parked")
+    server.proc.send_signal(signal.SIGTERM)
+    try:
+        # Well under a second on an idle machine; 5 s keeps a loaded CI machine green while
+        # still far below the 60 s the claim would otherwise be held.
+        server.proc.wait(timeout=5)
+    finally:
+        server.stop(sig=signal.SIGKILL)
+    threads[0].join(timeout=5)
+    assert [getattr(a, "status_code", a) for a in answers] == [204]  # "nothing for you"
+    log = (tmp_path / "server.log").read_text()
+    assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
+
+
+# -- the data dir ----------------------------------------------------------------------------
+
+def test_the_data_dir_is_0700_and_every_file_in_it_0600(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    os.chmod(data, 0o755)  # as an older version, or a careless operator, left it
+    (data / "notes").write_text("left here before")
+    os.chmod(data / "notes", 0o644)
+    server = _server(tmp_path, {})
+    try:
+        httpx.post(server.url + "/v1/flights", json={"command": ["true"]}, timeout=10,
+                   headers={"authorization": f"Bearer {server.owner_token()}"}).raise_for_status()
+        names = sorted(p.name for p in data.iterdir())
+        assert {"gg.sqlite3", "gg.sqlite3-wal", "owner-token", "notes"} <= set(names), names
+        assert stat.S_IMODE(data.stat().st_mode) == 0o700
+        modes = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in data.iterdir()}
+        assert set(modes.values()) == {oct(0o600)}, modes
+    finally:
+        server.stop()
+
+
+# -- the rules, without a server ----------------------------------------------------------------
+
+def test_the_default_cap_keeps_a_reserve_and_stays_above_ten_thousand_parked_claims():
+    assert default_cap(20_000) < 20_000 - 255
+    assert default_cap(20_000) > 10_000
+    assert default_cap(1 << 20) == CAP_CEILING
+    assert default_cap(1024) == 1024 - 256
+    assert plan_cap(0, 20_000) == (default_cap(20_000), None)
+    cap, warning = plan_cap(0, 1024)
+    assert cap == 768 and "ulimit" in warning
+    cap, warning = plan_cap(5000, 1024)
+    assert cap == 5000 and "GG_MAX_CONNECTIONS" in warning
+    assert plan_cap(CAP, 1024) == (CAP, None)
+
+
+def test_accept_errors_are_logged_once_per_episode(caplog):
+    gate = Gate(cap=10, header_timeout=1.0)
+    context = {"message": "socket.accept() out of system resource",
+               "exception": OSError(errno.EMFILE, "Too many open files")}
+    with caplog.at_level(logging.WARNING, logger="gg.server"):
+        for _ in range(50):
+            gate.loop_exception(None, context)
+        assert len(caplog.records) == 1 and "EMFILE" in caplog.records[0].getMessage()
+
+        class Conn:  # stands for a protocol: the gate only keeps it in its sets
+            pass
+
+        assert gate.admit(Conn())
+        assert len(caplog.records) == 2 and "50" in caplog.records[1].getMessage()
+        gate.loop_exception(None, context)
+        assert len(caplog.records) == 3  # a new episode is logged again
+
