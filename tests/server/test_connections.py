@@ -66,6 +66,15 @@ def _runner_credential(server: LocalServer) -> str:
     return credential
 
 
+def _accept_queue(port: int) -> int | None:
+    """Connections the kernel completed that the server has not accepted yet (Linux)."""
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        fields = line.split()
+        if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":  # LISTEN
+            return int(fields[4].split(":")[1], 16)
+    return None
+
+
 def _parked(server: LocalServer) -> float:
     text = httpx.get(server.url + "/metrics", timeout=5).text
     return float(re.search(r"^gg_claims_parked (\S+)$", text, re.M).group(1))
@@ -106,6 +115,9 @@ def test_idle_sockets_beyond_the_cap_leave_health_answering_and_the_log_quiet(tm
     try:
         opened = sum(int(h.stdout.readline() or 0) for h in holders)
         assert opened >= CAP + 1000, opened
+        # The connects return once the kernel has queued them; wait until the server has
+        # taken every one, so that the checks below see the sockets held, not still arriving.
+        wait_until(lambda: _accept_queue(server.port) == 0, timeout=30, what="the queue taken")
         process = psutil.Process(server.proc.pid)
         for _ in range(5):  # every call answered within 1 s while the sockets are held
             answer = httpx.get(server.url + "/v1/health", timeout=1.0)
