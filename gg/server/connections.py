@@ -106,14 +106,15 @@ class Gate:
             log.warning("connections back under the cap (%d open)", len(self.admitted))
 
     def loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
-        """The loop's exception handler: a failed accept() is logged once per episode
-        (asyncio retries every second, and would log a traceback each time)."""
+        """The loop's exception handler: a failed accept() is logged once per episode.
+        asyncio reports each failed attempt with a traceback, and keeps trying the whole
+        backlog on every retry, so without this one episode writes thousands of them."""
         if str(context.get("message", "")).startswith(_ACCEPT_FAILED):
             if not self.accept_failures:
                 exc = context.get("exception")
                 code = errno.errorcode.get(getattr(exc, "errno", None) or 0, "an error")
-                log.warning("cannot accept connections: out of file descriptors (%s); retrying "
-                            "every second, logged again when accepting resumes", code)
+                log.warning("cannot accept connections: out of file descriptors (%s); "
+                            "logged again when accepting resumes", code)
             self.accept_failures += 1
             return
         loop.default_exception_handler(context)
