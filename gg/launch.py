@@ -34,7 +34,7 @@ class LocalServer:
     env: dict[str, str] = field(default_factory=dict)
     dev: bool = True
     log: Path | None = None
-    file_limit: int | None = None  # start with this open-file limit (soft and hard)
+    file_limit: int | tuple[int, int] | None = None  # open-file limit: both, or (soft, hard)
     proc: subprocess.Popen | None = None
 
     @property
@@ -67,10 +67,10 @@ class LocalServer:
             self.proc.wait()
 
 
-def _limit_files(limit: int) -> None:
+def _limit_files(limit: int | tuple[int, int]) -> None:
     import resource
 
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_NOFILE, limit if isinstance(limit, tuple) else (limit, limit))
 
 
 def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:

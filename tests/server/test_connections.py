@@ -160,6 +160,17 @@ def test_a_socket_that_sends_half_a_request_line_is_closed_after_the_header_time
         server.stop()
 
 
+def test_the_soft_file_limit_is_raised_to_the_hard_limit_at_start(tmp_path):
+    server = _server(tmp_path, {}, file_limit=(512, 4096))
+    try:
+        soft, hard = psutil.Process(server.proc.pid).rlimit(psutil.RLIMIT_NOFILE)
+        assert (soft, hard) == (4096, 4096)
+    finally:
+        server.stop()
+    # 4,096 files allow fewer connections than a large fleet parks: the operator is told.
+    assert "ulimit -n" in (tmp_path / "server.log").read_text()
+
+
 # -- parked claims ----------------------------------------------------------------------------
 
 def test_a_runners_parked_claims_beyond_its_cap_are_answered_429_at_once(tmp_path):
