@@ -6,13 +6,28 @@ out, the server's PERSON_TOKEN_TTL applies (the owner's own tokens: never).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, PlainValidator, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 from gg.api.schemas import Name, Request
 
-Ttl = Annotated[float, Field(gt=0, le=3650 * 86400)] | Literal["never"] | None
+MAX_TTL = 3650 * 86400
+
+
+def _ttl(value: Any) -> float | str | None:
+    if value is None or value == "never":
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MAX_TTL:
+        return float(value)
+    raise PydanticCustomError("invalid_ttl", "must be seconds above 0 and at most 3650 days, "
+                              "or \"never\"")
+
+
+Ttl = Annotated[Any, PlainValidator(_ttl), WithJsonSchema({"anyOf": [
+    {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TTL},
+    {"type": "string", "enum": ["never"]}, {"type": "null"}]})]
 
 
 class PersonAdd(Request):
