@@ -20,6 +20,12 @@ def _refusal(fleet, token: str) -> tuple:
     return None
 
 
+def _gg_as(fleet, token: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GG_CONFIG_DIR": str(fleet.config_dir), "GG_SERVER": fleet.url,
+           "GG_TOKEN": token}
+    return subprocess.run(gg_argv(*args), env=env, capture_output=True, text=True, timeout=60)
+
+
 def _one_sentence(done, code: int, sentence: str) -> None:
     assert done.returncode == code, (done.stdout, done.stderr)
     assert done.stderr == sentence + "\n", done.stderr
@@ -47,6 +53,9 @@ def test_person_list_json_remove_and_rotate(fleet):
     assert removed.returncode == 0, removed.stderr
     assert removed.stdout.startswith("removed bob: token sha256:")
     assert _refusal(fleet, bob["token"]) == bogus  # at once, and opaque
+    _one_sentence(_gg_as(fleet, bob["token"], "whoami"), 3,
+                  "the token was not accepted (it may have expired or been rotated, or its person "
+                  "removed): sign in again with gg login --server URL --token-file FILE")
     assert [r["name"] for r in json.loads(fleet.gg("person", "list", "--json").stdout)] == ["owner", "ada"]
     assert "bob" in fleet.gg("person", "list", "--all").stdout
 
@@ -72,10 +81,7 @@ def test_refusals_are_one_sentence(fleet):
 
 def test_removing_yourself_is_refused_with_a_sentence(fleet):
     token = json.loads(fleet.gg("person", "add", "ada", "--admin", "--json", check=True).stdout)["token"]
-    env = {**os.environ, "GG_CONFIG_DIR": str(fleet.config_dir), "GG_SERVER": fleet.url,
-           "GG_TOKEN": token}
-    done = subprocess.run(gg_argv("person", "remove", "ada"), env=env, capture_output=True,
-                          text=True, timeout=60)
+    done = _gg_as(fleet, token, "person", "remove", "ada")
     _one_sentence(done, 4, "you cannot remove yourself; ask another admin to do it")
 
 
