@@ -72,7 +72,8 @@ def logout() -> None:
         raise CliError(f"{config.ENV_TOKEN} is set in the environment, so this shell still "
                        f"signs in with it; unset {config.ENV_TOKEN}", int(Exit.USAGE))
     if had:
-        typer.echo(f"signed out{' ' + cfg.person if cfg.person else ''}; the token is gone from {path}")
+        who = f" {cfg.person}" if cfg.person else ""
+        typer.echo(f"signed out{who}; the token is gone from {path}")
     else:
         typer.echo("not signed in on this machine; nothing to forget")
 
@@ -131,7 +132,8 @@ def person_list(
         row = [p["name"], p["role"], "yes" if p["is_owner"] else "-", p["token_fingerprint"],
                _expiry(p) if p.get("removed_at") is None else "-", ago(p["created_at"])]
         if all_:
-            row.append(f"{ago(p['removed_at'])} by {p['removed_by']}" if p.get("removed_at") else "-")
+            gone = p.get("removed_at")
+            row.append(f"{ago(gone)} by {p['removed_by']}" if gone else "-")
         t.add_row(*row)
     console().print(t)
 

@@ -43,7 +43,8 @@ def token_expiry(actor: dict, target: dict | None, ttl: float | str | None, defa
             raise Forbidden("only an admin may mint a token that never expires")
         return None
     if isinstance(ttl, str) or isinstance(ttl, bool) or not 0 < ttl <= MAX_TTL:
-        raise BadRequest(f"--ttl must be a duration above 0 and at most 3650d, or never (got {ttl!r})")
+        raise BadRequest("--ttl must be a duration above 0 and at most 3650d, or never "
+                         f"(got {ttl!r})")
     return now + float(ttl)
 
 

@@ -10,8 +10,12 @@ from support import wait_until
 
 def _land(api, command: list[str]) -> dict:
     flight_id = api.open_flight({"command": command})["id"]
-    return wait_until(lambda: (lambda f: f if f["stage"] == "landed" else None)(api.flight(flight_id)),
-                      timeout=30, what=f"flight {flight_id} to land")
+
+    def landed():
+        flight = api.flight(flight_id)
+        return flight if flight["stage"] == "landed" else None
+
+    return wait_until(landed, timeout=30, what=f"flight {flight_id} to land")
 
 
 def test_a_runner_registered_by_a_removed_person_keeps_checking_in_and_landing_flights(fleet):
