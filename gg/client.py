@@ -92,8 +92,18 @@ class Client:
     def whoami(self) -> dict:
         return self.request("GET", paths.WHOAMI)
 
-    def add_person(self, name: str, admin: bool) -> dict:
-        return self.request("POST", paths.PEOPLE, json={"name": name, "admin": admin})
+    def add_person(self, name: str, admin: bool, ttl: float | str | None = None) -> dict:
+        return self.request("POST", paths.PEOPLE, json={"name": name, "admin": admin, "ttl": ttl})
+
+    def people(self, removed: bool = False) -> list[dict]:
+        return self.request("GET", paths.PEOPLE, params={"removed": "true" if removed else "false"})
+
+    def remove_person(self, name: str) -> dict:
+        return self.request("DELETE", paths.PERSON.format(name=_segment(name)))
+
+    def rotate_person_token(self, name: str, ttl: float | str | None = None) -> dict:
+        return self.request("POST", paths.PERSON_TOKEN.format(name=_segment(name)),
+                            json={"ttl": ttl})
 
     # -- runners (as the runner) ----------------------------------------------------------
 

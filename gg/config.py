@@ -92,6 +92,20 @@ def save(config: Config) -> Path:
     return path
 
 
+def forget_token() -> Path | None:
+    """``gg logout``: drop the token (and whose it was) from the config file, keeping the
+    server chosen; the file is removed when nothing is left in it. None if there was none."""
+    path = config_path()
+    if not path.exists():
+        return None
+    config = load()
+    config.token, config.person = None, None
+    if config.server is None:
+        path.unlink()
+        return path
+    return save(config)
+
+
 def resolve_server(flag: str | None, config: Config) -> str | None:
     return flag or os.environ.get(ENV_SERVER) or config.server
 

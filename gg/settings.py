@@ -37,6 +37,7 @@ class Settings:
     member_code_ttl: float = 600.0
     member_credential_ttl: float = 12 * 3600.0
     enrol_token_ttl: float = 3600.0
+    person_token_ttl: float = 90 * 86400.0  # `gg person add` / `--rotate` without --ttl
     maintenance_check_interval: float = 300.0
     pool_attestation_stale: float = 900.0
     max_expiries: int = 5

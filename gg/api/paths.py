@@ -3,6 +3,8 @@
 HEALTH = "/v1/health"
 WHOAMI = "/v1/whoami"
 PEOPLE = "/v1/people"
+PERSON = "/v1/people/{name}"
+PERSON_TOKEN = "/v1/people/{name}/token"
 RUNNERS = "/v1/runners"
 RUNNER = "/v1/runners/{ref}"
 RUNNER_CHECK_IN = "/v1/runner/check-in"

@@ -42,11 +42,6 @@ class Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class PersonAdd(Request):
-    name: Name
-    admin: bool = False
-
-
 class RunnerRegister(Request):
     name: Name
     public_key: Annotated[str, StringConstraints(min_length=1, max_length=100)]

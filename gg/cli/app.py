@@ -19,7 +19,7 @@ import typer  # noqa: E402
 
 from gg.cli.context import STATE, CliError
 from gg.cli.exits import Exit, for_status
-from gg.errors import GGError
+from gg.errors import GGError, Unauthorized
 
 app = typer.Typer(
     name="gg", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -74,7 +74,7 @@ def run(argv: list[str] | None = None) -> int:
     except GGError as exc:
         if debug:
             raise
-        sys.stderr.write(exc.message + "\n")
+        sys.stderr.write(_sentence(exc) + "\n")
         return int(for_status(getattr(exc, "status", 400)))
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
@@ -90,6 +90,15 @@ def run(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"gg failed unexpectedly: {type(exc).__name__}: {exc} "
                          "(run again with --debug for the traceback)\n")
         return Exit.FAILURE
+
+
+def _sentence(exc: GGError) -> str:
+    """The server's refusal of a signed-in person's token is opaque on purpose; say here what
+    the usual causes are and what to do."""
+    if getattr(exc, "status", None) == 401 and exc.message == Unauthorized().message:
+        return ("the token was not accepted (it may have expired or been rotated, or its person "
+                "removed): sign in again with gg login --server URL --token-file FILE")
+    return exc.message
 
 
 def _is_usage_error(exc: Exception) -> bool:

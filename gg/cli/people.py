@@ -1,4 +1,4 @@
-"""``gg login``, ``gg whoami``, ``gg person add``."""
+"""``gg login``, ``gg logout``, ``gg whoami``, ``gg person add|list|remove|token``."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import CliError, client, emit_json, server_url, settings
+from gg.cli.context import CliError, ago, client, console, emit_json, server_url, settings, table
+from gg.cli.exits import Exit
 
 person_app = typer.Typer(help="People of the organisation.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
     app.command("login")(login)
+    app.command("logout")(logout)
     app.command("whoami")(whoami)
     app.add_typer(person_app, name="person")
 
@@ -57,17 +59,131 @@ def whoami(json_: bool = typer.Option(False, "--json")) -> None:
     typer.echo(f"{person['name']} ({person['role']}) at {server_url()}")
 
 
+def logout() -> None:
+    """Forget this machine's sign-in (the token stays valid on the server until it expires;
+    to end it everywhere, rotate it with gg person token NAME --rotate)."""
+    import os
+
+    cfg = settings()
+    path = config.config_path()
+    had = cfg.token is not None
+    config.forget_token()
+    if os.environ.get(config.ENV_TOKEN):
+        raise CliError(f"{config.ENV_TOKEN} is set in the environment, so this shell still "
+                       f"signs in with it; unset {config.ENV_TOKEN}", int(Exit.USAGE))
+    if had:
+        who = f" {cfg.person}" if cfg.person else ""
+        typer.echo(f"signed out{who}; the token is gone from {path}")
+    else:
+        typer.echo("not signed in on this machine; nothing to forget")
+
+
+def _ttl(text: Optional[str]) -> float | str | None:
+    from gg.settings import parse_duration
+
+    if text is None:
+        return None
+    if text.strip().lower() == "never":
+        return "never"
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise CliError(f"--ttl: {exc}, or never", int(Exit.USAGE)) from None
+    if not 0 < seconds <= 3650 * 86400:
+        raise CliError(f"--ttl must be above 0 and at most 3650d, or never (got {text})",
+                       int(Exit.USAGE))
+    return seconds
+
+
+_TTL_HELP = "Token lifetime, e.g. 12h, 30d, or never (admins); default PERSON_TOKEN_TTL (90d)."
+
+
 @person_app.command("add")
 def person_add(
     name: str = typer.Argument(..., help="The person's name."),
     admin: bool = typer.Option(False, "--admin", help="Make them an admin."),
+    ttl: Optional[str] = typer.Option(None, "--ttl", metavar="DUR", help=_TTL_HELP),
     json_: bool = typer.Option(False, "--json"),
 ) -> None:
     """Add a person; their token is shown once, now."""
-    answer = client().add_person(name, admin)
+    answer = client().add_person(name, admin, _ttl(ttl))
     if json_:
         emit_json({"person": answer["person"], "token": answer["token"]})
         return
-    typer.echo(f"added {answer['person']['name']} ({answer['person']['role']}). "
-               "Their token, shown this once:")
+    person = answer["person"]
+    typer.echo(f"added {person['name']} ({person['role']}), token {person['token_fingerprint']} "
+               f"expires {_expiry(person)}. Their token, shown this once:")
     typer.echo(answer["token"])
+
+
+@person_app.command("list")
+def person_list(
+    all_: bool = typer.Option(False, "--all", help="Also show removed people."),
+    json_: bool = typer.Option(False, "--json"),
+) -> None:
+    """The organisation's people: role, owner, token fingerprint and expiry."""
+    rows = client().people(removed=all_)
+    if json_:
+        emit_json(rows)
+        return
+    columns = ["NAME", "ROLE", "OWNER", "TOKEN", "EXPIRES", "CREATED"]
+    t = table(*columns, *(["REMOVED"] if all_ else []))
+    for p in rows:
+        row = [p["name"], p["role"], "yes" if p["is_owner"] else "-", p["token_fingerprint"],
+               _expiry(p) if p.get("removed_at") is None else "-", ago(p["created_at"])]
+        if all_:
+            gone = p.get("removed_at")
+            row.append(f"{ago(gone)} by {p['removed_by']}" if gone else "-")
+        t.add_row(*row)
+    console().print(t)
+
+
+@person_app.command("remove")
+def person_remove(
+    name: str = typer.Argument(..., help="The person to remove."),
+    json_: bool = typer.Option(False, "--json"),
+) -> None:
+    """Remove a person (admin): their token stops working at once; history keeps the name."""
+    removed = client().remove_person(name)
+    if json_:
+        emit_json(removed)
+        return
+    typer.echo(f"removed {removed['name']}: token {removed['token_fingerprint']} no longer works")
+
+
+@person_app.command("token")
+def person_token(
+    name: str = typer.Argument(..., help="The person (yourself, or anyone for an admin)."),
+    rotate: bool = typer.Option(False, "--rotate", help="Mint a new token; the old one dies."),
+    ttl: Optional[str] = typer.Option(None, "--ttl", metavar="DUR", help=_TTL_HELP),
+    json_: bool = typer.Option(False, "--json"),
+) -> None:
+    """Rotate a person's token: the new one is shown once, the old one stops working at once."""
+    if not rotate:
+        raise CliError("say --rotate to mint a new token (the old one stops working at once)",
+                       int(Exit.USAGE))
+    cfg = settings()
+    answer = client().rotate_person_token(name, _ttl(ttl))
+    person = answer["person"]
+    if json_:
+        emit_json(answer)
+    else:
+        typer.echo(f"new token {person['token_fingerprint']} for {person['name']}, expires "
+                   f"{_expiry(person)}; the old one no longer works. Shown this once:")
+        typer.echo(answer["token"])
+    if cfg.token and cfg.person == person["name"] and not _env_token():
+        cfg.token = answer["token"]  # our own: keep this machine signed in
+        config.save(cfg)
+        typer.echo(f"this machine now signs in with the new token ({config.config_path()})",
+                   err=True)
+
+
+def _env_token() -> bool:
+    import os
+
+    return bool(os.environ.get(config.ENV_TOKEN))
+
+
+def _expiry(person: dict) -> str:
+    expires = person.get("token_expires_at")
+    return "never" if expires is None else ago(expires)

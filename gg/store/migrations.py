@@ -1,7 +1,7 @@
 """Numbered schema migrations. Append only: never edit a migration that has shipped.
 
 Ranges keep parallel work apart: 1-99 core, 100-199 placement, 200-299 fleet operations,
-300-399 enrolment and profiles, 400-499 pools, 500-599 proof/metrics.
+300-399 enrolment and profiles, 400-499 pools, 500-599 proof/metrics, 610-619 people.
 """
 
 from __future__ import annotations
@@ -283,5 +283,21 @@ def _pools(db: sqlite_utils.Database) -> None:
             allowed_at REAL NOT NULL,
             PRIMARY KEY (pool, runner_id)
         );
+        """
+    )
+
+
+@migration(610, "people: token expiry and removal")
+def _people_removal(db: sqlite_utils.Database) -> None:
+    """A person's token may expire (NULL: never, as the owner's first token and every token
+    minted before this migration), and a removed person's row stays as a tombstone so that
+    history (who opened a flight, who registered a runner) still shows the name; the name is
+    not given to anyone else."""
+    db.executescript(
+        """
+        ALTER TABLE people ADD COLUMN token_expires_at REAL;
+        ALTER TABLE people ADD COLUMN token_minted_at REAL;
+        ALTER TABLE people ADD COLUMN removed_at REAL;
+        ALTER TABLE people ADD COLUMN removed_by TEXT;
         """
     )

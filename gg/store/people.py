@@ -16,10 +16,11 @@ class PeopleRows:
         self.db.insert("organisation", {"id": org_id, "name": name, "created_at": now})
 
     def create_person(self, *, id: str, name: str, role: str, token_hash: str,
-                      token_fingerprint: str, is_owner: bool, now: float) -> dict:
+                      token_fingerprint: str, is_owner: bool, now: float,
+                      token_expires_at: float | None = None) -> dict:
         values = {"id": id, "name": name, "role": role, "token_hash": token_hash,
                   "token_fingerprint": token_fingerprint, "is_owner": int(is_owner),
-                  "created_at": now}
+                  "created_at": now, "token_minted_at": now, "token_expires_at": token_expires_at}
         self.db.insert("people", values)
         return self.person(id)
 
@@ -34,8 +35,27 @@ class PeopleRows:
         return _person(self.db.one("SELECT * FROM people WHERE token_hash = ?", (token_hash,)),
                        keep_hash=True)
 
-    def people(self) -> list[dict]:
-        return [_person(r) for r in self.db.all("SELECT * FROM people ORDER BY created_at")]
+    def people(self, removed: bool = True) -> list[dict]:
+        """Everyone, oldest first; removed people too unless ``removed`` is False (their names
+        still label the history they made)."""
+        where = "" if removed else " WHERE removed_at IS NULL"
+        return [_person(r) for r in self.db.all(f"SELECT * FROM people{where} ORDER BY created_at")]
+
+    def set_person_token(self, person_id: str, *, token_hash: str, token_fingerprint: str,
+                         token_expires_at: float | None, now: float) -> None:
+        """The person's one token is replaced: the old hash is gone, so the old token is dead."""
+        self.db.update("people", "id", person_id, {
+            "token_hash": token_hash, "token_fingerprint": token_fingerprint,
+            "token_expires_at": token_expires_at, "token_minted_at": now})
+
+    def remove_person(self, person_id: str, *, dead_hash: str, removed_by: str, now: float) -> bool:
+        """Tombstone: the row stays (name, role, history), its token hash is replaced by one
+        no token has, and it is marked removed. False when it was removed already."""
+        cur = self.db.run(
+            "UPDATE people SET token_hash = ?, token_expires_at = ?, removed_at = ?, removed_by = ?"
+            " WHERE id = ? AND removed_at IS NULL",
+            (dead_hash, now, now, removed_by, person_id))
+        return cur.rowcount == 1
 
 
 def _person(row, keep_hash: bool = False) -> dict | None:

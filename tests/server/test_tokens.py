@@ -89,6 +89,38 @@ def _retired_runner_credential(w: World) -> str:
     return credential
 
 
+def _add_person(w: World, name: str, **body) -> str:
+    answer = w.client.post("/v1/people", headers=_auth(w.owner), json={"name": name, **body})
+    assert answer.status_code == 201, answer.text
+    token = answer.json()["token"]
+    assert w.client.get("/v1/whoami", headers=_auth(token)).status_code == 200
+    return token
+
+
+def _removed_person(w: World) -> str:
+    token = _add_person(w, "leaver")
+    assert w.client.delete("/v1/people/leaver", headers=_auth(w.owner)).status_code == 200
+    return token
+
+
+def _expired_person_token(w: World) -> str:
+    token = _add_person(w, "temp", ttl=3600)
+    w.clock.advance(3600)
+    return token
+
+
+def _default_lifetime_over(w: World) -> str:
+    token = _add_person(w, "ada")
+    w.clock.advance(Settings().person_token_ttl)
+    return token
+
+
+def _person_token_rotated_away(w: World) -> str:
+    token = _add_person(w, "rotor")
+    assert w.client.post("/v1/people/rotor/token", headers=_auth(w.owner), json={}).status_code == 200
+    return token
+
+
 PERSON_REFUSALS: dict[str, Callable[[World], str]] = {
     "unknown person token": lambda w: "ggp_" + secrets.token_urlsafe(24),
     "person token one character off": lambda w: w.owner[:-1] + ("A" if w.owner[-1] != "A" else "B"),
@@ -96,6 +128,10 @@ PERSON_REFUSALS: dict[str, Callable[[World], str]] = {
     "prefix only": lambda w: "ggp_",
     "runner credential used as a person": _runner_credential,
     "enrolment-shaped token": lambda w: "gge_" + secrets.token_urlsafe(24),
+    "removed person": _removed_person,
+    "person token past its --ttl": _expired_person_token,
+    "person token past PERSON_TOKEN_TTL": _default_lifetime_over,
+    "person token rotated away": _person_token_rotated_away,
 }
 
 RUNNER_REFUSALS: dict[str, Callable[[World], str]] = {
@@ -140,5 +176,9 @@ def test_runner_credential_refusals_are_identical(world, make):
 def test_the_real_tokens_are_accepted(world):
     """The refusals above are refusals, not a broken server: the genuine ones work."""
     assert world.client.get("/v1/whoami", headers=_auth(world.owner)).status_code == 200
+    forever = _add_person(world, "ci", ttl="never")
+    world.clock.advance(100 * Settings().person_token_ttl)
+    for token in (world.owner, forever):  # the owner's first token and `never` do not expire
+        assert world.client.get("/v1/whoami", headers=_auth(token)).status_code == 200
     credential = _runner_credential(world)
     assert world.client.post("/v1/runner/check-in", json={}, headers=_auth(credential)).status_code == 200

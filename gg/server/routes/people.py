@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 
 from gg.api import paths
-from gg.api.schemas import PersonAdd
+from gg.api.people import Person, PersonAdd, PersonWithToken, TokenRotate, Whoami
+from gg.api.schemas import Name
 from gg.control import people
 from gg.server import auth
 
 router = APIRouter()
+
+PersonName = Path(min_length=1, max_length=64)
 
 
 @router.get(paths.HEALTH)
@@ -18,18 +21,32 @@ async def health(request: Request) -> dict:
     return {"ok": True, "version": core.version, "server_time": core.now()}
 
 
-@router.get(paths.WHOAMI)
+@router.get(paths.WHOAMI, response_model=Whoami)
 async def whoami(request: Request, person: dict = Depends(auth.person)) -> dict:
     org = request.app.state.core.store.organisation()
     return {"person": people.public_person(person), "organisation": org["name"] if org else None}
 
 
-@router.post(paths.PEOPLE, status_code=201)
+@router.post(paths.PEOPLE, status_code=201, response_model=PersonWithToken)
 async def add_person(body: PersonAdd, request: Request, person: dict = Depends(auth.person)) -> dict:
-    added, token = people.add_person(request.app.state.core, person, body.name, body.admin)
+    added, token = people.add_person(request.app.state.core, person, body.name, body.admin, body.ttl)
     return {"person": people.public_person(added), "token": token}
 
 
-@router.get(paths.PEOPLE)
-async def list_people(request: Request, person: dict = Depends(auth.person)) -> list[dict]:
-    return [people.public_person(p) for p in request.app.state.core.store.people()]
+@router.get(paths.PEOPLE, response_model=list[Person])
+async def list_people(request: Request, removed: bool = Query(False),
+                      person: dict = Depends(auth.person)) -> list[dict]:
+    return people.list_people(request.app.state.core, person, removed=removed)
+
+
+@router.delete(paths.PERSON, response_model=Person)
+async def remove_person(request: Request, name: Name = PersonName,
+                        person: dict = Depends(auth.person)) -> dict:
+    return people.remove_person(request.app.state.core, person, name)
+
+
+@router.post(paths.PERSON_TOKEN, response_model=PersonWithToken)
+async def rotate_token(body: TokenRotate, request: Request, name: Name = PersonName,
+                       person: dict = Depends(auth.person)) -> dict:
+    rotated, token = people.rotate_token(request.app.state.core, person, name, body.ttl)
+    return {"person": rotated, "token": token}
