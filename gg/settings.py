@@ -42,6 +42,10 @@ class Settings:
     max_expiries: int = 5
     # Server-only settings (not protocol constants).
     max_body_bytes: int = 1_048_576
+    # Meanings (docs/environments.md): the static cost a meaning may have to be charted, and
+    # how long one evaluation may run in a worker process before it reads "took too long".
+    meaning_cost_limit: int = 10_000
+    meaning_deadline: float = 0.25
     dev: bool = False
 
     @classmethod
