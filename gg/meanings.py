@@ -82,8 +82,8 @@ FACT_TYPES: Mapping[str, str] = {
 MAX_LENGTH = 4000
 
 # The default static cost limit (the setting GG_MEANING_COST_LIMIT overrides it). A unit is
-# about one CEL operation; ``os == "linux" && cpu_count >= 4 && "git" in tools`` costs 73,
-# and celpy runs 10,000 units in a few milliseconds.
+# about one CEL operation; ``os == "linux" && cpu_count >= 4 && "git" in tools`` costs 75,
+# and celpy runs 10,000 units in about a tenth of a second, under the deadline's 0.25 s.
 COST_LIMIT = Settings.meaning_cost_limit
 # What the cost bound assumes for the size of a list or map fact (tools, addresses, labels…)
 # and of a string fact: a runner reports what it has, so the true size is only known when
@@ -522,8 +522,8 @@ class _Cost:
 
     Every operator, literal and name costs 1; ``x in L`` costs the size of ``L``; a
     comprehension costs its receiver plus the receiver's size times its condition; a
-    string function costs the string's size (``matches`` ten times that: a regular
-    expression can backtrack). The size of a literal is counted, a fact's is assumed
+    string function costs the string's size (``matches`` too: celpy matches with RE2, which
+    never backtracks). The size of a literal is counted, a fact's is assumed
     (:data:`FACT_SIZE`). A comprehension inside another's condition is refused outright:
     its cost multiplies with each level, which is how a 400-character meaning takes minutes.
     """
@@ -614,7 +614,7 @@ class _Cost:
             return 1 + receiver + loop, size if name in ("map", "filter") else 1
         cost = 1 + receiver + sum(self.walk(a, within)[0] for a in args)
         if name in ("contains", "startsWith", "endsWith", "matches"):
-            work = size * (10 if name == "matches" else 1)
+            work = size
             self._note(work, node.children[1])
             cost += work
         return cost, size if name in ("string", "bytes") else 1
