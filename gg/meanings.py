@@ -41,8 +41,10 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import os
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -212,6 +214,7 @@ def serve(requests: Any = None, answers: Any = None) -> None:
     """
     requests = requests or sys.stdin.buffer
     answers = answers or sys.stdout.buffer
+    _die_with_parent()
     try:
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (_WORKER_MEMORY, _WORKER_MEMORY))
@@ -237,6 +240,20 @@ def serve(requests: Any = None, answers: Any = None) -> None:
             verdict = None
         answers.write(json.dumps({"verdict": verdict}).encode() + b"\n")
         answers.flush()
+
+
+def _die_with_parent() -> None:
+    """End this worker when the control plane is gone, even in the middle of a long
+    evaluation (its input closing is noticed only between two)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="gg-meaning-parent", daemon=True).start()
 
 
 def facts_from_inventory(inventory: Mapping[str, Any] | None,

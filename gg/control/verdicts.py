@@ -19,7 +19,8 @@ Two ways in:
   ``Verdict.PENDING``; ``gg.control.labels.settle`` evaluates the misses off the loop and
   recomputes the runners concerned. Elsewhere (a test, a tool) it waits for the worker,
   at most the deadline.
-- :meth:`Verdicts.evaluate` is a coroutine that awaits a worker from a thread of its own.
+- :meth:`Verdicts.evaluate` is a coroutine: a daemon thread waits for the worker (at most
+  as many threads as workers), so neither the loop nor the server's exit ever waits for CEL.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ import subprocess
 import sys
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
 from gg.domain.labels import Verdict
@@ -183,7 +183,7 @@ class Verdicts:
         self.pool = pool
         self._cache: OrderedDict[tuple[str, str], Answer] = OrderedDict()
         self._lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
+        self._slots: tuple[Any, asyncio.Semaphore] | None = None  # (its loop, it)
         self._inflight: dict[tuple[str, str], asyncio.Future] = {}
         self.evaluations = 0  # how many times a worker was asked (the cache's tests read it)
         # Kept for gg.control.labels.settle: misses seen on the loop, runners to recompute.
@@ -223,19 +223,44 @@ class Verdicts:
         return self._ask(key, meaning, facts_read(meaning, facts))
 
     async def evaluate(self, meaning: Meaning, facts: Mapping[str, Any]) -> Answer:
-        """The verdict, computed in a worker from a thread of this object's own."""
+        """The verdict, computed in a worker; the same question asked twice at once is
+        evaluated once."""
         key = digest(meaning, facts)
         found = self.cached(key)
         if found is not Verdict.PENDING:
             return found
         running = self._inflight.get(key)
         if running is None:
-            loop = asyncio.get_running_loop()
-            running = loop.run_in_executor(self._threads(), self._ask, key, meaning,
-                                           facts_read(meaning, facts))
+            running = asyncio.ensure_future(self._off_loop(key, meaning,
+                                                           facts_read(meaning, facts)))
             self._inflight[key] = running
             running.add_done_callback(lambda _: self._inflight.pop(key, None))
         return await asyncio.shield(running)
+
+    async def _off_loop(self, key: tuple[str, str], meaning: Meaning, facts: dict) -> Answer:
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots[0] is not loop:
+            self._slots = (loop, asyncio.Semaphore(WORKERS))
+        async with self._slots[1]:
+            done: asyncio.Future = loop.create_future()
+
+            def answer(verdict: Answer) -> None:
+                if not done.done():
+                    done.set_result(verdict)
+
+            def work() -> None:
+                try:
+                    verdict = self._ask(key, meaning, facts)
+                except Exception as exc:  # noqa: BLE001 -- never leave the loop waiting
+                    log.warning("meaning worker: %s: %s", type(exc).__name__, exc)
+                    verdict = None
+                try:
+                    loop.call_soon_threadsafe(answer, verdict)
+                except RuntimeError:  # the loop has closed: the server is stopping
+                    pass
+
+            threading.Thread(target=work, name="gg-meaning", daemon=True).start()
+            return await done
 
     def _ask(self, key: tuple[str, str], meaning: Meaning, facts: dict) -> Answer:
         if self.pool is None:
@@ -249,12 +274,6 @@ class Verdicts:
         self._remember(key, verdict)
         return verdict
 
-    def _threads(self) -> ThreadPoolExecutor:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=WORKERS,
-                                                thread_name_prefix="gg-meaning")
-        return self._executor
-
     def warm(self) -> None:
         """Start a worker from a thread, so the first check-in after start need not wait."""
         def start() -> None:
@@ -265,11 +284,6 @@ class Verdicts:
             except (OSError, RuntimeError) as exc:
                 log.warning("meaning worker: %s", exc)
         threading.Thread(target=start, name="gg-meaning-warm", daemon=True).start()
-
-    def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
 
 
 def _on_event_loop() -> bool:
