@@ -27,7 +27,14 @@ from functools import lru_cache
 
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain.environments import label_pair
-from gg.domain.labels import Disposition, Verdict, check_labels, dispositions, refuted_pairs
+from gg.domain.labels import (
+    Disposition,
+    LabelDisposition,
+    Verdict,
+    check_labels,
+    dispositions,
+    refuted_pairs,
+)
 from gg.domain.runners import Runner, is_online
 from gg.errors import BadRequest
 from gg.meanings import Meaning, compile_meaning, facts_from_inventory
@@ -69,27 +76,35 @@ def meanings_in_force(core: Core) -> dict[str, Meaning]:
 def refresh(core: Core, runner: Runner, meanings: dict[str, Meaning] | None = None) -> list[dict]:
     """Recompute and store ``runner``'s dispositions (inside the caller's transaction).
 
-    Records ``warn:runner:label_refuted`` for each label that has just become refuted.
+    Records ``warn:runner:label_refuted`` for each label that has just become refuted. A
+    label whose verdict is still being evaluated keeps its last measured or refuted
+    disposition until the verdict arrives (:func:`settle`), so new facts never make a
+    refuted label usable before they are checked; with none, it is stated meanwhile.
     """
     if meanings is None:
         meanings = meanings_in_force(core)
     facts = facts_from_inventory(runner.inventory, runner.capabilities, runner.labels)
     verdicts = core.verdicts
-    pending = False
+    pending: set[str] = set()
 
-    def judge(meaning: Meaning):
+    def judge(pair: str, meaning: Meaning):
         def verdict(facts: dict):
-            nonlocal pending
             answer = verdicts.decide(meaning, facts)
-            pending = pending or answer is Verdict.PENDING
+            if answer is Verdict.PENDING:
+                pending.add(pair)
             return answer
         return verdict
 
-    found = dispositions(runner.labels, {p: judge(m) for p, m in meanings.items()}, facts)
+    found = dispositions(runner.labels, {p: judge(p, m) for p, m in meanings.items()}, facts)
+    before = core.store.dispositions_of(runner.id)
     if pending:
         _schedule(core, runner.id)
+        last = {d["pair"]: d for d in (before or {}).get("dispositions", [])
+                if d["disposition"] != Disposition.STATED.value}
+        found = [LabelDisposition(d.key, d.value, Disposition(last[d.pair]["disposition"]),
+                                  last[d.pair]["reason"])
+                 if d.pair in pending and d.pair in last else d for d in found]
     refuted = refuted_pairs(found)
-    before = core.store.dispositions_of(runner.id)
     was = set(before["refuted"]) if before else set()
     rows = [{"key": d.key, "value": d.value, "pair": d.pair,
              "disposition": d.disposition.value, "reason": d.reason} for d in found]

@@ -294,9 +294,4 @@ def _on_event_loop() -> bool:
     return True
 
 
-def from_settings(settings: Any) -> Verdicts:
-    return Verdicts(settings.meaning_deadline)
-
-
-__all__ = ["CACHE_SIZE", "Pool", "Verdicts", "WORKERS", "digest", "facts_read",
-           "from_settings", "shared_pool"]
+__all__ = ["CACHE_SIZE", "Pool", "Verdicts", "WORKERS", "digest", "facts_read", "shared_pool"]

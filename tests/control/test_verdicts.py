@@ -130,3 +130,23 @@ def test_a_check_in_on_the_loop_stores_stated_then_settles_to_the_verdict(core):
 
     asyncio.run(main())
     assert core.store.refuted_pairs(r.id) == frozenset({"environment=big"})
+
+
+def test_new_facts_keep_the_last_verdict_until_theirs_is_in(core):
+    owner = core.store.person_by_name("owner")
+    charted(core, owner, "big", "cpu_count >= 64")
+    r = runner(core, owner, "grows", labels={"environment": "big"}, inventory=LINUX)
+    assert core.store.refuted_pairs(r.id) == frozenset({"environment=big"})  # 8 CPUs
+
+    async def main():
+        runners.check_in(core, core.store.runner(r.id), readings={},
+                         inventory=LINUX | {"cpu_count": 128}, capabilities=None,
+                         version=None, held=[], peer_address=None)
+        # Not checked yet: still refuted (never usable on unchecked facts), not stated.
+        assert core.store.refuted_pairs(r.id) == frozenset({"environment=big"})
+        assert await labels.settled(core, r.id) is True
+        [after] = core.store.dispositions_of(r.id)["dispositions"]
+        assert after["disposition"] == "measured"
+
+    asyncio.run(main())
+    assert core.store.refuted_pairs(r.id) == frozenset()
