@@ -9,10 +9,10 @@ list costs nothing.
 
 The verdicts come from ``core.verdicts`` (``gg.control.verdicts``): cached per facts, and
 computed in a worker process under a deadline, never on the event loop. When a verdict is
-not cached yet, :func:`refresh` stores the label as stated ("being evaluated") and schedules
-:func:`settle`, which evaluates off the loop and recomputes the runners concerned; the
-routes that change dispositions await :func:`settled` before they answer, so what they
-answer is already the verdict.
+not cached yet, :func:`refresh` keeps the label's last verdict (or stores it as stated,
+"being evaluated", when it has none) and schedules :func:`settle`, which evaluates off the
+loop and recomputes the runners concerned; the routes that change dispositions await
+:func:`settled` before they answer, so what they answer is already the verdict.
 
 A runner whose stored dispositions were computed for other labels than it has now (labels
 set by some other path) is treated as nothing refuted until the next computation: unknown
