@@ -8,8 +8,17 @@ matching), and anything it cannot decide leaves it *stated* (see ``gg.domain.lab
 This is the one module that imports ``celpy``. It exists so that the rest of gg sees three
 plain things: :func:`compile_meaning`, which refuses a bad predicate *before* it is charted
 (syntax error, unknown fact, a comparison that can never work, a result that is not true or
-false) with a one-sentence message and the line and column; :meth:`Meaning.evaluate`, which
-never raises; and :func:`facts_from_inventory`, which is the only definition of what a fact is.
+false, a cost that is unbounded or above the limit) with a one-sentence message and the line
+and column; :meth:`Meaning.evaluate`, which never raises; and :func:`facts_from_inventory`,
+which is the only definition of what a fact is. The control plane never calls
+:meth:`Meaning.evaluate` itself: it asks a worker process (:func:`serve`) under a deadline
+(``gg.control.verdicts``), because CEL is Python code that cannot be interrupted.
+
+Why the cost bound: a valid meaning can be very expensive (three nested ``.all()`` over
+40-element lists take seconds), and it is evaluated on every registration and check-in of
+every runner that states its label. So a comprehension (``all``, ``exists``, ``exists_one``,
+``map``, ``filter``) inside another's condition is refused, and so is a meaning whose static
+cost (:class:`_Cost`) is above ``GG_MEANING_COST_LIMIT``.
 
 Why the static checks: celpy evaluates lazily and turns every mistake into an evaluation
 error, so a typo such as ``cpu_cuont`` would otherwise chart fine and silently leave every
@@ -30,9 +39,12 @@ celpy quirks this module absorbs (cel-python 0.5):
 from __future__ import annotations
 
 import difflib
+import json
 import logging
+import os
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,8 +57,10 @@ from celpy.evaluation import TranspilerTree, base_functions
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken
 
 from gg.errors import BadRequest
+from gg.settings import Settings
 
-__all__ = ["FACT_TYPES", "Meaning", "MeaningError", "compile_meaning", "facts_from_inventory"]
+__all__ = ["COST_LIMIT", "FACT_TYPES", "Meaning", "MeaningError", "compile_meaning",
+           "facts_from_inventory", "serve"]
 
 # name -> CEL type. The single list of names a predicate may use; docs/environments.md
 # documents each with an example. Readings (CPU load, free memory) are deliberately absent:
@@ -68,6 +82,15 @@ FACT_TYPES: Mapping[str, str] = {
 }
 
 MAX_LENGTH = 4000
+
+# The default static cost limit (the setting GG_MEANING_COST_LIMIT overrides it). A unit is
+# about one CEL operation; ``os == "linux" && cpu_count >= 4 && "git" in tools`` costs 75,
+# and celpy runs 10,000 units in about a tenth of a second, under the deadline's 0.25 s.
+COST_LIMIT = Settings.meaning_cost_limit
+# What the cost bound assumes for the size of a list or map fact (tools, addresses, labels…)
+# and of a string fact: a runner reports what it has, so the true size is only known when
+# the meaning runs; the deadline bounds what this assumption misses.
+FACT_SIZE = 64
 
 _LOCK = threading.Lock()
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
@@ -119,6 +142,7 @@ class Meaning:
     text: str
     facts_used: frozenset[str]
     _program: Any = field(repr=False)
+    cost: int = 0
 
     def evaluate(self, facts: Mapping[str, Any]) -> bool | None:
         """True or False, or None when the facts cannot decide (a missing or ill-typed fact).
@@ -138,8 +162,12 @@ class Meaning:
     __call__ = evaluate
 
 
-def compile_meaning(text: str) -> Meaning:
-    """Parse and check ``text``; raise :class:`MeaningError` with the position of the fault."""
+def compile_meaning(text: str, cost_limit: int | None = COST_LIMIT) -> Meaning:
+    """Parse and check ``text``; raise :class:`MeaningError` with the position of the fault.
+
+    ``cost_limit`` None skips the cost bound (a worker re-compiling a meaning the control
+    plane has already accepted); nested comprehensions are refused either way.
+    """
     if not text.strip():
         raise MeaningError('the meaning is empty; write a condition such as os == "linux"', 1, 1)
     if len(text) > MAX_LENGTH:
@@ -161,11 +189,71 @@ def compile_meaning(text: str) -> Meaning:
         raise MeaningError(f"the meaning gives {_a(result)}, not true or false, "
                            f"at line {line}, column {column}", line, column)
     try:
+        cost = _Cost().bound(tree, cost_limit)
+    except RecursionError:
+        raise MeaningError("the meaning is nested too deeply", 1, 1) from None
+    try:
         with _LOCK:
             program = _ENV.program(tree)
     except Exception:  # noqa: BLE001 -- a celpy limitation, not the operator's typo
         raise MeaningError("the meaning uses a construct gg cannot evaluate", 1, 1) from None
-    return Meaning(text, frozenset(checker.facts), program)
+    return Meaning(text, frozenset(checker.facts), program, cost)
+
+
+_WORKER_MEMORY = 1 << 30  # bytes of address space a worker may use (a runaway map())
+
+
+def serve(requests: Any = None, answers: Any = None) -> None:
+    """The evaluation worker's loop: one JSON line in (``{"meaning", "facts"}``), one out
+    (``{"verdict": true | false | null}``), until its input closes.
+
+    The control plane runs this in a separate process (``gg.control.verdicts``) and kills
+    it when an evaluation overruns the deadline, so it keeps no state worth keeping but the
+    compiled meanings. The meaning was accepted when it was charted; if it no longer
+    compiles, the answer is null (cannot decide).
+    """
+    requests = requests or sys.stdin.buffer
+    answers = answers or sys.stdout.buffer
+    _die_with_parent()
+    try:
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (_WORKER_MEMORY, _WORKER_MEMORY))
+    except (ImportError, ValueError, OSError):  # not every platform has it
+        pass
+    compiled: dict[str, Meaning | None] = {}
+    answers.write(b'{"ready": true}\n')
+    answers.flush()
+    for line in requests:
+        try:
+            request = json.loads(line)
+            text = request["meaning"]
+            if text not in compiled:
+                if len(compiled) >= 256:
+                    compiled.clear()
+                try:
+                    compiled[text] = compile_meaning(text, cost_limit=None)
+                except MeaningError:
+                    compiled[text] = None
+            meaning = compiled[text]
+            verdict = meaning.evaluate(request.get("facts") or {}) if meaning else None
+        except (ValueError, KeyError, TypeError, MemoryError):
+            verdict = None
+        answers.write(json.dumps({"verdict": verdict}).encode() + b"\n")
+        answers.flush()
+
+
+def _die_with_parent() -> None:
+    """End this worker when the control plane is gone, even in the middle of a long
+    evaluation (its input closing is noticed only between two)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="gg-meaning-parent", daemon=True).start()
 
 
 def facts_from_inventory(inventory: Mapping[str, Any] | None,
@@ -442,6 +530,120 @@ def _plain_name(node: lark.Tree) -> str | None:
             return str(node.children[0])
         node = node.children[0]
     return None
+
+
+# -- cost ---------------------------------------------------------------------------------
+
+class _Cost:
+    """A static upper bound on the work a meaning does, in units of about one CEL operation.
+
+    Every operator, literal and name costs 1; ``x in L`` costs the size of ``L``; a
+    comprehension costs its receiver plus the receiver's size times its condition; a
+    string function costs the string's size (``matches`` too: celpy matches with RE2, which
+    never backtracks). The size of a literal is counted, a fact's is assumed
+    (:data:`FACT_SIZE`). A comprehension inside another's condition is refused outright:
+    its cost multiplies with each level, which is how a 400-character meaning takes minutes.
+    """
+
+    def __init__(self) -> None:
+        self.worst: tuple[int, lark.Tree | lark.Token | None] = (0, None)
+
+    def bound(self, tree: lark.Tree, limit: int | None) -> int:
+        cost, _ = self.walk(tree, None)
+        if limit is not None and cost > limit:
+            raise _fail(self.worst[1] or tree,
+                        f"the meaning may cost up to {cost} steps, more than the limit of "
+                        f"{limit} (GG_MEANING_COST_LIMIT), most of them")
+        return cost
+
+    def _note(self, cost: int, node: lark.Tree | lark.Token) -> None:
+        if cost > self.worst[0]:
+            self.worst = (cost, node)
+
+    def walk(self, node: lark.Tree, within: str | None) -> tuple[int, int]:
+        """(cost, size) of ``node``; ``within`` names the comprehension whose condition
+        this is. Size is the element count of a list or map, the length of a string."""
+        handler = getattr(self, "_" + node.data, None)
+        if handler is not None:
+            return handler(node, within)
+        kids = [self.walk(c, within) for c in node.children if isinstance(c, lark.Tree)]
+        if len(kids) == 1:
+            return kids[0]
+        cost = 1 + sum(c for c, _ in kids)
+        return cost, max((s for _, s in kids), default=1)
+
+    def _literal(self, node: lark.Tree, within: str | None) -> tuple[int, int]:
+        token = node.children[0] if node.children else None
+        if token is not None and token.type in ("STRING_LIT", "MLSTRING_LIT", "BYTES_LIT"):
+            return 1, max(1, len(str(token)))
+        return 1, 1
+
+    def _ident(self, node: lark.Tree, within: str | None) -> tuple[int, int]:
+        name = str(node.children[0])
+        kind = _kind(FACT_TYPES.get(name))
+        return 1, FACT_SIZE if kind in ("list", "map", "string") else 1
+
+    _dot_ident = _ident
+
+    def _list_lit(self, node: lark.Tree, within: str | None) -> tuple[int, int]:
+        items = node.children[0].children if node.children else []
+        return 1 + sum(self.walk(i, within)[0] for i in items), max(1, len(items))
+
+    def _map_lit(self, node: lark.Tree, within: str | None) -> tuple[int, int]:
+        kids = [self.walk(c, within) for c in node.children if isinstance(c, lark.Tree)]
+        entries = node.children[0].children if node.children else []
+        return 1 + sum(c for c, _ in kids), max(1, len(entries) // 2)
+
+    def _relation(self, node: lark.Tree, within: str | None) -> tuple[int, int]:
+        if len(node.children) == 1:
+            return self.walk(node.children[0], within)
+        op_node, right_node = node.children
+        left, _ = self.walk(op_node.children[0], within)
+        right, size = self.walk(right_node, within)
+        cost = 1 + left + right
+        if op_node.data == "relation_in":
+            cost += size
+            self._note(size, node)
+        return cost, 1
+
+    def _addition(self, node: lark.Tree, within: str | None) -> tuple[int, int]:
+        if len(node.children) == 1:
+            return self.walk(node.children[0], within)
+        op_node, right_node = node.children
+        left, left_size = self.walk(op_node.children[0], within)
+        right, right_size = self.walk(right_node, within)
+        size = left_size + right_size  # joined lists or strings: copying costs their size
+        return 1 + left + right + size, size
+
+    def _member_dot_arg(self, node: lark.Tree, within: str | None) -> tuple[int, int]:
+        receiver_node, name = node.children[0], str(node.children[1])
+        args = list(node.children[2].children) if len(node.children) > 2 else []
+        receiver, size = self.walk(receiver_node, within)
+        if name in _MACROS:
+            if within is not None:
+                raise _fail(node.children[1], f"the meaning puts {name}() inside the "
+                                              f"condition of {within}()",
+                            "; a comprehension inside another is refused because its cost "
+                            "multiplies")
+            body = sum(self.walk(a, name)[0] for a in args[1:])
+            loop = size * (1 + body)
+            self._note(loop, node.children[1])
+            return 1 + receiver + loop, size if name in ("map", "filter") else 1
+        cost = 1 + receiver + sum(self.walk(a, within)[0] for a in args)
+        if name in ("contains", "startsWith", "endsWith", "matches"):
+            work = size
+            self._note(work, node.children[1])
+            cost += work
+        return cost, size if name in ("string", "bytes") else 1
+
+    def _ident_arg(self, node: lark.Tree, within: str | None) -> tuple[int, int]:
+        args = list(node.children[1].children) if len(node.children) > 1 else []
+        walked = [self.walk(a, within) for a in args]
+        size = max((s for _, s in walked), default=1)
+        keeps = str(node.children[0]) in ("dyn", "string", "bytes")  # size() gives an int
+        return 1 + sum(c for c, _ in walked), size if keeps else 1
+
+    _dot_ident_arg = _ident_arg
 
 
 # -- syntax errors ------------------------------------------------------------------------

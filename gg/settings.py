@@ -47,6 +47,10 @@ class Settings:
     keep_alive_timeout: float = 5.0  # an idle keep-alive connection is closed after this
     max_connections: int = 0  # 0: from the file limit (gg.server.connections.default_cap)
     max_parked_claims: int = 4  # parked claims per runner; one more is answered 429 at once
+    # Meanings (docs/environments.md): the static cost a meaning may have to be charted, and
+    # how long one evaluation may run in a worker process before it reads "took too long".
+    meaning_cost_limit: int = 10_000
+    meaning_deadline: float = 0.25
     dev: bool = False
 
     @classmethod

@@ -225,3 +225,63 @@ def test_one_meaning_evaluates_against_a_thousand_runners_quickly():
     elapsed = time.perf_counter() - started
     assert answers == [n % 16 >= 4 for n in range(1000)]
     assert elapsed < 5.0, f"1,000 evaluations took {elapsed:.2f}s"
+
+
+# -- cost ---------------------------------------------------------------------------------
+
+def _forty() -> str:
+    return "[" + ",".join(str(n) for n in range(40)) + "]"
+
+
+def test_the_nested_comprehension_that_stalled_the_server_is_refused_with_its_position():
+    # Three nested .all() over 40-element lists, under 400 characters: 64,000 conditions.
+    text = (f"{_forty()}.all(a, {_forty()}.all(b, {_forty()}.all(c, "
+            f"a + b + c >= 0)))")
+    assert len(text) < 400
+    inner = text.index("all(b")
+    with pytest.raises(MeaningError) as caught:
+        compile_meaning(text)
+    error = caught.value
+    assert (error.line, error.column) == (1, inner + 1)
+    assert str(error) == (f"the meaning puts all() inside the condition of all() at line 1, "
+                          f"column {inner + 1}; a comprehension inside another is refused "
+                          f"because its cost multiplies")
+
+
+@pytest.mark.parametrize("inner", ['tools.exists(t, t == "git")', 'tools.map(t, t)[0] == "x"',
+                                   'tools.filter(t, t == "git").size() > 0',
+                                   'tools.exists_one(t, t == "git")'])
+def test_any_comprehension_in_another_s_condition_is_refused(inner):
+    with pytest.raises(MeaningError, match=r"inside the condition of all\(\)"):
+        compile_meaning(f"isolation.all(i, {inner})")
+
+
+def test_a_large_literal_list_that_puts_the_cost_over_the_limit_is_refused_with_its_position():
+    big = "[" + ",".join(f'"t{n}"' for n in range(300)) + "]"
+    text = f"tools.exists(t, t in {big})"  # 64 assumed tools times 300: over 10,000
+    with pytest.raises(MeaningError) as caught:
+        compile_meaning(text)
+    error = caught.value
+    assert (error.line, error.column) == (1, 7)  # the comprehension that multiplies
+    assert str(error).startswith("the meaning may cost up to ")
+    assert str(error).endswith(", more than the limit of 10000 (GG_MEANING_COST_LIMIT), most "
+                               "of them at line 1, column 7")
+    assert "\n" not in str(error)
+
+
+def test_the_cost_limit_is_a_parameter_and_a_cheaper_meaning_passes_it():
+    text = 'cpu_count in [' + ",".join(str(n) for n in range(500)) + "]"
+    assert compile_meaning(text).cost > 500
+    with pytest.raises(MeaningError, match="more than the limit of 100 "):
+        compile_meaning(text, cost_limit=100)
+
+
+@pytest.mark.parametrize("text", [
+    'os == "linux" && cpu_count >= 4 && "git" in tools',
+    'tools.exists(t, t == "git") && isolation.exists(i, i == "sandbox")',
+    'labels["gpu"] == "a100" && memory_gb >= 8.0',
+    'hostname.matches("^build-[0-9]+$") || hostname.startsWith("ci-")',
+    'tools.filter(t, t.startsWith("py")).map(t, t).size() >= 1',
+])
+def test_ordinary_meanings_are_accepted_well_under_the_limit(text):
+    assert compile_meaning(text).cost < 1000

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from gg import __version__
+from gg.control.verdicts import Verdicts
 from gg.settings import Settings
 from gg.store import Store
 
@@ -48,6 +49,11 @@ class Core:
     started_at: float = 0.0
     silence_scanned_at: float = 0.0
     owner_token_path: object = None
+    verdicts: Verdicts | None = None  # the meanings' verdicts (gg.control.verdicts)
+
+    def __post_init__(self) -> None:
+        if self.verdicts is None:
+            self.verdicts = Verdicts(self.settings.meaning_deadline)
 
     def now(self) -> float:
         return self.clock()

@@ -74,7 +74,9 @@ def chart(core: Core, person: dict, name: str, means: str) -> dict:
     problem = name_problem(name)
     if problem:
         raise BadRequest(f"environment name {name!r}: {problem}", code="invalid_name")
-    compile_meaning(means)  # MeaningError (400, with line and column) before anything changes
+    # MeaningError (400, with line and column) before anything changes: a malformed meaning,
+    # or one whose cost is unbounded or above GG_MEANING_COST_LIMIT.
+    compile_meaning(means, core.settings.meaning_cost_limit)
     now = core.now()
     held: list[str] = []
     with core.store.atomic():

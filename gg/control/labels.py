@@ -7,6 +7,13 @@ comes into force; the result is stored (``label_dispositions``) and the matcher 
 it. Evaluating CEL on every claim would cost about 0.2 ms per runner; reading a stored
 list costs nothing.
 
+The verdicts come from ``core.verdicts`` (``gg.control.verdicts``): cached per facts, and
+computed in a worker process under a deadline, never on the event loop. When a verdict is
+not cached yet, :func:`refresh` keeps the label's last verdict (or stores it as stated,
+"being evaluated", when it has none) and schedules :func:`settle`, which evaluates off the
+loop and recomputes the runners concerned; the routes that change dispositions await
+:func:`settled` before they answer, so what they answer is already the verdict.
+
 A runner whose stored dispositions were computed for other labels than it has now (labels
 set by some other path) is treated as nothing refuted until the next computation: unknown
 is never refutation. ``gg runner labels`` recomputes such stale rows when it looks.
@@ -14,14 +21,26 @@ is never refutation. ``gg runner labels`` recomputes such stale rows when it loo
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from functools import lru_cache
 
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain.environments import label_pair
-from gg.domain.labels import check_labels, dispositions, refuted_pairs
+from gg.domain.labels import (
+    Disposition,
+    LabelDisposition,
+    Verdict,
+    check_labels,
+    dispositions,
+    refuted_pairs,
+)
 from gg.domain.runners import Runner, is_online
 from gg.errors import BadRequest
 from gg.meanings import Meaning, compile_meaning, facts_from_inventory
+
+log = logging.getLogger("gg.server")
+_ROUNDS = 8  # settle rounds in a row at most (facts that keep changing wait for a check-in)
 
 # Only a registered runner states its own labels; enrolled machines and pool members get
 # theirs from their profile or strategy, so a check-in cannot change them.
@@ -37,8 +56,8 @@ def checked(labels: dict[str, str] | None) -> dict[str, str]:
 
 
 @lru_cache(maxsize=1024)
-def _compiled(text: str) -> Meaning:
-    return compile_meaning(text)
+def _compiled(text: str, cost_limit: int) -> Meaning:
+    return compile_meaning(text, cost_limit)
 
 
 def meanings_in_force(core: Core) -> dict[str, Meaning]:
@@ -47,7 +66,8 @@ def meanings_in_force(core: Core) -> dict[str, Meaning]:
     for env in core.store.environments():
         if env.meaning:
             try:
-                found[label_pair(env.name)] = _compiled(env.meaning)
+                found[label_pair(env.name)] = _compiled(env.meaning,
+                                                        core.settings.meaning_cost_limit)
             except Exception:  # noqa: BLE001 -- a stored meaning always compiled once; if a
                 continue  # newer gg refuses it, the label is left stated, never refuted
     return found
@@ -56,24 +76,98 @@ def meanings_in_force(core: Core) -> dict[str, Meaning]:
 def refresh(core: Core, runner: Runner, meanings: dict[str, Meaning] | None = None) -> list[dict]:
     """Recompute and store ``runner``'s dispositions (inside the caller's transaction).
 
-    Records ``warn:runner:label_refuted`` for each label that has just become refuted.
+    Records ``warn:runner:label_refuted`` for each label that has just become refuted. A
+    label whose verdict is still being evaluated keeps its last measured or refuted
+    disposition until the verdict arrives (:func:`settle`), so new facts never make a
+    refuted label usable before they are checked; with none, it is stated meanwhile.
     """
     if meanings is None:
         meanings = meanings_in_force(core)
     facts = facts_from_inventory(runner.inventory, runner.capabilities, runner.labels)
-    found = dispositions(runner.labels, meanings, facts)
-    refuted = refuted_pairs(found)
+    verdicts = core.verdicts
+    pending: set[str] = set()
+
+    def judge(pair: str, meaning: Meaning):
+        def verdict(facts: dict):
+            answer = verdicts.decide(meaning, facts)
+            if answer is Verdict.PENDING:
+                pending.add(pair)
+            return answer
+        return verdict
+
+    found = dispositions(runner.labels, {p: judge(p, m) for p, m in meanings.items()}, facts)
     before = core.store.dispositions_of(runner.id)
+    if pending:
+        _schedule(core, runner.id)
+        last = {d["pair"]: d for d in (before or {}).get("dispositions", [])
+                if d["disposition"] != Disposition.STATED.value}
+        found = [LabelDisposition(d.key, d.value, Disposition(last[d.pair]["disposition"]),
+                                  last[d.pair]["reason"])
+                 if d.pair in pending and d.pair in last else d for d in found]
+    refuted = refuted_pairs(found)
     was = set(before["refuted"]) if before else set()
     rows = [{"key": d.key, "value": d.value, "pair": d.pair,
              "disposition": d.disposition.value, "reason": d.reason} for d in found]
     core.store.save_dispositions(runner.id, labels=dict(runner.labels), dispositions=rows,
                                  refuted=sorted(refuted), at=core.now())
+    slow = {d.pair for d in found if d.disposition is Disposition.REFUTED
+            and d.reason != f"the runner's facts contradict the meaning of {d.pair}"}
     for pair in sorted(refuted - was):
+        reason = (f"the meaning of {pair} took too long on the facts of runner {runner.name}"
+                  if pair in slow else
+                  f"the facts of runner {runner.name} contradict the meaning of {pair}")
         core.event("warn:runner:label_refuted", actor=CONTROL_PLANE, runner_id=runner.id,
-                   label=pair, reason=f"the facts of runner {runner.name} contradict the "
-                                      f"meaning of {pair}")
+                   label=pair, reason=reason)
     return rows
+
+
+def _schedule(core: Core, runner_id: str) -> None:
+    """Remember that ``runner_id`` waits for a verdict, and make sure :func:`settle` runs.
+
+    Only reached on the event loop's thread (elsewhere a verdict is computed on the spot)."""
+    verdicts = core.verdicts
+    verdicts.waiting.add(runner_id)
+    if verdicts.task is None or verdicts.task.done():
+        verdicts.task = asyncio.get_running_loop().create_task(settle(core))
+
+
+async def settle(core: Core) -> None:
+    """Evaluate the verdicts that were missing, off the loop, then recompute the runners
+    that waited for them (a transaction per round; nothing in it evaluates CEL)."""
+    verdicts = core.verdicts
+    for _ in range(_ROUNDS):
+        if not verdicts.waiting:
+            return
+        misses, verdicts.misses = list(verdicts.misses.values()), {}
+        verdicts.settling, verdicts.waiting = set(verdicts.waiting), set()
+        try:
+            await asyncio.gather(*(verdicts.evaluate(m, f) for m, f in misses))
+            with core.store.atomic():
+                for runner_id in sorted(verdicts.settling):
+                    runner = core.store.runner(runner_id)
+                    if runner is not None:
+                        refresh(core, runner)
+        except Exception as exc:  # noqa: BLE001 -- the labels stay stated until a check-in
+            log.warning("meaning verdicts: %s: %s", type(exc).__name__, exc)
+            verdicts.waiting.clear()
+        finally:
+            verdicts.settling = set()
+        core.signals.ready_changed()  # a label may have become usable, or been refuted
+    verdicts.waiting.clear()  # still changing after every round: the next check-in retries
+    verdicts.misses.clear()
+
+
+async def settled(core: Core, runner_id: str | None = None) -> bool:
+    """Wait until the verdicts the last use case missed are in (all of them, or those of
+    ``runner_id``). True when there was something to wait for."""
+    verdicts = core.verdicts
+    task = verdicts.task
+    if task is None or task.done():
+        return False
+    if runner_id is not None and runner_id not in verdicts.waiting | verdicts.settling:
+        return False
+    await asyncio.shield(task)
+    return True
 
 
 def refresh_advertising(core: Core, pair: str) -> int:

@@ -7,11 +7,18 @@ A label is ``key=value`` that a runner advertises. Whether gg believes it is its
     meaning registered, evaluates True on the runner's facts  ---->  measured
     meaning registered, evaluates False  ------------------------->  refuted   (never matched)
     meaning registered, cannot decide (None, or the meaning fails) ->  stated
+    meaning registered, ran over the evaluation deadline  -------->  refuted   ("took too long")
+    meaning registered, not evaluated yet for these facts  ------->  stated    (for a moment)
 
 Unknown is not refutation: a runner whose inventory lacks a fact the meaning reads (an old
 gg version, a first check-in without inventory) keeps its claim as *stated* rather than
 losing work it may well be able to do. Only facts that positively contradict the meaning
 take a label out of matching.
+
+A meaning that runs over its deadline is refuted, not left stated: a claim nobody can check
+in time is not usable, and stating it would let a slow meaning pass for a true one. A
+verdict that is still being computed (the control plane evaluates off its event loop, then
+recomputes) is unknown, so stated, until it arrives.
 
 Pure and stdlib only: the meanings arrive as plain callables (``gg.meanings.Meaning`` is one),
 so this module never imports CEL and is tested without it.
@@ -116,7 +123,16 @@ def format_labels(labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-MeaningFn = Callable[[dict], bool | None]
+class Verdict(str, Enum):
+    """What a meaning may answer besides True, False and None (cannot decide)."""
+
+    TOO_LONG = "too_long"  # the evaluation ran over the deadline
+    PENDING = "pending"  # not evaluated yet for these facts; the control plane recomputes
+
+
+TOOK_TOO_LONG = "the meaning took too long"
+
+MeaningFn = Callable[[dict], "bool | None | Verdict"]
 
 
 def dispositions(labels: Mapping[str, str], meanings: Mapping[str, MeaningFn],
@@ -143,6 +159,12 @@ def dispositions(labels: Mapping[str, str], meanings: Mapping[str, MeaningFn],
         if verdict is True:
             found.append(LabelDisposition(key, value, Disposition.MEASURED,
                                           f"the runner's facts satisfy the meaning of {pair}"))
+        elif verdict is Verdict.TOO_LONG:
+            found.append(LabelDisposition(key, value, Disposition.REFUTED, TOOK_TOO_LONG))
+        elif verdict is Verdict.PENDING:
+            found.append(LabelDisposition(key, value, Disposition.STATED,
+                                          f"the meaning of {pair} is being evaluated, so the "
+                                          f"claim stands unchecked for now"))
         elif verdict is False:
             found.append(LabelDisposition(key, value, Disposition.REFUTED,
                                           f"the runner's facts contradict the meaning of {pair}"))

@@ -6,6 +6,7 @@ import pytest
 
 from gg.domain.labels import (
     Disposition,
+    Verdict,
     check_labels,
     dispositions,
     format_labels,
@@ -121,6 +122,21 @@ def test_a_meaning_that_raises_leaves_the_label_stated():
 def test_a_truthy_but_not_true_answer_does_not_measure_a_label():
     [label] = dispositions({"environment": "ui"}, {"environment=ui": lambda f: 1}, FACTS)
     assert label.disposition is Disposition.STATED
+
+
+def test_a_meaning_that_took_too_long_refutes_the_label_and_says_so():
+    [label] = dispositions({"environment": "ui"}, {"environment=ui": lambda f: Verdict.TOO_LONG},
+                           FACTS)
+    assert (label.disposition, label.reason) == (Disposition.REFUTED, "the meaning took too long")
+    assert not label.usable and refuted_pairs([label]) == frozenset({"environment=ui"})
+
+
+def test_a_verdict_not_evaluated_yet_leaves_the_label_stated_for_now():
+    [label] = dispositions({"environment": "ui"}, {"environment=ui": lambda f: Verdict.PENDING},
+                           FACTS)
+    assert label.disposition is Disposition.STATED and label.usable
+    assert label.reason == ("the meaning of environment=ui is being evaluated, so the claim "
+                            "stands unchecked for now")
 
 
 def test_dispositions_are_sorted_by_key():

@@ -7,7 +7,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Request
 
 from gg.api import paths
-from gg.control import gates
+from gg.control import gates, labels
 from gg.errors import NotFound
 from gg.server import auth
 
@@ -33,4 +33,5 @@ async def show_gate(gate_id: str, request: Request, person: dict = Depends(auth.
 async def clear_gate(gate_id: str, request: Request, person: dict = Depends(auth.person)) -> dict:
     core = request.app.state.core
     gate = gates.clear_gate(core, gate_id, person=person)
+    await labels.settled(core)  # a meaning that came into force: its verdicts
     return gates.view(core, gate)

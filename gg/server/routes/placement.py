@@ -47,7 +47,11 @@ async def show_root(request: Request, person: dict = Depends(auth.person)) -> di
 
 @router.get(paths.LABELS)
 async def list_labels(request: Request, person: dict = Depends(auth.person)) -> list[dict]:
-    return labels.labels_view(request.app.state.core)
+    core = request.app.state.core
+    rows = labels.labels_view(core)
+    if await labels.settled(core):  # stale rows were recomputed: read the verdicts
+        rows = labels.labels_view(core)
+    return rows
 
 
 def _ownership_route(path: str, action: str) -> None:

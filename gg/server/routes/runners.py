@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from gg.api import paths
 from gg.api.schemas import CheckIn, Claim, CredentialRenew, HandBack, Renew, Report, RunnerRegister
-from gg.control import leases, runners
+from gg.control import labels, leases, runners
 from gg.control import views
 from gg.domain.runners import Runner, is_online
 from gg.server import auth
@@ -22,6 +22,7 @@ async def register(body: RunnerRegister, request: Request,
     runner, credential = runners.register(
         core, person, name=body.name, public_key=body.public_key, labels=body.labels,
         workers=body.workers, inventory=body.inventory, version=body.version)
+    await labels.settled(core, runner.id)  # its labels' verdicts, computed off the loop
     return {"runner": views.runner_view(core, runner), "credential": credential,
             "credential_expires_at": runner.credential_expires_at,
             "protocol": core.settings.protocol()}
@@ -50,6 +51,7 @@ async def check_in(body: CheckIn, request: Request, runner: Runner = Depends(aut
                               capabilities=body.capabilities, version=body.version,
                               held=body.held, peer_address=peer, workers=body.workers,
                               labels=body.labels)
+    await labels.settled(core, runner.id)  # new facts: their verdicts, computed off the loop
     fleet.after_check_in(request, runner, body.maintenance)  # enrolment: maintenance report
     answer.update(extra)
     if not was_online:
