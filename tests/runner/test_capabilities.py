@@ -16,7 +16,7 @@ from gg.runner.capabilities import cgroups, probe
 
 KEYS = {"bwrap", "bwrap_usable", "bwrap_error", "netns", "cgroup_version", "cgroup_controllers",
         "container_engine", "container_engine_error", "tools", "isolation_levels",
-        "egress_controls"}
+        "egress_controls", "confinement"}
 
 
 def _bin_dir(tmp_path: Path, **scripts: str) -> Path:
@@ -46,7 +46,7 @@ def test_probe_reports_every_key_with_its_type():
 def test_levels_follow_the_measurements_and_allowlist_is_never_offered():
     report = probe()
     assert report["isolation_levels"][0] == "none"
-    assert ("sandbox" in report["isolation_levels"]) is report["bwrap_usable"]
+    assert ("sandbox" in report["isolation_levels"]) is (report["bwrap_usable"] and report["confinement"]["capabilities"] == "dropped")
     assert ("container" in report["isolation_levels"]) is bool(report["container_engine"])
     assert "allowlist" not in report["egress_controls"]
     assert ("none" in report["egress_controls"]) is (report["netns"]
