@@ -102,11 +102,11 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def home_dirs(passwd: str = PASSWD) -> list[Path]:
+def home_dirs(passwd: str | None = None) -> list[Path]:
     """Every home directory this host lists (``/etc/passwd``), plus ``/root`` and ``$HOME``."""
     homes: list[Path] = [Path("/root")]
     try:
-        lines = Path(passwd).read_text(errors="replace").splitlines()
+        lines = Path(passwd or PASSWD).read_text(errors="replace").splitlines()
     except OSError:
         lines = []
     for line in lines:
@@ -118,7 +118,8 @@ def home_dirs(passwd: str = PASSWD) -> list[Path]:
     return list(dict.fromkeys(homes))
 
 
-def gg_trees(environ: Mapping[str, str] | None = None, passwd: str = PASSWD) -> list[Path]:
+def gg_trees(environ: Mapping[str, str] | None = None,
+             passwd: str | None = None) -> list[Path]:
     """Every gg state, config and data tree on this host, existing or not.
 
     The roots platformdirs gives gg for this user (which honour ``XDG_*``) and for every home
@@ -173,7 +174,7 @@ class Layout:
 
 
 def layout(workspace: Path, *, env: Mapping[str, str], hidden: Iterable[Path] = (),
-           read_write: Iterable[Path] = (), passwd: str = PASSWD) -> Layout:
+           read_write: Iterable[Path] = (), passwd: str | None = None) -> Layout:
     """The allowlist for a sandbox whose workspace is ``workspace``.
 
     Read-write: the workspace and ``read_write`` (a pool member's image root). Read-only: the
