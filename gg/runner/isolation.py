@@ -10,10 +10,14 @@ What each combination becomes::
     none      + all    the command as is, cwd = workspace
     none      + none   bwrap --dev-bind / / --unshare-net  (the host as is, but an empty
                        network namespace: only its own loopback, so egress is really cut)
-    sandbox   + all    bwrap: read-only /, private /tmp, /proc and /dev, own pid namespace,
-                       new session, dies with the runner, writable workspace, HOME in it,
-                       the runner's state dir (and any ``hidden`` path) masked by an empty
-                       read-only tmpfs
+    sandbox   + all    bwrap: an empty read-only root with only an allowlist bound in (the
+                       workspace read-write, HOME in it; the system, the Python gg runs on,
+                       gg itself and the PATH directories read-only; see ``layout``), a
+                       private /tmp, own /proc, /dev and pid namespace, no capabilities
+                       (--cap-drop ALL, and a user namespace where the host allows one),
+                       no_new_privs, new session, dies with the runner; every gg state and
+                       config tree on the host that is visible (``gg_trees``, the runner's
+                       state dir, any ``hidden`` path) masked by an empty read-only tmpfs
     sandbox   + none   the same, plus --unshare-net
     container + all    ENGINE run --rm, workspace mounted at /workspace, image ``image``
     container + none   the same, plus --network none
@@ -42,7 +46,7 @@ DEFAULT_IMAGE = "docker.io/library/python:3.11-slim"
 CONTAINER_WORKSPACE = "/workspace"
 # Host-specific variables that mean nothing (or the wrong thing) inside a container.
 # Bound read-only into every sandbox when present (a symbolic link stays a link).
-SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # Files in /etc that are often links into directories a sandbox does not get (/run).
 ETC_LINKS = ("/etc/resolv.conf", "/etc/hosts", "/etc/localtime")
 # gg's platformdirs roots under a home directory on Linux: config, state, data.
@@ -51,6 +55,7 @@ ENV_TREES = (config.ENV_STATE_DIR, config.ENV_CONFIG_DIR, config.ENV_DATA_DIR)
 # More trees to hide, os.pathsep-separated: a pool maintainer passes its own to its members.
 ENV_HIDE = "GG_HIDE"
 PASSWD = "/etc/passwd"
+PROC = "/proc"
 _HOST_ONLY = frozenset({"PATH", "HOME", "PWD", "OLDPWD", "SHLVL", "HOSTNAME", "TMPDIR", "_",
                         "SSH_AUTH_SOCK", "DISPLAY", "XAUTHORITY", "DBUS_SESSION_BUS_ADDRESS"})
 
@@ -136,11 +141,36 @@ def gg_trees(environ: Mapping[str, str] | None = None,
                          Path(platformdirs.site_config_dir("gg"))]
     for home in home_dirs(passwd):
         trees += [home / sub for sub in GG_HOME_TREES]
-    for name in ENV_TREES:
-        if environ.get(name):
-            trees.append(Path(environ[name]))
-    trees += [Path(p) for p in environ.get(ENV_HIDE, "").split(os.pathsep) if p]
-    return list(dict.fromkeys(Path(os.path.abspath(t)) for t in trees))
+    for named in [environ, *_other_environs()]:
+        for name in ENV_TREES:
+            if named.get(name):
+                trees.append(Path(named[name]))
+        trees += [Path(p) for p in named.get(ENV_HIDE, "").split(os.pathsep) if p]
+    return list(dict.fromkeys(Path(os.path.abspath(t)) for t in trees if os.path.isabs(t)))
+
+
+def _other_environs() -> list[dict[str, str]]:
+    """The gg directories named in the environment of every process this one may read."""
+    found: list[dict[str, str]] = []
+    try:
+        pids = [name for name in os.listdir(PROC) if name.isdigit()]
+    except OSError:
+        return found
+    wanted = tuple(f"{name}=".encode() for name in (*ENV_TREES, ENV_HIDE))
+    for pid in pids:
+        try:
+            with open(f"{PROC}/{pid}/environ", "rb") as fh:
+                raw = fh.read()
+        except OSError:  # gone, or not ours to read
+            continue
+        named = {}
+        for item in raw.split(b"\0"):
+            if item.startswith(wanted):
+                key, _, value = item.decode("utf-8", "replace").partition("=")
+                named[key] = value
+        if named:
+            found.append(named)
+    return found
 
 
 def install_paths() -> list[Path]:
@@ -280,8 +310,9 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
           container_name: str | None = None) -> Launch:
     """Wrap ``command`` for ``policy``; raise ``IsolationUnavailable`` if it cannot be met.
 
-    ``state_dir`` (the runner's keys and credentials) and every ``hidden`` path (pass the
-    runner's config dir) are neither readable nor writable inside a sandbox.
+    ``state_dir`` (the runner's keys and credentials), every ``hidden`` path (pass the
+    runner's config dir) and every gg tree on the host are neither readable nor writable
+    inside a sandbox. ``env["GG_IMAGE_ROOT"]`` (a pool member's machine) is bound read-write.
     """
     if not command:
         raise ValueError("there is no command to run")

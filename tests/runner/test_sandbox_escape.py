@@ -189,6 +189,24 @@ def test_another_runners_key_a_persons_config_and_a_servers_data_are_hidden(
     assert listed.stdout.split() == ["gg"]
 
 
+@needs_sandbox
+def test_a_state_dir_named_only_in_another_runners_environment_is_hidden(tmp_path):
+    tools = tmp_path / "tools"  # bound into the sandbox as a PATH directory
+    other = _state_dir(tools / "another-runner")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    # Another runner on this host: its state dir is known only from its own environment.
+    neighbour = subprocess.Popen(["sleep", "120"], env={**os.environ, "GG_STATE_DIR": str(other)})
+    try:
+        assert other in isolation.gg_trees(environ={})
+        result = _run(_launch(_reader([other]), workspace, env=_env(tools)))
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+    assert result.stdout.split()[-1] == "done", result.stderr
+    _no_secret(result)
+
+
 def test_the_trees_found_are_the_platformdirs_roots_of_every_home_and_the_named_ones(fake_host):
     trees = isolation.gg_trees(passwd=isolation.PASSWD)
     home = fake_host["home"]
