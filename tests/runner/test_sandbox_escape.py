@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,16 @@ NOBODY = 65534
 # Each variant of the sandbox the runner may build: with a user namespace of its own, and
 # with bubblewrap dropping the capabilities alone (a host that refuses user namespaces).
 VARIANTS = [pytest.param(True, id="user-namespace"), pytest.param(False, id="cap-drop")]
+
+
+@pytest.fixture
+def host_dir(tmp_path):
+    """A directory on the host outside /tmp (a sandbox's /tmp is private, so a secret under the
+    host's /tmp would prove nothing): where the tests put what a flight must not read."""
+    base = Path("/var/tmp") if os.path.isdir("/var/tmp") else tmp_path
+    path = Path(tempfile.mkdtemp(prefix="gg-escape-", dir=base))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _caps(user_namespace: bool) -> dict:
@@ -117,10 +128,10 @@ echo done
 @needs_sandbox
 @needs_root
 @pytest.mark.parametrize("user_namespace", VARIANTS)
-def test_a_flight_cannot_umount_the_mask_nor_remount_root_read_write(tmp_path, user_namespace):
+def test_a_flight_cannot_umount_the_mask_nor_remount_root_read_write(host_dir, user_namespace):
     # The state dir sits inside a directory the sandbox binds (a PATH directory), so only the
     # mask stands between the flight and the key.
-    tools = tmp_path / "tools"
+    tools = host_dir / "tools"
     state = _state_dir(tools / "state")
     workspace = state / "workspaces" / "f1"
     workspace.mkdir()
@@ -138,11 +149,11 @@ def test_a_flight_cannot_umount_the_mask_nor_remount_root_read_write(tmp_path, u
 # -- every gg tree on the host ------------------------------------------------------------------
 
 @pytest.fixture
-def fake_host(tmp_path, monkeypatch):
+def fake_host(tmp_path, host_dir, monkeypatch):
     """A host with a second user whose home sits inside a directory the sandbox binds, holding
     another runner's state, a maintainer's state, a person's config and a server's data where
     platformdirs puts them; plus trees named by GG_STATE_DIR, GG_CONFIG_DIR and GG_DATA_DIR."""
-    tools = tmp_path / "tools"
+    tools = host_dir / "tools"
     home = tools / "home" / "alice"
     other = _state_dir(home / ".local/state/gg/runner")
     maintainer = _state_dir(home / ".local/state/gg/maintain-ui")
@@ -190,8 +201,8 @@ def test_another_runners_key_a_persons_config_and_a_servers_data_are_hidden(
 
 
 @needs_sandbox
-def test_a_state_dir_named_only_in_another_runners_environment_is_hidden(tmp_path):
-    tools = tmp_path / "tools"  # bound into the sandbox as a PATH directory
+def test_a_state_dir_named_only_in_another_runners_environment_is_hidden(tmp_path, host_dir):
+    tools = host_dir / "tools"  # bound into the sandbox as a PATH directory
     other = _state_dir(tools / "another-runner")
     workspace = tmp_path / "workspace"
     workspace.mkdir()
@@ -218,10 +229,10 @@ def test_the_trees_found_are_the_platformdirs_roots_of_every_home_and_the_named_
 # -- a pool member's flights and its maintainer -------------------------------------------------
 
 @needs_sandbox
-def test_a_pool_members_flight_cannot_read_its_maintainers_key(tmp_path, monkeypatch):
+def test_a_pool_members_flight_cannot_read_its_maintainers_key(tmp_path, host_dir, monkeypatch):
     """The process driver starts the member the way a maintainer does; the member's runner then
     builds its flight's sandbox from the environment it was handed."""
-    tools = tmp_path / "tools"  # bound into the sandbox: only masks can hide what is in it
+    tools = host_dir / "tools"  # bound into the sandbox: only masks can hide what is in it
     maintainer = _state_dir(tools / "maintain-ui")
     maintainer_config = _config_dir(tools / "maintainer-config")
     context = tmp_path / "context"
@@ -310,16 +321,16 @@ def _unprivileged() -> list[str]:
 
 
 @needs_sandbox
-def test_the_attacks_fail_as_an_unprivileged_runner_too(tmp_path):
+def test_the_attacks_fail_as_an_unprivileged_runner_too(host_dir):
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to become an unprivileged user")
-    base = tmp_path / "nobody"
+    base = host_dir / "nobody"
     tools = base / "tools"
     state = _state_dir(tools / "state")
     person = _config_dir(tools / "config")
     workspace = state / "workspaces" / "f1"
     workspace.mkdir()
-    os.chmod(tmp_path, 0o755)
+    os.chmod(host_dir, 0o755)
     for root, dirs, files in os.walk(base):
         for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
             os.chown(name, NOBODY, NOBODY)
@@ -342,17 +353,22 @@ def test_the_attacks_fail_as_an_unprivileged_runner_too(tmp_path):
 # -- end to end: a real server, a real runner ---------------------------------------------------
 
 @needs_sandbox
-def test_a_flight_on_a_real_root_runner_shows_no_key_material(tmp_path):
+def test_a_flight_on_a_real_root_runner_shows_no_key_material(tmp_path, host_dir):
     fleet = Fleet(tmp_path / "prod", dict(FAST))
     fleet.server.dev = False  # every runner is sandboxed by default
     fleet.start()
     try:
-        runner = fleet.runner("r1")
+        # The runner's state dir inside a directory on its PATH (so bound into the sandbox):
+        # only the mask, and the confinement that keeps it in place, hide the key.
+        tools = host_dir / "tools"
+        tools.mkdir()
+        fleet.runner("r1", env={"GG_STATE_DIR": str(tools / "state"),
+                                         "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"})
         fleet.wait_online("r1")
         api = fleet.api()
         row = next(r for r in api.runners() if r["name"] == "r1")
         assert row["policy"]["isolation"] == "sandbox" and row["health"] == "ok"
-        state, config = runner.state_dir, fleet.config_dir
+        state, config = tools / "state", fleet.config_dir
         attack = (ESCAPE.format(state=state).replace("echo done\n", "")
                   + f"umount {config}; cat {config}/config.json; ls -A {state} {config}\n"
                   + "echo done\n")
