@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from gg.launch import gg_argv
-from gg.pool.drivers.process import ProcessDriver
 from gg.pool.drivers import MemberLaunch
+from gg.pool.drivers.process import ProcessDriver
 from gg.pool.image import build_image
 from gg.runner import isolation
 from gg.runner.capabilities import probe
@@ -25,10 +25,12 @@ from support import FAST, Fleet, wait_until
 
 CAPS = probe()
 needs_sandbox = pytest.mark.skipif(
-    not CAPS["bwrap_usable"], reason=f"a bubblewrap sandbox cannot start here ({CAPS['bwrap_error']})")
+    not CAPS["bwrap_usable"],
+    reason=f"a bubblewrap sandbox cannot start here ({CAPS['bwrap_error']})")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the attack needs a root runner")
 SANDBOX = {"isolation": "sandbox", "egress": "all", "workers": 1}
-KEY = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIsecret-key-material\n-----END PRIVATE KEY-----\n"
+KEY = ("-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIsecret-key-material\n"
+       "-----END PRIVATE KEY-----\n")
 CREDENTIAL = "ggr_the-runner-credential-0123456789"
 TOKEN = "ggp_the-person-token-0123456789"
 NOBODY = 65534
@@ -267,8 +269,8 @@ def test_a_pool_members_flight_cannot_read_its_maintainers_key(tmp_path, host_di
     env = {**_env(tools), "GG_IMAGE_ROOT": environ["GG_IMAGE_ROOT"]}
     script = (_reader([maintainer, maintainer_config, sibling, state]).replace("echo done\n", "")
               + 'cat "$GG_IMAGE_ROOT/hello.txt"; echo left > "$GG_IMAGE_ROOT/left"; echo done\n')
-    result = _run(_launch(script, workspace, state_dir=state, hidden=[Path(environ["GG_CONFIG_DIR"])],
-                          env=env))
+    result = _run(_launch(script, workspace, state_dir=state,
+                          hidden=[Path(environ["GG_CONFIG_DIR"])], env=env))
     assert result.stdout.split()[-1] == "done", result.stderr
     _no_secret(result)
     assert "member-key-material" not in result.stdout
