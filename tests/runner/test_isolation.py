@@ -289,6 +289,10 @@ def test_isolation_none_runs_the_command_as_is_in_the_workspace(workspace):
      "no container engine reachable"),
     ({"isolation": "sandbox", "egress": "allowlist"}, CAPS, "egress allowlist is not enforced yet"),
     ({"isolation": "sandbox", "egress": "all"}, {}, "no capability report yet"),
+    (SANDBOX, {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True,
+               "confinement": {"capabilities": "kept", "no_new_privs": True,
+                               "pid_namespace": True, "user_namespace": False}},
+     "the sandbox cannot drop its capabilities"),
 ])
 def test_an_unmet_policy_raises_instead_of_running_with_less(policy, caps, missing, workspace):
     with pytest.raises(IsolationUnavailable) as raised:
