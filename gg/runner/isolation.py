@@ -150,15 +150,18 @@ def gg_trees(environ: Mapping[str, str] | None = None,
 
 
 def _other_environs() -> list[dict[str, str]]:
-    """The gg directories named in the environment of every process this one may read."""
+    """The gg directories named in the environment of every process of this user or root."""
     found: list[dict[str, str]] = []
     try:
         pids = [name for name in os.listdir(PROC) if name.isdigit()]
     except OSError:
         return found
     wanted = tuple(f"{name}=".encode() for name in (*ENV_TREES, ENV_HIDE))
+    trusted = {0, os.geteuid()}
     for pid in pids:
         try:
+            if os.stat(f"{PROC}/{pid}").st_uid not in trusted:
+                continue  # another user's process must not decide what a flight sees
             with open(f"{PROC}/{pid}/environ", "rb") as fh:
                 raw = fh.read()
         except OSError:  # gone, or not ours to read

@@ -220,6 +220,23 @@ def test_a_state_dir_named_only_in_another_runners_environment_is_hidden(tmp_pat
     _no_secret(result)
 
 
+def test_another_users_process_does_not_decide_what_a_flight_sees(tmp_path):
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to start another user's process")
+    named = tmp_path / "named-by-nobody"
+    stranger = subprocess.Popen([*_unprivileged(), "sleep", "120"],
+                                env={**os.environ, "GG_STATE_DIR": "/usr",
+                                     "GG_HIDE": str(named)})
+    try:
+        wait_until(lambda: b"GG_HIDE" in Path(f"/proc/{stranger.pid}/environ").read_bytes(),
+                   what="the stranger to start")
+        trees = isolation.gg_trees(environ={})
+    finally:
+        stranger.kill()
+        stranger.wait()
+    assert Path("/usr") not in trees and named not in trees
+
+
 def test_the_trees_found_are_the_platformdirs_roots_of_every_home_and_the_named_ones(fake_host):
     trees = isolation.gg_trees(passwd=isolation.PASSWD)
     home = fake_host["home"]
