@@ -13,6 +13,8 @@ names the missing piece::
     capability report        host      a report must exist before anything can be measured
     bubblewrap installed     host      sandbox, or egress none without isolation
     bubblewrap namespaces    host      sandbox: the sandbox actually starts here
+    sandbox confinement      host      sandbox: inside it, no capabilities, no_new_privs, own
+                                       pid namespace (as the probe read them)
     network namespace        host      egress none (sandbox or none): an empty netns can be made
     container engine         host      container: podman or docker answers
     workers                  never fails; raising past the started count is only a note
@@ -21,7 +23,9 @@ Policy problems come first because no change on the host can fix them. Checks th
 not need are not listed: ``gg runner show`` prints exactly the list that decided health.
 
 Capability keys read here (all produced by ``gg.runner.capabilities.probe``): ``bwrap``
-(path or None), ``bwrap_usable`` (bool), ``netns`` (bool), ``container_engine`` (name or None).
+(path or None), ``bwrap_usable`` (bool), ``confinement`` (dict or None), ``netns`` (bool),
+``container_engine`` (name or None). A report without ``confinement`` comes from a runner that
+predates the check and is judged on ``bwrap_usable`` alone.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ ALLOWLIST_NOT_ENFORCED = "egress allowlist is not enforced yet"
 NO_REPORT = "no capability report yet"
 NO_BWRAP = "bubblewrap not installed"
 BWRAP_UNUSABLE = "bubblewrap cannot create namespaces here"
+CAPABILITIES_KEPT = "the sandbox cannot drop its capabilities"
+NO_NEW_PRIVS_UNSET = "the sandbox cannot set no_new_privs"
+NO_PID_NAMESPACE = "the sandbox gets no pid namespace of its own"
 NO_NETNS = "network namespaces unavailable"
 NO_ENGINE = "no container engine reachable"
 
@@ -110,10 +117,37 @@ def _host_checks(policy: Policy, caps: Mapping[str, Any]) -> list[Check]:
     if policy.isolation == "sandbox":
         out.append(_check("bubblewrap namespaces", bool(caps.get("bwrap_usable")),
                           "a sandbox starts here", BWRAP_UNUSABLE))
+        if caps.get("bwrap_usable"):  # when no sandbox starts, the check above names it
+            out.append(_confinement_check(caps))
     if policy.egress == "none":
         out.append(_check("network namespace", bool(caps.get("netns")),
                           "an empty network namespace can be made", NO_NETNS))
     return out
+
+
+def confinement_missing(confinement: Mapping[str, Any] | None) -> str | None:
+    """The first piece of sandbox confinement the capability report says does not hold."""
+    if confinement is None:
+        return BWRAP_UNUSABLE
+    if confinement.get("capabilities") != "dropped":
+        return CAPABILITIES_KEPT
+    if not confinement.get("no_new_privs"):
+        return NO_NEW_PRIVS_UNSET
+    if not confinement.get("pid_namespace"):
+        return NO_PID_NAMESPACE
+    return None
+
+
+def _confinement_check(caps: Mapping[str, Any]) -> Check:
+    if "confinement" not in caps:
+        return Check("sandbox confinement", True, "not reported by this runner")
+    confinement = caps["confinement"]
+    missing = confinement_missing(confinement)
+    if missing is not None:
+        return Check("sandbox confinement", False, missing)
+    userns = " in a user namespace" if confinement.get("user_namespace") else ""
+    return Check("sandbox confinement", True,
+                 f"capabilities dropped, no_new_privs, own pid namespace{userns}")
 
 
 def workers_note(policy: Policy, started_workers: int) -> str | None:

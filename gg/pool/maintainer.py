@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from gg import config
 from gg.client import ApiError, Unreachable
 from gg.errors import GGError
 from gg.pool.drivers import Driver, MemberLaunch, make_driver
@@ -70,6 +71,12 @@ class Maintainer:
         self._driver: Driver | None = None
         self._driver_key: tuple | None = None
         self._said: str | None = None
+
+    @property
+    def hidden(self) -> list[Path]:
+        """This maintainer's directories, hidden from its members' flights: its state (its key,
+        its credential, every member's home) and the config dir (a person's token)."""
+        return [self.options.state_dir, config.config_dir()]
 
     @property
     def members_dir(self) -> Path:
@@ -130,7 +137,7 @@ class Maintainer:
         key = (plan["driver"], plan["pool"])
         if self._driver is None or self._driver_key != key:
             self._driver = self._make(plan["driver"], pool=plan["pool"], root=self.members_dir,
-                                      images_dir=self.options.images_dir)
+                                      images_dir=self.options.images_dir, hide=self.hidden)
             self._driver_key = key
         return self._driver
 

@@ -6,8 +6,15 @@ its ``info`` answers. The report travels to the control plane on check-in, which
 with the runner's policy (``gg.domain.health``). Keys, all always present::
 
     bwrap                   str | None   path of the bwrap executable
-    bwrap_usable            bool         a sandbox (pid namespace, read-only /, private /tmp) starts
+    bwrap_usable            bool         a sandbox of the shape isolation.py builds starts
     bwrap_error             str | None   why not, in one short line
+    confinement             dict | None  what holds inside that sandbox, read from its own
+                                         /proc/self/status (None when no sandbox starts):
+        layout              "allowlist"  only the workspace, system, gg and PATH dirs are bound
+        capabilities        str          "dropped" (no effective capability) or "kept"
+        no_new_privs        bool         NoNewPrivs is 1: no setuid program can gain privileges
+        user_namespace      bool         the sandbox runs in a user namespace of its own
+        pid_namespace       bool         the command sees its own pid namespace
     netns                   bool         bwrap can make an empty network namespace
     cgroup_version          str | None   "2", "1", "hybrid" or None (no cgroup fs)
     cgroup_controllers      list[str]    controllers in this process's own cgroup that it may
@@ -35,10 +42,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from gg.domain.health import confinement_missing
+from gg.runner import isolation
+
 TOOLS = ("bwrap", "curl", "docker", "gcc", "git", "git-lfs", "make", "node", "npm", "podman",
          "python3", "rsync", "ssh", "tar", "unshare", "uv")
 ENGINES = ("podman", "docker")
 BWRAP_TIMEOUT = 3.0
+# Inside its own pid namespace the command is pid 1 or 2 (bwrap may stay as pid 1).
+PID_NAMESPACE_MAX_PID = 2
 ENGINE_TIMEOUT = 3.0
 _ERROR_CHARS = 160
 # cgroup v1 mount options mix controller names with flags (xattr, noprefix, name=...).
@@ -52,7 +64,8 @@ def _short(text: str) -> str:
     return line if len(line) <= _ERROR_CHARS else line[:_ERROR_CHARS - 1] + "…"
 
 
-def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[bool, str]:
+def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None,
+         stdout: Any = subprocess.DEVNULL) -> tuple[bool, str]:
     """Run briefly; (succeeded, short error). Never hangs past ``timeout``.
 
     The child gets its own session and its stderr goes to a file, so a grandchild that keeps
@@ -61,7 +74,7 @@ def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> 
     """
     with tempfile.TemporaryFile() as err:
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout,
                                     stderr=err, cwd="/", env=env, start_new_session=True)
         except OSError as exc:
             return False, _short(f"{argv[0]}: {exc.strerror or exc}")
@@ -81,10 +94,76 @@ def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> 
     return False, _short(text) or f"{Path(argv[0]).name} exited with status {code}"
 
 
-def sandbox_probe_argv(bwrap: str) -> list[str]:
-    """The sandbox shape isolation.py builds, minus workspace and network."""
-    return [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--ro-bind", "/", "/",
-            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--", "true"]
+# Run inside the probe sandbox: its own pid and the lines of /proc/self/status that say what
+# confines it (shell builtins only, so nothing but sh has to be bound).
+_STATUS_SCRIPT = ('echo "Pid: $$"; while IFS= read -r line; do case "$line" in '
+                  'CapEff:*|CapBnd:*|NoNewPrivs:*) echo "$line";; esac; done < /proc/self/status')
+
+
+def sandbox_probe_argv(bwrap: str, workspace: Path, *, user_namespace: bool,
+                       path: str | None = None) -> list[str]:
+    """The sandbox isolation.py builds (same layout, same flags), with ``workspace`` as the
+    workspace; it prints what confines it."""
+    env = {"PATH": path if path is not None else os.environ.get("PATH", "")}
+    plan = isolation.layout(workspace, env=env)
+    argv = isolation.sandbox_argv(bwrap, plan, workspace=workspace, cut_net=False,
+                                  user_namespace=user_namespace)
+    return argv + ["--", "/bin/sh", "-c", _STATUS_SCRIPT]
+
+
+def confinement_of(status: str, *, user_namespace: bool) -> dict[str, Any]:
+    """What the probe's output says holds inside the sandbox."""
+    seen: dict[str, str] = {}
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        seen[key.strip()] = value.strip()
+    try:
+        pid = int(seen.get("Pid", ""))
+    except ValueError:
+        pid = 0
+    try:
+        dropped = int(seen.get("CapEff", "x"), 16) == 0
+    except ValueError:
+        dropped = False
+    return {"layout": "allowlist",
+            "capabilities": "dropped" if dropped else "kept",
+            "no_new_privs": seen.get("NoNewPrivs") == "1",
+            "user_namespace": user_namespace,
+            "pid_namespace": 0 < pid <= PID_NAMESPACE_MAX_PID}
+
+
+def _sandbox(bwrap: str, path: str | None) -> tuple[bool, str, dict[str, Any] | None]:
+    """(a sandbox starts, why not, what confines it): with a user namespace where the host
+    allows one, else with capabilities dropped by bwrap alone."""
+    workspace = Path(tempfile.mkdtemp(prefix="gg-probe-"))
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            tries = {userns: pool.submit(_capture, sandbox_probe_argv(
+                bwrap, workspace, user_namespace=userns, path=path), BWRAP_TIMEOUT)
+                for userns in (True, False)}
+            answers = {userns: job.result() for userns, job in tries.items()}
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
+    for userns in (True, False):
+        ok, out = answers[userns]
+        if ok:
+            found = confinement_of(out, user_namespace=userns)
+            if userns is False or confinement_missing(found) is None:
+                return True, "", found
+    for userns in (True, False):  # the user namespace started but did not confine: report it
+        ok, out = answers[userns]
+        if ok:
+            return True, "", confinement_of(out, user_namespace=userns)
+    return False, answers[False][1], None
+
+
+def _capture(argv: list[str], timeout: float) -> tuple[bool, str]:
+    """Like ``_run``, but (succeeded, stdout) on success and (False, short error) otherwise."""
+    with tempfile.TemporaryFile() as out:
+        ok, why = _run(argv, timeout, stdout=out)
+        out.seek(0)
+        text = out.read().decode("utf-8", "replace")
+    return (True, text) if ok else (False, why)
 
 
 def netns_probe_argv(bwrap: str) -> list[str]:
@@ -161,28 +240,32 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT) ->
     """Measure this host. ``path`` overrides PATH for finding executables (tests use it)."""
     bwrap = shutil.which("bwrap", path=path)
     tools = sorted(name for name in TOOLS if shutil.which(name, path=path))
+    confinement: dict[str, Any] | None = None
     with ThreadPoolExecutor(max_workers=3) as pool:
         engine_job = pool.submit(_engine, path, engine_timeout)
         if bwrap:
-            sandbox_job = pool.submit(_run, sandbox_probe_argv(bwrap), BWRAP_TIMEOUT)
+            sandbox_job = pool.submit(_sandbox, bwrap, path)
             netns_job = pool.submit(_run, netns_probe_argv(bwrap), BWRAP_TIMEOUT)
-            (bwrap_usable, bwrap_why), (netns, _) = sandbox_job.result(), netns_job.result()
+            (bwrap_usable, bwrap_why, confinement), (netns, _) = (sandbox_job.result(),
+                                                                  netns_job.result())
         else:
             bwrap_usable, bwrap_why, netns = False, "bwrap is not installed", False
         engine, engine_error = engine_job.result()
     version, controllers = cgroups(_read("/proc/self/mountinfo"), _read("/proc/self/cgroup"))
-    isolation = ["none"] + (["sandbox"] if bwrap_usable else []) + (["container"] if engine else [])
+    sandbox = bwrap_usable and confinement_missing(confinement) is None
+    levels = ["none"] + (["sandbox"] if sandbox else []) + (["container"] if engine else [])
     egress = ["all"] + (["none"] if netns or engine else [])
     return {
         "bwrap": bwrap,
         "bwrap_usable": bwrap_usable,
         "bwrap_error": None if bwrap_usable else bwrap_why,
+        "confinement": confinement,
         "netns": netns,
         "cgroup_version": version,
         "cgroup_controllers": controllers,
         "container_engine": engine,
         "container_engine_error": engine_error,
         "tools": tools,
-        "isolation_levels": isolation,
+        "isolation_levels": levels,
         "egress_controls": egress,
     }

@@ -10,10 +10,14 @@ What each combination becomes::
     none      + all    the command as is, cwd = workspace
     none      + none   bwrap --dev-bind / / --unshare-net  (the host as is, but an empty
                        network namespace: only its own loopback, so egress is really cut)
-    sandbox   + all    bwrap: read-only /, private /tmp, /proc and /dev, own pid namespace,
-                       new session, dies with the runner, writable workspace, HOME in it,
-                       the runner's state dir (and any ``hidden`` path) masked by an empty
-                       read-only tmpfs
+    sandbox   + all    bwrap: an empty read-only root with only an allowlist bound in (the
+                       workspace read-write, HOME in it; the system, the Python gg runs on,
+                       gg itself and the PATH directories read-only; see ``layout``), a
+                       private /tmp, own /proc, /dev and pid namespace, no capabilities
+                       (--cap-drop ALL, and a user namespace where the host allows one),
+                       no_new_privs, new session, dies with the runner; every gg state and
+                       config tree on the host that is visible (``gg_trees``, the runner's
+                       state dir, any ``hidden`` path) masked by an empty read-only tmpfs
     sandbox   + none   the same, plus --unshare-net
     container + all    ENGINE run --rm, workspace mounted at /workspace, image ``image``
     container + none   the same, plus --network none
@@ -28,17 +32,30 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gg import config
 from gg.domain.health import first_missing
 from gg.domain.policy import Policy
 
 DEFAULT_IMAGE = "docker.io/library/python:3.11-slim"
 CONTAINER_WORKSPACE = "/workspace"
 # Host-specific variables that mean nothing (or the wrong thing) inside a container.
+# Bound read-only into every sandbox when present (a symbolic link stays a link).
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+# Files in /etc that are often links into directories a sandbox does not get (/run).
+ETC_LINKS = ("/etc/resolv.conf", "/etc/hosts", "/etc/localtime")
+# gg's platformdirs roots under a home directory on Linux: config, state, data.
+GG_HOME_TREES = (".config/gg", ".local/state/gg", ".local/share/gg")
+ENV_TREES = (config.ENV_STATE_DIR, config.ENV_CONFIG_DIR, config.ENV_DATA_DIR)
+# More trees to hide, os.pathsep-separated: a pool maintainer passes its own to its members.
+ENV_HIDE = "GG_HIDE"
+PASSWD = "/etc/passwd"
+PROC = "/proc"
 _HOST_ONLY = frozenset({"PATH", "HOME", "PWD", "OLDPWD", "SHLVL", "HOSTNAME", "TMPDIR", "_",
                         "SSH_AUTH_SOCK", "DISPLAY", "XAUTHORITY", "DBUS_SESSION_BUS_ADDRESS"})
 
@@ -82,23 +99,195 @@ def _masks(workspace: Path, hidden: Iterable[Path]) -> list[Path]:
     return masks
 
 
-def _sandbox_argv(bwrap: str, workspace: Path, masks: list[Path], cut_net: bool) -> list[str]:
+def _real(path: Path | str) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def home_dirs(passwd: str | None = None) -> list[Path]:
+    """Every home directory this host lists (``/etc/passwd``), plus ``/root`` and ``$HOME``."""
+    homes: list[Path] = [Path("/root")]
+    try:
+        lines = Path(passwd or PASSWD).read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        fields = line.split(":")
+        if len(fields) >= 6 and fields[5].startswith("/") and fields[5] != "/":
+            homes.append(Path(fields[5]))
+    if os.environ.get("HOME", "/") != "/":
+        homes.append(Path(os.environ["HOME"]))
+    return list(dict.fromkeys(homes))
+
+
+def gg_trees(environ: Mapping[str, str] | None = None,
+             passwd: str | None = None) -> list[Path]:
+    """Every gg state, config and data tree on this host, existing or not.
+
+    The roots platformdirs gives gg for this user (which honour ``XDG_*``) and for every home
+    directory on the host, the system-wide config, any ``GG_STATE_DIR``, ``GG_CONFIG_DIR`` or
+    ``GG_DATA_DIR`` this process was given, and every path in ``GG_HIDE`` (a pool's maintainer
+    passes its own directories to its members there).
+    """
+    import platformdirs
+
+    environ = os.environ if environ is None else environ
+    trees: list[Path] = [Path(platformdirs.user_state_dir("gg")),
+                         Path(platformdirs.user_config_dir("gg")),
+                         Path(platformdirs.user_data_dir("gg")),
+                         Path(platformdirs.site_config_dir("gg"))]
+    for home in home_dirs(passwd):
+        trees += [home / sub for sub in GG_HOME_TREES]
+    for named in [environ, *_other_environs()]:
+        for name in ENV_TREES:
+            if named.get(name):
+                trees.append(Path(named[name]))
+        trees += [Path(p) for p in named.get(ENV_HIDE, "").split(os.pathsep) if p]
+    return list(dict.fromkeys(Path(os.path.abspath(t)) for t in trees if os.path.isabs(t)))
+
+
+def _other_environs() -> list[dict[str, str]]:
+    """The gg directories named in the environment of every process of this user or root."""
+    found: list[dict[str, str]] = []
+    try:
+        pids = [name for name in os.listdir(PROC) if name.isdigit()]
+    except OSError:
+        return found
+    wanted = tuple(f"{name}=".encode() for name in (*ENV_TREES, ENV_HIDE))
+    trusted = {0, os.geteuid()}
+    for pid in pids:
+        try:
+            if os.stat(f"{PROC}/{pid}").st_uid not in trusted:
+                continue  # another user's process must not decide what a flight sees
+            with open(f"{PROC}/{pid}/environ", "rb") as fh:
+                raw = fh.read()
+        except OSError:  # gone, or not ours to read
+            continue
+        named = {}
+        for item in raw.split(b"\0"):
+            if item.startswith(wanted):
+                key, _, value = item.decode("utf-8", "replace").partition("=")
+                named[key] = value
+        if named:
+            found.append(named)
+    return found
+
+
+def install_paths() -> list[Path]:
+    """What gg needs to run inside a sandbox: the Python it runs on and the directory gg is
+    imported from (a venv under /tmp, an editable checkout anywhere)."""
+    import gg
+
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable)),
+             os.path.dirname(os.path.dirname(os.path.realpath(gg.__file__)))]
+    return list(dict.fromkeys(Path(os.path.abspath(p)) for p in paths if p))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A sandbox's file system: what is bound read-only, read-write, linked and masked.
+
+    ``read_only`` and ``read_write`` are (host path, path inside) pairs; ``links`` are
+    (target, path inside) symbolic links; ``masks`` are paths inside covered by an empty
+    read-only tmpfs. Everything else is an empty read-only root, plus ``/dev``, ``/proc`` and a
+    private ``/tmp``.
+    """
+
+    read_only: tuple[tuple[Path, Path], ...]
+    read_write: tuple[tuple[Path, Path], ...]
+    links: tuple[tuple[str, Path], ...]
+    masks: tuple[Path, ...]
+
+    def visible(self) -> list[Path]:
+        return [dest for _, dest in (*self.read_only, *self.read_write)]
+
+
+def layout(workspace: Path, *, env: Mapping[str, str], hidden: Iterable[Path] = (),
+           read_write: Iterable[Path] = (), passwd: str | None = None) -> Layout:
+    """The allowlist for a sandbox whose workspace is ``workspace``.
+
+    Read-write: the workspace and ``read_write`` (a pool member's image root). Read-only: the
+    system directories, the Python gg runs on and gg itself, the directories on ``env``'s PATH,
+    and the targets of ``/etc`` links that point elsewhere (resolv.conf). Masked: every explicit
+    ``hidden`` path and every gg tree on the host (:func:`gg_trees`) that falls inside a bound
+    directory or holds one.
+    """
+    workspace = Path(os.path.abspath(workspace))
+    explicit = _masks(workspace, hidden)
+    links: list[tuple[str, Path]] = []
+    candidates: list[Path] = []
+    for name in SYSTEM_PATHS:
+        path = Path(name)
+        if path.is_symlink():
+            links.append((os.readlink(path), path))
+        elif path.is_dir():
+            candidates.append(path)
+    candidates += install_paths()
+    candidates += [Path(p) for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    for name in ETC_LINKS:
+        if os.path.islink(name):
+            candidates.append(Path(name))
+    roots: list[Path] = []
+    for real in sorted({_real(c) for c in candidates if c.exists()}, key=lambda p: len(p.parts)):
+        if real == Path("/") or any(_inside(real, root) for root in roots):
+            continue
+        if any(_inside(real, Path(dest)) for _, dest in links):
+            continue
+        roots.append(real)
+    read_only = [(root, root) for root in roots]
+    writable = [(workspace, workspace)]
+    for path in read_write:
+        path = Path(os.path.abspath(path))
+        if path == Path("/"):
+            raise ValueError("the whole host cannot be bound into a sandbox")
+        if path.is_dir() and path != workspace:
+            writable.append((path, path))
+    binds = [*read_only, *writable]
+    masks: list[Path] = []
+    for tree in [*explicit, *gg_trees(passwd=passwd)]:
+        if tree == Path("/") or tree == workspace or not tree.is_dir():
+            continue
+        real = _real(tree)
+        for src, dest in binds:
+            if _inside(real, _real(src)):
+                masks.append(dest / real.relative_to(_real(src)))
+        if tree in explicit or any(_inside(dest, tree) for _, dest in binds):
+            masks.append(tree)
+    masks = [m for m in dict.fromkeys(masks) if m != workspace]
+    return Layout(tuple(read_only), tuple(writable), tuple(links), tuple(masks))
+
+
+def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
+                 user_namespace: bool) -> list[str]:
+    """bwrap's arguments for ``plan``, up to (not including) ``--`` and the command."""
     argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid"]
+    if user_namespace:
+        argv.append("--unshare-user")
+    argv += ["--cap-drop", "ALL"]
     if cut_net:
         argv.append("--unshare-net")
-    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    # Mount outer paths before inner ones: a workspace inside the state dir is bound after the
-    # state dir is masked, and a mask inside the workspace comes after the workspace bind.
-    mounts: list[tuple[int, list[str]]] = [
-        (len(workspace.parts), ["--bind", str(workspace), str(workspace)])]
-    for mask in masks:
-        mounts.append((len(mask.parts), ["--tmpfs", str(mask)]))
-    for _, args in sorted(mounts, key=lambda m: m[0]):
+    for target, path in plan.links:
+        argv += ["--symlink", target, str(path)]
+    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    # Outer paths before inner ones: a workspace inside a masked state dir is bound after the
+    # mask, a mask inside a bound directory after the bind; at one path, the bind first.
+    mounts: list[tuple[int, int, list[str]]] = []
+    for src, dest in plan.read_only:
+        mounts.append((len(dest.parts), 0, ["--ro-bind", str(src), str(dest)]))
+    for src, dest in plan.read_write:
+        mounts.append((len(dest.parts), 0, ["--bind", str(src), str(dest)]))
+    for mask in plan.masks:
+        mounts.append((len(mask.parts), 1, ["--tmpfs", str(mask)]))
+    for _, _, args in sorted(mounts, key=lambda m: (m[0], m[1])):
         argv += args
     # Read-only last, so the mount points for deeper binds already exist inside each mask.
-    for mask in masks:
+    for mask in plan.masks:
         argv += ["--remount-ro", str(mask)]
-    return argv + ["--chdir", str(workspace)]
+    return argv + ["--remount-ro", "/", "--chdir", str(workspace)]
 
 
 def _container(command: list[str], engine: str, workspace: Path, env: Mapping[str, str],
@@ -124,8 +313,9 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
           container_name: str | None = None) -> Launch:
     """Wrap ``command`` for ``policy``; raise ``IsolationUnavailable`` if it cannot be met.
 
-    ``state_dir`` (the runner's keys and credentials) and every ``hidden`` path (pass the
-    runner's config dir) are neither readable nor writable inside a sandbox.
+    ``state_dir`` (the runner's keys and credentials), every ``hidden`` path (pass the
+    runner's config dir) and every gg tree on the host are neither readable nor writable
+    inside a sandbox. ``env["GG_IMAGE_ROOT"]`` (a pool member's machine) is bound read-write.
     """
     if not command:
         raise ValueError("there is no command to run")
@@ -146,10 +336,15 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
         argv = [_bwrap(capabilities), "--die-with-parent", "--unshare-net",
                 "--dev-bind", "/", "/", "--chdir", str(workspace), "--"]
         return Launch(argv=argv + list(command), env=out_env, cwd=workspace)
-    masks = _masks(workspace, [*([state_dir] if state_dir else []), *hidden])
+    explicit = [*([state_dir] if state_dir else []), *hidden]
+    image_root = env.get("GG_IMAGE_ROOT")
+    plan = layout(workspace, env=env, hidden=explicit,
+                  read_write=[Path(image_root)] if image_root else [])
     out_env["HOME"] = str(workspace)
     out_env["TMPDIR"] = "/tmp"
-    argv = _sandbox_argv(_bwrap(capabilities), workspace, masks, cut_net)
+    confinement = capabilities.get("confinement") or {}
+    argv = sandbox_argv(_bwrap(capabilities), plan, workspace=workspace, cut_net=cut_net,
+                        user_namespace=bool(confinement.get("user_namespace")))
     return Launch(argv=argv + ["--", *command], env=out_env, cwd=workspace)
 
 

@@ -7,6 +7,9 @@ import pytest
 from gg.domain.health import (
     ALLOWLIST_NOT_ENFORCED,
     BWRAP_UNUSABLE,
+    CAPABILITIES_KEPT,
+    NO_NEW_PRIVS_UNSET,
+    NO_PID_NAMESPACE,
     NO_BWRAP,
     NO_ENGINE,
     NO_NETNS,
@@ -21,11 +24,18 @@ from gg.domain.health import (
 )
 from gg.domain.policy import DEFAULT_POLICY, DEV_DEFAULT_POLICY, Policy, default_policy, is_looser
 
-FULL = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": True,
+CONFINED = {"layout": "allowlist", "capabilities": "dropped", "no_new_privs": True,
+            "user_namespace": True, "pid_namespace": True}
+FULL = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": True, "confinement": CONFINED,
         "container_engine": "podman", "isolation_levels": ["none", "sandbox", "container"],
         "egress_controls": ["all", "none"]}
-NO_BWRAP_CAPS = {**FULL, "bwrap": None, "bwrap_usable": False, "netns": False}
-BWRAP_BROKEN = {**FULL, "bwrap_usable": False, "netns": False}
+NO_BWRAP_CAPS = {**FULL, "bwrap": None, "bwrap_usable": False, "netns": False,
+                 "confinement": None}
+BWRAP_BROKEN = {**FULL, "bwrap_usable": False, "netns": False, "confinement": None}
+CAPS_KEPT = {**FULL, "confinement": {**CONFINED, "capabilities": "kept",
+                                     "user_namespace": False}}
+NNP_UNSET = {**FULL, "confinement": {**CONFINED, "no_new_privs": False}}
+NO_PIDNS = {**FULL, "confinement": {**CONFINED, "pid_namespace": False}}
 NO_NETNS_CAPS = {**FULL, "netns": False}
 NO_ENGINE_CAPS = {**FULL, "container_engine": None}
 
@@ -100,6 +110,12 @@ def test_loosening_is_told_apart_from_tightening(old, new, looser):
     (Policy("container", "none"), {**NO_BWRAP_CAPS}, False, None),
     (Policy("sandbox", "all"), {}, False, NO_REPORT),
     (Policy("sandbox", "all"), None, False, NO_REPORT),
+    (Policy("sandbox", "all"), CAPS_KEPT, False, CAPABILITIES_KEPT),
+    (Policy("sandbox", "none"), {**CAPS_KEPT, "netns": False}, False, CAPABILITIES_KEPT),
+    (Policy("sandbox", "all"), NNP_UNSET, False, NO_NEW_PRIVS_UNSET),
+    (Policy("sandbox", "all"), NO_PIDNS, False, NO_PID_NAMESPACE),
+    (Policy("none", "none"), CAPS_KEPT, True, None),  # no sandbox: confinement is not asked
+    (Policy("container", "all"), CAPS_KEPT, False, None),
 ])
 def test_each_missing_piece_is_named(policy, caps, dev, missing):
     health = judge_health(policy, caps, dev=dev, started_workers=1)
@@ -175,8 +191,17 @@ def test_every_check_is_listed_in_judging_order():
     listed = checks(Policy("sandbox", "none", 1), FULL, dev=False, started_workers=1)
     assert [c.name for c in listed] == [
         "isolation allowed", "egress enforceable", "capability report", "bubblewrap installed",
-        "bubblewrap namespaces", "network namespace", "workers"]
+        "bubblewrap namespaces", "sandbox confinement", "network namespace", "workers"]
     assert all(c.passed for c in listed)
+    assert listed[5].detail == ("capabilities dropped, no_new_privs, own pid namespace "
+                                "in a user namespace")
+
+
+def test_a_report_from_before_the_confinement_check_is_judged_on_bubblewrap_alone():
+    legacy = {k: v for k, v in FULL.items() if k != "confinement"}
+    listed = checks(Policy("sandbox", "all", 1), legacy, dev=False, started_workers=1)
+    assert ("sandbox confinement", True, "not reported by this runner") in [
+        (c.name, c.passed, c.detail) for c in listed]
 
 
 def test_a_failed_check_carries_the_missing_piece():

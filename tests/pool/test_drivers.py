@@ -40,7 +40,8 @@ def image(tmp_path):
 
 def test_a_process_member_starts_from_its_image_and_a_new_driver_adopts_it(tmp_path, image):
     root = tmp_path / "members"
-    driver = ProcessDriver(root, tmp_path / "images", stop_grace=5)
+    maintainer = tmp_path / "maintainer-state"
+    driver = ProcessDriver(root, tmp_path / "images", stop_grace=5, hide=[maintainer])
     driver.prepare(image.digest, "ui-image")
     # Nothing listens on the server's port: the member keeps trying to join, and runs.
     driver.start(launch(image.digest, server=f"http://127.0.0.1:{free_port()}"))
@@ -51,6 +52,8 @@ def test_a_process_member_starts_from_its_image_and_a_new_driver_adopts_it(tmp_p
     environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     assert f"GG_IMAGE_ROOT={home / 'image'}".encode() in environ
     assert b"GG_TOKEN" not in [e.split(b"=")[0] for e in environ]
+    hide = next(e for e in environ if e.startswith(b"GG_HIDE=")).decode()[len("GG_HIDE="):]
+    assert {str(maintainer), str(root)} <= set(hide.split(os.pathsep))  # masked in its flights
     assert b"ggm_secret-code" not in Path(f"/proc/{pid}/cmdline").read_bytes()
 
     adopter = ProcessDriver(root, tmp_path / "images", stop_grace=5)  # a restarted maintainer

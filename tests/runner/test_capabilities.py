@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from gg.domain.health import judge_health
+from gg.domain.policy import Policy
 from gg.runner.capabilities import cgroups, probe
 
 KEYS = {"bwrap", "bwrap_usable", "bwrap_error", "netns", "cgroup_version", "cgroup_controllers",
         "container_engine", "container_engine_error", "tools", "isolation_levels",
-        "egress_controls"}
+        "egress_controls", "confinement"}
 
 
 def _bin_dir(tmp_path: Path, **scripts: str) -> Path:
@@ -46,7 +48,7 @@ def test_probe_reports_every_key_with_its_type():
 def test_levels_follow_the_measurements_and_allowlist_is_never_offered():
     report = probe()
     assert report["isolation_levels"][0] == "none"
-    assert ("sandbox" in report["isolation_levels"]) is report["bwrap_usable"]
+    assert ("sandbox" in report["isolation_levels"]) is (report["bwrap_usable"] and report["confinement"]["capabilities"] == "dropped")
     assert ("container" in report["isolation_levels"]) is bool(report["container_engine"])
     assert "allowlist" not in report["egress_controls"]
     assert ("none" in report["egress_controls"]) is (report["netns"]
@@ -149,3 +151,44 @@ def test_cgroup_v1_and_hybrid_hierarchies_are_read(tmp_path):
 
 def test_no_cgroup_filesystem_means_no_controllers():
     assert cgroups("", "") == (None, [])
+
+
+# -- confinement ------------------------------------------------------------------------------
+
+# A bubblewrap that ignores --cap-drop and --unshare-user (what a root runner got before
+# confinement was asked for): the sandbox starts, but keeps every capability.
+_UNCONFINED_BWRAP = """skip=0
+for arg in "$@"; do
+    shift
+    if [ "$skip" = 1 ]; then skip=0; continue; fi
+    case "$arg" in --cap-drop) skip=1; continue;; --unshare-user) continue;; esac
+    set -- "$@" "$arg"
+done
+exec {real} "$@"
+"""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed")
+def test_the_confinement_in_force_is_measured_inside_the_sandbox():
+    report = probe()
+    if not report["bwrap_usable"]:
+        pytest.skip(f"a bubblewrap sandbox cannot start here ({report['bwrap_error']})")
+    confinement = report["confinement"]
+    assert confinement["capabilities"] == "dropped" and confinement["no_new_privs"] is True
+    assert confinement["pid_namespace"] is True and confinement["layout"] == "allowlist"
+    assert isinstance(confinement["user_namespace"], bool)
+    assert "sandbox" in report["isolation_levels"]
+    assert judge_health(Policy("sandbox", "all"), report, dev=False, started_workers=1).ok
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None or os.geteuid() != 0,
+                    reason="needs bwrap and a root runner (whose sandbox could keep capabilities)")
+def test_a_sandbox_that_keeps_capabilities_reads_degraded_naming_it(tmp_path):
+    bin_dir = _bin_dir(tmp_path, bwrap=_UNCONFINED_BWRAP.format(real=shutil.which("bwrap")))
+    report = probe(path=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    assert report["bwrap"] == str(bin_dir / "bwrap")
+    assert report["bwrap_usable"] is True
+    assert report["confinement"]["capabilities"] == "kept"
+    assert "sandbox" not in report["isolation_levels"]
+    health = judge_health(Policy("sandbox", "all"), report, dev=False, started_workers=1)
+    assert health.text == "degraded: the sandbox cannot drop its capabilities"

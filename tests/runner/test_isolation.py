@@ -24,6 +24,7 @@ from gg.runner.isolation import (
     Launch,
     build,
     build_argv,
+    layout,
 )
 
 CAPS = probe()
@@ -107,6 +108,30 @@ def test_state_dir_elsewhere_and_hidden_paths_are_masked(tmp_path, workspace):
                  SANDBOX, workspace, state, hidden=[config])
     assert "runner.key" not in result.stdout and "token" not in result.stdout
     assert "secret key" not in result.stdout and "ggp_person" not in result.stdout
+
+
+@needs_bwrap
+def test_only_the_allowlist_is_bound_homes_and_var_are_not(workspace):
+    plan = layout(workspace, env=_env())
+    bound = [str(dest) for dest in plan.visible()]
+    result = _sh("ls -A / /root; test -e /var/lib && echo var-lib; test -e /home && echo home",
+                 SANDBOX, workspace)
+    shown = set(result.stdout.split())
+    assert "var-lib" not in shown and "home" not in shown
+    assert shown - {"/:", "/root:"} <= {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr",
+                                         "etc", "opt", "dev", "proc", "tmp", *(
+                                             p.strip("/").split("/")[i] for p in bound
+                                             for i in (0, 1) if p.count("/") > i)}
+    for root_entry in Path("/root").iterdir():  # only what leads to a bound path is there
+        if root_entry.name in shown:
+            assert any(b == str(root_entry) or b.startswith(f"{root_entry}/") for b in bound)
+
+
+@needs_bwrap
+def test_the_root_is_read_only_and_nothing_is_left_of_it_but_the_layout(workspace):
+    result = _sh("touch /made-at-root && echo made; mkdir /srv2 && echo made", SANDBOX, workspace)
+    assert "made" not in result.stdout
+    assert "Read-only file system" in result.stderr
 
 
 @needs_bwrap
@@ -264,6 +289,10 @@ def test_isolation_none_runs_the_command_as_is_in_the_workspace(workspace):
      "no container engine reachable"),
     ({"isolation": "sandbox", "egress": "allowlist"}, CAPS, "egress allowlist is not enforced yet"),
     ({"isolation": "sandbox", "egress": "all"}, {}, "no capability report yet"),
+    (SANDBOX, {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True,
+               "confinement": {"capabilities": "kept", "no_new_privs": True,
+                               "pid_namespace": True, "user_namespace": False}},
+     "the sandbox cannot drop its capabilities"),
 ])
 def test_an_unmet_policy_raises_instead_of_running_with_less(policy, caps, missing, workspace):
     with pytest.raises(IsolationUnavailable) as raised:

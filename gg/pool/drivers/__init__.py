@@ -18,6 +18,7 @@ Every driver keeps the same contract, so the maintainer loop never knows which o
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -64,13 +65,16 @@ class Driver(Protocol):
     def members(self) -> list[str]: ...
 
 
-def make_driver(name: str, *, pool: str, root: Path, images_dir: Path) -> Driver:
+def make_driver(name: str, *, pool: str, root: Path, images_dir: Path,
+                hide: Sequence[Path] = ()) -> Driver:
     """The driver a strategy names, keeping its members under ``root`` (process) or labelled
-    with the pool's name (podman, docker)."""
+    with the pool's name (podman, docker). ``hide``: the maintainer's own directories, which a
+    process member's sandboxed flights must not see (a container member never sees the host's
+    file system)."""
     if name == "process":
         from gg.pool.drivers.process import ProcessDriver
 
-        return ProcessDriver(root, images_dir)
+        return ProcessDriver(root, images_dir, hide=hide)
     if name in ("podman", "docker"):
         from gg.pool.drivers.container import ContainerDriver
 

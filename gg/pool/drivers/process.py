@@ -13,7 +13,12 @@ The process runs in a session of its own, so a maintainer that dies leaves it ru
 next maintainer finds it through ``member.json``. A reset removes the whole directory and
 unpacks the image again: the next flight starts from the image, not from what the last one
 left. The member runner applies its policy's isolation to each flight like any runner;
-``GG_IMAGE_ROOT`` passes through to the flight's environment.
+``GG_IMAGE_ROOT`` passes through to the flight's environment (and is bound read-write into a
+sandboxed flight: it is the member's own machine, unpacked again at every reset).
+
+A member's sandboxed flights must see nothing of its maintainer: the member is handed
+``GG_HIDE``, listing the maintainer's state and config directories and the members root (every
+other member's key), and the member runner masks each of them (``gg.runner.isolation``).
 """
 
 from __future__ import annotations
@@ -24,12 +29,14 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from gg import config
 from gg.launch import gg_argv
 from gg.pool.drivers import DriverError, MemberLaunch, check_member_id
 from gg.pool.image import ImageError, image_path, unpack_image
+from gg.runner.isolation import ENV_HIDE
 
 STOP_GRACE = 10.0  # seconds a member gets to say goodbye before it is killed
 # Never handed down to a member: a person's sign-in, and another runner's identity.
@@ -39,10 +46,12 @@ _WITHHELD = (config.ENV_TOKEN, config.ENV_STATE_DIR, config.ENV_CONFIG_DIR, "GG_
 class ProcessDriver:
     name = "process"
 
-    def __init__(self, root: Path, images_dir: Path, *, stop_grace: float = STOP_GRACE):
+    def __init__(self, root: Path, images_dir: Path, *, stop_grace: float = STOP_GRACE,
+                 hide: Sequence[Path] = ()):
         self.root = Path(root)
         self.images_dir = Path(images_dir)
         self.stop_grace = stop_grace
+        self.hide = [Path(os.path.abspath(p)) for p in hide]
         self._children: dict[str, subprocess.Popen] = {}
 
     def problem(self) -> str | None:
@@ -74,7 +83,8 @@ class ProcessDriver:
         env.update({config.ENV_STATE_DIR: str(home / "state"),
                     config.ENV_CONFIG_DIR: str(home / "config"),
                     "GG_IMAGE_ROOT": str(home / "image"),
-                    config.ENV_MEMBER_CODE: launch.code})
+                    config.ENV_MEMBER_CODE: launch.code,
+                    ENV_HIDE: os.pathsep.join(str(p) for p in self.hidden_from_members())})
         argv = gg_argv("--server", launch.server, "runner", "up", "--once",
                        "--name", launch.name, "--grace", f"{self.stop_grace:g}")
         with open(home / "runner.log", "ab") as log:
@@ -84,6 +94,12 @@ class ProcessDriver:
         self._children[launch.member_id] = proc
         _write_json(home / "member.json", {"pid": proc.pid, "started": _start_ticks(proc.pid),
                                            "digest": launch.digest, "name": launch.name})
+
+    def hidden_from_members(self) -> list[Path]:
+        """What a member's flights must not see: the maintainer's directories, the members
+        root, and whatever this maintainer was itself told to hide."""
+        inherited = [Path(p) for p in os.environ.get(ENV_HIDE, "").split(os.pathsep) if p]
+        return list(dict.fromkeys([*self.hide, Path(os.path.abspath(self.root)), *inherited]))
 
     def reset(self, launch: MemberLaunch) -> None:
         self.remove(launch.member_id)
