@@ -139,6 +139,14 @@ def show_flight(core: Core, flight_id: str) -> dict:
     snap = Snapshot(core, now)
     people = {p["id"]: p["name"] for p in core.store.people()}
     out = view(flight, snap.waiting(flight), snap.names, people)
+    out["stopping"] = None
+    if flight.stage == Stage.FLYING.value and flight.lease_runner not in snap.names:
+        holder = core.store.runner(flight.lease_runner)
+        if holder is not None and holder.retired_at is not None:
+            out["runner_name"] = holder.name
+            out["stopping"] = (f"runner {holder.name} was retired and is stopping it: it becomes "
+                               f"ready again when {holder.name} hands it back, or when its "
+                               f"lease ends")
     out["facts"] = core.store.facts(flight_id)
     out["attempts"] = [
         {"attempt": i + 1, "epoch": g["epoch"], "runner": g["runner_id"],
