@@ -148,11 +148,16 @@ def show_flight(core: Core, flight_id: str) -> dict:
                                f"ready again when {holder.name} hands it back, or when its "
                                f"lease ends")
     out["facts"] = core.store.facts(flight_id)
+    grants = core.store.grants(flight_id)
+    names = dict(snap.names)
+    for g in grants:  # a retired runner keeps its name in the flight's history
+        if g["runner_id"] not in names:
+            gone = core.store.runner(g["runner_id"])
+            names[g["runner_id"]] = gone.name if gone is not None else g["runner_id"]
     out["attempts"] = [
         {"attempt": i + 1, "epoch": g["epoch"], "runner": g["runner_id"],
-         "runner_name": snap.names.get(g["runner_id"], g["runner_id"]),
-         "granted_at": g["granted_at"]}
-        for i, g in enumerate(core.store.grants(flight_id))
+         "runner_name": names[g["runner_id"]], "granted_at": g["granted_at"]}
+        for i, g in enumerate(grants)
     ]
     return out
 
