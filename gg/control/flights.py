@@ -140,13 +140,10 @@ def show_flight(core: Core, flight_id: str) -> dict:
     people = {p["id"]: p["name"] for p in core.store.people()}
     out = view(flight, snap.waiting(flight), snap.names, people)
     out["stopping"] = None
-    if flight.stage == Stage.FLYING.value and flight.lease_runner not in snap.names:
-        holder = core.store.runner(flight.lease_runner)
-        if holder is not None and holder.retired_at is not None:
-            out["runner_name"] = holder.name
-            out["stopping"] = (f"runner {holder.name} was retired and is stopping it: it becomes "
-                               f"ready again when {holder.name} hands it back, or when its "
-                               f"lease ends")
+    retired = retired_holder(core, flight, snap.names)
+    if retired is not None:
+        out["runner_name"] = retired
+        out["stopping"] = stopping_sentence(retired)
     out["facts"] = core.store.facts(flight_id)
     grants = core.store.grants(flight_id)
     names = dict(snap.names)
@@ -160,6 +157,19 @@ def show_flight(core: Core, flight_id: str) -> dict:
         for i, g in enumerate(grants)
     ]
     return out
+
+
+def retired_holder(core: Core, flight: Flight, names: dict[str, str]) -> str | None:
+    """The name of the retired runner a flying flight is still leased to, if it is."""
+    if flight.stage != Stage.FLYING.value or flight.lease_runner in names:
+        return None
+    holder = core.store.runner(flight.lease_runner)
+    return holder.name if holder is not None and holder.retired_at is not None else None
+
+
+def stopping_sentence(name: str) -> str:
+    return (f"runner {name} was retired and is stopping it: it becomes ready again when "
+            f"{name} hands it back, or when its lease ends")
 
 
 _FLIGHT_FIELDS = tuple(f.name for f in fields(Flight))

@@ -9,7 +9,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from gg.control import admin, flights, leases, people, runners, views
+from gg.control import admin, flights, leases, people, plan, runners, views
 from gg.control.core import Core
 from gg.control.people import bootstrap
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
@@ -252,6 +252,7 @@ def test_show_says_a_retired_runner_is_stopping_the_flight(core):
     shown = flights.show_flight(core, flight.id)
     assert shown["runner_name"] == "r1"
     assert shown["stopping"].startswith("runner r1 was retired and is stopping it")
+    assert plan.plan_for(core, flight.id)["state"] == shown["stopping"]
 
 
 def test_forget_is_refused_while_online_or_leasing_naming_why_then_deletes_without_tombstone(core, clock):
