@@ -213,8 +213,8 @@ class FlightRun:
         under the reaper (nothing else would end it if the runner were killed)."""
         launch = self.launch
         argv, env = launch.argv, launch.env
-        if (self.policy or {}).get("isolation") == "none":
-            argv = kept(argv)
+        if (self.policy or {}).get("isolation") == "none" and sys.platform.startswith("linux"):
+            argv = kept(argv)  # PR_SET_PDEATHSIG is Linux's
         try:
             self.proc = SPAWNER.popen(argv, cwd=launch.cwd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -220,11 +220,10 @@ def test_a_retired_runner_may_hand_back_the_flight_it_holds_and_nothing_else(cor
         leases.hand_back(core, retired, first.id, grant.epoch + 1, "returned", None, None, None)
     assert refused.value.code == "runner_retired"
     assert core.store.flight(first.id).stage == "flying"
-    done = leases.hand_back(core, retired, first.id, grant.epoch, "returned", None,
-                            "the runner was retired: the flight was stopped", f"{grant.epoch}:hand-back")
+    stopped, key = "the runner was retired: it stopped the flight", f"{grant.epoch}:hand-back"
+    done = leases.hand_back(core, retired, first.id, grant.epoch, "returned", None, stopped, key)
     assert done["stage"] == "ready"
-    again = leases.hand_back(core, retired, first.id, grant.epoch, "returned", None,
-                             "the runner was retired: the flight was stopped", f"{grant.epoch}:hand-back")
+    again = leases.hand_back(core, retired, first.id, grant.epoch, "returned", None, stopped, key)
     assert again["repeat"] is True  # a lost answer retried is harmless
     with pytest.raises(Forbidden):  # once handed back, the flight is not its to return again
         leases.hand_back(core, retired, first.id, grant.epoch, "returned", None, None, "other")
