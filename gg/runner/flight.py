@@ -6,6 +6,15 @@ the flight back. A refusal of the lease (409/404) ends the flight here at once: 
 process is stopped and nothing more is reported, so a machine that stalled and came back
 cannot overwrite its replacement.
 
+A refusal with 403 ``runner_retired`` (an admin retired this runner) is different: the process
+is stopped at once (SIGTERM to its process group, SIGKILL after :data:`STOP_GRACE`) and the
+flight handed back ``returned``, the one request a retired runner may still make; only that
+acknowledgement (or the lease's expiry) makes the flight ready for another runner.
+
+The process runs in a session and process group of its own, forked from one long-lived thread
+(:class:`Spawner`); with isolation none, under :mod:`gg.runner.reaper`, so that it dies with
+the runner even when the runner is killed.
+
 The process runs under the runner's assigned policy (:func:`gg.runner.isolation.build`). When
 the policy cannot be met here the flight is handed back ``returned`` before anything starts:
 it never runs with less isolation than asked for.
