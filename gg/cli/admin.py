@@ -76,6 +76,10 @@ def retire(ref: str = RUNNER, json_: bool = JSON) -> None:
         return
     typer.echo(f"{answer['name']} ({answer['runner']}) is retired: its credential is refused from "
                "its next request, its key can never register again, and its history is kept")
+    stopping = answer.get("stopping") or []
+    if stopping:
+        typer.echo(f"it is stopping {len(stopping)} flight(s) ({', '.join(stopping)}): each "
+                   "becomes ready again when the runner hands it back, or when its lease ends")
 
 
 @runner_app.command("forget")

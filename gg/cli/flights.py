@@ -140,6 +140,8 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
         lease = f["lease"]
         lines.append(f"  lease     {f.get('runner_name')} ({lease['runner']}), epoch {lease['epoch']}, "
                      f"expires {ago(lease['expires_at'])}")
+    if f.get("stopping"):
+        lines.append(f"  {f['stopping']}")
     if f.get("exit_code") is not None:
         lines.append(f"  exit      {f['exit_code']}")
     if f.get("waiting"):

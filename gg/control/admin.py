@@ -6,9 +6,10 @@ end (:func:`gg.control.leases._settle_runner`).
 
 Retire and forget differ on purpose (SPEC section 4):
 
-- **retire** keeps the row and history, marks it retired, tombstones the key so it can never
-  register again, and hands back any flight it held (its credential is refused from the very
-  next request, so it could not report on them).
+- **retire** keeps the row and history, marks it retired and tombstones the key so it can
+  never register again. Its credential is refused from the very next request, except the
+  hand-back of a lease it holds: a flight it was flying stays flying until the runner has
+  stopped it and handed it back, or its lease has expired, so two attempts never overlap.
 - **forget** deletes a stale registration outright, without a tombstone (the machine may
   register again), and is refused while the runner is online or holds a lease.
 """
@@ -21,7 +22,6 @@ from gg.control.core import Core
 from gg.control.people import require_admin
 from gg.control.runners import resolve
 from gg.domain import admin as rules
-from gg.domain.flights import Stage
 from gg.domain.labels import check_labels, format_labels
 from gg.domain.policy import Policy
 from gg.domain.runners import AdminState, Runner, is_online
@@ -82,35 +82,37 @@ def _signal(core: Core, changes: list[dict]) -> None:
         core.signals.ready_changed()  # resumed: parked claims may take work at once
 
 
-def retire(core: Core, person: dict, ref: str) -> Runner:
-    """Irreversible: the credential is dead, the key tombstoned, the history kept."""
+def retire(core: Core, person: dict, ref: str) -> tuple[Runner, list[str]]:
+    """Irreversible: the credential is dead, the key tombstoned, the history kept.
+
+    A flight the runner holds is not put back to ready here: the retired host may still be
+    running it. It stays flying on its lease until the runner acknowledges the stop by
+    handing it back (the one request a retired credential may still make, see
+    :func:`gg.control.leases.hand_back`) or the lease expires by the clock. Returns the
+    runner and the flights it is stopping."""
     require_admin(person)
     now = core.now()
     with core.store.atomic():
         runner = resolve(core, ref)
         lease_ops.expire_due(core, now)
-        returned = []
+        stopping = []
         for flight in core.store.flights_held_by(runner.id):
-            reason = f"runner {runner.name} was retired by {person['name']}"
-            core.store.update_flight(flight.id, stage=Stage.READY.value, lease_expires_at=None)
+            text = (f"runner {runner.name} was retired by {person['name']}: it stops this "
+                    f"flight, which becomes ready again when the runner hands it back or its "
+                    f"lease ends")
             core.store.add_fact(flight_id=flight.id, epoch=flight.epoch, runner_id=None,
-                                kind="returned", at=now,
-                                body={"outcome": "returned", "runner": runner.id,
-                                      "reason": reason})
-            core.event("info:flight:returned", actor=person["name"], runner_id=runner.id,
-                       flight_id=flight.id, at=now, reason=reason)
-            returned.append(flight.id)
+                                kind="note", at=now,
+                                body={"text": text, "stopping": runner.id})
+            stopping.append(flight.id)
         core.store.update_runner(runner.id, admin_state=AdminState.RETIRED.value, retired_at=now)
         core.store.tombstone(runner.public_key, runner.id, now)
         core.event("info:runner:retired", actor=person["name"], runner_id=runner.id, at=now,
-                   name=runner.name, was=runner.admin_state, returned=returned)
+                   name=runner.name, was=runner.admin_state, stopping=stopping)
         runner = core.store.runner(runner.id)
-    if returned:
-        core.signals.ready_changed()
-        for flight_id in returned:
-            core.signals.flight_changed(flight_id)
+    for flight_id in stopping:
+        core.signals.flight_changed(flight_id)
     core.signals.event_added()
-    return runner
+    return runner, stopping
 
 
 def forget(core: Core, person: dict, ref: str) -> Runner:

@@ -139,14 +139,37 @@ def show_flight(core: Core, flight_id: str) -> dict:
     snap = Snapshot(core, now)
     people = {p["id"]: p["name"] for p in core.store.people()}
     out = view(flight, snap.waiting(flight), snap.names, people)
+    out["stopping"] = None
+    retired = retired_holder(core, flight, snap.names)
+    if retired is not None:
+        out["runner_name"] = retired
+        out["stopping"] = stopping_sentence(retired)
     out["facts"] = core.store.facts(flight_id)
+    grants = core.store.grants(flight_id)
+    names = dict(snap.names)
+    for g in grants:  # a retired runner keeps its name in the flight's history
+        if g["runner_id"] not in names:
+            gone = core.store.runner(g["runner_id"])
+            names[g["runner_id"]] = gone.name if gone is not None else g["runner_id"]
     out["attempts"] = [
         {"attempt": i + 1, "epoch": g["epoch"], "runner": g["runner_id"],
-         "runner_name": snap.names.get(g["runner_id"], g["runner_id"]),
-         "granted_at": g["granted_at"]}
-        for i, g in enumerate(core.store.grants(flight_id))
+         "runner_name": names[g["runner_id"]], "granted_at": g["granted_at"]}
+        for i, g in enumerate(grants)
     ]
     return out
+
+
+def retired_holder(core: Core, flight: Flight, names: dict[str, str]) -> str | None:
+    """The name of the retired runner a flying flight is still leased to, if it is."""
+    if flight.stage != Stage.FLYING.value or flight.lease_runner in names:
+        return None
+    holder = core.store.runner(flight.lease_runner)
+    return holder.name if holder is not None and holder.retired_at is not None else None
+
+
+def stopping_sentence(name: str) -> str:
+    return (f"runner {name} was retired and is stopping it: it becomes ready again when "
+            f"{name} hands it back, or when its lease ends")
 
 
 _FLIGHT_FIELDS = tuple(f.name for f in fields(Flight))

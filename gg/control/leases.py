@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Iterable
 
 from gg.control import attended as attended_ops
+from gg.control import runners as runner_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import leases
 from gg.domain.flights import Flight, Outcome, Stage
 from gg.domain.matching import Seat, offerable, seat
 from gg.domain.runners import AdminState, Runner, after_lease_ended
-from gg.errors import BadRequest
+from gg.errors import BadRequest, GGError
 
 _SCAN = 256
 
@@ -165,14 +166,30 @@ def report(core: Core, runner: Runner, flight_id: str, epoch: int, facts: list[d
 
 def hand_back(core: Core, runner: Runner, flight_id: str, epoch: int, outcome: str,
               exit_code: int | None, reason: str | None, key: str | None) -> dict:
+    """The holder ends its lease: landed, failed, or returned (ready again at once).
+
+    A retired runner may still hand back, as ``returned``, a flight whose lease it holds:
+    that is its acknowledgement that it stopped the flight, and only then (or when the
+    lease expires) does the flight become ready for another runner. Anything else from a
+    retired runner is refused with 403 ``runner_retired``.
+    """
     if outcome not in (o.value for o in Outcome):
         raise BadRequest(f"outcome must be landed, failed or returned (got {outcome!r})")
     now = core.now()
+    retired = runner_ops.is_retired(runner)
     with core.store.atomic():
         flight = core.store.flight(flight_id)
         if _repeat_of_accepted(core, flight, runner, epoch, outcome, key):
             return {"flight": flight_id, "stage": flight.stage, "repeat": True}
-        flight = _holding(core, runner, flight_id, epoch, now)
+        if retired:  # the stop acknowledgement: its own live lease, returned, nothing else
+            if outcome != Outcome.RETURNED.value:
+                raise runner_ops.retired_refusal()
+            try:
+                flight = _holding(core, runner, flight_id, epoch, now)
+            except GGError:
+                raise runner_ops.retired_refusal() from None
+        else:
+            flight = _holding(core, runner, flight_id, epoch, now)
         body = {"outcome": outcome, "exit_code": exit_code, "reason": reason}
         core.store.add_fact(flight_id=flight_id, epoch=epoch, runner_id=runner.id,
                             kind="returned" if outcome == Outcome.RETURNED.value else "exit",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gg.control.core import Core
-from gg.control.flights import Snapshot, record_due
+from gg.control.flights import Snapshot, record_due, retired_holder, stopping_sentence
 from gg.domain import attended
 from gg.domain.plan import PlanFacts, build_plan
 from gg.errors import NotFound
@@ -27,4 +27,7 @@ def plan_for(core: Core, flight_id: str) -> dict:
     plan = build_plan(flight, snap.seats, snap.context(flight), facts)
     data = plan.to_dict()
     data["title"] = flight.title
+    retired = retired_holder(core, flight, snap.names)
+    if retired is not None:  # still flying on a runner that was retired: it is being stopped
+        data["state"] = stopping_sentence(retired)
     return data

@@ -68,8 +68,14 @@ def upsert_runner(core: Core, existing: Runner | None, public_key: str, fields: 
     return runner.id
 
 
-def authenticate(core: Core, token: str | None) -> Runner:
-    """The runner holding ``token``; the same opaque 401 for every kind of refusal."""
+def authenticate(core: Core, token: str | None, *, retired_may_hand_back: bool = False) -> Runner:
+    """The runner holding ``token``; the same opaque 401 for every kind of refusal.
+
+    A retired runner's credential is refused with 403 ``runner_retired`` (so its process
+    stops for good), except where ``retired_may_hand_back``: the hand-back route, where the
+    retired runner acknowledges that it stopped a flight it still holds
+    (:func:`gg.control.leases.hand_back` accepts nothing else from it).
+    """
     if not token or not token.startswith(tokens.RUNNER):
         raise Unauthorized()
     wanted = tokens.digest(token)
@@ -77,12 +83,20 @@ def authenticate(core: Core, token: str | None) -> Runner:
     if found is None or not tokens.same_digest(found[1], wanted):
         raise Unauthorized()
     runner = found[0]
-    if runner.retired_at is not None or runner.admin_state == AdminState.RETIRED.value:
-        raise Forbidden("this runner was retired by an admin: its credential is dead",
-                        code="runner_retired")
+    if is_retired(runner) and not retired_may_hand_back:
+        raise retired_refusal()
     if runner.credential_expires_at is not None and core.now() >= runner.credential_expires_at:
         raise Unauthorized()
     return runner
+
+
+def is_retired(runner: Runner) -> bool:
+    return runner.retired_at is not None or runner.admin_state == AdminState.RETIRED.value
+
+
+def retired_refusal() -> Forbidden:
+    return Forbidden("this runner was retired by an admin: its credential is dead",
+                     code="runner_retired")
 
 
 def challenge(core: Core, runner: Runner) -> dict:

@@ -27,6 +27,11 @@ no_stale_reports           no fact of epoch e from a runner was stored after epo
 no_expiry_after_restart    no ``info:flight:expired`` within LEASE_TTL of a restart for a
                            lease granted before the restart and live when the old process
                            died
+attempts_never_overlap     epoch e+1 was granted only after epoch e had ended by its
+                           holder's ``returned`` hand-back (the acknowledged stop, also of
+                           a retired runner) or by the control plane's ``expired`` fact
+                           recorded at or after the lease's expiry (the clock), never by
+                           fiat (as retiring a runner once did)
 =========================  ===============================================================
 
 The checker knows nothing of gg's code: it reads the tables ``flights``, ``grants``,
@@ -324,6 +329,21 @@ def _no_expiry_after_restart(cur, q: _Queries, *, lease_ttl: float,
                                   f"one LEASE_TTL ({lease_ttl:g}s)")
 
 
+def _attempts_never_overlap(cur, q: _Queries, **_) -> Iterable[tuple[str | None, str]]:
+    for flight_id, epoch, holder in _rows(cur, f"""
+            SELECT g.flight_id, g.epoch, p.runner_id
+              FROM grants g JOIN grants p ON p.flight_id = g.flight_id AND p.epoch = g.epoch - 1
+             WHERE NOT EXISTS (
+                   SELECT 1 FROM facts x
+                    WHERE x.flight_id = g.flight_id AND x.epoch = p.epoch
+                      AND x.at <= g.granted_at
+                      AND ((x.kind = 'returned' AND x.runner_id = p.runner_id)
+                           OR (x.kind = 'expired' AND x.runner_id IS NULL
+                               AND x.at >= {q.expired_at})))"""):
+        yield flight_id, (f"epoch {epoch} was granted before epoch {epoch - 1} ended: "
+                          f"{holder} neither handed it back nor let its lease expire")
+
+
 def _outcome(body) -> str | None:
     import json
 
@@ -340,6 +360,7 @@ _CHECKS = (
     ("nothing_lost", _nothing_lost),
     ("no_stale_reports", _no_stale_reports),
     ("no_expiry_after_restart", _no_expiry_after_restart),
+    ("attempts_never_overlap", _attempts_never_overlap),
 )
 
 

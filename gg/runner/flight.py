@@ -6,6 +6,15 @@ the flight back. A refusal of the lease (409/404) ends the flight here at once: 
 process is stopped and nothing more is reported, so a machine that stalled and came back
 cannot overwrite its replacement.
 
+A refusal with 403 ``runner_retired`` (an admin retired this runner) is different: the process
+is stopped at once (SIGTERM to its process group, SIGKILL after :data:`STOP_GRACE`) and the
+flight handed back ``returned``, the one request a retired runner may still make; only that
+acknowledgement (or the lease's expiry) makes the flight ready for another runner.
+
+The process runs in a session and process group of its own, forked from one long-lived thread
+(:class:`Spawner`); with isolation none, under :mod:`gg.runner.reaper`, so that it dies with
+the runner even when the runner is killed.
+
 The process runs under the runner's assigned policy (:func:`gg.runner.isolation.build`). When
 the policy cannot be met here the flight is handed back ``returned`` before anything starts:
 it never runs with less isolation than asked for.
@@ -14,9 +23,11 @@ it never runs with less isolation than asked for.
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,7 +39,53 @@ from gg.runner import isolation, repository
 
 FLUSH_EVERY = 0.2
 FLUSH_BYTES = 32_000
-STOP_GRACE = 5.0
+STOP_GRACE = 5.0  # seconds between SIGTERM and SIGKILL to a flight's process group
+REAPER = Path(__file__).with_name("reaper.py")
+RETIRED_REASON = "the runner was retired: it stopped the flight"
+
+
+class Spawner:
+    """Starts every flight process from one thread that lives as long as the runner process.
+
+    A parent-death signal (:mod:`gg.runner.reaper`) fires when the *thread* that forked the
+    child ends, not the process; a flight's own thread ends with the flight, so forking there
+    would tie the signal to the wrong thing. This thread never ends before the process does.
+    """
+
+    def __init__(self) -> None:
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def popen(self, argv: list[str], **options: Any) -> subprocess.Popen:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="spawner", daemon=True)
+                self._thread.start()
+        done, box = threading.Event(), {}
+        self._requests.put((argv, options, box, done))
+        done.wait()
+        if "error" in box:
+            raise box["error"]
+        return box["proc"]
+
+    def _serve(self) -> None:
+        while True:
+            argv, options, box, done = self._requests.get()
+            try:
+                box["proc"] = subprocess.Popen(argv, **options)
+            except BaseException as exc:  # handed to the caller, never the end of this thread
+                box["error"] = exc
+            finally:
+                done.set()
+
+
+SPAWNER = Spawner()
+
+
+def kept(argv: list[str]) -> list[str]:
+    """``argv`` run under the reaper: its process group is killed when the runner dies."""
+    return [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), "--", *argv]
 
 
 @dataclass
@@ -50,6 +107,8 @@ class FlightRun:
     lost: threading.Event = field(default_factory=threading.Event)
     ended_by_server: threading.Event = field(default_factory=threading.Event)
     returning: threading.Event = field(default_factory=threading.Event)
+    retired: threading.Event = field(default_factory=threading.Event)
+    on_retired: Callable[[], None] | None = None  # the runner stops everything, for good
     policy: dict = field(default_factory=dict)
     capabilities: dict = field(default_factory=dict)
     state_dir: Path | None = None
@@ -88,6 +147,8 @@ class FlightRun:
             self.argv = repository.prepare(self, workspace)  # enrolment: agent, clone
             if self.argv is not None:  # the agent's command, under the same policy
                 self.launch = self._launch(workspace)
+            if self.returning.is_set():  # refused (retired) or stopping before it started
+                return self._hand_back()
             self._start(workspace)
             reader = threading.Thread(target=self._read_output, name=f"out-{self.id}", daemon=True)
             reader.start()
@@ -113,8 +174,19 @@ class FlightRun:
             outcome = "ended" if self.ended_by_server.is_set() else "lost"
         finally:
             self.lost.set()  # stops the keeper
+            self._stop_process()  # never leave it running behind a flight that is over here
             shutil.rmtree(workspace, ignore_errors=True)
         return outcome
+
+    def retire(self) -> None:
+        """This runner was retired: stop the process now and hand the flight back (the one
+        request a retired runner may still make), so it becomes ready for another runner
+        only once it has really stopped here."""
+        first = not self.retired.is_set()
+        self.retired.set()
+        self.returning.set()
+        if first and self.on_retired is not None:
+            self.on_retired()
 
     # -- the process ------------------------------------------------------------------
 
@@ -146,16 +218,20 @@ class FlightRun:
             raise isolation.IsolationUnavailable(str(exc)) from None
 
     def _start(self, workspace: Path) -> None:
+        """Start the process in a session and process group of its own; with isolation none,
+        under the reaper (nothing else would end it if the runner were killed)."""
         launch = self.launch
         argv, env = launch.argv, launch.env
+        if (self.policy or {}).get("isolation") == "none" and sys.platform.startswith("linux"):
+            argv = kept(argv)  # PR_SET_PDEATHSIG is Linux's
         try:
-            self.proc = subprocess.Popen(argv, cwd=launch.cwd, env=env, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+            self.proc = SPAWNER.popen(argv, cwd=launch.cwd, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      start_new_session=True)
         except OSError as exc:
-            self.proc = subprocess.Popen(["/bin/sh", "-c", f"echo {_quote(str(exc))} >&2; exit 127"],
-                                         cwd=workspace, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = SPAWNER.popen(["/bin/sh", "-c", f"echo {_quote(str(exc))} >&2; exit 127"],
+                                      cwd=workspace, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, start_new_session=True)
 
     def _read_output(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
@@ -217,7 +293,9 @@ class FlightRun:
     def _hand_back(self, outcome: str | None = None, reason: str | None = None) -> str:
         if self.lost.is_set():
             return "ended" if self.ended_by_server.is_set() else "lost"
-        if outcome is not None:
+        if self.retired.is_set():
+            outcome, reason = "returned", RETIRED_REASON
+        elif outcome is not None:
             pass  # enrolment: decided by gg.runner.repository
         elif self.returning.is_set():
             outcome, reason = "returned", "the runner is stopping"
@@ -229,6 +307,9 @@ class FlightRun:
         try:
             self.client.hand_back(self.id, body, retry_for=self._patience())
         except ApiError as exc:
+            if exc.code == "runner_retired" and not self.retired.is_set():
+                self.retire()  # retired just now: a retired runner may only give it back
+                return self._hand_back()
             self._refused(exc, raise_=False)
             return "ended" if self.ended_by_server.is_set() else "lost"
         except Unreachable:
@@ -236,6 +317,9 @@ class FlightRun:
         return outcome
 
     def _refused(self, exc: ApiError, raise_: bool = True) -> None:
+        if exc.code == "runner_retired":  # nothing more is reported: stop it, hand it back
+            self.retire()  # the process is stopped by the loop in run()
+            return
         if exc.code == "flight_ended":
             self.ended_by_server.set()
         if exc.status in (404, 409, 410, 401, 403):
@@ -266,6 +350,11 @@ class FlightRun:
                 remaining = answer["expires_at"] - answer["server_time"]
                 self.lease.local_expiry = sent + remaining
             except ApiError as exc:
+                if exc.code == "runner_retired":
+                    self.say(f"{self.id}: this runner was retired; stopping the flight and "
+                             "handing it back")
+                    self.retire()
+                    return
                 if exc.code == "flight_ended":
                     self.ended_by_server.set()
                 self.say(f"{self.id}: lease refused ({exc.message}); stopping it here")

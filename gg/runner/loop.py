@@ -26,7 +26,7 @@ from gg.domain.health import effective_workers
 from gg.domain.policy import Policy
 from gg.runner import capabilities, inventory
 from gg.runner.fleet import FleetState, enrol
-from gg.runner.flight import FlightRun, Lease
+from gg.runner.flight import STOP_GRACE, FlightRun, Lease
 from gg.runner.sent import SentLog
 from gg.runner.state import Registration, StateDir
 
@@ -35,6 +35,13 @@ REPROBE_EVERY = 300.0
 
 class RunnerExit(Exception):
     """The runner must stop, with one sentence saying why."""
+
+
+class Retired(RunnerExit):
+    """An admin retired this runner: its flights are stopped at once and handed back."""
+
+
+RETIRED_SENTENCE = "this runner was retired by an admin; it exits and will not come back"
 
 
 @dataclass
@@ -70,6 +77,7 @@ class Runner:
         self.slots = threading.Condition()
         self.taken = 0
         self.exit_reason: str | None = None
+        self.retired = False
         self.registration: Registration | None = None
         self._inventory_sent: dict | None = None
         self.fleet = FleetState(self.state.path, self.client, say)  # enrolment
@@ -119,22 +127,34 @@ class Runner:
         checker.start()
         return answer
 
-    def request_stop(self, reason: str | None = None) -> None:
+    def request_stop(self, reason: str | None = None, *, retired: bool = False) -> None:
         if reason and not self.exit_reason:
             self.exit_reason = reason
+        if retired and not self.retired:
+            self.retired = True
+            for run in list(self.runs.values()):
+                run.retire()  # stop them now: the flights wait for this runner's hand-back
         self.stop.set()
         self.check_now.set()
         with self.slots:
             self.slots.notify_all()
 
     def _shut_down(self) -> int:
-        """Stop claiming, let running flights finish within the grace period, return the rest."""
-        deadline = time.monotonic() + self.options.grace
+        """Stop claiming, let running flights finish within the grace period, return the rest.
+
+        A retired runner has no grace: its flights were stopped the moment it was refused
+        (SIGTERM to each process group, SIGKILL after STOP_GRACE) and are handed back as
+        returned, which is what makes them ready again (or their leases expire)."""
+        deadline = time.monotonic() + (0.0 if self.retired else self.options.grace)
         try:  # stop claiming: free the parked claim at once
             self.client.claim(0, 0, retry_for=2.0)
         except (ApiError, Unreachable):
             pass
         running = [r for r in list(self.runs.values())]
+        if running and self.retired:
+            self.say(f"stopping {len(running)} flight(s) at once and handing them back")
+            for run in running:
+                run.retire()
         if running and not self.exit_reason:
             self.say(f"stopping: letting {len(running)} flight(s) finish "
                      f"(up to {self.options.grace:g}s)")
@@ -143,8 +163,8 @@ class Runner:
         for run in list(self.runs.values()):
             run.returning.set()
         for t in list(self.threads):
-            t.join(timeout=10)
-        retired = self.exit_reason is not None and "retired" in self.exit_reason
+            t.join(timeout=STOP_GRACE + 10)
+        retired = self.retired
         if not retired:
             try:
                 self.client.stop = threading.Event()
@@ -253,7 +273,7 @@ class Runner:
             except Unreachable:
                 continue
             except RunnerExit as exc:
-                self.request_stop(str(exc))
+                self.request_stop(str(exc), retired=isinstance(exc, Retired))
 
     def _check_in_once(self, retry_for: float) -> dict:
         inv = inventory.inventory(str(self.state.path))
@@ -271,7 +291,8 @@ class Runner:
         try:
             answer = self.client.check_in(body, retry_for=retry_for)
         except ApiError as exc:
-            raise RunnerExit(self._refusal_sentence(exc)) from None
+            refusal = Retired if exc.code == "runner_retired" else RunnerExit
+            raise refusal(self._refusal_sentence(exc)) from None
         self._inventory_sent = changed
         self.fleet.absorb(answer, body)
         if "capabilities" in body:
@@ -332,7 +353,7 @@ class Runner:
 
     def _refusal_sentence(self, exc: ApiError) -> str:
         if exc.code == "runner_retired":
-            return "this runner was retired by an admin; it exits and will not come back"
+            return RETIRED_SENTENCE
         if exc.status == 401:
             return ("the control plane no longer accepts this runner's credential; "
                     f"remove {self.state.registration_path} and register again")
@@ -354,7 +375,8 @@ class Runner:
                 continue
             except ApiError as exc:
                 if exc.status in (401, 403):
-                    self.request_stop(self._refusal_sentence(exc))
+                    self.request_stop(self._refusal_sentence(exc),
+                                      retired=exc.code == "runner_retired")
                     return
                 self.stop.wait(1.0)
                 continue
@@ -375,7 +397,8 @@ class Runner:
                         workspace_root=self.state.workspaces, fleet=self.fleet,
                         policy=answer.get("policy") or self.policy,
                         capabilities=self.capabilities or {}, state_dir=self.state.path,
-                        hidden=list(self.options.hidden), on_unmet=self.policy_unmet)
+                        hidden=list(self.options.hidden), on_unmet=self.policy_unmet,
+                        on_retired=lambda: self.request_stop(RETIRED_SENTENCE, retired=True))
         if self.stop.is_set():  # granted while stopping: give it straight back
             try:
                 self.client.hand_back(flight["id"], {"epoch": lease["epoch"], "outcome": "returned",

@@ -26,3 +26,10 @@ def person(request: Request) -> dict:
 
 def runner(request: Request) -> Runner:
     return runners.authenticate(request.app.state.core, bearer(request))
+
+
+def runner_handing_back(request: Request) -> Runner:
+    """As :func:`runner`, but a retired runner passes: its hand-back of a flight it still
+    holds acknowledges the stop (the use case refuses it anything else)."""
+    return runners.authenticate(request.app.state.core, bearer(request),
+                                retired_may_hand_back=True)

@@ -9,7 +9,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from gg.control import admin, flights, leases, people, runners, views
+from gg.control import admin, flights, leases, people, plan, runners, views
 from gg.control.core import Core
 from gg.control.people import bootstrap
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
@@ -172,11 +172,12 @@ def test_admin_commands_are_refused_to_members_and_unknown_runners_are_named(cor
 # -- retire and forget ---------------------------------------------------------------------
 
 
-def test_retire_kills_the_credential_tombstones_the_key_keeps_history_and_returns_its_flight(core):
+def test_retire_kills_the_credential_tombstones_the_key_keeps_history_and_keeps_its_flight(core):
     key = _key()
     r, credential = make_runner(core, key=key)
-    flight, _ = _fly(core, r)
-    admin.retire(core, owner(core), "r1")
+    flight, grant = _fly(core, r)
+    _, stopping = admin.retire(core, owner(core), "r1")
+    assert stopping == [flight.id]
     with pytest.raises(Forbidden) as refused:
         runners.authenticate(core, credential)
     assert refused.value.code == "runner_retired"
@@ -185,14 +186,72 @@ def test_retire_kills_the_credential_tombstones_the_key_keeps_history_and_return
                          inventory={}, version=None)
     assert [v["name"] for v in views.runners_view(core)] == []
     assert core.store.runner(r.id).admin_state == "retired"  # history kept
-    assert core.store.flight(flight.id).stage == "ready"
-    returned = [f for f in core.store.facts(flight.id) if f["kind"] == "returned"]
-    assert returned and "retired by owner" in returned[0]["body"]["reason"]
+    # The retired host may still be running it: it stays flying on its lease.
+    held = core.store.flight(flight.id)
+    assert (held.stage, held.lease_runner, held.epoch) == ("flying", r.id, grant.epoch)
+    assert held.lease_expires_at == grant.expires_at
+    notes = [f for f in core.store.facts(flight.id) if f["kind"] == "note"]
+    assert notes and "retired by owner" in notes[0]["body"]["text"]
+    assert not [f for f in core.store.facts(flight.id) if f["kind"] == "returned"]
     event = kinds(core, "info:runner:retired", r.id)
     assert len(event) == 1 and event[0]["actor"] == "owner"
+    assert event[0]["body"]["stopping"] == [flight.id]
     assert admin.runner_for_history(core, r.id) == r.id
     with pytest.raises(NotFound):
         admin.change_state(core, owner(core), "r1", "resume")
+
+
+def test_a_retired_runner_may_hand_back_the_flight_it_holds_and_nothing_else(core):
+    r, credential = make_runner(core)
+    other, _ = make_runner(core, "r2")
+    admin.change_state(core, owner(core), "r2", "cordon")  # r1 takes both flights
+    first, grant = _fly(core, r)
+    admin.retire(core, owner(core), "r1")
+    # Every other request by the retired credential: 403 runner_retired.
+    with pytest.raises(Forbidden) as refused:
+        runners.authenticate(core, credential)
+    assert refused.value.code == "runner_retired"
+    retired = runners.authenticate(core, credential, retired_may_hand_back=True)
+    for outcome in ("landed", "failed"):  # it may acknowledge the stop, not land the flight
+        with pytest.raises(Forbidden) as refused:
+            leases.hand_back(core, retired, first.id, grant.epoch, outcome, 0, None, None)
+        assert refused.value.code == "runner_retired"
+    with pytest.raises(Forbidden) as refused:  # a lease it does not hold
+        leases.hand_back(core, retired, first.id, grant.epoch + 1, "returned", None, None, None)
+    assert refused.value.code == "runner_retired"
+    assert core.store.flight(first.id).stage == "flying"
+    stopped, key = "the runner was retired: it stopped the flight", f"{grant.epoch}:hand-back"
+    done = leases.hand_back(core, retired, first.id, grant.epoch, "returned", None, stopped, key)
+    assert done["stage"] == "ready"
+    again = leases.hand_back(core, retired, first.id, grant.epoch, "returned", None, stopped, key)
+    assert again["repeat"] is True  # a lost answer retried is harmless
+    with pytest.raises(Forbidden):  # once handed back, the flight is not its to return again
+        leases.hand_back(core, retired, first.id, grant.epoch, "returned", None, None, "other")
+    admin.change_state(core, owner(core), "r2", "resume")
+    assert leases.try_claim(core, other.id)[0].id == first.id
+
+
+def test_a_retired_runners_flight_becomes_ready_when_its_lease_expires_by_the_clock(core, clock):
+    r, _ = make_runner(core)
+    flight, grant = _fly(core, r)
+    admin.retire(core, owner(core), "r1")
+    clock.advance(grant.expires_at - clock.now - 0.001)
+    assert flights.show_flight(core, flight.id)["stage"] == "flying"
+    clock.advance(0.001)
+    shown = flights.show_flight(core, flight.id)
+    assert shown["stage"] == "ready"
+    assert [f["kind"] for f in shown["facts"]][-1] == "expired"
+
+
+def test_show_says_a_retired_runner_is_stopping_the_flight(core):
+    r, _ = make_runner(core)
+    flight, _ = _fly(core, r)
+    assert flights.show_flight(core, flight.id).get("stopping") is None
+    admin.retire(core, owner(core), "r1")
+    shown = flights.show_flight(core, flight.id)
+    assert shown["runner_name"] == "r1"
+    assert shown["stopping"].startswith("runner r1 was retired and is stopping it")
+    assert plan.plan_for(core, flight.id)["state"] == shown["stopping"]
 
 
 def test_forget_is_refused_while_online_or_leasing_naming_why_then_deletes_without_tombstone(core, clock):

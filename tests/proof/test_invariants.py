@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from gg.control import flights, leases, runners
+from gg.control import admin, flights, leases, runners
 from gg.control.core import Core
 from gg.control.people import bootstrap
 from gg.proof.invariants import Restart, check
@@ -169,3 +169,39 @@ def test_an_expiry_right_after_a_restart_is_caught_and_a_later_one_is_not(world)
                                                             restart.up_at - 2 * TTL)],
                      now=clock.now).broken("no_expiry_after_restart")
     assert ids and b
+
+
+def test_a_retired_runners_flight_handed_back_then_regranted_holds_every_invariant(world):
+    core, owner, clock, path = world
+    a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
+    opened = [flights.open_flight(core, owner, command=["true"]).id for _ in range(2)]
+    assert {leases.try_claim(core, r.id)[0].id for r in (a, b)} == set(opened)
+    admin.retire(core, owner, "a")
+    admin.retire(core, owner, "b")
+    c = make_runner(core, owner, "c", workers=2)
+    assert leases.try_claim(core, c.id) is None  # still flying on the retired runners
+    acked = core.store.flights_held_by(a.id)[0].id
+    leases.hand_back(core, core.store.runner(a.id), acked, 1, "returned", None, "stopped", None)
+    clock.advance(TTL)  # b never acknowledges: its lease expires by the clock
+    runners.check_in(core, c, readings={}, inventory=None, capabilities=None, version=None,
+                     held=[], peer_address=None)
+    for _ in opened:
+        flight, grant = leases.try_claim(core, c.id)
+        leases.hand_back(core, c, flight.id, grant.epoch, "landed", 0, None, None)
+    report = check(path, lease_ttl=TTL, now=clock.now)
+    assert report.ok, report.summary()
+    assert report.counts["grants"] == 4
+
+
+def test_a_flight_regranted_before_its_holder_stopped_is_caught(world):
+    core, owner, clock, path = world
+    ids = _history(core, owner, clock)
+    # Returned by fiat (no hand-back by its holder), the way retiring a runner once did:
+    _forge(path, "UPDATE facts SET runner_id = NULL WHERE flight_id = ? AND kind = 'returned'",
+           (ids["returned"],))
+    # An expiry recorded before the lease had run out by the clock:
+    _forge(path, "UPDATE facts SET at = at - ? WHERE flight_id = ? AND kind = 'expired'",
+           (TTL, ids["expired"]))
+    report = check(path, lease_ttl=TTL, now=clock.now)
+    flagged = {v.flight_id for v in report.broken("attempts_never_overlap")}
+    assert flagged == {ids["returned"], ids["expired"]}, report.summary()

@@ -37,10 +37,10 @@ for _action, _path in (("cordon", paths.RUNNER_CORDON), ("drain", paths.RUNNER_D
 @router.post(paths.RUNNER_RETIRE)
 async def retire(ref: str, request: Request, person: dict = Depends(auth.person)) -> dict:
     core = request.app.state.core
-    runner = admin.retire(core, person, ref)
+    runner, stopping = admin.retire(core, person, ref)
     request.app.state.dispatcher.release(runner.id)  # its parked claim answers now; the next is refused
     return {"runner": runner.id, "name": runner.name, "state": runner.admin_state,
-            "retired_at": runner.retired_at}
+            "retired_at": runner.retired_at, "stopping": stopping}
 
 
 @router.delete(paths.RUNNER)

@@ -89,7 +89,7 @@ async def report(flight_id: str, body: Report, request: Request,
 
 @router.post(paths.LEASE_HAND_BACK)
 async def hand_back(flight_id: str, body: HandBack, request: Request,
-                    runner: Runner = Depends(auth.runner)) -> dict:
+                    runner: Runner = Depends(auth.runner_handing_back)) -> dict:
     return leases.hand_back(request.app.state.core, runner, flight_id, body.epoch, body.outcome,
                             body.exit_code, body.reason, body.key)
 
