@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import httpx
 
-from gg import __version__
+from gg import __version__, keys
 from gg.api import paths
 from gg.errors import GGError
 
@@ -97,7 +97,20 @@ class Client:
 
     # -- runners (as the runner) ----------------------------------------------------------
 
-    def register(self, body: dict, **kw) -> dict:
+    def key_nonce(self, purpose: str, public_key: str, **kw) -> dict:
+        return self.request("POST", paths.KEY_NONCES,
+                            json={"purpose": purpose, "public_key": public_key}, **kw)
+
+    def proved(self, purpose: str, key, body: dict, **kw) -> dict:
+        """``body`` with this machine's key proved for ``purpose``: its public key, a fresh
+        nonce from the control plane and the private key's signature over both."""
+        nonce = self.key_nonce(purpose, keys.public_text(key), **kw)["nonce"]
+        return {**body, **keys.prove(key, purpose, nonce)}
+
+    def register(self, body: dict, key=None, **kw) -> dict:
+        """Register this machine as the signed-in person; ``key`` (its private key) is proved."""
+        if key is not None:
+            body = self.proved("register", key, body, **_nonce_kw(kw))
         return self.request("POST", paths.RUNNERS, json=body, **kw)
 
     def check_in(self, body: dict, **kw) -> dict:
@@ -209,8 +222,11 @@ class Client:
     def revoke_enrol_token(self, fingerprint: str) -> dict:
         return self.request("POST", paths.ENROL_TOKEN_REVOKE.format(fingerprint=fingerprint))
 
-    def enrol(self, token: str, body: dict, **kw) -> dict:
-        """Spend one use of an enrolment token (it travels as the bearer, never in a URL)."""
+    def enrol(self, token: str, body: dict, key=None, **kw) -> dict:
+        """Spend one use of an enrolment token (it travels as the bearer, never in a URL);
+        ``key`` (this machine's private key) is proved."""
+        if key is not None:
+            body = self.proved("enrol", key, body, **_nonce_kw(kw))
         return self.request("POST", paths.ENROL, json=body, token=token, **kw)
 
     def set_credential_refs(self, refs: list[dict], **kw) -> dict:
@@ -255,8 +271,16 @@ class Client:
     def attest(self, pool: str, body: dict, **kw) -> dict:
         return self.request("POST", paths.POOL_ATTEST.format(pool=pool), json=body, **kw)
 
-    def join_pool(self, code: str, body: dict, **kw) -> dict:
+    def join_pool(self, code: str, body: dict, key=None, **kw) -> dict:
+        """A pool member spends its one-time code; ``key`` (its private key) is proved."""
+        if key is not None:
+            body = self.proved("join", key, body, **_nonce_kw(kw))
         return self.request("POST", paths.MEMBER_JOIN, json=body, token=code, **kw)
+
+
+def _nonce_kw(kw: dict) -> dict:
+    """The retry and timeout a proving request allows, for fetching its nonce (no token)."""
+    return {k: v for k, v in kw.items() if k in ("retry_for", "timeout")}
 
 
 def _segment(ref: str) -> str:

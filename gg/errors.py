@@ -11,6 +11,7 @@
      |                                flight_ended / ...
      +-- Gone                     410 gone                           -- retired
      +-- TooLarge                 413 too_large
+     +-- TooManyRequests          429 too_many_requests              -- try again later
 
 The server maps these to ``{"error": {"code", "message"}}`` in one place
 (``gg.server.errors``); the client turns that body back into ``ApiError``; the CLI maps
@@ -74,3 +75,8 @@ class Gone(GGError):
 class TooLarge(GGError):
     status = 413
     code = "too_large"
+
+
+class TooManyRequests(GGError):
+    status = 429
+    code = "too_many_requests"

@@ -37,11 +37,13 @@ class Settings:
     member_code_ttl: float = 600.0
     member_credential_ttl: float = 12 * 3600.0
     enrol_token_ttl: float = 3600.0
+    key_nonce_ttl: float = 120.0  # a nonce signed to prove a key at registration (docs/enrolment.md)
     maintenance_check_interval: float = 300.0
     pool_attestation_stale: float = 900.0
     max_expiries: int = 5
     # Server-only settings (not protocol constants).
     max_body_bytes: int = 1_048_576
+    max_key_nonces: int = 10_000  # unspent key-proof nonces at once; more are refused with 429
     dev: bool = False
 
     @classmethod

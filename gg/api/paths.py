@@ -4,6 +4,7 @@ HEALTH = "/v1/health"
 WHOAMI = "/v1/whoami"
 PEOPLE = "/v1/people"
 RUNNERS = "/v1/runners"
+KEY_NONCES = "/v1/key-nonces"  # a nonce to sign: registration, enrolment and joining prove the key
 RUNNER = "/v1/runners/{ref}"
 RUNNER_CHECK_IN = "/v1/runner/check-in"
 RUNNER_CLAIM = "/v1/runner/claim"
