@@ -15,14 +15,13 @@ import secrets
 from typing import Callable
 
 import pytest
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
 
 from gg.server.app import create_app
 from gg.settings import Settings
 from gg.store import open_store
-from support import Clock
+from support import Clock, http_proof
 
 
 class World:
@@ -31,9 +30,8 @@ class World:
 
     def register(self, name: str = "r1", key: Ed25519PrivateKey | None = None):
         key = key or Ed25519PrivateKey.generate()
-        raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
         answer = self.client.post("/v1/runners", headers=_auth(self.owner),
-                                  json={"name": name, "public_key": base64.b64encode(raw).decode()})
+                                  json={"name": name, **http_proof(self.client, "register", key)})
         assert answer.status_code == 201, answer.text
         return key, answer.json()
 
