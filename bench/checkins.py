@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import os
 import sys
@@ -37,22 +36,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
 import psutil  # noqa: E402
-from cryptography.hazmat.primitives import serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
 from common import Bench, emit, summary, write_section  # noqa: E402
 
-from gg import __version__  # noqa: E402
+from gg import __version__, keys  # noqa: E402
 
 CHECK_IN = "/v1/runner/check-in"
 CHECK_IN_CONNECTIONS = 512
 READINGS = {"cpu_percent": 3.5, "memory_percent": 41.0, "load": [0.2, 0.3, 0.4]}
 
 
-def _public_key() -> str:
-    raw = Ed25519PrivateKey.from_private_bytes(os.urandom(32)).public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return base64.b64encode(raw).decode()
+def _key() -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.from_private_bytes(os.urandom(32))
 
 
 def scrape(url: str) -> dict[str, float]:
@@ -169,12 +165,17 @@ class Fleet:
         sem = asyncio.Semaphore(32)
         async with httpx.AsyncClient(base_url=self.url, timeout=120) as http:
             async def one(i: int) -> str:
-                body = {"name": f"sim-{i}", "public_key": _public_key(), "workers": 1,
-                        "version": __version__}
+                key = _key()
+                body = {"name": f"sim-{i}", "workers": 1, "version": __version__}
                 async with sem:
                     for attempt in range(6):  # the same key again just supersedes: safe to retry
                         try:
-                            r = await http.post("/v1/runners", json=body,
+                            # the key is proved afresh for every attempt (a nonce is single-use)
+                            n = await http.post("/v1/key-nonces", json={
+                                "purpose": "register", "public_key": keys.public_text(key)})
+                            n.raise_for_status()
+                            proof = keys.prove(key, "register", n.json()["nonce"])
+                            r = await http.post("/v1/runners", json={**body, **proof},
                                                 headers={"authorization": f"Bearer {self.token}"})
                             r.raise_for_status()
                             return r.json()["credential"]

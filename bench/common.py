@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))  # the gg of this checkout, also for child process
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
 
+from gg import keys  # noqa: E402
 from gg.launch import LocalRunner, LocalServer, free_port, sign_in  # noqa: E402
 
 
@@ -141,3 +142,12 @@ def git_commit() -> str:
                               capture_output=True).stdout.strip()
     except OSError:
         return "unknown"
+
+
+def proved(http, purpose: str, key) -> dict:
+    """``public_key``, ``nonce`` and ``signature`` proving ``key`` for one registration
+    (``purpose`` register), enrolment or pool join; ``http`` is an httpx client on the server."""
+    answer = http.post("/v1/key-nonces", json={"purpose": purpose,
+                                                "public_key": keys.public_text(key)})
+    answer.raise_for_status()
+    return keys.prove(key, purpose, answer.json()["nonce"])

@@ -17,7 +17,6 @@ One flight at a time (command ``true``), always onto an idle runner whose claim 
 from __future__ import annotations
 
 import argparse
-import base64
 import sys
 import tempfile
 import threading
@@ -27,10 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
-from cryptography.hazmat.primitives import serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
-from common import TABLE_HEAD, Bench, emit, row, summary, write_section  # noqa: E402
+from common import TABLE_HEAD, Bench, emit, proved, row, summary, write_section  # noqa: E402
 
 
 def _auth(token: str) -> dict:
@@ -94,12 +92,11 @@ def real_runner(bench: Bench, flights: int) -> dict:
 def simulated_runner(bench: Bench, flights: int) -> dict:
     """Sequential flights onto a runner simulated here: POST answered → claim answered."""
     token = bench.token
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     with httpx.Client(base_url=bench.url, timeout=60) as http:
         # Only this runner may take these flights: the real one is stopped first.
         reg = http.post("/v1/runners", headers=_auth(token),
-                        json={"name": "simulated", "public_key": base64.b64encode(raw).decode()}).json()
+                        json={"name": "simulated",
+                              **proved(http, "register", Ed25519PrivateKey.generate())}).json()
         credential = reg["credential"]
         http.post("/v1/runner/check-in", json={"free_slots": 1}, headers=_auth(credential))
         got: dict[str, float] = {}

@@ -19,7 +19,6 @@ opening flights, and some flights sent to one runner.
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import random
@@ -30,10 +29,10 @@ import time
 from pathlib import Path
 
 import httpx
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from gg.control import flights, leases, people, runners
+from gg import keys
+from gg.control import flights, key_proof, leases, people, runners
 from gg.control.core import Core
 from gg.domain import tokens
 from gg.domain.flights import Flight, required_labels
@@ -44,10 +43,11 @@ from gg.store import open_store
 ENVIRONMENTS = [f"env{i}" for i in range(10)]
 
 
-def public_key() -> str:
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return base64.b64encode(raw).decode()
+def proof(core) -> dict:
+    """A fresh key, proved for a registration through the control layer."""
+    key = Ed25519PrivateKey.generate()
+    nonce = key_proof.issue(core, "register", keys.public_text(key))["nonce"]
+    return keys.prove(key, "register", nonce)
 
 
 def fill(data_dir: Path, n_runners: int, n_flights: int, seed: int = 1) -> None:
@@ -58,7 +58,7 @@ def fill(data_dir: Path, n_runners: int, n_flights: int, seed: int = 1) -> None:
     made = []
     for i in range(n_runners):
         env = ENVIRONMENTS[i % 9]  # env9: nobody advertises it
-        r, _ = runners.register(core, owner, name=f"r{i}", public_key=public_key(),
+        r, _ = runners.register(core, owner, name=f"r{i}", **proof(core),
                                 labels={"environment": env, "zone": f"z{i % 3}"}, workers=1,
                                 inventory={"os": "Linux", "cpu_count": 8}, version=None)
         made.append(r)

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import httpx
 
-from gg import __version__
+from gg import __version__, keys
 from gg.api import paths
 from gg.errors import GGError
 
@@ -107,7 +107,43 @@ class Client:
 
     # -- runners (as the runner) ----------------------------------------------------------
 
-    def register(self, body: dict, **kw) -> dict:
+    def key_nonce(self, purpose: str, public_key: str, **kw) -> dict:
+        return self.request("POST", paths.KEY_NONCES,
+                            json={"purpose": purpose, "public_key": public_key}, **kw)
+
+    def proved(self, purpose: str, key, body: dict, **kw) -> dict:
+        """``body`` with this machine's key proved for ``purpose``: its public key, a fresh
+        nonce from the control plane and the private key's signature over both."""
+        nonce = self.key_nonce(purpose, keys.public_text(key), **kw)["nonce"]
+        return {**body, **keys.prove(key, purpose, nonce)}
+
+    def proving(self, purpose: str, key, path: str, body: dict, *, retry_for: float = 0.0,
+                **kw) -> Any:
+        """POST ``body`` to ``path`` with ``key`` proved, retrying like :meth:`request` but
+        with a fresh nonce for every attempt: a nonce is spent by the first request that
+        reaches the server, even when its answer is lost on the way back."""
+        deadline = time.monotonic() + retry_for
+        attempt = 0
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            try:
+                signed = self.proved(purpose, key, body, retry_for=left,
+                                     **{k: v for k, v in kw.items() if k == "timeout"})
+                return self.request("POST", path, json=signed, **kw)
+            except (Unreachable, ApiError) as exc:
+                if isinstance(exc, ApiError) and exc.status not in _RETRY_STATUSES:
+                    raise
+                failure = exc
+            attempt += 1
+            pause = random.uniform(0, min(self.backoff_cap, 0.2 * 2 ** min(attempt, 10)))
+            if self.stop.is_set() or time.monotonic() + pause > deadline:
+                raise failure
+            self.stop.wait(pause)
+
+    def register(self, body: dict, key=None, **kw) -> dict:
+        """Register this machine as the signed-in person; ``key`` (its private key) is proved."""
+        if key is not None:
+            return self.proving("register", key, paths.RUNNERS, body, **kw)
         return self.request("POST", paths.RUNNERS, json=body, **kw)
 
     def check_in(self, body: dict, **kw) -> dict:
@@ -219,8 +255,11 @@ class Client:
     def revoke_enrol_token(self, fingerprint: str) -> dict:
         return self.request("POST", paths.ENROL_TOKEN_REVOKE.format(fingerprint=fingerprint))
 
-    def enrol(self, token: str, body: dict, **kw) -> dict:
-        """Spend one use of an enrolment token (it travels as the bearer, never in a URL)."""
+    def enrol(self, token: str, body: dict, key=None, **kw) -> dict:
+        """Spend one use of an enrolment token (it travels as the bearer, never in a URL);
+        ``key`` (this machine's private key) is proved."""
+        if key is not None:
+            return self.proving("enrol", key, paths.ENROL, body, token=token, **kw)
         return self.request("POST", paths.ENROL, json=body, token=token, **kw)
 
     def set_credential_refs(self, refs: list[dict], **kw) -> dict:
@@ -265,7 +304,10 @@ class Client:
     def attest(self, pool: str, body: dict, **kw) -> dict:
         return self.request("POST", paths.POOL_ATTEST.format(pool=pool), json=body, **kw)
 
-    def join_pool(self, code: str, body: dict, **kw) -> dict:
+    def join_pool(self, code: str, body: dict, key=None, **kw) -> dict:
+        """A pool member spends its one-time code; ``key`` (its private key) is proved."""
+        if key is not None:
+            return self.proving("join", key, paths.MEMBER_JOIN, body, token=code, **kw)
         return self.request("POST", paths.MEMBER_JOIN, json=body, token=code, **kw)
 
 

@@ -11,7 +11,7 @@
      |                                flight_ended / ...
      +-- Gone                     410 gone                           -- retired
      +-- TooLarge                 413 too_large
-     +-- TooMany                  429 too_many_requests              -- over a per-caller limit
+     +-- TooManyRequests          429 too_many_requests              -- try again later
 
 The server maps these to ``{"error": {"code", "message"}}`` in one place
 (``gg.server.errors``); the client turns that body back into ``ApiError``; the CLI maps
@@ -77,6 +77,6 @@ class TooLarge(GGError):
     code = "too_large"
 
 
-class TooMany(GGError):
+class TooManyRequests(GGError):
     status = 429
     code = "too_many_requests"

@@ -39,6 +39,24 @@ def sign(key: Ed25519PrivateKey, message: bytes) -> str:
     return base64.b64encode(key.sign(message)).decode()
 
 
+# What a key is proved for: a registration (by a person), an enrolment (with a ``gge_``
+# token) or a pool member joining (with a ``ggm_`` code).
+PROOF_PURPOSES = ("register", "enrol", "join")
+
+
+def proof_message(purpose: str, public_key: str, nonce: str) -> bytes:
+    """What the private key signs to prove itself: the purpose, the key and the server's
+    single-use nonce, so a signature is good for one exchange of one kind for one key."""
+    return f"gg-{purpose}:{public_key}:{nonce}".encode()
+
+
+def prove(key: Ed25519PrivateKey, purpose: str, nonce: str) -> dict:
+    """The ``public_key``, ``nonce`` and ``signature`` fields a proving request carries."""
+    public = public_text(key)
+    return {"public_key": public, "nonce": nonce,
+            "signature": sign(key, proof_message(purpose, public, nonce))}
+
+
 def valid_public_key(text: str) -> bool:
     try:
         raw = base64.b64decode(text, validate=True)

@@ -38,6 +38,7 @@ class Settings:
     member_credential_ttl: float = 12 * 3600.0
     enrol_token_ttl: float = 3600.0
     person_token_ttl: float = 90 * 86400.0  # `gg person add` / `--rotate` without --ttl
+    key_nonce_ttl: float = 120.0  # a nonce signed to prove a key at registration (docs/enrolment.md)
     maintenance_check_interval: float = 300.0
     pool_attestation_stale: float = 900.0
     max_expiries: int = 5
@@ -51,6 +52,7 @@ class Settings:
     # how long one evaluation may run in a worker process before it reads "took too long".
     meaning_cost_limit: int = 10_000
     meaning_deadline: float = 0.25
+    max_key_nonces: int = 10_000  # unspent key-proof nonces at once; more are refused with 429
     dev: bool = False
 
     @classmethod

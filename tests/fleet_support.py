@@ -1,12 +1,8 @@
-"""Helpers the enrolment tests share: a profile, a runner key, an airspace on disk."""
+"""Helpers the enrolment tests share: a profile and an airspace on disk (keys: support.py)."""
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
-
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 UI = {"purpose": "builds the web UI", "roles": ["runner"], "environment": "ui",
       "repository-hosts": ["git.example.com"], "policy": {"isolation": "sandbox",
@@ -18,12 +14,6 @@ UI = {"purpose": "builds the web UI", "roles": ["runner"], "environment": "ui",
 SANDBOX_CAPABILITIES = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "bwrap_error": None,
                         "netns": True, "container_engine": None, "tools": ["bwrap", "git"],
                         "isolation_levels": ["none", "sandbox"], "egress_controls": ["all", "none"]}
-
-
-def public_key() -> str:
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return base64.b64encode(raw).decode()
 
 
 def write_profile(airspace: Path, name: str, text: str) -> Path:

@@ -112,18 +112,43 @@ class Clock:
         self.now += seconds
 
 
-def make_runner(core, person, name: str = "r1", labels: dict | None = None, workers: int = 1):
-    """Register a runner through the use case, check it in, and return its row."""
-    import base64
-
-    from cryptography.hazmat.primitives import serialization
+def new_key():
+    """A fresh Ed25519 private key, as a runner makes on its first start."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    return Ed25519PrivateKey.generate()
+
+
+def proof(core, purpose: str, key=None) -> dict:
+    """``public_key``, ``nonce`` and ``signature`` for a use case that proves the key
+    (``register``, ``enrol`` or ``join``): a nonce from the control layer, signed by ``key``
+    (a fresh one when not given). Spread it into the call: ``register(..., **proof(core,
+    "register"))``."""
+    from gg import keys
+    from gg.control import key_proof
+
+    key = key or new_key()
+    nonce = key_proof.issue(core, purpose, keys.public_text(key))["nonce"]
+    return keys.prove(key, purpose, nonce)
+
+
+def http_proof(http, purpose: str, key=None, base: str = "") -> dict:
+    """The same over HTTP: ``http`` is anything with ``post(url, json=...)`` (a TestClient,
+    an httpx client; ``base`` is prefixed to the path)."""
+    from gg import keys
+
+    key = key or new_key()
+    answer = http.post(base + "/v1/key-nonces",
+                       json={"purpose": purpose, "public_key": keys.public_text(key)})
+    assert answer.status_code == 201, answer.text
+    return keys.prove(key, purpose, answer.json()["nonce"])
+
+
+def make_runner(core, person, name: str = "r1", labels: dict | None = None, workers: int = 1):
+    """Register a runner through the use case, check it in, and return its row."""
     from gg.control import runners
 
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    runner, _ = runners.register(core, person, name=name, public_key=base64.b64encode(raw).decode(),
+    runner, _ = runners.register(core, person, name=name, **proof(core, "register"),
                                  labels=labels or {}, workers=workers, inventory={}, version=None)
     runners.check_in(core, runner, readings={}, inventory=None, capabilities=None, version=None,
                      held=[], peer_address=None)

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-from gg.api.schemas import Json, Name, Request
+from gg.api.schemas import Json, KeyProof, Name, Request
 
 Fingerprint = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{16}$")]
 ProfileName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
@@ -29,9 +29,8 @@ class TokenMint(Request):
     ownership: Literal["organisation", "open", "claimed"] | None = None
 
 
-class Enrol(Request):
+class Enrol(KeyProof):
     name: Name
-    public_key: Annotated[str, StringConstraints(min_length=1, max_length=100)]
     workers: Annotated[int, Field(ge=1, le=256)] = 1
     inventory: Json = {}
     version: Annotated[str | None, StringConstraints(max_length=64)] = None

@@ -6,6 +6,7 @@ PEOPLE = "/v1/people"
 PERSON = "/v1/people/{name}"
 PERSON_TOKEN = "/v1/people/{name}/token"
 RUNNERS = "/v1/runners"
+KEY_NONCES = "/v1/key-nonces"  # a nonce to sign: registration, enrolment and joining prove the key
 RUNNER = "/v1/runners/{ref}"
 RUNNER_CHECK_IN = "/v1/runner/check-in"
 RUNNER_CLAIM = "/v1/runner/claim"

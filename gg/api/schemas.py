@@ -42,9 +42,28 @@ class Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class RunnerRegister(Request):
+PublicKey = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+ProofText = Annotated[str | None, StringConstraints(max_length=200)]
+
+
+class KeyNonceAsk(Request):
+    """Ask for a single-use nonce to prove ``public_key`` for one registration, enrolment
+    or pool join (gg.control.key_proof)."""
+    purpose: Literal["register", "enrol", "join"]
+    public_key: PublicKey
+
+
+class KeyProof(Request):
+    """A request that proves its private key: the nonce from ``POST /v1/key-nonces`` and
+    the key's base64 signature over ``gg-{purpose}:{public_key}:{nonce}``. Absent or wrong,
+    the request is refused like a bad token."""
+    public_key: PublicKey
+    nonce: ProofText = None
+    signature: ProofText = None
+
+
+class RunnerRegister(KeyProof):
     name: Name
-    public_key: Annotated[str, StringConstraints(min_length=1, max_length=100)]
     labels: Labels = {}
     workers: Annotated[int, Field(ge=1, le=256)] = 1
     inventory: Json = {}
@@ -170,7 +189,6 @@ class Attestation(Request):
     driver: DriverReport | None = None
 
 
-class MemberJoin(Request):
-    public_key: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+class MemberJoin(KeyProof):
     inventory: Json = {}
     version: Annotated[str | None, StringConstraints(max_length=64)] = None

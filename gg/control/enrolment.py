@@ -18,12 +18,13 @@ from __future__ import annotations
 import re
 
 from gg import keys
-from gg.control import profiles
+from gg.control import key_proof, profiles
 from gg.control.core import Core
 from gg.control.runners import upsert_runner
 from gg.control.people import require_admin
 from gg.domain import tokens
 from gg.domain.enrolment import MAX_TTL, MAX_USES, EnrolToken
+from gg.domain.pools import MEMBER_KIND
 from gg.domain.runners import OWNERSHIPS, Runner, version_skew
 from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
 
@@ -104,13 +105,19 @@ def revoke_token(core: Core, person: dict, fingerprint: str) -> dict:
 
 
 def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers: int,
-          inventory: dict, version: str | None) -> tuple[Runner, str]:
-    """Spend one use of ``token`` and register this machine's key as an enrolled runner."""
+          inventory: dict, version: str | None, nonce: str | None = None,
+          signature: str | None = None) -> tuple[Runner, str]:
+    """Spend one use of ``token`` and register this machine's key as an enrolled runner.
+
+    The request proves the private key (gg.control.key_proof); a failed proof is refused
+    like a bad token and spends no use. A pool member's key is never enrolled."""
     if not _NAME.match(name or ""):
         raise BadRequest("a runner name is 1-63 letters, digits, '.', '_' or '-'")
     if not keys.valid_public_key(public_key):
         raise BadRequest("public_key is not a base64 Ed25519 public key")
     if not token or not token.startswith(tokens.ENROLMENT):
+        raise Unauthorized(REFUSED)
+    if not key_proof.proved(core, "enrol", public_key, nonce, signature):
         raise Unauthorized(REFUSED)
     wanted = tokens.digest(token)
     now = core.now()
@@ -135,6 +142,8 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
                       profile=grant.profile, ownership=ownership, owner=grant.owner,
                       reserved=False)
         existing = core.store.runner_by_key(public_key)
+        if existing is not None and existing.kind == MEMBER_KIND:  # rolls the spent use back
+            raise Unauthorized(REFUSED)
         runner_id = upsert_runner(core, existing, public_key, fields, credential, expires, now)
         profiles.sync_runner(core, core.store.runner(runner_id), in_force)
         core.event("info:runner:enrolled", actor=f"enrolment:{grant.fingerprint}",

@@ -24,7 +24,7 @@ the action comes only after that is committed.
 from __future__ import annotations
 
 from gg import keys
-from gg.control import health
+from gg.control import health, key_proof
 from gg.control import labels as label_ops
 from gg.control import leases as lease_ops
 from gg.control.core import Core
@@ -124,16 +124,19 @@ def _member_dict(member: PoolMember) -> dict:
 
 
 def join(core: Core, code: str | None, *, public_key: str, inventory: dict,
-         version: str | None) -> dict:
+         version: str | None, nonce: str | None = None, signature: str | None = None) -> dict:
     """A member exchanges its one-time code for its own runner credential.
 
-    Unknown, spent and expired codes get the same opaque 401. The credential lasts
+    The request proves the member's private key (gg.control.key_proof). Unknown, spent and
+    expired codes and failed proofs get the same opaque 401. The credential lasts
     MEMBER_CREDENTIAL_TTL and is never renewed; the labels are the strategy's, not the
     machine's."""
     if not code or not code.startswith(tokens.MEMBER_CODE):
         raise Unauthorized()
     if not keys.valid_public_key(public_key):
         raise BadRequest("public_key is not a base64 Ed25519 public key")
+    if not key_proof.proved(core, "join", public_key, nonce, signature):
+        raise Unauthorized()
     wanted = tokens.digest(code)
     now = core.now()
     with core.store.atomic():

@@ -6,7 +6,7 @@ import re
 import secrets
 
 from gg import keys
-from gg.control import health
+from gg.control import health, key_proof
 from gg.control import labels as label_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import tokens
@@ -19,13 +19,21 @@ _CHALLENGE_TTL = 120.0
 
 
 def register(core: Core, person: dict, *, name: str, public_key: str, labels: dict,
-             workers: int, inventory: dict, version: str | None) -> tuple[Runner, str]:
-    """A signed-in person registers this machine; one key, one row (a new key supersedes)."""
+             workers: int, inventory: dict, version: str | None, nonce: str | None = None,
+             signature: str | None = None) -> tuple[Runner, str]:
+    """A signed-in person registers this machine; one key, one row (a new key supersedes).
+
+    The request proves the private key (gg.control.key_proof). A person supersedes only a
+    runner that person registered (an admin, any registered runner); an enrolled runner or
+    a pool member is never turned into a registered one. Every such refusal is the opaque
+    401 of a bad token, so a caller learns nothing about the key it named."""
     if not _NAME.match(name or ""):
         raise BadRequest("a runner name is 1-63 letters, digits, '.', '_' or '-'")
     if not keys.valid_public_key(public_key):
         raise BadRequest("public_key is not a base64 Ed25519 public key")
     labels = label_ops.checked(labels)
+    if not key_proof.proved(core, "register", public_key, nonce, signature):
+        raise Unauthorized()
     now = core.now()
     credential = tokens.mint(tokens.RUNNER)
     expires = now + core.settings.runner_credential_ttl
@@ -33,11 +41,12 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
         if core.store.tombstoned(public_key):
             raise Forbidden("this runner key was retired and can never register again")
         existing = core.store.runner_by_key(public_key)
+        if existing is not None and not may_supersede(person, existing):
+            raise Unauthorized()
         fields = dict(name=name, labels=labels, workers=workers, started_workers=workers,
                       inventory=inventory, version=version,
                       version_skew=version_skew(version, core.version),
                       registered_by=person["id"], goodbye_at=None,
-                      # enrolment: a registration supersedes an enrolment of the same key
                       kind="registered", profile=None, profile_in_force={})
         runner_id = upsert_runner(core, existing, public_key, fields, credential, expires, now)
         if existing is not None:
@@ -48,6 +57,13 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
         label_ops.refresh(core, runner)
     core.signals.event_added()
     return runner, credential
+
+
+def may_supersede(person: dict, existing: Runner) -> bool:
+    """Whether a person's registration may take over the row of an already known key."""
+    if existing.kind != "registered":  # enrolled, or a pool member: never by a person
+        return False
+    return person.get("role") == "admin" or existing.registered_by == person["id"]
 
 
 def upsert_runner(core: Core, existing: Runner | None, public_key: str, fields: dict,

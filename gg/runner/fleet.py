@@ -122,6 +122,6 @@ class FleetState:
                 self._report = report
 
 
-def enrol(client: Client, token: str, body: dict) -> dict:
-    """Spend the enrolment token once: this machine's key becomes an enrolled runner."""
-    return client.enrol(token, body, retry_for=60.0)
+def enrol(client: Client, token: str, body: dict, key) -> dict:
+    """Spend the enrolment token once: this machine's key (proved) becomes an enrolled runner."""
+    return client.enrol(token, body, key, retry_for=60.0)

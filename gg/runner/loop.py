@@ -200,7 +200,7 @@ class Runner:
                 "labels": self.options.labels, "workers": self.workers,
                 "inventory": inventory.inventory(str(self.state.path)), "version": __version__}
         try:
-            answer = self.client.register(body, token=self.options.person_token,
+            answer = self.client.register(body, key, token=self.options.person_token,
                                           retry_for=float("inf"))
         except ApiError as exc:
             raise RunnerExit(f"registration refused: {exc.message}") from None
@@ -222,7 +222,7 @@ class Runner:
                 "workers": self.workers, "version": __version__,
                 "inventory": inventory.inventory(str(self.state.path))}
         try:
-            answer = enrol(self.client, self.options.enrol_token, body)
+            answer = enrol(self.client, self.options.enrol_token, body, key)
         except ApiError as exc:
             raise RunnerExit(f"enrolment refused: {exc.message}") from None
         self._save_registration(answer["runner"]["id"], answer["credential"],
@@ -238,7 +238,7 @@ class Runner:
         body = {"public_key": keys.public_text(key),
                 "inventory": inventory.inventory(str(self.state.path)), "version": __version__}
         try:
-            answer = self.client.join_pool(self.options.member_code, body, retry_for=60.0)
+            answer = self.client.join_pool(self.options.member_code, body, key, retry_for=60.0)
         except ApiError as exc:
             raise RunnerExit(f"the member code was refused: {exc.message}") from None
         self.options.labels = dict(answer.get("labels") or {})

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from gg.control import leases as lease_ops
 from gg.control.core import Core
-from gg.errors import TooMany
+from gg.errors import TooManyRequests
 
 
 @dataclass(eq=False)
@@ -56,7 +56,7 @@ class Dispatcher:
         if self._per_runner.get(runner_id, 0) >= cap:
             # A runner holds one claim at a time; more is a stale connection or a flood, and
             # every parked claim holds a socket. 429 makes the runner loop pause a moment.
-            raise TooMany(f"this runner already has {cap} parked claims; try again shortly")
+            raise TooManyRequests(f"this runner already has {cap} parked claims; try again shortly")
         parked = Parked(runner_id, self.loop.create_future(), next(self._order))
         self.parked[parked.order] = parked
         self._per_runner[runner_id] = self._per_runner.get(runner_id, 0) + 1

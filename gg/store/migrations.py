@@ -1,7 +1,8 @@
 """Numbered schema migrations. Append only: never edit a migration that has shipped.
 
 Ranges keep parallel work apart: 1-99 core, 100-199 placement, 200-299 fleet operations,
-300-399 enrolment and profiles, 400-499 pools, 500-599 proof/metrics, 610-619 people.
+300-399 enrolment and profiles, 400-499 pools, 500-599 proof/metrics, 600-609 key proof,
+610-619 people.
 """
 
 from __future__ import annotations
@@ -283,6 +284,27 @@ def _pools(db: sqlite_utils.Database) -> None:
             allowed_at REAL NOT NULL,
             PRIMARY KEY (pool, runner_id)
         );
+        """
+    )
+
+
+# -- key proof (600-609) ----------------------------------------------------------------------
+
+
+@migration(600, "key nonces")
+def _key_nonces(db: sqlite_utils.Database) -> None:
+    """Single-use nonces a machine signs to prove it holds the private key it registers,
+    enrols or joins a pool with (before any runner row exists, so not runner_challenges).
+    Only the nonce's SHA-256 is kept, bound to its purpose and public key."""
+    db.executescript(
+        """
+        CREATE TABLE key_nonces (
+            nonce_hash TEXT PRIMARY KEY,
+            purpose TEXT NOT NULL,
+            public_key TEXT NOT NULL,
+            expires_at REAL NOT NULL
+        );
+        CREATE INDEX key_nonces_expiry ON key_nonces(expires_at);
         """
     )
 

@@ -1,4 +1,4 @@
-"""Runners, their tombstones and credential-renewal challenges."""
+"""Runners, their tombstones, credential-renewal challenges and key-proof nonces."""
 
 from __future__ import annotations
 
@@ -112,3 +112,22 @@ class RunnerRows:
         cur = self.db.run("DELETE FROM runner_challenges WHERE nonce_hash = ? AND runner_id = ?",
                           (nonce_hash, runner_id))
         return cur.rowcount == 1
+
+    def count_key_nonces(self, now: float) -> int:
+        """Unexpired key-proof nonces, after dropping the expired ones."""
+        self.db.run("DELETE FROM key_nonces WHERE expires_at <= ?", (now,))
+        return self.db.one("SELECT COUNT(*) AS n FROM key_nonces")["n"]
+
+    def add_key_nonce(self, nonce_hash: str, purpose: str, public_key: str,
+                      expires_at: float) -> None:
+        self.db.insert("key_nonces", {"nonce_hash": nonce_hash, "purpose": purpose,
+                                       "public_key": public_key, "expires_at": expires_at})
+
+    def take_key_nonce(self, nonce_hash: str, purpose: str, public_key: str, now: float) -> bool:
+        """Spend a key-proof nonce once, whatever follows; True if it existed, was issued for
+        this purpose and key, and was unexpired."""
+        cur = self.db.run("DELETE FROM key_nonces WHERE nonce_hash = ? RETURNING purpose, "
+                          "public_key, expires_at", (nonce_hash,))
+        row = cur.fetchone()
+        return (row is not None and row[0] == purpose and row[1] == public_key
+                and row[2] > now)

@@ -3,11 +3,7 @@ fake clock (no server), so every rule is pinned without waiting."""
 
 from __future__ import annotations
 
-import base64
-
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gg.control import admin, flights, leases, people, plan, runners, views
 from gg.control.core import Core
@@ -15,6 +11,7 @@ from gg.control.people import bootstrap
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 from gg.settings import Settings
 from gg.store import open_store
+from support import new_key, proof
 
 SANDBOX_OK = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": True}
 
@@ -57,14 +54,9 @@ def owner(core):
     return core.store.person_by_name("owner")
 
 
-def _key() -> str:
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return base64.b64encode(raw).decode()
-
-
 def make_runner(core, name="r1", *, labels=None, workers=1, caps=SANDBOX_OK, key=None):
-    runner, credential = runners.register(core, owner(core), name=name, public_key=key or _key(),
+    runner, credential = runners.register(core, owner(core), name=name,
+                                          **proof(core, "register", key),
                                           labels=labels or {}, workers=workers, inventory={},
                                           version=None)
     check_in(core, runner, caps=caps, workers=workers)
@@ -173,7 +165,7 @@ def test_admin_commands_are_refused_to_members_and_unknown_runners_are_named(cor
 
 
 def test_retire_kills_the_credential_tombstones_the_key_keeps_history_and_keeps_its_flight(core):
-    key = _key()
+    key = new_key()
     r, credential = make_runner(core, key=key)
     flight, grant = _fly(core, r)
     _, stopping = admin.retire(core, owner(core), "r1")
@@ -182,8 +174,8 @@ def test_retire_kills_the_credential_tombstones_the_key_keeps_history_and_keeps_
         runners.authenticate(core, credential)
     assert refused.value.code == "runner_retired"
     with pytest.raises(Forbidden, match="can never register again"):
-        runners.register(core, owner(core), name="r1", public_key=key, labels={}, workers=1,
-                         inventory={}, version=None)
+        runners.register(core, owner(core), name="r1", **proof(core, "register", key),
+                         labels={}, workers=1, inventory={}, version=None)
     assert [v["name"] for v in views.runners_view(core)] == []
     assert core.store.runner(r.id).admin_state == "retired"  # history kept
     # The retired host may still be running it: it stays flying on its lease.
@@ -255,7 +247,7 @@ def test_show_says_a_retired_runner_is_stopping_the_flight(core):
 
 
 def test_forget_is_refused_while_online_or_leasing_naming_why_then_deletes_without_tombstone(core, clock):
-    key = _key()
+    key = new_key()
     r, _ = make_runner(core, key=key)
     with pytest.raises(Conflict, match="r1 is online"):
         admin.forget(core, owner(core), "r1")
@@ -269,8 +261,8 @@ def test_forget_is_refused_while_online_or_leasing_naming_why_then_deletes_witho
     forgotten = kinds(core, "info:runner:forgotten", r.id)
     assert len(forgotten) == 1 and forgotten[0]["actor"] == "owner"
     assert admin.runner_for_history(core, r.id) == r.id  # its events remain readable
-    again, _ = runners.register(core, owner(core), name="r1", public_key=key, labels={},
-                                workers=1, inventory={}, version=None)
+    again, _ = runners.register(core, owner(core), name="r1", **proof(core, "register", key),
+                                labels={}, workers=1, inventory={}, version=None)
     assert again.id != r.id  # no tombstone: the machine may come back
 
 

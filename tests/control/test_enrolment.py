@@ -12,8 +12,8 @@ from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from gg.settings import Settings
 from gg.store import open_store
 
-from fleet_support import SANDBOX_CAPABILITIES, UI, public_key
-from support import Clock
+from fleet_support import SANDBOX_CAPABILITIES, UI
+from support import Clock, new_key, proof
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def owner(core):
 
 
 def spend(core, token, name="m1"):
-    return enrolment.enrol(core, token, name=name, public_key=public_key(), workers=1,
+    return enrolment.enrol(core, token, name=name, **proof(core, "enrol"), workers=1,
                            inventory={}, version=None)
 
 
@@ -99,10 +99,10 @@ def test_the_listing_says_why_expired_wins(core, owner, clock):
 
 def test_a_tombstoned_key_is_refused_and_the_use_is_not_spent(core, owner):
     row, token = enrolment.mint_token(core, owner, profile="ui", uses=1)
-    key = public_key()
-    core.store.tombstone(key, "r_gone", core.now())
+    signed = proof(core, "enrol")
+    core.store.tombstone(signed["public_key"], "r_gone", core.now())
     with pytest.raises(Forbidden):
-        enrolment.enrol(core, token, name="m", public_key=key, workers=1, inventory={},
+        enrolment.enrol(core, token, name="m", **signed, workers=1, inventory={},
                         version=None)
     assert core.store.enrol_token(row.fingerprint).uses_left == 1
 
@@ -138,15 +138,36 @@ def test_an_enrolled_machine_takes_no_work_until_its_profile_is_in_force(core, o
     assert granted is not None and granted[0].id == plain.id
 
 
-def test_registering_an_enrolled_key_supersedes_the_enrolment(core, owner):
+def test_a_person_never_turns_an_enrolled_runner_into_a_registered_one(core, owner):
+    """Not even an admin holding the machine's key: the refusal is the opaque 401 and the
+    runner stays enrolled, its profile and credential untouched."""
     from gg.control import runners
 
     _, token = enrolment.mint_token(core, owner, profile="ui")
-    key = public_key()
-    machine, _ = enrolment.enrol(core, token, name="m1", public_key=key, workers=1,
-                                 inventory={}, version=None)
-    again, _ = runners.register(core, owner, name="m1", public_key=key, labels={"gpu": "a100"},
-                                workers=1, inventory={}, version=None)
-    assert again.id == machine.id
-    assert (again.kind, again.profile, again.profile_in_force) == ("registered", None, {})
-    assert again.labels == {"gpu": "a100"}
+    key = new_key()
+    machine, credential = enrolment.enrol(core, token, name="m1", **proof(core, "enrol", key),
+                                          workers=1, inventory={}, version=None)
+    with pytest.raises(Unauthorized) as refused:
+        runners.register(core, owner, name="m1", **proof(core, "register", key),
+                         labels={"gpu": "a100"}, workers=1, inventory={}, version=None)
+    assert refused.value.message == Unauthorized().message
+    kept = core.store.runner(machine.id)
+    assert (kept.kind, kept.profile, kept.labels) == ("enrolled", "ui", machine.labels)
+    assert runners.authenticate(core, credential).id == machine.id
+
+
+def test_enrolling_needs_the_keys_signature_over_a_fresh_nonce_and_a_refusal_spends_no_use(
+        core, owner):
+    row, token = enrolment.mint_token(core, owner, profile="ui", uses=1)
+    key, other = new_key(), new_key()
+    signed = proof(core, "enrol", key)
+    forged = {**proof(core, "enrol", other), "public_key": signed["public_key"]}
+    for attempt in ({**signed, "signature": None}, {**signed, "nonce": None}, forged,
+                    {**proof(core, "register", key)}):  # a nonce for another purpose
+        with pytest.raises(Unauthorized) as refused:
+            enrolment.enrol(core, token, name="m1", **attempt, workers=1, inventory={},
+                            version=None)
+        assert refused.value.message == enrolment.REFUSED
+    assert core.store.enrol_token(row.fingerprint).uses_left == 1
+    enrolment.enrol(core, token, name="m1", **signed, workers=1, inventory={}, version=None)
+    assert core.store.enrol_token(row.fingerprint).uses_left == 0

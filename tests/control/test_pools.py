@@ -3,12 +3,9 @@ maintainer is served, the actions it may take, members joining, attestations, at
 
 from __future__ import annotations
 
-import base64
 from datetime import UTC, datetime
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gg.control import (
     enrolment,
@@ -28,7 +25,7 @@ from gg.settings import Settings
 from gg.store import open_store
 
 from placement_support import charted
-from support import Clock, make_runner
+from support import Clock, make_runner, proof
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64
@@ -81,19 +78,13 @@ def keeper(core, owner):
     return runner
 
 
-def public_key() -> str:
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return base64.b64encode(raw).decode()
-
-
 def start_member(core, keeper) -> tuple[dict, str]:
     answer, _ = members.act(core, keeper, "ui-pool", "start")
     return answer["member"], answer["code"]
 
 
 def join(core, code):
-    answer = members.join(core, code, public_key=public_key(), inventory={}, version=None)
+    answer = members.join(core, code, **proof(core, "join"), inventory={}, version=None)
     return core.store.runner(answer["runner"]["id"]), answer
 
 
@@ -209,7 +200,7 @@ def enrolled_host(core, owner, profile: str, roles: list[str]):
     if answer["gate"]:
         gates.clear_gate(core, answer["gate"]["id"], person=owner)
     _, token = enrolment.mint_token(core, owner, profile=profile)
-    runner, _ = enrolment.enrol(core, token, name=f"{profile}-host", public_key=public_key(),
+    runner, _ = enrolment.enrol(core, token, name=f"{profile}-host", **proof(core, "enrol"),
                                 workers=1, inventory={}, version=None)
     return runner
 

@@ -12,8 +12,8 @@ from gg.errors import Forbidden
 from gg.settings import Settings
 from gg.store import open_store
 
-from fleet_support import UI, public_key
-from support import Clock
+from fleet_support import UI
+from support import Clock, proof
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def owner(core):
 
 def enrolled(core, owner, profile="ui", name="m1"):
     _, token = enrolment.mint_token(core, owner, profile=profile)
-    runner, _ = enrolment.enrol(core, token, name=name, public_key=public_key(), workers=1,
+    runner, _ = enrolment.enrol(core, token, name=name, **proof(core, "enrol"), workers=1,
                                 inventory={}, version=None)
     return runner
 

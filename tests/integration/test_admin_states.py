@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
@@ -11,11 +10,9 @@ import threading
 import time
 
 import httpx
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gg.launch import gg_argv
-from support import wait_until
+from support import new_key, wait_until
 
 RETIRED_SENTENCE = "this runner was retired by an admin; it exits and will not come back"
 
@@ -193,14 +190,8 @@ def test_events_follow_prints_an_admin_change_as_it_happens(fleet):
         follower.wait()
 
 
-def _public_key() -> str:
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return base64.b64encode(raw).decode()
-
-
 def test_version_skew_is_recorded_once_per_version_pair(fleet):
-    credential = fleet.api().register({"name": "old", "public_key": _public_key()})["credential"]
+    credential = fleet.api().register({"name": "old"}, new_key())["credential"]
     headers = {"authorization": f"Bearer {credential}"}
     for version in ("0.0.1", "0.0.1", "0.0.1", "0.0.2"):
         r = httpx.post(fleet.url + "/v1/runner/check-in", json={"version": version},

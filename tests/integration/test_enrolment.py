@@ -15,8 +15,8 @@ import pytest
 
 from gg.launch import LocalRunner, gg_argv
 
-from fleet_support import apply_and_clear, mint, profile_yaml, public_key, write_profile
-from support import FAST, Fleet, wait_until
+from fleet_support import apply_and_clear, mint, profile_yaml, write_profile
+from support import FAST, Fleet, http_proof, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "runner"))
 from git_http_server import IDENTITY, GitHttpServer  # noqa: E402
@@ -103,7 +103,7 @@ def test_fifty_machines_racing_for_a_one_use_token_give_exactly_one_runner(fleet
 
     def use(i: int) -> None:
         with httpx.Client(base_url=fleet.url, timeout=60) as http:
-            body = {"name": f"racer-{i}", "public_key": public_key()}
+            body = {"name": f"racer-{i}", **http_proof(http, "enrol")}
             barrier.wait()
             answers[i] = http.post("/v1/enrol", json=body,
                                    headers={"authorization": f"Bearer {token}"})

@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import base64
 import os
 import signal
 import threading
 
 import httpx
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from support import wait_until
-
-
-def _public_key() -> str:
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return base64.b64encode(raw).decode()
+from support import new_key, wait_until
 
 
 def _register(fleet, name: str) -> str:
     """Register a runner over the real API; returns its ggr_ credential."""
-    answer = fleet.api().register({"name": name, "public_key": _public_key()})
+    answer = fleet.api().register({"name": name}, new_key())
     credential = answer["credential"]
     _check_in(fleet, credential)
     return credential

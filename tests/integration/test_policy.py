@@ -260,8 +260,7 @@ def test_a_flight_the_runner_cannot_isolate_is_handed_back_before_anything_runs(
     from gg.runner.flight import FlightRun, Lease
 
     api = fleet.api()
-    public_key = keys.public_text(keys.load_or_create(tmp_path / "key.pem"))
-    credential = api.register({"name": "r1", "public_key": public_key})["credential"]
+    credential = api.register({"name": "r1"}, keys.load_or_create(tmp_path / "key.pem"))["credential"]
     runner_api = Client(fleet.url, credential)
     runner_api.check_in({"free_slots": 1})
     marker = tmp_path / "ran"

@@ -4,16 +4,14 @@ never a 5xx, and the server stays up with its memory bounded."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import socket
 
 import httpx
 import psutil
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gg.launch import LocalServer, free_port
+from support import http_proof
 
 LIMIT = 1_048_576  # the default max body size
 
@@ -24,10 +22,8 @@ def server(tmp_path_factory):
     srv = LocalServer(root / "data", free_port(), env={"GG_CLAIM_WAIT": "0.2"},
                       log=root / "server.log").start()
     owner = {"authorization": f"Bearer {srv.owner_token()}"}
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     reg = httpx.post(srv.url + "/v1/runners", headers=owner,
-                     json={"name": "victim", "public_key": base64.b64encode(raw).decode()}).json()
+                     json={"name": "victim", **http_proof(httpx, "register", base=srv.url)}).json()
     srv.owner = owner
     srv.runner = {"authorization": f"Bearer {reg['credential']}"}
     httpx.post(srv.url + "/v1/runner/check-in", headers=srv.runner, json={}).raise_for_status()

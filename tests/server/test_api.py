@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from gg.server.app import create_app
 from gg.settings import Settings
 from gg.store import open_store
+from support import http_proof
 
 
 class Clock:
@@ -48,7 +49,8 @@ def new_key():
 
 def register(client, name="r1"):
     key, public = new_key()
-    r = client.post("/v1/runners", json={"name": name, "public_key": public}, headers=auth(client.owner))
+    r = client.post("/v1/runners", json={"name": name, **http_proof(client, "register", key)},
+                    headers=auth(client.owner))
     assert r.status_code == 201, r.text
     return key, r.json()
 
@@ -145,8 +147,10 @@ def test_an_expired_runner_credential_is_refused(client, clock):
 
 def test_registering_the_same_key_again_supersedes_the_old_registration(client):
     key, public = new_key()
-    first = client.post("/v1/runners", json={"name": "a", "public_key": public}, headers=auth(client.owner)).json()
-    second = client.post("/v1/runners", json={"name": "a2", "public_key": public}, headers=auth(client.owner)).json()
+    first = client.post("/v1/runners", json={"name": "a", **http_proof(client, "register", key)},
+                        headers=auth(client.owner)).json()
+    second = client.post("/v1/runners", json={"name": "a2", **http_proof(client, "register", key)},
+                         headers=auth(client.owner)).json()
     assert first["runner"]["id"] == second["runner"]["id"]
     assert client.post("/v1/runner/check-in", json={}, headers=auth(first["credential"])).status_code == 401
     rows = client.get("/v1/runners", headers=auth(client.owner)).json()

@@ -9,8 +9,8 @@ from gg.server.app import create_app
 from gg.settings import Settings
 from gg.store import open_store
 
-from fleet_support import UI, public_key
-from support import Clock
+from fleet_support import UI
+from support import Clock, http_proof
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def mint(client, **body):
 
 
 def enrol(client, token, name="m1"):
-    return client.post("/v1/enrol", json={"name": name, "public_key": public_key()},
+    return client.post("/v1/enrol", json={"name": name, **http_proof(client, "enrol")},
                        headers=auth(token))
 
 

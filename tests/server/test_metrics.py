@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import base64
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from gg.server.app import create_app
 from gg.settings import Settings
 from gg.store import open_store
-from support import Clock
+from support import Clock, http_proof
 
 
 @pytest.fixture
@@ -35,9 +32,7 @@ def _auth(token):
 
 
 def _runner(client, name):
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    answer = client.post("/v1/runners", json={"name": name, "public_key": base64.b64encode(raw).decode()},
+    answer = client.post("/v1/runners", json={"name": name, **http_proof(client, "register")},
                          headers=_auth(client.owner)).json()
     credential = answer["credential"]
     assert client.post("/v1/runner/check-in", json={}, headers=_auth(credential)).status_code == 200

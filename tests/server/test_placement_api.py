@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import base64
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
 
 from gg.server.app import create_app
 from gg.settings import Settings
 from gg.store import open_store
 
-from support import Clock
+from support import Clock, http_proof
 
 
 @pytest.fixture
@@ -32,9 +29,7 @@ def client(tmp_path, clock):
 
 
 def register(client, name, labels=None, inventory=None):
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    r = client.post("/v1/runners", json={"name": name, "public_key": base64.b64encode(raw).decode(),
+    r = client.post("/v1/runners", json={"name": name, **http_proof(client, "register"),
                                          "labels": labels or {}}, headers=client.owner)
     assert r.status_code == 201, r.text
     credential = {"authorization": f"Bearer {r.json()['credential']}"}

@@ -3,18 +3,15 @@ member's code and credential are refused."""
 
 from __future__ import annotations
 
-import base64
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
 
 from gg.server.app import create_app
 from gg.settings import Settings
 from gg.store import open_store
 
-from support import Clock
+from support import Clock, http_proof
 
 DIGEST = "sha256:" + "c" * 64
 STRATEGY = {"environment": "ui", "inventory": {"name": "ui-pool", "size": 2, "warm": 1},
@@ -41,12 +38,6 @@ def auth(token):
     return {"authorization": f"Bearer {token}"}
 
 
-def public_key() -> str:
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return base64.b64encode(raw).decode()
-
-
 def ok(response, status=200):
     assert response.status_code == status, response.text
     return response.json()
@@ -58,7 +49,7 @@ def keeper(client):
     applied = ok(client.put("/v1/strategies/ui", json={"strategy": STRATEGY},
                             headers=auth(client.owner)))
     ok(client.post(f"/v1/gates/{applied['gate']['id']}/clear", headers=auth(client.owner)))
-    reg = ok(client.post("/v1/runners", json={"name": "keeper", "public_key": public_key()},
+    reg = ok(client.post("/v1/runners", json={"name": "keeper", **http_proof(client, "register")},
                          headers=auth(client.owner)), 201)
     ok(client.post("/v1/runner/check-in", json={}, headers=auth(reg["credential"])))
     ok(client.post("/v1/pools/ui-pool/allow", json={"runner": "keeper"},
@@ -72,7 +63,7 @@ def start(client, keeper) -> str:
 
 
 def join(client, code):
-    return client.post("/v1/members/join", json={"public_key": public_key()},
+    return client.post("/v1/members/join", json=http_proof(client, "join"),
                        headers=auth(code))
 
 
@@ -99,7 +90,7 @@ def test_a_members_credential_is_refused_on_every_pool_path_with_403(client, kee
 
 def test_a_runner_nobody_allowed_gets_403_and_a_person_cannot_act_as_a_maintainer(client,
                                                                                   keeper):
-    reg = ok(client.post("/v1/runners", json={"name": "stray", "public_key": public_key()},
+    reg = ok(client.post("/v1/runners", json={"name": "stray", **http_proof(client, "register")},
                          headers=auth(client.owner)), 201)
     refused = client.get("/v1/pools/ui-pool/plan", headers=auth(reg["credential"]))
     assert refused.status_code == 403

@@ -8,20 +8,18 @@ with the request that caused it (as a curl command).
 
 from __future__ import annotations
 
-import base64
 import time
 
 import httpx
 import psutil
 import pytest
 import schemathesis
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
 from gg.launch import LocalServer, free_port
+from support import http_proof
 
 EXAMPLES = 3  # per operation, per mode, per caller: a few hundred requests in all
 
@@ -32,10 +30,8 @@ def server(tmp_path_factory):
     env = {"GG_CLAIM_WAIT": "0.2", "GG_CHECK_IN_INTERVAL": "0.5"}
     srv = LocalServer(root / "data", free_port(), env=env, log=root / "server.log").start()
     owner = srv.owner_token()
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     reg = httpx.post(srv.url + "/v1/runners", headers={"authorization": f"Bearer {owner}"},
-                     json={"name": "fuzzed", "public_key": base64.b64encode(raw).decode()}).json()
+                     json={"name": "fuzzed", **http_proof(httpx, "register", base=srv.url)}).json()
     httpx.post(srv.url + "/v1/flights", headers={"authorization": f"Bearer {owner}"},
                json={"command": ["true"]}).raise_for_status()
     srv.tokens = {"person": owner, "runner": reg["credential"]}

@@ -15,14 +15,15 @@ import secrets
 from typing import Callable
 
 import pytest
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
 
+from gg import keys
 from gg.server.app import create_app
 from gg.settings import Settings
 from gg.store import open_store
-from support import Clock
+from fleet_support import UI
+from support import Clock, http_proof
 
 
 class World:
@@ -31,9 +32,8 @@ class World:
 
     def register(self, name: str = "r1", key: Ed25519PrivateKey | None = None):
         key = key or Ed25519PrivateKey.generate()
-        raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
         answer = self.client.post("/v1/runners", headers=_auth(self.owner),
-                                  json={"name": name, "public_key": base64.b64encode(raw).decode()})
+                                  json={"name": name, **http_proof(self.client, "register", key)})
         assert answer.status_code == 201, answer.text
         return key, answer.json()
 
@@ -151,6 +151,77 @@ RUNNER_REFUSALS: dict[str, Callable[[World], str]] = {
 
 def _answer(response) -> tuple:
     return response.status_code, response.json(), response.headers.get("www-authenticate")
+
+
+# -- registrations that must be refused like a bad token (the key is not proved, or the
+# -- key's runner is not the caller's to take) ---------------------------------------------
+
+
+def _member(w: World, name: str = "mallory") -> str:
+    answer = w.client.post("/v1/people", json={"name": name}, headers=_auth(w.owner))
+    assert answer.status_code == 201, answer.text
+    return answer.json()["token"]
+
+
+def _unproved(w: World) -> tuple[str, dict]:
+    key, _ = w.register("victim")
+    return w.owner, {"name": "victim", "public_key": keys.public_text(key)}
+
+
+def _signed_by_another_key(w: World) -> tuple[str, dict]:
+    key, _ = w.register("victim")
+    public = keys.public_text(key)
+    nonce = w.client.post("/v1/key-nonces", json={"purpose": "register",
+                                                  "public_key": public}).json()["nonce"]
+    forged = keys.prove(Ed25519PrivateKey.generate(), "register", nonce)["signature"]
+    return w.owner, {"name": "victim", "public_key": public, "nonce": nonce, "signature": forged}
+
+
+def _replayed(w: World) -> tuple[str, dict]:
+    body = {"name": "r1", **http_proof(w.client, "register")}
+    assert w.client.post("/v1/runners", json=body, headers=_auth(w.owner)).status_code == 201
+    return w.owner, body
+
+
+def _expired(w: World) -> tuple[str, dict]:
+    body = {"name": "r1", **http_proof(w.client, "register")}
+    w.clock.advance(Settings().key_nonce_ttl + 1)
+    return w.owner, body
+
+
+def _someone_elses(w: World) -> tuple[str, dict]:
+    key, _ = w.register("victim")  # registered by the owner
+    return _member(w), {"name": "victim", **http_proof(w.client, "register", key)}
+
+
+def _enrolled(w: World) -> tuple[str, dict]:
+    w.client.put("/v1/profiles/ui", json={"profile": UI}, headers=_auth(w.owner))
+    token = w.client.post("/v1/enrolment-tokens", json={"profile": "ui"},
+                          headers=_auth(w.owner)).json()["token"]
+    key = Ed25519PrivateKey.generate()
+    enrolled = w.client.post("/v1/enrol", json={"name": "m1", **http_proof(w.client, "enrol", key)},
+                             headers=_auth(token))
+    assert enrolled.status_code == 201, enrolled.text
+    return w.owner, {"name": "m1", **http_proof(w.client, "register", key)}
+
+
+REGISTRATION_REFUSALS: dict[str, Callable[[World], tuple[str, dict]]] = {
+    "another runner's public key, unproved": _unproved,
+    "signed by another key": _signed_by_another_key,
+    "a replayed nonce": _replayed,
+    "an expired nonce": _expired,
+    "another person's runner, key proved": _someone_elses,
+    "an enrolled runner's key, proved": _enrolled,
+}
+
+
+@pytest.mark.parametrize("make", REGISTRATION_REFUSALS.values(), ids=REGISTRATION_REFUSALS.keys())
+def test_refused_registrations_are_identical_to_a_bad_token(world, make):
+    token, body = make(world)
+    reference = _answer(world.client.post(
+        "/v1/runners", json=body, headers=_auth("ggp_" + secrets.token_urlsafe(24))))
+    assert reference[0] == 401
+    assert _answer(world.client.post("/v1/runners", json=body, headers=_auth(token))) == reference
 
 
 @pytest.mark.parametrize("make", PERSON_REFUSALS.values(), ids=PERSON_REFUSALS.keys())

@@ -59,7 +59,8 @@ async def enrol(body: Enrol, request: Request) -> dict:
     core = request.app.state.core
     runner, credential = enrolment.enrol(
         core, auth.bearer(request), name=body.name, public_key=body.public_key,
-        workers=body.workers, inventory=body.inventory, version=body.version)
+        workers=body.workers, inventory=body.inventory, version=body.version,
+        nonce=body.nonce, signature=body.signature)
     return {"runner": views.runner_view(core, runner), "credential": credential,
             "credential_expires_at": runner.credential_expires_at,
             "profile": enrolment.runner_profile(runner),

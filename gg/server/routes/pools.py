@@ -108,4 +108,5 @@ async def attest(pool: str, body: Attestation, request: Request,
 @router.post(paths.MEMBER_JOIN, status_code=201)
 async def join(body: MemberJoin, request: Request) -> dict:
     return members.join(request.app.state.core, auth.bearer(request), public_key=body.public_key,
-                        inventory=body.inventory, version=body.version)
+                        inventory=body.inventory, version=body.version, nonce=body.nonce,
+                        signature=body.signature)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request, Response
 
 from gg.api import paths
-from gg.api.schemas import CheckIn, Claim, CredentialRenew, HandBack, Renew, Report, RunnerRegister
-from gg.control import labels, leases, runners
+from gg.api.schemas import (CheckIn, Claim, CredentialRenew, HandBack, KeyNonceAsk, Renew, Report,
+                            RunnerRegister)
+from gg.control import key_proof, labels, leases, runners
 from gg.control import views
 from gg.domain.runners import Runner, is_online
 from gg.server import auth
@@ -15,13 +16,21 @@ from gg.server.routes import fleet
 router = APIRouter()
 
 
+@router.post(paths.KEY_NONCES, status_code=201)
+async def key_nonce(body: KeyNonceAsk, request: Request) -> dict:
+    """A single-use nonce for the private key to sign (no token: the request it is spent on
+    carries the token; the nonce alone grants nothing)."""
+    return key_proof.issue(request.app.state.core, body.purpose, body.public_key)
+
+
 @router.post(paths.RUNNERS, status_code=201)
 async def register(body: RunnerRegister, request: Request,
                    person: dict = Depends(auth.person)) -> dict:
     core = request.app.state.core
     runner, credential = runners.register(
         core, person, name=body.name, public_key=body.public_key, labels=body.labels,
-        workers=body.workers, inventory=body.inventory, version=body.version)
+        workers=body.workers, inventory=body.inventory, version=body.version,
+        nonce=body.nonce, signature=body.signature)
     await labels.settled(core, runner.id)  # its labels' verdicts, computed off the loop
     return {"runner": views.runner_view(core, runner), "credential": credential,
             "credential_expires_at": runner.credential_expires_at,
