@@ -4,7 +4,6 @@ claims from one runner, a SIGTERM with claims parked, and a private data dir; ag
 
 from __future__ import annotations
 
-import base64
 import errno
 import logging
 import os
@@ -18,12 +17,10 @@ import threading
 
 import httpx
 import psutil
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gg.launch import LocalServer, free_port
 from gg.server.connections import CAP_CEILING, Gate, default_cap, plan_cap
-from support import wait_until
+from support import http_proof, wait_until
 
 CAP = 300
 HOLDERS = 4  # client processes holding the idle sockets
@@ -54,11 +51,10 @@ def _server(tmp_path, env: dict[str, str], **kw) -> LocalServer:
 
 def _runner_credential(server: LocalServer) -> str:
     """A runner registered over the real API (checked in): its ggr_ credential."""
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     owner = {"authorization": f"Bearer {server.owner_token()}"}
-    answer = httpx.post(server.url + "/v1/runners", headers=owner, timeout=10,
-                        json={"name": "claimer", "public_key": base64.b64encode(raw).decode()})
+    with httpx.Client(base_url=server.url, timeout=10) as http:
+        answer = http.post("/v1/runners", headers=owner,
+                           json={"name": "claimer", **http_proof(http, "register")})
     answer.raise_for_status()
     credential = answer.json()["credential"]
     httpx.post(server.url + "/v1/runner/check-in", json={}, timeout=10,

@@ -4,17 +4,15 @@ while the control plane keeps answering."""
 
 from __future__ import annotations
 
-import base64
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gg.launch import LocalServer, free_port
+from support import http_proof
 
 # Within the static cost bound (it assumes 64 tools), yet seconds of CEL for a runner that
 # reports eight thousand tools: far over the default deadline of 0.25 s.
@@ -54,11 +52,9 @@ def server(tmp_path_factory):
 
 
 def _register(server, name: str, labels: dict) -> dict:
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    answer = httpx.post(server.url + "/v1/runners", headers=server.owner, timeout=30,
-                        json={"name": name, "public_key": base64.b64encode(raw).decode(),
-                              "labels": labels})
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        answer = http.post("/v1/runners", headers=server.owner,
+                           json={"name": name, **http_proof(http, "register"), "labels": labels})
     assert answer.status_code == 201, answer.text
     return {"authorization": f"Bearer {answer.json()['credential']}"}
 
