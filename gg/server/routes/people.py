@@ -8,8 +8,9 @@ from gg.api import paths
 from gg.api.schemas import PersonAdd
 from gg.control import people
 from gg.server import auth
+from gg.server.json_body import JsonRoute
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
 @router.get(paths.HEALTH)

@@ -10,9 +10,10 @@ from gg.control import leases, runners
 from gg.control import views
 from gg.domain.runners import Runner, is_online
 from gg.server import auth
+from gg.server.json_body import JsonRoute
 from gg.server.routes import fleet
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
 @router.post(paths.RUNNERS, status_code=201)
