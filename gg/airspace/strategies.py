@@ -82,9 +82,12 @@ def context_problem(context: str, airspace: Path | None) -> str | None:
             return f"must stay inside the airspace directory (got {describe(context)})"
     if airspace is None:
         return None
-    root = Path(airspace).resolve()
     target = Path(airspace) / context  # an absolute context stays itself
-    resolved = target.resolve()
+    try:
+        root, resolved = Path(airspace).resolve(), target.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a loop of symbolic links
+        return (f"cannot be followed to a directory (a loop of symbolic links?) "
+                f"(got {describe(context)})")
     if resolved == root or resolved.is_relative_to(root):
         return None
     written_in = Path(os.path.normpath(target.absolute())).is_relative_to(

@@ -69,9 +69,14 @@ def build(name: str = typer.Argument(..., metavar="NAME"),
         if not applied.get("build"):
             raise CliError(f"strategy {name} has no build.context; give --context DIR", 2)
         context = base / applied["build"]["context"]  # an absolute context stays itself
-        if not context.resolve().is_relative_to(base.resolve()):
-            raise CliError(f"the build context {context} lies outside {base}: a strategy builds "
-                           "only from inside its airspace directory (--base DIR)", 2)
+        try:
+            inside = context.resolve().is_relative_to(base.resolve())
+        except (OSError, RuntimeError, ValueError):  # a loop of links, a NUL
+            inside = False
+        if not inside:
+            raise CliError(f"the build context {context} does not stay inside {base}: a "
+                           "strategy builds only from inside its airspace directory (--base DIR)",
+                           2)
     if not context.is_dir():
         raise CliError(f"the build context {context} is not a directory", 2)
     image = build_image(context, images or config.images_dir())

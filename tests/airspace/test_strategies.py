@@ -132,6 +132,14 @@ def test_a_build_context_outside_the_airspace_directory_is_refused(tmp_path, con
     assert fragment.format(base=base, outside=outside) in error.problem
 
 
+def test_a_build_context_in_a_loop_of_symbolic_links_is_refused_not_a_crash(tmp_path):
+    base, path = _in_airspace(tmp_path, "images/loop")
+    (base / "images" / "loop").symlink_to(base / "images" / "loop")
+    with pytest.raises(AirspaceError) as caught:
+        load_strategy(path)
+    assert caught.value.key == "build.context" and "loop of symbolic links" in caught.value.problem
+
+
 def test_a_strategy_kept_outside_strategies_has_its_own_directory_as_airspace(tmp_path):
     (tmp_path / "ctx").mkdir()
     path = write(tmp_path, STRATEGY + "  context: ctx\n")

@@ -81,7 +81,8 @@ def test_build_refuses_a_posted_context_that_leads_out_of_its_base(fleet, tmp_pa
     base = tmp_path / "airspace"
     base.mkdir()
     (base / "ctx").symlink_to(secrets)
-    for context in (str(secrets), "ctx"):
+    (base / "loop").symlink_to(base / "loop")
+    for context in (str(secrets), "ctx", "loop"):
         mapping = {"environment": "ui", "inventory": {"name": "ui-pool", "size": 1},
                    "image": {"ref": "ui-image"}, "build": {"context": context}}
         applied = fleet.api().apply_strategy("ui", mapping)
@@ -90,6 +91,6 @@ def test_build_refuses_a_posted_context_that_leads_out_of_its_base(fleet, tmp_pa
         monkeypatch.setenv("GG_IMAGES_DIR", str(tmp_path / "images"))
         code, out, err = cli(fleet, "strategy", "build", "ui", "--base", str(base))
         assert (code, out) == (2, "")
-        assert err == (f"the build context {base / context} lies outside {base}: a strategy "
-                       "builds only from inside its airspace directory (--base DIR)\n")
+        assert err == (f"the build context {base / context} does not stay inside {base}: a "
+                       "strategy builds only from inside its airspace directory (--base DIR)\n")
         assert not (tmp_path / "images").exists()
