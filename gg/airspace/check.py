@@ -84,7 +84,7 @@ def _survey(base: Path) -> tuple[Airspace, list[AirspaceError]]:
     strategies: dict[str, Strategy] = {}
     pools: dict[str, str] = {}
     for path, doc in _documents(strategies_dir, errors):
-        checked_strategy = read_strategy(doc, path.stem)
+        checked_strategy = read_strategy(doc, path.stem, base)
         errors.extend(checked_strategy.errors)
         strategy = checked_strategy.value
         if strategy is None:

@@ -13,11 +13,19 @@ Cross-field rules, each reported on the line of the second key: ``warm <= size``
 ``pool-max <= size`` (more members can never run than the pool holds) and ``warm <= pool-max``
 (warm members are running members). Without ``bounds``, ``pool-max`` is ``size`` and the pool
 is always active.
+
+``build.context`` must stay inside the airspace directory: the parent of ``strategies/`` for a
+file kept there, else the file's own directory. A relative context starts there; an absolute
+one, a ``..`` that climbs out, or a symbolic link that leads out is refused, since ``gg strategy
+build`` would otherwise pack whatever it names (a key, a config dir) into a pool image. A
+strategy posted without a file (over HTTP) is held to the part that needs no disk: no ``..``
+out of it; ``gg strategy build`` checks the rest against its ``--base`` before it packs.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from gg.airspace.errors import AirspaceError, describe
@@ -35,7 +43,8 @@ from gg.domain.strategies import (
     parse_active_hours,
 )
 
-__all__ = ["load_strategy", "read_strategy", "strategy_from_mapping"]
+__all__ = ["airspace_of", "context_problem", "load_strategy", "read_strategy",
+           "strategy_from_mapping"]
 
 MAX_POOL_SIZE = 1024
 _BELONGS = {"name": "inventory", "size": "inventory", "warm": "inventory", "ref": "image",
@@ -54,8 +63,44 @@ def _hours_problem(message: str, text: str) -> str:
     return f"{message.removeprefix(f'active-hours {text!r} ')} (got {describe(text)})"
 
 
-def read_strategy(doc: Document, name: str) -> Checked[Strategy]:
-    """Every problem in a parsed strategy document, or the Strategy it describes."""
+def airspace_of(path: str | Path) -> Path:
+    """The airspace directory a strategy file belongs to: the parent of its ``strategies/``
+    folder, or the file's own directory when it is kept elsewhere."""
+    folder = Path(path).parent
+    return folder.parent if folder.name == "strategies" else folder
+
+
+def context_problem(context: str, airspace: Path | None) -> str | None:
+    """Why ``context`` may not be a build context of the airspace at ``airspace`` (None: it
+    may). Without a directory only what the text itself shows is checked."""
+    if "\0" in context:
+        return "must not contain a NUL character"
+    written = PurePosixPath(context)
+    if not written.is_absolute():
+        normal = os.path.normpath(context)
+        if normal == ".." or normal.startswith("../"):
+            return f"must stay inside the airspace directory (got {describe(context)})"
+    if airspace is None:
+        return None
+    target = Path(airspace) / context  # an absolute context stays itself
+    try:
+        root, resolved = Path(airspace).resolve(), target.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a loop of symbolic links
+        return (f"cannot be followed to a directory (a loop of symbolic links?) "
+                f"(got {describe(context)})")
+    if resolved == root or resolved.is_relative_to(root):
+        return None
+    written_in = Path(os.path.normpath(target.absolute())).is_relative_to(
+        os.path.normpath(Path(airspace).absolute()))
+    through = f"; a symbolic link leads it to {resolved}" if written_in else ""
+    return (f"must stay inside the airspace directory {airspace}{through} "
+            f"(got {describe(context)})")
+
+
+def read_strategy(doc: Document, name: str, airspace: Path | None = None) -> Checked[Strategy]:
+    """Every problem in a parsed strategy document, or the Strategy it describes.
+    ``airspace`` is the directory ``build.context`` must stay inside (see ``airspace_of``);
+    None for a strategy that came without a file."""
     errors: list[AirspaceError] = []
     problem = name_problem(name)
     if problem:
@@ -71,7 +116,8 @@ def read_strategy(doc: Document, name: str) -> Checked[Strategy]:
     build_fields = fields.section("build")
     build = None
     if build_fields is not None:
-        context = build_fields.text("context", required=True)
+        context = build_fields.text("context", required=True,
+                                    check=lambda value: context_problem(value, airspace))
         build_fields.finish()
         build = Build(context=context) if context else None
     driver = fields.choice("driver", DRIVERS, default="process")
@@ -145,7 +191,7 @@ def _read_bounds(top: Fields, fields: Fields | None, inventory: Inventory | None
 def load_strategy(path: str | Path, name: str | None = None) -> Strategy:
     """Load one strategy file; ``name`` defaults to the file stem (``gg strategy apply NAME
     FILE`` passes its own). The first problem (by line) is raised as AirspaceError."""
-    return read_strategy(read_yaml(path), name or Path(path).stem).unwrap()
+    return read_strategy(read_yaml(path), name or Path(path).stem, airspace_of(path)).unwrap()
 
 
 def strategy_from_mapping(name: str, mapping: Any, source: str = "<request>") -> Strategy:

@@ -9,7 +9,10 @@ graph with a ``SafeLoader`` and walk it ourselves:
 - mapping keys are taken as written (``yes:`` is the key ``"yes"``, not True);
 - anchors, aliases and ``<<`` merge keys work; explicit keys win over merged ones;
 - a duplicate key, a non-text key, a custom tag, a self-referencing alias or an alias bomb
-  is refused with its line.
+  is refused with its line;
+- values nested more than ``MAX_DEPTH`` levels deep (counting lists, mappings, what an alias
+  brings in and chains of ``<<`` merges) are refused with the line where the limit is passed,
+  before anything recurses on them: ``[[[[…`` ten thousand deep is an error, not a crash.
 
 The result is a ``Document``: plain Python data plus two maps from a dotted key path
 (``policy.isolation``, ``roles[0]`` for list items, counted from 0) to the line of that key and
@@ -28,9 +31,10 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from gg.airspace.errors import AirspaceError
 
-__all__ = ["MAX_FILE_BYTES", "Document", "document_from_mapping", "join", "parse_yaml", "read_yaml"]
+__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "Document", "document_from_mapping", "join", "parse_yaml", "read_yaml"]
 
 MAX_FILE_BYTES = 1024 * 1024
+MAX_DEPTH = 32  # levels of nesting an airspace file may use; the deepest real key uses 3
 _MAX_NODES = 50_000
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
@@ -78,7 +82,7 @@ def read_yaml(path: str | Path) -> Document:
 
 def parse_yaml(text: str, file: str) -> Document:
     """Parse one YAML document from ``text``; ``file`` is only used to name it in errors."""
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text, file)
     try:
         node = loader.get_single_node()
         walker = _Walker(loader, file)
@@ -111,6 +115,30 @@ def _malformed(e: yaml.MarkedYAMLError, file: str) -> AirspaceError:
     return AirspaceError(f"malformed YAML: {problem}", file=file, line=line)
 
 
+class _Loader(yaml.SafeLoader):
+    """A SafeLoader whose composer refuses nesting beyond MAX_DEPTH (PyYAML's composer
+    recurses once per level, so without this a deep file ends in a RecursionError)."""
+
+    def __init__(self, text: str, file: str) -> None:
+        super().__init__(text)
+        self._file = file
+        self._depth = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _too_deep(self._file, self.peek_event().start_mark.line + 1, None)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _too_deep(file: str, line: int, key: str | None) -> AirspaceError:
+    return AirspaceError(f"nests deeper than {MAX_DEPTH} levels; airspace files are shallow",
+                         file=file, line=line, key=key)
+
+
 class _Walker:
     """Turns a composed node graph into plain data, recording lines on the way."""
 
@@ -121,6 +149,7 @@ class _Walker:
         self.value_lines: dict[str, int] = {}
         self._active: set[int] = set()
         self._seen = 0
+        self._depth = 0  # aliases and merges can nest deeper than the text: count again here
 
     def _error(self, problem: str, node: Node, key: str) -> AirspaceError:
         return AirspaceError(problem, file=self.file, line=node.start_mark.line + 1, key=key)
@@ -130,11 +159,14 @@ class _Walker:
         if self._seen > _MAX_NODES:
             raise self._error("has too many values (aliases expanding without end?)", node, path)
         self.value_lines.setdefault(path, node.start_mark.line + 1)
+        if self._depth >= MAX_DEPTH:  # this node would be one level too many
+            raise _too_deep(self.file, node.start_mark.line + 1, path or None)
         if isinstance(node, ScalarNode):
             return self.loader.construct_object(node, deep=True)
         if id(node) in self._active:
             raise self._error("an alias refers to the value that contains it", node, path)
         self._active.add(id(node))
+        self._depth += 1
         try:
             if isinstance(node, SequenceNode):
                 if node.tag != _SEQ_TAG:
@@ -145,6 +177,7 @@ class _Walker:
                     raise self._error(f"the tag {node.tag} is not supported here", node, path)
                 return self._mapping(node, path)
         finally:
+            self._depth -= 1
             self._active.discard(id(node))
         raise self._error("is not a value YAML can hold", node, path)  # pragma: no cover
 
@@ -189,7 +222,10 @@ class _Walker:
                 raise self._error("<< must merge a mapping or a list of mappings", source, path)
             if id(source) in self._active:
                 raise self._error("an alias refers to the value that contains it", source, path)
+            if self._depth >= MAX_DEPTH:
+                raise _too_deep(self.file, source.start_mark.line + 1, path or None)
             self._active.add(id(source))
+            self._depth += 1
             own: list[tuple[ScalarNode, Node]] = []
             nested: list[tuple[ScalarNode, Node]] = []
             try:
@@ -200,6 +236,7 @@ class _Walker:
                         self._key(key_node, path)
                         own.append((key_node, value_node))
             finally:
+                self._depth -= 1
                 self._active.discard(id(source))
             pairs.extend(own + nested)  # a source's own keys win over what it merged itself
         return pairs

@@ -25,11 +25,12 @@ def apply(name: str = typer.Argument(..., metavar="NAME"),
           json_: bool = typer.Option(False, "--json")) -> None:
     """Apply strategy NAME from FILE (admin). More machines, other hours or another image
     wait for a gate; fewer machines apply at once."""
-    from gg.airspace.strategies import read_strategy
+    from gg.airspace.strategies import airspace_of, read_strategy
     from gg.airspace.yamlfile import read_yaml
 
     doc = read_yaml(file)
-    read_strategy(doc, name).unwrap()  # file, line and key, before anything is sent
+    # file, line and key, before anything is sent
+    read_strategy(doc, name, airspace_of(file)).unwrap()
     answer = client().apply_strategy(name, doc.data)
     if json_:
         emit_json(answer)
@@ -49,7 +50,8 @@ def build(name: str = typer.Argument(..., metavar="NAME"),
           context: Optional[Path] = typer.Option(None, "--context", metavar="DIR",
                                                  help="Build from DIR instead of build.context."),
           base: Path = typer.Option(Path("."), "--base", metavar="DIR",
-                                    help="Where a relative build.context starts (default: here)."),
+                                    help="The airspace directory: build.context starts there "
+                                         "and stays inside it (default: here)."),
           images: Optional[Path] = typer.Option(None, "--images", metavar="DIR",
                                                 help="Pool images on this host (env GG_IMAGES_DIR)."),
           json_: bool = typer.Option(False, "--json")) -> None:
@@ -66,9 +68,15 @@ def build(name: str = typer.Argument(..., metavar="NAME"),
     if context is None:
         if not applied.get("build"):
             raise CliError(f"strategy {name} has no build.context; give --context DIR", 2)
-        context = Path(applied["build"]["context"])
-        if not context.is_absolute():
-            context = base / context
+        context = base / applied["build"]["context"]  # an absolute context stays itself
+        try:
+            inside = context.resolve().is_relative_to(base.resolve())
+        except (OSError, RuntimeError, ValueError):  # a loop of links, a NUL
+            inside = False
+        if not inside:
+            raise CliError(f"the build context {context} does not stay inside {base}: a "
+                           "strategy builds only from inside its airspace directory (--base DIR)",
+                           2)
     if not context.is_dir():
         raise CliError(f"the build context {context} is not a directory", 2)
     image = build_image(context, images or config.images_dir())

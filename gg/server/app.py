@@ -14,6 +14,7 @@ from gg.control.core import Core
 from gg.control.people import bootstrap
 from gg.server import errors, liveness, metrics
 from gg.server.dispatch import Dispatcher, Watch
+from gg.server.json_body import JsonRoute
 from gg.server.limits import BodyLimit
 from gg.server.routes import admin, fleet, flights, gates, people, placement, pools, runners
 from gg.settings import Settings
@@ -31,6 +32,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app = FastAPI(title="gg control plane", version=__version__,
                   description="Runs work on a fleet of machines an organisation controls.",
                   lifespan=liveness.lifespan)
+    app.router.route_class = JsonRoute  # any route added on the app reads bodies strictly too
     app.state.core = core
     app.state.dispatcher = Dispatcher(core)
     app.state.watch = Watch(core)

@@ -34,7 +34,9 @@ def _validation_message(exc: RequestValidationError) -> str:
     where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body",))
     msg = str(first.get("msg", "is not valid"))
     if first.get("type") == "json_invalid":
-        return "the request body is not valid JSON"
+        reason = (first.get("ctx") or {}).get("error")
+        return f"the request body is not valid JSON ({reason})" if reason else \
+            "the request body is not valid JSON"
     return f"{where}: {msg}" if where else msg
 
 

@@ -68,3 +68,18 @@ def test_a_directory_that_is_not_an_airspace_is_one_clear_error(tmp_path):
     assert [e.problem for e in check_airspace(tmp_path / "missing")] == ["is not a directory"]
     (tmp_path / "empty").mkdir()
     assert "is it an airspace directory" in check_airspace(tmp_path / "empty")[0].problem
+
+
+def test_a_build_context_through_a_symbolic_link_out_of_the_airspace_is_reported(tmp_path):
+    base = tmp_path / "airspace"
+    (base / "strategies").mkdir(parents=True)
+    (base / "images").mkdir()
+    (tmp_path / "keys").mkdir()
+    (base / "images" / "ui").symlink_to(tmp_path / "keys")
+    (base / "strategies" / "ui.yaml").write_text(
+        "environment: ui\ninventory: {name: ui-pool, size: 1}\nimage: {ref: ui}\n"
+        "build: {context: images/ui}\n")
+    errors = check_airspace(base)
+    assert [(e.file, e.line, e.key) for e in errors] == [
+        (str(base / "strategies" / "ui.yaml"), 4, "build.context")]
+    assert f"a symbolic link leads it to {tmp_path / 'keys'}" in errors[0].problem

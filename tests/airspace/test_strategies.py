@@ -86,3 +86,71 @@ def test_a_strategy_without_inventory_or_image_names_both():
     with pytest.raises(AirspaceError) as caught:
         strategy_from_mapping("ui", {"environment": "ui"})
     assert caught.value.key == "inventory" and caught.value.line is None
+
+
+# -- build.context stays inside the airspace directory ----------------------------------------
+
+STRATEGY = "environment: ui\ninventory: {name: ui-pool, size: 1}\nimage: {ref: ui}\nbuild:\n"
+
+
+def _in_airspace(tmp_path, context: str):
+    base = tmp_path / "airspace"
+    (base / "strategies").mkdir(parents=True, exist_ok=True)
+    (base / "images" / "ui").mkdir(parents=True, exist_ok=True)
+    path = base / "strategies" / "ui.yaml"
+    path.write_text(STRATEGY + f"  context: {context}\n")
+    return base, path
+
+
+@pytest.mark.parametrize("context", ["images/ui", "./images/../images/ui", "images"])
+def test_a_build_context_inside_the_airspace_directory_loads(tmp_path, context):
+    base, path = _in_airspace(tmp_path, context)
+    assert load_strategy(path).build == Build(context=context)
+    absolute = str(base / "images" / "ui")  # an absolute path inside it is inside it
+    path.write_text(STRATEGY + f"  context: {absolute}\n")
+    assert load_strategy(path).build == Build(context=absolute)
+
+
+@pytest.mark.parametrize("context,fragment", [
+    ("../..", 'must stay inside the airspace directory (got "../..")'),
+    ("images/../../elsewhere", "must stay inside the airspace directory"),
+    ("..", "must stay inside the airspace directory"),
+    ("/etc", 'must stay inside the airspace directory {base} (got "/etc")'),
+    ("{outside}", "must stay inside the airspace directory {base} (got"),
+    ("images/escape", "must stay inside the airspace directory {base}; a symbolic link leads it "
+                      "to {outside}"),
+])
+def test_a_build_context_outside_the_airspace_directory_is_refused(tmp_path, context, fragment):
+    outside = tmp_path / "secrets"
+    outside.mkdir()
+    base, path = _in_airspace(tmp_path, context.format(outside=outside))
+    (base / "images" / "escape").symlink_to(outside)
+    with pytest.raises(AirspaceError) as caught:
+        load_strategy(path)
+    error = caught.value
+    assert (error.file, error.line, error.key) == (str(path), 5, "build.context")
+    assert fragment.format(base=base, outside=outside) in error.problem
+
+
+def test_a_build_context_in_a_loop_of_symbolic_links_is_refused_not_a_crash(tmp_path):
+    base, path = _in_airspace(tmp_path, "images/loop")
+    (base / "images" / "loop").symlink_to(base / "images" / "loop")
+    with pytest.raises(AirspaceError) as caught:
+        load_strategy(path)
+    assert caught.value.key == "build.context" and "loop of symbolic links" in caught.value.problem
+
+
+def test_a_strategy_kept_outside_strategies_has_its_own_directory_as_airspace(tmp_path):
+    (tmp_path / "ctx").mkdir()
+    path = write(tmp_path, STRATEGY + "  context: ctx\n")
+    assert load_strategy(path).build == Build(context="ctx")
+    path.write_text(STRATEGY + "  context: ../ctx\n")
+    assert error_of(tmp_path, STRATEGY + "  context: ../ctx\n").key == "build.context"
+
+
+def test_a_posted_strategy_may_not_climb_out_with_dot_dot():
+    mapping = {"environment": "ui", "inventory": {"name": "p", "size": 1}, "image": {"ref": "x"},
+               "build": {"context": "images/../../.."}}
+    with pytest.raises(AirspaceError) as caught:
+        strategy_from_mapping("ui", mapping)
+    assert caught.value.key == "build.context" and caught.value.line is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gg.airspace.errors import AirspaceError
-from gg.airspace.yamlfile import parse_yaml, read_yaml
+from gg.airspace.yamlfile import MAX_DEPTH, parse_yaml, read_yaml
 from gg.errors import BadRequest
 
 
@@ -76,3 +76,35 @@ def test_an_airspace_error_is_a_bad_request_for_the_server():
     assert error.message == str(error) == "f.yaml:2: purpose: must be text (got 3)"
     assert error.to_dict() == {"file": "f.yaml", "line": 2, "key": "purpose",
                                "message": "must be text (got 3)"}
+
+
+def _too_deep(text: str) -> AirspaceError:
+    with pytest.raises(AirspaceError) as caught:
+        parse_yaml(text, "f.yaml")
+    assert caught.value.problem == f"nests deeper than {MAX_DEPTH} levels; airspace files are shallow"
+    return caught.value
+
+
+@pytest.mark.parametrize("text,line", [
+    ("[" * 10_000, 1),
+    ("{a: " * 10_000, 1),
+    ("- " * 10_000 + "x\n", 1),
+    ("".join("  " * i + "a:\n" for i in range(200)), MAX_DEPTH),
+])
+def test_nesting_deeper_than_the_limit_is_a_located_error_not_a_recursion_error(text, line):
+    assert _too_deep(text).line == line
+
+
+def test_nesting_up_to_the_limit_is_read():
+    assert parse_yaml("[" * (MAX_DEPTH - 1) + "x" + "]" * (MAX_DEPTH - 1), "f.yaml").data
+    _too_deep("[" * MAX_DEPTH + "x" + "]" * MAX_DEPTH)
+
+
+def test_aliases_and_merges_cannot_nest_past_the_limit_either():
+    shallow = "[" * 20 + "]" * 20
+    chain = [f"a0: &a0 {shallow}"] + [f"a{i}: &a{i} {'[' * 10}*a{i - 1}{']' * 10}"
+                                      for i in range(1, 40)]
+    error = _too_deep("\n".join(chain) + "\n")
+    assert error.key == "a2" + "[0]" * (MAX_DEPTH - 1)  # each line alone is shallow
+    merges = ["m0: &m0 {x: 1}"] + [f"m{i}: &m{i} {{<<: *m{i - 1}}}" for i in range(1, 5000)]
+    assert _too_deep("\n".join(merges) + "\n").key == f"m{MAX_DEPTH - 1}"

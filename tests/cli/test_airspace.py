@@ -49,3 +49,27 @@ def test_a_good_airspace_is_found_from_gg_airspace_or_the_working_directory(tmp_
     assert named.returncode == 0, named.stderr
     missing = gg("airspace", "check", "--airspace", str(tmp_path / "nowhere"))
     assert missing.returncode == 1 and "is not a directory" in missing.stderr
+
+
+DEEP = "[" * 10_000  # PyYAML composes recursively: this once ended in a RecursionError
+
+
+def test_a_deeply_nested_file_of_every_kind_is_one_located_sentence(tmp_path):
+    from gg.airspace.yamlfile import MAX_DEPTH
+
+    env = {"GG_CONFIG_DIR": str(tmp_path / "config"), "GG_SERVER": "http://127.0.0.1:9"}
+    said = f"nests deeper than {MAX_DEPTH} levels; airspace files are shallow"
+    for rel, command in (("root.yaml", ("airspace", "apply")),
+                         ("fleet/ui.yaml", ("fleet", "apply", "ui")),
+                         ("strategies/ui.yaml", ("strategy", "apply", "ui"))):
+        base = tmp_path / rel.replace("/", "-")
+        lay_out(base, {rel: "purpose: p\nnested:\n  deep: " + DEEP + "\n"})
+        path = base / rel
+        checked = gg("airspace", "check", "--airspace", str(base), env=env)
+        assert checked.returncode == 1 and checked.stdout == ""
+        assert checked.stderr == f"{path}:3: {said}\n1 problem in {base}\n"
+        args = (*command, str(path)) if command[0] == "strategy" else (*command, "--airspace",
+                                                                        str(base))
+        applied = gg(*args, env=env)
+        assert applied.returncode != 0 and applied.stdout == ""
+        assert applied.stderr == f"{path}:3: {said}\n", applied.stderr

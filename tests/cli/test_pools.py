@@ -58,3 +58,39 @@ def test_apply_build_and_look_at_a_pool_from_the_command_line(fleet, tmp_path, m
     assert "needs attention: never attested" in out
     code, _, err = cli(fleet, "pool", "allow", "ui-pool", "nobody")
     assert code == 5 and err == "no runner nobody\n"
+
+
+def test_a_build_context_outside_the_airspace_is_refused_before_anything_is_sent(tmp_path):
+    nowhere = SimpleNamespace(env={}, config_dir=tmp_path / "config", url="http://127.0.0.1:9")
+    (tmp_path / "airspace" / "strategies").mkdir(parents=True)
+    path = tmp_path / "airspace" / "strategies" / "ui.yaml"
+    for context in ("../..", str(tmp_path / "config")):
+        path.write_text(GOOD.replace("ctx", context))
+        code, out, err = cli(nowhere, "strategy", "apply", "ui", str(path))
+        assert code == 2 and out == ""
+        assert err.startswith(f"{path}:4: build.context: must stay inside the airspace directory")
+        assert err.count("\n") == 1
+
+
+def test_build_refuses_a_posted_context_that_leads_out_of_its_base(fleet, tmp_path, monkeypatch):
+    """A strategy posted over the API has no file to check against: build checks the context
+    against --base before it packs anything into an image."""
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / "key.pem").write_text("private\n")
+    base = tmp_path / "airspace"
+    base.mkdir()
+    (base / "ctx").symlink_to(secrets)
+    (base / "loop").symlink_to(base / "loop")
+    for context in (str(secrets), "ctx", "loop"):
+        mapping = {"environment": "ui", "inventory": {"name": "ui-pool", "size": 1},
+                   "image": {"ref": "ui-image"}, "build": {"context": context}}
+        applied = fleet.api().apply_strategy("ui", mapping)
+        if applied.get("gate"):
+            fleet.api().clear_gate(applied["gate"]["id"])
+        monkeypatch.setenv("GG_IMAGES_DIR", str(tmp_path / "images"))
+        code, out, err = cli(fleet, "strategy", "build", "ui", "--base", str(base))
+        assert (code, out) == (2, "")
+        assert err == (f"the build context {base / context} does not stay inside {base}: a "
+                       "strategy builds only from inside its airspace directory (--base DIR)\n")
+        assert not (tmp_path / "images").exists()

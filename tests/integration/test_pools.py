@@ -57,7 +57,7 @@ class Pool:
         self.fleet.api().clear_gate(applied["gate"]["id"])
 
     def build(self) -> str:
-        return self.gg("strategy", "build", "ui", "--json")["digest"]
+        return self.gg("strategy", "build", "ui", "--base", str(self.root), "--json")["digest"]
 
     def gg(self, *args: str):
         code, out, err = cli(self.fleet, *args)

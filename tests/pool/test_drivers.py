@@ -38,6 +38,11 @@ def image(tmp_path):
 # --------------------------------------------------------------------------- process
 
 
+def _proc_file(pid: int, name: str) -> bytes:
+    """/proc/PID/NAME once the process has finished its exec (empty before)."""
+    return Path(f"/proc/{pid}/{name}").read_bytes()
+
+
 def test_a_process_member_starts_from_its_image_and_a_new_driver_adopts_it(tmp_path, image):
     root = tmp_path / "members"
     maintainer = tmp_path / "maintainer-state"
@@ -49,12 +54,16 @@ def test_a_process_member_starts_from_its_image_and_a_new_driver_adopts_it(tmp_p
     assert (home / "image" / "hello.txt").read_text() == "hello\n"
     assert driver.running(MEMBER) and driver.members() == [MEMBER]
     pid = json.loads((home / "member.json").read_text())["pid"]
-    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    # Popen returns once the child's close-on-exec pipe shuts, which the kernel does before it
+    # lays out the new program's argv and environment: until then both read empty.
+    environ = wait_until(lambda: _proc_file(pid, "environ"), what="the member's environment")
+    cmdline = wait_until(lambda: _proc_file(pid, "cmdline"), what="the member's command line")
+    environ = environ.split(b"\0")
     assert f"GG_IMAGE_ROOT={home / 'image'}".encode() in environ
     assert b"GG_TOKEN" not in [e.split(b"=")[0] for e in environ]
     hide = next(e for e in environ if e.startswith(b"GG_HIDE=")).decode()[len("GG_HIDE="):]
     assert {str(maintainer), str(root)} <= set(hide.split(os.pathsep))  # masked in its flights
-    assert b"ggm_secret-code" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert b"runner" in cmdline.split(b"\0") and b"ggm_secret-code" not in cmdline
 
     adopter = ProcessDriver(root, tmp_path / "images", stop_grace=5)  # a restarted maintainer
     assert adopter.members() == [MEMBER] and adopter.running(MEMBER)

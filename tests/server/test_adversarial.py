@@ -213,3 +213,33 @@ def test_a_burst_of_hostile_requests_leaves_the_server_up_and_its_memory_bounded
     assert sum(statuses.values()) == 1500
     assert httpx.get(server.url + "/v1/health").status_code == 200
     assert after - before < 32 * 2**20, f"RSS grew {(after - before) / 2**20:.1f} MiB over the burst"
+
+
+# -- numbers JSON does not have ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("word", ["NaN", "Infinity", "-Infinity", "1e999", "-1e999"])
+def test_nan_and_infinity_are_refused_400_and_nothing_is_stored(server, word):
+    """Python's json reads NaN and Infinity (and 1e999 as infinity); the server must not."""
+    def seen():
+        runner = httpx.get(f"{server.url}/v1/runners/victim", headers=server.owner)
+        facts = httpx.get(f"{server.url}/v1/flights/{server.flight}/facts", headers=server.owner)
+        flights = httpx.get(f"{server.url}/v1/flights", headers=server.owner)
+        assert {runner.status_code, facts.status_code, flights.status_code} == {200}
+        return runner.json()["readings"], facts.json(), flights.json()
+
+    before = seen()
+    for path, who, body in (
+        ("/v1/runner/check-in", "runner", '{"readings": {"cpu_percent": %s}}'),
+        ("/v1/runner/check-in", "runner", '{"inventory": {"disks": [{"free": %s}]}}'),
+        ("/v1/runner/flights/{flight}/facts", "runner",
+         '{"epoch": 1, "facts": [{"kind": "note", "body": {"x": %s}, "key": "n:1"}]}'),
+        ("/v1/flights", "owner", '{"command": ["x"], "title": "t", "attended": %s}'),
+        ("/v1/runners", "owner", '{"name": "nan", "public_key": "x", "workers": %s}'),
+        ("/v1/runner/claim", "runner", '{"free_slots": 1, "wait": %s}'),
+    ):
+        response = _post(server, path.format(flight=server.flight), body % word, who)
+        error = _refused(response, 400)
+        assert error["code"] == "invalid_request", (path, error)
+        assert error["message"].startswith("the request body is not valid JSON ("), error
+    assert seen() == before

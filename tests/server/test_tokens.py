@@ -4,8 +4,14 @@ Each entry of ``PERSON_REFUSALS`` / ``RUNNER_REFUSALS`` builds, on a fresh contr
 a token that must be refused (unknown, malformed, of the wrong kind, expired, superseded,
 retired …) and the test compares its answer — status, JSON body, ``WWW-Authenticate`` —
 with the answer to a random unknown token. A caller therefore learns nothing about whether
-a token ever existed. Enrolment tokens (``gge_``) join by adding their cases here, against
-the registration endpoint they are spent on.
+a token ever existed. Enrolment tokens (``gge_``) and pool member codes (``ggm_``) are held
+to the same rule on the endpoints they are spent on (spent, expired and revoked ones are in
+the fleet and pool API tests).
+
+One refusal is deliberately not opaque: a retired runner presenting its own, genuine
+credential is told 403 ``runner_retired``, so that the process stops for good with one
+sentence instead of retrying a 401 forever. Only the holder of that credential learns it;
+anything that is not exactly the credential still gets the identical 401.
 """
 
 from __future__ import annotations
@@ -141,12 +147,37 @@ RUNNER_REFUSALS: dict[str, Callable[[World], str]] = {
     "expired credential": _expired_runner_credential,
     "credential renewed away": _renewed_away,
     "key registered again": _registered_again,
-    "retired runner": pytest.param(
-        _retired_runner_credential,
-        marks=pytest.mark.xfail(strict=True, reason=(
-            "a retired runner is told 403 runner_retired so that it stops for good; fleet "
-            "operations owns that answer (see docs/proof.md)"))),
+    "a retired runner's credential one character off": lambda w: _one_off(
+        _retired_runner_credential(w)),
+    "enrolment-shaped token": lambda w: "gge_" + secrets.token_urlsafe(24),
 }
+
+# Spent on POST /v1/enrol and POST /v1/members/join, compared with a random token of the kind.
+ENROL_REFUSALS: dict[str, Callable[[World], str]] = {
+    "malformed": lambda w: "gge_ !@#$%^&*()",
+    "prefix only": lambda w: "gge_",
+    "person token used to enrol": lambda w: w.owner,
+    "runner credential used to enrol": _runner_credential,
+    "member code used to enrol": lambda w: "ggm_" + secrets.token_urlsafe(24),
+}
+
+MEMBER_REFUSALS: dict[str, Callable[[World], str]] = {
+    "malformed": lambda w: "ggm_ !@#$%^&*()",
+    "prefix only": lambda w: "ggm_",
+    "person token used to join": lambda w: w.owner,
+    "runner credential used to join": _runner_credential,
+    "enrolment token used to join": lambda w: "gge_" + secrets.token_urlsafe(24),
+}
+
+
+def _one_off(token: str) -> str:
+    return token[:-1] + ("A" if token[-1] != "A" else "B")
+
+
+def _public_key() -> str:
+    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return base64.b64encode(raw).decode()
 
 
 def _answer(response) -> tuple:
@@ -242,6 +273,38 @@ def test_runner_credential_refusals_are_identical(world, make):
     for path, body in (("/v1/runner/check-in", {}), ("/v1/runner/claim", {"wait": 0}),
                        ("/v1/runner/flights/f_x/renew", {"epoch": 1})):
         assert _answer(world.client.post(path, json=body, headers=_auth(token))) == reference, path
+
+
+@pytest.mark.parametrize("make", ENROL_REFUSALS.values(), ids=ENROL_REFUSALS.keys())
+def test_enrolment_token_refusals_are_identical(world, make):
+    def enrol(token: str):
+        return _answer(world.client.post("/v1/enrol", headers=_auth(token),
+                                         json={"name": "m1", "public_key": _public_key()}))
+    reference = enrol("gge_" + secrets.token_urlsafe(24))
+    assert reference[0] == 401 and reference[2] == "Bearer"
+    assert enrol(make(world)) == reference
+
+
+@pytest.mark.parametrize("make", MEMBER_REFUSALS.values(), ids=MEMBER_REFUSALS.keys())
+def test_member_code_refusals_are_identical(world, make):
+    def join(token: str):
+        return _answer(world.client.post("/v1/members/join", headers=_auth(token),
+                                         json={"public_key": _public_key()}))
+    reference = join("ggm_" + secrets.token_urlsafe(24))
+    assert reference[0] == 401 and reference[2] == "Bearer"
+    assert join(make(world)) == reference
+
+
+def test_a_retired_runners_own_credential_is_told_403_runner_retired(world):
+    """Decided: the one refusal that is not opaque, so a retired runner stops for good."""
+    credential = _retired_runner_credential(world)
+    for path, body in (("/v1/runner/check-in", {}), ("/v1/runner/claim", {"wait": 0}),
+                       ("/v1/runner/flights/f_x/renew", {"epoch": 1})):
+        status, answer, challenge = _answer(world.client.post(path, json=body,
+                                                              headers=_auth(credential)))
+        assert (status, answer["error"]["code"], challenge) == (403, "runner_retired", None), path
+        assert answer["error"]["message"] == ("this runner was retired by an admin: its "
+                                              "credential is dead")
 
 
 def test_the_real_tokens_are_accepted(world):

@@ -9,8 +9,9 @@ from gg.api import paths
 from gg.api.schemas import DrainSelection, PolicySet
 from gg.control import admin, views
 from gg.server import auth
+from gg.server.json_body import JsonRoute
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
 def _state_change(action: str):

@@ -11,8 +11,9 @@ from gg.control import credentials, enrolment, maintenance, profiles, views
 from gg.domain.runners import Runner
 from gg.errors import BadRequest
 from gg.server import auth
+from gg.server.json_body import JsonRoute
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
 @router.put(paths.PROFILE)

@@ -12,8 +12,9 @@ from gg.api.schemas import FlightOpen
 from gg.control import flights
 from gg.errors import NotFound
 from gg.server import auth
+from gg.server.json_body import JsonRoute
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 Wait = Annotated[float, Query(ge=0, le=60)]
 
 

@@ -10,8 +10,9 @@ from gg.api import paths
 from gg.control import gates, labels
 from gg.errors import NotFound
 from gg.server import auth
+from gg.server.json_body import JsonRoute
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
 @router.get(paths.GATES)

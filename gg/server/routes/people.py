@@ -9,8 +9,9 @@ from gg.api.people import Person, PersonAdd, PersonWithToken, TokenRotate, Whoam
 from gg.api.schemas import Name
 from gg.control import people
 from gg.server import auth
+from gg.server.json_body import JsonRoute
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 PersonName = Path(min_length=1, max_length=64)
 

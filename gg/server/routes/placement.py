@@ -9,8 +9,9 @@ from gg.api.placement import EnvironmentChart, OwnershipSet, RootApply
 from gg.control import environments, labels, ownership, plan
 from gg.server import auth
 from gg.server.deadlines import AttendedWake
+from gg.server.json_body import JsonRoute
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
 def install(app: FastAPI) -> None:

@@ -17,8 +17,9 @@ from gg.domain import tokens
 from gg.domain.runners import Runner
 from gg.errors import Forbidden
 from gg.server import auth
+from gg.server.json_body import JsonRoute
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
 def person_only(request: Request) -> dict:

@@ -11,9 +11,10 @@ from gg.control import key_proof, labels, leases, runners
 from gg.control import views
 from gg.domain.runners import Runner, is_online
 from gg.server import auth
+from gg.server.json_body import JsonRoute
 from gg.server.routes import fleet
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
 @router.post(paths.KEY_NONCES, status_code=201)
