@@ -174,12 +174,6 @@ def _one_off(token: str) -> str:
     return token[:-1] + ("A" if token[-1] != "A" else "B")
 
 
-def _public_key() -> str:
-    raw = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return base64.b64encode(raw).decode()
-
-
 def _answer(response) -> tuple:
     return response.status_code, response.json(), response.headers.get("www-authenticate")
 
@@ -279,7 +273,7 @@ def test_runner_credential_refusals_are_identical(world, make):
 def test_enrolment_token_refusals_are_identical(world, make):
     def enrol(token: str):
         return _answer(world.client.post("/v1/enrol", headers=_auth(token),
-                                         json={"name": "m1", "public_key": _public_key()}))
+                                         json={"name": "m1", **http_proof(world.client, "enrol")}))
     reference = enrol("gge_" + secrets.token_urlsafe(24))
     assert reference[0] == 401 and reference[2] == "Bearer"
     assert enrol(make(world)) == reference
@@ -289,7 +283,7 @@ def test_enrolment_token_refusals_are_identical(world, make):
 def test_member_code_refusals_are_identical(world, make):
     def join(token: str):
         return _answer(world.client.post("/v1/members/join", headers=_auth(token),
-                                         json={"public_key": _public_key()}))
+                                         json=http_proof(world.client, "join")))
     reference = join("ggm_" + secrets.token_urlsafe(24))
     assert reference[0] == 401 and reference[2] == "Bearer"
     assert join(make(world)) == reference
