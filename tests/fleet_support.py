@@ -11,7 +11,11 @@ UI = {"purpose": "builds the web UI", "roles": ["runner"], "environment": "ui",
 
 # A capability report of a host that can run the sandbox (what gg.runner.capabilities.probe
 # reports where bubblewrap works), for use-case tests of profiles that ask for isolation.
+# What the probe reads inside a sandbox that holds (gg.runner.capabilities).
+CONFINED = {"layout": "allowlist", "capabilities": "dropped", "no_new_privs": True,
+            "user_namespace": True, "pid_namespace": True}
 SANDBOX_CAPABILITIES = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "bwrap_error": None,
+                        "confinement": CONFINED,
                         "netns": True, "container_engine": None, "tools": ["bwrap", "git"],
                         "isolation_levels": ["none", "sandbox"], "egress_controls": ["all", "none"]}
 

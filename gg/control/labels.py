@@ -79,7 +79,8 @@ def refresh(core: Core, runner: Runner, meanings: dict[str, Meaning] | None = No
     Records ``warn:runner:label_refuted`` for each label that has just become refuted. A
     label whose verdict is still being evaluated keeps its last measured or refuted
     disposition until the verdict arrives (:func:`settle`), so new facts never make a
-    refuted label usable before they are checked; with none, it is stated meanwhile.
+    refuted label usable before they are checked; with none, it is not usable meanwhile
+    (and no refutation is recorded for it: it is only waiting).
     """
     if meanings is None:
         meanings = meanings_in_force(core)
@@ -112,7 +113,7 @@ def refresh(core: Core, runner: Runner, meanings: dict[str, Meaning] | None = No
                                  refuted=sorted(refuted), at=core.now())
     slow = {d.pair for d in found if d.disposition is Disposition.REFUTED
             and d.reason != f"the runner's facts contradict the meaning of {d.pair}"}
-    for pair in sorted(refuted - was):
+    for pair in sorted(refuted - was - pending):
         reason = (f"the meaning of {pair} took too long on the facts of runner {runner.name}"
                   if pair in slow else
                   f"the facts of runner {runner.name} contradict the meaning of {pair}")

@@ -25,7 +25,7 @@ not need are not listed: ``gg runner show`` prints exactly the list that decided
 Capability keys read here (all produced by ``gg.runner.capabilities.probe``): ``bwrap``
 (path or None), ``bwrap_usable`` (bool), ``confinement`` (dict or None), ``netns`` (bool),
 ``container_engine`` (name or None). A report without ``confinement`` comes from a runner that
-predates the check and is judged on ``bwrap_usable`` alone.
+predates the check, whose sandbox kept its capabilities: it reads degraded until upgraded.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ BWRAP_UNUSABLE = "bubblewrap cannot create namespaces here"
 CAPABILITIES_KEPT = "the sandbox cannot drop its capabilities"
 NO_NEW_PRIVS_UNSET = "the sandbox cannot set no_new_privs"
 NO_PID_NAMESPACE = "the sandbox gets no pid namespace of its own"
+CONFINEMENT_UNREPORTED = "the runner does not report its sandbox confinement (upgrade gg on it)"
 NO_NETNS = "network namespaces unavailable"
 NO_ENGINE = "no container engine reachable"
 
@@ -140,7 +141,7 @@ def confinement_missing(confinement: Mapping[str, Any] | None) -> str | None:
 
 def _confinement_check(caps: Mapping[str, Any]) -> Check:
     if "confinement" not in caps:
-        return Check("sandbox confinement", True, "not reported by this runner")
+        return Check("sandbox confinement", False, CONFINEMENT_UNREPORTED)
     confinement = caps["confinement"]
     missing = confinement_missing(confinement)
     if missing is not None:

@@ -127,7 +127,7 @@ class Verdict(str, Enum):
     """What a meaning may answer besides True, False and None (cannot decide)."""
 
     TOO_LONG = "too_long"  # the evaluation ran over the deadline
-    PENDING = "pending"  # not evaluated yet for these facts; the control plane recomputes
+    PENDING = "pending"  # not evaluated yet for these facts; not usable until it is
 
 
 TOOK_TOO_LONG = "the meaning took too long"
@@ -161,10 +161,10 @@ def dispositions(labels: Mapping[str, str], meanings: Mapping[str, MeaningFn],
                                           f"the runner's facts satisfy the meaning of {pair}"))
         elif verdict is Verdict.TOO_LONG:
             found.append(LabelDisposition(key, value, Disposition.REFUTED, TOOK_TOO_LONG))
-        elif verdict is Verdict.PENDING:
-            found.append(LabelDisposition(key, value, Disposition.STATED,
-                                          f"the meaning of {pair} is being evaluated, so the "
-                                          f"claim stands unchecked for now"))
+        elif verdict is Verdict.PENDING:  # never usable before it is checked
+            found.append(LabelDisposition(key, value, Disposition.REFUTED,
+                                          f"the meaning of {pair} is being evaluated; the label "
+                                          f"is not used until it is"))
         elif verdict is False:
             found.append(LabelDisposition(key, value, Disposition.REFUTED,
                                           f"the runner's facts contradict the meaning of {pair}"))

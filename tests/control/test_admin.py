@@ -11,9 +11,11 @@ from gg.control.people import bootstrap
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 from gg.settings import Settings
 from gg.store import open_store
+from fleet_support import CONFINED
 from support import new_key, proof
 
-SANDBOX_OK = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": True}
+SANDBOX_OK = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": True,
+              "confinement": CONFINED}
 
 
 class Clock:

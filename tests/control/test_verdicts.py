@@ -111,7 +111,7 @@ def core(tmp_path):
     return c
 
 
-def test_a_check_in_on_the_loop_stores_stated_then_settles_to_the_verdict(core):
+def test_a_check_in_on_the_loop_stores_unusable_then_settles_to_the_verdict(core):
     owner = core.store.person_by_name("owner")
     charted(core, owner, "big", "cpu_count >= 64")  # no runner yet: nothing evaluated
     r = runner(core, owner, "small", labels={"environment": "big"})
@@ -121,8 +121,9 @@ def test_a_check_in_on_the_loop_stores_stated_then_settles_to_the_verdict(core):
                          capabilities=None, version=None, held=[], peer_address=None)
         [before] = core.store.dispositions_of(r.id)["dispositions"]
         assert (before["disposition"], before["reason"]) == (
-            "stated", "the meaning of environment=big is being evaluated, so the claim "
-                      "stands unchecked for now")
+            "refuted", "the meaning of environment=big is being evaluated; the label is not "
+                       "used until it is")
+        assert not core.store.events(kind="warn:runner:label_refuted")
         assert await labels.settled(core, r.id) is True
         [after] = core.store.dispositions_of(r.id)["dispositions"]
         assert after["disposition"] == "refuted"

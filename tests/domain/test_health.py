@@ -8,6 +8,7 @@ from gg.domain.health import (
     ALLOWLIST_NOT_ENFORCED,
     BWRAP_UNUSABLE,
     CAPABILITIES_KEPT,
+    CONFINEMENT_UNREPORTED,
     NO_NEW_PRIVS_UNSET,
     NO_PID_NAMESPACE,
     NO_BWRAP,
@@ -197,11 +198,14 @@ def test_every_check_is_listed_in_judging_order():
                                 "in a user namespace")
 
 
-def test_a_report_from_before_the_confinement_check_is_judged_on_bubblewrap_alone():
+def test_a_report_from_before_the_confinement_check_reads_degraded():
+    """A runner older than the check ran sandboxes that kept their capabilities."""
     legacy = {k: v for k, v in FULL.items() if k != "confinement"}
     listed = checks(Policy("sandbox", "all", 1), legacy, dev=False, started_workers=1)
-    assert ("sandbox confinement", True, "not reported by this runner") in [
+    assert ("sandbox confinement", False, CONFINEMENT_UNREPORTED) in [
         (c.name, c.passed, c.detail) for c in listed]
+    assert judge_health(Policy("sandbox", "all", 1), legacy, dev=False,
+                        started_workers=1).missing == CONFINEMENT_UNREPORTED
 
 
 def test_a_failed_check_carries_the_missing_piece():

@@ -131,12 +131,13 @@ def test_a_meaning_that_took_too_long_refutes_the_label_and_says_so():
     assert not label.usable and refuted_pairs([label]) == frozenset({"environment=ui"})
 
 
-def test_a_verdict_not_evaluated_yet_leaves_the_label_stated_for_now():
+def test_a_verdict_not_evaluated_yet_leaves_the_label_unusable_until_it_is():
+    """A parked claim woken before the verdict must not take work on unchecked facts."""
     [label] = dispositions({"environment": "ui"}, {"environment=ui": lambda f: Verdict.PENDING},
                            FACTS)
-    assert label.disposition is Disposition.STATED and label.usable
-    assert label.reason == ("the meaning of environment=ui is being evaluated, so the claim "
-                            "stands unchecked for now")
+    assert label.disposition is Disposition.REFUTED and not label.usable
+    assert label.reason == ("the meaning of environment=ui is being evaluated; the label is "
+                            "not used until it is")
 
 
 def test_dispositions_are_sorted_by_key():

@@ -27,6 +27,8 @@ from gg.runner.isolation import (
     layout,
 )
 
+from fleet_support import CONFINED
+
 CAPS = probe()
 needs_bwrap = pytest.mark.skipif(
     not CAPS["bwrap_usable"],
@@ -282,7 +284,8 @@ def test_isolation_none_runs_the_command_as_is_in_the_workspace(workspace):
     (SANDBOX, {"bwrap": None, "bwrap_usable": False}, "bubblewrap not installed"),
     (SANDBOX, {"bwrap": "/usr/bin/bwrap", "bwrap_usable": False},
      "bubblewrap cannot create namespaces here"),
-    (SANDBOX_OFFLINE, {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": False},
+    (SANDBOX_OFFLINE, {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": False,
+                       "confinement": CONFINED},
      "network namespaces unavailable"),
     ({"isolation": "none", "egress": "none"}, {"bwrap": None}, "bubblewrap not installed"),
     ({"isolation": "container", "egress": "all"}, {"container_engine": None},
@@ -305,7 +308,8 @@ def test_an_unmet_policy_raises_instead_of_running_with_less(policy, caps, missi
 def test_the_workspace_cannot_be_hidden(workspace):
     with pytest.raises(ValueError, match="cannot be hidden"):
         build(["true"], policy=SANDBOX, workspace=workspace, env=_env(), state_dir=workspace,
-              capabilities={"bwrap": "/usr/bin/bwrap", "bwrap_usable": True})
+              capabilities={"bwrap": "/usr/bin/bwrap", "bwrap_usable": True,
+                            "confinement": CONFINED})
 
 
 # -- containers (argv only: no engine runs here) ----------------------------------------------

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from gg.server.app import create_app
 from gg.settings import Settings
 from gg.store import open_store
+from fleet_support import CONFINED
 from support import http_proof
 
 
@@ -160,7 +161,8 @@ def test_registering_the_same_key_again_supersedes_the_old_registration(client):
 def test_runners_listing_has_the_contract_fields(client):
     _, reg = register(client)
     # A non-dev server assigns sandbox: the runner is healthy once it reports bubblewrap works.
-    report = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": True}
+    report = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": True,
+              "confinement": CONFINED}
     client.post("/v1/runner/check-in", json={"capabilities": report}, headers=auth(reg["credential"]))
     row = client.get("/v1/runners", headers=auth(client.owner)).json()[0]
     for key in ("id", "name", "labels", "online", "state", "health", "ownership", "owner",

@@ -15,7 +15,7 @@ router = APIRouter(route_class=JsonRoute)
 
 
 def install(app: FastAPI) -> None:
-    app.include_router(router)
+    """What placement needs beside its routes (``create_app`` includes the router)."""
     app.state.attended_wake = AttendedWake(app.state.core)
 
 
