@@ -7,9 +7,11 @@ isolation than the policy asks for.
 
 What each combination becomes::
 
-    none      + all    the command as is, cwd = workspace
+    none      + all    the command as is, cwd = workspace (the runner starts it under
+                       ``gg.runner.reaper``: own process group, killed when the runner dies)
     none      + none   bwrap --dev-bind / / --unshare-net  (the host as is, but an empty
-                       network namespace: only its own loopback, so egress is really cut)
+                       network namespace: only its own loopback, so egress is really cut),
+                       under the reaper too
     sandbox   + all    bwrap: an empty read-only root with only an allowlist bound in (the
                        workspace read-write, HOME in it; the system, the Python gg runs on,
                        gg itself and the PATH directories read-only; see ``layout``), a

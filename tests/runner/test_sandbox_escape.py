@@ -141,6 +141,8 @@ def test_a_flight_cannot_umount_the_mask_nor_remount_root_read_write(host_dir, u
                           env=_env(tools), user_namespace=user_namespace))
     out = result.stdout.split()
     assert out[-1] == "done", result.stderr
+    # Every attack really ran and was refused: a missing tool would make it pass for nothing.
+    assert "not found" not in result.stderr, result.stderr
     for escaped in ("umounted", "umounted-lazily", "remounted", "remounted-mask",
                     "nested-umounted", "wrote-etc"):
         assert escaped not in out, result.stderr
