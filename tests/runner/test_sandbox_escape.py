@@ -12,6 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import psutil
 import pytest
 
 from gg.launch import gg_argv
@@ -222,6 +223,12 @@ def test_a_state_dir_named_only_in_another_runners_environment_is_hidden(tmp_pat
     _no_secret(result)
 
 
+def _is_stranger(pid: int) -> bool:
+    process = psutil.Process(pid)
+    return (process.uids().real == NOBODY and process.name() == "sleep"
+            and b"GG_HIDE" in Path(f"/proc/{pid}/environ").read_bytes())
+
+
 def test_another_users_process_does_not_decide_what_a_flight_sees(tmp_path):
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to start another user's process")
@@ -230,8 +237,9 @@ def test_another_users_process_does_not_decide_what_a_flight_sees(tmp_path):
                                 env={**os.environ, "GG_STATE_DIR": "/usr",
                                      "GG_HIDE": str(named)})
     try:
-        wait_until(lambda: b"GG_HIDE" in Path(f"/proc/{stranger.pid}/environ").read_bytes(),
-                   what="the stranger to start")
+        # Until setpriv has exec'd sleep, the process is still root's (whose environment a
+        # runner does trust): wait for the stranger itself.
+        wait_until(lambda: _is_stranger(stranger.pid), what="the stranger to start")
         trees = isolation.gg_trees(environ={})
     finally:
         stranger.kill()
@@ -267,8 +275,10 @@ def test_a_pool_members_flight_cannot_read_its_maintainers_key(tmp_path, host_di
                               code="ggm_code", server="http://127.0.0.1:9", image_ref="ui"))
     try:
         pid = driver.pid(member)
-        environ = dict(e.split("=", 1) for e in Path(f"/proc/{pid}/environ").read_text()
-                       .split("\0") if "=" in e)
+        # Until the member's exec is done its environment reads empty (see tests/pool).
+        raw = wait_until(lambda: Path(f"/proc/{pid}/environ").read_text(),
+                         what="the member's environment")
+        environ = dict(e.split("=", 1) for e in raw.split("\0") if "=" in e)
     finally:
         driver.remove(member)
     hidden = environ[ENV_HIDE].split(os.pathsep)
