@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Callable
 
 from gg.control.core import Core
+from gg.control.lifecycle import move
 from gg.domain import tokens
-from gg.domain.flights import Stage
+from gg.domain.flights import Event, Stage
 from gg.domain.gates import CLEARERS, Gate, refusal_to_clear
 from gg.errors import BadRequest, Forbidden, NotFound
 
@@ -59,8 +60,8 @@ def hold_flights(core: Core, gate_id: str, flight_ids: list[str]) -> int:
         if flight is None or flight.final or flight.stage == Stage.FLYING.value:
             continue
         gates = [g for g in flight.gates if g != gate_id] + [gate_id]
-        core.store.update_flight(flight_id, gates=gates, stage=Stage.GATED.value)
-        held += 1
+        if move(core, flight, Event.GATED, core.now(), gates=gates) is not None:
+            held += 1
     return held
 
 
@@ -100,11 +101,11 @@ def release_flights(core: Core, gate_id: str) -> int:
         flight = core.store.flight(flight_id)
         remaining = [g for g in flight.gates if g != gate_id]
         still_open = core.store.open_gate_ids(remaining)
-        values: dict = {"gates": [g for g in remaining if g in still_open]}
         if not still_open and flight.stage == Stage.GATED.value:
-            values["stage"] = Stage.READY.value
-            released += 1
-        core.store.update_flight(flight_id, **values)
+            if move(core, flight, Event.UNGATED, core.now()) is not None:
+                released += 1
+        else:
+            core.store.update_flight(flight_id, gates=[g for g in remaining if g in still_open])
         core.signals.flight_changed(flight_id)
     return released
 
