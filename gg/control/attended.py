@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import attended
+from gg.domain.events import EventKind
 from gg.domain.flights import Stage
 from gg.errors import BadRequest, Conflict
 
@@ -53,7 +54,7 @@ def fail_overdue(core: Core, now: float) -> list[str]:
                             kind="note", at=now,
                             body={"text": f"{attended.NOT_TAKEN}: runner {name} did not take "
                                           f"this attended flight within {wait:g}s"})
-        core.event("info:flight:failed", actor=CONTROL_PLANE, flight_id=flight_id,
+        core.event(EventKind.FLIGHT_FAILED, actor=CONTROL_PLANE, flight_id=flight_id,
                    runner_id=flight.runner_target, at=now, reason=attended.NOT_TAKEN)
         failed.append(flight_id)
     for flight_id in failed:

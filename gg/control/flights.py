@@ -11,6 +11,7 @@ from gg.control import pools as pool_ops
 from gg.control import runners as runner_ops
 from gg.control.core import Core
 from gg.domain import fitness, tokens
+from gg.domain.events import EventKind
 from gg.domain.flights import Flight, Stage, required_labels
 from gg.domain.matching import Seat, seat
 from gg.domain.waiting import Context, OpenGate, Waiting, why_waiting
@@ -41,7 +42,7 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
                         runner_target=target, attended=attended, repo=repo, agent=agent,
                         stage=Stage.GATED.value if behind else Stage.READY.value, gates=behind)
         core.store.insert_flight(flight)
-        core.event("info:flight:opened", actor=person["name"], flight_id=flight.id, at=now,
+        core.event(EventKind.FLIGHT_OPENED, actor=person["name"], flight_id=flight.id, at=now,
                    title=flight.title)
     core.signals.ready_changed()
     core.signals.event_added()
@@ -60,7 +61,7 @@ def cancel(core: Core, person: dict, flight_id: str) -> Flight:
             return flight
         core.store.update_flight(flight_id, stage=Stage.CANCELLED.value, outcome="cancelled",
                                  ended_at=now, ended_reason=f"cancelled by {person['name']}")
-        core.event("info:flight:cancelled", actor=person["name"], flight_id=flight_id, at=now,
+        core.event(EventKind.FLIGHT_CANCELLED, actor=person["name"], flight_id=flight_id, at=now,
                    was=flight.stage)
         if flight.stage == Stage.FLYING.value:
             lease_ops._settle_runner(core, flight.lease_runner, now)  # its lease ended here

@@ -13,6 +13,7 @@ from gg.control import attended as attended_ops
 from gg.control import runners as runner_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import leases
+from gg.domain.events import EventKind, flight_ended
 from gg.domain.flights import Flight, Outcome, Stage
 from gg.domain.matching import Seat, offerable, seat
 from gg.domain.runners import AdminState, Runner, after_lease_ended
@@ -36,10 +37,10 @@ def expire_due(core: Core, now: float) -> int:
                             kind="expired", at=now,
                             body={"runner": flight.lease_runner, "expired_at": flight.lease_expires_at,
                                   "expiries": expiries})
-        core.event("info:flight:expired", actor=CONTROL_PLANE, flight_id=flight.id,
+        core.event(EventKind.FLIGHT_EXPIRED, actor=CONTROL_PLANE, flight_id=flight.id,
                    runner_id=flight.lease_runner, at=now, epoch=flight.epoch, expiries=expiries)
         if stage == Stage.FAILED.value:
-            core.event("info:flight:failed", actor=CONTROL_PLANE, flight_id=flight.id, at=now,
+            core.event(EventKind.FLIGHT_FAILED, actor=CONTROL_PLANE, flight_id=flight.id, at=now,
                        reason=reason)
         _settle_runner(core, flight.lease_runner, now)
     return len(expired)
@@ -126,7 +127,7 @@ def _grant(core: Core, flight: Flight, runner: Runner, now: float):
     grant = leases.grant(flight, runner.id, now, core.settings.lease_ttl)
     if not core.store.cas_grant(flight.id, runner.id, grant.epoch, now, grant.expires_at):
         return None
-    core.event("info:flight:claimed", actor=f"runner:{runner.name}", runner_id=runner.id,
+    core.event(EventKind.FLIGHT_CLAIMED, actor=f"runner:{runner.name}", runner_id=runner.id,
                flight_id=flight.id, at=now, epoch=grant.epoch, attempt=flight.attempt + 1)
     return core.store.flight(flight.id), grant
 
@@ -196,13 +197,13 @@ def hand_back(core: Core, runner: Runner, flight_id: str, epoch: int, outcome: s
                             body=body, at=now, idem_key=key)
         if outcome == Outcome.RETURNED.value:
             core.store.update_flight(flight_id, stage=Stage.READY.value, lease_expires_at=None)
-            core.event("info:flight:returned", actor=f"runner:{runner.name}", runner_id=runner.id,
-                       flight_id=flight_id, at=now, reason=reason)
+            core.event(EventKind.FLIGHT_RETURNED, actor=f"runner:{runner.name}",
+                       runner_id=runner.id, flight_id=flight_id, at=now, reason=reason)
         else:
             core.store.update_flight(flight_id, stage=outcome, outcome=outcome,
                                      exit_code=exit_code, ended_at=now, ended_reason=reason,
                                      lease_expires_at=None)
-            core.event(f"info:flight:{outcome}", actor=f"runner:{runner.name}",
+            core.event(flight_ended(outcome), actor=f"runner:{runner.name}",
                        runner_id=runner.id, flight_id=flight_id, at=now, exit_code=exit_code)
         _settle_runner(core, runner.id, now)
         stage = core.store.flight(flight_id).stage
@@ -244,7 +245,7 @@ def _settle_runner(core: Core, runner_id: str | None, now: float) -> None:
     state = after_lease_ended(runner, live)
     if state != runner.admin_state:
         core.store.update_runner(runner_id, admin_state=state)
-        core.event("info:runner:drain_changed", actor=CONTROL_PLANE, runner_id=runner_id, at=now,
+        core.event(EventKind.RUNNER_DRAIN_CHANGED, actor=CONTROL_PLANE, runner_id=runner_id, at=now,
                    state=state, **{"from": runner.admin_state})
 
 

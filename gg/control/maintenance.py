@@ -27,6 +27,7 @@ from gg.domain import tokens
 from gg.domain.flights import Flight, Stage
 from gg.domain.gates import Gate
 from gg.domain.enrolment import expected_items, refs_digest
+from gg.domain.events import EventKind
 from gg.domain.profiles import Profile
 from gg.domain.runners import Runner
 
@@ -125,7 +126,7 @@ def _land_if_done(core: Core, gate: Gate) -> None:
                              ended_at=now, ended_reason=reason, gates=[])
     core.store.add_fact(flight_id=flight.id, epoch=0, runner_id=None, kind="note", at=now,
                         body={"text": reason})
-    core.event("info:flight:landed", actor=CONTROL_PLANE, runner_id=flight.runner_target,
+    core.event(EventKind.FLIGHT_LANDED, actor=CONTROL_PLANE, runner_id=flight.runner_target,
                flight_id=flight.id, at=now, exit_code=0, flight_kind=MAINTENANCE)
     core.signals.flight_changed(flight.id)
 
@@ -136,7 +137,7 @@ def _open_flight(core: Core, runner: Runner) -> Flight:
                     opened_at=now, stage=Stage.GATED.value, kind=MAINTENANCE,
                     title=f"maintenance of runner {runner.name}", runner_target=runner.id)
     core.store.insert_flight(flight)
-    core.event("info:flight:opened", actor=CONTROL_PLANE, runner_id=runner.id,
+    core.event(EventKind.FLIGHT_OPENED, actor=CONTROL_PLANE, runner_id=runner.id,
                flight_id=flight.id, at=now, title=flight.title, flight_kind=MAINTENANCE)
     return flight
 

@@ -21,6 +21,7 @@ from gg.control.core import Core
 from gg.control.environments import provider
 from gg.control.people import require_admin
 from gg.control.runners import resolve
+from gg.domain.events import EventKind
 from gg.domain.flights import Flight
 from gg.domain.pool_planner import LIMITED, WARMING, Member, PoolPlan, plan_pool
 from gg.domain.pools import (
@@ -100,7 +101,7 @@ def allow(core: Core, person: dict, pool: str, runner_ref: str) -> dict:
                            f"{runner.profile}, which decides: add the {MAINTAIN_ROLE} role "
                            "to that profile")
         core.store.allow_maintainer(pool, runner.id, person["name"], now)
-        core.event("info:pool:maintainer_allowed", actor=person["name"], runner_id=runner.id,
+        core.event(EventKind.POOL_MAINTAINER_ALLOWED, actor=person["name"], runner_id=runner.id,
                    at=now, pool=pool, runner=runner.name)
     core.signals.event_added()
     return {"pool": pool, "runner": runner.id, "runner_name": runner.name}
@@ -247,7 +248,7 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
                           or previous.get("driver") != driver)
         core.store.update_strategy(record.name, last_attested_at=now, attestation=attestation)
         if worth_an_event:
-            core.event("info:pool:attested", actor=f"runner:{runner.name}", runner_id=runner.id,
+            core.event(EventKind.POOL_ATTESTED, actor=f"runner:{runner.name}", runner_id=runner.id,
                        at=now, pool=pool, did=[_did_text(d) for d in did], holds=holds,
                        live=attestation["live"])
     if worth_an_event:
@@ -309,7 +310,7 @@ def note_stale_pools(core: Core, now: float) -> int:
         if stale_event_due(record.last_attested_at, record.in_force_at, record.stale_noted_at,
                            now, stale):
             core.store.update_strategy(record.name, stale_noted_at=now)
-            core.event("warn:pool:stale", actor="control-plane", at=now, pool=record.pool,
+            core.event(EventKind.POOL_STALE, actor="control-plane", at=now, pool=record.pool,
                        last_attested_at=record.last_attested_at)
             noted += 1
     return noted

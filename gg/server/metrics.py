@@ -26,6 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from gg.api import paths
 from gg.control.core import Core
+from gg.domain.events import EventKind
 from gg.domain.flights import STAGES
 from gg.domain.runners import ADMIN_STATES, Runner, is_online
 
@@ -115,7 +116,7 @@ class StoreCollector:
         rows = self.core.store.grants_and_expiries_after(self.cursor, _FOLLOW_PER_SCRAPE)
         for row in rows:
             self.cursor = row["seq"]
-            if row["kind"] == "info:flight:expired":
+            if row["kind"] == EventKind.FLIGHT_EXPIRED:
                 self.expiries += 1
                 continue
             if row["first_claim"] and row["opened_at"] is not None:
