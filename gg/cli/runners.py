@@ -13,6 +13,7 @@ import typer
 from gg import config
 from gg.cli.context import (CliError, ago, client, console, emit_json, parse_labels,
                             run_until_signalled, say, server_url, settings, table)
+from gg.cli.exits import Exit
 
 runner_app = typer.Typer(help="Run this machine as a runner, and look at runners.",
                          no_args_is_help=True)
@@ -45,7 +46,8 @@ def up(
     runner_name = name or socket.gethostname().split(".")[0]
     token = enrol_token(enrol, enrol_file)  # enrolment: nobody signs in on this machine
     if token and labels:
-        raise CliError("an enrolled runner's labels come from its fleet profile; drop --labels", 2)
+        raise CliError("an enrolled runner's labels come from its fleet profile; drop --labels",
+                       Exit.USAGE)
     label_map = {} if token else parse_labels(labels or os.environ.get("GG_RUNNER_LABELS"))
     options = RunnerOptions(server=server_url(), state_dir=config.state_dir(), name=runner_name,
                             labels=label_map, workers=workers, once=once, grace=grace,
@@ -57,7 +59,7 @@ def up(
     try:
         code = run_until_signalled(runner)
     except RunnerExit as exc:
-        raise CliError(str(exc), 1) from None
+        raise CliError(str(exc), Exit.FAILURE) from None
     raise typer.Exit(code)
 
 
