@@ -10,6 +10,7 @@ import typer
 
 from gg.cli.context import CliError, ago, client, console, emit_json, parse_labels, table
 from gg.cli.exits import Exit
+from gg.client import RETRY_FOLLOW
 from gg.domain.flights import Stage
 
 STAGES = tuple(s.value for s in Stage)
@@ -58,7 +59,7 @@ def follow(api, flight_id: str, *, echo: bool = True, after: int = 0) -> dict:
     """Stream a flight's output until it ends; returns the last answer."""
     said_waiting = None
     while True:
-        answer = api.facts(flight_id, after=after, wait=25.0, retry_for=120.0)
+        answer = api.facts(flight_id, after=after, wait=25.0, retry_for=RETRY_FOLLOW)
         for fact in answer["facts"]:
             after = fact["seq"]
             if echo:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gg.client import ApiError, Client, Unreachable
+from gg.client import RETRY_FLIGHT_MIN, ApiError, Client, Unreachable
 from gg.runner import isolation, repository
 
 FLUSH_EVERY = 0.2
@@ -330,7 +330,7 @@ class FlightRun:
             raise exc
 
     def _patience(self) -> float:
-        return max(self.lease.ttl * 2, 30.0)
+        return max(self.lease.ttl * 2, RETRY_FLIGHT_MIN)
 
     def _next(self) -> int:
         self._seq += 1
