@@ -27,6 +27,9 @@ from gg.domain.policy import Policy
 from gg.domain.runner_policy import assigned_policy
 from gg.domain.runners import Runner
 
+# What a runner reads before its first capability report (not a degradation to recover from).
+NEVER_REPORTED = rules.Health(ok=False, missing=rules.NO_REPORT).text
+
 
 def profile_policy(core: Core, runner: Runner) -> dict[str, Any] | None:
     """The runner's fleet profile's ``policy:`` block while it is in force (enrolled
@@ -75,7 +78,7 @@ def judge(core: Core, runner: Runner, now: float, *, checked: bool) -> bool:
         if not verdict.ok:
             core.event(EventKind.RUNNER_DEGRADED, actor=CONTROL_PLANE, runner_id=runner.id, at=now,
                        missing=verdict.missing, was=runner.health, policy=policy.to_dict())
-        elif runner.checks_at is not None or runner.health != f"degraded: {rules.NO_REPORT}":
+        elif runner.checks_at is not None or runner.health != NEVER_REPORTED:
             # (a new runner's first report is not a recovery: it was never judged before)
             core.event(EventKind.RUNNER_RECOVERED, actor=CONTROL_PLANE, runner_id=runner.id,
                        at=now, was=runner.health)

@@ -22,7 +22,7 @@ from gg.control.environments import provider
 from gg.control.people import require_admin
 from gg.control.runners import resolve
 from gg.domain.events import EventKind
-from gg.domain.flights import Flight
+from gg.domain.flights import Flight, Stage
 from gg.domain.pool_planner import LIMITED, WARMING, Member, PoolPlan, plan_pool
 from gg.domain.pools import (
     MEMBER_KIND,
@@ -325,7 +325,7 @@ def list_pools(core: Core) -> list[dict]:
     if noted:
         core.signals.event_added()
     snap = Snapshot(core, now)
-    ready = core.store.flights(stages=("ready",), limit=100000, newest_first=False)
+    ready = core.store.flights(stages=(Stage.READY.value,), limit=100000, newest_first=False)
     return [_pool_view(core, record, snap, ready, now) for record in core.store.strategies()]
 
 
