@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gg.domain.events import READY_EVENTS, EventKind
+from gg.domain.flights import Stage
 from gg.store.db import Database
 
 READY_KINDS = tuple(k.value for k in READY_EVENTS)
@@ -20,8 +21,8 @@ class MetricRows:
             "WHERE retired_at IS NULL")]
 
     def live_lease_count(self, now: float) -> int:
-        row = self.db.one("SELECT count(*) FROM flights WHERE stage = 'flying' "
-                          "AND lease_expires_at > ?", (now,))
+        row = self.db.one("SELECT count(*) FROM flights WHERE stage = ? "
+                          "AND lease_expires_at > ?", (Stage.FLYING.value, now))
         return row[0]
 
     def grants_and_expiries_after(self, seq: int, limit: int) -> list[dict]:
