@@ -28,9 +28,12 @@ class AdminState(str, Enum):
 
 
 ADMIN_STATES = tuple(s.value for s in AdminState)
+OWNERSHIPS = ("organisation", "open", "claimed")
 
 
 class Liveness(str, Enum):
+    """Reported by the host: ``online`` while check-ins arrive, otherwise ``offline``."""
+
     ONLINE = "online"
     OFFLINE = "offline"
 
@@ -44,8 +47,6 @@ class HealthState(str, Enum):
 
     OK = "ok"
     DEGRADED = "degraded"
-
-OWNERSHIPS = ("organisation", "open", "claimed")
 
 
 @dataclass
