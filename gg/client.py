@@ -25,6 +25,23 @@ from gg.api import paths
 from gg.errors import GGError
 
 _RETRY_STATUSES = (502, 503, 504)
+
+# Seconds, named once. A request gives up after TIMEOUT; between retries it pauses a random
+# time up to BACKOFF_BASE * 2**attempt, never longer than BACKOFF_CAP.
+TIMEOUT = 15.0
+BACKOFF_BASE = 0.2
+BACKOFF_CAP = 5.0
+
+# Retry budgets: how long a caller keeps retrying while the control plane is away or busy.
+RETRY_FOREVER = float("inf")  # until stopped: registration, the first check-in, each claim
+RETRY_FOLLOW = 120.0  # following a flight's output (gg fly --wait, gg show --follow)
+RETRY_JOIN = 60.0  # spending an enrolment token or a pool member's one-time code
+RETRY_STEP = 30.0  # one step of longer work: credential renewal, a maintainer's plan and acts
+RETRY_FLIGHT_MIN = 30.0  # a flight's reports and hand-back: twice its lease, at least this
+RETRY_CALL = 10.0  # a one-off call: credential references, a hand-back while stopping
+RETRY_REFRESH = 5.0  # a check-in the enrolment state asks for at once
+RETRY_GOODBYE = 3.0  # the goodbye on the way out
+RETRY_RELEASE = 2.0  # freeing a parked claim on the way out
 SendHook = Callable[[str, str, "dict | None", Any], None]
 
 
@@ -42,8 +59,8 @@ class Unreachable(GGError):
 
 
 class Client:
-    def __init__(self, server: str, token: str | None = None, *, timeout: float = 15.0,
-                 stop: threading.Event | None = None, backoff_cap: float = 5.0,
+    def __init__(self, server: str, token: str | None = None, *, timeout: float = TIMEOUT,
+                 stop: threading.Event | None = None, backoff_cap: float = BACKOFF_CAP,
                  on_send: SendHook | None = None):
         self.server = server.rstrip("/")
         self.token = token
@@ -79,7 +96,7 @@ class Client:
                     return _decode(response)
                 failure = _error(response)
             attempt += 1
-            pause = random.uniform(0, min(self.backoff_cap, 0.2 * 2 ** min(attempt, 10)))
+            pause = random.uniform(0, min(self.backoff_cap, BACKOFF_BASE * 2 ** min(attempt, 10)))
             if self.stop.is_set() or time.monotonic() + pause > deadline:
                 raise failure
             self.stop.wait(pause)
@@ -135,7 +152,7 @@ class Client:
                     raise
                 failure = exc
             attempt += 1
-            pause = random.uniform(0, min(self.backoff_cap, 0.2 * 2 ** min(attempt, 10)))
+            pause = random.uniform(0, min(self.backoff_cap, BACKOFF_BASE * 2 ** min(attempt, 10)))
             if self.stop.is_set() or time.monotonic() + pause > deadline:
                 raise failure
             self.stop.wait(pause)

@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from gg.cli.context import CliError, client, emit_json
+from gg.cli.exits import Exit
 from gg.cli.runners import runner_app
 from gg.domain.policy import EGRESSES, ISOLATIONS, MAX_WORKERS
 
@@ -40,7 +41,7 @@ def drain(
 ) -> None:
     """Finish current work, take nothing new; reads drained when its last lease ends (admin)."""
     if (ref is None) == (label is None):
-        raise CliError("name one runner, or select runners with --label k=v (not both)", 2)
+        raise CliError("name one runner, or select runners with --label k=v (not both)", Exit.USAGE)
     api = client()
     if ref is not None:
         _say_change(api.change_runner_state(ref, "drain"), json_)
@@ -50,9 +51,9 @@ def drain(
     try:
         selector = parse_labels(label)
     except ValueError as exc:
-        raise CliError(f"--label: {exc}", 2) from None
+        raise CliError(f"--label: {exc}", Exit.USAGE) from None
     if not selector:
-        raise CliError("--label: give at least one k=v", 2)
+        raise CliError("--label: give at least one k=v", Exit.USAGE)
     changes = api.drain_labelled(selector)
     if json_:
         emit_json(changes)
@@ -120,4 +121,4 @@ def policy(
 
 def _one_of(flag: str, value: str | None, allowed: tuple[str, ...]) -> None:
     if value is not None and value not in allowed:
-        raise CliError(f"{flag} must be one of {', '.join(allowed)} (got {value!r})", 2)
+        raise CliError(f"{flag} must be one of {', '.join(allowed)} (got {value!r})", Exit.USAGE)

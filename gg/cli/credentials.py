@@ -20,6 +20,7 @@ import typer
 from gg import config
 from gg.cli.context import CliError, ago, client, console, emit_json, table
 from gg.cli.exits import Exit
+from gg.client import RETRY_CALL
 
 credential_app = typer.Typer(help="Secrets this runner keeps for flights (never sent anywhere).",
                              no_args_is_help=True)
@@ -79,7 +80,7 @@ def add(repo: Optional[str] = typer.Option(None, "--repo", metavar="SLUG",
     except CredentialError as exc:
         raise CliError(str(exc), int(Exit.USAGE)) from None
     del secret
-    answer = api.set_credential_refs(refs, retry_for=10.0)
+    answer = api.set_credential_refs(refs, retry_for=RETRY_CALL)
     if json_:
         emit_json({"added": ref.as_dict(), "registered": answer["refs"]})
         return
@@ -100,7 +101,7 @@ def remove(repo: Optional[str] = typer.Option(None, "--repo", metavar="SLUG"),
         refs = [r.as_dict() for r in store.refs()]
     except CredentialError as exc:
         raise CliError(str(exc), int(Exit.USAGE)) from None
-    api.set_credential_refs(refs, retry_for=10.0)
+    api.set_credential_refs(refs, retry_for=RETRY_CALL)
     what = f"--repo {repo}" if repo else f"--name {name}"
     if not removed:
         raise CliError(f"this runner holds no credential {what}", int(Exit.NOT_FOUND))

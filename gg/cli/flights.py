@@ -10,8 +10,10 @@ import typer
 
 from gg.cli.context import CliError, ago, client, console, emit_json, parse_labels, table
 from gg.cli.exits import Exit
+from gg.client import RETRY_FOLLOW
+from gg.domain.flights import Stage
 
-STAGES = ("gated", "ready", "flying", "landed", "failed", "cancelled")
+STAGES = tuple(s.value for s in Stage)
 
 
 def register(app: typer.Typer) -> None:
@@ -57,14 +59,14 @@ def follow(api, flight_id: str, *, echo: bool = True, after: int = 0) -> dict:
     """Stream a flight's output until it ends; returns the last answer."""
     said_waiting = None
     while True:
-        answer = api.facts(flight_id, after=after, wait=25.0, retry_for=120.0)
+        answer = api.facts(flight_id, after=after, wait=25.0, retry_for=RETRY_FOLLOW)
         for fact in answer["facts"]:
             after = fact["seq"]
             if echo:
                 _echo_fact(fact)
-        if answer["stage"] in ("landed", "failed", "cancelled") and not answer["facts"]:
+        if Stage(answer["stage"]).final and not answer["facts"]:
             return answer
-        if answer["stage"] in ("ready", "gated") and not answer["facts"] and echo:
+        if answer["stage"] in (Stage.READY, Stage.GATED) and not answer["facts"] and echo:
             waiting = api.flight(flight_id).get("waiting")
             if waiting and waiting != said_waiting:
                 print(waiting, file=sys.stderr, flush=True)
@@ -87,9 +89,9 @@ def _echo_fact(fact: dict) -> None:
 
 
 def exit_code_of(answer: dict) -> int:
-    if answer["stage"] == "landed":
-        return 0
-    if answer["stage"] == "failed":
+    if answer["stage"] == Stage.LANDED:
+        return int(Exit.OK)
+    if answer["stage"] == Stage.FAILED:
         code = answer.get("exit_code")
         return code if isinstance(code, int) and 0 < code < 256 else int(Exit.FAILURE)
     print(f"the flight was {answer['stage']}", file=sys.stderr)
@@ -103,7 +105,7 @@ def list_flights(
 ) -> None:
     """Flights, newest first, with why each waiting one waits."""
     if stage is not None and stage not in STAGES:
-        raise CliError(f"--stage must be one of {', '.join(STAGES)} (got {stage!r})", 2)
+        raise CliError(f"--stage must be one of {', '.join(STAGES)} (got {stage!r})", Exit.USAGE)
     rows = client().flights(stage=stage, limit=limit)
     if json_:
         emit_json(rows)
@@ -162,7 +164,7 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
     if output:
         typer.echo("--- output ---")
         sys.stdout.write("".join(output))
-    if follow_ and f["stage"] not in ("landed", "failed", "cancelled"):
+    if follow_ and not Stage(f["stage"]).final:
         final = follow(api, flight_id, after=last)
         raise typer.Exit(exit_code_of(final))
 

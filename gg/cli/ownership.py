@@ -10,6 +10,7 @@ import typer
 
 from gg.api import placement as paths
 from gg.cli.context import client, console, emit_json, table
+from gg.domain.runners import Liveness
 
 _PATHS = {"claim": paths.RUNNER_CLAIM, "unclaim": paths.RUNNER_UNCLAIM,
           "reserve": paths.RUNNER_RESERVE, "release": paths.RUNNER_RELEASE}
@@ -74,7 +75,7 @@ def labels(json_: bool = typer.Option(False, "--json")) -> None:
     t = table("RUNNER", "ONLINE", "LABEL", "DISPOSITION", "WHY")
     colour = {"measured": "green", "refuted": "red", "stated": "white"}
     for r in rows:
-        online = "online" if r["online"] else "offline"
+        online = Liveness.of(r["online"]).value
         if not r["labels"]:
             t.add_row(r["name"], online, "-", "-", "it advertises no labels")
         for i, d in enumerate(r["labels"]):

@@ -31,14 +31,14 @@ def login(
     from gg.client import Client
 
     if (token is None) == (token_file is None):
-        raise CliError("give exactly one of --token or --token-file", 2)
+        raise CliError("give exactly one of --token or --token-file", Exit.USAGE)
     if token_file is not None:
         try:
             token = token_file.read_text().strip()
         except OSError as exc:
-            raise CliError(f"cannot read {token_file}: {exc.strerror}", 2) from None
+            raise CliError(f"cannot read {token_file}: {exc.strerror}", Exit.USAGE) from None
     if not token or not token.startswith("ggp_"):
-        raise CliError("that is not a person's token (they start with ggp_)", 2)
+        raise CliError("that is not a person's token (they start with ggp_)", Exit.USAGE)
     STATE.server = server or STATE.server
     url = server_url()
     who = Client(url, token).whoami()

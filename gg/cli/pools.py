@@ -14,6 +14,7 @@ from gg import config
 from gg.cli.context import (CliError, ago, client, console, emit_json, run_until_signalled,
                             say, server_url, settings, table)
 from gg.cli.exits import Exit
+from gg.domain.runners import Liveness
 
 pool_app = typer.Typer(help="Pools: managed sets of identical machines on one host.",
                        no_args_is_help=True)
@@ -74,13 +75,13 @@ def _print_pool(row: dict, now: float) -> None:
                f"image {digest}, {len(row['members'])} member(s) (warm {row['warm']}, "
                f"pool-max {row['pool_max']}, size {row['size']}{hours})")
     maintainer = row.get("maintainer")
-    who = (f"maintained by {maintainer['name']} ({'online' if maintainer['online'] else 'offline'})"
+    who = (f"maintained by {maintainer['name']} ({Liveness.of(maintainer['online']).value})"
            if maintainer else "no maintainer yet")
     typer.echo(f"  {who}, last attested {ago(row.get('last_attested_at'), now)}")
     if row["members"]:
         t = table("  MEMBER", "STATE", "ONLINE", "FLIGHT", "IMAGE", "RESETS")
         for m in row["members"]:
-            t.add_row(f"  {m['name']}", m["state"], "online" if m["online"] else "offline",
+            t.add_row(f"  {m['name']}", m["state"], Liveness.of(m["online"]).value,
                       m.get("flight") or "-", (m.get("digest") or "-")[:19], str(m["resets"]))
         console().print(t)
     if row["needs_attention"]:

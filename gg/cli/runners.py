@@ -13,6 +13,8 @@ import typer
 from gg import config
 from gg.cli.context import (CliError, ago, client, console, emit_json, parse_labels,
                             run_until_signalled, say, server_url, settings, table)
+from gg.cli.exits import Exit
+from gg.domain.runners import Liveness
 
 runner_app = typer.Typer(help="Run this machine as a runner, and look at runners.",
                          no_args_is_help=True)
@@ -45,7 +47,8 @@ def up(
     runner_name = name or socket.gethostname().split(".")[0]
     token = enrol_token(enrol, enrol_file)  # enrolment: nobody signs in on this machine
     if token and labels:
-        raise CliError("an enrolled runner's labels come from its fleet profile; drop --labels", 2)
+        raise CliError("an enrolled runner's labels come from its fleet profile; drop --labels",
+                       Exit.USAGE)
     label_map = {} if token else parse_labels(labels or os.environ.get("GG_RUNNER_LABELS"))
     options = RunnerOptions(server=server_url(), state_dir=config.state_dir(), name=runner_name,
                             labels=label_map, workers=workers, once=once, grace=grace,
@@ -57,7 +60,7 @@ def up(
     try:
         code = run_until_signalled(runner)
     except RunnerExit as exc:
-        raise CliError(str(exc), 1) from None
+        raise CliError(str(exc), Exit.FAILURE) from None
     raise typer.Exit(code)
 
 
@@ -75,7 +78,7 @@ def list_runners(json_: bool = typer.Option(False, "--json")) -> None:
     now = time.time()
     for r in rows:
         readings = r.get("readings") or {}
-        t.add_row(r["name"], r["id"], r["state"], "online" if r["online"] else "offline",
+        t.add_row(r["name"], r["id"], r["state"], Liveness.of(r["online"]).value,
                   r["health"], r.get("checks_verdict") or "-",
                   ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())) or "-",
                   " ".join(r.get("flights") or []) or "-",
@@ -96,7 +99,7 @@ def show(ref: str = typer.Argument(..., metavar="RUNNER", help="Runner id or nam
     lines = [
         f"runner {r['name']} ({r['id']})",
         f"  state      {r['state']}",
-        f"  liveness   {'online' if r['online'] else 'offline'} (last seen {ago(r.get('last_seen_at'))})",
+        f"  liveness   {Liveness.of(r['online']).value} (last seen {ago(r.get('last_seen_at'))})",
         f"  health     {r['health']}"
         + "".join(f" ({note})" for note in r.get("health_notes") or []),
         f"  labels     {','.join(f'{k}={v}' for k, v in sorted(r['labels'].items())) or '-'}",

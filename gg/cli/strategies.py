@@ -9,6 +9,7 @@ import typer
 
 from gg import config
 from gg.cli.context import CliError, client, console, emit_json, table
+from gg.cli.exits import Exit
 
 strategy_app = typer.Typer(help="Pool strategies: how a pool is furnished and bounded.",
                            no_args_is_help=True)
@@ -64,10 +65,11 @@ def build(name: str = typer.Argument(..., metavar="NAME"),
     applied = strategy["applied"]
     if applied["driver"] != "process":
         raise CliError(f"strategy {name} uses the {applied['driver']} driver: build its image "
-                       f"with {applied['driver']} and pin it as image.digest in the strategy", 2)
+                       f"with {applied['driver']} and pin it as image.digest in the strategy",
+                       Exit.USAGE)
     if context is None:
         if not applied.get("build"):
-            raise CliError(f"strategy {name} has no build.context; give --context DIR", 2)
+            raise CliError(f"strategy {name} has no build.context; give --context DIR", Exit.USAGE)
         context = base / applied["build"]["context"]  # an absolute context stays itself
         try:
             inside = context.resolve().is_relative_to(base.resolve())
@@ -76,9 +78,9 @@ def build(name: str = typer.Argument(..., metavar="NAME"),
         if not inside:
             raise CliError(f"the build context {context} does not stay inside {base}: a "
                            "strategy builds only from inside its airspace directory (--base DIR)",
-                           2)
+                           Exit.USAGE)
     if not context.is_dir():
-        raise CliError(f"the build context {context} is not a directory", 2)
+        raise CliError(f"the build context {context} is not a directory", Exit.USAGE)
     image = build_image(context, images or config.images_dir())
     answer = api.pin_strategy_digest(name, image.digest)
     if json_:

@@ -13,6 +13,7 @@ from gg.control.core import Core
 from gg.control.lifecycle import move
 from gg.domain import fitness, tokens
 from gg.domain.flights import Event, Flight, Stage, opened, required_labels
+from gg.domain.events import EventKind
 from gg.domain.matching import Seat, seat
 from gg.domain.waiting import Context, OpenGate, Waiting, why_waiting
 from gg.errors import BadRequest, Forbidden, NotFound
@@ -42,7 +43,7 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
                         requires=required_labels(environment, labels), runner_target=target,
                         attended=attended, repo=repo, agent=agent, gates=behind)
         core.store.insert_flight(flight)
-        core.event("info:flight:opened", actor=person["name"], flight_id=flight.id, at=now,
+        core.event(EventKind.FLIGHT_OPENED, actor=person["name"], flight_id=flight.id, at=now,
                    title=flight.title)
     core.signals.ready_changed()
     core.signals.event_added()

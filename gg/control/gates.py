@@ -14,6 +14,7 @@ from gg.control.core import Core
 from gg.control.lifecycle import move
 from gg.domain import tokens
 from gg.domain.flights import Event, Stage
+from gg.domain.events import EventKind
 from gg.domain.gates import CLEARERS, Gate, refusal_to_clear
 from gg.errors import BadRequest, Forbidden, NotFound
 
@@ -45,7 +46,7 @@ def open_gate(core: Core, *, kind: str, subject: str, guards: str, why: str, cle
         core.store.update_gate(old.id, status="superseded", cleared_at=now, cleared_by=actor)
         held.extend(core.store.flights_behind(old.id))
     core.store.insert_gate(gate)
-    core.event("info:gate:opened", actor=actor, runner_id=runner_id, flight_id=flight_id, at=now,
+    core.event(EventKind.GATE_OPENED, actor=actor, runner_id=runner_id, flight_id=flight_id, at=now,
                gate=gate.id, gate_kind=kind, subject=subject, guards=guards)
     if held:
         hold_flights(core, gate.id, held)
@@ -82,7 +83,7 @@ def clear_gate(core: Core, gate_id: str, *, person: dict | None = None,
         actor = person["name"] if person else f"runner:{runner_id}"
         core.store.update_gate(gate_id, status="cleared", cleared_at=now, cleared_by=actor)
         gate = core.store.gate(gate_id)
-        core.event("info:gate:cleared", actor=actor, runner_id=gate.runner_id,
+        core.event(EventKind.GATE_CLEARED, actor=actor, runner_id=gate.runner_id,
                    flight_id=gate.flight_id, at=now, gate=gate_id, gate_kind=gate.kind,
                    subject=gate.subject)
         for hook in _HOOKS.get(gate.kind, []):

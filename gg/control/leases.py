@@ -17,6 +17,7 @@ from gg.control import runners as runner_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.control.lifecycle import move
 from gg.domain import leases
+from gg.domain.events import EventKind
 from gg.domain.flights import Event, Flight, Outcome
 from gg.domain.matching import Assignment, Seat, assign, seat
 from gg.domain.runners import AdminState, Runner, after_lease_ended
@@ -235,7 +236,7 @@ def _settle_runner(core: Core, runner_id: str | None, now: float) -> None:
     state = after_lease_ended(runner, live)
     if state != runner.admin_state:
         core.store.update_runner(runner_id, admin_state=state)
-        core.event("info:runner:drain_changed", actor=CONTROL_PLANE, runner_id=runner_id, at=now,
+        core.event(EventKind.RUNNER_DRAIN_CHANGED, actor=CONTROL_PLANE, runner_id=runner_id, at=now,
                    state=state, **{"from": runner.admin_state})
 
 

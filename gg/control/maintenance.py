@@ -28,6 +28,7 @@ from gg.domain import tokens
 from gg.domain.flights import Event, Flight, opened
 from gg.domain.gates import Gate
 from gg.domain.enrolment import expected_items, refs_digest
+from gg.domain.events import EventKind
 from gg.domain.profiles import Profile
 from gg.domain.runners import Runner
 
@@ -130,7 +131,7 @@ def _open_flight(core: Core, runner: Runner) -> Flight:
                     opened_by=CONTROL_PLANE, opened_at=now, kind=MAINTENANCE,
                     title=f"maintenance of runner {runner.name}", runner_target=runner.id)
     core.store.insert_flight(flight)
-    core.event("info:flight:opened", actor=CONTROL_PLANE, runner_id=runner.id,
+    core.event(EventKind.FLIGHT_OPENED, actor=CONTROL_PLANE, runner_id=runner.id,
                flight_id=flight.id, at=now, title=flight.title, flight_kind=MAINTENANCE)
     return flight
 

@@ -31,6 +31,7 @@ from gg.control.core import Core
 from gg.control.pools import look, maintained
 from gg.control.views import runner_view
 from gg.domain import tokens
+from gg.domain.events import EventKind
 from gg.domain.pool_planner import Action, PoolPlan, Start
 from gg.domain.pools import MEMBER_ID_PREFIX, MEMBER_KIND, PoolMember, StrategyRecord, code_refusal
 from gg.domain.runners import AdminState, Runner, version_skew
@@ -172,7 +173,7 @@ def join(core: Core, code: str | None, *, public_key: str, inventory: dict,
         label_ops.refresh(core, core.store.runner(runner_id))  # dispositions of its labels
         core.store.update_member(member.id, runner_id=runner_id, code_hash=None,
                                  code_expires_at=None, updated_at=now)
-        core.event("info:runner:registered", actor=f"pool:{member.pool}", runner_id=runner_id,
+        core.event(EventKind.RUNNER_REGISTERED, actor=f"pool:{member.pool}", runner_id=runner_id,
                    at=now, name=member.name, member=member.id, pool=member.pool,
                    cycle=member.resets)
         runner = core.store.runner(runner_id)

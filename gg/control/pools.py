@@ -22,7 +22,8 @@ from gg.control.flights import Snapshot
 from gg.control.people import require_admin
 from gg.control.pool_look import look, maintainer_online
 from gg.control.runners import resolve
-from gg.domain.flights import Flight
+from gg.domain.events import EventKind
+from gg.domain.flights import Flight, Stage
 from gg.domain.pool_planner import LIMITED, WARMING
 from gg.domain.pools import (
     MEMBER_KIND,
@@ -99,7 +100,7 @@ def allow(core: Core, person: dict, pool: str, runner_ref: str) -> dict:
                            f"{runner.profile}, which decides: add the {MAINTAIN_ROLE} role "
                            "to that profile")
         core.store.allow_maintainer(pool, runner.id, person["name"], now)
-        core.event("info:pool:maintainer_allowed", actor=person["name"], runner_id=runner.id,
+        core.event(EventKind.POOL_MAINTAINER_ALLOWED, actor=person["name"], runner_id=runner.id,
                    at=now, pool=pool, runner=runner.name)
     core.signals.event_added()
     return {"pool": pool, "runner": runner.id, "runner_name": runner.name}
@@ -184,7 +185,7 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
                           or previous.get("driver") != driver)
         core.store.update_strategy(record.name, last_attested_at=now, attestation=attestation)
         if worth_an_event:
-            core.event("info:pool:attested", actor=f"runner:{runner.name}", runner_id=runner.id,
+            core.event(EventKind.POOL_ATTESTED, actor=f"runner:{runner.name}", runner_id=runner.id,
                        at=now, pool=pool, did=[_did_text(d) for d in did], holds=holds,
                        live=attestation["live"])
     if worth_an_event:
@@ -215,7 +216,7 @@ def note_stale_pools(core: Core, now: float) -> int:
         if stale_event_due(record.last_attested_at, record.in_force_at, record.stale_noted_at,
                            now, stale):
             core.store.update_strategy(record.name, stale_noted_at=now)
-            core.event("warn:pool:stale", actor="control-plane", at=now, pool=record.pool,
+            core.event(EventKind.POOL_STALE, actor="control-plane", at=now, pool=record.pool,
                        last_attested_at=record.last_attested_at)
             noted += 1
     return noted
@@ -228,7 +229,7 @@ def list_pools(core: Core) -> list[dict]:
     if noted:
         core.signals.event_added()
     snap = Snapshot(core, now)
-    ready = core.store.flights(stages=("ready",), limit=100000, newest_first=False)
+    ready = core.store.flights(stages=(Stage.READY.value,), limit=100000, newest_first=False)
     return [_pool_view(core, record, snap, ready, now) for record in core.store.strategies()]
 
 

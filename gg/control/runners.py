@@ -10,6 +10,7 @@ from gg.control import health, key_proof
 from gg.control import labels as label_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import tokens
+from gg.domain.events import EventKind
 from gg.domain.pools import MEMBER_KIND
 from gg.domain.runners import AdminState, Runner, silently_gone, version_skew
 from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
@@ -51,7 +52,7 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
         runner_id = upsert_runner(core, existing, public_key, fields, credential, expires, now)
         if existing is not None:
             health.judge(core, core.store.runner(runner_id), now, checked=False)
-        core.event("info:runner:registered", actor=person["name"], runner_id=runner_id,
+        core.event(EventKind.RUNNER_REGISTERED, actor=person["name"], runner_id=runner_id,
                    name=name, superseded=existing is not None)
         runner = core.store.runner(runner_id)
         label_ops.refresh(core, runner)
@@ -137,7 +138,7 @@ def renew_credential(core: Core, runner: Runner, nonce: str, signature: str) -> 
         expires = now + core.settings.runner_credential_ttl
         core.store.set_credential(runner.id, tokens.digest(credential),
                                   tokens.fingerprint(credential), expires)
-        core.event("info:runner:credential_renewed", actor=_actor(runner), runner_id=runner.id)
+        core.event(EventKind.RUNNER_CREDENTIAL_RENEWED, actor=_actor(runner), runner_id=runner.id)
     return {"credential": credential, "expires_at": expires}
 
 
@@ -158,7 +159,7 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
             values["started_workers"] = workers
         pair = f"{version}/{core.version}"
         if skew == "skewed" and not _skew_recorded(core, runner.id, pair):
-            core.event("warn:runner:version_skew", actor=_actor(runner), runner_id=runner.id,
+            core.event(EventKind.RUNNER_VERSION_SKEW, actor=_actor(runner), runner_id=runner.id,
                        pair=pair, runner_version=version, server_version=core.version)
         core.store.update_runner(runner.id, **values)
         more_work = health.judge(core, core.store.runner(runner.id), now, checked=True)
@@ -204,7 +205,7 @@ def _refuse_member_renewal(runner: Runner) -> None:
 def goodbye(core: Core, runner: Runner) -> None:
     with core.store.atomic():
         core.store.update_runner(runner.id, goodbye_at=core.now())
-        core.event("info:runner:goodbye", actor=_actor(runner), runner_id=runner.id)
+        core.event(EventKind.RUNNER_GOODBYE, actor=_actor(runner), runner_id=runner.id)
     core.signals.event_added()
 
 
@@ -221,7 +222,7 @@ def note_silent_runners(core: Core, now: float, *, every: float = 1.0) -> int:
     for runner in core.store.silent_candidates(now - core.settings.offline_after):
         if silently_gone(runner, now, core.settings.offline_after):
             core.store.update_runner(runner.id, offline_noted_at=now)
-            core.event("warn:runner:aged_out", actor=CONTROL_PLANE, runner_id=runner.id, at=now,
+            core.event(EventKind.RUNNER_AGED_OUT, actor=CONTROL_PLANE, runner_id=runner.id, at=now,
                        last_seen_at=runner.last_seen_at)
             noted += 1
     return noted
@@ -264,7 +265,7 @@ def _ended_among(core: Core, held: list[str]) -> list[str]:
 
 
 def _skew_recorded(core: Core, runner_id: str, pair: str) -> bool:
-    for event in core.store.events(kind="warn:runner:version_skew", runner_id=runner_id):
+    for event in core.store.events(kind=EventKind.RUNNER_VERSION_SKEW, runner_id=runner_id):
         if event["body"].get("pair") == pair:
             return True
     return False

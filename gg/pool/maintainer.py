@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from gg import config
-from gg.client import ApiError, Unreachable
+from gg.client import RETRY_GOODBYE, RETRY_STEP, ApiError, Unreachable
 from gg.errors import GGError
 from gg.pool.drivers import Driver, MemberLaunch, make_driver
 from gg.runner.loop import Runner, RunnerExit, RunnerOptions
@@ -113,7 +113,7 @@ class Maintainer:
         """Plan, act, attest once; returns how long to wait before the next plan."""
         pool = self.options.pool
         try:
-            plan = self.api.pool_plan(pool, retry_for=30.0)
+            plan = self.api.pool_plan(pool, retry_for=RETRY_STEP)
         except Unreachable as exc:
             self._once(f"the control plane is away ({exc.message}); trying again")
             return RETRY_EVERY
@@ -178,7 +178,7 @@ class Maintainer:
         pool, ref = self.options.pool, plan["image"]["ref"]
         if digest is not None:
             driver.prepare(digest, ref)
-        answer = self.api.pool_act(pool, kind, member_id, retry_for=30.0)
+        answer = self.api.pool_act(pool, kind, member_id, retry_for=RETRY_STEP)
         done = {"action": kind, "member_id": member_id, "ok": True}
         if kind == "remove":
             driver.remove(member_id)
@@ -206,7 +206,7 @@ class Maintainer:
         body = {"members": members, "did": did,
                 "driver": {"name": driver.name, "problem": problem}}
         try:
-            self.api.attest(self.options.pool, body, retry_for=30.0)
+            self.api.attest(self.options.pool, body, retry_for=RETRY_STEP)
         except Unreachable as exc:
             self._once(f"could not attest ({exc.message}); trying again")
         except ApiError as exc:
@@ -225,6 +225,6 @@ class Maintainer:
     def _goodbye(self) -> None:
         try:
             self.api.stop = threading.Event()  # the goodbye must not be cut short by stop
-            self.api.goodbye(retry_for=3.0)
+            self.api.goodbye(retry_for=RETRY_GOODBYE)
         except (ApiError, Unreachable):
             pass

@@ -19,11 +19,12 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from gg.client import ApiError, Client, Unreachable
+from gg.client import RETRY_CALL, RETRY_JOIN, ApiError, Client, Unreachable
 from gg.domain.enrolment import refs_digest
 from gg.runner import agents as agent_config
 from gg.runner import maintenance
 from gg.runner.credentials import CredentialError, CredentialStore
+from gg.settings import DEFAULTS
 
 __all__ = ["FleetState", "enrol"]
 
@@ -36,7 +37,7 @@ class FleetState:
         self.enrolled = False
         self.profile_name: str | None = None
         self.in_force: dict | None = None
-        self.interval = 300.0
+        self.interval = DEFAULTS.maintenance_check_interval
         self.refresh: Callable[[], None] = lambda: None  # the loop sets: check in now
         self._lock = threading.Lock()
         self._poke = threading.Event()
@@ -77,7 +78,7 @@ class FleetState:
 
     # -- credentials -----------------------------------------------------------------------
 
-    def sync_credentials(self, retry_for: float = 10.0) -> bool:
+    def sync_credentials(self, retry_for: float = RETRY_CALL) -> bool:
         """Tell the control plane the references this store holds; False when it could not."""
         try:
             refs = [r.as_dict() for r in CredentialStore(self.state_dir).refs()]
@@ -124,4 +125,4 @@ class FleetState:
 
 def enrol(client: Client, token: str, body: dict, key) -> dict:
     """Spend the enrolment token once: this machine's key (proved) becomes an enrolled runner."""
-    return client.enrol(token, body, key, retry_for=60.0)
+    return client.enrol(token, body, key, retry_for=RETRY_JOIN)

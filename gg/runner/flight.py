@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gg.client import ApiError, Client, Unreachable
+from gg.client import RETRY_FLIGHT_MIN, ApiError, Client, Unreachable
+from gg.domain.flights import Outcome
 from gg.runner import isolation, repository
 
 FLUSH_EVERY = 0.2
@@ -288,19 +289,20 @@ class FlightRun:
 
     def _hand_back_unmet(self, missing: str) -> str:
         """Nothing ran: give the flight back for a runner that can meet its policy."""
-        return self._hand_back("returned", f"this runner cannot meet its policy: {missing}")
+        return self._hand_back(Outcome.RETURNED.value,
+                               f"this runner cannot meet its policy: {missing}")
 
     def _hand_back(self, outcome: str | None = None, reason: str | None = None) -> str:
         if self.lost.is_set():
             return "ended" if self.ended_by_server.is_set() else "lost"
         if self.retired.is_set():
-            outcome, reason = "returned", RETIRED_REASON
+            outcome, reason = Outcome.RETURNED.value, RETIRED_REASON
         elif outcome is not None:
             pass  # enrolment: decided by gg.runner.repository
         elif self.returning.is_set():
-            outcome, reason = "returned", "the runner is stopping"
+            outcome, reason = Outcome.RETURNED.value, "the runner is stopping"
         else:
-            outcome = "landed" if self.exit_code == 0 else "failed"
+            outcome = (Outcome.LANDED if self.exit_code == 0 else Outcome.FAILED).value
             reason = None
         body = {"epoch": self.lease.epoch, "outcome": outcome, "exit_code": self.exit_code,
                 "reason": reason, "key": f"{self.lease.epoch}:hand-back"}
@@ -330,7 +332,7 @@ class FlightRun:
             raise exc
 
     def _patience(self) -> float:
-        return max(self.lease.ttl * 2, 30.0)
+        return max(self.lease.ttl * 2, RETRY_FLIGHT_MIN)
 
     def _next(self) -> int:
         self._seq += 1

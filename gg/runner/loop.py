@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Callable
 
 from gg import __version__, keys
-from gg.client import ApiError, Client, Unreachable
+from gg.client import (BACKOFF_BASE, BACKOFF_CAP, RETRY_CALL, RETRY_FOREVER, RETRY_GOODBYE,
+                       RETRY_JOIN, RETRY_REFRESH, RETRY_RELEASE, RETRY_STEP, ApiError, Client,
+                       Unreachable)
 from gg.domain.health import effective_workers
 from gg.domain.policy import Policy
 from gg.runner import capabilities, inventory
@@ -29,6 +31,7 @@ from gg.runner.fleet import FleetState, enrol
 from gg.runner.flight import STOP_GRACE, FlightRun, Lease
 from gg.runner.sent import SentLog
 from gg.runner.state import Registration, StateDir
+from gg.settings import DEFAULTS
 
 REPROBE_EVERY = 300.0
 
@@ -69,8 +72,7 @@ class Runner:
         self.sent = SentLog(self.state.path)
         self.client = Client(options.server, stop=self.stop, on_send=self.sent.record)
         self.claim_client = Client(options.server, stop=self.stop, on_send=self.sent.record)
-        self.protocol = {"check_in_interval": 15.0, "claim_wait": 30.0, "lease_ttl": 60.0,
-                         "lease_renew_at": 20.0}
+        self.protocol = DEFAULTS.protocol()
         self.workers = options.workers
         self.runs: dict[str, FlightRun] = {}
         self.threads: list[threading.Thread] = []
@@ -81,7 +83,7 @@ class Runner:
         self.registration: Registration | None = None
         self._inventory_sent: dict | None = None
         self.fleet = FleetState(self.state.path, self.client, say)  # enrolment
-        self.fleet.refresh = lambda: self._check_in_once(retry_for=5.0)
+        self.fleet.refresh = lambda: self._check_in_once(retry_for=RETRY_REFRESH)
         self.policy: dict = {}
         self.admin_state: str | None = None
         self._health_said: str | None = None
@@ -120,7 +122,7 @@ class Runner:
         (:mod:`gg.pool.maintainer`). Returns the first check-in's answer."""
         self._register()
         self._probe()
-        answer = self._check_in_once(retry_for=float("inf"))
+        answer = self._check_in_once(retry_for=RETRY_FOREVER)
         self.fleet.sync_credentials()  # enrolment: references, never secrets
         self.fleet.start(self.stop)
         checker = threading.Thread(target=self._check_in_loop, name="check-in", daemon=True)
@@ -147,7 +149,7 @@ class Runner:
         returned, which is what makes them ready again (or their leases expire)."""
         deadline = time.monotonic() + (0.0 if self.retired else self.options.grace)
         try:  # stop claiming: free the parked claim at once
-            self.client.claim(0, 0, retry_for=2.0)
+            self.client.claim(0, 0, retry_for=RETRY_RELEASE)
         except (ApiError, Unreachable):
             pass
         running = [r for r in list(self.runs.values())]
@@ -168,7 +170,7 @@ class Runner:
         if not retired:
             try:
                 self.client.stop = threading.Event()
-                self.client.goodbye(retry_for=3.0)
+                self.client.goodbye(retry_for=RETRY_GOODBYE)
             except (ApiError, Unreachable):
                 pass
         self.say(self.exit_reason or "goodbye")
@@ -201,7 +203,7 @@ class Runner:
                 "inventory": inventory.inventory(str(self.state.path)), "version": __version__}
         try:
             answer = self.client.register(body, key, token=self.options.person_token,
-                                          retry_for=float("inf"))
+                                          retry_for=RETRY_FOREVER)
         except ApiError as exc:
             raise RunnerExit(f"registration refused: {exc.message}") from None
         self._save_registration(answer["runner"]["id"], answer["credential"],
@@ -238,7 +240,8 @@ class Runner:
         body = {"public_key": keys.public_text(key),
                 "inventory": inventory.inventory(str(self.state.path)), "version": __version__}
         try:
-            answer = self.client.join_pool(self.options.member_code, body, key, retry_for=60.0)
+            answer = self.client.join_pool(self.options.member_code, body, key,
+                                           retry_for=RETRY_JOIN)
         except ApiError as exc:
             raise RunnerExit(f"the member code was refused: {exc.message}") from None
         self.options.labels = dict(answer.get("labels") or {})
@@ -247,10 +250,10 @@ class Runner:
 
     def _renew_credential(self) -> None:
         key = self.state.key()
-        challenge = self.client.challenge(retry_for=30.0)
+        challenge = self.client.challenge(retry_for=RETRY_STEP)
         message = f"gg-renew:{self.registration.runner_id}:{challenge['nonce']}".encode()
         answer = self.client.renew_credential(challenge["nonce"], keys.sign(key, message),
-                                              retry_for=30.0)
+                                              retry_for=RETRY_STEP)
         self.registration.credential = answer["credential"]
         self.registration.credential_expires_at = answer["expires_at"]
         self.state.save_registration(self.registration)
@@ -304,7 +307,8 @@ class Runner:
         self.protocol.update(answer.get("protocol", {}))
         # Never back off longer than a quarter of the renewal slack: a lease must be renewed before it
         # runs out even when the control plane was away (5 s at the default 20 s slack).
-        cap = min(5.0, max(0.2, float(self.protocol.get("lease_renew_at", 20.0)) / 4))
+        renew_at = self.protocol.get("lease_renew_at", DEFAULTS.lease_renew_at)
+        cap = min(BACKOFF_CAP, max(BACKOFF_BASE, float(renew_at) / 4))
         self.client.backoff_cap = self.claim_client.backoff_cap = cap
         self.protocol["check_in_interval"] = answer.get("check_in_interval",
                                                         self.protocol["check_in_interval"])
@@ -370,7 +374,7 @@ class Runner:
                 return
             try:
                 answer = self.claim_client.claim(max(1, self.capacity - self.taken),
-                                                 self.protocol["claim_wait"], retry_for=float("inf"))
+                                                 self.protocol["claim_wait"], retry_for=RETRY_FOREVER)
             except Unreachable:
                 continue
             except ApiError as exc:
@@ -404,7 +408,7 @@ class Runner:
                 self.client.hand_back(flight["id"], {"epoch": lease["epoch"], "outcome": "returned",
                                                      "reason": "the runner is stopping",
                                                      "key": f"{lease['epoch']}:hand-back"},
-                                      retry_for=10.0)
+                                      retry_for=RETRY_CALL)
             except (ApiError, Unreachable):
                 pass
             return
