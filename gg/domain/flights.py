@@ -48,6 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from gg.domain.events import EventKind, flight_ended
 from gg.errors import Conflict
 
 
@@ -201,7 +202,7 @@ class Fact:
 class Record:
     """An audit event to record with the change (``flight_id`` is the flight's)."""
 
-    kind: str
+    kind: EventKind
     actor: str | None
     runner_id: str | None = None
     body: dict = field(default_factory=dict)
@@ -272,7 +273,7 @@ def _granted(flight, now, actor, *, runner_id: str, ttl: float) -> Change:
     lease = next_lease(flight, runner_id, now, ttl)
     values = {"epoch": lease.epoch, "lease_runner": runner_id, "lease_granted_at": now,
               "lease_expires_at": lease.expires_at, "attempt": flight.attempt + 1}
-    record = Record("info:flight:claimed", actor, runner_id,
+    record = Record(EventKind.FLIGHT_CLAIMED, actor, runner_id,
                     {"epoch": lease.epoch, "attempt": flight.attempt + 1})
     return Change(Event.GRANTED, Stage.FLYING, values, records=(record,), grant=lease)
 
@@ -287,12 +288,12 @@ def _handed_back(event: Event):
         body = {"outcome": event.value, "exit_code": exit_code, "reason": reason}
         if event is Event.RETURNED:
             fact = Fact("returned", body, flight.epoch, runner_id, key)
-            record = Record("info:flight:returned", actor, runner_id, {"reason": reason})
+            record = Record(EventKind.FLIGHT_RETURNED, actor, runner_id, {"reason": reason})
             return Change(event, Stage.READY, {"lease_expires_at": None}, fact, (record,))
         fact = Fact("exit", body, flight.epoch, runner_id, key)
         values = {"outcome": event.value, "exit_code": exit_code, "ended_at": now,
                   "ended_reason": reason, "lease_expires_at": None}
-        record = Record(f"info:flight:{event.value}", actor, runner_id, {"exit_code": exit_code})
+        record = Record(flight_ended(event.value), actor, runner_id, {"exit_code": exit_code})
         return Change(event, Stage(event.value), values, fact, (record,))
     return make
 
@@ -302,17 +303,17 @@ def _expired(flight, now, actor, *, max_expiries: int) -> Change:
     values: dict = {"expiries": expiries, "lease_expires_at": None}
     fact = Fact("expired", {"runner": flight.lease_runner, "expired_at": flight.lease_expires_at,
                             "expiries": expiries}, flight.epoch)
-    records = [Record("info:flight:expired", actor, flight.lease_runner,
+    records = [Record(EventKind.FLIGHT_EXPIRED, actor, flight.lease_runner,
                       {"epoch": flight.epoch, "expiries": expiries})]
     if stage == Stage.FAILED.value:
         values.update(outcome=Outcome.FAILED.value, ended_at=now, ended_reason=reason)
-        records.append(Record("info:flight:failed", actor, None, {"reason": reason}))
+        records.append(Record(EventKind.FLIGHT_FAILED, actor, None, {"reason": reason}))
     return Change(Event.EXPIRED, Stage(stage), values, fact, tuple(records))
 
 
 def _cancelled(flight, now, actor, *, reason: str) -> Change:
     values = {"outcome": "cancelled", "ended_at": now, "ended_reason": reason}
-    record = Record("info:flight:cancelled", actor, None, {"was": flight.stage})
+    record = Record(EventKind.FLIGHT_CANCELLED, actor, None, {"was": flight.stage})
     return Change(Event.CANCELLED, Stage.CANCELLED, values, records=(record,))
 
 
@@ -320,7 +321,7 @@ def _not_taken(flight, now, actor, *, runner_name: str, claim_wait: float) -> Ch
     values = {"outcome": Outcome.FAILED.value, "ended_at": now, "ended_reason": NOT_TAKEN}
     fact = Fact("note", {"text": f"{NOT_TAKEN}: runner {runner_name} did not take this "
                                  f"attended flight within {claim_wait:g}s"}, flight.epoch)
-    record = Record("info:flight:failed", actor, flight.runner_target, {"reason": NOT_TAKEN})
+    record = Record(EventKind.FLIGHT_FAILED, actor, flight.runner_target, {"reason": NOT_TAKEN})
     return Change(Event.NOT_TAKEN, Stage.FAILED, values, fact, (record,))
 
 
@@ -329,7 +330,7 @@ def _confirmed(flight, now, actor) -> Change:
     values = {"outcome": Outcome.LANDED.value, "exit_code": 0, "ended_at": now,
               "ended_reason": reason, "gates": []}
     fact = Fact("note", {"text": reason}, 0)
-    record = Record("info:flight:landed", actor, flight.runner_target,
+    record = Record(EventKind.FLIGHT_LANDED, actor, flight.runner_target,
                     {"exit_code": 0, "flight_kind": flight.kind})
     return Change(Event.CONFIRMED, Stage.LANDED, values, fact, (record,))
 
