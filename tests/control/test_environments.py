@@ -7,7 +7,7 @@ import pytest
 from gg.airspace.errors import AirspaceError
 from gg.control import environments, flights, gates, labels, leases
 from gg.errors import BadRequest, Conflict, Forbidden
-from gg.meanings import MeaningError
+from gg.domain.meanings import MeaningError
 
 from placement_support import LINUX, ada, charted, check_in, clock, core, owner, runner  # noqa: F401
 

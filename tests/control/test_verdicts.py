@@ -7,11 +7,11 @@ import asyncio
 import pytest
 
 from gg.control import labels, runners
+from gg.control.cel import compile_meaning
 from gg.control.core import Core
 from gg.control.people import bootstrap
 from gg.control.verdicts import Verdicts
 from gg.domain.labels import Verdict
-from gg.meanings import compile_meaning
 from gg.settings import Settings
 from gg.store import open_store
 

@@ -7,8 +7,9 @@ import time
 
 import pytest
 
+from gg.control.cel import compile_meaning
+from gg.domain.meanings import FACT_TYPES, MeaningError, facts_from_inventory
 from gg.errors import BadRequest
-from gg.meanings import FACT_TYPES, MeaningError, compile_meaning, facts_from_inventory
 
 
 def build_host_facts(**changes) -> dict:
