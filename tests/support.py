@@ -112,6 +112,11 @@ class Clock:
         self.now += seconds
 
 
+def auth(token: str) -> dict[str, str]:
+    """The header a request carries a token in."""
+    return {"authorization": f"Bearer {token}"}
+
+
 def new_key():
     """A fresh Ed25519 private key, as a runner makes on its first start."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
