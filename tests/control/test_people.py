@@ -8,7 +8,6 @@ import pytest
 from gg.control import flights, leases, ownership, people, runners
 from gg.errors import Conflict, Forbidden, Unauthorized
 
-from placement_support import clock, core, owner  # noqa: F401
 from support import make_runner
 
 DAY = 86400.0

@@ -18,11 +18,9 @@ from gg.control import (
     runners,
     strategies,
 )
-from gg.control.core import Core
-from gg.control.people import add_person, bootstrap
+from gg.control.people import add_person
 from gg.errors import Conflict, Forbidden, Unauthorized
 from gg.settings import Settings
-from gg.store import open_store
 
 from placement_support import charted
 from support import Clock, make_runner, proof
@@ -38,17 +36,14 @@ def clock():
 
 
 @pytest.fixture
-def core(tmp_path, clock):
-    c = Core(store=open_store(tmp_path), settings=Settings(dev=True), clock=clock)
-    bootstrap(c, tmp_path)
-    return c
+def settings():
+    return Settings(dev=True)
 
 
 @pytest.fixture
-def owner(core):
-    person = core.store.person_by_name("owner")
-    charted(core, person, "ui", "true")  # flights may use environment ui
-    return person
+def owner(owner, core):
+    charted(core, owner, "ui", "true")  # flights may use environment ui
+    return owner
 
 
 def mapping(size=4, warm=1, pool_max=3, hours=None, digest=D1, environment="ui"):

@@ -8,15 +8,11 @@ import pytest
 
 from gg.control import labels, runners
 from gg.control.cel import compile_meaning
-from gg.control.core import Core
-from gg.control.people import bootstrap
 from gg.control.verdicts import Verdicts
 from gg.domain.labels import Verdict
 from gg.settings import Settings
-from gg.store import open_store
 
 from placement_support import LINUX, charted, runner
-from support import Clock
 
 # Within the static cost bound (it assumes 64 tools), yet slow for a runner that reports
 # eight thousand: celpy spends about 0.3 ms on each, so seconds in all.
@@ -38,11 +34,9 @@ def test_a_meaning_over_the_deadline_reads_too_long_and_the_next_one_still_answe
     assert patient.decide(compile_meaning("1 / 0 == 1"), {}) is None
 
 
-def test_a_slow_meaning_refutes_the_label_with_took_too_long(tmp_path):
-    core = Core(store=open_store(tmp_path), clock=Clock(),
-                settings=Settings(dev=True, meaning_deadline=0.05))
-    bootstrap(core, tmp_path)
-    owner = core.store.person_by_name("owner")
+@pytest.mark.parametrize("settings", [Settings(dev=True, meaning_deadline=0.05)],
+                         ids=["a deadline of 50 ms"])
+def test_a_slow_meaning_refutes_the_label_with_took_too_long(core, owner):
     charted(core, owner, "wide", WIDE)
     r = runner(core, owner, "wide-1", labels={"environment": "wide"}, inventory=LINUX)
     runners.check_in(core, core.store.runner(r.id), readings={}, inventory=None,
@@ -105,14 +99,11 @@ def test_on_the_event_loop_a_miss_never_evaluates_it_is_pending_until_evaluated_
 
 
 @pytest.fixture
-def core(tmp_path):
-    c = Core(store=open_store(tmp_path), settings=Settings(dev=True), clock=Clock())
-    bootstrap(c, tmp_path)
-    return c
+def settings():
+    return Settings(dev=True)
 
 
-def test_a_check_in_on_the_loop_stores_unusable_then_settles_to_the_verdict(core):
-    owner = core.store.person_by_name("owner")
+def test_a_check_in_on_the_loop_stores_unusable_then_settles_to_the_verdict(core, owner):
     charted(core, owner, "big", "cpu_count >= 64")  # no runner yet: nothing evaluated
     r = runner(core, owner, "small", labels={"environment": "big"})
 
@@ -133,8 +124,7 @@ def test_a_check_in_on_the_loop_stores_unusable_then_settles_to_the_verdict(core
     assert core.store.refuted_pairs(r.id) == frozenset({"environment=big"})
 
 
-def test_new_facts_keep_the_last_verdict_until_theirs_is_in(core):
-    owner = core.store.person_by_name("owner")
+def test_new_facts_keep_the_last_verdict_until_theirs_is_in(core, owner):
     charted(core, owner, "big", "cpu_count >= 64")
     r = runner(core, owner, "grows", labels={"environment": "big"}, inventory=LINUX)
     assert core.store.refuted_pairs(r.id) == frozenset({"environment=big"})  # 8 CPUs
