@@ -14,7 +14,7 @@ DAY = 86400.0
 
 
 def _add(core, owner, name, **kw):
-    person, token = people.add_person(core, owner, name, kw.pop("admin", False), **kw)
+    person, token = people.add_person(core, owner, name, admin=kw.pop("admin", False), **kw)
     return person, token
 
 

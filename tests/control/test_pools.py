@@ -295,7 +295,7 @@ def test_an_action_on_a_member_that_just_took_a_flight_is_refused(core, owner, k
     flights.open_flight(core, owner, command=["true"], environment="ui")
     assert leases.try_claim(core, runner.id) is not None  # it took one before the roll
     with pytest.raises(Conflict, match=f"no longer says roll {member['id']}"):
-        members.act(core, keeper, "ui-pool", "roll", member["id"])
+        members.act(core, keeper, "ui-pool", "roll", member_id=member["id"])
 
 
 # --------------------------------------------------------------------------- members
@@ -346,7 +346,7 @@ def test_a_member_whose_flight_ended_is_reset_with_a_new_code_and_a_fresh_creden
     leases.hand_back(core, runner, flight.id, grant.epoch, "landed", 0, None, None)
     assert plan_actions(core, keeper) == [{"action": "reset", "member_id": member["id"],
                                            "digest": D1}]
-    answer, ended = members.act(core, keeper, "ui-pool", "reset", member["id"])
+    answer, ended = members.act(core, keeper, "ui-pool", "reset", member_id=member["id"])
     assert ended == [runner.id]
     with pytest.raises(Unauthorized):  # the last cycle's credential died with it
         runners.authenticate(core, first["credential"])
