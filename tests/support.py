@@ -182,3 +182,29 @@ def cli(fleet: Fleet, *args: str) -> tuple[int, str, str]:
             else:
                 os.environ[key] = value
     return code, out.getvalue(), err.getvalue()
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (a zombie not yet reaped counts as gone)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def lay_out(base: Path, files: dict[str, str]) -> Path:
+    """Write ``files`` (relative path -> text) under ``base``, making folders as needed;
+    returns ``base``."""
+    for rel, text in files.items():
+        path = base / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return base
+
+
+def refusal(response) -> tuple:
+    """What a refused request is told: status, JSON body and ``WWW-Authenticate``, to
+    compare two refusals whole."""
+    return response.status_code, response.json(), response.headers.get("www-authenticate")

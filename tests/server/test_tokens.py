@@ -27,7 +27,7 @@ from fastapi.testclient import TestClient
 from gg import keys
 from gg.settings import Settings
 from fleet_support import UI
-from support import Clock, auth, http_proof, new_key
+from support import Clock, auth, http_proof, new_key, refusal
 
 
 class World:
@@ -165,10 +165,6 @@ def _one_off(token: str) -> str:
     return token[:-1] + ("A" if token[-1] != "A" else "B")
 
 
-def _answer(response) -> tuple:
-    return response.status_code, response.json(), response.headers.get("www-authenticate")
-
-
 # -- registrations that must be refused like a bad token (the key is not proved, or the
 # -- key's runner is not the caller's to take) ---------------------------------------------
 
@@ -234,36 +230,36 @@ REGISTRATION_REFUSALS: dict[str, Callable[[World], tuple[str, dict]]] = {
 @pytest.mark.parametrize("make", REGISTRATION_REFUSALS.values(), ids=REGISTRATION_REFUSALS.keys())
 def test_refused_registrations_are_identical_to_a_bad_token(world, make):
     token, body = make(world)
-    reference = _answer(world.client.post(
+    reference = refusal(world.client.post(
         "/v1/runners", json=body, headers=auth("ggp_" + secrets.token_urlsafe(24))))
     assert reference[0] == 401
-    assert _answer(world.client.post("/v1/runners", json=body, headers=auth(token))) == reference
+    assert refusal(world.client.post("/v1/runners", json=body, headers=auth(token))) == reference
 
 
 @pytest.mark.parametrize("make", PERSON_REFUSALS.values(), ids=PERSON_REFUSALS.keys())
 def test_person_token_refusals_are_identical(world, make):
-    reference = _answer(world.client.get("/v1/whoami", headers=auth("ggp_" + secrets.token_urlsafe(24))))
+    reference = refusal(world.client.get("/v1/whoami", headers=auth("ggp_" + secrets.token_urlsafe(24))))
     assert reference[0] == 401 and reference[2] == "Bearer"
     token = make(world)
     for path in ("/v1/whoami", "/v1/flights", "/v1/runners"):
-        assert _answer(world.client.get(path, headers=auth(token))) == reference, path
+        assert refusal(world.client.get(path, headers=auth(token))) == reference, path
 
 
 @pytest.mark.parametrize("make", RUNNER_REFUSALS.values(), ids=RUNNER_REFUSALS.keys())
 def test_runner_credential_refusals_are_identical(world, make):
-    reference = _answer(world.client.post("/v1/runner/check-in", json={},
+    reference = refusal(world.client.post("/v1/runner/check-in", json={},
                                           headers=auth("ggr_" + secrets.token_urlsafe(24))))
     assert reference[0] == 401
     token = make(world)
     for path, body in (("/v1/runner/check-in", {}), ("/v1/runner/claim", {"wait": 0}),
                        ("/v1/runner/flights/f_x/renew", {"epoch": 1})):
-        assert _answer(world.client.post(path, json=body, headers=auth(token))) == reference, path
+        assert refusal(world.client.post(path, json=body, headers=auth(token))) == reference, path
 
 
 @pytest.mark.parametrize("make", ENROL_REFUSALS.values(), ids=ENROL_REFUSALS.keys())
 def test_enrolment_token_refusals_are_identical(world, make):
     def enrol(token: str):
-        return _answer(world.client.post("/v1/enrol", headers=auth(token),
+        return refusal(world.client.post("/v1/enrol", headers=auth(token),
                                          json={"name": "m1", **http_proof(world.client, "enrol")}))
     reference = enrol("gge_" + secrets.token_urlsafe(24))
     assert reference[0] == 401 and reference[2] == "Bearer"
@@ -273,7 +269,7 @@ def test_enrolment_token_refusals_are_identical(world, make):
 @pytest.mark.parametrize("make", MEMBER_REFUSALS.values(), ids=MEMBER_REFUSALS.keys())
 def test_member_code_refusals_are_identical(world, make):
     def join(token: str):
-        return _answer(world.client.post("/v1/members/join", headers=auth(token),
+        return refusal(world.client.post("/v1/members/join", headers=auth(token),
                                          json=http_proof(world.client, "join")))
     reference = join("ggm_" + secrets.token_urlsafe(24))
     assert reference[0] == 401 and reference[2] == "Bearer"
@@ -285,7 +281,7 @@ def test_a_retired_runners_own_credential_is_told_403_runner_retired(world):
     credential = _retired_runner_credential(world)
     for path, body in (("/v1/runner/check-in", {}), ("/v1/runner/claim", {"wait": 0}),
                        ("/v1/runner/flights/f_x/renew", {"epoch": 1})):
-        status, answer, challenge = _answer(world.client.post(path, json=body,
+        status, answer, challenge = refusal(world.client.post(path, json=body,
                                                               headers=auth(credential)))
         assert (status, answer["error"]["code"], challenge) == (403, "runner_retired", None), path
         assert answer["error"]["message"] == ("this runner was retired by an admin: its "
