@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from gg.control import environments, gates, runners
+from gg.control import environments, gates
 
-from support import make_runner
+from support import check_in, make_runner
 
 LINUX = {"os": "Linux", "arch": "x86_64", "cpu_count": 8, "memory_total": 16 * 2**30}
 
@@ -15,11 +15,6 @@ def runner(core, owner, name, labels=None, inventory=None, workers=1):
     if inventory is not None:
         check_in(core, r, inventory=inventory)
     return core.store.runner(r.id)
-
-
-def check_in(core, r, inventory=None, labels=None):
-    runners.check_in(core, core.store.runner(r.id), readings={}, inventory=inventory,
-                     capabilities=None, version=None, held=[], peer_address=None, labels=labels)
 
 
 def charted(core, owner, name, means='os == "linux"'):

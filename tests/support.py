@@ -155,9 +155,18 @@ def make_runner(core, person, name: str = "r1", labels: dict | None = None, work
 
     runner, _ = runners.register(core, person, name=name, **proof(core, "register"),
                                  labels=labels or {}, workers=workers, inventory={}, version=None)
-    runners.check_in(core, runner, readings={}, inventory=None, capabilities=None, version=None,
-                     held=[], peer_address=None)
+    check_in(core, runner)
     return core.store.runner(runner.id)
+
+
+def check_in(core, runner, **report) -> dict:
+    """Check ``runner`` in through the use case, as it is stored now, reporting only what is
+    given (``inventory=``, ``capabilities=``, ``version=``, ``workers=``, ``labels=``…)."""
+    from gg.control import runners
+
+    quiet = {"readings": {}, "inventory": None, "capabilities": None, "version": None,
+             "held": [], "peer_address": None}
+    return runners.check_in(core, core.store.runner(runner.id), **{**quiet, **report})
 
 
 def cli(fleet: Fleet, *args: str) -> tuple[int, str, str]:

@@ -14,7 +14,7 @@ from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 from gg.settings import Settings
 from gg.store import open_store
 from fleet_support import CONFINED
-from support import new_key, proof
+from support import check_in, new_key, proof
 
 SANDBOX_OK = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": True,
               "confinement": CONFINED}
@@ -44,14 +44,8 @@ def make_runner(core, name="r1", *, labels=None, workers=1, caps=SANDBOX_OK, key
                                           **proof(core, "register", key),
                                           labels=labels or {}, workers=workers, inventory={},
                                           version=None)
-    check_in(core, runner, caps=caps, workers=workers)
+    check_in(core, runner, capabilities=caps, workers=workers)
     return core.store.runner(runner.id), credential
-
-
-def check_in(core, runner, *, caps=None, version=None, workers=None):
-    return runners.check_in(core, core.store.runner(runner.id), readings={}, inventory=None,
-                            capabilities=caps, version=version, held=[], peer_address=None,
-                            workers=workers)
 
 
 def kinds(core, kind, runner_id=None):
@@ -264,9 +258,9 @@ def test_a_non_dev_runner_is_sandboxed_by_default_and_healthy_once_its_report_me
     r, _ = make_runner(prod, caps=None)
     assert r.policy["isolation"] == "sandbox"
     assert r.health == "degraded: no capability report yet"
-    answer = check_in(prod, r, caps=None)
+    answer = check_in(prod, r, capabilities=None)
     assert "send_capabilities" in answer["directives"]
-    check_in(prod, r, caps=SANDBOX_OK)
+    check_in(prod, r, capabilities=SANDBOX_OK)
     assert prod.store.runner(r.id).health == "ok"
     # Neither the wait for a first report nor its arrival is news in the audit feed.
     assert kinds(prod, "warn:runner:degraded", r.id) == []
@@ -319,7 +313,7 @@ def test_lowering_workers_applies_at_once_and_raising_past_the_start_needs_a_res
 def test_the_checks_verdict_reads_never_run_passed_and_stale(core, clock):
     r, _ = make_runner(core, caps=None)
     assert views.runner_view(core, core.store.runner(r.id))["checks_verdict"] == "checks never run"
-    check_in(core, r, caps=SANDBOX_OK)
+    check_in(core, r, capabilities=SANDBOX_OK)
     assert views.runner_view(core, core.store.runner(r.id))["checks_verdict"] == "checks passed"
     clock.advance(46)
     assert views.runner_view(core, core.store.runner(r.id))["checks_verdict"] == "checks stale"

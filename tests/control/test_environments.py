@@ -9,7 +9,8 @@ from gg.control import environments, flights, gates, labels, leases
 from gg.errors import BadRequest, Conflict, Forbidden
 from gg.domain.meanings import MeaningError
 
-from placement_support import LINUX, charted, check_in, runner
+from placement_support import LINUX, charted, runner
+from support import check_in
 
 
 def test_a_malformed_meaning_is_refused_with_its_position_and_nothing_is_charted(core, owner):

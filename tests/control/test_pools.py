@@ -23,7 +23,7 @@ from gg.errors import Conflict, Forbidden, Unauthorized
 from gg.settings import Settings
 
 from placement_support import charted
-from support import Clock, make_runner, proof
+from support import Clock, check_in, make_runner, proof
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64
@@ -81,11 +81,6 @@ def start_member(core, keeper) -> tuple[dict, str]:
 def join(core, code):
     answer = members.join(core, code, **proof(core, "join"), inventory={}, version=None)
     return core.store.runner(answer["runner"]["id"]), answer
-
-
-def check_in(core, runner):
-    return runners.check_in(core, runner, readings={}, inventory=None, capabilities=None,
-                            version=None, held=[], peer_address=None)
 
 
 def attest(core, keeper, running: list[str], did=()):

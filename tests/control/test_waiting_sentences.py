@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from gg.control import environments, flights, leases, ownership
 
-from placement_support import LINUX, charted, check_in, runner
+from placement_support import LINUX, charted, runner
+from support import check_in
 
 
 def waiting(core, flight):
