@@ -63,6 +63,10 @@ class Fleet:
         self.runners.append(runner.start())
         return runner
 
+    def runner_row(self, name: str) -> dict | None:
+        """The runner's row in ``gg runners`` (None when it is not listed)."""
+        return next((r for r in self.api().runners() if r["name"] == name), None)
+
     def wait_online(self, *names: str, timeout: float = 20.0) -> dict:
         def online():
             rows = {r["name"]: r for r in self.api().runners()}
