@@ -118,7 +118,8 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
         raise BadRequest("public_key is not a base64 Ed25519 public key")
     if not token or not token.startswith(tokens.ENROLMENT):
         raise Unauthorized(REFUSED)
-    if not key_proof.proved(core, "enrol", public_key, nonce, signature):
+    if not key_proof.proved(core, "enrol", public_key=public_key, nonce=nonce,
+                            signature=signature):
         raise Unauthorized(REFUSED)
     wanted = tokens.digest(token)
     now = core.now()
@@ -145,7 +146,8 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
         existing = core.store.runner_by_key(public_key)
         if existing is not None and existing.kind == MEMBER_KIND:  # rolls the spent use back
             raise Unauthorized(REFUSED)
-        runner_id = upsert_runner(core, existing, public_key, fields, credential, expires, now)
+        runner_id = upsert_runner(core, existing, public_key=public_key, fields=fields,
+                                  credential=credential, expires=expires, now=now)
         profiles.sync_runner(core, core.store.runner(runner_id), in_force)
         core.event(EventKind.RUNNER_ENROLLED, actor=f"enrolment:{grant.fingerprint}",
                    runner_id=runner_id, at=now, name=name, profile=grant.profile,

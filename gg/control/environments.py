@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from gg.airspace.root import root_from_mapping
 from gg.control import labels as label_ops
+from gg.control.cel import compile_meaning
 from gg.control.core import Core
 from gg.control.gates import hold_flights, on_cleared, open_gate
 from gg.control.people import require_admin
@@ -34,7 +35,6 @@ from gg.domain.gates import Gate
 from gg.domain.profiles import name_problem
 from gg.domain.runners import is_online
 from gg.errors import BadRequest, Conflict, NotFound
-from gg.meanings import compile_meaning
 
 Provider = Callable[[Core, str], list[str]]
 _PROVIDERS: list[Provider] = []

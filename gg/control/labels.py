@@ -25,6 +25,7 @@ import asyncio
 import logging
 from functools import lru_cache
 
+from gg.control.cel import compile_meaning
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain.environments import label_pair
 from gg.domain.events import EventKind
@@ -36,9 +37,9 @@ from gg.domain.labels import (
     dispositions,
     refuted_pairs,
 )
+from gg.domain.meanings import Meaning, facts_from_inventory
 from gg.domain.runners import Runner, is_online
 from gg.errors import BadRequest
-from gg.meanings import Meaning, compile_meaning, facts_from_inventory
 
 log = logging.getLogger("gg.server")
 _ROUNDS = 8  # settle rounds in a row at most (facts that keep changing wait for a check-in)

@@ -41,7 +41,7 @@ ACTIONS = ("start", "reset", "roll", "replace", "remove")
 _NAME_ROOM = 50  # a member's name is POOL-<id>, within a runner name's 63 characters
 
 
-def act(core: Core, runner: Runner, pool: str, kind: str,
+def act(core: Core, runner: Runner, pool: str, kind: str, *,
         member_id: str | None = None) -> tuple[dict, list[str]]:
     """Carry out the control plane's side of one planned action. Returns the answer for the
     maintainer (with a new member's one-time code) and the runner whose cycle it ended."""
@@ -66,7 +66,8 @@ def act(core: Core, runner: Runner, pool: str, kind: str,
             core.store.delete_member(member_id)
             answer["removed"] = member_id
         if kind in ("start", "roll", "replace"):
-            member, code = _new_member(core, record, runner, action.digest, now)
+            member, code = _new_member(core, record, maintainer=runner, digest=action.digest,
+                                        now=now)
             answer.update(member=_member_dict(member), code=code)
         if kind == "reset":
             member = core.store.member(member_id)
@@ -104,7 +105,7 @@ def _end_cycle(core: Core, member: PoolMember, now: float, *, retire: bool) -> l
     return [member.runner_id]
 
 
-def _new_member(core: Core, record: StrategyRecord, maintainer: Runner, digest: str,
+def _new_member(core: Core, record: StrategyRecord, *, maintainer: Runner, digest: str,
                 now: float) -> tuple[PoolMember, str]:
     member_id = tokens.new_id(MEMBER_ID_PREFIX)
     code = tokens.mint(tokens.MEMBER_CODE)
@@ -136,7 +137,8 @@ def join(core: Core, code: str | None, *, public_key: str, inventory: dict,
         raise Unauthorized()
     if not keys.valid_public_key(public_key):
         raise BadRequest("public_key is not a base64 Ed25519 public key")
-    if not key_proof.proved(core, "join", public_key, nonce, signature):
+    if not key_proof.proved(core, "join", public_key=public_key, nonce=nonce,
+                            signature=signature):
         raise Unauthorized()
     wanted = tokens.digest(code)
     now = core.now()

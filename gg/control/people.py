@@ -57,7 +57,7 @@ def require_admin(person: dict) -> None:
         raise Forbidden("only an admin may do that")
 
 
-def add_person(core: Core, actor: dict, name: str, admin: bool,
+def add_person(core: Core, actor: dict, name: str, *, admin: bool,
                ttl: float | str | None = None) -> tuple[dict, str]:
     """Mint a person and their token (shown once); it expires after ``ttl`` seconds
     (default PERSON_TOKEN_TTL), or never when an admin says ``never``."""

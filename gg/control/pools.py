@@ -230,7 +230,8 @@ def list_pools(core: Core) -> list[dict]:
         core.signals.event_added()
     snap = Snapshot(core, now)
     ready = core.store.flights(stages=(Stage.READY.value,), limit=100000, newest_first=False)
-    return [_pool_view(core, record, snap, ready, now) for record in core.store.strategies()]
+    return [_pool_view(core, record, snap=snap, ready=ready, now=now)
+            for record in core.store.strategies()]
 
 
 def show_pool(core: Core, pool: str) -> dict:
@@ -240,7 +241,7 @@ def show_pool(core: Core, pool: str) -> dict:
     raise NotFound(f"no pool {pool}")
 
 
-def _pool_view(core: Core, record: StrategyRecord, snap, ready: list[Flight],
+def _pool_view(core: Core, record: StrategyRecord, *, snap, ready: list[Flight],
                now: float) -> dict:
     strategy = record.in_force or record.applied
     seen = look(core, record, now)

@@ -33,7 +33,8 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
     if not keys.valid_public_key(public_key):
         raise BadRequest("public_key is not a base64 Ed25519 public key")
     labels = label_ops.checked(labels)
-    if not key_proof.proved(core, "register", public_key, nonce, signature):
+    if not key_proof.proved(core, "register", public_key=public_key, nonce=nonce,
+                            signature=signature):
         raise Unauthorized()
     now = core.now()
     credential = tokens.mint(tokens.RUNNER)
@@ -49,7 +50,8 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
                       version_skew=version_skew(version, core.version),
                       registered_by=person["id"], goodbye_at=None,
                       kind="registered", profile=None, profile_in_force={})
-        runner_id = upsert_runner(core, existing, public_key, fields, credential, expires, now)
+        runner_id = upsert_runner(core, existing, public_key=public_key, fields=fields,
+                                  credential=credential, expires=expires, now=now)
         if existing is not None:
             health.judge(core, core.store.runner(runner_id), now, checked=False)
         core.event(EventKind.RUNNER_REGISTERED, actor=person["name"], runner_id=runner_id,
@@ -67,7 +69,7 @@ def may_supersede(person: dict, existing: Runner) -> bool:
     return person.get("role") == "admin" or existing.registered_by == person["id"]
 
 
-def upsert_runner(core: Core, existing: Runner | None, public_key: str, fields: dict,
+def upsert_runner(core: Core, existing: Runner | None, *, public_key: str, fields: dict,
                   credential: str, expires: float, now: float) -> str:
     """One key, one row: a known key's row is superseded in place (new credential, new
     fields); a new key gets a new row with its initial policy and health. Inside the

@@ -61,13 +61,14 @@ def apply(core: Core, person: dict, name: str, mapping: Any) -> dict:
                 guards=f"pool strategy {name} (pool {pool}, environment {strategy.environment})",
                 why="; ".join(c.text for c in changes if c.gated), clearer="admin",
                 actor=person["name"], payload={"strategy": name, "pool": pool})
-            _save(core, record, strategy, now, person, gate_id=gate.id)
+            _save(core, record, strategy=strategy, now=now, person=person, gate_id=gate.id)
         else:
             status = "applied" if changes else "unchanged"
             if record is not None and record.gate_id:
                 core.store.update_gate(record.gate_id, status="superseded", cleared_at=now,
                                        cleared_by=person["name"])
-            _save(core, record, strategy, now, person, gate_id=None, in_force=True)
+            _save(core, record, strategy=strategy, now=now, person=person, gate_id=None,
+                  in_force=True)
         core.event(EventKind.STRATEGY_APPLIED, actor=person["name"], at=now, strategy=name,
                    pool=pool, status=status, changes=[c.text for c in changes])
         record = core.store.strategy(name)
@@ -77,8 +78,8 @@ def apply(core: Core, person: dict, name: str, mapping: Any) -> dict:
             "gate": gate_ops.view(core, gate) if gate else None}
 
 
-def _save(core: Core, record: StrategyRecord | None, strategy: Strategy, now: float,
-          person: dict, *, gate_id: str | None, in_force: bool = False) -> None:
+def _save(core: Core, record: StrategyRecord | None, *, strategy: Strategy, now: float,
+          person: dict, gate_id: str | None, in_force: bool = False) -> None:
     values: dict[str, Any] = {"applied": strategy, "applied_at": now,
                               "applied_by": person["name"], "gate_id": gate_id}
     if in_force:

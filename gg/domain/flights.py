@@ -65,7 +65,6 @@ class Stage(str, Enum):
         return self in (Stage.LANDED, Stage.FAILED, Stage.CANCELLED)
 
 
-FINAL_STAGES = tuple(s.value for s in Stage if s.final)
 STAGES = tuple(s.value for s in Stage)
 
 
@@ -76,8 +75,6 @@ class Outcome(str, Enum):
     FAILED = "failed"  # work ran and failed; not retried
     RETURNED = "returned"  # this machine could not do it; back to ready for another
 
-
-OUTCOMES = tuple(o.value for o in Outcome)
 
 FACT_KINDS = ("started", "output", "exit", "commit", "pushed", "note", "expired", "returned")
 
@@ -120,10 +117,6 @@ def required_labels(environment: str | None, extra: dict[str, str] | None = None
     if environment:
         labels["environment"] = environment
     return labels
-
-
-def outcome_for_exit(exit_code: int) -> Outcome:
-    return Outcome.LANDED if exit_code == 0 else Outcome.FAILED
 
 
 # --------------------------------------------------------------------------- the lifecycle

@@ -118,10 +118,6 @@ def version_skew(runner_version: str | None, server_version: str) -> str:
     return "none" if runner_version == server_version else "skewed"
 
 
-def takes_new_work(runner: Runner) -> bool:
-    return runner.admin_state == AdminState.ACTIVE.value
-
-
 def after_lease_ended(runner: Runner, live_leases: int) -> str:
     """Draining becomes drained by itself when its last lease ends."""
     if runner.admin_state == AdminState.DRAINING.value and live_leases == 0:

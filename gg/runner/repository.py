@@ -27,8 +27,9 @@ a ``pushed`` fact; a push not made is a ``note`` fact saying why.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from gg.domain.fitness import repository_host
 from gg.domain.flights import Outcome
@@ -36,14 +37,30 @@ from gg.domain.repos import destination_allowed, is_local_slug, repo_slug
 from gg.runner import agents as agent_config
 from gg.runner import git
 
-if TYPE_CHECKING:  # pragma: no cover
-    from gg.runner.flight import FlightRun
-
-__all__ = ["CannotFly", "finish", "prepare"]
+__all__ = ["CannotFly", "Run", "finish", "prepare"]
 
 CLONE_TIMEOUT = 600.0
 PUSH_TIMEOUT = 300.0
 MAX_COMMIT_FACTS = 200
+
+
+class Run(Protocol):
+    """What this module needs of the flight being run (``gg.runner.flight.FlightRun`` is one).
+
+    Named here rather than imported, so the module that runs a flight depends on this one and
+    never the other way round.
+    """
+
+    flight: dict
+    fleet: Any  # gg.runner.fleet.FleetState, or None for a runner that is not enrolled
+    base: str | None  # set here: the commit the repository was cloned at
+    exit_code: int | None
+    say: Callable[[str], None]
+
+    @property
+    def id(self) -> str: ...
+
+    def _report(self, facts: list[dict]) -> None: ...
 
 
 class CannotFly(Exception):
@@ -53,7 +70,7 @@ class CannotFly(Exception):
         self.reason = reason
 
 
-def prepare(run: FlightRun, workspace: Path) -> list[str]:
+def prepare(run: Run, workspace: Path) -> list[str]:
     """The argv to run; the repository (if any) is cloned into ``workspace`` first."""
     flight = run.flight
     fleet = run.fleet
@@ -85,7 +102,7 @@ def prepare(run: FlightRun, workspace: Path) -> list[str]:
                                  flight_id=run.id)
 
 
-def _clone(run: FlightRun, repo: str, workspace: Path, state_dir: Path | None,
+def _clone(run: Run, repo: str, workspace: Path, state_dir: Path | None,
            profile_name: str | None, profile: dict | None) -> None:
     try:
         slug = repo_slug(repo)
@@ -118,7 +135,7 @@ def _clone(run: FlightRun, repo: str, workspace: Path, state_dir: Path | None,
     run._report([_note(f"cloned {slug} at {head}", repository=slug, head=result.head)])
 
 
-def finish(run: FlightRun, workspace: Path) -> None:
+def finish(run: Run, workspace: Path) -> None:
     """Report the agent's commits and push them where the profile allows."""
     repo = run.flight.get("repo")
     if not repo or run.base is None:
@@ -164,7 +181,7 @@ def _note(text: str, **extra) -> dict:
     return {"kind": "note", "body": {"text": text, **extra}}
 
 
-def _refresh(run: FlightRun) -> None:
+def _refresh(run: Run) -> None:
     """Tell the control plane what this machine really has, so it stops offering the flight."""
     if run.fleet is not None:
         try:

@@ -66,3 +66,29 @@ def test_a_flight_may_not_clone_from_inside_the_runners_state_directory(tmp_path
         prepare(run_for(tmp_path, fleet, repo=str(other)), tmp_path / "ws")
     assert refused.value.outcome == "failed"
     assert "inside this runner's state directory" in refused.value.reason
+
+
+def _imports(package: Path) -> dict[str, set[str]]:
+    """Module -> the gg modules it imports, read from the source (``TYPE_CHECKING`` too)."""
+    import ast
+
+    root = package.parents[1]
+    names = {".".join(p.relative_to(root).with_suffix("").parts): p for p in package.glob("*.py")}
+    graph = {}
+    for name, path in names.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        graph[name] = found & set(names) - {name}
+    return graph
+
+
+def test_no_module_of_the_runner_imports_one_that_imports_it_back():
+    import gg.runner
+
+    graph = _imports(Path(gg.runner.__file__).parent)
+    loops = sorted((a, b) for a in graph for b in graph[a] if a < b and a in graph[b])
+    assert loops == [], loops

@@ -30,7 +30,8 @@ async def whoami(request: Request, person: dict = Depends(auth.person)) -> dict:
 
 @router.post(paths.PEOPLE, status_code=201, response_model=PersonWithToken)
 async def add_person(body: PersonAdd, request: Request, person: dict = Depends(auth.person)) -> dict:
-    added, token = people.add_person(request.app.state.core, person, body.name, body.admin, body.ttl)
+    added, token = people.add_person(request.app.state.core, person, body.name, admin=body.admin,
+                                     ttl=body.ttl)
     return {"person": people.public_person(added), "token": token}
 
 

@@ -88,7 +88,7 @@ async def plan(pool: str, request: Request, runner: Runner = Depends(auth.runner
 async def act(pool: str, body: PoolAction, request: Request,
               runner: Runner = Depends(auth.runner)) -> dict:
     answer, ended = members.act(request.app.state.core, runner, pool, body.action,
-                                body.member_id)
+                                member_id=body.member_id)
     for runner_id in ended:  # a member whose cycle ended: its parked claim gets "nothing" now
         request.app.state.dispatcher.release(runner_id)
     return answer
