@@ -8,11 +8,9 @@ import pytest
 from gg.control import people
 from gg.domain.events import EventKind
 
-from placement_support import clock, core, owner  # noqa: F401
-
 
 def test_an_event_is_stored_and_filtered_by_its_unchanged_string(core, owner):
-    people.add_person(core, owner, "ada", False)
+    people.add_person(core, owner, name="ada", admin=False)
     rows = core.store.events(kind="info:person:added")
     assert [(r["kind"], r["body"]["person"]) for r in rows] == [("info:person:added", "ada")]
     assert type(rows[0]["kind"]) is str  # the row carries the plain string, not the member
