@@ -103,15 +103,20 @@ class MaintainerAllowed(Answer):
     runner_name: str
 
 
+class PoolImage(Answer):
+    ref: str
+    digest: str | None = None  # None until ``gg strategy build`` pins it
+
+
 class MaintainerPlan(Answer):
     """What a pool's maintainer is served: the plan, the members, and when to ask again."""
     pool: str
     strategy: str
     environment: str
     driver: str
-    image: dict[str, Any]
+    image: PoolImage
     digest: str | None = None
-    actions: list[dict[str, Any]]
+    actions: list[dict[str, Any]]  # each {"action": kind, ...its fields} (gg.domain.pool_planner)
     in_hours: bool
     limit: str | None = None  # why fewer members start than wanted
     waiting: str | None = None

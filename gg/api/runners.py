@@ -102,14 +102,14 @@ class CheckedIn(Answer):
 class FlightForRunner(Answer):
     """Only what a runner needs to fly a flight."""
     id: str
-    title: str
+    title: str = ""
     command: list[str]
     repo: str | None = None
-    agent: str
+    agent: str = "shell"
     environment: str | None = None
-    attempt: int
-    epoch: int
-    kind: str
+    attempt: int = 1
+    epoch: int = 0
+    kind: str = "work"
 
 
 class LeaseGrant(Answer):

@@ -68,6 +68,16 @@ class Ok(Answer):
     ok: bool
 
 
+class ErrorDetail(Answer):
+    code: str
+    message: str  # one sentence
+
+
+class ErrorAnswer(Answer):
+    """Every refusal, whatever its status: ``{"error": {"code": ..., "message": ...}}``."""
+    error: ErrorDetail
+
+
 PublicKey = Annotated[str, StringConstraints(min_length=1, max_length=100)]
 ProofText = Annotated[str | None, StringConstraints(max_length=200)]
 

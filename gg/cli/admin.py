@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from gg.cli.context import CliError, client, emit_json
+from gg.cli.context import plain, CliError, client, emit_json
 from gg.cli.runners import runner_app
 from gg.domain.policy import EGRESSES, ISOLATIONS, MAX_WORKERS
 
@@ -28,7 +28,7 @@ def _say_change(change: dict, json_: bool) -> None:
 @runner_app.command("cordon")
 def cordon(ref: str = RUNNER, json_: bool = JSON) -> None:
     """No new work for RUNNER; what it runs goes on (admin)."""
-    _say_change(client().change_runner_state(ref, "cordon"), json_)
+    _say_change(plain(client().change_runner_state(ref, "cordon")), json_)
 
 
 @runner_app.command("drain")
@@ -43,7 +43,7 @@ def drain(
         raise CliError("name one runner, or select runners with --label k=v (not both)", 2)
     api = client()
     if ref is not None:
-        _say_change(api.change_runner_state(ref, "drain"), json_)
+        _say_change(plain(api.change_runner_state(ref, "drain")), json_)
         return
     from gg.domain.labels import parse_labels
 
@@ -53,7 +53,7 @@ def drain(
         raise CliError(f"--label: {exc}", 2) from None
     if not selector:
         raise CliError("--label: give at least one k=v", 2)
-    changes = api.drain_labelled(selector)
+    changes = plain(api.drain_labelled(selector))
     if json_:
         emit_json(changes)
         return
@@ -64,13 +64,13 @@ def drain(
 @runner_app.command("resume")
 def resume(ref: str = RUNNER, json_: bool = JSON) -> None:
     """Back to active: RUNNER may take work again at once (admin)."""
-    _say_change(client().change_runner_state(ref, "resume"), json_)
+    _say_change(plain(client().change_runner_state(ref, "resume")), json_)
 
 
 @runner_app.command("retire")
 def retire(ref: str = RUNNER, json_: bool = JSON) -> None:
     """Irreversibly retire RUNNER: its credential is refused, its key never registers again (admin)."""
-    answer = client().retire_runner(ref)
+    answer = plain(client().retire_runner(ref))
     if json_:
         emit_json(answer)
         return
@@ -85,7 +85,7 @@ def retire(ref: str = RUNNER, json_: bool = JSON) -> None:
 @runner_app.command("forget")
 def forget(ref: str = RUNNER, json_: bool = JSON) -> None:
     """Delete a stale registration without a tombstone; refused while online or leasing (admin)."""
-    answer = client().forget_runner(ref)
+    answer = plain(client().forget_runner(ref))
     if json_:
         emit_json(answer)
         return
@@ -105,9 +105,9 @@ def policy(
     _one_of("--egress", egress, EGRESSES)
     api = client()
     if isolation is None and egress is None and workers is None:
-        r = api.runner(ref)
+        r = plain(api.runner(ref))
     else:
-        r = api.set_policy(ref, isolation=isolation, egress=egress, workers=workers)
+        r = plain(api.set_policy(ref, isolation=isolation, egress=egress, workers=workers))
     if json_:
         emit_json(r)
         return

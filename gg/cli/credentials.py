@@ -18,7 +18,7 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import CliError, ago, client, console, emit_json, table
+from gg.cli.context import plain, CliError, ago, client, console, emit_json, table
 from gg.cli.exits import Exit
 
 credential_app = typer.Typer(help="Secrets this runner keeps for flights (never sent anywhere).",
@@ -79,7 +79,7 @@ def add(repo: Optional[str] = typer.Option(None, "--repo", metavar="SLUG",
     except CredentialError as exc:
         raise CliError(str(exc), int(Exit.USAGE)) from None
     del secret
-    answer = api.set_credential_refs(refs, retry_for=10.0)
+    answer = plain(api.set_credential_refs(refs, retry_for=10.0))
     if json_:
         emit_json({"added": ref.as_dict(), "registered": answer["refs"]})
         return
@@ -100,7 +100,7 @@ def remove(repo: Optional[str] = typer.Option(None, "--repo", metavar="SLUG"),
         refs = [r.as_dict() for r in store.refs()]
     except CredentialError as exc:
         raise CliError(str(exc), int(Exit.USAGE)) from None
-    api.set_credential_refs(refs, retry_for=10.0)
+    plain(api.set_credential_refs(refs, retry_for=10.0))
     what = f"--repo {repo}" if repo else f"--name {name}"
     if not removed:
         raise CliError(f"this runner holds no credential {what}", int(Exit.NOT_FOUND))
@@ -109,7 +109,7 @@ def remove(repo: Optional[str] = typer.Option(None, "--repo", metavar="SLUG"),
 
 def list_credentials(json_: bool = typer.Option(False, "--json")) -> None:
     """Credential references every runner registered (never a secret)."""
-    rows = client().credential_refs()
+    rows = plain(client().credential_refs())
     if json_:
         emit_json(rows)
         return

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from gg.cli.context import client, emit_json
+from gg.cli.context import plain, client, emit_json
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +24,7 @@ def events(
 ) -> None:
     """Events, oldest first, with actor and time."""
     api = client()
-    rows = api.events(kind=kind, runner=runner, flight=flight, limit=limit)
+    rows = plain(api.events(kind=kind, runner=runner, flight=flight, limit=limit))
     if json_ and not follow:
         emit_json(rows)
         return
@@ -36,9 +36,9 @@ def events(
         typer.echo("no events")
     while follow:
         if after == 0:
-            newest = api.events(limit=1)
+            newest = plain(api.events(limit=1))
             after = newest[-1]["seq"] if newest else 0
-        for row in api.events(kind=kind, runner=runner, flight=flight, after=after, wait=25, limit=limit):
+        for row in plain(api.events(kind=kind, runner=runner, flight=flight, after=after, wait=25, limit=limit)):
             _print(row, json_)
             after = max(after, row["seq"])
 

@@ -10,7 +10,7 @@ from typing import Any, Optional
 import typer
 
 from gg.cli.airspace import AirspaceOption, airspace_dir
-from gg.cli.context import CliError, ago, client, console, emit_json, table
+from gg.cli.context import plain, CliError, ago, client, console, emit_json, table
 from gg.cli.exits import Exit
 
 ENV_ENROL_TOKEN = "GG_ENROL_TOKEN"
@@ -49,7 +49,7 @@ def apply(name: str = typer.Argument(..., metavar="NAME", help="Profile: airspac
             typer.echo(str(error), err=True)
         raise CliError(str(checked.errors[-1]), int(Exit.USAGE))
     try:
-        answer = client().apply_profile(name, wire_profile(checked.unwrap().to_dict()))
+        answer = plain(client().apply_profile(name, wire_profile(checked.unwrap().to_dict())))
     except ApiError as exc:
         if exc.code == "invalid_airspace" and exc.message.startswith(_REQUEST):
             raise CliError(_located(exc.message, str(path), doc.value_lines),
@@ -101,7 +101,7 @@ def _located(message: str, path: str, lines: Any) -> str:
 @fleet_app.command("profiles")
 def profiles(json_: bool = typer.Option(False, "--json")) -> None:
     """Each profile: version applied, version in force, pending gates, enrolled machines."""
-    rows = client().profiles()
+    rows = plain(client().profiles())
     if json_:
         emit_json(rows)
         return
@@ -156,7 +156,7 @@ def enroll(name: str = typer.Argument(..., metavar="PROFILE"),
     if ownership is not None and ownership not in ("organisation", "open", "claimed"):
         raise CliError(f"--ownership must be organisation, open or claimed (got {ownership!r})",
                        int(Exit.USAGE))
-    answer = client().mint_enrol_token(body)
+    answer = plain(client().mint_enrol_token(body))
     if json_:
         emit_json(answer)
         return
@@ -171,7 +171,7 @@ def enroll(name: str = typer.Argument(..., metavar="PROFILE"),
 @fleet_app.command("tokens")
 def tokens(json_: bool = typer.Option(False, "--json")) -> None:
     """Enrolment tokens by fingerprint: active, expired, revoked or exhausted."""
-    rows = client().enrol_tokens()
+    rows = plain(client().enrol_tokens())
     if json_:
         emit_json(rows)
         return
@@ -193,7 +193,7 @@ def tokens(json_: bool = typer.Option(False, "--json")) -> None:
 def revoke(fingerprint: str = typer.Argument(..., metavar="FINGERPRINT"),
            json_: bool = typer.Option(False, "--json")) -> None:
     """Revoke an enrolment token: no further machine can spend it."""
-    row = client().revoke_enrol_token(fingerprint)
+    row = plain(client().revoke_enrol_token(fingerprint))
     if json_:
         emit_json(row)
         return

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from gg.cli.context import CliError, ago, client, console, emit_json, parse_labels, table
+from gg.cli.context import plain, CliError, ago, client, console, emit_json, parse_labels, table
 from gg.cli.exits import Exit
 
 STAGES = ("gated", "ready", "flying", "landed", "failed", "cancelled")
@@ -37,7 +37,7 @@ def fly(
     body = {"command": command, "title": title, "environment": env, "runner": runner,
             "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent}
     api = client()
-    flight = api.open_flight(body)
+    flight = plain(api.open_flight(body))
     if json_ and not wait:
         emit_json(flight)
         return
@@ -49,7 +49,7 @@ def fly(
     print(f"{flight['id']} opened", file=sys.stderr, flush=True)
     final = follow(api, flight["id"], echo=not json_)
     if json_:
-        emit_json(api.flight(flight["id"]))
+        emit_json(plain(api.flight(flight["id"])))
     raise typer.Exit(exit_code_of(final))
 
 
@@ -57,7 +57,7 @@ def follow(api, flight_id: str, *, echo: bool = True, after: int = 0) -> dict:
     """Stream a flight's output until it ends; returns the last answer."""
     said_waiting = None
     while True:
-        answer = api.facts(flight_id, after=after, wait=25.0, retry_for=120.0)
+        answer = plain(api.facts(flight_id, after=after, wait=25.0, retry_for=120.0))
         for fact in answer["facts"]:
             after = fact["seq"]
             if echo:
@@ -65,7 +65,7 @@ def follow(api, flight_id: str, *, echo: bool = True, after: int = 0) -> dict:
         if answer["stage"] in ("landed", "failed", "cancelled") and not answer["facts"]:
             return answer
         if answer["stage"] in ("ready", "gated") and not answer["facts"] and echo:
-            waiting = api.flight(flight_id).get("waiting")
+            waiting = plain(api.flight(flight_id)).get("waiting")
             if waiting and waiting != said_waiting:
                 print(waiting, file=sys.stderr, flush=True)
                 said_waiting = waiting
@@ -104,7 +104,7 @@ def list_flights(
     """Flights, newest first, with why each waiting one waits."""
     if stage is not None and stage not in STAGES:
         raise CliError(f"--stage must be one of {', '.join(STAGES)} (got {stage!r})", 2)
-    rows = client().flights(stage=stage, limit=limit)
+    rows = plain(client().flights(stage=stage, limit=limit))
     if json_:
         emit_json(rows)
         return
@@ -126,7 +126,7 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
          follow_: bool = typer.Option(False, "--follow", "-f", help="Keep streaming its output.")) -> None:
     """One flight: stage, lease holder, attempts, facts and output, and why it waits."""
     api = client()
-    f = api.flight(flight_id)
+    f = plain(api.flight(flight_id))
     if json_:
         emit_json(f)
         return
@@ -170,7 +170,7 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
 def cancel(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
            json_: bool = typer.Option(False, "--json")) -> None:
     """Cancel a flight; a flying one is stopped by its runner within one renewal."""
-    f = client().cancel(flight_id)
+    f = plain(client().cancel(flight_id))
     if json_:
         emit_json(f)
         return

@@ -6,7 +6,7 @@ import time
 
 import typer
 
-from gg.cli.context import ago, client, console, emit_json, table
+from gg.cli.context import plain, ago, client, console, emit_json, table
 
 gate_app = typer.Typer(help="Gates: open questions that need a yes.", no_args_is_help=True)
 
@@ -21,7 +21,7 @@ def list_gates(
     json_: bool = typer.Option(False, "--json"),
 ) -> None:
     """Open gates: what each guards, why, and who may clear it."""
-    rows = client().gates("all" if all_ else "open")
+    rows = plain(client().gates("all" if all_ else "open"))
     if json_:
         emit_json(rows)
         return
@@ -40,7 +40,7 @@ def list_gates(
 def show(gate_id: str = typer.Argument(..., metavar="GATE"),
          json_: bool = typer.Option(False, "--json")) -> None:
     """One gate in full."""
-    g = client().gate(gate_id)
+    g = plain(client().gate(gate_id))
     if json_:
         emit_json(g)
         return
@@ -61,7 +61,7 @@ def show(gate_id: str = typer.Argument(..., metavar="GATE"),
 def clear(gate_id: str = typer.Argument(..., metavar="GATE"),
           json_: bool = typer.Option(False, "--json")) -> None:
     """Clear a gate (and record who did)."""
-    g = client().clear_gate(gate_id)
+    g = plain(client().clear_gate(gate_id))
     if json_:
         emit_json(g)
         return

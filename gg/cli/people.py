@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import CliError, ago, client, console, emit_json, server_url, settings, table
+from gg.cli.context import plain, CliError, ago, client, console, emit_json, server_url, settings, table
 from gg.cli.exits import Exit
 
 person_app = typer.Typer(help="People of the organisation.", no_args_is_help=True)
@@ -51,7 +51,7 @@ def login(
 
 def whoami(json_: bool = typer.Option(False, "--json")) -> None:
     """Who this machine is signed in as."""
-    who = client().whoami()
+    who = plain(client().whoami())
     if json_:
         emit_json(who)
         return
@@ -106,7 +106,7 @@ def person_add(
     json_: bool = typer.Option(False, "--json"),
 ) -> None:
     """Add a person; their token is shown once, now."""
-    answer = client().add_person(name, admin, _ttl(ttl))
+    answer = plain(client().add_person(name, admin, _ttl(ttl)))
     if json_:
         emit_json({"person": answer["person"], "token": answer["token"]})
         return
@@ -122,7 +122,7 @@ def person_list(
     json_: bool = typer.Option(False, "--json"),
 ) -> None:
     """The organisation's people: role, owner, token fingerprint and expiry."""
-    rows = client().people(removed=all_)
+    rows = plain(client().people(removed=all_))
     if json_:
         emit_json(rows)
         return
@@ -144,7 +144,7 @@ def person_remove(
     json_: bool = typer.Option(False, "--json"),
 ) -> None:
     """Remove a person (admin): their token stops working at once; history keeps the name."""
-    removed = client().remove_person(name)
+    removed = plain(client().remove_person(name))
     if json_:
         emit_json(removed)
         return
@@ -163,7 +163,7 @@ def person_token(
         raise CliError("say --rotate to mint a new token (the old one stops working at once)",
                        int(Exit.USAGE))
     cfg = settings()
-    answer = client().rotate_person_token(name, _ttl(ttl))
+    answer = plain(client().rotate_person_token(name, _ttl(ttl)))
     person = answer["person"]
     if json_:
         emit_json(answer)

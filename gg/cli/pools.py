@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import (CliError, ago, client, console, emit_json, run_until_signalled,
+from gg.cli.context import (plain, CliError, ago, client, console, emit_json, run_until_signalled,
                             say, server_url, settings, table)
 from gg.cli.exits import Exit
 
@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
 
 def list_pools(json_: bool = typer.Option(False, "--json")) -> None:
     """Every pool: its members, its last attestation, and the flights waiting on it."""
-    rows = client().pools()
+    rows = plain(client().pools())
     if json_:
         emit_json(rows)
         return
@@ -47,7 +47,7 @@ def list_pools(json_: bool = typer.Option(False, "--json")) -> None:
 def show(pool: str = typer.Argument(..., metavar="POOL"),
          json_: bool = typer.Option(False, "--json")) -> None:
     """One pool, as gg pools shows it."""
-    row = client().pool(pool)
+    row = plain(client().pool(pool))
     if json_:
         emit_json(row)
         return
@@ -59,7 +59,7 @@ def allow(pool: str = typer.Argument(..., metavar="POOL"),
           runner: str = typer.Argument(..., metavar="RUNNER", help="Runner id or name."),
           json_: bool = typer.Option(False, "--json")) -> None:
     """Let a registered (not enrolled) runner maintain POOL (admin)."""
-    answer = client().allow_maintainer(pool, runner)
+    answer = plain(client().allow_maintainer(pool, runner))
     if json_:
         emit_json(answer)
         return

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import (CliError, ago, client, console, emit_json, parse_labels,
+from gg.cli.context import (plain, CliError, ago, client, console, emit_json, parse_labels,
                             run_until_signalled, say, server_url, settings, table)
 
 runner_app = typer.Typer(help="Run this machine as a runner, and look at runners.",
@@ -63,7 +63,7 @@ def up(
 
 def list_runners(json_: bool = typer.Option(False, "--json")) -> None:
     """Every runner: admin state, liveness and health side by side."""
-    rows = client().runners()
+    rows = plain(client().runners())
     if json_:
         emit_json(rows)
         return
@@ -88,7 +88,7 @@ def list_runners(json_: bool = typer.Option(False, "--json")) -> None:
 def show(ref: str = typer.Argument(..., metavar="RUNNER", help="Runner id or name."),
          json_: bool = typer.Option(False, "--json")) -> None:
     """One runner in detail: identity, state, liveness, health, inventory."""
-    r = client().runner(ref)
+    r = plain(client().runner(ref))
     if json_:
         emit_json(r)
         return

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import CliError, client, console, emit_json, table
+from gg.cli.context import plain, CliError, client, console, emit_json, table
 
 strategy_app = typer.Typer(help="Pool strategies: how a pool is furnished and bounded.",
                            no_args_is_help=True)
@@ -31,7 +31,7 @@ def apply(name: str = typer.Argument(..., metavar="NAME"),
     doc = read_yaml(file)
     # file, line and key, before anything is sent
     read_strategy(doc, name, airspace_of(file)).unwrap()
-    answer = client().apply_strategy(name, doc.data)
+    answer = plain(client().apply_strategy(name, doc.data))
     if json_:
         emit_json(answer)
         return
@@ -60,7 +60,7 @@ def build(name: str = typer.Argument(..., metavar="NAME"),
     from gg.pool.image import build_image
 
     api = client()
-    strategy = api.strategy(name)
+    strategy = plain(api.strategy(name))
     applied = strategy["applied"]
     if applied["driver"] != "process":
         raise CliError(f"strategy {name} uses the {applied['driver']} driver: build its image "
@@ -80,7 +80,7 @@ def build(name: str = typer.Argument(..., metavar="NAME"),
     if not context.is_dir():
         raise CliError(f"the build context {context} is not a directory", 2)
     image = build_image(context, images or config.images_dir())
-    answer = api.pin_strategy_digest(name, image.digest)
+    answer = plain(api.pin_strategy_digest(name, image.digest))
     if json_:
         emit_json({"strategy": answer["strategy"], "digest": image.digest,
                    "path": str(image.path), "changed": answer["changed"], "was": answer["was"]})
@@ -96,7 +96,7 @@ def build(name: str = typer.Argument(..., metavar="NAME"),
 def show(name: str = typer.Argument(..., metavar="NAME"),
          json_: bool = typer.Option(False, "--json")) -> None:
     """One strategy: what is applied, what is in force, and any change waiting for a gate."""
-    s = client().strategy(name)
+    s = plain(client().strategy(name))
     if json_:
         emit_json(s)
         return
@@ -112,7 +112,7 @@ def show(name: str = typer.Argument(..., metavar="NAME"),
 
 def list_strategies(json_: bool = typer.Option(False, "--json")) -> None:
     """Every strategy: its pool, environment, bounds, image, and whether it is in force."""
-    rows = client().strategies()
+    rows = plain(client().strategies())
     if json_:
         emit_json(rows)
         return

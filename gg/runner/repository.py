@@ -57,7 +57,7 @@ def prepare(run: FlightRun, workspace: Path) -> list[str]:
     flight = run.flight
     fleet = run.fleet
     enrolled, name, profile = fleet.profile() if fleet is not None else (False, None, None)
-    wanted = flight.get("agent") or agent_config.SHELL
+    wanted = flight.agent or agent_config.SHELL
     if enrolled:
         if not profile:
             _refresh(run)
@@ -76,10 +76,10 @@ def prepare(run: FlightRun, workspace: Path) -> list[str]:
     if agent is None or not agent_config.present(agent):
         _refresh(run)
         raise CannotFly("returned", f"this runner has no agent {wanted}")
-    repo = flight.get("repo")
+    repo = flight.repo
     if repo:
         _clone(run, repo, workspace, state_dir, name if enrolled else None, profile)
-    return agent_config.argv_for(agent, list(flight["command"]), workspace=workspace,
+    return agent_config.argv_for(agent, list(flight.command), workspace=workspace,
                                  flight_id=run.id)
 
 
@@ -118,7 +118,7 @@ def _clone(run: FlightRun, repo: str, workspace: Path, state_dir: Path | None,
 
 def finish(run: FlightRun, workspace: Path) -> None:
     """Report the agent's commits and push them where the profile allows."""
-    repo = run.flight.get("repo")
+    repo = run.flight.repo
     if not repo or run.base is None:
         return
     try:
