@@ -28,6 +28,7 @@ from gg.api import flights as f
 from gg.api import gates as g
 from gg.api import paths
 from gg.api import people as pe
+from gg.api import placement as pl
 from gg.api import pools as po
 from gg.api import runners as r
 from gg.api.schemas import Health, Ok
@@ -277,6 +278,40 @@ class Client:
 
     def credential_refs(self) -> list[e.CredentialRefRow]:
         return _many(e.CredentialRefRow, self.request("GET", paths.CREDENTIALS))
+
+    # -- placement: environments, the root envelope, labels, ownership, plans ----------------
+
+    def chart_environment(self, name: str, means: str) -> pl.EnvironmentCharted:
+        return _one(pl.EnvironmentCharted, self.request("POST", pl.ENVIRONMENTS,
+                                                        json={"name": name, "means": means}))
+
+    def environments(self) -> list[pl.EnvironmentView]:
+        return _many(pl.EnvironmentView, self.request("GET", pl.ENVIRONMENTS))
+
+    def environment(self, name: str) -> pl.EnvironmentView:
+        return _one(pl.EnvironmentView, self.request("GET", pl.ENVIRONMENT.format(name=name)))
+
+    def apply_root(self, mapping: dict) -> pl.RootApplied:
+        return _one(pl.RootApplied, self.request("PUT", pl.ROOT, json=mapping))
+
+    def root(self) -> pl.RootView:
+        return _one(pl.RootView, self.request("GET", pl.ROOT))
+
+    def labels(self) -> list[r.LabelDispositions]:
+        return _many(r.LabelDispositions, self.request("GET", pl.LABELS))
+
+    def change_ownership(self, ref: str, action: str) -> r.OwnershipChanged:
+        """Claim, unclaim, reserve or release a runner (as a person)."""
+        path = {"claim": pl.RUNNER_CLAIM, "unclaim": pl.RUNNER_UNCLAIM,
+                "reserve": pl.RUNNER_RESERVE, "release": pl.RUNNER_RELEASE}[action]
+        return _one(r.OwnershipChanged, self.request("POST", path.format(ref=ref)))
+
+    def set_ownership(self, ref: str, state: str) -> r.OwnershipChanged:
+        return _one(r.OwnershipChanged, self.request("POST", pl.RUNNER_OWNERSHIP.format(ref=ref),
+                                                     json={"ownership": state}))
+
+    def plan(self, flight_id: str) -> f.Plan:
+        return _one(f.Plan, self.request("GET", pl.FLIGHT_PLAN.format(flight_id=flight_id)))
 
     # -- strategies and pools (people) --------------------------------------------------------
 

@@ -6,7 +6,8 @@ from typing import Optional
 
 import typer
 
-from gg.cli.context import plain, CliError, client, emit_json
+from gg.api.runners import StateChange
+from gg.cli.context import CliError, client, emit_json
 from gg.cli.runners import runner_app
 from gg.domain.policy import EGRESSES, ISOLATIONS, MAX_WORKERS
 
@@ -18,17 +19,17 @@ def register(app: typer.Typer) -> None:
     """Commands join the ``gg runner`` group that :mod:`gg.cli.runners` owns."""
 
 
-def _say_change(change: dict, json_: bool) -> None:
+def _say_change(change: StateChange, json_: bool) -> None:
     if json_:
         emit_json(change)
     else:
-        typer.echo(change["message"])
+        typer.echo(change.message)
 
 
 @runner_app.command("cordon")
 def cordon(ref: str = RUNNER, json_: bool = JSON) -> None:
     """No new work for RUNNER; what it runs goes on (admin)."""
-    _say_change(plain(client().change_runner_state(ref, "cordon")), json_)
+    _say_change(client().change_runner_state(ref, "cordon"), json_)
 
 
 @runner_app.command("drain")
@@ -43,7 +44,7 @@ def drain(
         raise CliError("name one runner, or select runners with --label k=v (not both)", 2)
     api = client()
     if ref is not None:
-        _say_change(plain(api.change_runner_state(ref, "drain")), json_)
+        _say_change(api.change_runner_state(ref, "drain"), json_)
         return
     from gg.domain.labels import parse_labels
 
@@ -53,30 +54,30 @@ def drain(
         raise CliError(f"--label: {exc}", 2) from None
     if not selector:
         raise CliError("--label: give at least one k=v", 2)
-    changes = plain(api.drain_labelled(selector))
+    changes = api.drain_labelled(selector)
     if json_:
         emit_json(changes)
         return
     for change in changes:
-        typer.echo(change["message"])
+        typer.echo(change.message)
 
 
 @runner_app.command("resume")
 def resume(ref: str = RUNNER, json_: bool = JSON) -> None:
     """Back to active: RUNNER may take work again at once (admin)."""
-    _say_change(plain(client().change_runner_state(ref, "resume")), json_)
+    _say_change(client().change_runner_state(ref, "resume"), json_)
 
 
 @runner_app.command("retire")
 def retire(ref: str = RUNNER, json_: bool = JSON) -> None:
     """Irreversibly retire RUNNER: its credential is refused, its key never registers again (admin)."""
-    answer = plain(client().retire_runner(ref))
+    answer = client().retire_runner(ref)
     if json_:
         emit_json(answer)
         return
-    typer.echo(f"{answer['name']} ({answer['runner']}) is retired: its credential is refused from "
+    typer.echo(f"{answer.name} ({answer.runner}) is retired: its credential is refused from "
                "its next request, its key can never register again, and its history is kept")
-    stopping = answer.get("stopping") or []
+    stopping = answer.stopping
     if stopping:
         typer.echo(f"it is stopping {len(stopping)} flight(s) ({', '.join(stopping)}): each "
                    "becomes ready again when the runner hands it back, or when its lease ends")
@@ -85,11 +86,11 @@ def retire(ref: str = RUNNER, json_: bool = JSON) -> None:
 @runner_app.command("forget")
 def forget(ref: str = RUNNER, json_: bool = JSON) -> None:
     """Delete a stale registration without a tombstone; refused while online or leasing (admin)."""
-    answer = plain(client().forget_runner(ref))
+    answer = client().forget_runner(ref)
     if json_:
         emit_json(answer)
         return
-    typer.echo(f"{answer['name']} ({answer['runner']}) is forgotten; the machine may register again")
+    typer.echo(f"{answer.name} ({answer.runner}) is forgotten; the machine may register again")
 
 
 @runner_app.command("policy")
@@ -105,17 +106,17 @@ def policy(
     _one_of("--egress", egress, EGRESSES)
     api = client()
     if isolation is None and egress is None and workers is None:
-        r = plain(api.runner(ref))
+        r = api.runner(ref)
     else:
-        r = plain(api.set_policy(ref, isolation=isolation, egress=egress, workers=workers))
+        r = api.set_policy(ref, isolation=isolation, egress=egress, workers=workers)
     if json_:
         emit_json(r)
         return
-    p = r.get("policy") or {}
-    typer.echo(f"{r['name']}: isolation {p.get('isolation')}, egress {p.get('egress')}, "
+    p = r.policy
+    typer.echo(f"{r.name}: isolation {p.get('isolation')}, egress {p.get('egress')}, "
                f"workers {p.get('workers')}")
-    typer.echo(f"  health {r['health']}" + "".join(f" ({n})" for n in r.get("health_notes") or [])
-               + f"; {r.get('checks_verdict')}")
+    typer.echo(f"  health {r.health}" + "".join(f" ({n})" for n in r.health_notes)
+               + f"; {r.checks_verdict}")
 
 
 def _one_of(flag: str, value: str | None, allowed: tuple[str, ...]) -> None:

@@ -9,8 +9,9 @@ from typing import Any, Optional
 
 import typer
 
+from gg.api.enrolment import ProfileApplied, ProfileView
 from gg.cli.airspace import AirspaceOption, airspace_dir
-from gg.cli.context import plain, CliError, ago, client, console, emit_json, table
+from gg.cli.context import CliError, ago, client, console, emit_json, table
 from gg.cli.exits import Exit
 
 ENV_ENROL_TOKEN = "GG_ENROL_TOKEN"
@@ -49,7 +50,7 @@ def apply(name: str = typer.Argument(..., metavar="NAME", help="Profile: airspac
             typer.echo(str(error), err=True)
         raise CliError(str(checked.errors[-1]), int(Exit.USAGE))
     try:
-        answer = plain(client().apply_profile(name, wire_profile(checked.unwrap().to_dict())))
+        answer = client().apply_profile(name, wire_profile(checked.unwrap().to_dict()))
     except ApiError as exc:
         if exc.code == "invalid_airspace" and exc.message.startswith(_REQUEST):
             raise CliError(_located(exc.message, str(path), doc.value_lines),
@@ -67,24 +68,24 @@ def wire_profile(stored: dict[str, Any]) -> dict[str, Any]:
     return mapping
 
 
-def apply_lines(answer: dict) -> list[str]:
-    name, version = answer["profile"], answer["version"]
-    gate = answer.get("gate")
-    if answer.get("unchanged"):
+def apply_lines(answer: ProfileApplied) -> list[str]:
+    name, version = answer.profile, answer.version
+    gate = answer.gate
+    if answer.unchanged:
         lines = [f"profile {name} is unchanged (version {version})"]
         if gate:
-            lines.append(f"  still waiting behind gate {gate['id']} "
-                         f"({gate['who_may_clear']} clears it: gg gate clear {gate['id']})")
+            lines.append(f"  still waiting behind gate {gate.id} "
+                         f"({gate.who_may_clear} clears it: gg gate clear {gate.id})")
         return lines
     lines = [f"profile {name}: version {version} applied"]
-    if answer["applied_now"]:
+    if answer.applied_now:
         lines.append("  applies now:")
-        lines += [f"    {d}" for d in answer["applied_now"]]
-    if answer["waiting"]:
-        lines.append(f"  waits behind gate {gate['id']} ({gate['who_may_clear']} clears it: "
-                     f"gg gate clear {gate['id']}):" if gate else "  waits for a gate:")
-        lines += [f"    {d}" for d in answer["waiting"]]
-    if not answer["applied_now"] and not answer["waiting"]:
+        lines += [f"    {d}" for d in answer.applied_now]
+    if answer.waiting:
+        lines.append(f"  waits behind gate {gate.id} ({gate.who_may_clear} clears it: "
+                     f"gg gate clear {gate.id}):" if gate else "  waits for a gate:")
+        lines += [f"    {d}" for d in answer.waiting]
+    if not answer.applied_now and not answer.waiting:
         lines.append("  nothing differs from the profile in force")
     return lines
 
@@ -101,7 +102,7 @@ def _located(message: str, path: str, lines: Any) -> str:
 @fleet_app.command("profiles")
 def profiles(json_: bool = typer.Option(False, "--json")) -> None:
     """Each profile: version applied, version in force, pending gates, enrolled machines."""
-    rows = plain(client().profiles())
+    rows = client().profiles()
     if json_:
         emit_json(rows)
         return
@@ -111,23 +112,23 @@ def profiles(json_: bool = typer.Option(False, "--json")) -> None:
     t = table("PROFILE", "APPLIED", "IN FORCE", "ENVIRONMENT", "PENDING GATES", "ENROLLED")
     for p in rows:
         in_force = in_force_text(p)
-        env = (p["in_force"] or {}).get("environment") or "-"
-        gates = " ".join(g["id"] for g in p["pending_gates"]) or "-"
-        online = sum(1 for r in p["enrolled"] if r["online"])
-        enrolled = f"{len(p['enrolled'])} ({online} online)" if p["enrolled"] else "0"
-        t.add_row(p["name"], f"v{p['applied_version']}", in_force, env, gates, enrolled)
+        env = (p.in_force or {}).get("environment") or "-"
+        gates = " ".join(g.id for g in p.pending_gates) or "-"
+        online = sum(1 for r in p.enrolled if r.online)
+        enrolled = f"{len(p.enrolled)} ({online} online)" if p.enrolled else "0"
+        t.add_row(p.name, f"v{p.applied_version}", in_force, env, gates, enrolled)
     console().print(t)
 
 
-def in_force_text(p: dict) -> str:
-    if p["in_force"] is None:
-        return "none (gate open)" if p["pending_gates"] else "none"
-    if p["in_force_version"] is None:
+def in_force_text(p: ProfileView) -> str:
+    if p.in_force is None:
+        return "none (gate open)" if p.pending_gates else "none"
+    if p.in_force_version is None:
         text = "narrowed"
     else:
-        text = f"v{p['in_force_version']}"
-    if p.get("narrowed_by"):
-        text += f" + narrowings of v{p['narrowed_by']}"
+        text = f"v{p.in_force_version}"
+    if p.narrowed_by:
+        text += f" + narrowings of v{p.narrowed_by}"
     return text
 
 
@@ -156,14 +157,14 @@ def enroll(name: str = typer.Argument(..., metavar="PROFILE"),
     if ownership is not None and ownership not in ("organisation", "open", "claimed"):
         raise CliError(f"--ownership must be organisation, open or claimed (got {ownership!r})",
                        int(Exit.USAGE))
-    answer = plain(client().mint_enrol_token(body))
+    answer = client().mint_enrol_token(body)
     if json_:
         emit_json(answer)
         return
-    uses_text = f"{answer['uses']} use{'s' if answer['uses'] != 1 else ''}"
-    typer.echo(f"enrolment token {answer['fingerprint']} for profile {answer['profile']}: "
-               f"{uses_text}, expires {ago(answer['expires_at'])}. Shown this once:")
-    typer.echo(answer["token"])
+    uses_text = f"{answer.uses} use{'s' if answer.uses != 1 else ''}"
+    typer.echo(f"enrolment token {answer.fingerprint} for profile {answer.profile}: "
+               f"{uses_text}, expires {ago(answer.expires_at)}. Shown this once:")
+    typer.echo(answer.token)
     typer.echo("On the machine: gg runner up --enrol-file FILE (or GG_ENROL_TOKEN=... gg runner up)",
                err=True)
 
@@ -171,7 +172,7 @@ def enroll(name: str = typer.Argument(..., metavar="PROFILE"),
 @fleet_app.command("tokens")
 def tokens(json_: bool = typer.Option(False, "--json")) -> None:
     """Enrolment tokens by fingerprint: active, expired, revoked or exhausted."""
-    rows = plain(client().enrol_tokens())
+    rows = client().enrol_tokens()
     if json_:
         emit_json(rows)
         return
@@ -181,11 +182,11 @@ def tokens(json_: bool = typer.Option(False, "--json")) -> None:
     t = table("FINGERPRINT", "PROFILE", "STATUS", "USES LEFT", "EXPIRES", "OWNERSHIP", "BY")
     now = time.time()
     for r in rows:
-        owner = r.get("ownership") or "(profile's)"
-        if r.get("owner_name"):
-            owner += f" by {r['owner_name']}"
-        t.add_row(r["fingerprint"], r["profile"], r["status"], f"{r['uses_left']}/{r['uses']}",
-                  ago(r["expires_at"], now), owner, r.get("created_by") or "-")
+        owner = r.ownership or "(profile's)"
+        if r.owner_name:
+            owner += f" by {r.owner_name}"
+        t.add_row(r.fingerprint, r.profile, r.status, f"{r.uses_left}/{r.uses}",
+                  ago(r.expires_at, now), owner, r.created_by or "-")
     console().print(t)
 
 
@@ -193,11 +194,11 @@ def tokens(json_: bool = typer.Option(False, "--json")) -> None:
 def revoke(fingerprint: str = typer.Argument(..., metavar="FINGERPRINT"),
            json_: bool = typer.Option(False, "--json")) -> None:
     """Revoke an enrolment token: no further machine can spend it."""
-    row = plain(client().revoke_enrol_token(fingerprint))
+    row = client().revoke_enrol_token(fingerprint)
     if json_:
         emit_json(row)
         return
-    typer.echo(f"enrolment token {row['fingerprint']} is {row['status']}")
+    typer.echo(f"enrolment token {row.fingerprint} is {row.status}")
 
 
 def enrol_token(flag: Optional[str], file: Optional[Path]) -> Optional[str]:

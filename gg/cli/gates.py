@@ -6,7 +6,7 @@ import time
 
 import typer
 
-from gg.cli.context import plain, ago, client, console, emit_json, table
+from gg.cli.context import ago, client, console, emit_json, table
 
 gate_app = typer.Typer(help="Gates: open questions that need a yes.", no_args_is_help=True)
 
@@ -21,7 +21,7 @@ def list_gates(
     json_: bool = typer.Option(False, "--json"),
 ) -> None:
     """Open gates: what each guards, why, and who may clear it."""
-    rows = plain(client().gates("all" if all_ else "open"))
+    rows = client().gates("all" if all_ else "open")
     if json_:
         emit_json(rows)
         return
@@ -31,8 +31,8 @@ def list_gates(
     t = table("GATE", "STATUS", "GUARDS", "WHY", "WHO MAY CLEAR", "OPENED", "HOLDS")
     now = time.time()
     for g in rows:
-        t.add_row(g["id"], g["status"], g["guards"], g["why"], g["who_may_clear"],
-                  ago(g["opened_at"], now), str(len(g.get("flights_held") or [])))
+        t.add_row(g.id, g.status, g.guards, g.why, g.who_may_clear, ago(g.opened_at, now),
+                  str(len(g.flights_held)))
     console().print(t)
 
 
@@ -40,20 +40,20 @@ def list_gates(
 def show(gate_id: str = typer.Argument(..., metavar="GATE"),
          json_: bool = typer.Option(False, "--json")) -> None:
     """One gate in full."""
-    g = plain(client().gate(gate_id))
+    g = client().gate(gate_id)
     if json_:
         emit_json(g)
         return
-    lines = [f"gate {g['id']} ({g['kind']}): {g['status']}",
-             f"  guards   {g['guards']}",
-             f"  why      {g['why']}",
-             f"  clears   {g['who_may_clear']}" + ("" if g["clearer"] == "machine"
-                                                    else f": gg gate clear {g['id']}"),
-             f"  opened   {ago(g['opened_at'])} by {g.get('opened_by') or '-'}"]
-    if g.get("cleared_at"):
-        lines.append(f"  {g['status']:<8} {ago(g['cleared_at'])} by {g.get('cleared_by') or '-'}")
-    if g.get("flights_held"):
-        lines.append(f"  holds    {' '.join(g['flights_held'])}")
+    lines = [f"gate {g.id} ({g.kind}): {g.status}",
+             f"  guards   {g.guards}",
+             f"  why      {g.why}",
+             f"  clears   {g.who_may_clear}" + ("" if g.clearer == "machine"
+                                                else f": gg gate clear {g.id}"),
+             f"  opened   {ago(g.opened_at)} by {g.opened_by or '-'}"]
+    if g.cleared_at:
+        lines.append(f"  {g.status:<8} {ago(g.cleared_at)} by {g.cleared_by or '-'}")
+    if g.flights_held:
+        lines.append(f"  holds    {' '.join(g.flights_held)}")
     typer.echo("\n".join(lines))
 
 
@@ -61,8 +61,8 @@ def show(gate_id: str = typer.Argument(..., metavar="GATE"),
 def clear(gate_id: str = typer.Argument(..., metavar="GATE"),
           json_: bool = typer.Option(False, "--json")) -> None:
     """Clear a gate (and record who did)."""
-    g = plain(client().clear_gate(gate_id))
+    g = client().clear_gate(gate_id)
     if json_:
         emit_json(g)
         return
-    typer.echo(f"gate {g['id']} cleared: {g['guards']}")
+    typer.echo(f"gate {g.id} cleared: {g.guards}")

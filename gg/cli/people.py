@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import plain, CliError, ago, client, console, emit_json, server_url, settings, table
+from gg.api.people import Person
+from gg.cli.context import CliError, ago, client, console, emit_json, server_url, settings, table
 from gg.cli.exits import Exit
 
 person_app = typer.Typer(help="People of the organisation.", no_args_is_help=True)
@@ -43,20 +44,19 @@ def login(
     url = server_url()
     who = Client(url, token).whoami()
     cfg = settings()
-    cfg.server, cfg.token, cfg.person = url, token, who["person"]["name"]
+    cfg.server, cfg.token, cfg.person = url, token, who.person.name
     path = config.save(cfg)
-    typer.echo(f"signed in to {url} as {who['person']['name']} ({who['person']['role']}); "
+    typer.echo(f"signed in to {url} as {who.person.name} ({who.person.role}); "
                f"settings in {path}")
 
 
 def whoami(json_: bool = typer.Option(False, "--json")) -> None:
     """Who this machine is signed in as."""
-    who = plain(client().whoami())
+    who = client().whoami()
     if json_:
         emit_json(who)
         return
-    person = who["person"]
-    typer.echo(f"{person['name']} ({person['role']}) at {server_url()}")
+    typer.echo(f"{who.person.name} ({who.person.role}) at {server_url()}")
 
 
 def logout() -> None:
@@ -106,14 +106,14 @@ def person_add(
     json_: bool = typer.Option(False, "--json"),
 ) -> None:
     """Add a person; their token is shown once, now."""
-    answer = plain(client().add_person(name, admin, _ttl(ttl)))
+    answer = client().add_person(name, admin, _ttl(ttl))
     if json_:
-        emit_json({"person": answer["person"], "token": answer["token"]})
+        emit_json(answer)
         return
-    person = answer["person"]
-    typer.echo(f"added {person['name']} ({person['role']}), token {person['token_fingerprint']} "
+    person = answer.person
+    typer.echo(f"added {person.name} ({person.role}), token {person.token_fingerprint} "
                f"expires {_expiry(person)}. Their token, shown this once:")
-    typer.echo(answer["token"])
+    typer.echo(answer.token)
 
 
 @person_app.command("list")
@@ -122,18 +122,18 @@ def person_list(
     json_: bool = typer.Option(False, "--json"),
 ) -> None:
     """The organisation's people: role, owner, token fingerprint and expiry."""
-    rows = plain(client().people(removed=all_))
+    rows = client().people(removed=all_)
     if json_:
         emit_json(rows)
         return
     columns = ["NAME", "ROLE", "OWNER", "TOKEN", "EXPIRES", "CREATED"]
     t = table(*columns, *(["REMOVED"] if all_ else []))
     for p in rows:
-        row = [p["name"], p["role"], "yes" if p["is_owner"] else "-", p["token_fingerprint"],
-               _expiry(p) if p.get("removed_at") is None else "-", ago(p["created_at"])]
+        row = [p.name, p.role, "yes" if p.is_owner else "-", p.token_fingerprint,
+               _expiry(p) if p.removed_at is None else "-", ago(p.created_at)]
         if all_:
-            gone = p.get("removed_at")
-            row.append(f"{ago(gone)} by {p['removed_by']}" if gone else "-")
+            gone = p.removed_at
+            row.append(f"{ago(gone)} by {p.removed_by}" if gone else "-")
         t.add_row(*row)
     console().print(t)
 
@@ -144,11 +144,11 @@ def person_remove(
     json_: bool = typer.Option(False, "--json"),
 ) -> None:
     """Remove a person (admin): their token stops working at once; history keeps the name."""
-    removed = plain(client().remove_person(name))
+    removed = client().remove_person(name)
     if json_:
         emit_json(removed)
         return
-    typer.echo(f"removed {removed['name']}: token {removed['token_fingerprint']} no longer works")
+    typer.echo(f"removed {removed.name}: token {removed.token_fingerprint} no longer works")
 
 
 @person_app.command("token")
@@ -163,16 +163,16 @@ def person_token(
         raise CliError("say --rotate to mint a new token (the old one stops working at once)",
                        int(Exit.USAGE))
     cfg = settings()
-    answer = plain(client().rotate_person_token(name, _ttl(ttl)))
-    person = answer["person"]
+    answer = client().rotate_person_token(name, _ttl(ttl))
+    person = answer.person
     if json_:
         emit_json(answer)
     else:
-        typer.echo(f"new token {person['token_fingerprint']} for {person['name']}, expires "
+        typer.echo(f"new token {person.token_fingerprint} for {person.name}, expires "
                    f"{_expiry(person)}; the old one no longer works. Shown this once:")
-        typer.echo(answer["token"])
-    if cfg.token and cfg.person == person["name"] and not _env_token():
-        cfg.token = answer["token"]  # our own: keep this machine signed in
+        typer.echo(answer.token)
+    if cfg.token and cfg.person == person.name and not _env_token():
+        cfg.token = answer.token  # our own: keep this machine signed in
         config.save(cfg)
         typer.echo(f"this machine now signs in with the new token ({config.config_path()})",
                    err=True)
@@ -184,6 +184,6 @@ def _env_token() -> bool:
     return bool(os.environ.get(config.ENV_TOKEN))
 
 
-def _expiry(person: dict) -> str:
-    expires = person.get("token_expires_at")
+def _expiry(person: Person) -> str:
+    expires = person.token_expires_at
     return "never" if expires is None else ago(expires)

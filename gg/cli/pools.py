@@ -11,7 +11,8 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import (plain, CliError, ago, client, console, emit_json, run_until_signalled,
+from gg.api.pools import Pool
+from gg.cli.context import (CliError, ago, client, console, emit_json, run_until_signalled,
                             say, server_url, settings, table)
 from gg.cli.exits import Exit
 
@@ -29,7 +30,7 @@ def register(app: typer.Typer) -> None:
 
 def list_pools(json_: bool = typer.Option(False, "--json")) -> None:
     """Every pool: its members, its last attestation, and the flights waiting on it."""
-    rows = plain(client().pools())
+    rows = client().pools()
     if json_:
         emit_json(rows)
         return
@@ -47,7 +48,7 @@ def list_pools(json_: bool = typer.Option(False, "--json")) -> None:
 def show(pool: str = typer.Argument(..., metavar="POOL"),
          json_: bool = typer.Option(False, "--json")) -> None:
     """One pool, as gg pools shows it."""
-    row = plain(client().pool(pool))
+    row = client().pool(pool)
     if json_:
         emit_json(row)
         return
@@ -59,34 +60,34 @@ def allow(pool: str = typer.Argument(..., metavar="POOL"),
           runner: str = typer.Argument(..., metavar="RUNNER", help="Runner id or name."),
           json_: bool = typer.Option(False, "--json")) -> None:
     """Let a registered (not enrolled) runner maintain POOL (admin)."""
-    answer = plain(client().allow_maintainer(pool, runner))
+    answer = client().allow_maintainer(pool, runner)
     if json_:
         emit_json(answer)
         return
-    typer.echo(f"runner {answer['runner_name']} ({answer['runner']}) may maintain pool {pool}: "
+    typer.echo(f"runner {answer.runner_name} ({answer.runner}) may maintain pool {pool}: "
                f"on that host, gg runner maintain {pool}")
 
 
-def _print_pool(row: dict, now: float) -> None:
-    hours = f", active {row['active_hours']}" if row.get("active_hours") else ""
-    digest = (row.get("digest") or "no image pinned")[:19]
-    typer.echo(f"pool {row['name']}: environment {row['environment']}, {row['driver']} driver, "
-               f"image {digest}, {len(row['members'])} member(s) (warm {row['warm']}, "
-               f"pool-max {row['pool_max']}, size {row['size']}{hours})")
-    maintainer = row.get("maintainer")
-    who = (f"maintained by {maintainer['name']} ({'online' if maintainer['online'] else 'offline'})"
+def _print_pool(row: Pool, now: float) -> None:
+    hours = f", active {row.active_hours}" if row.active_hours else ""
+    digest = (row.digest or "no image pinned")[:19]
+    typer.echo(f"pool {row.name}: environment {row.environment}, {row.driver} driver, "
+               f"image {digest}, {len(row.members)} member(s) (warm {row.warm}, "
+               f"pool-max {row.pool_max}, size {row.size}{hours})")
+    maintainer = row.maintainer
+    who = (f"maintained by {maintainer.name} ({'online' if maintainer.online else 'offline'})"
            if maintainer else "no maintainer yet")
-    typer.echo(f"  {who}, last attested {ago(row.get('last_attested_at'), now)}")
-    if row["members"]:
+    typer.echo(f"  {who}, last attested {ago(row.last_attested_at, now)}")
+    if row.members:
         t = table("  MEMBER", "STATE", "ONLINE", "FLIGHT", "IMAGE", "RESETS")
-        for m in row["members"]:
-            t.add_row(f"  {m['name']}", m["state"], "online" if m["online"] else "offline",
-                      m.get("flight") or "-", (m.get("digest") or "-")[:19], str(m["resets"]))
+        for m in row.members:
+            t.add_row(f"  {m.name}", m.state, "online" if m.online else "offline",
+                      m.flight or "-", (m.digest or "-")[:19], str(m.resets))
         console().print(t)
-    if row["needs_attention"]:
-        typer.echo(f"  needs attention: {row['attention']}")
-    for waiting in row.get("waiting", []):
-        typer.echo(f"  {waiting['flight']} {waiting['sentence']}")
+    if row.needs_attention:
+        typer.echo(f"  needs attention: {row.attention}")
+    for waiting in row.waiting:
+        typer.echo(f"  {waiting.flight} {waiting.sentence}")
 
 
 def maintain(
