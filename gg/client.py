@@ -5,6 +5,9 @@ retried with exponential backoff and full jitter for as long as the caller allow
 (``retry_for`` seconds, or until ``stop`` is set); anything the server answered
 deliberately (4xx) is raised at once as :class:`ApiError`.
 
+Every method returns the answer's model from ``gg.api`` (parsed with ``model_validate``), so
+callers read attributes; :meth:`Client.request` alone returns the raw JSON.
+
 ``on_send(method, path, params, body)`` is called before every attempt that puts a request
 on the wire, retries included: the runner passes its sent log (``gg.runner.sent``) so that
 everything it sends is recorded in one place. The hook never sees the Authorization header.
@@ -104,23 +107,25 @@ class Client:
         return _one(pe.Whoami, self.request("GET", paths.WHOAMI))
 
     def add_person(self, name: str, admin: bool, ttl: float | str | None = None) -> pe.PersonWithToken:
-        return _one(pe.PersonWithToken, self.request("POST", paths.PEOPLE, json={"name": name, "admin": admin, "ttl": ttl}))
+        return _one(pe.PersonWithToken, self.request(
+            "POST", paths.PEOPLE, json={"name": name, "admin": admin, "ttl": ttl}))
 
     def people(self, removed: bool = False) -> list[pe.Person]:
-        return _many(pe.Person, self.request("GET", paths.PEOPLE, params={"removed": "true" if removed else "false"}))
+        return _many(pe.Person, self.request(
+            "GET", paths.PEOPLE, params={"removed": "true" if removed else "false"}))
 
     def remove_person(self, name: str) -> pe.Person:
         return _one(pe.Person, self.request("DELETE", paths.PERSON.format(name=_segment(name))))
 
     def rotate_person_token(self, name: str, ttl: float | str | None = None) -> pe.PersonWithToken:
-        return _one(pe.PersonWithToken, self.request("POST", paths.PERSON_TOKEN.format(name=_segment(name)),
-                                                     json={"ttl": ttl}))
+        return _one(pe.PersonWithToken, self.request(
+            "POST", paths.PERSON_TOKEN.format(name=_segment(name)), json={"ttl": ttl}))
 
     # -- runners (as the runner) ----------------------------------------------------------
 
     def key_nonce(self, purpose: str, public_key: str, **kw) -> r.KeyNonce:
-        return _one(r.KeyNonce, self.request("POST", paths.KEY_NONCES,
-                                             json={"purpose": purpose, "public_key": public_key}, **kw))
+        return _one(r.KeyNonce, self.request(
+            "POST", paths.KEY_NONCES, json={"purpose": purpose, "public_key": public_key}, **kw))
 
     def proved(self, purpose: str, key, body: dict, **kw) -> dict:
         """``body`` with this machine's key proved for ``purpose``: its public key, a fresh
@@ -161,20 +166,22 @@ class Client:
         return _one(r.CheckedIn, self.request("POST", paths.RUNNER_CHECK_IN, json=body, **kw))
 
     def claim(self, free_slots: int, wait: float, **kw) -> r.Claimed | None:
-        return _maybe(r.Claimed, self.request("POST", paths.RUNNER_CLAIM, json={"free_slots": free_slots, "wait": wait},
-                                              timeout=wait + 15.0, **kw))
+        return _maybe(r.Claimed, self.request(
+            "POST", paths.RUNNER_CLAIM, json={"free_slots": free_slots, "wait": wait},
+            timeout=wait + 15.0, **kw))
 
     def renew(self, flight_id: str, epoch: int, **kw) -> r.LeaseRenewed:
-        return _one(r.LeaseRenewed, self.request("POST", paths.LEASE_RENEW.format(flight_id=flight_id),
-                                                 json={"epoch": epoch}, **kw))
+        return _one(r.LeaseRenewed, self.request(
+            "POST", paths.LEASE_RENEW.format(flight_id=flight_id), json={"epoch": epoch}, **kw))
 
     def report(self, flight_id: str, epoch: int, facts: list[dict], **kw) -> r.FactsStored:
-        return _one(r.FactsStored, self.request("POST", paths.LEASE_FACTS.format(flight_id=flight_id),
-                                                json={"epoch": epoch, "facts": facts}, **kw))
+        return _one(r.FactsStored, self.request(
+            "POST", paths.LEASE_FACTS.format(flight_id=flight_id),
+            json={"epoch": epoch, "facts": facts}, **kw))
 
     def hand_back(self, flight_id: str, body: dict, **kw) -> r.HandedBack:
-        return _one(r.HandedBack, self.request("POST", paths.LEASE_HAND_BACK.format(flight_id=flight_id),
-                                               json=body, **kw))
+        return _one(r.HandedBack, self.request(
+            "POST", paths.LEASE_HAND_BACK.format(flight_id=flight_id), json=body, **kw))
 
     def goodbye(self, **kw) -> Ok:
         return _one(Ok, self.request("POST", paths.RUNNER_GOODBYE, **kw))
@@ -183,8 +190,8 @@ class Client:
         return _one(r.Challenge, self.request("POST", paths.RUNNER_CHALLENGE, **kw))
 
     def renew_credential(self, nonce: str, signature: str, **kw) -> r.CredentialRenewed:
-        return _one(r.CredentialRenewed, self.request("POST", paths.RUNNER_CREDENTIAL,
-                                                      json={"nonce": nonce, "signature": signature}, **kw))
+        return _one(r.CredentialRenewed, self.request(
+            "POST", paths.RUNNER_CREDENTIAL, json={"nonce": nonce, "signature": signature}, **kw))
 
     # -- operator views ---------------------------------------------------------------------
 
@@ -207,11 +214,13 @@ class Client:
         return _one(f.FlightDetail, self.request("GET", paths.FLIGHT.format(flight_id=flight_id)))
 
     def facts(self, flight_id: str, after: int = 0, wait: float = 0, **kw) -> f.FactsPage:
-        return _one(f.FactsPage, self.request("GET", paths.FLIGHT_FACTS.format(flight_id=flight_id),
-                                              params={"after": after, "wait": wait}, timeout=wait + 15.0, **kw))
+        return _one(f.FactsPage, self.request(
+            "GET", paths.FLIGHT_FACTS.format(flight_id=flight_id),
+            params={"after": after, "wait": wait}, timeout=wait + 15.0, **kw))
 
     def cancel(self, flight_id: str) -> f.FlightDetail:
-        return _one(f.FlightDetail, self.request("POST", paths.FLIGHT_CANCEL.format(flight_id=flight_id)))
+        return _one(f.FlightDetail, self.request(
+            "POST", paths.FLIGHT_CANCEL.format(flight_id=flight_id)))
 
     def gates(self, status: str = "open") -> list[g.Gate]:
         return _many(g.Gate, self.request("GET", paths.GATES, params={"status": status}))
@@ -229,7 +238,8 @@ class Client:
         return _one(r.StateChanged, self.request("POST", path.format(ref=_segment(ref))))
 
     def drain_labelled(self, labels: dict[str, str]) -> list[r.StateChange]:
-        return _many(r.StateChange, self.request("POST", paths.RUNNERS_DRAIN, json={"labels": labels}))
+        return _many(r.StateChange, self.request(
+            "POST", paths.RUNNERS_DRAIN, json={"labels": labels}))
 
     def retire_runner(self, ref: str) -> r.Retired:
         return _one(r.Retired, self.request("POST", paths.RUNNER_RETIRE.format(ref=_segment(ref))))
@@ -239,7 +249,8 @@ class Client:
 
     def set_policy(self, ref: str, **policy) -> r.RunnerDetail:
         body = {k: v for k, v in policy.items() if v is not None}
-        return _one(r.RunnerDetail, self.request("POST", paths.RUNNER_POLICY.format(ref=_segment(ref)), json=body))
+        return _one(r.RunnerDetail, self.request(
+            "POST", paths.RUNNER_POLICY.format(ref=_segment(ref)), json=body))
 
     def events(self, **params) -> list[ev.Event]:
         wait = params.get("wait", 0) or 0
@@ -249,7 +260,8 @@ class Client:
     # -- enrolment: profiles, tokens, enrolled runners, credential references ---------------
 
     def apply_profile(self, name: str, mapping: dict) -> e.ProfileApplied:
-        return _one(e.ProfileApplied, self.request("PUT", paths.PROFILE.format(name=name), json={"profile": mapping}))
+        return _one(e.ProfileApplied, self.request(
+            "PUT", paths.PROFILE.format(name=name), json={"profile": mapping}))
 
     def profiles(self) -> list[e.ProfileView]:
         return _many(e.ProfileView, self.request("GET", paths.PROFILES))
@@ -264,17 +276,20 @@ class Client:
         return _many(e.EnrolTokenView, self.request("GET", paths.ENROL_TOKENS))
 
     def revoke_enrol_token(self, fingerprint: str) -> e.EnrolTokenView:
-        return _one(e.EnrolTokenView, self.request("POST", paths.ENROL_TOKEN_REVOKE.format(fingerprint=fingerprint)))
+        return _one(e.EnrolTokenView, self.request(
+            "POST", paths.ENROL_TOKEN_REVOKE.format(fingerprint=fingerprint)))
 
     def enrol(self, token: str, body: dict, key=None, **kw) -> e.Enrolled:
         """Spend one use of an enrolment token (it travels as the bearer, never in a URL);
         ``key`` (this machine's private key) is proved."""
         if key is not None:
-            return _one(e.Enrolled, self.proving("enrol", key, paths.ENROL, body, token=token, **kw))
+            return _one(e.Enrolled, self.proving(
+                "enrol", key, paths.ENROL, body, token=token, **kw))
         return _one(e.Enrolled, self.request("POST", paths.ENROL, json=body, token=token, **kw))
 
     def set_credential_refs(self, refs: list[dict], **kw) -> e.CredentialRefsSet:
-        return _one(e.CredentialRefsSet, self.request("PUT", paths.RUNNER_CREDENTIALS, json={"refs": refs}, **kw))
+        return _one(e.CredentialRefsSet, self.request(
+            "PUT", paths.RUNNER_CREDENTIALS, json={"refs": refs}, **kw))
 
     def credential_refs(self) -> list[e.CredentialRefRow]:
         return _many(e.CredentialRefRow, self.request("GET", paths.CREDENTIALS))
@@ -282,8 +297,8 @@ class Client:
     # -- placement: environments, the root envelope, labels, ownership, plans ----------------
 
     def chart_environment(self, name: str, means: str) -> pl.EnvironmentCharted:
-        return _one(pl.EnvironmentCharted, self.request("POST", pl.ENVIRONMENTS,
-                                                        json={"name": name, "means": means}))
+        return _one(pl.EnvironmentCharted, self.request(
+            "POST", pl.ENVIRONMENTS, json={"name": name, "means": means}))
 
     def environments(self) -> list[pl.EnvironmentView]:
         return _many(pl.EnvironmentView, self.request("GET", pl.ENVIRONMENTS))
@@ -307,8 +322,8 @@ class Client:
         return _one(r.OwnershipChanged, self.request("POST", path.format(ref=ref)))
 
     def set_ownership(self, ref: str, state: str) -> r.OwnershipChanged:
-        return _one(r.OwnershipChanged, self.request("POST", pl.RUNNER_OWNERSHIP.format(ref=ref),
-                                                     json={"ownership": state}))
+        return _one(r.OwnershipChanged, self.request(
+            "POST", pl.RUNNER_OWNERSHIP.format(ref=ref), json={"ownership": state}))
 
     def plan(self, flight_id: str) -> f.Plan:
         return _one(f.Plan, self.request("GET", pl.FLIGHT_PLAN.format(flight_id=flight_id)))
@@ -322,11 +337,12 @@ class Client:
         return _one(po.Strategy, self.request("GET", paths.STRATEGY.format(name=name)))
 
     def apply_strategy(self, name: str, mapping: dict) -> po.StrategyApplied:
-        return _one(po.StrategyApplied, self.request("PUT", paths.STRATEGY.format(name=name), json={"strategy": mapping}))
+        return _one(po.StrategyApplied, self.request(
+            "PUT", paths.STRATEGY.format(name=name), json={"strategy": mapping}))
 
     def pin_strategy_digest(self, name: str, digest: str) -> po.DigestPinned:
-        return _one(po.DigestPinned, self.request("POST", paths.STRATEGY_DIGEST.format(name=name),
-                                                  json={"digest": digest}))
+        return _one(po.DigestPinned, self.request(
+            "POST", paths.STRATEGY_DIGEST.format(name=name), json={"digest": digest}))
 
     def pools(self) -> list[po.Pool]:
         return _many(po.Pool, self.request("GET", paths.POOLS))
@@ -335,7 +351,8 @@ class Client:
         return _one(po.Pool, self.request("GET", paths.POOL.format(pool=pool)))
 
     def allow_maintainer(self, pool: str, runner: str) -> po.MaintainerAllowed:
-        return _one(po.MaintainerAllowed, self.request("POST", paths.POOL_ALLOW.format(pool=pool), json={"runner": runner}))
+        return _one(po.MaintainerAllowed, self.request(
+            "POST", paths.POOL_ALLOW.format(pool=pool), json={"runner": runner}))
 
     # -- pools (their maintainer and members) ---------------------------------------------------
 
@@ -343,17 +360,21 @@ class Client:
         return _one(po.MaintainerPlan, self.request("GET", paths.POOL_PLAN.format(pool=pool), **kw))
 
     def pool_act(self, pool: str, action: str, member_id: str | None = None, **kw) -> po.ActionTaken:
-        return _one(po.ActionTaken, self.request("POST", paths.POOL_ACTIONS.format(pool=pool),
-                                                 json={"action": action, "member_id": member_id}, **kw))
+        return _one(po.ActionTaken, self.request(
+            "POST", paths.POOL_ACTIONS.format(pool=pool),
+            json={"action": action, "member_id": member_id}, **kw))
 
     def attest(self, pool: str, body: dict, **kw) -> po.Attested:
-        return _one(po.Attested, self.request("POST", paths.POOL_ATTEST.format(pool=pool), json=body, **kw))
+        return _one(po.Attested, self.request(
+            "POST", paths.POOL_ATTEST.format(pool=pool), json=body, **kw))
 
     def join_pool(self, code: str, body: dict, key=None, **kw) -> po.MemberJoined:
         """A pool member spends its one-time code; ``key`` (its private key) is proved."""
         if key is not None:
-            return _one(po.MemberJoined, self.proving("join", key, paths.MEMBER_JOIN, body, token=code, **kw))
-        return _one(po.MemberJoined, self.request("POST", paths.MEMBER_JOIN, json=body, token=code, **kw))
+            return _one(po.MemberJoined, self.proving(
+                "join", key, paths.MEMBER_JOIN, body, token=code, **kw))
+        return _one(po.MemberJoined, self.request(
+            "POST", paths.MEMBER_JOIN, json=body, token=code, **kw))
 
 
 def _one(model: type[M], value: Any) -> M:

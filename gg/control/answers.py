@@ -14,7 +14,8 @@ from typing import Any, Awaitable, Callable
 from pydantic import ValidationError
 
 from gg.api.enrolment import MaintenanceReport
-from gg.control import admin, credentials, enrolment, flights, gates, labels, maintenance, runners
+from gg.control import (admin, credentials, enrolment, flights, gates, labels, maintenance,
+                        people, runners)
 from gg.control.core import Core
 from gg.control.people import public_person
 from gg.control.views import flight_for_runner, runner_view, runners_view
@@ -36,6 +37,18 @@ def health(core: Core) -> dict:
 def whoami(core: Core, person: dict) -> dict:
     org = core.store.organisation()
     return {"person": public_person(person), "organisation": org["name"] if org else None}
+
+
+def person_added(core: Core, person: dict, name: str, admin: bool,
+                 ttl: float | str | None) -> dict:
+    """A new person and their token, shown this once."""
+    added, token = people.add_person(core, person, name, admin, ttl)
+    return {"person": public_person(added), "token": token}
+
+
+def token_rotated(core: Core, person: dict, name: str, ttl: float | str | None) -> dict:
+    rotated, token = people.rotate_token(core, person, name, ttl)
+    return {"person": public_person(rotated), "token": token}
 
 
 # -- runners -----------------------------------------------------------------------------------

@@ -28,8 +28,7 @@ async def whoami(request: Request, person: dict = Depends(auth.person)) -> dict:
 
 @router.post(paths.PEOPLE, status_code=201, response_model=PersonWithToken)
 async def add_person(body: PersonAdd, request: Request, person: dict = Depends(auth.person)) -> dict:
-    added, token = people.add_person(request.app.state.core, person, body.name, body.admin, body.ttl)
-    return {"person": people.public_person(added), "token": token}
+    return answers.person_added(request.app.state.core, person, body.name, body.admin, body.ttl)
 
 
 @router.get(paths.PEOPLE, response_model=list[Person])
@@ -47,5 +46,4 @@ async def remove_person(request: Request, name: Name = PersonName,
 @router.post(paths.PERSON_TOKEN, response_model=PersonWithToken)
 async def rotate_token(body: TokenRotate, request: Request, name: Name = PersonName,
                        person: dict = Depends(auth.person)) -> dict:
-    rotated, token = people.rotate_token(request.app.state.core, person, name, body.ttl)
-    return {"person": rotated, "token": token}
+    return answers.token_rotated(request.app.state.core, person, name, body.ttl)
