@@ -55,7 +55,18 @@ def client(auth: bool = True):
     return Client(server_url(), token)
 
 
+def plain(value: Any) -> Any:
+    """A client's answer (a ``gg.api`` model, or a list of them) as the JSON values the server
+    sent: what ``--json`` prints and what the tables read."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
 def emit_json(value: Any) -> None:
+    value = plain(value)
     sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
 
 

@@ -46,7 +46,7 @@ def demo(
                for i in (1, 2)]
     api = Client(server.url, server.owner_token())
     try:
-        ids = [api.open_flight({"command": cmd})["id"] for cmd in DEMO_FLIGHTS]
+        ids = [api.open_flight({"command": cmd}).id for cmd in DEMO_FLIGHTS]
         with Live(_table(api, ids), refresh_per_second=8, transient=False) as live:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
@@ -80,7 +80,7 @@ Everything lives in {root} (server log, runner logs, the SQLite store).""")
 
 
 def _rows(api, ids: list[str]) -> list[dict]:
-    by_id = {f["id"]: f for f in api.flights(limit=50)}
+    by_id = {f.id: f.model_dump(mode="json") for f in api.flights(limit=50)}
     return [by_id[i] for i in ids if i in by_id]
 
 

@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gg.client import RETRY_FLIGHT_MIN, ApiError, Client, Unreachable
+from gg.client import ApiError, Client, RETRY_FLIGHT_MIN, Unreachable
 from gg.domain.flights import Outcome
+from gg.api.runners import FlightForRunner
 from gg.runner import isolation, repository
 
 FLUSH_EVERY = 0.2
@@ -101,7 +102,7 @@ class Lease:
 @dataclass
 class FlightRun:
     client: Client
-    flight: dict
+    flight: FlightForRunner
     lease: Lease
     workspace_root: Path
     say: Callable[[str], None] = print
@@ -127,7 +128,7 @@ class FlightRun:
 
     @property
     def id(self) -> str:
-        return self.flight["id"]
+        return self.flight.id
 
     def run(self) -> str:
         """Fly it; returns what became of it: landed, failed, returned, lost or ended."""
@@ -199,13 +200,13 @@ class FlightRun:
 
     def _launch(self, workspace: Path) -> isolation.Launch:
         """The command wrapped for the policy; IsolationUnavailable when it cannot be met."""
-        command = list(self.flight["command"])
+        command = list(self.flight.command)
         argv = self.argv or (["/bin/sh", "-c", command[0]] if len(command) == 1 else command)
         env = dict(os.environ)
         for key in list(env):
             if key.startswith("GG_") and key not in ("GG_IMAGE_ROOT",):
                 env.pop(key)
-        env.update({"GG_FLIGHT": self.id, "GG_ATTEMPT": str(self.flight.get("attempt", 1)),
+        env.update({"GG_FLIGHT": self.id, "GG_ATTEMPT": str(self.flight.attempt),
                     "GG_WORKSPACE": str(workspace), "HOME": str(workspace)})
         if not self.policy:
             raise isolation.IsolationUnavailable("no policy has been assigned yet")
@@ -349,7 +350,7 @@ class FlightRun:
                 sent = time.monotonic()
                 answer = self.client.renew(self.id, self.lease.epoch,
                                            retry_for=self._patience())
-                remaining = answer["expires_at"] - answer["server_time"]
+                remaining = answer.expires_at - answer.server_time
                 self.lease.local_expiry = sent + remaining
             except ApiError as exc:
                 if exc.code == "runner_retired":

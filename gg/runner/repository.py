@@ -75,7 +75,7 @@ def prepare(run: Run, workspace: Path) -> list[str]:
     flight = run.flight
     fleet = run.fleet
     enrolled, name, profile = fleet.profile() if fleet is not None else (False, None, None)
-    wanted = flight.get("agent") or agent_config.SHELL
+    wanted = flight.agent or agent_config.SHELL
     if enrolled:
         if not profile:
             _refresh(run)
@@ -95,10 +95,10 @@ def prepare(run: Run, workspace: Path) -> list[str]:
     if agent is None or not agent_config.present(agent):
         _refresh(run)
         raise CannotFly(Outcome.RETURNED, f"this runner has no agent {wanted}")
-    repo = flight.get("repo")
+    repo = flight.repo
     if repo:
         _clone(run, repo, workspace, state_dir, name if enrolled else None, profile)
-    return agent_config.argv_for(agent, list(flight["command"]), workspace=workspace,
+    return agent_config.argv_for(agent, list(flight.command), workspace=workspace,
                                  flight_id=run.id)
 
 
@@ -137,7 +137,7 @@ def _clone(run: Run, repo: str, workspace: Path, state_dir: Path | None,
 
 def finish(run: Run, workspace: Path) -> None:
     """Report the agent's commits and push them where the profile allows."""
-    repo = run.flight.get("repo")
+    repo = run.flight.repo
     if not repo or run.base is None:
         return
     try:

@@ -262,10 +262,10 @@ def test_a_flight_the_runner_cannot_isolate_is_handed_back_before_anything_runs(
     marker = tmp_path / "ran"
     flight = api.open_flight({"command": [f"touch {marker}"]})
     grant = runner_api.claim(1, 5)
-    assert grant["flight"]["id"] == flight["id"]
+    assert grant.flight.id == flight["id"]
     unmet: list[str] = []
-    run = FlightRun(client=runner_api, flight=grant["flight"], say=lambda line: None,
-                    lease=Lease(flight["id"], grant["lease"]["epoch"], 3.0, 2.0,
+    run = FlightRun(client=runner_api, flight=grant.flight, say=lambda line: None,
+                    lease=Lease(flight["id"], grant.lease.epoch, 3.0, 2.0,
                                 time.monotonic() + 3.0),
                     workspace_root=tmp_path / "ws", state_dir=tmp_path / "state",
                     policy={"isolation": "sandbox", "egress": "none", "workers": 1},

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gg.api.runners import FlightForRunner, RunnerProfile
 from gg.client import Client
 from gg.runner.fleet import FleetState
 from gg.runner.flight import FlightRun, Lease
@@ -14,14 +15,14 @@ from gg.runner.repository import CannotFly, prepare
 
 def run_for(tmp_path: Path, fleet: FleetState | None = None, **flight) -> FlightRun:
     flight = {"id": "f_1", "command": ["echo hi"], "agent": "shell", "repo": None, **flight}
-    return FlightRun(client=Client("http://127.0.0.1:9"), flight=flight,
+    return FlightRun(client=Client("http://127.0.0.1:9"), flight=FlightForRunner(**flight),
                      lease=Lease("f_1", 1, 60.0, 20.0, 0.0), workspace_root=tmp_path,
                      fleet=fleet, say=lambda line: None)
 
 
 def enrolled_fleet(tmp_path: Path, in_force: dict | None) -> tuple[FleetState, list]:
     fleet = FleetState(tmp_path / "state", Client("http://127.0.0.1:9"), say=lambda line: None)
-    fleet.absorb({"profile": {"name": "ui", "in_force": in_force}})
+    fleet.absorb(RunnerProfile(name="ui", in_force=in_force))
     refreshed: list = []
     fleet.refresh = lambda: refreshed.append(True)
     return fleet, refreshed
