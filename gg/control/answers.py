@@ -11,9 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
-from pydantic import ValidationError
-
-from gg.api.enrolment import MaintenanceReport
 from gg.control import (admin, credentials, enrolment, flights, gates, labels, maintenance,
                         people, runners)
 from gg.control.core import Core
@@ -22,7 +19,7 @@ from gg.control.views import flight_for_runner, runner_view, runners_view
 from gg.domain.flights import Flight
 from gg.domain.leases import Grant
 from gg.domain.runners import Runner, is_online
-from gg.errors import BadRequest, NotFound
+from gg.errors import NotFound
 
 WaitFor = Callable[[float], Awaitable[None]]
 
@@ -39,10 +36,10 @@ def whoami(core: Core, person: dict) -> dict:
     return {"person": public_person(person), "organisation": org["name"] if org else None}
 
 
-def person_added(core: Core, person: dict, name: str, admin: bool,
+def person_added(core: Core, person: dict, *, name: str, admin: bool,
                  ttl: float | str | None) -> dict:
     """A new person and their token, shown this once."""
-    added, token = people.add_person(core, person, name, admin, ttl)
+    added, token = people.add_person(core, person, name, admin=admin, ttl=ttl)
     return {"person": public_person(added), "token": token}
 
 
@@ -76,7 +73,8 @@ async def checked_in(core: Core, runner: Runner, *, readings: dict, inventory: d
                      capabilities: dict | None, version: str | None, held: list[str],
                      peer_address: str | None, workers: int | None,
                      labels_stated: dict[str, str] | None, agents: list[str] | None,
-                     maintenance_report: dict | None) -> dict:
+                     maintenance_items: list[dict] | None,
+                     credentials_digest: str | None = None) -> dict:
     """A check-in: the core's, then enrolment's (agents before, the maintenance report after);
     a runner that came back online may take waiting flights."""
     was_online = is_online(runner, core.now(), core.settings.offline_after)
@@ -85,24 +83,13 @@ async def checked_in(core: Core, runner: Runner, *, readings: dict, inventory: d
                               capabilities=capabilities, version=version, held=held,
                               peer_address=peer_address, workers=workers, labels=labels_stated)
     await labels.settled(core, runner.id)  # new facts: their verdicts, computed off the loop
-    if maintenance_report is not None:
-        checked = _maintenance(maintenance_report)
-        maintenance.report(core, core.store.runner(runner.id),
-                           [i.model_dump() for i in checked.items],
-                           credentials_digest=checked.credentials_digest)
+    if maintenance_items is not None:
+        maintenance.report(core, core.store.runner(runner.id), maintenance_items,
+                           credentials_digest=credentials_digest)
     answer.update(extra)
     if not was_online:
         core.signals.ready_changed()
     return answer
-
-
-def _maintenance(report: dict) -> MaintenanceReport:
-    try:
-        return MaintenanceReport.model_validate(report)
-    except ValidationError as exc:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        raise BadRequest(f"maintenance.{where}: {first.get('msg', 'is not valid')}") from None
 
 
 def claim_wait(core: Core, asked: float | None) -> float:

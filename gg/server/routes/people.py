@@ -28,7 +28,8 @@ async def whoami(request: Request, person: dict = Depends(auth.person)) -> dict:
 
 @router.post(paths.PEOPLE, status_code=201, response_model=PersonWithToken)
 async def add_person(body: PersonAdd, request: Request, person: dict = Depends(auth.person)) -> dict:
-    return answers.person_added(request.app.state.core, person, body.name, body.admin, body.ttl)
+    return answers.person_added(request.app.state.core, person, name=body.name, admin=body.admin,
+                                ttl=body.ttl)
 
 
 @router.get(paths.PEOPLE, response_model=list[Person])

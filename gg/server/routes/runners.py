@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response
+from pydantic import ValidationError
 
 from gg.api import paths
+from gg.api.enrolment import MaintenanceReport
 from gg.api.runners import (Challenge, CheckedIn, Claimed, CredentialRenewed, FactsStored,
                             HandedBack, KeyNonce, LeaseRenewed, Registered, RunnerDetail, RunnerRow)
 from gg.api.schemas import (CheckIn, Claim, CredentialRenew, HandBack, KeyNonceAsk, Ok, Renew,
                             Report, RunnerRegister)
 from gg.control import answers, key_proof, leases, runners
 from gg.domain.runners import Runner
+from gg.errors import BadRequest
 from gg.server import auth
 from gg.server.json_body import JsonRoute
 
@@ -45,11 +48,24 @@ async def show_runner(ref: str, request: Request, person: dict = Depends(auth.pe
 
 @router.post(paths.RUNNER_CHECK_IN, response_model=CheckedIn)
 async def check_in(body: CheckIn, request: Request, runner: Runner = Depends(auth.runner)) -> dict:
+    report = _maintenance(body.maintenance) if body.maintenance is not None else None
     return await answers.checked_in(
         request.app.state.core, runner, readings=body.readings, inventory=body.inventory,
         capabilities=body.capabilities, version=body.version, held=body.held,
         peer_address=request.client.host if request.client else None, workers=body.workers,
-        labels_stated=body.labels, agents=body.agents, maintenance_report=body.maintenance)
+        labels_stated=body.labels, agents=body.agents,
+        maintenance_items=[i.model_dump() for i in report.items] if report else None,
+        credentials_digest=report.credentials_digest if report else None)
+
+
+def _maintenance(report: dict) -> MaintenanceReport:
+    """Parse the check-in's maintenance report (free-form on the wire for older runners)."""
+    try:
+        return MaintenanceReport.model_validate(report)
+    except ValidationError as exc:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise BadRequest(f"maintenance.{where}: {first.get('msg', 'is not valid')}") from None
 
 
 @router.post(paths.RUNNER_CLAIM, response_model=Claimed,
