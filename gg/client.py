@@ -5,6 +5,9 @@ retried with exponential backoff and full jitter for as long as the caller allow
 (``retry_for`` seconds, or until ``stop`` is set); anything the server answered
 deliberately (4xx) is raised at once as :class:`ApiError`.
 
+Every method returns the answer's model from ``gg.api`` (parsed with ``model_validate``), so
+callers read attributes; :meth:`Client.request` alone returns the raw JSON.
+
 ``on_send(method, path, params, body)`` is called before every attempt that puts a request
 on the wire, retries included: the runner passes its sent log (``gg.runner.sent``) so that
 everything it sends is recorded in one place. The hook never sees the Authorization header.
@@ -16,15 +19,44 @@ import random
 import threading
 import urllib.parse
 import time
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import httpx
+from pydantic import BaseModel, TypeAdapter
 
 from gg import __version__, keys
+from gg.api import enrolment as e
+from gg.api import events as ev
+from gg.api import flights as f
+from gg.api import gates as g
 from gg.api import paths
+from gg.api import people as pe
+from gg.api import placement as pl
+from gg.api import pools as po
+from gg.api import runners as r
+from gg.api.schemas import Health, Ok
 from gg.errors import GGError
 
 _RETRY_STATUSES = (502, 503, 504)
+
+# Seconds, named once. A request gives up after TIMEOUT; between retries it pauses a random
+# time up to BACKOFF_BASE * 2**attempt, never longer than BACKOFF_CAP.
+TIMEOUT = 15.0
+BACKOFF_BASE = 0.2
+BACKOFF_CAP = 5.0
+
+# Retry budgets: how long a caller keeps retrying while the control plane is away or busy.
+RETRY_FOREVER = float("inf")  # until stopped: registration, the first check-in, each claim
+RETRY_FOLLOW = 120.0  # following a flight's output (gg fly --wait, gg show --follow)
+RETRY_JOIN = 60.0  # spending an enrolment token or a pool member's one-time code
+RETRY_STEP = 30.0  # one step of longer work: credential renewal, a maintainer's plan and acts
+RETRY_FLIGHT_MIN = 30.0  # a flight's reports and hand-back: twice its lease, at least this
+RETRY_CALL = 10.0  # a one-off call: credential references, a hand-back while stopping
+RETRY_REFRESH = 5.0  # a check-in the enrolment state asks for at once
+RETRY_GOODBYE = 3.0  # the goodbye on the way out
+RETRY_RELEASE = 2.0  # freeing a parked claim on the way out
+
+M = TypeVar("M", bound=BaseModel)
 SendHook = Callable[[str, str, "dict | None", Any], None]
 
 
@@ -42,8 +74,8 @@ class Unreachable(GGError):
 
 
 class Client:
-    def __init__(self, server: str, token: str | None = None, *, timeout: float = 15.0,
-                 stop: threading.Event | None = None, backoff_cap: float = 5.0,
+    def __init__(self, server: str, token: str | None = None, *, timeout: float = TIMEOUT,
+                 stop: threading.Event | None = None, backoff_cap: float = BACKOFF_CAP,
                  on_send: SendHook | None = None):
         self.server = server.rstrip("/")
         self.token = token
@@ -79,42 +111,44 @@ class Client:
                     return _decode(response)
                 failure = _error(response)
             attempt += 1
-            pause = random.uniform(0, min(self.backoff_cap, 0.2 * 2 ** min(attempt, 10)))
+            pause = random.uniform(0, min(self.backoff_cap, BACKOFF_BASE * 2 ** min(attempt, 10)))
             if self.stop.is_set() or time.monotonic() + pause > deadline:
                 raise failure
             self.stop.wait(pause)
 
     # -- people -------------------------------------------------------------------------
 
-    def health(self, **kw) -> dict:
-        return self.request("GET", paths.HEALTH, **kw)
+    def health(self, **kw) -> Health:
+        return _one(Health, self.request("GET", paths.HEALTH, **kw))
 
-    def whoami(self) -> dict:
-        return self.request("GET", paths.WHOAMI)
+    def whoami(self) -> pe.Whoami:
+        return _one(pe.Whoami, self.request("GET", paths.WHOAMI))
 
-    def add_person(self, name: str, admin: bool, ttl: float | str | None = None) -> dict:
-        return self.request("POST", paths.PEOPLE, json={"name": name, "admin": admin, "ttl": ttl})
+    def add_person(self, name: str, admin: bool, ttl: float | str | None = None) -> pe.PersonWithToken:
+        return _one(pe.PersonWithToken, self.request(
+            "POST", paths.PEOPLE, json={"name": name, "admin": admin, "ttl": ttl}))
 
-    def people(self, removed: bool = False) -> list[dict]:
-        return self.request("GET", paths.PEOPLE, params={"removed": "true" if removed else "false"})
+    def people(self, removed: bool = False) -> list[pe.Person]:
+        return _many(pe.Person, self.request(
+            "GET", paths.PEOPLE, params={"removed": "true" if removed else "false"}))
 
-    def remove_person(self, name: str) -> dict:
-        return self.request("DELETE", paths.PERSON.format(name=_segment(name)))
+    def remove_person(self, name: str) -> pe.Person:
+        return _one(pe.Person, self.request("DELETE", paths.PERSON.format(name=_segment(name))))
 
-    def rotate_person_token(self, name: str, ttl: float | str | None = None) -> dict:
-        return self.request("POST", paths.PERSON_TOKEN.format(name=_segment(name)),
-                            json={"ttl": ttl})
+    def rotate_person_token(self, name: str, ttl: float | str | None = None) -> pe.PersonWithToken:
+        return _one(pe.PersonWithToken, self.request(
+            "POST", paths.PERSON_TOKEN.format(name=_segment(name)), json={"ttl": ttl}))
 
     # -- runners (as the runner) ----------------------------------------------------------
 
-    def key_nonce(self, purpose: str, public_key: str, **kw) -> dict:
-        return self.request("POST", paths.KEY_NONCES,
-                            json={"purpose": purpose, "public_key": public_key}, **kw)
+    def key_nonce(self, purpose: str, public_key: str, **kw) -> r.KeyNonce:
+        return _one(r.KeyNonce, self.request(
+            "POST", paths.KEY_NONCES, json={"purpose": purpose, "public_key": public_key}, **kw))
 
     def proved(self, purpose: str, key, body: dict, **kw) -> dict:
         """``body`` with this machine's key proved for ``purpose``: its public key, a fresh
         nonce from the control plane and the private key's signature over both."""
-        nonce = self.key_nonce(purpose, keys.public_text(key), **kw)["nonce"]
+        nonce = self.key_nonce(purpose, keys.public_text(key), **kw).nonce
         return {**body, **keys.prove(key, purpose, nonce)}
 
     def proving(self, purpose: str, key, path: str, body: dict, *, retry_for: float = 0.0,
@@ -135,180 +169,243 @@ class Client:
                     raise
                 failure = exc
             attempt += 1
-            pause = random.uniform(0, min(self.backoff_cap, 0.2 * 2 ** min(attempt, 10)))
+            pause = random.uniform(0, min(self.backoff_cap, BACKOFF_BASE * 2 ** min(attempt, 10)))
             if self.stop.is_set() or time.monotonic() + pause > deadline:
                 raise failure
             self.stop.wait(pause)
 
-    def register(self, body: dict, key=None, **kw) -> dict:
+    def register(self, body: dict, key=None, **kw) -> r.Registered:
         """Register this machine as the signed-in person; ``key`` (its private key) is proved."""
         if key is not None:
-            return self.proving("register", key, paths.RUNNERS, body, **kw)
-        return self.request("POST", paths.RUNNERS, json=body, **kw)
+            return _one(r.Registered, self.proving("register", key, paths.RUNNERS, body, **kw))
+        return _one(r.Registered, self.request("POST", paths.RUNNERS, json=body, **kw))
 
-    def check_in(self, body: dict, **kw) -> dict:
-        return self.request("POST", paths.RUNNER_CHECK_IN, json=body, **kw)
+    def check_in(self, body: dict, **kw) -> r.CheckedIn:
+        return _one(r.CheckedIn, self.request("POST", paths.RUNNER_CHECK_IN, json=body, **kw))
 
-    def claim(self, free_slots: int, wait: float, **kw) -> dict | None:
-        return self.request("POST", paths.RUNNER_CLAIM, json={"free_slots": free_slots, "wait": wait},
-                            timeout=wait + 15.0, **kw)
+    def claim(self, free_slots: int, wait: float, **kw) -> r.Claimed | None:
+        return _maybe(r.Claimed, self.request(
+            "POST", paths.RUNNER_CLAIM, json={"free_slots": free_slots, "wait": wait},
+            timeout=wait + 15.0, **kw))
 
-    def renew(self, flight_id: str, epoch: int, **kw) -> dict:
-        return self.request("POST", paths.LEASE_RENEW.format(flight_id=flight_id),
-                            json={"epoch": epoch}, **kw)
+    def renew(self, flight_id: str, epoch: int, **kw) -> r.LeaseRenewed:
+        return _one(r.LeaseRenewed, self.request(
+            "POST", paths.LEASE_RENEW.format(flight_id=flight_id), json={"epoch": epoch}, **kw))
 
-    def report(self, flight_id: str, epoch: int, facts: list[dict], **kw) -> dict:
-        return self.request("POST", paths.LEASE_FACTS.format(flight_id=flight_id),
-                            json={"epoch": epoch, "facts": facts}, **kw)
+    def report(self, flight_id: str, epoch: int, facts: list[dict], **kw) -> r.FactsStored:
+        return _one(r.FactsStored, self.request(
+            "POST", paths.LEASE_FACTS.format(flight_id=flight_id),
+            json={"epoch": epoch, "facts": facts}, **kw))
 
-    def hand_back(self, flight_id: str, body: dict, **kw) -> dict:
-        return self.request("POST", paths.LEASE_HAND_BACK.format(flight_id=flight_id),
-                            json=body, **kw)
+    def hand_back(self, flight_id: str, body: dict, **kw) -> r.HandedBack:
+        return _one(r.HandedBack, self.request(
+            "POST", paths.LEASE_HAND_BACK.format(flight_id=flight_id), json=body, **kw))
 
-    def goodbye(self, **kw) -> dict:
-        return self.request("POST", paths.RUNNER_GOODBYE, **kw)
+    def goodbye(self, **kw) -> Ok:
+        return _one(Ok, self.request("POST", paths.RUNNER_GOODBYE, **kw))
 
-    def challenge(self, **kw) -> dict:
-        return self.request("POST", paths.RUNNER_CHALLENGE, **kw)
+    def challenge(self, **kw) -> r.Challenge:
+        return _one(r.Challenge, self.request("POST", paths.RUNNER_CHALLENGE, **kw))
 
-    def renew_credential(self, nonce: str, signature: str, **kw) -> dict:
-        return self.request("POST", paths.RUNNER_CREDENTIAL,
-                            json={"nonce": nonce, "signature": signature}, **kw)
+    def renew_credential(self, nonce: str, signature: str, **kw) -> r.CredentialRenewed:
+        return _one(r.CredentialRenewed, self.request(
+            "POST", paths.RUNNER_CREDENTIAL, json={"nonce": nonce, "signature": signature}, **kw))
 
     # -- operator views ---------------------------------------------------------------------
 
-    def runners(self) -> list[dict]:
-        return self.request("GET", paths.RUNNERS)
+    def runners(self) -> list[r.RunnerRow]:
+        return _many(r.RunnerRow, self.request("GET", paths.RUNNERS))
 
-    def runner(self, ref: str) -> dict:
-        return self.request("GET", paths.RUNNER.format(ref=_segment(ref)))
+    def runner(self, ref: str) -> r.RunnerDetail:
+        return _one(r.RunnerDetail, self.request("GET", paths.RUNNER.format(ref=_segment(ref))))
 
-    def open_flight(self, body: dict) -> dict:
-        return self.request("POST", paths.FLIGHTS, json=body)
+    def open_flight(self, body: dict) -> f.FlightDetail:
+        return _one(f.FlightDetail, self.request("POST", paths.FLIGHTS, json=body))
 
-    def flights(self, stage: str | None = None, limit: int = 200) -> list[dict]:
+    def flights(self, stage: str | None = None, limit: int = 200) -> list[f.FlightRow]:
         params: dict = {"limit": limit}
         if stage:
             params["stage"] = stage
-        return self.request("GET", paths.FLIGHTS, params=params)
+        return _many(f.FlightRow, self.request("GET", paths.FLIGHTS, params=params))
 
-    def flight(self, flight_id: str) -> dict:
-        return self.request("GET", paths.FLIGHT.format(flight_id=flight_id))
+    def flight(self, flight_id: str) -> f.FlightDetail:
+        return _one(f.FlightDetail, self.request("GET", paths.FLIGHT.format(flight_id=flight_id)))
 
-    def facts(self, flight_id: str, after: int = 0, wait: float = 0, **kw) -> dict:
-        return self.request("GET", paths.FLIGHT_FACTS.format(flight_id=flight_id),
-                            params={"after": after, "wait": wait}, timeout=wait + 15.0, **kw)
+    def facts(self, flight_id: str, after: int = 0, wait: float = 0, **kw) -> f.FactsPage:
+        return _one(f.FactsPage, self.request(
+            "GET", paths.FLIGHT_FACTS.format(flight_id=flight_id),
+            params={"after": after, "wait": wait}, timeout=wait + 15.0, **kw))
 
-    def cancel(self, flight_id: str) -> dict:
-        return self.request("POST", paths.FLIGHT_CANCEL.format(flight_id=flight_id))
+    def cancel(self, flight_id: str) -> f.FlightDetail:
+        return _one(f.FlightDetail, self.request(
+            "POST", paths.FLIGHT_CANCEL.format(flight_id=flight_id)))
 
-    def gates(self, status: str = "open") -> list[dict]:
-        return self.request("GET", paths.GATES, params={"status": status})
+    def gates(self, status: str = "open") -> list[g.Gate]:
+        return _many(g.Gate, self.request("GET", paths.GATES, params={"status": status}))
 
-    def gate(self, gate_id: str) -> dict:
-        return self.request("GET", paths.GATE.format(gate_id=gate_id))
+    def gate(self, gate_id: str) -> g.Gate:
+        return _one(g.Gate, self.request("GET", paths.GATE.format(gate_id=gate_id)))
 
-    def clear_gate(self, gate_id: str) -> dict:
-        return self.request("POST", paths.GATE_CLEAR.format(gate_id=gate_id))
+    def clear_gate(self, gate_id: str) -> g.Gate:
+        return _one(g.Gate, self.request("POST", paths.GATE_CLEAR.format(gate_id=gate_id)))
     # -- admin ------------------------------------------------------------------------------
 
-    def change_runner_state(self, ref: str, action: str) -> dict:
+    def change_runner_state(self, ref: str, action: str) -> r.StateChanged:
         path = {"cordon": paths.RUNNER_CORDON, "drain": paths.RUNNER_DRAIN,
                 "resume": paths.RUNNER_RESUME}[action]
-        return self.request("POST", path.format(ref=_segment(ref)))
+        return _one(r.StateChanged, self.request("POST", path.format(ref=_segment(ref))))
 
-    def drain_labelled(self, labels: dict[str, str]) -> list[dict]:
-        return self.request("POST", paths.RUNNERS_DRAIN, json={"labels": labels})
+    def drain_labelled(self, labels: dict[str, str]) -> list[r.StateChange]:
+        return _many(r.StateChange, self.request(
+            "POST", paths.RUNNERS_DRAIN, json={"labels": labels}))
 
-    def retire_runner(self, ref: str) -> dict:
-        return self.request("POST", paths.RUNNER_RETIRE.format(ref=_segment(ref)))
+    def retire_runner(self, ref: str) -> r.Retired:
+        return _one(r.Retired, self.request("POST", paths.RUNNER_RETIRE.format(ref=_segment(ref))))
 
-    def forget_runner(self, ref: str) -> dict:
-        return self.request("DELETE", paths.RUNNER.format(ref=_segment(ref)))
+    def forget_runner(self, ref: str) -> r.Forgotten:
+        return _one(r.Forgotten, self.request("DELETE", paths.RUNNER.format(ref=_segment(ref))))
 
-    def set_policy(self, ref: str, **policy) -> dict:
+    def set_policy(self, ref: str, **policy) -> r.RunnerDetail:
         body = {k: v for k, v in policy.items() if v is not None}
-        return self.request("POST", paths.RUNNER_POLICY.format(ref=_segment(ref)), json=body)
+        return _one(r.RunnerDetail, self.request(
+            "POST", paths.RUNNER_POLICY.format(ref=_segment(ref)), json=body))
 
-    def events(self, **params) -> list[dict]:
+    def events(self, **params) -> list[ev.Event]:
         wait = params.get("wait", 0) or 0
         clean = {k: v for k, v in params.items() if v is not None}
-        return self.request("GET", paths.EVENTS, params=clean, timeout=wait + 15.0)
+        return _many(ev.Event, self.request("GET", paths.EVENTS, params=clean, timeout=wait + 15.0))
 
     # -- enrolment: profiles, tokens, enrolled runners, credential references ---------------
 
-    def apply_profile(self, name: str, mapping: dict) -> dict:
-        return self.request("PUT", paths.PROFILE.format(name=name), json={"profile": mapping})
+    def apply_profile(self, name: str, mapping: dict) -> e.ProfileApplied:
+        return _one(e.ProfileApplied, self.request(
+            "PUT", paths.PROFILE.format(name=name), json={"profile": mapping}))
 
-    def profiles(self) -> list[dict]:
-        return self.request("GET", paths.PROFILES)
+    def profiles(self) -> list[e.ProfileView]:
+        return _many(e.ProfileView, self.request("GET", paths.PROFILES))
 
-    def profile(self, name: str) -> dict:
-        return self.request("GET", paths.PROFILE.format(name=name))
+    def profile(self, name: str) -> e.ProfileView:
+        return _one(e.ProfileView, self.request("GET", paths.PROFILE.format(name=name)))
 
-    def mint_enrol_token(self, body: dict) -> dict:
-        return self.request("POST", paths.ENROL_TOKENS, json=body)
+    def mint_enrol_token(self, body: dict) -> e.EnrolTokenMinted:
+        return _one(e.EnrolTokenMinted, self.request("POST", paths.ENROL_TOKENS, json=body))
 
-    def enrol_tokens(self) -> list[dict]:
-        return self.request("GET", paths.ENROL_TOKENS)
+    def enrol_tokens(self) -> list[e.EnrolTokenView]:
+        return _many(e.EnrolTokenView, self.request("GET", paths.ENROL_TOKENS))
 
-    def revoke_enrol_token(self, fingerprint: str) -> dict:
-        return self.request("POST", paths.ENROL_TOKEN_REVOKE.format(fingerprint=fingerprint))
+    def revoke_enrol_token(self, fingerprint: str) -> e.EnrolTokenView:
+        return _one(e.EnrolTokenView, self.request(
+            "POST", paths.ENROL_TOKEN_REVOKE.format(fingerprint=fingerprint)))
 
-    def enrol(self, token: str, body: dict, key=None, **kw) -> dict:
+    def enrol(self, token: str, body: dict, key=None, **kw) -> e.Enrolled:
         """Spend one use of an enrolment token (it travels as the bearer, never in a URL);
         ``key`` (this machine's private key) is proved."""
         if key is not None:
-            return self.proving("enrol", key, paths.ENROL, body, token=token, **kw)
-        return self.request("POST", paths.ENROL, json=body, token=token, **kw)
+            return _one(e.Enrolled, self.proving(
+                "enrol", key, paths.ENROL, body, token=token, **kw))
+        return _one(e.Enrolled, self.request("POST", paths.ENROL, json=body, token=token, **kw))
 
-    def set_credential_refs(self, refs: list[dict], **kw) -> dict:
-        return self.request("PUT", paths.RUNNER_CREDENTIALS, json={"refs": refs}, **kw)
+    def set_credential_refs(self, refs: list[dict], **kw) -> e.CredentialRefsSet:
+        return _one(e.CredentialRefsSet, self.request(
+            "PUT", paths.RUNNER_CREDENTIALS, json={"refs": refs}, **kw))
 
-    def credential_refs(self) -> list[dict]:
-        return self.request("GET", paths.CREDENTIALS)
+    def credential_refs(self) -> list[e.CredentialRefRow]:
+        return _many(e.CredentialRefRow, self.request("GET", paths.CREDENTIALS))
+
+    # -- placement: environments, the root envelope, labels, ownership, plans ----------------
+
+    def chart_environment(self, name: str, means: str) -> pl.EnvironmentCharted:
+        return _one(pl.EnvironmentCharted, self.request(
+            "POST", pl.ENVIRONMENTS, json={"name": name, "means": means}))
+
+    def environments(self) -> list[pl.EnvironmentView]:
+        return _many(pl.EnvironmentView, self.request("GET", pl.ENVIRONMENTS))
+
+    def environment(self, name: str) -> pl.EnvironmentView:
+        return _one(pl.EnvironmentView, self.request("GET", pl.ENVIRONMENT.format(name=name)))
+
+    def apply_root(self, mapping: dict) -> pl.RootApplied:
+        return _one(pl.RootApplied, self.request("PUT", pl.ROOT, json=mapping))
+
+    def root(self) -> pl.RootView:
+        return _one(pl.RootView, self.request("GET", pl.ROOT))
+
+    def labels(self) -> list[r.LabelDispositions]:
+        return _many(r.LabelDispositions, self.request("GET", pl.LABELS))
+
+    def change_ownership(self, ref: str, action: str) -> r.OwnershipChanged:
+        """Claim, unclaim, reserve or release a runner (as a person)."""
+        path = {"claim": pl.RUNNER_CLAIM, "unclaim": pl.RUNNER_UNCLAIM,
+                "reserve": pl.RUNNER_RESERVE, "release": pl.RUNNER_RELEASE}[action]
+        return _one(r.OwnershipChanged, self.request("POST", path.format(ref=ref)))
+
+    def set_ownership(self, ref: str, state: str) -> r.OwnershipChanged:
+        return _one(r.OwnershipChanged, self.request(
+            "POST", pl.RUNNER_OWNERSHIP.format(ref=ref), json={"ownership": state}))
+
+    def plan(self, flight_id: str) -> f.Plan:
+        return _one(f.Plan, self.request("GET", pl.FLIGHT_PLAN.format(flight_id=flight_id)))
 
     # -- strategies and pools (people) --------------------------------------------------------
 
-    def strategies(self) -> list[dict]:
-        return self.request("GET", paths.STRATEGIES)
+    def strategies(self) -> list[po.Strategy]:
+        return _many(po.Strategy, self.request("GET", paths.STRATEGIES))
 
-    def strategy(self, name: str) -> dict:
-        return self.request("GET", paths.STRATEGY.format(name=name))
+    def strategy(self, name: str) -> po.Strategy:
+        return _one(po.Strategy, self.request("GET", paths.STRATEGY.format(name=name)))
 
-    def apply_strategy(self, name: str, mapping: dict) -> dict:
-        return self.request("PUT", paths.STRATEGY.format(name=name), json={"strategy": mapping})
+    def apply_strategy(self, name: str, mapping: dict) -> po.StrategyApplied:
+        return _one(po.StrategyApplied, self.request(
+            "PUT", paths.STRATEGY.format(name=name), json={"strategy": mapping}))
 
-    def pin_strategy_digest(self, name: str, digest: str) -> dict:
-        return self.request("POST", paths.STRATEGY_DIGEST.format(name=name),
-                            json={"digest": digest})
+    def pin_strategy_digest(self, name: str, digest: str) -> po.DigestPinned:
+        return _one(po.DigestPinned, self.request(
+            "POST", paths.STRATEGY_DIGEST.format(name=name), json={"digest": digest}))
 
-    def pools(self) -> list[dict]:
-        return self.request("GET", paths.POOLS)
+    def pools(self) -> list[po.Pool]:
+        return _many(po.Pool, self.request("GET", paths.POOLS))
 
-    def pool(self, pool: str) -> dict:
-        return self.request("GET", paths.POOL.format(pool=pool))
+    def pool(self, pool: str) -> po.Pool:
+        return _one(po.Pool, self.request("GET", paths.POOL.format(pool=pool)))
 
-    def allow_maintainer(self, pool: str, runner: str) -> dict:
-        return self.request("POST", paths.POOL_ALLOW.format(pool=pool), json={"runner": runner})
+    def allow_maintainer(self, pool: str, runner: str) -> po.MaintainerAllowed:
+        return _one(po.MaintainerAllowed, self.request(
+            "POST", paths.POOL_ALLOW.format(pool=pool), json={"runner": runner}))
 
     # -- pools (their maintainer and members) ---------------------------------------------------
 
-    def pool_plan(self, pool: str, **kw) -> dict:
-        return self.request("GET", paths.POOL_PLAN.format(pool=pool), **kw)
+    def pool_plan(self, pool: str, **kw) -> po.MaintainerPlan:
+        return _one(po.MaintainerPlan, self.request("GET", paths.POOL_PLAN.format(pool=pool), **kw))
 
-    def pool_act(self, pool: str, action: str, member_id: str | None = None, **kw) -> dict:
-        return self.request("POST", paths.POOL_ACTIONS.format(pool=pool),
-                            json={"action": action, "member_id": member_id}, **kw)
+    def pool_act(self, pool: str, action: str, member_id: str | None = None, **kw) -> po.ActionTaken:
+        return _one(po.ActionTaken, self.request(
+            "POST", paths.POOL_ACTIONS.format(pool=pool),
+            json={"action": action, "member_id": member_id}, **kw))
 
-    def attest(self, pool: str, body: dict, **kw) -> dict:
-        return self.request("POST", paths.POOL_ATTEST.format(pool=pool), json=body, **kw)
+    def attest(self, pool: str, body: dict, **kw) -> po.Attested:
+        return _one(po.Attested, self.request(
+            "POST", paths.POOL_ATTEST.format(pool=pool), json=body, **kw))
 
-    def join_pool(self, code: str, body: dict, key=None, **kw) -> dict:
+    def join_pool(self, code: str, body: dict, key=None, **kw) -> po.MemberJoined:
         """A pool member spends its one-time code; ``key`` (its private key) is proved."""
         if key is not None:
-            return self.proving("join", key, paths.MEMBER_JOIN, body, token=code, **kw)
-        return self.request("POST", paths.MEMBER_JOIN, json=body, token=code, **kw)
+            return _one(po.MemberJoined, self.proving(
+                "join", key, paths.MEMBER_JOIN, body, token=code, **kw))
+        return _one(po.MemberJoined, self.request(
+            "POST", paths.MEMBER_JOIN, json=body, token=code, **kw))
+
+
+def _one(model: type[M], value: Any) -> M:
+    return model.model_validate(value)
+
+
+def _many(model: type[M], value: Any) -> list[M]:
+    return TypeAdapter(list[model]).validate_python(value)
+
+
+def _maybe(model: type[M], value: Any) -> M | None:
+    """A claim's answer: None is "nothing for you" (204)."""
+    return None if value is None else model.model_validate(value)
 
 
 def _segment(ref: str) -> str:

@@ -21,7 +21,6 @@ ENV_STATE_DIR = "GG_STATE_DIR"
 ENV_DATA_DIR = "GG_DATA_DIR"
 ENV_IMAGES_DIR = "GG_IMAGES_DIR"  # pool images built on this host (gg strategy build, maintain)
 ENV_MEMBER_CODE = "GG_MEMBER_CODE"  # a pool member's one-time code, set by its maintainer
-DEFAULT_LISTEN = "127.0.0.1:8421"
 
 
 @dataclass

@@ -3,7 +3,8 @@
 Every protocol constant of SPEC section 3 is a setting, overridable by an environment
 variable ``GG_<NAME>`` so tests can run the real protocol in seconds. Durations accept
 plain seconds (``15``, ``0.5``) or a number with a unit (``500ms``, ``10m``, ``12h``, ``30d``).
-Runners learn every interval from the control plane; only the server reads these.
+Runners learn every interval from the control plane; until its first answer a runner uses
+the defaults (:data:`DEFAULTS`), never numbers of its own.
 """
 
 from __future__ import annotations
@@ -86,3 +87,7 @@ class Settings:
             "lease_renew_at": self.lease_renew_at,
             "maintenance_check_interval": self.maintenance_check_interval,
         }
+
+
+# The defaults themselves: what a runner uses until its first check-in tells it the server's.
+DEFAULTS = Settings()

@@ -3,7 +3,8 @@
 Nothing here fakes gg's own parts: ``server`` is a real ``gg server`` process with its
 SQLite file in a temporary folder, ``runners`` start real ``gg runner up`` processes, and
 ``gg`` runs the real CLI. Waiting is always :func:`wait_until` (a bounded poll of a
-condition), never a sleep that hopes.
+condition), never a sleep that hopes. ``clock`` is the hand-moved clock that use cases and
+in-process apps are built with (``tests/control/conftest.py``, ``tests/server/conftest.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 
 import pytest
 
-from support import FAST, Fleet
+from support import FAST, Clock, Fleet
 
 
 def pytest_addoption(parser):
@@ -62,3 +63,8 @@ def make_fleet(tmp_path):
 @pytest.fixture
 def python() -> str:
     return sys.executable
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()

@@ -20,6 +20,32 @@ FAST = {
 }
 
 
+class WireJson:
+    """The one client, its answers read back as the JSON the server sent: the tests assert
+    the wire contract field by field, and every answer still goes through its model."""
+
+    def __init__(self, client: Client):
+        self.client = client
+
+    def __getattr__(self, name: str):
+        attr = getattr(self.client, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            return _json(attr(*args, **kwargs))
+
+        return call
+
+
+def _json(value):
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, list):
+        return [_json(v) for v in value]
+    return value
+
+
 def wait_until(condition, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
     """Poll ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -52,8 +78,8 @@ class Fleet:
     def url(self) -> str:
         return self.server.url
 
-    def api(self, token: str | None = None) -> Client:
-        return Client(self.url, token or self.server.owner_token())
+    def api(self, token: str | None = None) -> WireJson:
+        return WireJson(Client(self.url, token or self.server.owner_token()))
 
     def runner(self, name: str, labels: str | None = None, workers: int = 1,
                extra: list[str] | None = None, env: dict | None = None) -> LocalRunner:
@@ -62,6 +88,10 @@ class Fleet:
                              env={**self.env, **(env or {})}, log=self.root / f"runner-{name}.log")
         self.runners.append(runner.start())
         return runner
+
+    def runner_row(self, name: str) -> dict | None:
+        """The runner's row in ``gg runners`` (None when it is not listed)."""
+        return next((r for r in self.api().runners() if r["name"] == name), None)
 
     def wait_online(self, *names: str, timeout: float = 20.0) -> dict:
         def online():
@@ -112,6 +142,11 @@ class Clock:
         self.now += seconds
 
 
+def auth(token: str) -> dict[str, str]:
+    """The header a request carries a token in."""
+    return {"authorization": f"Bearer {token}"}
+
+
 def new_key():
     """A fresh Ed25519 private key, as a runner makes on its first start."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -150,9 +185,18 @@ def make_runner(core, person, name: str = "r1", labels: dict | None = None, work
 
     runner, _ = runners.register(core, person, name=name, **proof(core, "register"),
                                  labels=labels or {}, workers=workers, inventory={}, version=None)
-    runners.check_in(core, runner, readings={}, inventory=None, capabilities=None, version=None,
-                     held=[], peer_address=None)
+    check_in(core, runner)
     return core.store.runner(runner.id)
+
+
+def check_in(core, runner, **report) -> dict:
+    """Check ``runner`` in through the use case, as it is stored now, reporting only what is
+    given (``inventory=``, ``capabilities=``, ``version=``, ``workers=``, ``labels=``…)."""
+    from gg.control import runners
+
+    quiet = {"readings": {}, "inventory": None, "capabilities": None, "version": None,
+             "held": [], "peer_address": None}
+    return runners.check_in(core, core.store.runner(runner.id), **{**quiet, **report})
 
 
 def cli(fleet: Fleet, *args: str) -> tuple[int, str, str]:
@@ -177,3 +221,29 @@ def cli(fleet: Fleet, *args: str) -> tuple[int, str, str]:
             else:
                 os.environ[key] = value
     return code, out.getvalue(), err.getvalue()
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (a zombie not yet reaped counts as gone)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def lay_out(base: Path, files: dict[str, str]) -> Path:
+    """Write ``files`` (relative path -> text) under ``base``, making folders as needed;
+    returns ``base``."""
+    for rel, text in files.items():
+        path = base / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return base
+
+
+def refusal(response) -> tuple:
+    """What a refused request is told: status, JSON body and ``WWW-Authenticate``, to
+    compare two refusals whole."""
+    return response.status_code, response.json(), response.headers.get("www-authenticate")

@@ -23,7 +23,7 @@ ROOT = Path(gg.__file__).resolve().parent
 PUBLIC = {
     ("gg/domain/pool_planner.py", "m.digest != digest"): "an image's content digest is public",
     ("gg/pool/image.py", "actual != digest"): "an image's content digest is public",
-    ("gg/meanings.py", "cause.token.type == '$END'"): "a CEL parser token, not a secret",
+    ("gg/control/cel.py", "cause.token.type == '$END'"): "a CEL parser token, not a secret",
     ("gg/control/credentials.py", "clean != (runner.credential_refs or [])"):
         "credential references (kind, ref, fingerprint) are public by design",
     ("gg/control/maintenance.py", "credentials_digest != refs_digest(runner.credential_refs or [])"):

@@ -1,4 +1,5 @@
-"""Wire schemas for fleet profiles, enrolment, runner credential references and maintenance.
+"""Wire schemas for fleet profiles, enrolment, runner credential references and maintenance:
+requests, then answers.
 
 Like every request schema, these forbid unknown fields and bound every size. A profile is
 posted as the mapping its YAML file holds (dashed keys); the server validates it with the
@@ -11,7 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-from gg.api.schemas import Json, KeyProof, Name, Request
+from gg.api.runners import Registered, RunnerProfile
+from gg.api.schemas import Answer, Json, KeyProof, Name, Request
 
 Fingerprint = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{16}$")]
 ProfileName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
@@ -57,3 +59,88 @@ class MaintenanceReport(Request):
     checked_at: float | None = None
     credentials_digest: Annotated[str | None, StringConstraints(pattern=r"^[0-9a-f]{32}$")] = None
     items: Annotated[list[MaintenanceItem], Field(max_length=1000)]
+
+
+# -- answers ---------------------------------------------------------------------------------
+
+
+class PendingGate(Answer):
+    id: str
+    guards: str
+    opened_at: float | None = None
+    who_may_clear: str
+
+
+class EnrolledRunner(Answer):
+    id: str
+    name: str
+    online: bool
+    labels: dict[str, str]
+
+
+class ProfileView(Answer):
+    name: str
+    version: int
+    applied_version: int
+    applied: dict[str, Any]
+    applied_at: float
+    applied_by: str | None = None
+    in_force: dict[str, Any] | None = None
+    in_force_version: int | None = None
+    narrowed_by: int | None = None
+    wholly_in_force: bool
+    pending_gates: list[PendingGate]
+    enrolled: list[EnrolledRunner]
+
+
+class ProfileApplied(Answer):
+    profile: str
+    version: int
+    unchanged: bool
+    first_apply: bool
+    applied_now: list[str]
+    waiting: list[str]
+    changes: list[dict[str, Any]]
+    gate: PendingGate | None = None
+    in_force_version: int | None = None
+    narrowed_by: int | None = None
+
+
+class EnrolTokenView(Answer):
+    fingerprint: str
+    profile: str
+    status: str
+    uses: int
+    uses_left: int
+    expires_at: float
+    created_at: float
+    created_by: str | None = None
+    ownership: str | None = None
+    owner: str | None = None
+    revoked_at: float | None = None
+    owner_name: str | None = None  # in listings
+
+
+class EnrolTokenMinted(EnrolTokenView):
+    token: str  # shown this once
+
+
+class Enrolled(Registered):
+    profile: RunnerProfile | None = None
+
+
+class CredentialRefView(Answer):
+    kind: str
+    ref: str
+    fingerprint: str
+    added_at: str = ""
+
+
+class CredentialRefsSet(Answer):
+    runner: str
+    refs: list[CredentialRefView]
+
+
+class CredentialRefRow(CredentialRefView):
+    runner: str
+    runner_name: str

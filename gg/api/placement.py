@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-from gg.api.schemas import Request
+from gg.api.schemas import Answer, Request
 
 ENVIRONMENTS = "/v1/environments"
 ENVIRONMENT = "/v1/environments/{name}"
@@ -38,3 +38,38 @@ class RootApply(Request):
 
 class OwnershipSet(Request):
     ownership: Literal["organisation", "open"]
+
+
+# -- answers ---------------------------------------------------------------------------------
+
+
+class EnvironmentView(Answer):
+    name: str
+    charted: bool
+    meaning: str | None = None
+    pending_meaning: str | None = None
+    gate: str | None = None
+    gate_status: str | None = None
+    in_root: bool | None = None  # None: no root envelope applied
+    runners: list[str]
+    advertising: int
+    online: int
+    measured: int
+    refuted: int
+    charted_at: float | None = None
+    charted_by: str | None = None
+
+
+class EnvironmentCharted(EnvironmentView):
+    changed: bool
+
+
+class RootView(Answer):
+    environments: list[str]
+    applied_at: float
+    applied_by: str | None = None
+    not_in_force: list[str]
+
+
+class RootApplied(RootView):
+    providers: dict[str, list[str]]

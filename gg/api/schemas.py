@@ -42,6 +42,42 @@ class Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Answer(BaseModel):
+    """An answer's schema. Every field the server sends is declared; a field a newer server
+    adds is kept, not dropped, so an older client's ``--json`` still shows it."""
+    model_config = ConfigDict(extra="allow")
+
+
+class Protocol(Answer):
+    """The intervals a runner is told (it never hard-codes them)."""
+    check_in_interval: float
+    console_check_in_interval: float
+    claim_wait: float
+    lease_ttl: float
+    lease_renew_at: float
+    maintenance_check_interval: float
+
+
+class Health(Answer):
+    ok: bool
+    version: str
+    server_time: float
+
+
+class Ok(Answer):
+    ok: bool
+
+
+class ErrorDetail(Answer):
+    code: str
+    message: str  # one sentence
+
+
+class ErrorAnswer(Answer):
+    """Every refusal, whatever its status: ``{"error": {"code": ..., "message": ...}}``."""
+    error: ErrorDetail
+
+
 PublicKey = Annotated[str, StringConstraints(min_length=1, max_length=100)]
 ProofText = Annotated[str | None, StringConstraints(max_length=200)]
 

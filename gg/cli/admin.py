@@ -6,7 +6,9 @@ from typing import Optional
 
 import typer
 
+from gg.api.runners import StateChange
 from gg.cli.context import CliError, client, emit_json
+from gg.cli.exits import Exit
 from gg.cli.runners import runner_app
 from gg.domain.policy import EGRESSES, ISOLATIONS, MAX_WORKERS
 
@@ -18,11 +20,11 @@ def register(app: typer.Typer) -> None:
     """Commands join the ``gg runner`` group that :mod:`gg.cli.runners` owns."""
 
 
-def _say_change(change: dict, json_: bool) -> None:
+def _say_change(change: StateChange, json_: bool) -> None:
     if json_:
         emit_json(change)
     else:
-        typer.echo(change["message"])
+        typer.echo(change.message)
 
 
 @runner_app.command("cordon")
@@ -40,7 +42,7 @@ def drain(
 ) -> None:
     """Finish current work, take nothing new; reads drained when its last lease ends (admin)."""
     if (ref is None) == (label is None):
-        raise CliError("name one runner, or select runners with --label k=v (not both)", 2)
+        raise CliError("name one runner, or select runners with --label k=v (not both)", Exit.USAGE)
     api = client()
     if ref is not None:
         _say_change(api.change_runner_state(ref, "drain"), json_)
@@ -50,15 +52,15 @@ def drain(
     try:
         selector = parse_labels(label)
     except ValueError as exc:
-        raise CliError(f"--label: {exc}", 2) from None
+        raise CliError(f"--label: {exc}", Exit.USAGE) from None
     if not selector:
-        raise CliError("--label: give at least one k=v", 2)
+        raise CliError("--label: give at least one k=v", Exit.USAGE)
     changes = api.drain_labelled(selector)
     if json_:
         emit_json(changes)
         return
     for change in changes:
-        typer.echo(change["message"])
+        typer.echo(change.message)
 
 
 @runner_app.command("resume")
@@ -74,9 +76,9 @@ def retire(ref: str = RUNNER, json_: bool = JSON) -> None:
     if json_:
         emit_json(answer)
         return
-    typer.echo(f"{answer['name']} ({answer['runner']}) is retired: its credential is refused from "
+    typer.echo(f"{answer.name} ({answer.runner}) is retired: its credential is refused from "
                "its next request, its key can never register again, and its history is kept")
-    stopping = answer.get("stopping") or []
+    stopping = answer.stopping
     if stopping:
         typer.echo(f"it is stopping {len(stopping)} flight(s) ({', '.join(stopping)}): each "
                    "becomes ready again when the runner hands it back, or when its lease ends")
@@ -89,7 +91,7 @@ def forget(ref: str = RUNNER, json_: bool = JSON) -> None:
     if json_:
         emit_json(answer)
         return
-    typer.echo(f"{answer['name']} ({answer['runner']}) is forgotten; the machine may register again")
+    typer.echo(f"{answer.name} ({answer.runner}) is forgotten; the machine may register again")
 
 
 @runner_app.command("policy")
@@ -111,13 +113,13 @@ def policy(
     if json_:
         emit_json(r)
         return
-    p = r.get("policy") or {}
-    typer.echo(f"{r['name']}: isolation {p.get('isolation')}, egress {p.get('egress')}, "
+    p = r.policy
+    typer.echo(f"{r.name}: isolation {p.get('isolation')}, egress {p.get('egress')}, "
                f"workers {p.get('workers')}")
-    typer.echo(f"  health {r['health']}" + "".join(f" ({n})" for n in r.get("health_notes") or [])
-               + f"; {r.get('checks_verdict')}")
+    typer.echo(f"  health {r.health}" + "".join(f" ({n})" for n in r.health_notes)
+               + f"; {r.checks_verdict}")
 
 
 def _one_of(flag: str, value: str | None, allowed: tuple[str, ...]) -> None:
     if value is not None and value not in allowed:
-        raise CliError(f"{flag} must be one of {', '.join(allowed)} (got {value!r})", 2)
+        raise CliError(f"{flag} must be one of {', '.join(allowed)} (got {value!r})", Exit.USAGE)

@@ -13,7 +13,6 @@ from typing import Optional
 
 import typer
 
-from gg.api import placement as paths
 from gg.cli.context import ago, client, emit_json
 from gg.cli.exits import Exit
 
@@ -67,13 +66,13 @@ def apply(
     from gg.airspace.root import load_root
 
     root = load_root(airspace_dir(airspace) / "root.yaml")  # AirspaceError: file:line: key: …
-    answer = client().request("PUT", paths.ROOT, json=root.to_dict())
+    answer = client().apply_root(root.to_dict())
     if json_:
         emit_json(answer)
         return
-    names = ", ".join(answer["environments"]) or "no environments"
+    names = ", ".join(answer.environments) or "no environments"
     typer.echo(f"applied the root envelope: {names}")
-    for name in answer.get("not_in_force", []):
+    for name in answer.not_in_force:
         typer.echo(f"note: environment {name} has no meaning in force yet, so flights cannot "
                    f"use it (gg environment chart {name} --means PREDICATE, then clear its gate)")
 
@@ -81,9 +80,9 @@ def apply(
 @airspace_app.command("show")
 def show(json_: bool = typer.Option(False, "--json")) -> None:
     """The root envelope in force."""
-    root = client().request("GET", paths.ROOT)
+    root = client().root()
     if json_:
         emit_json(root)
         return
-    typer.echo(f"root envelope: {', '.join(root['environments']) or 'no environments'} "
-               f"(applied {ago(root['applied_at'])} by {root.get('applied_by') or '-'})")
+    typer.echo(f"root envelope: {', '.join(root.environments) or 'no environments'} "
+               f"(applied {ago(root.applied_at)} by {root.applied_by or '-'})")

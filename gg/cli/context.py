@@ -9,15 +9,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from gg import config
+from gg.cli.exits import Exit
 from gg.errors import GGError
 
 
 class CliError(GGError):
     """A refusal decided on this side (bad flag, not signed in): one sentence, an exit code."""
 
-    def __init__(self, message: str, exit_code: int = 2):
+    def __init__(self, message: str, exit_code: Exit = Exit.USAGE):
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = int(exit_code)
 
 
 @dataclass
@@ -33,14 +34,14 @@ def settings() -> config.Config:
     try:
         return config.load()
     except ValueError as exc:
-        raise CliError(str(exc), 2) from None
+        raise CliError(str(exc), Exit.USAGE) from None
 
 
 def server_url(required: bool = True) -> str | None:
     url = config.resolve_server(STATE.server, settings())
     if url is None and required:
         raise CliError("no control plane chosen: pass --server URL, set GG_SERVER, "
-                       "or sign in with gg login --server URL", 2)
+                       "or sign in with gg login --server URL", Exit.USAGE)
     return url.rstrip("/") if url else None
 
 
@@ -50,11 +51,22 @@ def client(auth: bool = True):
     cfg = settings()
     token = config.resolve_token(cfg) if auth else None
     if auth and not token:
-        raise CliError("not signed in: gg login --server URL --token-file FILE", 3)
+        raise CliError("not signed in: gg login --server URL --token-file FILE", Exit.UNAUTHORIZED)
     return Client(server_url(), token)
 
 
+def plain(value: Any) -> Any:
+    """A client's answer (a ``gg.api`` model, or a list of them) as the JSON values the server
+    sent: what ``--json`` prints and what the tables read."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
 def emit_json(value: Any) -> None:
+    value = plain(value)
     sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
 
 
@@ -104,7 +116,7 @@ def parse_labels(text: str | None) -> dict[str, str]:
     try:
         return parse(text)
     except ValueError as exc:
-        raise CliError(f"--labels: {exc}", 2) from None
+        raise CliError(f"--labels: {exc}", Exit.USAGE) from None
 
 
 def say(line: str) -> None:

@@ -18,8 +18,9 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import CliError, ago, client, console, emit_json, table
+from gg.cli.context import CliError, ago, client, console, emit_json, plain, table
 from gg.cli.exits import Exit
+from gg.client import RETRY_CALL
 
 credential_app = typer.Typer(help="Secrets this runner keeps for flights (never sent anywhere).",
                              no_args_is_help=True)
@@ -79,9 +80,9 @@ def add(repo: Optional[str] = typer.Option(None, "--repo", metavar="SLUG",
     except CredentialError as exc:
         raise CliError(str(exc), int(Exit.USAGE)) from None
     del secret
-    answer = api.set_credential_refs(refs, retry_for=10.0)
+    answer = api.set_credential_refs(refs, retry_for=RETRY_CALL)
     if json_:
-        emit_json({"added": ref.as_dict(), "registered": answer["refs"]})
+        emit_json({"added": ref.as_dict(), "registered": plain(answer.refs)})
         return
     typer.echo(f"credential {ref.kind} {ref.ref} ({ref.fingerprint}) kept in {state.path} "
                "and registered with the control plane (its name only)")
@@ -100,7 +101,7 @@ def remove(repo: Optional[str] = typer.Option(None, "--repo", metavar="SLUG"),
         refs = [r.as_dict() for r in store.refs()]
     except CredentialError as exc:
         raise CliError(str(exc), int(Exit.USAGE)) from None
-    api.set_credential_refs(refs, retry_for=10.0)
+    api.set_credential_refs(refs, retry_for=RETRY_CALL)
     what = f"--repo {repo}" if repo else f"--name {name}"
     if not removed:
         raise CliError(f"this runner holds no credential {what}", int(Exit.NOT_FOUND))
@@ -119,8 +120,7 @@ def list_credentials(json_: bool = typer.Option(False, "--json")) -> None:
     t = table("RUNNER", "KIND", "REF", "FINGERPRINT", "ADDED")
     now = time.time()
     for r in rows:
-        t.add_row(r["runner_name"], r["kind"], r["ref"], r["fingerprint"],
-                  _added(r.get("added_at"), now))
+        t.add_row(r.runner_name, r.kind, r.ref, r.fingerprint, _added(r.added_at, now))
     console().print(t)
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import typer
 
+from gg.domain.flights import Stage
+
 DEMO_FLIGHTS = [
     ["echo hello from $(hostname) on attempt $GG_ATTEMPT"],
     ["python3", "-c", "print(sum(range(10**6)))"],
@@ -44,13 +46,13 @@ def demo(
                for i in (1, 2)]
     api = Client(server.url, server.owner_token())
     try:
-        ids = [api.open_flight({"command": cmd})["id"] for cmd in DEMO_FLIGHTS]
+        ids = [api.open_flight({"command": cmd}).id for cmd in DEMO_FLIGHTS]
         with Live(_table(api, ids), refresh_per_second=8, transient=False) as live:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 rows = _rows(api, ids)
                 live.update(_render(rows))
-                if all(r["stage"] in ("landed", "failed", "cancelled") for r in rows):
+                if all(Stage(r["stage"]).final for r in rows):
                     break
                 api.facts(ids[-1], wait=0.25)  # a short long-poll doubles as the refresh pause
         env_line = f"export GG_SERVER={server.url} GG_CONFIG_DIR={config_dir}"
@@ -78,7 +80,7 @@ Everything lives in {root} (server log, runner logs, the SQLite store).""")
 
 
 def _rows(api, ids: list[str]) -> list[dict]:
-    by_id = {f["id"]: f for f in api.flights(limit=50)}
+    by_id = {f.id: f.model_dump(mode="json") for f in api.flights(limit=50)}
     return [by_id[i] for i in ids if i in by_id]
 
 
@@ -90,7 +92,8 @@ def _render(rows: list[dict]):
     from gg.cli.context import table
 
     t = table("FLIGHT", "STAGE", "RUNNER", "EXIT", "COMMAND")
-    colour = {"landed": "green", "failed": "red", "flying": "yellow", "ready": "cyan"}
+    colour = {Stage.LANDED.value: "green", Stage.FAILED.value: "red",
+              Stage.FLYING.value: "yellow", Stage.READY.value: "cyan"}
     for f in rows:
         stage = f["stage"]
         t.add_row(f["id"], f"[{colour.get(stage, 'white')}]{stage}[/]", f.get("runner_name") or "-",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gg.api import placement as paths
+from gg.api.placement import EnvironmentView
 from gg.cli.context import ago, client, console, emit_json, table
 
 environment_app = typer.Typer(help="Environments: charted names with a meaning.",
@@ -24,23 +24,23 @@ def chart(
     json_: bool = typer.Option(False, "--json"),
 ) -> None:
     """Chart an environment (admin); its meaning is in force once its gate is cleared."""
-    env = client().request("POST", paths.ENVIRONMENTS, json={"name": name, "means": means})
+    env = client().chart_environment(name, means)
     if json_:
         emit_json(env)
         return
-    if not env.get("changed"):
+    if not env.changed:
         typer.echo(f"environment {name} already means that; nothing changed")
         return
     typer.echo(f"charted environment {name}: {means}")
-    typer.echo(f"gate {env['gate']} is open; an admin clears it with gg gate clear {env['gate']}")
-    if env.get("meaning"):
-        typer.echo(f"until then the meaning in force stays: {env['meaning']}, and waiting "
+    typer.echo(f"gate {env.gate} is open; an admin clears it with gg gate clear {env.gate}")
+    if env.meaning:
+        typer.echo(f"until then the meaning in force stays: {env.meaning}, and waiting "
                    f"flights of {name} are held behind the gate")
 
 
 def list_environments(json_: bool = typer.Option(False, "--json")) -> None:
     """Every environment: meaning, gate, and the runners that advertise it."""
-    rows = client().request("GET", paths.ENVIRONMENTS)
+    rows = client().environments()
     if json_:
         emit_json(rows)
         return
@@ -49,10 +49,9 @@ def list_environments(json_: bool = typer.Option(False, "--json")) -> None:
         return
     t = table("NAME", "MEANING", "GATE", "ROOT", "ADVERTISED BY", "MEASURED", "REFUTED")
     for e in rows:
-        t.add_row(e["name"], _meaning(e), _gate(e),
-                  {True: "yes", False: "no", None: "-"}[e["in_root"]],
-                  f"{e['advertising']} ({e['online']} online)", str(e["measured"]),
-                  str(e["refuted"]))
+        t.add_row(e.name, _meaning(e), _gate(e),
+                  {True: "yes", False: "no", None: "-"}[e.in_root],
+                  f"{e.advertising} ({e.online} online)", str(e.measured), str(e.refuted))
     console().print(t)
 
 
@@ -60,28 +59,28 @@ def list_environments(json_: bool = typer.Option(False, "--json")) -> None:
 def show(name: str = typer.Argument(..., metavar="NAME"),
          json_: bool = typer.Option(False, "--json")) -> None:
     """One environment in full."""
-    e = client().request("GET", paths.ENVIRONMENT.format(name=name))
+    e = client().environment(name)
     if json_:
         emit_json(e)
         return
-    lines = [f"environment {e['name']}",
+    lines = [f"environment {e.name}",
              f"  meaning    {_meaning(e)}",
              f"  gate       {_gate(e)}"]
-    if e.get("charted_at"):
-        lines.append(f"  charted    {ago(e['charted_at'])} by {e.get('charted_by') or '-'}")
-    lines.append(f"  runners    {' '.join(e['runners']) or '-'} ({e['online']} online, "
-                 f"{e['measured']} measured, {e['refuted']} refuted)")
+    if e.charted_at:
+        lines.append(f"  charted    {ago(e.charted_at)} by {e.charted_by or '-'}")
+    lines.append(f"  runners    {' '.join(e.runners) or '-'} ({e.online} online, "
+                 f"{e.measured} measured, {e.refuted} refuted)")
     typer.echo("\n".join(lines))
 
 
-def _meaning(e: dict) -> str:
-    if not e["charted"]:
+def _meaning(e: EnvironmentView) -> str:
+    if not e.charted:
         return "(not charted)"
-    shown = e["meaning"] or "(none in force yet)"
-    if e.get("pending_meaning"):
-        shown += f" -> {e['pending_meaning']} (waiting for its gate)"
+    shown = e.meaning or "(none in force yet)"
+    if e.pending_meaning:
+        shown += f" -> {e.pending_meaning} (waiting for its gate)"
     return shown
 
 
-def _gate(e: dict) -> str:
-    return f"{e['gate']} {e['gate_status']}" if e.get("gate") else "-"
+def _gate(e: EnvironmentView) -> str:
+    return f"{e.gate} {e.gate_status}" if e.gate else "-"

@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from gg.cli.context import client, emit_json
+from gg.api.events import Event
+from gg.cli.context import client, emit_json, plain
 
 
 def register(app: typer.Typer) -> None:
@@ -31,25 +32,25 @@ def events(
     after = 0
     for row in rows:
         _print(row, json_)
-        after = max(after, row["seq"])
+        after = max(after, row.seq)
     if not rows and not follow:
         typer.echo("no events")
     while follow:
         if after == 0:
             newest = api.events(limit=1)
-            after = newest[-1]["seq"] if newest else 0
+            after = newest[-1].seq if newest else 0
         for row in api.events(kind=kind, runner=runner, flight=flight, after=after, wait=25, limit=limit):
             _print(row, json_)
-            after = max(after, row["seq"])
+            after = max(after, row.seq)
 
 
-def _print(row: dict, json_: bool) -> None:
+def _print(row: Event, json_: bool) -> None:
     if json_:
         import json
 
-        typer.echo(json.dumps(row, sort_keys=True))
+        typer.echo(json.dumps(plain(row), sort_keys=True))
         return
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["at"]))
-    subject = " ".join(x for x in (row.get("runner_id"), row.get("flight_id")) if x)
-    detail = ", ".join(f"{k}={v}" for k, v in (row.get("body") or {}).items())
-    typer.echo(f"{when}  {row['kind']:<28} {row.get('actor') or '-':<20} {subject}  {detail}".rstrip())
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.at))
+    subject = " ".join(x for x in (row.runner_id, row.flight_id) if x)
+    detail = ", ".join(f"{k}={v}" for k, v in row.body.items())
+    typer.echo(f"{when}  {row.kind:<28} {row.actor or '-':<20} {subject}  {detail}".rstrip())

@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 import typer
 
+from gg.api.enrolment import ProfileApplied, ProfileView
 from gg.cli.airspace import AirspaceOption, airspace_dir
 from gg.cli.context import CliError, ago, client, console, emit_json, table
 from gg.cli.exits import Exit
@@ -67,24 +68,24 @@ def wire_profile(stored: dict[str, Any]) -> dict[str, Any]:
     return mapping
 
 
-def apply_lines(answer: dict) -> list[str]:
-    name, version = answer["profile"], answer["version"]
-    gate = answer.get("gate")
-    if answer.get("unchanged"):
+def apply_lines(answer: ProfileApplied) -> list[str]:
+    name, version = answer.profile, answer.version
+    gate = answer.gate
+    if answer.unchanged:
         lines = [f"profile {name} is unchanged (version {version})"]
         if gate:
-            lines.append(f"  still waiting behind gate {gate['id']} "
-                         f"({gate['who_may_clear']} clears it: gg gate clear {gate['id']})")
+            lines.append(f"  still waiting behind gate {gate.id} "
+                         f"({gate.who_may_clear} clears it: gg gate clear {gate.id})")
         return lines
     lines = [f"profile {name}: version {version} applied"]
-    if answer["applied_now"]:
+    if answer.applied_now:
         lines.append("  applies now:")
-        lines += [f"    {d}" for d in answer["applied_now"]]
-    if answer["waiting"]:
-        lines.append(f"  waits behind gate {gate['id']} ({gate['who_may_clear']} clears it: "
-                     f"gg gate clear {gate['id']}):" if gate else "  waits for a gate:")
-        lines += [f"    {d}" for d in answer["waiting"]]
-    if not answer["applied_now"] and not answer["waiting"]:
+        lines += [f"    {d}" for d in answer.applied_now]
+    if answer.waiting:
+        lines.append(f"  waits behind gate {gate.id} ({gate.who_may_clear} clears it: "
+                     f"gg gate clear {gate.id}):" if gate else "  waits for a gate:")
+        lines += [f"    {d}" for d in answer.waiting]
+    if not answer.applied_now and not answer.waiting:
         lines.append("  nothing differs from the profile in force")
     return lines
 
@@ -111,23 +112,23 @@ def profiles(json_: bool = typer.Option(False, "--json")) -> None:
     t = table("PROFILE", "APPLIED", "IN FORCE", "ENVIRONMENT", "PENDING GATES", "ENROLLED")
     for p in rows:
         in_force = in_force_text(p)
-        env = (p["in_force"] or {}).get("environment") or "-"
-        gates = " ".join(g["id"] for g in p["pending_gates"]) or "-"
-        online = sum(1 for r in p["enrolled"] if r["online"])
-        enrolled = f"{len(p['enrolled'])} ({online} online)" if p["enrolled"] else "0"
-        t.add_row(p["name"], f"v{p['applied_version']}", in_force, env, gates, enrolled)
+        env = (p.in_force or {}).get("environment") or "-"
+        gates = " ".join(g.id for g in p.pending_gates) or "-"
+        online = sum(1 for r in p.enrolled if r.online)
+        enrolled = f"{len(p.enrolled)} ({online} online)" if p.enrolled else "0"
+        t.add_row(p.name, f"v{p.applied_version}", in_force, env, gates, enrolled)
     console().print(t)
 
 
-def in_force_text(p: dict) -> str:
-    if p["in_force"] is None:
-        return "none (gate open)" if p["pending_gates"] else "none"
-    if p["in_force_version"] is None:
+def in_force_text(p: ProfileView) -> str:
+    if p.in_force is None:
+        return "none (gate open)" if p.pending_gates else "none"
+    if p.in_force_version is None:
         text = "narrowed"
     else:
-        text = f"v{p['in_force_version']}"
-    if p.get("narrowed_by"):
-        text += f" + narrowings of v{p['narrowed_by']}"
+        text = f"v{p.in_force_version}"
+    if p.narrowed_by:
+        text += f" + narrowings of v{p.narrowed_by}"
     return text
 
 
@@ -160,10 +161,10 @@ def enroll(name: str = typer.Argument(..., metavar="PROFILE"),
     if json_:
         emit_json(answer)
         return
-    uses_text = f"{answer['uses']} use{'s' if answer['uses'] != 1 else ''}"
-    typer.echo(f"enrolment token {answer['fingerprint']} for profile {answer['profile']}: "
-               f"{uses_text}, expires {ago(answer['expires_at'])}. Shown this once:")
-    typer.echo(answer["token"])
+    uses_text = f"{answer.uses} use{'s' if answer.uses != 1 else ''}"
+    typer.echo(f"enrolment token {answer.fingerprint} for profile {answer.profile}: "
+               f"{uses_text}, expires {ago(answer.expires_at)}. Shown this once:")
+    typer.echo(answer.token)
     typer.echo("On the machine: gg runner up --enrol-file FILE (or GG_ENROL_TOKEN=... gg runner up)",
                err=True)
 
@@ -181,11 +182,11 @@ def tokens(json_: bool = typer.Option(False, "--json")) -> None:
     t = table("FINGERPRINT", "PROFILE", "STATUS", "USES LEFT", "EXPIRES", "OWNERSHIP", "BY")
     now = time.time()
     for r in rows:
-        owner = r.get("ownership") or "(profile's)"
-        if r.get("owner_name"):
-            owner += f" by {r['owner_name']}"
-        t.add_row(r["fingerprint"], r["profile"], r["status"], f"{r['uses_left']}/{r['uses']}",
-                  ago(r["expires_at"], now), owner, r.get("created_by") or "-")
+        owner = r.ownership or "(profile's)"
+        if r.owner_name:
+            owner += f" by {r.owner_name}"
+        t.add_row(r.fingerprint, r.profile, r.status, f"{r.uses_left}/{r.uses}",
+                  ago(r.expires_at, now), owner, r.created_by or "-")
     console().print(t)
 
 
@@ -197,7 +198,7 @@ def revoke(fingerprint: str = typer.Argument(..., metavar="FINGERPRINT"),
     if json_:
         emit_json(row)
         return
-    typer.echo(f"enrolment token {row['fingerprint']} is {row['status']}")
+    typer.echo(f"enrolment token {row.fingerprint} is {row.status}")
 
 
 def enrol_token(flag: Optional[str], file: Optional[Path]) -> Optional[str]:

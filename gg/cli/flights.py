@@ -8,10 +8,13 @@ from typing import List, Optional
 
 import typer
 
+from gg.api.flights import FactsPage, FlightFact
 from gg.cli.context import CliError, ago, client, console, emit_json, parse_labels, table
 from gg.cli.exits import Exit
+from gg.client import RETRY_FOLLOW
+from gg.domain.flights import Stage
 
-STAGES = ("gated", "ready", "flying", "landed", "failed", "cancelled")
+STAGES = tuple(s.value for s in Stage)
 
 
 def register(app: typer.Typer) -> None:
@@ -42,57 +45,57 @@ def fly(
         emit_json(flight)
         return
     if not wait:
-        typer.echo(flight["id"])
-        if flight.get("waiting"):
-            typer.echo(flight["waiting"], err=True)
+        typer.echo(flight.id)
+        if flight.waiting:
+            typer.echo(flight.waiting, err=True)
         return
-    print(f"{flight['id']} opened", file=sys.stderr, flush=True)
-    final = follow(api, flight["id"], echo=not json_)
+    print(f"{flight.id} opened", file=sys.stderr, flush=True)
+    final = follow(api, flight.id, echo=not json_)
     if json_:
-        emit_json(api.flight(flight["id"]))
+        emit_json(api.flight(flight.id))
     raise typer.Exit(exit_code_of(final))
 
 
-def follow(api, flight_id: str, *, echo: bool = True, after: int = 0) -> dict:
+def follow(api, flight_id: str, *, echo: bool = True, after: int = 0) -> FactsPage:
     """Stream a flight's output until it ends; returns the last answer."""
     said_waiting = None
     while True:
-        answer = api.facts(flight_id, after=after, wait=25.0, retry_for=120.0)
-        for fact in answer["facts"]:
-            after = fact["seq"]
+        answer = api.facts(flight_id, after=after, wait=25.0, retry_for=RETRY_FOLLOW)
+        for fact in answer.facts:
+            after = fact.seq
             if echo:
                 _echo_fact(fact)
-        if answer["stage"] in ("landed", "failed", "cancelled") and not answer["facts"]:
+        if Stage(answer.stage).final and not answer.facts:
             return answer
-        if answer["stage"] in ("ready", "gated") and not answer["facts"] and echo:
-            waiting = api.flight(flight_id).get("waiting")
+        if answer.stage in (Stage.READY, Stage.GATED) and not answer.facts and echo:
+            waiting = api.flight(flight_id).waiting
             if waiting and waiting != said_waiting:
                 print(waiting, file=sys.stderr, flush=True)
                 said_waiting = waiting
 
 
-def _echo_fact(fact: dict) -> None:
-    body = fact.get("body") or {}
-    if fact["kind"] == "output":
+def _echo_fact(fact: FlightFact) -> None:
+    body = fact.body
+    if fact.kind == "output":
         sys.stdout.write(body.get("text", ""))
         sys.stdout.flush()
-    elif fact["kind"] == "expired":
+    elif fact.kind == "expired":
         print(f"-- lease expired (runner {body.get('runner')}); the flight goes back to ready",
               file=sys.stderr, flush=True)
-    elif fact["kind"] == "returned":
+    elif fact.kind == "returned":
         print(f"-- returned by its runner: {body.get('reason') or 'no reason given'}",
               file=sys.stderr, flush=True)
-    elif fact["kind"] == "note" and fact.get("runner_id") is None:
+    elif fact.kind == "note" and fact.runner_id is None:
         print(f"-- {body.get('text', '')}", file=sys.stderr, flush=True)
 
 
-def exit_code_of(answer: dict) -> int:
-    if answer["stage"] == "landed":
-        return 0
-    if answer["stage"] == "failed":
-        code = answer.get("exit_code")
+def exit_code_of(answer: FactsPage) -> int:
+    if answer.stage == Stage.LANDED:
+        return int(Exit.OK)
+    if answer.stage == Stage.FAILED:
+        code = answer.exit_code
         return code if isinstance(code, int) and 0 < code < 256 else int(Exit.FAILURE)
-    print(f"the flight was {answer['stage']}", file=sys.stderr)
+    print(f"the flight was {answer.stage}", file=sys.stderr)
     return int(Exit.FAILURE)
 
 
@@ -103,7 +106,7 @@ def list_flights(
 ) -> None:
     """Flights, newest first, with why each waiting one waits."""
     if stage is not None and stage not in STAGES:
-        raise CliError(f"--stage must be one of {', '.join(STAGES)} (got {stage!r})", 2)
+        raise CliError(f"--stage must be one of {', '.join(STAGES)} (got {stage!r})", Exit.USAGE)
     rows = client().flights(stage=stage, limit=limit)
     if json_:
         emit_json(rows)
@@ -114,10 +117,9 @@ def list_flights(
     t = table("ID", "STAGE", "RUNNER", "ATTEMPT", "EXIT", "OPENED", "BY", "TITLE / WHY IT WAITS")
     now = time.time()
     for f in rows:
-        t.add_row(f["id"], f["stage"], f.get("runner_name") or "-", str(f["attempt"]),
-                  "-" if f["exit_code"] is None else str(f["exit_code"]), ago(f["opened_at"], now),
-                  f.get("opened_by_name") or "-",
-                  f["waiting"] if f.get("waiting") else f["title"])
+        t.add_row(f.id, f.stage, f.runner_name or "-", str(f.attempt),
+                  "-" if f.exit_code is None else str(f.exit_code), ago(f.opened_at, now),
+                  f.opened_by_name or "-", f.waiting if f.waiting else f.title)
     console().print(t)
 
 
@@ -130,39 +132,39 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
     if json_:
         emit_json(f)
         return
-    lines = [f"flight {f['id']}: {f['title']}",
-             f"  stage     {f['stage']}" + (f" ({f['ended_reason']})" if f.get("ended_reason") else ""),
-             f"  opened    {ago(f['opened_at'])} by {f.get('opened_by_name')}",
-             f"  command   {' '.join(f['command'])}"]
-    if f.get("environment"):
-        lines.append(f"  env       {f['environment']}")
-    if f.get("lease"):
-        lease = f["lease"]
-        lines.append(f"  lease     {f.get('runner_name')} ({lease['runner']}), epoch {lease['epoch']}, "
-                     f"expires {ago(lease['expires_at'])}")
-    if f.get("stopping"):
-        lines.append(f"  {f['stopping']}")
-    if f.get("exit_code") is not None:
-        lines.append(f"  exit      {f['exit_code']}")
-    if f.get("waiting"):
-        lines.append(f"  {f['waiting']}")
-        lines.append(f"  remedy: {f['remedy']}")
-    for a in f.get("attempts", []):
-        lines.append(f"  attempt {a['attempt']}: {a['runner_name']} (epoch {a['epoch']}), "
-                     f"{ago(a['granted_at'])}")
+    lines = [f"flight {f.id}: {f.title}",
+             f"  stage     {f.stage}" + (f" ({f.ended_reason})" if f.ended_reason else ""),
+             f"  opened    {ago(f.opened_at)} by {f.opened_by_name}",
+             f"  command   {' '.join(f.command)}"]
+    if f.environment:
+        lines.append(f"  env       {f.environment}")
+    if f.lease:
+        lease = f.lease
+        lines.append(f"  lease     {f.runner_name} ({lease.runner}), epoch {lease.epoch}, "
+                     f"expires {ago(lease.expires_at)}")
+    if f.stopping:
+        lines.append(f"  {f.stopping}")
+    if f.exit_code is not None:
+        lines.append(f"  exit      {f.exit_code}")
+    if f.waiting:
+        lines.append(f"  {f.waiting}")
+        lines.append(f"  remedy: {f.remedy}")
+    for a in f.attempts:
+        lines.append(f"  attempt {a.attempt}: {a.runner_name} (epoch {a.epoch}), "
+                     f"{ago(a.granted_at)}")
     typer.echo("\n".join(lines))
     last = 0
     output = []
-    for fact in f.get("facts", []):
-        last = fact["seq"]
-        if fact["kind"] == "output":
-            output.append(fact["body"].get("text", ""))
+    for fact in f.facts:
+        last = fact.seq
+        if fact.kind == "output":
+            output.append(fact.body.get("text", ""))
         else:
-            typer.echo(f"  fact {fact['kind']}: {_brief(fact['body'])}")
+            typer.echo(f"  fact {fact.kind}: {_brief(fact.body)}")
     if output:
         typer.echo("--- output ---")
         sys.stdout.write("".join(output))
-    if follow_ and f["stage"] not in ("landed", "failed", "cancelled"):
+    if follow_ and not Stage(f.stage).final:
         final = follow(api, flight_id, after=last)
         raise typer.Exit(exit_code_of(final))
 
@@ -174,7 +176,7 @@ def cancel(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
     if json_:
         emit_json(f)
         return
-    typer.echo(f"{f['id']} {f['stage']}")
+    typer.echo(f"{f.id} {f.stage}")
 
 
 def _brief(body: dict) -> str:

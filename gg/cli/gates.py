@@ -31,8 +31,8 @@ def list_gates(
     t = table("GATE", "STATUS", "GUARDS", "WHY", "WHO MAY CLEAR", "OPENED", "HOLDS")
     now = time.time()
     for g in rows:
-        t.add_row(g["id"], g["status"], g["guards"], g["why"], g["who_may_clear"],
-                  ago(g["opened_at"], now), str(len(g.get("flights_held") or [])))
+        t.add_row(g.id, g.status, g.guards, g.why, g.who_may_clear, ago(g.opened_at, now),
+                  str(len(g.flights_held)))
     console().print(t)
 
 
@@ -44,16 +44,16 @@ def show(gate_id: str = typer.Argument(..., metavar="GATE"),
     if json_:
         emit_json(g)
         return
-    lines = [f"gate {g['id']} ({g['kind']}): {g['status']}",
-             f"  guards   {g['guards']}",
-             f"  why      {g['why']}",
-             f"  clears   {g['who_may_clear']}" + ("" if g["clearer"] == "machine"
-                                                    else f": gg gate clear {g['id']}"),
-             f"  opened   {ago(g['opened_at'])} by {g.get('opened_by') or '-'}"]
-    if g.get("cleared_at"):
-        lines.append(f"  {g['status']:<8} {ago(g['cleared_at'])} by {g.get('cleared_by') or '-'}")
-    if g.get("flights_held"):
-        lines.append(f"  holds    {' '.join(g['flights_held'])}")
+    lines = [f"gate {g.id} ({g.kind}): {g.status}",
+             f"  guards   {g.guards}",
+             f"  why      {g.why}",
+             f"  clears   {g.who_may_clear}" + ("" if g.clearer == "machine"
+                                                else f": gg gate clear {g.id}"),
+             f"  opened   {ago(g.opened_at)} by {g.opened_by or '-'}"]
+    if g.cleared_at:
+        lines.append(f"  {g.status:<8} {ago(g.cleared_at)} by {g.cleared_by or '-'}")
+    if g.flights_held:
+        lines.append(f"  holds    {' '.join(g.flights_held)}")
     typer.echo("\n".join(lines))
 
 
@@ -65,4 +65,4 @@ def clear(gate_id: str = typer.Argument(..., metavar="GATE"),
     if json_:
         emit_json(g)
         return
-    typer.echo(f"gate {g['id']} cleared: {g['guards']}")
+    typer.echo(f"gate {g.id} cleared: {g.guards}")

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import typer
 
-from gg.api import placement as paths
 from gg.cli.context import client, console, emit_json, table
+from gg.domain.runners import Liveness
 
-_PATHS = {"claim": paths.RUNNER_CLAIM, "unclaim": paths.RUNNER_UNCLAIM,
-          "reserve": paths.RUNNER_RESERVE, "release": paths.RUNNER_RELEASE}
 _DONE = {"claim": "is yours now", "unclaim": "is open again (anyone may claim it)",
          "reserve": "is reserved: it takes only your flights",
          "release": "is released: it takes anyone's flights"}
@@ -40,12 +38,12 @@ _HELP = {
 def _action(action: str):
     def command(ref: str = typer.Argument(..., metavar="RUNNER", help="Runner id or name."),
                 json_: bool = typer.Option(False, "--json")) -> None:
-        r = client().request("POST", _PATHS[action].format(ref=ref))
+        r = client().change_ownership(ref, action)
         if json_:
             emit_json(r)
             return
-        said = _DONE[action] if r.get("changed") else _ALREADY.get(action, _DONE[action])
-        typer.echo(f"runner {r['name']} {said}")
+        said = _DONE[action] if r.changed else _ALREADY.get(action, _DONE[action])
+        typer.echo(f"runner {r.name} {said}")
 
     command.__name__ = action
     return command
@@ -55,16 +53,16 @@ def ownership(ref: str = typer.Argument(..., metavar="RUNNER", help="Runner id o
               state: str = typer.Argument(..., metavar="organisation|open"),
               json_: bool = typer.Option(False, "--json")) -> None:
     """Set whose a runner is (admin): organisation (nobody may claim it) or open."""
-    r = client().request("POST", paths.RUNNER_OWNERSHIP.format(ref=ref), json={"ownership": state})
+    r = client().set_ownership(ref, state)
     if json_:
         emit_json(r)
         return
-    typer.echo(f"runner {r['name']} is {r['ownership']}" + ("" if r.get("changed") else " already"))
+    typer.echo(f"runner {r.name} is {r.ownership}" + ("" if r.changed else " already"))
 
 
 def labels(json_: bool = typer.Option(False, "--json")) -> None:
     """Every runner's labels: stated, measured (its facts satisfy the meaning) or refuted."""
-    rows = client().request("GET", paths.LABELS)
+    rows = client().labels()
     if json_:
         emit_json(rows)
         return
@@ -74,10 +72,10 @@ def labels(json_: bool = typer.Option(False, "--json")) -> None:
     t = table("RUNNER", "ONLINE", "LABEL", "DISPOSITION", "WHY")
     colour = {"measured": "green", "refuted": "red", "stated": "white"}
     for r in rows:
-        online = "online" if r["online"] else "offline"
-        if not r["labels"]:
-            t.add_row(r["name"], online, "-", "-", "it advertises no labels")
-        for i, d in enumerate(r["labels"]):
-            t.add_row(r["name"] if i == 0 else "", online if i == 0 else "", d["pair"],
+        online = Liveness.of(r.online).value
+        if not r.labels:
+            t.add_row(r.name, online, "-", "-", "it advertises no labels")
+        for i, d in enumerate(r.labels):
+            t.add_row(r.name if i == 0 else "", online if i == 0 else "", d["pair"],
                       f"[{colour[d['disposition']]}]{d['disposition']}[/]", d["reason"])
     console().print(t)

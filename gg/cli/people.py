@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from gg import config
+from gg.api.people import Person
 from gg.cli.context import CliError, ago, client, console, emit_json, server_url, settings, table
 from gg.cli.exits import Exit
 
@@ -31,21 +32,21 @@ def login(
     from gg.client import Client
 
     if (token is None) == (token_file is None):
-        raise CliError("give exactly one of --token or --token-file", 2)
+        raise CliError("give exactly one of --token or --token-file", Exit.USAGE)
     if token_file is not None:
         try:
             token = token_file.read_text().strip()
         except OSError as exc:
-            raise CliError(f"cannot read {token_file}: {exc.strerror}", 2) from None
+            raise CliError(f"cannot read {token_file}: {exc.strerror}", Exit.USAGE) from None
     if not token or not token.startswith("ggp_"):
-        raise CliError("that is not a person's token (they start with ggp_)", 2)
+        raise CliError("that is not a person's token (they start with ggp_)", Exit.USAGE)
     STATE.server = server or STATE.server
     url = server_url()
     who = Client(url, token).whoami()
     cfg = settings()
-    cfg.server, cfg.token, cfg.person = url, token, who["person"]["name"]
+    cfg.server, cfg.token, cfg.person = url, token, who.person.name
     path = config.save(cfg)
-    typer.echo(f"signed in to {url} as {who['person']['name']} ({who['person']['role']}); "
+    typer.echo(f"signed in to {url} as {who.person.name} ({who.person.role}); "
                f"settings in {path}")
 
 
@@ -55,8 +56,7 @@ def whoami(json_: bool = typer.Option(False, "--json")) -> None:
     if json_:
         emit_json(who)
         return
-    person = who["person"]
-    typer.echo(f"{person['name']} ({person['role']}) at {server_url()}")
+    typer.echo(f"{who.person.name} ({who.person.role}) at {server_url()}")
 
 
 def logout() -> None:
@@ -108,12 +108,12 @@ def person_add(
     """Add a person; their token is shown once, now."""
     answer = client().add_person(name, admin, _ttl(ttl))
     if json_:
-        emit_json({"person": answer["person"], "token": answer["token"]})
+        emit_json(answer)
         return
-    person = answer["person"]
-    typer.echo(f"added {person['name']} ({person['role']}), token {person['token_fingerprint']} "
+    person = answer.person
+    typer.echo(f"added {person.name} ({person.role}), token {person.token_fingerprint} "
                f"expires {_expiry(person)}. Their token, shown this once:")
-    typer.echo(answer["token"])
+    typer.echo(answer.token)
 
 
 @person_app.command("list")
@@ -129,11 +129,11 @@ def person_list(
     columns = ["NAME", "ROLE", "OWNER", "TOKEN", "EXPIRES", "CREATED"]
     t = table(*columns, *(["REMOVED"] if all_ else []))
     for p in rows:
-        row = [p["name"], p["role"], "yes" if p["is_owner"] else "-", p["token_fingerprint"],
-               _expiry(p) if p.get("removed_at") is None else "-", ago(p["created_at"])]
+        row = [p.name, p.role, "yes" if p.is_owner else "-", p.token_fingerprint,
+               _expiry(p) if p.removed_at is None else "-", ago(p.created_at)]
         if all_:
-            gone = p.get("removed_at")
-            row.append(f"{ago(gone)} by {p['removed_by']}" if gone else "-")
+            gone = p.removed_at
+            row.append(f"{ago(gone)} by {p.removed_by}" if gone else "-")
         t.add_row(*row)
     console().print(t)
 
@@ -148,7 +148,7 @@ def person_remove(
     if json_:
         emit_json(removed)
         return
-    typer.echo(f"removed {removed['name']}: token {removed['token_fingerprint']} no longer works")
+    typer.echo(f"removed {removed.name}: token {removed.token_fingerprint} no longer works")
 
 
 @person_app.command("token")
@@ -164,15 +164,15 @@ def person_token(
                        int(Exit.USAGE))
     cfg = settings()
     answer = client().rotate_person_token(name, _ttl(ttl))
-    person = answer["person"]
+    person = answer.person
     if json_:
         emit_json(answer)
     else:
-        typer.echo(f"new token {person['token_fingerprint']} for {person['name']}, expires "
+        typer.echo(f"new token {person.token_fingerprint} for {person.name}, expires "
                    f"{_expiry(person)}; the old one no longer works. Shown this once:")
-        typer.echo(answer["token"])
-    if cfg.token and cfg.person == person["name"] and not _env_token():
-        cfg.token = answer["token"]  # our own: keep this machine signed in
+        typer.echo(answer.token)
+    if cfg.token and cfg.person == person.name and not _env_token():
+        cfg.token = answer.token  # our own: keep this machine signed in
         config.save(cfg)
         typer.echo(f"this machine now signs in with the new token ({config.config_path()})",
                    err=True)
@@ -184,6 +184,6 @@ def _env_token() -> bool:
     return bool(os.environ.get(config.ENV_TOKEN))
 
 
-def _expiry(person: dict) -> str:
-    expires = person.get("token_expires_at")
+def _expiry(person: Person) -> str:
+    expires = person.token_expires_at
     return "never" if expires is None else ago(expires)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gg.api import placement as paths
+from gg.api.flights import Plan
 from gg.cli.context import client, emit_json
 
 
@@ -15,25 +15,25 @@ def register(app: typer.Typer) -> None:
 def plan(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
          json_: bool = typer.Option(False, "--json")) -> None:
     """Everything that must hold before FLIGHT can start, who can make it true, and how."""
-    p = client().request("GET", paths.FLIGHT_PLAN.format(flight_id=flight_id))
+    p = client().plan(flight_id)
     if json_:
         emit_json(p)
         return
     typer.echo("\n".join(render(p)))
 
 
-def render(p: dict) -> list[str]:
-    lines = [f"flight {p['flight']}: {p.get('title', '')} ({p['stage']})"]
-    if p.get("state"):
-        lines.append(f"  {p['state']}")
+def render(p: Plan) -> list[str]:
+    lines = [f"flight {p.flight}: {p.title} ({p.stage})"]
+    if p.state:
+        lines.append(f"  {p.state}")
         return lines
-    if p.get("waiting"):
-        lines.append(f"  {p['waiting']}")
+    if p.waiting:
+        lines.append(f"  {p.waiting}")
     lines.append("")
-    for item in p["items"]:
+    for item in p.items:
         lines.extend(_item(item, "  "))
     lines.append("")
-    lines.append("  it can start now" if p["startable"] else
+    lines.append("  it can start now" if p.startable else
                  "  it starts when every ✗ above is ✓")
     return lines
 

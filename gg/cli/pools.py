@@ -11,9 +11,11 @@ from typing import Optional
 import typer
 
 from gg import config
+from gg.api.pools import Pool
 from gg.cli.context import (CliError, ago, client, console, emit_json, run_until_signalled,
                             say, server_url, settings, table)
 from gg.cli.exits import Exit
+from gg.domain.runners import Liveness
 
 pool_app = typer.Typer(help="Pools: managed sets of identical machines on one host.",
                        no_args_is_help=True)
@@ -63,30 +65,30 @@ def allow(pool: str = typer.Argument(..., metavar="POOL"),
     if json_:
         emit_json(answer)
         return
-    typer.echo(f"runner {answer['runner_name']} ({answer['runner']}) may maintain pool {pool}: "
+    typer.echo(f"runner {answer.runner_name} ({answer.runner}) may maintain pool {pool}: "
                f"on that host, gg runner maintain {pool}")
 
 
-def _print_pool(row: dict, now: float) -> None:
-    hours = f", active {row['active_hours']}" if row.get("active_hours") else ""
-    digest = (row.get("digest") or "no image pinned")[:19]
-    typer.echo(f"pool {row['name']}: environment {row['environment']}, {row['driver']} driver, "
-               f"image {digest}, {len(row['members'])} member(s) (warm {row['warm']}, "
-               f"pool-max {row['pool_max']}, size {row['size']}{hours})")
-    maintainer = row.get("maintainer")
-    who = (f"maintained by {maintainer['name']} ({'online' if maintainer['online'] else 'offline'})"
+def _print_pool(row: Pool, now: float) -> None:
+    hours = f", active {row.active_hours}" if row.active_hours else ""
+    digest = (row.digest or "no image pinned")[:19]
+    typer.echo(f"pool {row.name}: environment {row.environment}, {row.driver} driver, "
+               f"image {digest}, {len(row.members)} member(s) (warm {row.warm}, "
+               f"pool-max {row.pool_max}, size {row.size}{hours})")
+    maintainer = row.maintainer
+    who = (f"maintained by {maintainer.name} ({Liveness.of(maintainer.online).value})"
            if maintainer else "no maintainer yet")
-    typer.echo(f"  {who}, last attested {ago(row.get('last_attested_at'), now)}")
-    if row["members"]:
+    typer.echo(f"  {who}, last attested {ago(row.last_attested_at, now)}")
+    if row.members:
         t = table("  MEMBER", "STATE", "ONLINE", "FLIGHT", "IMAGE", "RESETS")
-        for m in row["members"]:
-            t.add_row(f"  {m['name']}", m["state"], "online" if m["online"] else "offline",
-                      m.get("flight") or "-", (m.get("digest") or "-")[:19], str(m["resets"]))
+        for m in row.members:
+            t.add_row(f"  {m.name}", m.state, Liveness.of(m.online).value,
+                      m.flight or "-", (m.digest or "-")[:19], str(m.resets))
         console().print(t)
-    if row["needs_attention"]:
-        typer.echo(f"  needs attention: {row['attention']}")
-    for waiting in row.get("waiting", []):
-        typer.echo(f"  {waiting['flight']} {waiting['sentence']}")
+    if row.needs_attention:
+        typer.echo(f"  needs attention: {row.attention}")
+    for waiting in row.waiting:
+        typer.echo(f"  {waiting.flight} {waiting.sentence}")
 
 
 def maintain(

@@ -13,6 +13,8 @@ import typer
 from gg import config
 from gg.cli.context import (CliError, ago, client, console, emit_json, parse_labels,
                             run_until_signalled, say, server_url, settings, table)
+from gg.cli.exits import Exit
+from gg.domain.runners import Liveness
 
 runner_app = typer.Typer(help="Run this machine as a runner, and look at runners.",
                          no_args_is_help=True)
@@ -45,7 +47,8 @@ def up(
     runner_name = name or socket.gethostname().split(".")[0]
     token = enrol_token(enrol, enrol_file)  # enrolment: nobody signs in on this machine
     if token and labels:
-        raise CliError("an enrolled runner's labels come from its fleet profile; drop --labels", 2)
+        raise CliError("an enrolled runner's labels come from its fleet profile; drop --labels",
+                       Exit.USAGE)
     label_map = {} if token else parse_labels(labels or os.environ.get("GG_RUNNER_LABELS"))
     options = RunnerOptions(server=server_url(), state_dir=config.state_dir(), name=runner_name,
                             labels=label_map, workers=workers, once=once, grace=grace,
@@ -57,7 +60,7 @@ def up(
     try:
         code = run_until_signalled(runner)
     except RunnerExit as exc:
-        raise CliError(str(exc), 1) from None
+        raise CliError(str(exc), Exit.FAILURE) from None
     raise typer.Exit(code)
 
 
@@ -74,13 +77,13 @@ def list_runners(json_: bool = typer.Option(False, "--json")) -> None:
               "SEEN", "SKEW")
     now = time.time()
     for r in rows:
-        readings = r.get("readings") or {}
-        t.add_row(r["name"], r["id"], r["state"], "online" if r["online"] else "offline",
-                  r["health"], r.get("checks_verdict") or "-",
-                  ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())) or "-",
-                  " ".join(r.get("flights") or []) or "-",
+        readings = r.readings
+        t.add_row(r.name, r.id, r.state, Liveness.of(r.online).value,
+                  r.health, r.checks_verdict or "-",
+                  ",".join(f"{k}={v}" for k, v in sorted(r.labels.items())) or "-",
+                  " ".join(r.flights) or "-",
                   _pct(readings.get("cpu_percent")), _pct(readings.get("memory_percent")),
-                  ago(r.get("last_seen_at"), now), r.get("version_skew", "unknown"))
+                  ago(r.last_seen_at, now), r.version_skew)
     console().print(t)
 
 
@@ -92,27 +95,26 @@ def show(ref: str = typer.Argument(..., metavar="RUNNER", help="Runner id or nam
     if json_:
         emit_json(r)
         return
-    inv = r.get("inventory") or {}
+    inv = r.inventory
     lines = [
-        f"runner {r['name']} ({r['id']})",
-        f"  state      {r['state']}",
-        f"  liveness   {'online' if r['online'] else 'offline'} (last seen {ago(r.get('last_seen_at'))})",
-        f"  health     {r['health']}"
-        + "".join(f" ({note})" for note in r.get("health_notes") or []),
-        f"  labels     {','.join(f'{k}={v}' for k, v in sorted(r['labels'].items())) or '-'}",
-        f"  workers    {r['workers']} (started with {r.get('started_workers', r['workers'])})",
-        f"  flights    {' '.join(r.get('flights') or []) or '-'}",
-        f"  ownership  {r['ownership']}" + (f" (owner {r['owner_name']}"
-                                             f"{', reserved' if r.get('reserved') else ''})"
-                                             if r.get('owner_name') else ""),
-        f"  policy     {', '.join(f'{k} {v}' for k, v in sorted((r.get('policy') or {}).items()))}",
-        f"  version    {r.get('version') or '?'} (skew {r.get('version_skew')})",
+        f"runner {r.name} ({r.id})",
+        f"  state      {r.state}",
+        f"  liveness   {Liveness.of(r.online).value} (last seen {ago(r.last_seen_at)})",
+        f"  health     {r.health}" + "".join(f" ({note})" for note in r.health_notes),
+        f"  labels     {','.join(f'{k}={v}' for k, v in sorted(r.labels.items())) or '-'}",
+        f"  workers    {r.workers} (started with {r.started_workers})",
+        f"  flights    {' '.join(r.flights) or '-'}",
+        f"  ownership  {r.ownership}" + (f" (owner {r.owner_name}"
+                                         f"{', reserved' if r.reserved else ''})"
+                                         if r.owner_name else ""),
+        f"  policy     {', '.join(f'{k} {v}' for k, v in sorted(r.policy.items()))}",
+        f"  version    {r.version or '?'} (skew {r.version_skew})",
         f"  host       {inv.get('hostname', '?')} {inv.get('os', '')}/{inv.get('arch', '')}, "
-        f"{inv.get('cpu_count', '?')} CPUs, peer {r.get('peer_address') or '?'}",
+        f"{inv.get('cpu_count', '?')} CPUs, peer {r.peer_address or '?'}",
     ]
-    lines.append(f"  checks     {r.get('checks_verdict') or '-'}"
-                 + (f" (last judged {ago(r['checks_at'])})" if r.get("checks_at") else ""))
-    for check in r.get("checks") or []:
+    lines.append(f"  checks     {r.checks_verdict or '-'}"
+                 + (f" (last judged {ago(r.checks_at)})" if r.checks_at else ""))
+    for check in r.checks:
         mark = "✓" if check["passed"] else "✗"
         lines.append(f"    {mark} {check['name']:<22} {check['detail']}")
     typer.echo("\n".join(lines))

@@ -13,6 +13,7 @@ import typer
 
 from gg import config
 from gg.cli.context import CliError, emit_json
+from gg.cli.exits import Exit
 from gg.cli.runners import runner_app
 
 
@@ -31,7 +32,7 @@ def sent(
 
     state = config.state_dir()
     if not state.is_dir():
-        raise CliError(f"no runner state directory at {state} (set GG_STATE_DIR)", 5)
+        raise CliError(f"no runner state directory at {state} (set GG_STATE_DIR)", Exit.NOT_FOUND)
     if follow:
         # Print what the rotated file holds, then the current file from its start: no gap.
         rotated = log.read_rotated(state)

@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from gg.cli.context import CliError
+from gg.cli.exits import Exit
 
 
 def register(app: typer.Typer) -> None:
@@ -19,7 +20,7 @@ def register(app: typer.Typer) -> None:
 def parse_listen(listen: str) -> tuple[str, int]:
     host, sep, port = listen.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise CliError(f"--listen takes HOST:PORT (got {listen!r})", 2)
+        raise CliError(f"--listen takes HOST:PORT (got {listen!r})", Exit.USAGE)
     return host.strip("[]"), int(port)
 
 
@@ -40,7 +41,7 @@ def server(
     try:
         settings = Settings.from_env(dev=dev)
     except ValueError as exc:
-        raise CliError(str(exc), 2) from None
+        raise CliError(str(exc), Exit.USAGE) from None
     os.umask(0o077)  # everything the server writes (store, WAL, tokens) is the owner's alone
     app, owner_token = build(directory, settings)
     if owner_token is not None:

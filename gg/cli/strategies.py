@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import CliError, client, console, emit_json, table
+from gg.cli.context import CliError, client, console, emit_json, plain, table
+from gg.cli.exits import Exit
 
 strategy_app = typer.Typer(help="Pool strategies: how a pool is furnished and bounded.",
                            no_args_is_help=True)
@@ -35,14 +36,14 @@ def apply(name: str = typer.Argument(..., metavar="NAME"),
     if json_:
         emit_json(answer)
         return
-    for change in answer["changes"]:
+    for change in answer.changes:
         typer.echo(f"  {change['change']} ({'opens a gate' if change['gated'] else 'applies now'})")
-    if answer["status"] == "gated":
-        gate = answer["gate"]
-        typer.echo(f"strategy {name}: waits for gate {gate['id']} ({gate['who_may_clear']} can "
-                   f"clear it: gg gate clear {gate['id']})")
+    if answer.status == "gated":
+        gate = answer.gate
+        typer.echo(f"strategy {name}: waits for gate {gate.id} ({gate.who_may_clear} can "
+                   f"clear it: gg gate clear {gate.id})")
     else:
-        typer.echo(f"strategy {name}: {answer['status']}")
+        typer.echo(f"strategy {name}: {answer.status}")
 
 
 @strategy_app.command("build")
@@ -61,13 +62,14 @@ def build(name: str = typer.Argument(..., metavar="NAME"),
 
     api = client()
     strategy = api.strategy(name)
-    applied = strategy["applied"]
+    applied = strategy.applied
     if applied["driver"] != "process":
         raise CliError(f"strategy {name} uses the {applied['driver']} driver: build its image "
-                       f"with {applied['driver']} and pin it as image.digest in the strategy", 2)
+                       f"with {applied['driver']} and pin it as image.digest in the strategy",
+                       Exit.USAGE)
     if context is None:
         if not applied.get("build"):
-            raise CliError(f"strategy {name} has no build.context; give --context DIR", 2)
+            raise CliError(f"strategy {name} has no build.context; give --context DIR", Exit.USAGE)
         context = base / applied["build"]["context"]  # an absolute context stays itself
         try:
             inside = context.resolve().is_relative_to(base.resolve())
@@ -76,17 +78,17 @@ def build(name: str = typer.Argument(..., metavar="NAME"),
         if not inside:
             raise CliError(f"the build context {context} does not stay inside {base}: a "
                            "strategy builds only from inside its airspace directory (--base DIR)",
-                           2)
+                           Exit.USAGE)
     if not context.is_dir():
-        raise CliError(f"the build context {context} is not a directory", 2)
+        raise CliError(f"the build context {context} is not a directory", Exit.USAGE)
     image = build_image(context, images or config.images_dir())
     answer = api.pin_strategy_digest(name, image.digest)
     if json_:
-        emit_json({"strategy": answer["strategy"], "digest": image.digest,
-                   "path": str(image.path), "changed": answer["changed"], "was": answer["was"]})
+        emit_json({"strategy": plain(answer.strategy), "digest": image.digest,
+                   "path": str(image.path), "changed": answer.changed, "was": answer.was})
         return
-    if answer["changed"]:
-        rolls = " (the pool rolls to it)" if answer["was"] else ""
+    if answer.changed:
+        rolls = " (the pool rolls to it)" if answer.was else ""
         typer.echo(f"strategy {name}: pinned {image.digest}{rolls}; image at {image.path}")
     else:
         typer.echo(f"strategy {name}: {image.digest} was pinned already; image at {image.path}")
@@ -100,13 +102,13 @@ def show(name: str = typer.Argument(..., metavar="NAME"),
     if json_:
         emit_json(s)
         return
-    lines = [f"strategy {s['name']}: pool {s['pool']}, environment {s['environment']}, "
-             f"{s['driver']} driver",
-             f"  in force  {'yes' if s['in_force'] else 'no'}",
-             f"  image     {s['digest'] or 'no digest pinned (gg strategy build ' + s['name'] + ')'}"]
-    if s["gate"]:
-        lines.append(f"  waiting   gate {s['gate']}: " + "; ".join(
-            c["change"] for c in s["pending"] if c["gated"]))
+    lines = [f"strategy {s.name}: pool {s.pool}, environment {s.environment}, "
+             f"{s.driver} driver",
+             f"  in force  {'yes' if s.in_force else 'no'}",
+             f"  image     {s.digest or 'no digest pinned (gg strategy build ' + s.name + ')'}"]
+    if s.gate:
+        lines.append(f"  waiting   gate {s.gate}: " + "; ".join(
+            c["change"] for c in s.pending if c["gated"]))
     typer.echo("\n".join(lines))
 
 
@@ -122,10 +124,10 @@ def list_strategies(json_: bool = typer.Option(False, "--json")) -> None:
     t = table("STRATEGY", "POOL", "ENV", "DRIVER", "SIZE", "WARM", "POOL-MAX", "HOURS", "IMAGE",
               "IN FORCE")
     for s in rows:
-        st = s["strategy_in_force"] or s["applied"]
-        t.add_row(s["name"], s["pool"], s["environment"], s["driver"],
+        st = s.strategy_in_force or s.applied
+        t.add_row(s.name, s.pool, s.environment, s.driver,
                   str(st["inventory"]["size"]), str(st["inventory"]["warm"]),
                   str(st["bounds"]["pool_max"]), st["bounds"]["active_hours"] or "always",
-                  (s["digest"] or "-")[:19],
-                  "yes" if s["in_force"] else f"no (gate {s['gate']})")
+                  (s.digest or "-")[:19],
+                  "yes" if s.in_force else f"no (gate {s.gate})")
     console().print(t)

@@ -22,6 +22,7 @@ from gg.control.core import Core
 from gg.control.people import require_admin
 from gg.control.runners import resolve
 from gg.domain import admin as rules
+from gg.domain.events import EventKind
 from gg.domain.labels import check_labels, format_labels
 from gg.domain.policy import Policy
 from gg.domain.runners import AdminState, Runner, is_online
@@ -68,7 +69,7 @@ def _apply(core: Core, person: dict, runner: Runner, action: str, now: float) ->
         raise BadRequest(str(exc)) from None
     if state != runner.admin_state:
         core.store.update_runner(runner.id, admin_state=state)
-        core.event("info:runner:drain_changed", actor=person["name"], runner_id=runner.id,
+        core.event(EventKind.RUNNER_DRAIN_CHANGED, actor=person["name"], runner_id=runner.id,
                    at=now, action=action, state=state, **{"from": runner.admin_state})
     return {"runner": runner.id, "name": runner.name, "from": runner.admin_state,
             "state": state, "changed": state != runner.admin_state,
@@ -106,7 +107,7 @@ def retire(core: Core, person: dict, ref: str) -> tuple[Runner, list[str]]:
             stopping.append(flight.id)
         core.store.update_runner(runner.id, admin_state=AdminState.RETIRED.value, retired_at=now)
         core.store.tombstone(runner.public_key, runner.id, now)
-        core.event("info:runner:retired", actor=person["name"], runner_id=runner.id, at=now,
+        core.event(EventKind.RUNNER_RETIRED, actor=person["name"], runner_id=runner.id, at=now,
                    name=runner.name, was=runner.admin_state, stopping=stopping)
         runner = core.store.runner(runner.id)
     for flight_id in stopping:
@@ -131,7 +132,7 @@ def forget(core: Core, person: dict, ref: str) -> Runner:
             raise Conflict(f"runner {runner.name} holds a lease on flight {held[0].id}: wait "
                            f"for it to end, or retire the runner")
         core.store.delete_runner(runner.id)
-        core.event("info:runner:forgotten", actor=person["name"], runner_id=runner.id, at=now,
+        core.event(EventKind.RUNNER_FORGOTTEN, actor=person["name"], runner_id=runner.id, at=now,
                    name=runner.name, last_seen_at=runner.last_seen_at)
     core.signals.event_added()
     return runner
@@ -159,7 +160,7 @@ def set_policy(core: Core, person: dict, ref: str, *, isolation: str | None = No
             raise BadRequest(str(exc)) from None
         old = runner.policy
         core.store.update_runner(runner.id, policy_override=override)
-        core.event("info:runner:policy_changed", actor=person["name"], runner_id=runner.id,
+        core.event(EventKind.RUNNER_POLICY_CHANGED, actor=person["name"], runner_id=runner.id,
                    at=now, old=old, new=new.to_dict())
         more_work = health.judge(core, core.store.runner(runner.id), now, checked=False)
         runner = core.store.runner(runner.id)

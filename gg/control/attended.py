@@ -8,8 +8,9 @@ wake-up (``gg.server.deadlines``) only makes sure somebody looks promptly.
 from __future__ import annotations
 
 from gg.control.core import CONTROL_PLANE, Core
+from gg.control.lifecycle import move
 from gg.domain import attended
-from gg.domain.flights import Stage
+from gg.domain.flights import Event
 from gg.errors import BadRequest, Conflict
 
 
@@ -47,15 +48,9 @@ def fail_overdue(core: Core, now: float) -> list[str]:
             continue
         target = core.store.runner(flight.runner_target) if flight.runner_target else None
         name = target.name if target else flight.runner_target
-        core.store.update_flight(flight_id, stage=Stage.FAILED.value, outcome="failed",
-                                 ended_at=now, ended_reason=attended.NOT_TAKEN)
-        core.store.add_fact(flight_id=flight_id, epoch=flight.epoch, runner_id=None,
-                            kind="note", at=now,
-                            body={"text": f"{attended.NOT_TAKEN}: runner {name} did not take "
-                                          f"this attended flight within {wait:g}s"})
-        core.event("info:flight:failed", actor=CONTROL_PLANE, flight_id=flight_id,
-                   runner_id=flight.runner_target, at=now, reason=attended.NOT_TAKEN)
-        failed.append(flight_id)
+        if move(core, flight, Event.NOT_TAKEN, now, actor=CONTROL_PLANE, runner_name=name,
+                claim_wait=wait) is not None:
+            failed.append(flight_id)
     for flight_id in failed:
         core.signals.flight_changed(flight_id)
     if failed:

@@ -12,6 +12,7 @@ from typing import Callable
 
 from gg import __version__
 from gg.control.verdicts import Verdicts
+from gg.domain.events import EventKind
 from gg.settings import Settings
 from gg.store import Store
 
@@ -58,7 +59,7 @@ class Core:
     def now(self) -> float:
         return self.clock()
 
-    def event(self, kind: str, *, actor: str | None = None, runner_id: str | None = None,
+    def event(self, kind: EventKind, *, actor: str | None = None, runner_id: str | None = None,
               flight_id: str | None = None, at: float | None = None, **body) -> None:
-        self.store.add_event(kind, self.now() if at is None else at, actor=actor,
+        self.store.add_event(EventKind(kind).value, self.now() if at is None else at, actor=actor,
                              runner_id=runner_id, flight_id=flight_id, body=body)

@@ -15,6 +15,7 @@ import re
 
 from gg.control import maintenance
 from gg.control.core import Core
+from gg.domain.events import EventKind
 from gg.domain.repos import repo_slug
 from gg.domain.runners import Runner
 from gg.errors import BadRequest
@@ -39,7 +40,7 @@ def set_refs(core: Core, runner: Runner, refs: list[dict]) -> list[dict]:
     with core.store.atomic():
         if clean != (runner.credential_refs or []):
             core.store.update_runner(runner.id, credential_refs=clean)
-            core.event("info:runner:credentials", actor=f"runner:{runner.name}",
+            core.event(EventKind.RUNNER_CREDENTIALS, actor=f"runner:{runner.name}",
                        runner_id=runner.id, refs=[f"{r['kind']}:{r['ref']} {r['fingerprint']}"
                                                   for r in clean])
         runner = core.store.runner(runner.id)

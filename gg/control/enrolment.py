@@ -24,6 +24,7 @@ from gg.control.runners import upsert_runner
 from gg.control.people import require_admin
 from gg.domain import tokens
 from gg.domain.enrolment import MAX_TTL, MAX_USES, EnrolToken
+from gg.domain.events import EventKind
 from gg.domain.pools import MEMBER_KIND
 from gg.domain.runners import OWNERSHIPS, Runner, version_skew
 from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
@@ -70,7 +71,7 @@ def mint_token(core: Core, person: dict, *, profile: str, uses: int = 1,
                          uses_left=uses, expires_at=now + ttl, created_at=now,
                          created_by=person["name"], ownership=ownership, owner=owner_id)
         core.store.insert_enrol_token(token_hash=tokens.digest(token), token=row)
-        core.event("info:enrolment:token_minted", actor=person["name"], at=now,
+        core.event(EventKind.ENROLMENT_TOKEN_MINTED, actor=person["name"], at=now,
                    fingerprint=row.fingerprint, profile=profile, uses=uses,
                    expires_at=row.expires_at)
     core.signals.event_added()
@@ -97,7 +98,7 @@ def revoke_token(core: Core, person: dict, fingerprint: str) -> dict:
         if token is None:
             raise NotFound(f"no enrolment token {fingerprint} (gg fleet tokens lists them)")
         if core.store.revoke_enrol_token(fingerprint, now, person["name"]):
-            core.event("info:enrolment:token_revoked", actor=person["name"], at=now,
+            core.event(EventKind.ENROLMENT_TOKEN_REVOKED, actor=person["name"], at=now,
                        fingerprint=fingerprint, profile=token.profile)
         token = core.store.enrol_token(fingerprint)
     core.signals.event_added()
@@ -117,7 +118,8 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
         raise BadRequest("public_key is not a base64 Ed25519 public key")
     if not token or not token.startswith(tokens.ENROLMENT):
         raise Unauthorized(REFUSED)
-    if not key_proof.proved(core, "enrol", public_key, nonce, signature):
+    if not key_proof.proved(core, "enrol", public_key=public_key, nonce=nonce,
+                            signature=signature):
         raise Unauthorized(REFUSED)
     wanted = tokens.digest(token)
     now = core.now()
@@ -144,9 +146,10 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
         existing = core.store.runner_by_key(public_key)
         if existing is not None and existing.kind == MEMBER_KIND:  # rolls the spent use back
             raise Unauthorized(REFUSED)
-        runner_id = upsert_runner(core, existing, public_key, fields, credential, expires, now)
+        runner_id = upsert_runner(core, existing, public_key=public_key, fields=fields,
+                                  credential=credential, expires=expires, now=now)
         profiles.sync_runner(core, core.store.runner(runner_id), in_force)
-        core.event("info:runner:enrolled", actor=f"enrolment:{grant.fingerprint}",
+        core.event(EventKind.RUNNER_ENROLLED, actor=f"enrolment:{grant.fingerprint}",
                    runner_id=runner_id, at=now, name=name, profile=grant.profile,
                    token=grant.fingerprint, superseded=existing is not None)
         runner = core.store.runner(runner_id)

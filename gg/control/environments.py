@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from gg.airspace.root import root_from_mapping
 from gg.control import labels as label_ops
+from gg.control.cel import compile_meaning
 from gg.control.core import Core
 from gg.control.gates import hold_flights, on_cleared, open_gate
 from gg.control.people import require_admin
@@ -29,11 +30,11 @@ from gg.domain.environments import (
     unserved,
     unserved_sentence,
 )
+from gg.domain.events import EventKind
 from gg.domain.gates import Gate
 from gg.domain.profiles import name_problem
 from gg.domain.runners import is_online
 from gg.errors import BadRequest, Conflict, NotFound
-from gg.meanings import compile_meaning
 
 Provider = Callable[[Core, str], list[str]]
 _PROVIDERS: list[Provider] = []
@@ -98,7 +99,7 @@ def chart(core: Core, person: dict, name: str, means: str) -> dict:
             waiting = core.store.waiting_flights_in(name)
             hold_flights(core, gate.id, waiting)
             held = waiting
-        core.event("info:environment:charted", actor=person["name"], at=now, environment=name,
+        core.event(EventKind.ENVIRONMENT_CHARTED, actor=person["name"], at=now, environment=name,
                    meaning=means, gate=gate.id, rechart=not first, held=len(held))
     for flight_id in held:
         core.signals.flight_changed(flight_id)
@@ -117,7 +118,7 @@ def _meaning_in_force(core: Core, gate: Gate) -> None:
     core.store.save_environment(Environment(
         name=env.name, meaning=meaning, gate_id=gate.id, charted_at=env.charted_at,
         charted_by=env.charted_by, cleared_at=gate.cleared_at, cleared_by=gate.cleared_by))
-    core.event("info:environment:in_force", actor=gate.cleared_by, environment=name,
+    core.event(EventKind.ENVIRONMENT_IN_FORCE, actor=gate.cleared_by, environment=name,
                meaning=meaning, gate=gate.id)
     label_ops.refresh_advertising(core, label_pair(name))
     core.signals.ready_changed()  # a label that was refuted may be usable now
@@ -165,7 +166,7 @@ def apply_root(core: Core, person: dict, mapping: Any) -> dict:
                            code="environment_unserved")
         before = core.store.root_envelope()
         core.store.save_root_envelope(RootEnvelope(root.environments, now, person["name"]))
-        core.event("info:root:applied", actor=person["name"], at=now,
+        core.event(EventKind.ROOT_APPLIED, actor=person["name"], at=now,
                    environments=list(root.environments),
                    before=list(before.environments) if before else None)
     core.signals.event_added()

@@ -7,11 +7,13 @@ from dataclasses import fields
 from gg.control import attended as attended_ops
 from gg.control import environments as environment_ops
 from gg.control import leases as lease_ops
-from gg.control import pools as pool_ops
+from gg.control import pool_look
 from gg.control import runners as runner_ops
 from gg.control.core import Core
+from gg.control.lifecycle import move
 from gg.domain import fitness, tokens
-from gg.domain.flights import Flight, Stage, required_labels
+from gg.domain.flights import Event, Flight, Stage, opened, required_labels
+from gg.domain.events import EventKind
 from gg.domain.matching import Seat, seat
 from gg.domain.waiting import Context, OpenGate, Waiting, why_waiting
 from gg.errors import BadRequest, Forbidden, NotFound
@@ -35,13 +37,13 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
         behind = environment_ops.admit(core, environment=environment, labels=labels or {})
         if attended:
             attended_ops.check_open(core, target)
-        flight = Flight(id=tokens.new_id("f_"), command=list(command), opened_by=person["id"],
-                        opened_at=now, title=title or " ".join(command)[:120],
-                        environment=environment, requires=required_labels(environment, labels),
-                        runner_target=target, attended=attended, repo=repo, agent=agent,
-                        stage=Stage.GATED.value if behind else Stage.READY.value, gates=behind)
+        flight = opened(held=bool(behind), id=tokens.new_id("f_"), command=list(command),
+                        opened_by=person["id"], opened_at=now,
+                        title=title or " ".join(command)[:120], environment=environment,
+                        requires=required_labels(environment, labels), runner_target=target,
+                        attended=attended, repo=repo, agent=agent, gates=behind)
         core.store.insert_flight(flight)
-        core.event("info:flight:opened", actor=person["name"], flight_id=flight.id, at=now,
+        core.event(EventKind.FLIGHT_OPENED, actor=person["name"], flight_id=flight.id, at=now,
                    title=flight.title)
     core.signals.ready_changed()
     core.signals.event_added()
@@ -58,10 +60,8 @@ def cancel(core: Core, person: dict, flight_id: str) -> Flight:
             raise Forbidden("only the flight's opener or an admin may cancel it")
         if flight.final:
             return flight
-        core.store.update_flight(flight_id, stage=Stage.CANCELLED.value, outcome="cancelled",
-                                 ended_at=now, ended_reason=f"cancelled by {person['name']}")
-        core.event("info:flight:cancelled", actor=person["name"], flight_id=flight_id, at=now,
-                   was=flight.stage)
+        move(core, flight, Event.CANCELLED, now, actor=person["name"],
+             reason=f"cancelled by {person['name']}")
         if flight.stage == Stage.FLYING.value:
             lease_ops._settle_runner(core, flight.lease_runner, now)  # its lease ended here
         flight = core.store.flight(flight_id)
@@ -88,7 +88,7 @@ class Snapshot:
         # Who opened a flight matters to the ladder only through a reservation, so flights of
         # everyone who owns no reserved runner share one explanation (and one computation).
         self._reservers = {r.owner for r in runners if r.reserved}
-        self.pool_reasons = pool_ops.waiting_reasons(core, now)
+        self.pool_reasons = pool_look.waiting_reasons(core, now)
         self._cache: dict = {}
 
     def waiting(self, flight: Flight) -> Waiting | None:
@@ -116,7 +116,7 @@ class Snapshot:
                  for g in (self.open_gates.get(gid) for gid in flight.gates) if g is not None]
         missing = fitness.credential_missing_for(flight.repo, (s.runner for s in self.seats))
         return Context(open_gates=gates, runner_names=self.names, credential_missing_for=missing,
-                       pool_reason=pool_ops.reason_for(self.pool_reasons, flight))
+                       pool_reason=pool_look.reason_for(self.pool_reasons, flight))
 
 
 def list_flights(core: Core, *, stage: str | None = None, limit: int = 200) -> list[dict]:

@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import Callable
 
 from gg.control.core import Core
+from gg.control.lifecycle import move
 from gg.domain import tokens
-from gg.domain.flights import Stage
+from gg.domain.flights import Event, Stage
+from gg.domain.events import EventKind
 from gg.domain.gates import CLEARERS, Gate, refusal_to_clear
 from gg.errors import BadRequest, Forbidden, NotFound
 
@@ -44,7 +46,7 @@ def open_gate(core: Core, *, kind: str, subject: str, guards: str, why: str, cle
         core.store.update_gate(old.id, status="superseded", cleared_at=now, cleared_by=actor)
         held.extend(core.store.flights_behind(old.id))
     core.store.insert_gate(gate)
-    core.event("info:gate:opened", actor=actor, runner_id=runner_id, flight_id=flight_id, at=now,
+    core.event(EventKind.GATE_OPENED, actor=actor, runner_id=runner_id, flight_id=flight_id, at=now,
                gate=gate.id, gate_kind=kind, subject=subject, guards=guards)
     if held:
         hold_flights(core, gate.id, held)
@@ -59,8 +61,8 @@ def hold_flights(core: Core, gate_id: str, flight_ids: list[str]) -> int:
         if flight is None or flight.final or flight.stage == Stage.FLYING.value:
             continue
         gates = [g for g in flight.gates if g != gate_id] + [gate_id]
-        core.store.update_flight(flight_id, gates=gates, stage=Stage.GATED.value)
-        held += 1
+        if move(core, flight, Event.GATED, core.now(), gates=gates) is not None:
+            held += 1
     return held
 
 
@@ -81,7 +83,7 @@ def clear_gate(core: Core, gate_id: str, *, person: dict | None = None,
         actor = person["name"] if person else f"runner:{runner_id}"
         core.store.update_gate(gate_id, status="cleared", cleared_at=now, cleared_by=actor)
         gate = core.store.gate(gate_id)
-        core.event("info:gate:cleared", actor=actor, runner_id=gate.runner_id,
+        core.event(EventKind.GATE_CLEARED, actor=actor, runner_id=gate.runner_id,
                    flight_id=gate.flight_id, at=now, gate=gate_id, gate_kind=gate.kind,
                    subject=gate.subject)
         for hook in _HOOKS.get(gate.kind, []):
@@ -100,11 +102,11 @@ def release_flights(core: Core, gate_id: str) -> int:
         flight = core.store.flight(flight_id)
         remaining = [g for g in flight.gates if g != gate_id]
         still_open = core.store.open_gate_ids(remaining)
-        values: dict = {"gates": [g for g in remaining if g in still_open]}
         if not still_open and flight.stage == Stage.GATED.value:
-            values["stage"] = Stage.READY.value
-            released += 1
-        core.store.update_flight(flight_id, **values)
+            if move(core, flight, Event.UNGATED, core.now()) is not None:
+                released += 1
+        else:
+            core.store.update_flight(flight_id, gates=[g for g in remaining if g in still_open])
         core.signals.flight_changed(flight_id)
     return released
 

@@ -22,9 +22,13 @@ from typing import Any
 
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import health as rules
+from gg.domain.events import EventKind
 from gg.domain.policy import Policy
 from gg.domain.runner_policy import assigned_policy
 from gg.domain.runners import Runner
+
+# What a runner reads before its first capability report (not a degradation to recover from).
+NEVER_REPORTED = rules.Health(ok=False, missing=rules.NO_REPORT).text
 
 
 def profile_policy(core: Core, runner: Runner) -> dict[str, Any] | None:
@@ -72,11 +76,11 @@ def judge(core: Core, runner: Runner, now: float, *, checked: bool) -> bool:
     if verdict.text != runner.health:
         values["health"] = verdict.text
         if not verdict.ok:
-            core.event("warn:runner:degraded", actor=CONTROL_PLANE, runner_id=runner.id, at=now,
+            core.event(EventKind.RUNNER_DEGRADED, actor=CONTROL_PLANE, runner_id=runner.id, at=now,
                        missing=verdict.missing, was=runner.health, policy=policy.to_dict())
-        elif runner.checks_at is not None or runner.health != f"degraded: {rules.NO_REPORT}":
+        elif runner.checks_at is not None or runner.health != NEVER_REPORTED:
             # (a new runner's first report is not a recovery: it was never judged before)
-            core.event("info:runner:recovered", actor=CONTROL_PLANE, runner_id=runner.id,
+            core.event(EventKind.RUNNER_RECOVERED, actor=CONTROL_PLANE, runner_id=runner.id,
                        at=now, was=runner.health)
     if values:
         core.store.update_runner(runner.id, **values)

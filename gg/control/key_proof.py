@@ -37,7 +37,7 @@ def issue(core: Core, purpose: str, public_key: str) -> dict:
     return {"nonce": nonce, "expires_in": ttl, "expires_at": now + ttl}
 
 
-def proved(core: Core, purpose: str, public_key: str, nonce: str | None,
+def proved(core: Core, purpose: str, *, public_key: str, nonce: str | None,
            signature: str | None) -> bool:
     """Spend ``nonce`` (committed at once, so a refusal later cannot give it back) and
     tell whether ``signature`` is the key's over this purpose, key and nonce. Called

@@ -25,8 +25,10 @@ import asyncio
 import logging
 from functools import lru_cache
 
+from gg.control.cel import compile_meaning
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain.environments import label_pair
+from gg.domain.events import EventKind
 from gg.domain.labels import (
     Disposition,
     LabelDisposition,
@@ -35,9 +37,9 @@ from gg.domain.labels import (
     dispositions,
     refuted_pairs,
 )
+from gg.domain.meanings import Meaning, facts_from_inventory
 from gg.domain.runners import Runner, is_online
 from gg.errors import BadRequest
-from gg.meanings import Meaning, compile_meaning, facts_from_inventory
 
 log = logging.getLogger("gg.server")
 _ROUNDS = 8  # settle rounds in a row at most (facts that keep changing wait for a check-in)
@@ -117,7 +119,7 @@ def refresh(core: Core, runner: Runner, meanings: dict[str, Meaning] | None = No
         reason = (f"the meaning of {pair} took too long on the facts of runner {runner.name}"
                   if pair in slow else
                   f"the facts of runner {runner.name} contradict the meaning of {pair}")
-        core.event("warn:runner:label_refuted", actor=CONTROL_PLANE, runner_id=runner.id,
+        core.event(EventKind.RUNNER_LABEL_REFUTED, actor=CONTROL_PLANE, runner_id=runner.id,
                    label=pair, reason=reason)
     return rows
 
@@ -193,7 +195,7 @@ def after_check_in(core: Core, runner: Runner, *, labels: dict[str, str] | None,
         labels = checked(labels)
         if labels != runner.labels:
             core.store.update_runner(runner.id, labels=labels)
-            core.event("info:runner:labels_changed", actor=f"runner:{runner.name}",
+            core.event(EventKind.RUNNER_LABELS_CHANGED, actor=f"runner:{runner.name}",
                        runner_id=runner.id, before=runner.labels, after=labels)
             changed = True
     if not changed:

@@ -1,8 +1,11 @@
 """Claim, renew, report, hand back, expire: the lease protocol of SPEC section 6.
 
-Every function here runs inside one ``BEGIN IMMEDIATE`` transaction. The claim loads the
-runner and the ready flights, asks :func:`gg.domain.matching.offerable` (the same rule the
-waiting sentence uses) and grants with a compare-and-set on (stage, epoch).
+Every function here runs inside one ``BEGIN IMMEDIATE`` transaction. A claim, and the
+dispatcher's pass for parked claimers, is plan-then-apply: load the seats and the ready
+flights, let :func:`gg.domain.matching.assign` plan who gets what (from
+:func:`~gg.domain.matching.offerable`, the same rule the waiting sentence uses), then apply
+each grant through :func:`gg.control.lifecycle.move`, a compare-and-set on (stage, epoch);
+a grant that lost a race is dropped.
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ from typing import Iterable
 from gg.control import attended as attended_ops
 from gg.control import runners as runner_ops
 from gg.control.core import CONTROL_PLANE, Core
+from gg.control.lifecycle import move
 from gg.domain import leases
-from gg.domain.flights import Flight, Outcome, Stage
-from gg.domain.matching import Seat, offerable, seat
+from gg.domain.events import EventKind
+from gg.domain.flights import Event, Flight, Outcome
+from gg.domain.matching import Assignment, Seat, assign, seat
 from gg.domain.runners import AdminState, Runner, after_lease_ended
 from gg.errors import BadRequest, GGError
 
@@ -27,20 +32,8 @@ def expire_due(core: Core, now: float) -> int:
     attended_ops.fail_overdue(core, now)
     expired = core.store.expired_leases(now)
     for flight in expired:
-        stage, expiries, reason = leases.after_expiry(flight, core.settings.max_expiries)
-        values = dict(stage=stage, expiries=expiries, lease_expires_at=None)
-        if stage == Stage.FAILED.value:
-            values.update(outcome="failed", ended_at=now, ended_reason=reason)
-        core.store.update_flight(flight.id, **values)
-        core.store.add_fact(flight_id=flight.id, epoch=flight.epoch, runner_id=None,
-                            kind="expired", at=now,
-                            body={"runner": flight.lease_runner, "expired_at": flight.lease_expires_at,
-                                  "expiries": expiries})
-        core.event("info:flight:expired", actor=CONTROL_PLANE, flight_id=flight.id,
-                   runner_id=flight.lease_runner, at=now, epoch=flight.epoch, expiries=expiries)
-        if stage == Stage.FAILED.value:
-            core.event("info:flight:failed", actor=CONTROL_PLANE, flight_id=flight.id, at=now,
-                       reason=reason)
+        move(core, flight, Event.EXPIRED, now, actor=CONTROL_PLANE,
+             max_expiries=core.settings.max_expiries)
         _settle_runner(core, flight.lease_runner, now)
     return len(expired)
 
@@ -64,7 +57,8 @@ def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tupl
         s = seat_for(core, runner, now)
         if free_slots is not None and free_slots <= 0:
             return None
-        granted = _first_offerable(core, s, now, _ready(core))
+        applied = _apply(core, assign(_ready(core), [s]), now)
+        granted = applied[0] if applied else None
     if expired:
         core.signals.ready_changed()
     if granted:
@@ -73,30 +67,46 @@ def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tupl
     return granted
 
 
-def assign(core: Core, seats: list[Seat]) -> list[tuple[Flight, leases.Grant]]:
-    """One dispatch pass for parked claimers: oldest flights first, first fitting seat wins."""
-    if not seats:
+def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases.Grant]]:
+    """One dispatch pass for parked claimers (``runner_ids``, longest-parked first): oldest
+    flights first, first fitting seat wins. Nothing is loaded when nothing could be offered
+    (no ready flight and no lease due), which keeps a pass cheap at fleet scale."""
+    if not runner_ids:
         return []
     now = core.now()
-    out = []
+    due = core.store.next_lease_expiry()
+    if (due is None or due > now) and not core.store.any_ready():
+        return []
+    runners = {r.id: r for r in core.store.runners(ids=list(runner_ids))}
+    live = core.store.live_leases(now, list(runners))
+    seats = [seat_for(core, runners[rid], now, live.get(rid, 0))
+             for rid in runner_ids if rid in runners]
+    if not seats:
+        return []
     with core.store.atomic():
         expire_due(core, now)
-        pending = list(seats)
-        for flight in _ready(core):
-            if not pending:
-                break
-            for s in pending:
-                if offerable(flight, s):
-                    grant = _grant(core, flight, s.runner, now)
-                    if grant is not None:
-                        out.append(grant)
-                        pending.remove(s)
-                    break
+        out = _apply(core, assign(_ready(core), seats), now)
     for flight, _ in out:
         core.signals.flight_changed(flight.id)
     if out:
         core.signals.event_added()
     return out
+
+
+def next_expiry(core: Core) -> float | None:
+    """When the earliest lease is due (the dispatcher arranges to look again then)."""
+    return core.store.next_lease_expiry()
+
+
+def expire_now(core: Core) -> int:
+    """Record every expiry due now (leases, and attended flights nobody took), in one
+    transaction, and wake parked claimers if a flight became ready."""
+    now = core.now()
+    with core.store.atomic():
+        expired = expire_due(core, now)
+    if expired:
+        core.signals.ready_changed()
+    return expired
 
 
 def _ready(core: Core) -> Iterable[Flight]:
@@ -113,22 +123,16 @@ def _ready(core: Core) -> Iterable[Flight]:
         size = min(size * 4, _SCAN)
 
 
-def _first_offerable(core: Core, s: Seat, now: float, flights: Iterable[Flight]):
-    for flight in flights:
-        if offerable(flight, s):
-            grant = _grant(core, flight, s.runner, now)
-            if grant is not None:
-                return grant
-    return None
-
-
-def _grant(core: Core, flight: Flight, runner: Runner, now: float):
-    grant = leases.grant(flight, runner.id, now, core.settings.lease_ttl)
-    if not core.store.cas_grant(flight.id, runner.id, grant.epoch, now, grant.expires_at):
-        return None
-    core.event("info:flight:claimed", actor=f"runner:{runner.name}", runner_id=runner.id,
-               flight_id=flight.id, at=now, epoch=grant.epoch, attempt=flight.attempt + 1)
-    return core.store.flight(flight.id), grant
+def _apply(core: Core, plan: list[Assignment], now: float) -> list[tuple[Flight, leases.Grant]]:
+    """Apply a matching plan: each grant a compare-and-set; one that lost a race is dropped."""
+    out = []
+    for a in plan:
+        runner = a.seat.runner
+        change = move(core, a.flight, Event.GRANTED, now, actor=f"runner:{runner.name}",
+                      runner_id=runner.id, ttl=core.settings.lease_ttl)
+        if change is not None:
+            out.append((core.store.flight(a.flight.id), change.grant))
+    return out
 
 
 def _holding(core: Core, runner: Runner, flight_id: str, epoch: int, now: float) -> Flight:
@@ -141,9 +145,9 @@ def renew(core: Core, runner: Runner, flight_id: str, epoch: int) -> dict:
     now = core.now()
     with core.store.atomic():
         expired = expire_due(core, now)
-        _holding(core, runner, flight_id, epoch, now)
-        expires = leases.renewal_expiry(now, core.settings.lease_ttl)
-        core.store.renew_lease(flight_id, epoch, expires)
+        flight = _holding(core, runner, flight_id, epoch, now)
+        change = move(core, flight, Event.RENEWED, now, ttl=core.settings.lease_ttl)
+        expires = change.values["lease_expires_at"] if change else flight.lease_expires_at
     if expired:
         core.signals.ready_changed()
     return {"flight": flight_id, "epoch": epoch, "expires_at": expires, "server_time": now}
@@ -190,20 +194,8 @@ def hand_back(core: Core, runner: Runner, flight_id: str, epoch: int, outcome: s
                 raise runner_ops.retired_refusal() from None
         else:
             flight = _holding(core, runner, flight_id, epoch, now)
-        body = {"outcome": outcome, "exit_code": exit_code, "reason": reason}
-        core.store.add_fact(flight_id=flight_id, epoch=epoch, runner_id=runner.id,
-                            kind="returned" if outcome == Outcome.RETURNED.value else "exit",
-                            body=body, at=now, idem_key=key)
-        if outcome == Outcome.RETURNED.value:
-            core.store.update_flight(flight_id, stage=Stage.READY.value, lease_expires_at=None)
-            core.event("info:flight:returned", actor=f"runner:{runner.name}", runner_id=runner.id,
-                       flight_id=flight_id, at=now, reason=reason)
-        else:
-            core.store.update_flight(flight_id, stage=outcome, outcome=outcome,
-                                     exit_code=exit_code, ended_at=now, ended_reason=reason,
-                                     lease_expires_at=None)
-            core.event(f"info:flight:{outcome}", actor=f"runner:{runner.name}",
-                       runner_id=runner.id, flight_id=flight_id, at=now, exit_code=exit_code)
+        move(core, flight, Event(outcome), now, actor=f"runner:{runner.name}",
+             runner_id=runner.id, exit_code=exit_code, reason=reason, key=key)
         _settle_runner(core, runner.id, now)
         stage = core.store.flight(flight_id).stage
     if outcome == Outcome.RETURNED.value:
@@ -244,7 +236,7 @@ def _settle_runner(core: Core, runner_id: str | None, now: float) -> None:
     state = after_lease_ended(runner, live)
     if state != runner.admin_state:
         core.store.update_runner(runner_id, admin_state=state)
-        core.event("info:runner:drain_changed", actor=CONTROL_PLANE, runner_id=runner_id, at=now,
+        core.event(EventKind.RUNNER_DRAIN_CHANGED, actor=CONTROL_PLANE, runner_id=runner_id, at=now,
                    state=state, **{"from": runner.admin_state})
 
 

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 from gg.control import gates
 from gg.control.core import CONTROL_PLANE, Core
+from gg.control.lifecycle import move
 from gg.domain import tokens
-from gg.domain.flights import Flight, Stage
+from gg.domain.flights import Event, Flight, opened
 from gg.domain.gates import Gate
 from gg.domain.enrolment import expected_items, refs_digest
+from gg.domain.events import EventKind
 from gg.domain.profiles import Profile
 from gg.domain.runners import Runner
 
@@ -119,24 +121,17 @@ def _land_if_done(core: Core, gate: Gate) -> None:
         core.store.update_flight(flight.id, gates=[g for g in remaining
                                                    if g in core.store.open_gate_ids(remaining)])
         return
-    now = core.now()
-    reason = "the machine confirmed every missing item"
-    core.store.update_flight(flight.id, stage=Stage.LANDED.value, outcome="landed", exit_code=0,
-                             ended_at=now, ended_reason=reason, gates=[])
-    core.store.add_fact(flight_id=flight.id, epoch=0, runner_id=None, kind="note", at=now,
-                        body={"text": reason})
-    core.event("info:flight:landed", actor=CONTROL_PLANE, runner_id=flight.runner_target,
-               flight_id=flight.id, at=now, exit_code=0, flight_kind=MAINTENANCE)
+    move(core, flight, Event.CONFIRMED, core.now(), actor=CONTROL_PLANE)
     core.signals.flight_changed(flight.id)
 
 
 def _open_flight(core: Core, runner: Runner) -> Flight:
     now = core.now()
-    flight = Flight(id=tokens.new_id("f_"), command=[MAINTENANCE], opened_by=CONTROL_PLANE,
-                    opened_at=now, stage=Stage.GATED.value, kind=MAINTENANCE,
+    flight = opened(held=True, id=tokens.new_id("f_"), command=[MAINTENANCE],
+                    opened_by=CONTROL_PLANE, opened_at=now, kind=MAINTENANCE,
                     title=f"maintenance of runner {runner.name}", runner_target=runner.id)
     core.store.insert_flight(flight)
-    core.event("info:flight:opened", actor=CONTROL_PLANE, runner_id=runner.id,
+    core.event(EventKind.FLIGHT_OPENED, actor=CONTROL_PLANE, runner_id=runner.id,
                flight_id=flight.id, at=now, title=flight.title, flight_kind=MAINTENANCE)
     return flight
 

@@ -31,6 +31,7 @@ from gg.control.core import Core
 from gg.control.pools import look, maintained
 from gg.control.views import runner_view
 from gg.domain import tokens
+from gg.domain.events import EventKind
 from gg.domain.pool_planner import Action, PoolPlan, Start
 from gg.domain.pools import MEMBER_ID_PREFIX, MEMBER_KIND, PoolMember, StrategyRecord, code_refusal
 from gg.domain.runners import AdminState, Runner, version_skew
@@ -40,7 +41,7 @@ ACTIONS = ("start", "reset", "roll", "replace", "remove")
 _NAME_ROOM = 50  # a member's name is POOL-<id>, within a runner name's 63 characters
 
 
-def act(core: Core, runner: Runner, pool: str, kind: str,
+def act(core: Core, runner: Runner, pool: str, kind: str, *,
         member_id: str | None = None) -> tuple[dict, list[str]]:
     """Carry out the control plane's side of one planned action. Returns the answer for the
     maintainer (with a new member's one-time code) and the runner whose cycle it ended."""
@@ -65,7 +66,8 @@ def act(core: Core, runner: Runner, pool: str, kind: str,
             core.store.delete_member(member_id)
             answer["removed"] = member_id
         if kind in ("start", "roll", "replace"):
-            member, code = _new_member(core, record, runner, action.digest, now)
+            member, code = _new_member(core, record, maintainer=runner, digest=action.digest,
+                                        now=now)
             answer.update(member=_member_dict(member), code=code)
         if kind == "reset":
             member = core.store.member(member_id)
@@ -103,7 +105,7 @@ def _end_cycle(core: Core, member: PoolMember, now: float, *, retire: bool) -> l
     return [member.runner_id]
 
 
-def _new_member(core: Core, record: StrategyRecord, maintainer: Runner, digest: str,
+def _new_member(core: Core, record: StrategyRecord, *, maintainer: Runner, digest: str,
                 now: float) -> tuple[PoolMember, str]:
     member_id = tokens.new_id(MEMBER_ID_PREFIX)
     code = tokens.mint(tokens.MEMBER_CODE)
@@ -135,7 +137,8 @@ def join(core: Core, code: str | None, *, public_key: str, inventory: dict,
         raise Unauthorized()
     if not keys.valid_public_key(public_key):
         raise BadRequest("public_key is not a base64 Ed25519 public key")
-    if not key_proof.proved(core, "join", public_key, nonce, signature):
+    if not key_proof.proved(core, "join", public_key=public_key, nonce=nonce,
+                            signature=signature):
         raise Unauthorized()
     wanted = tokens.digest(code)
     now = core.now()
@@ -172,7 +175,7 @@ def join(core: Core, code: str | None, *, public_key: str, inventory: dict,
         label_ops.refresh(core, core.store.runner(runner_id))  # dispositions of its labels
         core.store.update_member(member.id, runner_id=runner_id, code_hash=None,
                                  code_expires_at=None, updated_at=now)
-        core.event("info:runner:registered", actor=f"pool:{member.pool}", runner_id=runner_id,
+        core.event(EventKind.RUNNER_REGISTERED, actor=f"pool:{member.pool}", runner_id=runner_id,
                    at=now, name=member.name, member=member.id, pool=member.pool,
                    cycle=member.resets)
         runner = core.store.runner(runner_id)

@@ -30,7 +30,7 @@ def set_ownership(core: Core, person: dict, ref: str, state: str) -> dict:
     return _after(core, runner.id, outcome)
 
 
-def _apply(core: Core, person: dict, runner_id: str, outcome: Change,
+def _apply(core: Core, person: dict, runner_id: str, outcome: Change, *,
            before: str | None = None) -> None:
     if not outcome.values:
         return

@@ -13,6 +13,7 @@ from pathlib import Path
 from gg.control.core import Core
 from gg.domain import people as rules
 from gg.domain import tokens
+from gg.domain.events import EventKind
 from gg.domain.ownership import decide
 from gg.errors import BadRequest, Conflict, Forbidden, Unauthorized
 
@@ -56,7 +57,7 @@ def require_admin(person: dict) -> None:
         raise Forbidden("only an admin may do that")
 
 
-def add_person(core: Core, actor: dict, name: str, admin: bool,
+def add_person(core: Core, actor: dict, name: str, *, admin: bool,
                ttl: float | str | None = None) -> tuple[dict, str]:
     """Mint a person and their token (shown once); it expires after ``ttl`` seconds
     (default PERSON_TOKEN_TTL), or never when an admin says ``never``."""
@@ -77,7 +78,7 @@ def add_person(core: Core, actor: dict, name: str, admin: bool,
             id=tokens.new_id("p_"), name=name, role="admin" if admin else "member",
             token_hash=tokens.digest(token), token_fingerprint=tokens.fingerprint(token),
             is_owner=False, now=now, token_expires_at=expires)
-        core.event("info:person:added", actor=actor["name"], person=name,
+        core.event(EventKind.PERSON_ADDED, actor=actor["name"], person=name,
                    role=person["role"], token_fingerprint=person["token_fingerprint"],
                    token_expires_at=expires)
     core.signals.event_added()
@@ -102,7 +103,7 @@ def remove_person(core: Core, actor: dict, name: str) -> dict:
         if not core.store.remove_person(target["id"], dead_hash=dead, removed_by=actor["name"],
                                         now=now):
             raise Conflict(f"{name} was removed already")
-        core.event("info:person:removed", actor=actor["name"], at=now, person=name,
+        core.event(EventKind.PERSON_REMOVED, actor=actor["name"], at=now, person=name,
                    role=target["role"], token_fingerprint=target["token_fingerprint"])
         released = _unclaim_runners_of(core, actor, target["id"], now)
     if released:
@@ -136,7 +137,7 @@ def rotate_token(core: Core, actor: dict, name: str,
         core.store.set_person_token(target["id"], token_hash=tokens.digest(token),
                                     token_fingerprint=tokens.fingerprint(token),
                                     token_expires_at=expires, now=now)
-        core.event("info:person:token_rotated", actor=actor["name"], at=now, person=name,
+        core.event(EventKind.PERSON_TOKEN_ROTATED, actor=actor["name"], at=now, person=name,
                    old_fingerprint=target["token_fingerprint"],
                    token_fingerprint=tokens.fingerprint(token), token_expires_at=expires)
     core.signals.event_added()

@@ -15,23 +15,23 @@ or attested, until it goes offline.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
 from gg.control.core import Core
 from gg.control.environments import provider
+from gg.control.flights import Snapshot
 from gg.control.people import require_admin
+from gg.control.pool_look import look, maintainer_online
 from gg.control.runners import resolve
-from gg.domain.flights import Flight
-from gg.domain.pool_planner import LIMITED, WARMING, Member, PoolPlan, plan_pool
+from gg.domain.events import EventKind
+from gg.domain.flights import Flight, Stage
+from gg.domain.pool_planner import LIMITED, WARMING
 from gg.domain.pools import (
     MEMBER_KIND,
-    PoolMember,
     StrategyRecord,
     attention,
     code_refusal,
     member_takes,
     reconciled_state,
-    shown_state,
     stale_event_due,
 )
 from gg.domain.runners import Runner, is_online
@@ -100,7 +100,7 @@ def allow(core: Core, person: dict, pool: str, runner_ref: str) -> dict:
                            f"{runner.profile}, which decides: add the {MAINTAIN_ROLE} role "
                            "to that profile")
         core.store.allow_maintainer(pool, runner.id, person["name"], now)
-        core.event("info:pool:maintainer_allowed", actor=person["name"], runner_id=runner.id,
+        core.event(EventKind.POOL_MAINTAINER_ALLOWED, actor=person["name"], runner_id=runner.id,
                    at=now, pool=pool, runner=runner.name)
     core.signals.event_added()
     return {"pool": pool, "runner": runner.id, "runner_name": runner.name}
@@ -128,68 +128,6 @@ def maintained(core: Core, runner: Runner, pool: str, *, claim: bool) -> Strateg
     if claim and record.maintainer_id != runner.id:
         core.store.update_strategy(record.name, maintainer_id=runner.id)
     return record
-
-
-# --------------------------------------------------------------------------- one look
-
-
-@dataclass
-class Look:
-    """One consistent reading of a pool, and the plan for it."""
-
-    record: StrategyRecord
-    members: list[PoolMember]
-    runners: dict[str, Runner]
-    online: dict[str, bool]
-    held: dict[str, list[str]]  # member id -> flights its runner holds a live lease on
-    flew: set[str]  # members whose runner was granted a lease in this cycle
-    waiting: int
-    plan: PoolPlan
-    now: float
-
-    def member_view(self, m: PoolMember) -> dict:
-        runner = self.runners.get(m.runner_id) if m.runner_id else None
-        held = self.held.get(m.id, [])
-        ended = m.id in self.flew and not held
-        return {"id": m.id, "name": m.name, "pool": m.pool,
-                "state": shown_state(m.state, leased=bool(held), flight_ended=ended),
-                "stored_state": m.state, "online": self.online.get(m.id, False),
-                "flight": held[0] if held else None, "digest": m.digest, "resets": m.resets,
-                "runner_id": m.runner_id,
-                "credential_expires_at": runner.credential_expires_at if runner else None,
-                "code_expires_at": m.code_expires_at, "created_at": m.created_at,
-                "cycle_started_at": m.cycle_started_at}
-
-
-def look(core: Core, record: StrategyRecord, now: float) -> Look:
-    strategy = record.in_force or record.applied
-    members = core.store.members(record.pool)
-    runner_ids = [m.runner_id for m in members if m.runner_id]
-    runners = {r.id: r for r in core.store.runners(ids=runner_ids)}
-    held: dict[str, list[str]] = {}
-    for m in members:
-        if m.runner_id in runners:
-            flights = core.store.flights_held_by(m.runner_id)
-            live = [f.id for f in flights if (f.lease_expires_at or 0) > now]
-            if live:
-                held[m.id] = live
-    flew = {m.id for m in members if m.runner_id in runners
-            and core.store.grants_to(m.runner_id) > m.cycle_grants}
-    online = {m.id: m.runner_id in runners and is_online(runners[m.runner_id], now,
-                                                          core.settings.offline_after)
-              for m in members}
-    planned = [Member(
-        id=m.id, state=m.state, digest=m.digest, leased=m.id in held,
-        flight_ended=m.id in flew and m.id not in held,
-        credential_expires_at=(runners[m.runner_id].credential_expires_at
-                               if m.runner_id in runners else None),
-        online=online[m.id]) for m in members]
-    waiting = core.store.count_ready_requiring({"environment": strategy.environment})
-    if record.in_force is None:
-        plan = plan_pool(strategy.pool_spec(), [], 0, now)  # nothing runs before the gate
-    else:
-        plan = plan_pool(strategy.pool_spec(), planned, waiting, now)
-    return Look(record, members, runners, online, held, flew, waiting, plan, now)
 
 
 def plan_view(core: Core, runner: Runner, pool: str) -> dict:
@@ -247,7 +185,7 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
                           or previous.get("driver") != driver)
         core.store.update_strategy(record.name, last_attested_at=now, attestation=attestation)
         if worth_an_event:
-            core.event("info:pool:attested", actor=f"runner:{runner.name}", runner_id=runner.id,
+            core.event(EventKind.POOL_ATTESTED, actor=f"runner:{runner.name}", runner_id=runner.id,
                        at=now, pool=pool, did=[_did_text(d) for d in did], holds=holds,
                        live=attestation["live"])
     if worth_an_event:
@@ -270,37 +208,6 @@ def _did_text(did: dict) -> str:
 # --------------------------------------------------------------------------- what people see
 
 
-def waiting_reasons(core: Core, now: float) -> dict[str, tuple[str, str]]:
-    """Environment -> the waiting sentence (rungs 3 and 4) of the pool serving it.
-
-    Only while the pool's maintainer is online: a plan nobody carries out warms nothing, so
-    the flight reads the later rungs instead (and ``gg pools`` says the pool needs attention).
-    """
-    reasons: dict[str, tuple[str, str]] = {}
-    for record in core.store.strategies(in_force=True):
-        if not _maintainer_online(core, record, now):
-            continue
-        plan = look(core, record, now).plan
-        if plan.waiting is not None:
-            reasons.setdefault(record.in_force.environment, plan.waiting)
-    return reasons
-
-
-def _maintainer_online(core: Core, record: StrategyRecord, now: float) -> bool:
-    maintainer = core.store.runner(record.maintainer_id) if record.maintainer_id else None
-    return maintainer is not None and is_online(maintainer, now, core.settings.offline_after)
-
-
-def reason_for(reasons: dict[str, tuple[str, str]], flight: Flight) -> tuple[str, str] | None:
-    """The pool sentence for ``flight``, when a pool serves its environment and one of its
-    members could take it."""
-    environment = flight.requires.get("environment")
-    if environment is None or not member_takes(flight.requires, flight.runner_target,
-                                               environment):
-        return None
-    return reasons.get(environment)
-
-
 def note_stale_pools(core: Core, now: float) -> int:
     """Record ``warn:pool:stale`` once per stale episode (whoever looks first)."""
     stale = core.settings.pool_attestation_stale
@@ -309,23 +216,22 @@ def note_stale_pools(core: Core, now: float) -> int:
         if stale_event_due(record.last_attested_at, record.in_force_at, record.stale_noted_at,
                            now, stale):
             core.store.update_strategy(record.name, stale_noted_at=now)
-            core.event("warn:pool:stale", actor="control-plane", at=now, pool=record.pool,
+            core.event(EventKind.POOL_STALE, actor="control-plane", at=now, pool=record.pool,
                        last_attested_at=record.last_attested_at)
             noted += 1
     return noted
 
 
 def list_pools(core: Core) -> list[dict]:
-    from gg.control.flights import Snapshot  # flights reads this module for its sentence
-
     now = core.now()
     with core.store.atomic():
         noted = note_stale_pools(core, now)
     if noted:
         core.signals.event_added()
     snap = Snapshot(core, now)
-    ready = core.store.flights(stages=("ready",), limit=100000, newest_first=False)
-    return [_pool_view(core, record, snap, ready, now) for record in core.store.strategies()]
+    ready = core.store.flights(stages=(Stage.READY.value,), limit=100000, newest_first=False)
+    return [_pool_view(core, record, snap=snap, ready=ready, now=now)
+            for record in core.store.strategies()]
 
 
 def show_pool(core: Core, pool: str) -> dict:
@@ -335,12 +241,12 @@ def show_pool(core: Core, pool: str) -> dict:
     raise NotFound(f"no pool {pool}")
 
 
-def _pool_view(core: Core, record: StrategyRecord, snap, ready: list[Flight],
+def _pool_view(core: Core, record: StrategyRecord, *, snap, ready: list[Flight],
                now: float) -> dict:
     strategy = record.in_force or record.applied
     seen = look(core, record, now)
     maintainer = core.store.runner(record.maintainer_id) if record.maintainer_id else None
-    online = _maintainer_online(core, record, now)
+    online = maintainer_online(core, record, now)
     if record.in_force is None:
         problem = f"its strategy is not in force yet (gate {record.gate_id} is open)"
     else:

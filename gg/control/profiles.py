@@ -26,6 +26,7 @@ from gg.control import labels as label_ops
 from gg.control.core import Core
 from gg.control.people import require_admin
 from gg.domain.enrolment import ProfileRecord, enrolled_labels
+from gg.domain.events import EventKind
 from gg.domain.gates import Gate
 from gg.domain.profile_gate import ProfileChange, effective_profile, judge_profile_change
 from gg.domain.profiles import Profile
@@ -79,7 +80,7 @@ def apply_profile(core: Core, person: dict, name: str, mapping: Any) -> dict:
         changes = [c.to_dict() for c in change.changes]
         core.store.add_profile_version(name, version, profile.to_dict(), changes,
                                        gate.id if gate else None, now, person["name"])
-        core.event("info:profile:applied", actor=person["name"], at=now, profile=name,
+        core.event(EventKind.PROFILE_APPLIED, actor=person["name"], at=now, profile=name,
                    version=version, gate=gate.id if gate else None,
                    applied_now=[c.description for c in change.narrowings],
                    waiting=[c.description for c in change.widenings])
@@ -100,7 +101,7 @@ def _bring_into_force(core: Core, gate: Gate) -> None:
     new_record = replace(record, in_force=record.applied, in_force_version=record.version,
                          narrowed_by=None, gate_id=None)
     core.store.save_profile_record(new_record)
-    core.event("info:profile:in_force", actor=gate.cleared_by, profile=name,
+    core.event(EventKind.PROFILE_IN_FORCE, actor=gate.cleared_by, profile=name,
                version=record.version, gate=gate.id)
     sync_profile_runners(core, new_record)
     core.signals.ready_changed()  # labels changed: parked claims may match now

@@ -10,6 +10,7 @@ from gg.control import health, key_proof
 from gg.control import labels as label_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import tokens
+from gg.domain.events import EventKind
 from gg.domain.pools import MEMBER_KIND
 from gg.domain.runners import AdminState, Runner, silently_gone, version_skew
 from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
@@ -32,7 +33,8 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
     if not keys.valid_public_key(public_key):
         raise BadRequest("public_key is not a base64 Ed25519 public key")
     labels = label_ops.checked(labels)
-    if not key_proof.proved(core, "register", public_key, nonce, signature):
+    if not key_proof.proved(core, "register", public_key=public_key, nonce=nonce,
+                            signature=signature):
         raise Unauthorized()
     now = core.now()
     credential = tokens.mint(tokens.RUNNER)
@@ -48,10 +50,11 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
                       version_skew=version_skew(version, core.version),
                       registered_by=person["id"], goodbye_at=None,
                       kind="registered", profile=None, profile_in_force={})
-        runner_id = upsert_runner(core, existing, public_key, fields, credential, expires, now)
+        runner_id = upsert_runner(core, existing, public_key=public_key, fields=fields,
+                                  credential=credential, expires=expires, now=now)
         if existing is not None:
             health.judge(core, core.store.runner(runner_id), now, checked=False)
-        core.event("info:runner:registered", actor=person["name"], runner_id=runner_id,
+        core.event(EventKind.RUNNER_REGISTERED, actor=person["name"], runner_id=runner_id,
                    name=name, superseded=existing is not None)
         runner = core.store.runner(runner_id)
         label_ops.refresh(core, runner)
@@ -66,7 +69,7 @@ def may_supersede(person: dict, existing: Runner) -> bool:
     return person.get("role") == "admin" or existing.registered_by == person["id"]
 
 
-def upsert_runner(core: Core, existing: Runner | None, public_key: str, fields: dict,
+def upsert_runner(core: Core, existing: Runner | None, *, public_key: str, fields: dict,
                   credential: str, expires: float, now: float) -> str:
     """One key, one row: a known key's row is superseded in place (new credential, new
     fields); a new key gets a new row with its initial policy and health. Inside the
@@ -137,7 +140,7 @@ def renew_credential(core: Core, runner: Runner, nonce: str, signature: str) -> 
         expires = now + core.settings.runner_credential_ttl
         core.store.set_credential(runner.id, tokens.digest(credential),
                                   tokens.fingerprint(credential), expires)
-        core.event("info:runner:credential_renewed", actor=_actor(runner), runner_id=runner.id)
+        core.event(EventKind.RUNNER_CREDENTIAL_RENEWED, actor=_actor(runner), runner_id=runner.id)
     return {"credential": credential, "expires_at": expires}
 
 
@@ -158,7 +161,7 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
             values["started_workers"] = workers
         pair = f"{version}/{core.version}"
         if skew == "skewed" and not _skew_recorded(core, runner.id, pair):
-            core.event("warn:runner:version_skew", actor=_actor(runner), runner_id=runner.id,
+            core.event(EventKind.RUNNER_VERSION_SKEW, actor=_actor(runner), runner_id=runner.id,
                        pair=pair, runner_version=version, server_version=core.version)
         core.store.update_runner(runner.id, **values)
         more_work = health.judge(core, core.store.runner(runner.id), now, checked=True)
@@ -204,7 +207,7 @@ def _refuse_member_renewal(runner: Runner) -> None:
 def goodbye(core: Core, runner: Runner) -> None:
     with core.store.atomic():
         core.store.update_runner(runner.id, goodbye_at=core.now())
-        core.event("info:runner:goodbye", actor=_actor(runner), runner_id=runner.id)
+        core.event(EventKind.RUNNER_GOODBYE, actor=_actor(runner), runner_id=runner.id)
     core.signals.event_added()
 
 
@@ -221,7 +224,7 @@ def note_silent_runners(core: Core, now: float, *, every: float = 1.0) -> int:
     for runner in core.store.silent_candidates(now - core.settings.offline_after):
         if silently_gone(runner, now, core.settings.offline_after):
             core.store.update_runner(runner.id, offline_noted_at=now)
-            core.event("warn:runner:aged_out", actor=CONTROL_PLANE, runner_id=runner.id, at=now,
+            core.event(EventKind.RUNNER_AGED_OUT, actor=CONTROL_PLANE, runner_id=runner.id, at=now,
                        last_seen_at=runner.last_seen_at)
             noted += 1
     return noted
@@ -264,7 +267,7 @@ def _ended_among(core: Core, held: list[str]) -> list[str]:
 
 
 def _skew_recorded(core: Core, runner_id: str, pair: str) -> bool:
-    for event in core.store.events(kind="warn:runner:version_skew", runner_id=runner_id):
+    for event in core.store.events(kind=EventKind.RUNNER_VERSION_SKEW, runner_id=runner_id):
         if event["body"].get("pair") == pair:
             return True
     return False

@@ -21,6 +21,7 @@ from gg.airspace import strategy_from_mapping
 from gg.control import gates as gate_ops
 from gg.control.core import Core
 from gg.control.people import require_admin
+from gg.domain.events import EventKind
 from gg.domain.gates import Gate
 from gg.domain.pools import StrategyRecord, strategy_changes
 from gg.domain.strategies import Strategy, digest_problem
@@ -60,14 +61,15 @@ def apply(core: Core, person: dict, name: str, mapping: Any) -> dict:
                 guards=f"pool strategy {name} (pool {pool}, environment {strategy.environment})",
                 why="; ".join(c.text for c in changes if c.gated), clearer="admin",
                 actor=person["name"], payload={"strategy": name, "pool": pool})
-            _save(core, record, strategy, now, person, gate_id=gate.id)
+            _save(core, record, strategy=strategy, now=now, person=person, gate_id=gate.id)
         else:
             status = "applied" if changes else "unchanged"
             if record is not None and record.gate_id:
                 core.store.update_gate(record.gate_id, status="superseded", cleared_at=now,
                                        cleared_by=person["name"])
-            _save(core, record, strategy, now, person, gate_id=None, in_force=True)
-        core.event("info:strategy:applied", actor=person["name"], at=now, strategy=name,
+            _save(core, record, strategy=strategy, now=now, person=person, gate_id=None,
+                  in_force=True)
+        core.event(EventKind.STRATEGY_APPLIED, actor=person["name"], at=now, strategy=name,
                    pool=pool, status=status, changes=[c.text for c in changes])
         record = core.store.strategy(name)
     core.signals.event_added()
@@ -76,8 +78,8 @@ def apply(core: Core, person: dict, name: str, mapping: Any) -> dict:
             "gate": gate_ops.view(core, gate) if gate else None}
 
 
-def _save(core: Core, record: StrategyRecord | None, strategy: Strategy, now: float,
-          person: dict, *, gate_id: str | None, in_force: bool = False) -> None:
+def _save(core: Core, record: StrategyRecord | None, *, strategy: Strategy, now: float,
+          person: dict, gate_id: str | None, in_force: bool = False) -> None:
     values: dict[str, Any] = {"applied": strategy, "applied_at": now,
                               "applied_by": person["name"], "gate_id": gate_id}
     if in_force:
@@ -113,7 +115,7 @@ def pin_digest(core: Core, person: dict, name: str, digest: str) -> dict:
         if record.in_force is not None:
             values["in_force"] = _with_digest(record.in_force, digest)
         core.store.update_strategy(name, **values)
-        core.event("info:strategy:pinned", actor=person["name"], at=now, strategy=name,
+        core.event(EventKind.STRATEGY_PINNED, actor=person["name"], at=now, strategy=name,
                    pool=record.pool, digest=digest, was=was)
         record = core.store.strategy(name)
     core.signals.event_added()

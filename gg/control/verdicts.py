@@ -1,11 +1,11 @@
 """Verdicts of meanings: evaluated in worker processes under a deadline, cached per facts.
 
-A meaning is charted only when its static cost is bounded (``gg.meanings``), but a bound
+A meaning is charted only when its static cost is bounded (``gg.domain.meanings``), but a bound
 cannot see everything: a regular expression that backtracks, a runner that reports ten
 thousand tools. CEL is Python code, and a Python thread cannot be interrupted (a regular
 expression even holds the GIL while it runs), so the control plane never evaluates a
 meaning in its own process. A small pool of long-lived worker processes does
-(``gg.meanings.serve``); one that overruns ``GG_MEANING_DEADLINE`` is killed and replaced,
+(``gg.control.cel.serve``); one that overruns ``GG_MEANING_DEADLINE`` is killed and replaced,
 and the verdict reads "took too long" (the label is refuted, ``gg.domain.labels``).
 
 Verdicts are cached per (meaning, digest of the facts it reads) in a bounded LRU, so a
@@ -37,13 +37,13 @@ from collections import OrderedDict
 from typing import Any, Mapping
 
 from gg.domain.labels import Verdict
-from gg.meanings import Meaning
+from gg.domain.meanings import Meaning
 
 log = logging.getLogger("gg.server")
 
 CACHE_SIZE = 4096  # verdicts kept; one is a few hundred bytes
 WORKERS = 2  # worker processes; the machine's cores are for the server and the database
-_START = "from gg.meanings import serve; serve()"
+_START = "from gg.control.cel import serve; serve()"
 _STARTUP = 60.0  # seconds a worker may take to import CEL on a loaded machine
 
 Answer = Any  # bool | None | Verdict

@@ -6,8 +6,8 @@ from dataclasses import asdict
 
 from gg.control import health
 from gg.control.core import Core
-from gg.domain.flights import Flight
-from gg.domain.runners import Runner, liveness
+from gg.domain.flights import Flight, Stage
+from gg.domain.runners import Liveness, Runner, liveness
 
 _HIDDEN = ("public_key",)
 
@@ -18,8 +18,8 @@ def runner_view(core: Core, runner: Runner, *, detail: bool = False,
     data = asdict(runner)
     for key in _HIDDEN:
         data.pop(key, None)
-    data["online"] = liveness(runner, now, core.settings.offline_after) == "online"
-    data["liveness"] = "online" if data["online"] else "offline"
+    data["online"] = liveness(runner, now, core.settings.offline_after) == Liveness.ONLINE.value
+    data["liveness"] = Liveness.of(data["online"]).value
     data["state"] = runner.admin_state
     owner = core.store.person(runner.owner) if runner.owner else None
     data["owner_name"] = owner["name"] if owner else None
@@ -36,7 +36,7 @@ def runner_view(core: Core, runner: Runner, *, detail: bool = False,
 def runners_view(core: Core) -> list[dict]:
     now = core.now()
     held: dict[str, list[str]] = {}
-    for flight in core.store.flights(stages=("flying",), limit=100000):
+    for flight in core.store.flights(stages=(Stage.FLYING.value,), limit=100000):
         if flight.lease_runner:
             held.setdefault(flight.lease_runner, []).append(flight.id)
     return [runner_view(core, r, now=now, flights=held.get(r.id, []))

@@ -8,9 +8,9 @@ having fired: whoever looks first (a claim, a listing, the dispatcher's wake-up)
 
 from __future__ import annotations
 
-from gg.domain.flights import Flight, Stage
+from gg.domain.flights import NOT_TAKEN, Flight, Stage
 
-NOT_TAKEN = "not taken promptly"
+__all__ = ["NOT_TAKEN", "deadline", "overdue", "refusal_to_open"]
 
 
 def deadline(flight: Flight, claim_wait: float) -> float | None:

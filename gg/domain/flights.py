@@ -1,28 +1,55 @@
-"""Flights and their stages.
+"""Flights and their stages: the lifecycle is one table.
 
 ::
 
-              gate clears / need met
-     gated  ------------------------->  ready  <-----------------------------+
-       |                                  |   lease expired (< MAX_EXPIRIES)   |
-       |                                  |   or hand-back "returned"          |
-       |                            claim |                                    |
-       |                                  v                                    |
-       |                               flying ---------------------------------+
-       |                                  |
-       |           hand-back landed / failed, or expired MAX_EXPIRIES times
-       |                                  v
-       +-----> cancelled            landed | failed        (final: never runs again)
+              ungated (last gate cleared)
+     gated  ------------------------------>  ready  <--------------------------------+
+       |   <------------------------------    |      returned (hand-back), or         |
+       |        gated (a gate holds it)       |      expired (< MAX_EXPIRIES times)   |
+       |                               granted|                                       |
+       |                                      v                                       |
+       |                                   flying ------------------------------------+
+       |                                      |   (renewed keeps it flying)
+       |       landed / failed (hand-back), or expired MAX_EXPIRIES times
+       |                                      v
+       +-----> cancelled          landed | failed | cancelled      (final: never runs again)
 
-A flight is cancelled from gated, ready or flying. Once a final outcome is accepted the
-row never changes stage again; the domain functions below are the only place that says
-which transitions exist.
+Every edge, as :data:`TRANSITIONS` holds it (a test checks this list and the one in
+docs/architecture.md against the table)::
+
+    gated  --gated-->     gated      another gate holds it too
+    ready  --gated-->     gated      a gate holds it back
+    gated  --ungated-->   ready      its last open gate cleared
+    ready  --granted-->   flying     a runner was granted a lease (epoch + 1)
+    flying --renewed-->   flying     the holder renewed its lease
+    flying --returned-->  ready      the holder handed it back: this machine could not do it
+    flying --expired-->   ready      the lease ran out (fewer than MAX_EXPIRIES times)
+    flying --expired-->   failed     the lease ran out MAX_EXPIRIES times
+    flying --landed-->    landed     the holder handed it back: done
+    flying --failed-->    failed     the holder handed it back: the work failed
+    gated  --cancelled--> cancelled
+    ready  --cancelled--> cancelled
+    flying --cancelled--> cancelled
+    gated  --not_taken--> failed     attended, and its runner did not take it in time
+    ready  --not_taken--> failed
+    gated  --confirmed--> landed     maintenance: the machine confirmed every missing item
+    ready  --confirmed--> landed
+
+:func:`transition` is the only place that says which changes exist: it turns a flight and
+an :class:`Event` into a :class:`Change` (the stage to move to, the fields to set, the fact
+to append, the audit events to record) or raises :class:`IllegalTransition`. The store
+applies a change as one compare-and-set on (stage, epoch) (``Store.apply_flight_change``),
+so a change decided on a stale reading is not applied. Opening a flight is not an edge: it
+is born ``gated`` or ``ready`` (:func:`opened`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+
+from gg.domain.events import EventKind, flight_ended
+from gg.errors import Conflict
 
 
 class Stage(str, Enum):
@@ -38,7 +65,6 @@ class Stage(str, Enum):
         return self in (Stage.LANDED, Stage.FAILED, Stage.CANCELLED)
 
 
-FINAL_STAGES = tuple(s.value for s in Stage if s.final)
 STAGES = tuple(s.value for s in Stage)
 
 
@@ -49,8 +75,6 @@ class Outcome(str, Enum):
     FAILED = "failed"  # work ran and failed; not retried
     RETURNED = "returned"  # this machine could not do it; back to ready for another
 
-
-OUTCOMES = tuple(o.value for o in Outcome)
 
 FACT_KINDS = ("started", "output", "exit", "commit", "pushed", "note", "expired", "returned")
 
@@ -95,5 +119,225 @@ def required_labels(environment: str | None, extra: dict[str, str] | None = None
     return labels
 
 
-def outcome_for_exit(exit_code: int) -> Outcome:
-    return Outcome.LANDED if exit_code == 0 else Outcome.FAILED
+# --------------------------------------------------------------------------- the lifecycle
+
+
+class Event(str, Enum):
+    """What happens to a flight; each is an edge (or several) of :data:`TRANSITIONS`."""
+
+    GATED = "gated"  # a gate holds it back
+    UNGATED = "ungated"  # its last open gate cleared
+    GRANTED = "granted"  # a runner was granted a lease
+    RENEWED = "renewed"  # the holder renewed its lease
+    RETURNED = "returned"  # hand-back: this machine could not do it
+    EXPIRED = "expired"  # the lease ran out (noticed by whoever looked first)
+    LANDED = "landed"  # hand-back: done
+    FAILED = "failed"  # hand-back: the work failed
+    CANCELLED = "cancelled"  # its opener or an admin cancelled it
+    NOT_TAKEN = "not_taken"  # attended, and its runner did not take it in time
+    CONFIRMED = "confirmed"  # maintenance: the machine confirmed every missing item
+
+
+TRANSITIONS: frozenset[tuple[Stage, Event, Stage]] = frozenset({
+    (Stage.GATED, Event.GATED, Stage.GATED),
+    (Stage.READY, Event.GATED, Stage.GATED),
+    (Stage.GATED, Event.UNGATED, Stage.READY),
+    (Stage.READY, Event.GRANTED, Stage.FLYING),
+    (Stage.FLYING, Event.RENEWED, Stage.FLYING),
+    (Stage.FLYING, Event.RETURNED, Stage.READY),
+    (Stage.FLYING, Event.EXPIRED, Stage.READY),
+    (Stage.FLYING, Event.EXPIRED, Stage.FAILED),
+    (Stage.FLYING, Event.LANDED, Stage.LANDED),
+    (Stage.FLYING, Event.FAILED, Stage.FAILED),
+    (Stage.GATED, Event.CANCELLED, Stage.CANCELLED),
+    (Stage.READY, Event.CANCELLED, Stage.CANCELLED),
+    (Stage.FLYING, Event.CANCELLED, Stage.CANCELLED),
+    (Stage.GATED, Event.NOT_TAKEN, Stage.FAILED),
+    (Stage.READY, Event.NOT_TAKEN, Stage.FAILED),
+    (Stage.GATED, Event.CONFIRMED, Stage.LANDED),
+    (Stage.READY, Event.CONFIRMED, Stage.LANDED),
+})
+
+NOT_TAKEN = "not taken promptly"  # the ended reason of an attended flight nobody took
+
+
+class IllegalTransition(Conflict):
+    """``event`` cannot happen to a flight in its stage (no edge in :data:`TRANSITIONS`)."""
+
+    code = "illegal_transition"
+
+    def __init__(self, stage: str, event: Event):
+        super().__init__(f"a {Stage(stage).value} flight cannot be {Event(event).value}")
+        self.stage, self.event = Stage(stage), Event(event)
+
+
+@dataclass(frozen=True)
+class Grant:
+    flight_id: str
+    runner_id: str
+    epoch: int
+    granted_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A fact to append to the flight's history with the change."""
+
+    kind: str
+    body: dict
+    epoch: int
+    runner_id: str | None = None
+    key: str | None = None  # the hand-back's idempotency key
+
+
+@dataclass(frozen=True)
+class Record:
+    """An audit event to record with the change (``flight_id`` is the flight's)."""
+
+    kind: EventKind
+    actor: str | None
+    runner_id: str | None = None
+    body: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one event does to one flight: applied whole, or (on a stale reading) not at all."""
+
+    event: Event
+    to: Stage
+    values: dict = field(default_factory=dict)  # the other fields to set
+    fact: Fact | None = None
+    records: tuple[Record, ...] = ()
+    grant: Grant | None = None  # a new lease: the store remembers who held which epoch
+
+
+def edges(stage: str, event: Event) -> frozenset[Stage]:
+    """The stages ``event`` may move a ``stage`` flight to (empty: it may not happen)."""
+    return frozenset(t for s, e, t in TRANSITIONS if s == stage and e == event)
+
+
+def opened(*, held: bool, **fields) -> Flight:
+    """A new flight: born ``gated`` when something holds it back, else ``ready``."""
+    return Flight(stage=(Stage.GATED if held else Stage.READY).value, **fields)
+
+
+def after_expiry(flight: Flight, max_expiries: int) -> tuple[str, int, str | None]:
+    """(stage, expiries, ended_reason) once the lease on ``flight`` has expired."""
+    expiries = flight.expiries + 1
+    if expiries >= max_expiries:
+        return Stage.FAILED.value, expiries, f"lost {expiries} times"
+    return Stage.READY.value, expiries, None
+
+
+def next_lease(flight: Flight, runner_id: str, now: float, ttl: float) -> Grant:
+    return Grant(flight.id, runner_id, flight.epoch + 1, now, now + ttl)
+
+
+def transition(flight: Flight, event: Event, now: float, *, actor: str | None = None,
+               **details) -> Change:
+    """The change ``event`` makes to ``flight`` at ``now``, or :class:`IllegalTransition`.
+
+    ``details`` by event: ``gates`` (gated); ``runner_id``, ``ttl`` (granted); ``ttl``
+    (renewed); ``runner_id``, ``exit_code``, ``reason``, ``key`` (returned, landed, failed);
+    ``max_expiries`` (expired); ``reason`` (cancelled); ``runner_name``, ``claim_wait``
+    (not_taken). ``actor`` names who made it happen in the audit events.
+    """
+    event = Event(event)
+    targets = edges(flight.stage, event)
+    if not targets:
+        raise IllegalTransition(flight.stage, event)
+    make = _CHANGES[event]
+    change = make(flight, now, actor, **details)
+    assert change.to in targets, (flight.stage, event, change.to)
+    return change
+
+
+def _gated(flight, now, actor, *, gates: list[str]) -> Change:
+    return Change(Event.GATED, Stage.GATED, {"gates": list(gates)})
+
+
+def _ungated(flight, now, actor) -> Change:
+    return Change(Event.UNGATED, Stage.READY, {"gates": []})
+
+
+def _granted(flight, now, actor, *, runner_id: str, ttl: float) -> Change:
+    lease = next_lease(flight, runner_id, now, ttl)
+    values = {"epoch": lease.epoch, "lease_runner": runner_id, "lease_granted_at": now,
+              "lease_expires_at": lease.expires_at, "attempt": flight.attempt + 1}
+    record = Record(EventKind.FLIGHT_CLAIMED, actor, runner_id,
+                    {"epoch": lease.epoch, "attempt": flight.attempt + 1})
+    return Change(Event.GRANTED, Stage.FLYING, values, records=(record,), grant=lease)
+
+
+def _renewed(flight, now, actor, *, ttl: float) -> Change:
+    return Change(Event.RENEWED, Stage.FLYING, {"lease_expires_at": now + ttl})
+
+
+def _handed_back(event: Event):
+    def make(flight, now, actor, *, runner_id: str, exit_code: int | None = None,
+             reason: str | None = None, key: str | None = None) -> Change:
+        body = {"outcome": event.value, "exit_code": exit_code, "reason": reason}
+        if event is Event.RETURNED:
+            fact = Fact("returned", body, flight.epoch, runner_id, key)
+            record = Record(EventKind.FLIGHT_RETURNED, actor, runner_id, {"reason": reason})
+            return Change(event, Stage.READY, {"lease_expires_at": None}, fact, (record,))
+        fact = Fact("exit", body, flight.epoch, runner_id, key)
+        values = {"outcome": event.value, "exit_code": exit_code, "ended_at": now,
+                  "ended_reason": reason, "lease_expires_at": None}
+        record = Record(flight_ended(event.value), actor, runner_id, {"exit_code": exit_code})
+        return Change(event, Stage(event.value), values, fact, (record,))
+    return make
+
+
+def _expired(flight, now, actor, *, max_expiries: int) -> Change:
+    stage, expiries, reason = after_expiry(flight, max_expiries)
+    values: dict = {"expiries": expiries, "lease_expires_at": None}
+    fact = Fact("expired", {"runner": flight.lease_runner, "expired_at": flight.lease_expires_at,
+                            "expiries": expiries}, flight.epoch)
+    records = [Record(EventKind.FLIGHT_EXPIRED, actor, flight.lease_runner,
+                      {"epoch": flight.epoch, "expiries": expiries})]
+    if stage == Stage.FAILED.value:
+        values.update(outcome=Outcome.FAILED.value, ended_at=now, ended_reason=reason)
+        records.append(Record(EventKind.FLIGHT_FAILED, actor, None, {"reason": reason}))
+    return Change(Event.EXPIRED, Stage(stage), values, fact, tuple(records))
+
+
+def _cancelled(flight, now, actor, *, reason: str) -> Change:
+    values = {"outcome": "cancelled", "ended_at": now, "ended_reason": reason}
+    record = Record(EventKind.FLIGHT_CANCELLED, actor, None, {"was": flight.stage})
+    return Change(Event.CANCELLED, Stage.CANCELLED, values, records=(record,))
+
+
+def _not_taken(flight, now, actor, *, runner_name: str, claim_wait: float) -> Change:
+    values = {"outcome": Outcome.FAILED.value, "ended_at": now, "ended_reason": NOT_TAKEN}
+    fact = Fact("note", {"text": f"{NOT_TAKEN}: runner {runner_name} did not take this "
+                                 f"attended flight within {claim_wait:g}s"}, flight.epoch)
+    record = Record(EventKind.FLIGHT_FAILED, actor, flight.runner_target, {"reason": NOT_TAKEN})
+    return Change(Event.NOT_TAKEN, Stage.FAILED, values, fact, (record,))
+
+
+def _confirmed(flight, now, actor) -> Change:
+    reason = "the machine confirmed every missing item"
+    values = {"outcome": Outcome.LANDED.value, "exit_code": 0, "ended_at": now,
+              "ended_reason": reason, "gates": []}
+    fact = Fact("note", {"text": reason}, 0)
+    record = Record(EventKind.FLIGHT_LANDED, actor, flight.runner_target,
+                    {"exit_code": 0, "flight_kind": flight.kind})
+    return Change(Event.CONFIRMED, Stage.LANDED, values, fact, (record,))
+
+
+_CHANGES = {
+    Event.GATED: _gated,
+    Event.UNGATED: _ungated,
+    Event.GRANTED: _granted,
+    Event.RENEWED: _renewed,
+    Event.RETURNED: _handed_back(Event.RETURNED),
+    Event.EXPIRED: _expired,
+    Event.LANDED: _handed_back(Event.LANDED),
+    Event.FAILED: _handed_back(Event.FAILED),
+    Event.CANCELLED: _cancelled,
+    Event.NOT_TAKEN: _not_taken,
+    Event.CONFIRMED: _confirmed,
+}

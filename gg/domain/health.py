@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gg.domain.policy import Policy
+from gg.domain.runners import HealthState
 
 PolicyLike = Policy | Mapping[str, Any]
 
@@ -76,7 +77,7 @@ class Health:
 
     @property
     def text(self) -> str:
-        return "ok" if self.ok else f"degraded: {self.missing}"
+        return HealthState.OK.value if self.ok else f"{HealthState.DEGRADED.value}: {self.missing}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "missing": self.missing, "text": self.text,

@@ -20,7 +20,7 @@ in time is not usable, and stating it would let a slow meaning pass for a true o
 verdict that is still being computed (the control plane evaluates off its event loop, then
 recomputes) is unknown, so stated, until it arrives.
 
-Pure and stdlib only: the meanings arrive as plain callables (``gg.meanings.Meaning`` is one),
+Pure and stdlib only: the meanings arrive as plain callables (``gg.domain.meanings.Meaning`` is one),
 so this module never imports CEL and is tested without it.
 """
 

@@ -11,19 +11,11 @@ refused. Whoever looks first (a claim, a check-in, a listing) records the expiry
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from gg.domain.flights import Flight, Stage
+from gg.domain.flights import Flight, Grant, Stage, after_expiry, next_lease
 from gg.errors import Conflict, LeaseSuperseded, NotFound
 
-
-@dataclass(frozen=True)
-class Grant:
-    flight_id: str
-    runner_id: str
-    epoch: int
-    granted_at: float
-    expires_at: float
+__all__ = ["Grant", "after_expiry", "check_holder", "grant", "lease_expired", "lease_live",
+           "renewal_expiry", "restart_floor"]
 
 
 def lease_live(flight: Flight, now: float) -> bool:
@@ -47,7 +39,7 @@ def grant(flight: Flight, runner_id: str, now: float, ttl: float) -> Grant:
     """The next lease on a ready flight (the store performs it as a compare-and-set)."""
     if flight.stage != Stage.READY.value:
         raise Conflict(f"flight {flight.id} is {flight.stage}, not ready")
-    return Grant(flight.id, runner_id, flight.epoch + 1, now, now + ttl)
+    return next_lease(flight, runner_id, now, ttl)
 
 
 def check_holder(
@@ -73,14 +65,6 @@ def check_holder(
 
 def renewal_expiry(now: float, ttl: float) -> float:
     return now + ttl
-
-
-def after_expiry(flight: Flight, max_expiries: int) -> tuple[str, int, str | None]:
-    """(stage, expiries, ended_reason) once the lease on ``flight`` has expired."""
-    expiries = flight.expiries + 1
-    if expiries >= max_expiries:
-        return Stage.FAILED.value, expiries, f"lost {expiries} times"
-    return Stage.READY.value, expiries, None
 
 
 def restart_floor(expires_at: float, now: float, ttl: float) -> float:

@@ -3,12 +3,18 @@
 :func:`blockers` is THE claim decision. The claim path offers a flight only when it
 returns nothing, and the waiting sentence (``gg show``, ``gg flights``) and ``gg plan`` are
 built from the same blockers, so an explanation can never contradict dispatch.
+
+:func:`assign` is the matcher: it reads the ready flights and the seats and returns a plan
+(which flight goes to which seat) without writing anything. The control plane applies the
+plan, each grant as a compare-and-set (``gg.control.leases``); a grant whose flight moved
+on meanwhile is dropped, never forced. (Nomad's scheduler/planner split.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Iterable
 
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Stage
@@ -87,3 +93,31 @@ def blockers(flight: Flight, seat: Seat) -> list[Block]:
 
 def offerable(flight: Flight, seat: Seat) -> bool:
     return not blockers(flight, seat)
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One line of a matching plan: offer ``flight`` to ``seat``."""
+
+    flight: Flight
+    seat: Seat
+
+
+def assign(flights: Iterable[Flight], seats: list[Seat]) -> list[Assignment]:
+    """The plan of one matching pass: flights in the order given (oldest first), each to the
+    first seat (in the order given: longest-parked first) that may be offered it, at most
+    one flight per seat. ``flights`` is read only until every seat has one, so a lazy
+    reading of a long queue stops early."""
+    pending = list(seats)
+    plan: list[Assignment] = []
+    if not pending:
+        return plan
+    for flight in flights:
+        for s in pending:
+            if offerable(flight, s):
+                plan.append(Assignment(flight, s))
+                pending.remove(s)
+                break
+        if not pending:
+            break
+    return plan

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gg.domain.events import EventKind
 from gg.domain.runners import Runner
 from gg.errors import BadRequest, Conflict, Forbidden
 
@@ -30,7 +31,7 @@ SETTABLE = ("organisation", "open")
 @dataclass(frozen=True)
 class Change:
     values: dict  # the runner columns to set; empty when nothing changes
-    event: str | None  # the event kind to record, or None for a harmless repeat
+    event: EventKind | None  # the event kind to record, or None for a harmless repeat
 
 
 def decide(action: str, runner: Runner, person: dict, owner_name: str | None = None) -> Change:
@@ -50,7 +51,7 @@ def decide(action: str, runner: Runner, person: dict, owner_name: str | None = N
                 return Change({}, None)
             raise Conflict(f"runner {name} is claimed by {owner_name or runner.owner} already")
         return Change({"ownership": "claimed", "owner": person["id"], "reserved": False},
-                      "info:runner:claimed")
+                      EventKind.RUNNER_CLAIMED)
     if runner.ownership != "claimed":
         raise Conflict(f"runner {name} is not claimed by anyone; claim it first: "
                        f"gg runner claim {name}")
@@ -59,14 +60,14 @@ def decide(action: str, runner: Runner, person: dict, owner_name: str | None = N
                         f"may {action} it")
     if action == "unclaim":
         return Change({"ownership": "open", "owner": None, "reserved": False},
-                      "info:runner:unclaimed")
+                      EventKind.RUNNER_UNCLAIMED)
     if action == "reserve":
         if runner.reserved:
             return Change({}, None)
-        return Change({"reserved": True}, "info:runner:reserved")
+        return Change({"reserved": True}, EventKind.RUNNER_RESERVED)
     if not runner.reserved:
         return Change({}, None)
-    return Change({"reserved": False}, "info:runner:released")
+    return Change({"reserved": False}, EventKind.RUNNER_RELEASED)
 
 
 def decide_ownership(state: str, runner: Runner, person: dict) -> Change:
@@ -79,4 +80,4 @@ def decide_ownership(state: str, runner: Runner, person: dict) -> Change:
     if runner.ownership == state and runner.owner is None and not runner.reserved:
         return Change({}, None)
     return Change({"ownership": state, "owner": None, "reserved": False},
-                  "info:runner:ownership_changed")
+                  EventKind.RUNNER_OWNERSHIP_CHANGED)

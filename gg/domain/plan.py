@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 from gg.domain.flights import Flight, Stage
 from gg.domain.matching import Block, Seat, blockers
+from gg.domain.runners import AdminState
 from gg.domain.waiting import Context, Waiting, label_text, refuted_holders, why_waiting
 
 # Who can make a prerequisite true, in the words SPEC 7 uses.
@@ -79,7 +80,7 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
     waiting = why_waiting(flight, seats, ctx)
     if flight.stage not in (Stage.READY.value, Stage.GATED.value):
         return Plan(flight.id, flight.stage, False, None, [], _state(flight, ctx))
-    live = [s for s in seats if s.runner.admin_state != "retired"]
+    live = [s for s in seats if s.runner.admin_state != AdminState.RETIRED.value]
     target = next((s for s in live if s.runner.id == flight.runner_target), None)
     items = _gate_items(ctx)
     if flight.environment:

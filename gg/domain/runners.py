@@ -31,6 +31,24 @@ ADMIN_STATES = tuple(s.value for s in AdminState)
 OWNERSHIPS = ("organisation", "open", "claimed")
 
 
+class Liveness(str, Enum):
+    """Reported by the host: ``online`` while check-ins arrive, otherwise ``offline``."""
+
+    ONLINE = "online"
+    OFFLINE = "offline"
+
+    @classmethod
+    def of(cls, online: bool) -> "Liveness":
+        return cls.ONLINE if online else cls.OFFLINE
+
+
+class HealthState(str, Enum):
+    """The word health starts with: ``ok``, or ``degraded: <the one missing piece>``."""
+
+    OK = "ok"
+    DEGRADED = "degraded"
+
+
 @dataclass
 class Runner:
     id: str
@@ -49,7 +67,7 @@ class Runner:
     peer_address: str | None = None
     version: str | None = None
     version_skew: str = "unknown"
-    health: str = "ok"
+    health: str = HealthState.OK.value
     policy: dict = field(default_factory=dict)
     ownership: str = "organisation"
     owner: str | None = None
@@ -70,7 +88,7 @@ class Runner:
 
     @property
     def healthy(self) -> bool:
-        return self.health == "ok"
+        return self.health == HealthState.OK.value
 
 
 def is_online(runner: Runner, now: float, offline_after: float) -> bool:
@@ -82,7 +100,7 @@ def is_online(runner: Runner, now: float, offline_after: float) -> bool:
 
 
 def liveness(runner: Runner, now: float, offline_after: float) -> str:
-    return "online" if is_online(runner, now, offline_after) else "offline"
+    return Liveness.of(is_online(runner, now, offline_after)).value
 
 
 def silently_gone(runner: Runner, now: float, offline_after: float) -> bool:
@@ -98,10 +116,6 @@ def version_skew(runner_version: str | None, server_version: str) -> str:
     if not runner_version:
         return "unknown"
     return "none" if runner_version == server_version else "skewed"
-
-
-def takes_new_work(runner: Runner) -> bool:
-    return runner.admin_state == AdminState.ACTIVE.value
 
 
 def after_lease_ended(runner: Runner, live_leases: int) -> str:

@@ -38,13 +38,6 @@ def same_digest(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode(), b.encode())
 
 
-def kind_of(token: str) -> str | None:
-    for prefix in PREFIXES:
-        if token.startswith(prefix):
-            return prefix
-    return None
-
-
 def new_id(prefix: str) -> str:
     """Short public ids (``f_3k9x…``) for flights, runners, people, gates."""
     return prefix + secrets.token_hex(5)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Stage
 from gg.domain.matching import Block, Seat, blockers, missing_labels
+from gg.domain.runners import AdminState
 
 _STATE_WORDS = (
     (Block.RETIRED, "retired"),
@@ -96,7 +97,7 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
     live: list[Seat] = []
     target = None
     for s in seats:
-        if s.runner.admin_state == "retired":
+        if s.runner.admin_state == AdminState.RETIRED.value:
             continue
         live.append(s)
         if s.runner.id == target_id:

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Callable
 
 from gg import config
-from gg.client import ApiError, Unreachable
+from gg.client import ApiError, RETRY_GOODBYE, RETRY_STEP, Unreachable
+from gg.api.pools import ActionTaken, MaintainerPlan
 from gg.errors import GGError
 from gg.pool.drivers import Driver, MemberLaunch, make_driver
 from gg.runner.loop import Runner, RunnerExit, RunnerOptions
@@ -113,7 +114,7 @@ class Maintainer:
         """Plan, act, attest once; returns how long to wait before the next plan."""
         pool = self.options.pool
         try:
-            plan = self.api.pool_plan(pool, retry_for=30.0)
+            plan = self.api.pool_plan(pool, retry_for=RETRY_STEP)
         except Unreachable as exc:
             self._once(f"the control plane is away ({exc.message}); trying again")
             return RETRY_EVERY
@@ -131,19 +132,19 @@ class Maintainer:
             self._said = None
             did += self._carry_out(driver, plan)
         self._attest(driver, did, problem)
-        return float(plan.get("next_plan_in", RETRY_EVERY))
+        return float(plan.next_plan_in)
 
-    def _driver_for(self, plan: dict) -> Driver:
-        key = (plan["driver"], plan["pool"])
+    def _driver_for(self, plan: MaintainerPlan) -> Driver:
+        key = (plan.driver, plan.pool)
         if self._driver is None or self._driver_key != key:
-            self._driver = self._make(plan["driver"], pool=plan["pool"], root=self.members_dir,
+            self._driver = self._make(plan.driver, pool=plan.pool, root=self.members_dir,
                                       images_dir=self.options.images_dir, hide=self.hidden)
             self._driver_key = key
         return self._driver
 
-    def _clean(self, driver: Driver, plan: dict) -> list[dict]:
+    def _clean(self, driver: Driver, plan: MaintainerPlan) -> list[dict]:
         """Members on this host that the control plane does not list are gone for it."""
-        known = {m["id"] for m in plan["members"]}
+        known = {m.id for m in plan.members}
         did = []
         for member_id in driver.members():
             if member_id in known:
@@ -156,9 +157,9 @@ class Maintainer:
                             "error": exc.message})
         return did
 
-    def _carry_out(self, driver: Driver, plan: dict) -> list[dict]:
+    def _carry_out(self, driver: Driver, plan: MaintainerPlan) -> list[dict]:
         steps: list[dict] = []
-        for action in plan["actions"]:
+        for action in plan.actions:
             steps += [action] * (action["count"] if action["action"] == "start" else 1)
         did = []
         for action in steps:
@@ -172,13 +173,13 @@ class Maintainer:
                 break  # ask for a new plan rather than carry out a stale one
         return did
 
-    def _step(self, driver: Driver, plan: dict, kind: str, member_id: str | None,
+    def _step(self, driver: Driver, plan: MaintainerPlan, kind: str, member_id: str | None,
               digest: str | None) -> dict:
         """The control plane's side first, then the driver's."""
-        pool, ref = self.options.pool, plan["image"]["ref"]
+        pool, ref = self.options.pool, plan.image.ref
         if digest is not None:
             driver.prepare(digest, ref)
-        answer = self.api.pool_act(pool, kind, member_id, retry_for=30.0)
+        answer = self.api.pool_act(pool, kind, member_id, retry_for=RETRY_STEP)
         done = {"action": kind, "member_id": member_id, "ok": True}
         if kind == "remove":
             driver.remove(member_id)
@@ -188,14 +189,14 @@ class Maintainer:
             if kind != "start":
                 driver.remove(member_id)
             driver.start(self._launch(answer, ref))
-            done["new_member"] = answer["member"]["id"]
+            done["new_member"] = answer.member.id
         self.say(" ".join(filter(None, (kind, member_id, done.get("new_member")))))
         return done
 
-    def _launch(self, answer: dict, ref: str) -> MemberLaunch:
-        member = answer["member"]
-        return MemberLaunch(member_id=member["id"], name=member["name"], digest=member["digest"],
-                            code=answer["code"], server=self.options.server, image_ref=ref)
+    def _launch(self, answer: ActionTaken, ref: str) -> MemberLaunch:
+        member = answer.member
+        return MemberLaunch(member_id=member.id, name=member.name, digest=member.digest,
+                            code=answer.code, server=self.options.server, image_ref=ref)
 
     def _attest(self, driver: Driver, did: list[dict], problem: str | None) -> None:
         try:
@@ -206,7 +207,7 @@ class Maintainer:
         body = {"members": members, "did": did,
                 "driver": {"name": driver.name, "problem": problem}}
         try:
-            self.api.attest(self.options.pool, body, retry_for=30.0)
+            self.api.attest(self.options.pool, body, retry_for=RETRY_STEP)
         except Unreachable as exc:
             self._once(f"could not attest ({exc.message}); trying again")
         except ApiError as exc:
@@ -225,6 +226,6 @@ class Maintainer:
     def _goodbye(self) -> None:
         try:
             self.api.stop = threading.Event()  # the goodbye must not be cut short by stop
-            self.api.goodbye(retry_for=3.0)
+            self.api.goodbye(retry_for=RETRY_GOODBYE)
         except (ApiError, Unreachable):
             pass

@@ -19,11 +19,14 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from gg.client import ApiError, Client, Unreachable
+from gg.client import ApiError, Client, RETRY_CALL, RETRY_JOIN, Unreachable
+from gg.api.enrolment import Enrolled
+from gg.api.runners import RunnerProfile
 from gg.domain.enrolment import refs_digest
 from gg.runner import agents as agent_config
 from gg.runner import maintenance
 from gg.runner.credentials import CredentialError, CredentialStore
+from gg.settings import DEFAULTS
 
 __all__ = ["FleetState", "enrol"]
 
@@ -36,7 +39,7 @@ class FleetState:
         self.enrolled = False
         self.profile_name: str | None = None
         self.in_force: dict | None = None
-        self.interval = 300.0
+        self.interval = DEFAULTS.maintenance_check_interval
         self.refresh: Callable[[], None] = lambda: None  # the loop sets: check in now
         self._lock = threading.Lock()
         self._poke = threading.Event()
@@ -52,19 +55,19 @@ class FleetState:
                 extras["maintenance"] = self._report
         return extras
 
-    def absorb(self, answer: dict, sent: dict | None = None) -> None:
-        """Take what the check-in answer says about this runner's profile."""
-        profile = answer.get("profile")
-        interval = (answer.get("protocol") or {}).get("maintenance_check_interval")
+    def absorb(self, profile: RunnerProfile | None, *, interval: float | None = None,
+               sent: dict | None = None) -> None:
+        """Take what the check-in answer says about this runner's profile (``profile``) and
+        how often to check its maintenance (``interval``)."""
         with self._lock:
             if sent is not None and sent.get("maintenance") is self._report:
                 self._report = None  # delivered
             if interval:
                 self.interval = float(interval)
-            in_force = (profile or {}).get("in_force") or None
+            in_force = (profile.in_force if profile else None) or None
             changed = in_force != self.in_force
             self.enrolled = profile is not None
-            self.profile_name = (profile or {}).get("name")
+            self.profile_name = profile.name if profile else None
             self.in_force = in_force
         if changed:
             self._poke.set()
@@ -77,7 +80,7 @@ class FleetState:
 
     # -- credentials -----------------------------------------------------------------------
 
-    def sync_credentials(self, retry_for: float = 10.0) -> bool:
+    def sync_credentials(self, retry_for: float = RETRY_CALL) -> bool:
         """Tell the control plane the references this store holds; False when it could not."""
         try:
             refs = [r.as_dict() for r in CredentialStore(self.state_dir).refs()]
@@ -122,6 +125,6 @@ class FleetState:
                 self._report = report
 
 
-def enrol(client: Client, token: str, body: dict, key) -> dict:
+def enrol(client: Client, token: str, body: dict, key) -> Enrolled:
     """Spend the enrolment token once: this machine's key (proved) becomes an enrolled runner."""
-    return client.enrol(token, body, key, retry_for=60.0)
+    return client.enrol(token, body, key, retry_for=RETRY_JOIN)

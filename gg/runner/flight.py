@@ -34,7 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gg.client import ApiError, Client, Unreachable
+from gg.client import ApiError, Client, RETRY_FLIGHT_MIN, Unreachable
+from gg.domain.flights import Outcome
+from gg.api.runners import FlightForRunner
 from gg.runner import isolation, repository
 
 FLUSH_EVERY = 0.2
@@ -100,7 +102,7 @@ class Lease:
 @dataclass
 class FlightRun:
     client: Client
-    flight: dict
+    flight: FlightForRunner
     lease: Lease
     workspace_root: Path
     say: Callable[[str], None] = print
@@ -126,7 +128,7 @@ class FlightRun:
 
     @property
     def id(self) -> str:
-        return self.flight["id"]
+        return self.flight.id
 
     def run(self) -> str:
         """Fly it; returns what became of it: landed, failed, returned, lost or ended."""
@@ -198,13 +200,13 @@ class FlightRun:
 
     def _launch(self, workspace: Path) -> isolation.Launch:
         """The command wrapped for the policy; IsolationUnavailable when it cannot be met."""
-        command = list(self.flight["command"])
+        command = list(self.flight.command)
         argv = self.argv or (["/bin/sh", "-c", command[0]] if len(command) == 1 else command)
         env = dict(os.environ)
         for key in list(env):
             if key.startswith("GG_") and key not in ("GG_IMAGE_ROOT",):
                 env.pop(key)
-        env.update({"GG_FLIGHT": self.id, "GG_ATTEMPT": str(self.flight.get("attempt", 1)),
+        env.update({"GG_FLIGHT": self.id, "GG_ATTEMPT": str(self.flight.attempt),
                     "GG_WORKSPACE": str(workspace), "HOME": str(workspace)})
         if not self.policy:
             raise isolation.IsolationUnavailable("no policy has been assigned yet")
@@ -288,19 +290,20 @@ class FlightRun:
 
     def _hand_back_unmet(self, missing: str) -> str:
         """Nothing ran: give the flight back for a runner that can meet its policy."""
-        return self._hand_back("returned", f"this runner cannot meet its policy: {missing}")
+        return self._hand_back(Outcome.RETURNED.value,
+                               f"this runner cannot meet its policy: {missing}")
 
     def _hand_back(self, outcome: str | None = None, reason: str | None = None) -> str:
         if self.lost.is_set():
             return "ended" if self.ended_by_server.is_set() else "lost"
         if self.retired.is_set():
-            outcome, reason = "returned", RETIRED_REASON
+            outcome, reason = Outcome.RETURNED.value, RETIRED_REASON
         elif outcome is not None:
             pass  # enrolment: decided by gg.runner.repository
         elif self.returning.is_set():
-            outcome, reason = "returned", "the runner is stopping"
+            outcome, reason = Outcome.RETURNED.value, "the runner is stopping"
         else:
-            outcome = "landed" if self.exit_code == 0 else "failed"
+            outcome = (Outcome.LANDED if self.exit_code == 0 else Outcome.FAILED).value
             reason = None
         body = {"epoch": self.lease.epoch, "outcome": outcome, "exit_code": self.exit_code,
                 "reason": reason, "key": f"{self.lease.epoch}:hand-back"}
@@ -330,7 +333,7 @@ class FlightRun:
             raise exc
 
     def _patience(self) -> float:
-        return max(self.lease.ttl * 2, 30.0)
+        return max(self.lease.ttl * 2, RETRY_FLIGHT_MIN)
 
     def _next(self) -> int:
         self._seq += 1
@@ -347,7 +350,7 @@ class FlightRun:
                 sent = time.monotonic()
                 answer = self.client.renew(self.id, self.lease.epoch,
                                            retry_for=self._patience())
-                remaining = answer["expires_at"] - answer["server_time"]
+                remaining = answer.expires_at - answer.server_time
                 self.lease.local_expiry = sent + remaining
             except ApiError as exc:
                 if exc.code == "runner_retired":

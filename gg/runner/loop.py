@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Callable
 
 from gg import __version__, keys
-from gg.client import ApiError, Client, Unreachable
+from gg.api.runners import CheckedIn, Claimed
+from gg.client import (BACKOFF_BASE, BACKOFF_CAP, RETRY_CALL, RETRY_FOREVER, RETRY_GOODBYE,
+                       RETRY_JOIN, RETRY_REFRESH, RETRY_RELEASE, RETRY_STEP, ApiError, Client,
+                       Unreachable)
 from gg.domain.health import effective_workers
 from gg.domain.policy import Policy
 from gg.runner import capabilities, inventory
@@ -29,6 +32,7 @@ from gg.runner.fleet import FleetState, enrol
 from gg.runner.flight import STOP_GRACE, FlightRun, Lease
 from gg.runner.sent import SentLog
 from gg.runner.state import Registration, StateDir
+from gg.settings import DEFAULTS
 
 REPROBE_EVERY = 300.0
 
@@ -69,8 +73,7 @@ class Runner:
         self.sent = SentLog(self.state.path)
         self.client = Client(options.server, stop=self.stop, on_send=self.sent.record)
         self.claim_client = Client(options.server, stop=self.stop, on_send=self.sent.record)
-        self.protocol = {"check_in_interval": 15.0, "claim_wait": 30.0, "lease_ttl": 60.0,
-                         "lease_renew_at": 20.0}
+        self.protocol = DEFAULTS.protocol()
         self.workers = options.workers
         self.runs: dict[str, FlightRun] = {}
         self.threads: list[threading.Thread] = []
@@ -81,7 +84,7 @@ class Runner:
         self.registration: Registration | None = None
         self._inventory_sent: dict | None = None
         self.fleet = FleetState(self.state.path, self.client, say)  # enrolment
-        self.fleet.refresh = lambda: self._check_in_once(retry_for=5.0)
+        self.fleet.refresh = lambda: self._check_in_once(retry_for=RETRY_REFRESH)
         self.policy: dict = {}
         self.admin_state: str | None = None
         self._health_said: str | None = None
@@ -107,20 +110,20 @@ class Runner:
         profile = f", profile {self.fleet.profile_name}" if self.fleet.enrolled else ""
         self.say(f"runner {self.registration.name} ({self.registration.runner_id}) is up: "
                  f"{self.workers} worker(s), labels "
-                 f"{_labels(answer.get('labels') or {}) or '(none)'}{profile}")
+                 f"{_labels(answer.labels) or '(none)'}{profile}")
         claimer = threading.Thread(target=self._claim_loop, name="claim", daemon=True)
         claimer.start()
         while not self.stop.wait(0.5):
             pass
         return self._shut_down()
 
-    def come_online(self) -> dict:
+    def come_online(self) -> CheckedIn:
         """Register (once), check in, and keep checking in until ``stop``: what every runner
         process does, whether it flies flights (:meth:`run`) or maintains a pool
         (:mod:`gg.pool.maintainer`). Returns the first check-in's answer."""
         self._register()
         self._probe()
-        answer = self._check_in_once(retry_for=float("inf"))
+        answer = self._check_in_once(retry_for=RETRY_FOREVER)
         self.fleet.sync_credentials()  # enrolment: references, never secrets
         self.fleet.start(self.stop)
         checker = threading.Thread(target=self._check_in_loop, name="check-in", daemon=True)
@@ -147,7 +150,7 @@ class Runner:
         returned, which is what makes them ready again (or their leases expire)."""
         deadline = time.monotonic() + (0.0 if self.retired else self.options.grace)
         try:  # stop claiming: free the parked claim at once
-            self.client.claim(0, 0, retry_for=2.0)
+            self.client.claim(0, 0, retry_for=RETRY_RELEASE)
         except (ApiError, Unreachable):
             pass
         running = [r for r in list(self.runs.values())]
@@ -168,7 +171,7 @@ class Runner:
         if not retired:
             try:
                 self.client.stop = threading.Event()
-                self.client.goodbye(retry_for=3.0)
+                self.client.goodbye(retry_for=RETRY_GOODBYE)
             except (ApiError, Unreachable):
                 pass
         self.say(self.exit_reason or "goodbye")
@@ -201,11 +204,11 @@ class Runner:
                 "inventory": inventory.inventory(str(self.state.path)), "version": __version__}
         try:
             answer = self.client.register(body, key, token=self.options.person_token,
-                                          retry_for=float("inf"))
+                                          retry_for=RETRY_FOREVER)
         except ApiError as exc:
             raise RunnerExit(f"registration refused: {exc.message}") from None
-        self._save_registration(answer["runner"]["id"], answer["credential"],
-                                answer.get("credential_expires_at"))
+        self._save_registration(answer.runner.id, answer.credential,
+                                answer.credential_expires_at)
 
     def _save_registration(self, runner_id: str, credential: str,
                            expires_at: float | None) -> None:
@@ -225,11 +228,11 @@ class Runner:
             answer = enrol(self.client, self.options.enrol_token, body, key)
         except ApiError as exc:
             raise RunnerExit(f"enrolment refused: {exc.message}") from None
-        self._save_registration(answer["runner"]["id"], answer["credential"],
-                                answer.get("credential_expires_at"))
+        self._save_registration(answer.runner.id, answer.credential,
+                                answer.credential_expires_at)
         reg = self.registration
         self.say(f"enrolled as {reg.name} ({reg.runner_id}) with profile "
-                 f"{(answer.get('profile') or {}).get('name')}; the token is spent and "
+                 f"{answer.profile.name if answer.profile else None}; the token is spent and "
                  "not needed again")
 
     def _join_pool(self, key) -> None:
@@ -238,24 +241,25 @@ class Runner:
         body = {"public_key": keys.public_text(key),
                 "inventory": inventory.inventory(str(self.state.path)), "version": __version__}
         try:
-            answer = self.client.join_pool(self.options.member_code, body, key, retry_for=60.0)
+            answer = self.client.join_pool(self.options.member_code, body, key,
+                                           retry_for=RETRY_JOIN)
         except ApiError as exc:
             raise RunnerExit(f"the member code was refused: {exc.message}") from None
-        self.options.labels = dict(answer.get("labels") or {})
-        self._save_registration(answer["runner"]["id"], answer["credential"],
-                                answer.get("credential_expires_at"))
+        self.options.labels = dict(answer.labels)
+        self._save_registration(answer.runner.id, answer.credential,
+                                answer.credential_expires_at)
 
     def _renew_credential(self) -> None:
         key = self.state.key()
-        challenge = self.client.challenge(retry_for=30.0)
-        message = f"gg-renew:{self.registration.runner_id}:{challenge['nonce']}".encode()
-        answer = self.client.renew_credential(challenge["nonce"], keys.sign(key, message),
-                                              retry_for=30.0)
-        self.registration.credential = answer["credential"]
-        self.registration.credential_expires_at = answer["expires_at"]
+        challenge = self.client.challenge(retry_for=RETRY_STEP)
+        message = f"gg-renew:{self.registration.runner_id}:{challenge.nonce}".encode()
+        answer = self.client.renew_credential(challenge.nonce, keys.sign(key, message),
+                                              retry_for=RETRY_STEP)
+        self.registration.credential = answer.credential
+        self.registration.credential_expires_at = answer.expires_at
         self.state.save_registration(self.registration)
-        self.client.token = answer["credential"]
-        self.claim_client.token = answer["credential"]
+        self.client.token = answer.credential
+        self.claim_client.token = answer.credential
         self.say("credential renewed")
 
     # -- check-in -----------------------------------------------------------------------------
@@ -275,7 +279,7 @@ class Runner:
             except RunnerExit as exc:
                 self.request_stop(str(exc), retired=isinstance(exc, Retired))
 
-    def _check_in_once(self, retry_for: float) -> dict:
+    def _check_in_once(self, retry_for: float) -> CheckedIn:
         inv = inventory.inventory(str(self.state.path))
         changed = {k: v for k, v in inv.items() if k not in ("started_at",)}
         body = {"free_slots": max(0, self.capacity - self.taken), "readings": inventory.readings(),
@@ -294,27 +298,28 @@ class Runner:
             refusal = Retired if exc.code == "runner_retired" else RunnerExit
             raise refusal(self._refusal_sentence(exc)) from None
         self._inventory_sent = changed
-        self.fleet.absorb(answer, body)
+        self.fleet.absorb(answer.profile, interval=answer.protocol.maintenance_check_interval,
+                          sent=body)
         if "capabilities" in body:
             self._capabilities_sent = caps
-        if "send_capabilities" in answer.get("directives", []) and "capabilities" not in body:
+        if "send_capabilities" in answer.directives and "capabilities" not in body:
             self._capabilities_sent = None  # the server has none on file: send them now
             self.check_now.set()
         self._apply(answer)
-        self.protocol.update(answer.get("protocol", {}))
+        self.protocol.update(answer.protocol.model_dump())
         # Never back off longer than a quarter of the renewal slack: a lease must be renewed before it
         # runs out even when the control plane was away (5 s at the default 20 s slack).
-        cap = min(5.0, max(0.2, float(self.protocol.get("lease_renew_at", 20.0)) / 4))
+        renew_at = self.protocol.get("lease_renew_at", DEFAULTS.lease_renew_at)
+        cap = min(BACKOFF_CAP, max(BACKOFF_BASE, float(renew_at) / 4))
         self.client.backoff_cap = self.claim_client.backoff_cap = cap
-        self.protocol["check_in_interval"] = answer.get("check_in_interval",
-                                                        self.protocol["check_in_interval"])
-        for flight_id in answer.get("ended", []):
+        self.protocol["check_in_interval"] = answer.check_in_interval
+        for flight_id in answer.ended:
             run = self.runs.get(flight_id)
             if run is not None:
                 self.say(f"{flight_id}: ended by the control plane; stopping it")
                 run.ended_by_server.set()
                 run.lost.set()
-        if "renew_credential" in answer.get("directives", []):
+        if "renew_credential" in answer.directives:
             try:
                 self._renew_credential()
             except (ApiError, Unreachable) as exc:
@@ -325,21 +330,21 @@ class Runner:
         self.capabilities = capabilities.probe()
         self._probed_at = time.monotonic()
 
-    def _apply(self, answer: dict) -> None:
+    def _apply(self, answer: CheckedIn) -> None:
         """Take the assigned policy and admin state the control plane sent down."""
-        policy = answer.get("policy") or {}
+        policy = answer.policy
         if policy and policy != self.policy:
             if self.policy:
                 self.say("policy is now " + ", ".join(f"{k} {v}" for k, v in sorted(policy.items())))
             self.policy = dict(policy)
             with self.slots:
                 self.slots.notify_all()
-        state = answer.get("admin_state")
+        state = answer.admin_state
         if state and state != self.admin_state:
             if self.admin_state is not None:
                 self.say(f"admin state is now {state}")
             self.admin_state = state
-        health = answer.get("health")
+        health = answer.health
         if health and health != "ok" and health != self._health_said:
             self.say(f"health: {health}")
         self._health_said = health
@@ -370,7 +375,7 @@ class Runner:
                 return
             try:
                 answer = self.claim_client.claim(max(1, self.capacity - self.taken),
-                                                 self.protocol["claim_wait"], retry_for=float("inf"))
+                                                 self.protocol["claim_wait"], retry_for=RETRY_FOREVER)
             except Unreachable:
                 continue
             except ApiError as exc:
@@ -386,25 +391,24 @@ class Runner:
             if self.options.once:
                 return
 
-    def _take(self, answer: dict) -> None:
-        flight = answer["flight"]
-        lease = answer["lease"]
-        protocol = answer.get("protocol", self.protocol)
-        ttl = lease["expires_at"] - lease["granted_at"]
+    def _take(self, answer: Claimed) -> None:
+        flight = answer.flight
+        lease = answer.lease
+        ttl = lease.expires_at - lease.granted_at
         run = FlightRun(client=self.client, flight=flight, say=self.say,
-                        lease=Lease(flight["id"], lease["epoch"], ttl, protocol["lease_renew_at"],
+                        lease=Lease(flight.id, lease.epoch, ttl, answer.protocol.lease_renew_at,
                                     time.monotonic() + ttl),
                         workspace_root=self.state.workspaces, fleet=self.fleet,
-                        policy=answer.get("policy") or self.policy,
+                        policy=answer.policy or self.policy,
                         capabilities=self.capabilities or {}, state_dir=self.state.path,
                         hidden=list(self.options.hidden), on_unmet=self.policy_unmet,
                         on_retired=lambda: self.request_stop(RETIRED_SENTENCE, retired=True))
         if self.stop.is_set():  # granted while stopping: give it straight back
             try:
-                self.client.hand_back(flight["id"], {"epoch": lease["epoch"], "outcome": "returned",
-                                                     "reason": "the runner is stopping",
-                                                     "key": f"{lease['epoch']}:hand-back"},
-                                      retry_for=10.0)
+                self.client.hand_back(flight.id, {"epoch": lease.epoch, "outcome": "returned",
+                                                  "reason": "the runner is stopping",
+                                                  "key": f"{lease.epoch}:hand-back"},
+                                      retry_for=RETRY_CALL)
             except (ApiError, Unreachable):
                 pass
             return
@@ -416,8 +420,8 @@ class Runner:
         thread.start()
 
     def _fly(self, run: FlightRun) -> None:
-        self.say(f"{run.id}: taken (attempt {run.flight.get('attempt')}, epoch {run.lease.epoch}): "
-                 f"{run.flight.get('title')}")
+        self.say(f"{run.id}: taken (attempt {run.flight.attempt}, epoch {run.lease.epoch}): "
+                 f"{run.flight.title}")
         try:
             outcome = run.run()
         except Exception as exc:  # a bug in one flight must not take the runner down

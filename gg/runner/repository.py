@@ -27,98 +27,117 @@ a ``pushed`` fact; a push not made is a ``note`` fact saying why.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from gg.domain.fitness import repository_host
+from gg.domain.flights import Outcome
 from gg.domain.repos import destination_allowed, is_local_slug, repo_slug
 from gg.runner import agents as agent_config
 from gg.runner import git
 
-if TYPE_CHECKING:  # pragma: no cover
-    from gg.runner.flight import FlightRun
-
-__all__ = ["CannotFly", "finish", "prepare"]
+__all__ = ["CannotFly", "Run", "finish", "prepare"]
 
 CLONE_TIMEOUT = 600.0
 PUSH_TIMEOUT = 300.0
 MAX_COMMIT_FACTS = 200
 
 
+class Run(Protocol):
+    """What this module needs of the flight being run (``gg.runner.flight.FlightRun`` is one).
+
+    Named here rather than imported, so the module that runs a flight depends on this one and
+    never the other way round.
+    """
+
+    flight: dict
+    fleet: Any  # gg.runner.fleet.FleetState, or None for a runner that is not enrolled
+    base: str | None  # set here: the commit the repository was cloned at
+    exit_code: int | None
+    say: Callable[[str], None]
+
+    @property
+    def id(self) -> str: ...
+
+    def _report(self, facts: list[dict]) -> None: ...
+
+
 class CannotFly(Exception):
-    def __init__(self, outcome: str, reason: str) -> None:
+    def __init__(self, outcome: Outcome, reason: str) -> None:
         super().__init__(reason)
-        self.outcome = outcome
+        self.outcome = Outcome(outcome).value
         self.reason = reason
 
 
-def prepare(run: FlightRun, workspace: Path) -> list[str]:
+def prepare(run: Run, workspace: Path) -> list[str]:
     """The argv to run; the repository (if any) is cloned into ``workspace`` first."""
     flight = run.flight
     fleet = run.fleet
     enrolled, name, profile = fleet.profile() if fleet is not None else (False, None, None)
-    wanted = flight.get("agent") or agent_config.SHELL
+    wanted = flight.agent or agent_config.SHELL
     if enrolled:
         if not profile:
             _refresh(run)
-            raise CannotFly("returned", f"fleet profile {name} is not in force on this runner")
+            raise CannotFly(Outcome.RETURNED,
+                            f"fleet profile {name} is not in force on this runner")
         if wanted != profile.get("agent"):
             _refresh(run)
-            raise CannotFly("returned", f"this runner's fleet profile {name} runs agent "
+            raise CannotFly(Outcome.RETURNED, f"this runner's fleet profile {name} runs agent "
                                         f"{profile.get('agent')}, not {wanted}")
     state_dir = fleet.state_dir if fleet is not None else None
     try:
         known = agent_config.load_agents(state_dir) if state_dir else {
             agent_config.SHELL: agent_config.SHELL_AGENT}
     except agent_config.AgentError as exc:
-        raise CannotFly("returned", f"this runner's agents file is broken: {exc}") from None
+        raise CannotFly(Outcome.RETURNED, f"this runner's agents file is broken: {exc}") from None
     agent = known.get(wanted)
     if agent is None or not agent_config.present(agent):
         _refresh(run)
-        raise CannotFly("returned", f"this runner has no agent {wanted}")
-    repo = flight.get("repo")
+        raise CannotFly(Outcome.RETURNED, f"this runner has no agent {wanted}")
+    repo = flight.repo
     if repo:
         _clone(run, repo, workspace, state_dir, name if enrolled else None, profile)
-    return agent_config.argv_for(agent, list(flight["command"]), workspace=workspace,
+    return agent_config.argv_for(agent, list(flight.command), workspace=workspace,
                                  flight_id=run.id)
 
 
-def _clone(run: FlightRun, repo: str, workspace: Path, state_dir: Path | None,
+def _clone(run: Run, repo: str, workspace: Path, state_dir: Path | None,
            profile_name: str | None, profile: dict | None) -> None:
     try:
         slug = repo_slug(repo)
     except ValueError as exc:
-        raise CannotFly("failed", f"--repo: {exc}") from None
+        raise CannotFly(Outcome.FAILED, f"--repo: {exc}") from None
     host = repository_host(repo)
     if profile_name is not None and host is not None:
         hosts = {str(h).lower() for h in (profile or {}).get("repository_hosts", ())}
         if host.lower() not in hosts:
             _refresh(run)
-            raise CannotFly("returned", f"fleet profile {profile_name} does not list "
+            raise CannotFly(Outcome.RETURNED, f"fleet profile {profile_name} does not list "
                                         f"repository host {host}")
     if is_local_slug(slug) and state_dir is not None and \
             _inside(Path(slug), Path(state_dir)):
-        raise CannotFly("failed", f"{slug} is inside this runner's state directory; "
+        raise CannotFly(Outcome.FAILED, f"{slug} is inside this runner's state directory; "
                                   "a flight may not clone another flight's workspace")
     if state_dir is None:
-        raise CannotFly("returned", "this runner cannot clone repositories")
+        raise CannotFly(Outcome.RETURNED, "this runner cannot clone repositories")
     try:
         result = git.clone(repo, workspace, state_dir=state_dir, timeout=CLONE_TIMEOUT)
     except git.GitError as exc:
         if exc.reason == "credential_missing":
             if run.fleet is not None:
                 run.fleet.sync_credentials()
-            raise CannotFly("returned", f"this runner holds no credential for repository "
+            raise CannotFly(Outcome.RETURNED, f"this runner holds no credential for repository "
                                         f"{slug}") from None
-        raise CannotFly("failed", str(exc)[:480]) from None
+        raise CannotFly(Outcome.FAILED, str(exc)[:480]) from None
     run.base = result.head
     head = result.head[:12] or "(empty)"
     run._report([_note(f"cloned {slug} at {head}", repository=slug, head=result.head)])
 
 
-def finish(run: FlightRun, workspace: Path) -> None:
+def finish(run: Run, workspace: Path) -> None:
     """Report the agent's commits and push them where the profile allows."""
-    repo = run.flight.get("repo")
+    repo = run.flight.repo
     if not repo or run.base is None:
         return
     try:
@@ -152,7 +171,7 @@ def finish(run: FlightRun, workspace: Path) -> None:
         pushed = git.push(workspace, repo, state_dir=fleet.state_dir, branch=branch,
                           timeout=PUSH_TIMEOUT)
     except git.GitError as exc:
-        raise CannotFly("failed", f"push to {slug} failed: {exc.sentence}") from None
+        raise CannotFly(Outcome.FAILED, f"push to {slug} failed: {exc.sentence}") from None
     run._report([{"kind": "pushed", "body": {"destination": pushed.destination,
                                              "branch": pushed.branch, "head": pushed.head,
                                              "commits": len(commits)}}])
@@ -162,7 +181,7 @@ def _note(text: str, **extra) -> dict:
     return {"kind": "note", "body": {"text": text, **extra}}
 
 
-def _refresh(run: FlightRun) -> None:
+def _refresh(run: Run) -> None:
     """Tell the control plane what this machine really has, so it stops offering the flight."""
     if run.fleet is not None:
         try:

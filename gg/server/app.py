@@ -37,8 +37,9 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.state.dispatcher = Dispatcher(core)
     app.state.watch = Watch(core)
     errors.install(app)
+    errors.document(app)
     for module in (people, runners, flights, gates, fleet, admin, placement, pools):
-        app.include_router(module.router)
+        app.include_router(module.router, responses=errors.REFUSALS)
     placement.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     metrics.install(app)  # outermost: counts every answer, 413s included

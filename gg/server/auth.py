@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import Request
 
 from gg.control import people, runners
+from gg.domain import tokens
 from gg.domain.runners import Runner
-from gg.errors import Unauthorized
+from gg.errors import Forbidden, Unauthorized
 
 
 def bearer(request: Request) -> str | None:
@@ -22,6 +23,17 @@ def person(request: Request) -> dict:
     if token is None:
         raise Unauthorized("sign in first: gg login --server URL --token-file FILE")
     return people.authenticate_person(request.app.state.core, token)
+
+
+def person_only(request: Request) -> dict:
+    """A person; a runner's (or member's) credential is refused with 403, not 401 (pools and
+    strategies)."""
+    token = bearer(request)
+    if token is not None and token.startswith(tokens.RUNNER):
+        runners.authenticate(request.app.state.core, token)  # a bad one is still a 401
+        raise Forbidden("pools and strategies are for people; a runner's credential cannot "
+                        "read or change them")
+    return person(request)
 
 
 def runner(request: Request) -> Runner:

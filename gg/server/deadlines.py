@@ -42,9 +42,5 @@ class AttendedWake:
     def _look(self) -> None:
         self._handle = None
         self._at = None
-        now = self.core.now()
-        with self.core.store.atomic():
-            expired = lease_ops.expire_due(self.core, now)  # fails overdue attended flights too
-        if expired:
-            self.core.signals.ready_changed()
+        lease_ops.expire_now(self.core)  # fails overdue attended flights too
         self.arm()

@@ -4,7 +4,9 @@ A runner's claim is first tried at once. If nothing fits, the request parks here
 asyncio future, no polling). Whenever something may have become offerable (a flight
 opened or returned, a lease expired, a runner came back), :meth:`Dispatcher.poke`
 schedules ONE matching pass that grants flights to parked claimers in a single
-transaction, oldest flight first, longest-parked runner first.
+transaction, oldest flight first, longest-parked runner first. The pass itself is a control
+use case (:func:`gg.control.leases.match_parked`: plan with the domain's matcher, apply the
+grants); the dispatcher only parks, wakes, and hands out what it returns.
 
 Lease expiry is never decided by a timer: the pass compares the clock with
 ``expires_at``. The dispatcher only arranges to look again at the earliest expiry, so a
@@ -106,18 +108,10 @@ class Dispatcher:
                    if not p.future.done()]
         if not waiting:
             return
-        now = self.core.now()
-        if self._nothing_to_offer(now):  # e.g. a runner came back online to an empty queue
-            self._arm_expiry_wake()
-            return
         first_by_runner: dict[str, Parked] = {}
         for p in waiting:
             first_by_runner.setdefault(p.runner_id, p)
-        runners = {r.id: r for r in self.core.store.runners(ids=list(first_by_runner))}
-        live = self.core.store.live_leases(now, list(runners))
-        seats = [lease_ops.seat_for(self.core, runners[rid], now, live.get(rid, 0))
-                 for rid in first_by_runner if rid in runners]
-        granted = lease_ops.assign(self.core, seats)
+        granted = lease_ops.match_parked(self.core, list(first_by_runner))
         for flight, grant in granted:
             parked = first_by_runner[grant.runner_id]
             if not parked.future.done():
@@ -126,17 +120,11 @@ class Dispatcher:
             self.poke()  # a runner with a second parked claim may take another
         self._arm_expiry_wake()
 
-    def _nothing_to_offer(self, now: float) -> bool:
-        """No ready flight and no lease due: a pass would load every parked runner for
-        nothing (two indexed look-ups instead of thousands of rows at fleet scale)."""
-        due = self.core.store.next_lease_expiry()
-        return (due is None or due > now) and not self.core.store.any_ready()
-
     def _arm_expiry_wake(self) -> None:
         """Look again when the earliest lease is due (clock comparison happens then)."""
         if self.loop is None:
             return
-        nxt = self.core.store.next_lease_expiry()
+        nxt = lease_ops.next_expiry(self.core)
         if nxt == self._expiry_at and self._expiry_handle is not None:
             return
         if self._expiry_handle is not None:

@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gg.api.schemas import ErrorAnswer
 from gg.errors import GGError
 
 log = logging.getLogger("gg.server")
@@ -61,3 +62,25 @@ def install(app: FastAPI) -> None:
         log.error("internal error on %s %s: %s", request.method, request.url.path,
                   type(exc).__name__, exc_info=exc)
         return error_response(500, "internal", "the control plane hit an internal error")
+
+
+REFUSALS = {"4XX": {"model": ErrorAnswer, "description": "Refused, in the one error shape"}}
+
+
+def document(app: FastAPI) -> None:
+    """The published schema says what is answered: a request that fails validation is
+    answered 400 in the one error shape (every operation documents ``4XX``), never 422."""
+    build = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = build()
+            for item in schema.get("paths", {}).values():
+                for operation in item.values():
+                    operation.get("responses", {}).pop("422", None)
+            for unused in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(unused, None)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi

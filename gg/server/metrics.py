@@ -26,8 +26,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from gg.api import paths
 from gg.control.core import Core
+from gg.domain.events import EventKind
 from gg.domain.flights import STAGES
-from gg.domain.runners import ADMIN_STATES, Runner, is_online
+from gg.domain.runners import ADMIN_STATES, HealthState, Liveness, Runner, is_online
 
 METRICS_PATH = "/metrics"
 WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -99,14 +100,15 @@ class StoreCollector:
         offline_after = self.core.settings.offline_after
         for state, health, last_seen_at, goodbye_at in self.core.store.runner_presence():
             probe = Runner(id="", name="", last_seen_at=last_seen_at, goodbye_at=goodbye_at)
-            key = (state, "online" if is_online(probe, now, offline_after) else "offline",
-                   "ok" if health == "ok" else "degraded")
+            healthy = health == HealthState.OK.value
+            key = (state, Liveness.of(is_online(probe, now, offline_after)).value,
+                   (HealthState.OK if healthy else HealthState.DEGRADED).value)
             counts[key] = counts.get(key, 0) + 1
         family = GaugeMetricFamily("gg_runners", "Runners (not retired) by admin state, "
                                    "liveness and health.", labels=["state", "liveness", "health"])
         for state in ADMIN_STATES:
-            for liveness in ("online", "offline"):
-                for health in ("ok", "degraded"):
+            for liveness in (s.value for s in Liveness):
+                for health in (s.value for s in HealthState):
                     family.add_metric([state, liveness, health],
                                       counts.get((state, liveness, health), 0))
         return family
@@ -115,7 +117,7 @@ class StoreCollector:
         rows = self.core.store.grants_and_expiries_after(self.cursor, _FOLLOW_PER_SCRAPE)
         for row in rows:
             self.cursor = row["seq"]
-            if row["kind"] == "info:flight:expired":
+            if row["kind"] == EventKind.FLIGHT_EXPIRED:
                 self.expiries += 1
                 continue
             if row["first_claim"] and row["opened_at"] is not None:

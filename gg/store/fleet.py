@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gg.domain.enrolment import EnrolToken, ProfileRecord
-from gg.domain.flights import Flight
+from gg.domain.flights import Flight, Stage
 from gg.domain.profiles import Profile
 from gg.domain.runners import Runner
 from gg.store.db import Database, dumps, loads
@@ -101,6 +101,6 @@ class FleetRows:
 
     def open_maintenance_flight(self, runner_id: str) -> Flight | None:
         row = self.db.one("SELECT * FROM flights WHERE kind = 'maintenance' AND "
-                          "runner_target = ? AND stage IN ('gated', 'ready') ORDER BY seq DESC "
-                          "LIMIT 1", (runner_id,))
+                          "runner_target = ? AND stage IN (?, ?) ORDER BY seq DESC "
+                          "LIMIT 1", (runner_id, Stage.GATED.value, Stage.READY.value))
         return flight_from_row(row) if row else None

@@ -1,11 +1,11 @@
-"""Flights, lease grants and facts. The claim is one compare-and-set statement."""
+"""Flights, lease grants and facts. Every change of stage is one compare-and-set statement."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from gg.domain.flights import Flight
+from gg.domain.flights import Change, Flight, Stage
 from gg.store.db import Database, dumps, loads
 
 _JSON = ("command", "requires", "gates")
@@ -56,6 +56,9 @@ class FlightRows:
         return flight_from_row(row) if row else None
 
     def update_flight(self, flight_id: str, **values: Any) -> int:
+        """Set fields other than the stage (a stage changes only by apply_flight_change)."""
+        if "stage" in values:
+            raise ValueError("a flight's stage changes only through apply_flight_change")
         return self.db.update("flights", "id", flight_id, _encode(values))
 
     def flights(self, *, stages: tuple[str, ...] | None = None, limit: int = 1000,
@@ -118,25 +121,24 @@ class FlightRows:
         row = self.db.one("SELECT min(lease_expires_at) FROM flights WHERE stage = 'flying'")
         return row[0] if row else None
 
-    def cas_grant(self, flight_id: str, runner_id: str, epoch: int, granted_at: float,
-                  expires_at: float) -> bool:
-        """Grant the lease only if the flight is still ready at ``epoch - 1``."""
+    def apply_flight_change(self, flight_id: str, expected_stage: str, expected_epoch: int,
+                            change: Change) -> bool:
+        """Apply ``change`` (from ``gg.domain.flights.transition``) only if the flight is
+        still at ``expected_stage`` and ``expected_epoch``: one conditional UPDATE, the only
+        statement that writes a flight's stage. A new lease is remembered in ``grants``.
+        False when the flight moved on meanwhile (nothing is written)."""
+        values = _encode({**change.values, "stage": Stage(change.to).value})
         cur = self.db.run(
-            "UPDATE flights SET stage = 'flying', epoch = ?, lease_runner = ?, "
-            "lease_granted_at = ?, lease_expires_at = ?, attempt = attempt + 1 "
-            "WHERE id = ? AND stage = 'ready' AND epoch = ?",
-            (epoch, runner_id, granted_at, expires_at, flight_id, epoch - 1))
+            f"UPDATE flights SET {', '.join(f'{k} = ?' for k in values)} "
+            "WHERE id = ? AND stage = ? AND epoch = ?",
+            (*values.values(), flight_id, Stage(expected_stage).value, expected_epoch))
         if cur.rowcount != 1:
             return False
-        self.db.insert("grants", {"flight_id": flight_id, "epoch": epoch,
-                                  "runner_id": runner_id, "granted_at": granted_at})
+        if change.grant is not None:
+            self.db.insert("grants", {"flight_id": flight_id, "epoch": change.grant.epoch,
+                                      "runner_id": change.grant.runner_id,
+                                      "granted_at": change.grant.granted_at})
         return True
-
-    def renew_lease(self, flight_id: str, epoch: int, expires_at: float) -> bool:
-        cur = self.db.run(
-            "UPDATE flights SET lease_expires_at = ? WHERE id = ? AND epoch = ? AND stage = 'flying'",
-            (expires_at, flight_id, epoch))
-        return cur.rowcount == 1
 
     def held_epochs(self, flight_id: str, runner_id: str) -> set[int]:
         rows = self.db.all("SELECT epoch FROM grants WHERE flight_id = ? AND runner_id = ?",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from gg.domain.flights import Stage
 from gg.domain.gates import Gate
 from gg.store.db import Database, dumps, loads
 
@@ -55,6 +56,6 @@ class GateRows:
 
     def flights_behind(self, gate_id: str) -> list[str]:
         rows = self.db.all("SELECT flights.id FROM flights, json_each(flights.gates) "
-                           "WHERE json_each.value = ? AND flights.stage IN ('gated', 'ready')",
-                           (gate_id,))
+                           "WHERE json_each.value = ? AND flights.stage IN (?, ?)",
+                           (gate_id, Stage.GATED.value, Stage.READY.value))
         return [r[0] for r in rows]

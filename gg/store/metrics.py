@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from gg.domain.events import READY_EVENTS, EventKind
+from gg.domain.flights import Stage
 from gg.store.db import Database
 
-# The events that make a flight offerable again; the latest one before a grant is when
-# the flight started waiting for that grant.
-READY_KINDS = ("info:flight:opened", "info:flight:returned", "info:flight:expired",
-               "info:gate:cleared")
+READY_KINDS = tuple(k.value for k in READY_EVENTS)
+CLAIMED = EventKind.FLIGHT_CLAIMED.value
+EXPIRED = EventKind.FLIGHT_EXPIRED.value
 
 
 class MetricRows:
@@ -20,8 +21,8 @@ class MetricRows:
             "WHERE retired_at IS NULL")]
 
     def live_lease_count(self, now: float) -> int:
-        row = self.db.one("SELECT count(*) FROM flights WHERE stage = 'flying' "
-                          "AND lease_expires_at > ?", (now,))
+        row = self.db.one("SELECT count(*) FROM flights WHERE stage = ? "
+                          "AND lease_expires_at > ?", (Stage.FLYING.value, now))
         return row[0]
 
     def grants_and_expiries_after(self, seq: int, limit: int) -> list[dict]:
@@ -30,16 +31,16 @@ class MetricRows:
         kinds = ",".join("?" * len(READY_KINDS))
         rows = self.db.all(
             f"""SELECT e.seq, e.kind, e.at, f.opened_at, f.attempt,
-                       CASE WHEN e.kind = 'info:flight:claimed' THEN
+                       CASE WHEN e.kind = ? THEN
                          (SELECT max(r.at) FROM events r
                            WHERE r.flight_id = e.flight_id AND r.seq < e.seq
                              AND r.kind IN ({kinds})) END AS ready_at,
-                       CASE WHEN e.kind = 'info:flight:claimed' THEN
+                       CASE WHEN e.kind = ? THEN
                          NOT EXISTS (SELECT 1 FROM events p
                            WHERE p.flight_id = e.flight_id AND p.seq < e.seq
-                             AND p.kind = 'info:flight:claimed') END AS first_claim
+                             AND p.kind = ?) END AS first_claim
                   FROM events e LEFT JOIN flights f ON f.id = e.flight_id
-                 WHERE e.kind IN ('info:flight:claimed', 'info:flight:expired') AND e.seq > ?
+                 WHERE e.kind IN (?, ?) AND e.seq > ?
                  ORDER BY e.seq LIMIT ?""",
-            (*READY_KINDS, seq, limit))
+            (CLAIMED, *READY_KINDS, CLAIMED, CLAIMED, CLAIMED, EXPIRED, seq, limit))
         return [dict(r) for r in rows]

@@ -12,6 +12,7 @@ from typing import Any
 import sqlite_utils
 
 from gg.domain.environments import Environment, RootEnvelope
+from gg.domain.flights import Stage
 from gg.store.db import Database, dumps, loads
 from gg.store.migrations import migration
 
@@ -86,7 +87,8 @@ class PlacementRows:
 
     def waiting_flights_in(self, environment: str) -> list[str]:
         rows = self.db.all("SELECT id FROM flights WHERE environment = ? "
-                           "AND stage IN ('ready', 'gated') ORDER BY seq", (environment,))
+                           "AND stage IN (?, ?) ORDER BY seq",
+                           (environment, Stage.READY.value, Stage.GATED.value))
         return [r[0] for r in rows]
 
     # -- the root envelope ------------------------------------------------------------------
@@ -140,15 +142,16 @@ class PlacementRows:
     def untaken_attended(self, opened_before: float, limit: int = 500) -> list[str]:
         """Attended flights never taken and opened before ``opened_before`` (overdue)."""
         rows = self.db.all(
-            "SELECT id FROM flights WHERE attended = 1 AND stage IN ('ready', 'gated') "
+            "SELECT id FROM flights WHERE attended = 1 AND stage IN (?, ?) "
             "AND attempt = 0 AND opened_at <= ? ORDER BY opened_at LIMIT ?",
-            (opened_before, limit))
+            (Stage.READY.value, Stage.GATED.value, opened_before, limit))
         return [r[0] for r in rows]
 
     def first_untaken_attended(self) -> float | None:
         """When the oldest attended flight that nobody took yet was opened."""
         row = self.db.one("SELECT min(opened_at) FROM flights WHERE attended = 1 "
-                          "AND stage IN ('ready', 'gated') AND attempt = 0")
+                          "AND stage IN (?, ?) AND attempt = 0",
+                          (Stage.READY.value, Stage.GATED.value))
         return row[0] if row else None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from gg.domain.flights import Stage
 from gg.domain.pools import PoolMember, StrategyRecord
 from gg.domain.strategies import Strategy
 from gg.store.db import Database, dumps, loads
@@ -114,6 +115,7 @@ class PoolRows:
     def count_ready_requiring(self, requires: dict[str, str]) -> int:
         """Ready flights that require exactly ``requires`` and were not sent to one runner.
         Flights store ``requires`` canonically (``dumps``), so equality is exact."""
-        row = self.db.one("SELECT count(*) FROM flights WHERE stage = 'ready' AND "
-                          "runner_target IS NULL AND requires = ?", (dumps(requires),))
+        row = self.db.one("SELECT count(*) FROM flights WHERE stage = ? AND "
+                          "runner_target IS NULL AND requires = ?",
+                          (Stage.READY.value, dumps(requires)))
         return row[0]

@@ -6,16 +6,10 @@ import pytest
 
 from gg.airspace import AirspaceError, check_airspace, load_airspace
 
+from support import lay_out
+
 PROFILE = "purpose: p\nroles: [runner]\nenvironment: {env}\n"
 STRATEGY = "environment: {env}\ninventory: {{name: {pool}, size: 2}}\nimage: {{ref: r}}\n"
-
-
-def lay_out(base, files: dict[str, str]):
-    for rel, text in files.items():
-        path = base / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return base
 
 
 def test_a_good_airspace_loads_everything(tmp_path):

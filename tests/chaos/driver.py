@@ -25,7 +25,7 @@ from gg.api import paths
 from gg.client import Client
 from gg.launch import LocalRunner
 from gg.proof.invariants import Report, Restart, check
-from support import FAST, Fleet, wait_until
+from support import FAST, Fleet, WireJson, wait_until
 
 LEASE_TTL = float(FAST["GG_LEASE_TTL"])
 
@@ -102,8 +102,8 @@ class Chaos:
     def names(self) -> list[str]:
         return [r.name for r in self.fleet.runners]
 
-    def _api(self) -> Client:
-        return Client(self.fleet.url, self.fleet.server.owner_token(), timeout=30)
+    def _api(self) -> WireJson:
+        return WireJson(Client(self.fleet.url, self.fleet.server.owner_token(), timeout=30))
 
     def _violence(self) -> None:
         plan, rng = self.plan, self.rng

@@ -7,18 +7,12 @@ import subprocess
 
 from gg.launch import gg_argv
 
+from support import lay_out
+
 
 def gg(*args: str, cwd=None, env=None):
     return subprocess.run(gg_argv(*args), capture_output=True, text=True, timeout=60, cwd=cwd,
                           env={**os.environ, **(env or {})})
-
-
-def lay_out(base, files):
-    for rel, text in files.items():
-        path = base / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return base
 
 
 def test_every_problem_is_printed_with_file_line_and_key(tmp_path):

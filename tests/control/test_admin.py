@@ -3,6 +3,8 @@ fake clock (no server), so every rule is pinned without waiting."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gg.control import admin, flights, leases, people, plan, runners, views
@@ -12,63 +14,38 @@ from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 from gg.settings import Settings
 from gg.store import open_store
 from fleet_support import CONFINED
-from support import new_key, proof
+from support import check_in, new_key, proof
 
 SANDBOX_OK = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": True,
               "confinement": CONFINED}
 
 
-class Clock:
-    def __init__(self, now: float = 1_000_000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+@pytest.fixture
+def settings():
+    return Settings(lease_ttl=60, offline_after=45, dev=True)
 
 
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-def _core(tmp_path, clock, dev: bool) -> Core:
-    c = Core(store=open_store(tmp_path / ("dev" if dev else "prod")),
-             settings=Settings(lease_ttl=60, offline_after=45, dev=dev), clock=clock)
-    (tmp_path / ("dev" if dev else "prod")).mkdir(exist_ok=True)
-    bootstrap(c, tmp_path / ("dev" if dev else "prod"))
+def prod(tmp_path, clock, settings):
+    """A second control plane that does not run --dev."""
+    data = tmp_path / "prod"
+    data.mkdir()
+    c = Core(store=open_store(data), settings=replace(settings, dev=False), clock=clock)
+    bootstrap(c, data)
     return c
 
 
-@pytest.fixture
-def core(tmp_path, clock):
-    return _core(tmp_path, clock, dev=True)
-
-
-@pytest.fixture
-def prod(tmp_path, clock):
-    return _core(tmp_path, clock, dev=False)
-
-
-def owner(core):
+def owner_of(core):
     return core.store.person_by_name("owner")
 
 
 def make_runner(core, name="r1", *, labels=None, workers=1, caps=SANDBOX_OK, key=None):
-    runner, credential = runners.register(core, owner(core), name=name,
+    runner, credential = runners.register(core, owner_of(core), name=name,
                                           **proof(core, "register", key),
                                           labels=labels or {}, workers=workers, inventory={},
                                           version=None)
-    check_in(core, runner, caps=caps, workers=workers)
+    check_in(core, runner, capabilities=caps, workers=workers)
     return core.store.runner(runner.id), credential
-
-
-def check_in(core, runner, *, caps=None, version=None, workers=None):
-    return runners.check_in(core, core.store.runner(runner.id), readings={}, inventory=None,
-                            capabilities=caps, version=version, held=[], peer_address=None,
-                            workers=workers)
 
 
 def kinds(core, kind, runner_id=None):
@@ -80,9 +57,9 @@ def kinds(core, kind, runner_id=None):
 
 def test_cordon_records_one_event_with_its_actor_and_repeating_it_records_none(core):
     r, _ = make_runner(core)
-    change = admin.change_state(core, owner(core), "r1", "cordon")
+    change = admin.change_state(core, owner_of(core), "r1", "cordon")
     assert (change["from"], change["state"], change["changed"]) == ("active", "cordoned", True)
-    again = admin.change_state(core, owner(core), "r1", "cordon")
+    again = admin.change_state(core, owner_of(core), "r1", "cordon")
     assert again["changed"] is False and again["message"] == "r1 is already cordoned"
     events = kinds(core, "info:runner:drain_changed", r.id)
     assert len(events) == 1
@@ -92,20 +69,20 @@ def test_cordon_records_one_event_with_its_actor_and_repeating_it_records_none(c
 
 def test_a_cordoned_runner_is_offered_nothing_and_resume_makes_it_eligible_at_once(core):
     r, _ = make_runner(core)
-    admin.change_state(core, owner(core), "r1", "cordon")
-    f = flights.open_flight(core, owner(core), command=["true"])
+    admin.change_state(core, owner_of(core), "r1", "cordon")
+    f = flights.open_flight(core, owner_of(core), command=["true"])
     assert leases.try_claim(core, r.id) is None
     shown = flights.show_flight(core, f.id)
     assert shown["waiting"] == "waiting: every runner is cordoned"
     woken = []
     core.signals.on_ready.append(lambda: woken.append(1))
-    admin.change_state(core, owner(core), "r1", "resume")
+    admin.change_state(core, owner_of(core), "r1", "resume")
     assert woken, "resume must wake parked claims"
     assert leases.try_claim(core, r.id)[0].id == f.id
 
 
 def _fly(core, runner):
-    opened = flights.open_flight(core, owner(core), command=["true"])
+    opened = flights.open_flight(core, owner_of(core), command=["true"])
     got = leases.try_claim(core, runner.id)
     assert got is not None and got[0].id == opened.id
     return got[0], got[1]
@@ -115,10 +92,10 @@ def _fly(core, runner):
 def test_draining_becomes_drained_by_itself_on_every_path_that_ends_its_last_lease(core, clock, ending):
     r, _ = make_runner(core)
     flight, grant = _fly(core, r)
-    assert admin.change_state(core, owner(core), "r1", "drain")["state"] == "draining"
+    assert admin.change_state(core, owner_of(core), "r1", "drain")["state"] == "draining"
     runner = core.store.runner(r.id)
     if ending == "cancelled":
-        flights.cancel(core, owner(core), flight.id)
+        flights.cancel(core, owner_of(core), flight.id)
     elif ending == "expired":
         clock.advance(61)
         flights.list_flights(core)  # whoever looks first records the expiry
@@ -132,8 +109,8 @@ def test_draining_becomes_drained_by_itself_on_every_path_that_ends_its_last_lea
 
 def test_drain_without_work_is_drained_at_once_and_a_drained_runner_takes_nothing(core):
     r, _ = make_runner(core)
-    assert admin.change_state(core, owner(core), "r1", "drain")["state"] == "drained"
-    flights.open_flight(core, owner(core), command=["true"])
+    assert admin.change_state(core, owner_of(core), "r1", "drain")["state"] == "drained"
+    flights.open_flight(core, owner_of(core), command=["true"])
     assert leases.try_claim(core, r.id) is None
 
 
@@ -141,18 +118,18 @@ def test_drain_by_label_drains_every_runner_advertising_it_and_only_those(core):
     a, _ = make_runner(core, "a", labels={"environment": "ui"})
     b, _ = make_runner(core, "b", labels={"environment": "ui", "gpu": "a100"})
     c, _ = make_runner(core, "c", labels={"environment": "api"})
-    changes = admin.drain_labelled(core, owner(core), {"environment": "ui"})
+    changes = admin.drain_labelled(core, owner_of(core), {"environment": "ui"})
     assert sorted(ch["name"] for ch in changes) == ["a", "b"]
     assert core.store.runner(c.id).admin_state == "active"
     with pytest.raises(NotFound, match="no runner advertises environment=db"):
-        admin.drain_labelled(core, owner(core), {"environment": "db"})
+        admin.drain_labelled(core, owner_of(core), {"environment": "db"})
     with pytest.raises(BadRequest, match="label key"):
-        admin.drain_labelled(core, owner(core), {"Bad Key": "x"})
+        admin.drain_labelled(core, owner_of(core), {"Bad Key": "x"})
 
 
 def test_admin_commands_are_refused_to_members_and_unknown_runners_are_named(core):
     make_runner(core)
-    member, _ = people.add_person(core, owner(core), "mia", admin=False)
+    member, _ = people.add_person(core, owner_of(core), "mia", admin=False)
     for call in (lambda: admin.change_state(core, member, "r1", "cordon"),
                  lambda: admin.retire(core, member, "r1"),
                  lambda: admin.forget(core, member, "r1"),
@@ -160,7 +137,7 @@ def test_admin_commands_are_refused_to_members_and_unknown_runners_are_named(cor
         with pytest.raises(Forbidden):
             call()
     with pytest.raises(NotFound, match="no runner ghost"):
-        admin.change_state(core, owner(core), "ghost", "cordon")
+        admin.change_state(core, owner_of(core), "ghost", "cordon")
 
 
 # -- retire and forget ---------------------------------------------------------------------
@@ -170,13 +147,13 @@ def test_retire_kills_the_credential_tombstones_the_key_keeps_history_and_keeps_
     key = new_key()
     r, credential = make_runner(core, key=key)
     flight, grant = _fly(core, r)
-    _, stopping = admin.retire(core, owner(core), "r1")
+    _, stopping = admin.retire(core, owner_of(core), "r1")
     assert stopping == [flight.id]
     with pytest.raises(Forbidden) as refused:
         runners.authenticate(core, credential)
     assert refused.value.code == "runner_retired"
     with pytest.raises(Forbidden, match="can never register again"):
-        runners.register(core, owner(core), name="r1", **proof(core, "register", key),
+        runners.register(core, owner_of(core), name="r1", **proof(core, "register", key),
                          labels={}, workers=1, inventory={}, version=None)
     assert [v["name"] for v in views.runners_view(core)] == []
     assert core.store.runner(r.id).admin_state == "retired"  # history kept
@@ -192,15 +169,15 @@ def test_retire_kills_the_credential_tombstones_the_key_keeps_history_and_keeps_
     assert event[0]["body"]["stopping"] == [flight.id]
     assert admin.runner_for_history(core, r.id) == r.id
     with pytest.raises(NotFound):
-        admin.change_state(core, owner(core), "r1", "resume")
+        admin.change_state(core, owner_of(core), "r1", "resume")
 
 
 def test_a_retired_runner_may_hand_back_the_flight_it_holds_and_nothing_else(core):
     r, credential = make_runner(core)
     other, _ = make_runner(core, "r2")
-    admin.change_state(core, owner(core), "r2", "cordon")  # r1 takes both flights
+    admin.change_state(core, owner_of(core), "r2", "cordon")  # r1 takes both flights
     first, grant = _fly(core, r)
-    admin.retire(core, owner(core), "r1")
+    admin.retire(core, owner_of(core), "r1")
     # Every other request by the retired credential: 403 runner_retired.
     with pytest.raises(Forbidden) as refused:
         runners.authenticate(core, credential)
@@ -221,14 +198,14 @@ def test_a_retired_runner_may_hand_back_the_flight_it_holds_and_nothing_else(cor
     assert again["repeat"] is True  # a lost answer retried is harmless
     with pytest.raises(Forbidden):  # once handed back, the flight is not its to return again
         leases.hand_back(core, retired, first.id, grant.epoch, "returned", None, None, "other")
-    admin.change_state(core, owner(core), "r2", "resume")
+    admin.change_state(core, owner_of(core), "r2", "resume")
     assert leases.try_claim(core, other.id)[0].id == first.id
 
 
 def test_a_retired_runners_flight_becomes_ready_when_its_lease_expires_by_the_clock(core, clock):
     r, _ = make_runner(core)
     flight, grant = _fly(core, r)
-    admin.retire(core, owner(core), "r1")
+    admin.retire(core, owner_of(core), "r1")
     clock.advance(grant.expires_at - clock.now - 0.001)
     assert flights.show_flight(core, flight.id)["stage"] == "flying"
     clock.advance(0.001)
@@ -241,7 +218,7 @@ def test_show_says_a_retired_runner_is_stopping_the_flight(core):
     r, _ = make_runner(core)
     flight, _ = _fly(core, r)
     assert flights.show_flight(core, flight.id).get("stopping") is None
-    admin.retire(core, owner(core), "r1")
+    admin.retire(core, owner_of(core), "r1")
     shown = flights.show_flight(core, flight.id)
     assert shown["runner_name"] == "r1"
     assert shown["stopping"].startswith("runner r1 was retired and is stopping it")
@@ -252,18 +229,18 @@ def test_forget_is_refused_while_online_or_leasing_naming_why_then_deletes_witho
     key = new_key()
     r, _ = make_runner(core, key=key)
     with pytest.raises(Conflict, match="r1 is online"):
-        admin.forget(core, owner(core), "r1")
+        admin.forget(core, owner_of(core), "r1")
     flight, grant = _fly(core, r)
     runners.goodbye(core, core.store.runner(r.id))
     with pytest.raises(Conflict, match=f"holds a lease on flight {flight.id}"):
-        admin.forget(core, owner(core), "r1")
+        admin.forget(core, owner_of(core), "r1")
     leases.hand_back(core, core.store.runner(r.id), flight.id, grant.epoch, "landed", 0, None, None)
-    admin.forget(core, owner(core), "r1")
+    admin.forget(core, owner_of(core), "r1")
     assert core.store.runner(r.id) is None
     forgotten = kinds(core, "info:runner:forgotten", r.id)
     assert len(forgotten) == 1 and forgotten[0]["actor"] == "owner"
     assert admin.runner_for_history(core, r.id) == r.id  # its events remain readable
-    again, _ = runners.register(core, owner(core), name="r1", **proof(core, "register", key),
+    again, _ = runners.register(core, owner_of(core), name="r1", **proof(core, "register", key),
                                 labels={}, workers=1, inventory={}, version=None)
     assert again.id != r.id  # no tombstone: the machine may come back
 
@@ -274,16 +251,16 @@ def test_forget_is_refused_while_online_or_leasing_naming_why_then_deletes_witho
 def test_isolation_none_is_refused_on_a_server_without_dev(prod):
     make_runner(prod)
     with pytest.raises(BadRequest, match="only on a control plane started with --dev"):
-        admin.set_policy(prod, owner(prod), "r1", isolation="none")
+        admin.set_policy(prod, owner_of(prod), "r1", isolation="none")
 
 
 def test_a_non_dev_runner_is_sandboxed_by_default_and_healthy_once_its_report_meets_it(prod):
     r, _ = make_runner(prod, caps=None)
     assert r.policy["isolation"] == "sandbox"
     assert r.health == "degraded: no capability report yet"
-    answer = check_in(prod, r, caps=None)
+    answer = check_in(prod, r, capabilities=None)
     assert "send_capabilities" in answer["directives"]
-    check_in(prod, r, caps=SANDBOX_OK)
+    check_in(prod, r, capabilities=SANDBOX_OK)
     assert prod.store.runner(r.id).health == "ok"
     # Neither the wait for a first report nor its arrival is news in the audit feed.
     assert kinds(prod, "warn:runner:degraded", r.id) == []
@@ -292,9 +269,9 @@ def test_a_non_dev_runner_is_sandboxed_by_default_and_healthy_once_its_report_me
 
 def test_allowlist_degrades_the_runner_once_and_a_policy_it_can_meet_clears_it(core, clock):
     r, _ = make_runner(core)
-    flights.open_flight(core, owner(core), command=["true"])
+    flights.open_flight(core, owner_of(core), command=["true"])
     clock.advance(1)
-    admin.set_policy(core, owner(core), "r1", egress="allowlist")
+    admin.set_policy(core, owner_of(core), "r1", egress="allowlist")
     runner = core.store.runner(r.id)
     assert runner.health == "degraded: egress allowlist is not enforced yet"
     assert views.runner_view(core, runner)["checks_verdict"] == "checks pending"
@@ -307,7 +284,7 @@ def test_allowlist_degrades_the_runner_once_and_a_policy_it_can_meet_clears_it(c
     assert leases.try_claim(core, r.id) is None  # a degraded runner gets no work
     degraded = kinds(core, "warn:runner:degraded", r.id)
     assert len(degraded) == 1 and degraded[0]["body"]["missing"] == "egress allowlist is not enforced yet"
-    admin.set_policy(core, owner(core), "r1", egress="none")
+    admin.set_policy(core, owner_of(core), "r1", egress="none")
     check_in(core, r)
     assert core.store.runner(r.id).health == "ok"
     assert len(kinds(core, "info:runner:recovered", r.id)) == 1
@@ -321,10 +298,10 @@ def test_a_host_that_cannot_sandbox_reads_degraded_with_the_missing_piece(prod):
 
 def test_lowering_workers_applies_at_once_and_raising_past_the_start_needs_a_restart(core):
     r, _ = make_runner(core, workers=4)
-    admin.set_policy(core, owner(core), "r1", workers=2)
+    admin.set_policy(core, owner_of(core), "r1", workers=2)
     runner = core.store.runner(r.id)
     assert runner.workers == 2 and runner.policy["workers"] == 2
-    admin.set_policy(core, owner(core), "r1", workers=8)
+    admin.set_policy(core, owner_of(core), "r1", workers=8)
     view = views.runner_view(core, core.store.runner(r.id))
     assert view["health"] == "ok" and view["workers"] == 4
     assert view["health_notes"] == ["workers raised to 8 needs a restart (started with 4)"]
@@ -336,7 +313,7 @@ def test_lowering_workers_applies_at_once_and_raising_past_the_start_needs_a_res
 def test_the_checks_verdict_reads_never_run_passed_and_stale(core, clock):
     r, _ = make_runner(core, caps=None)
     assert views.runner_view(core, core.store.runner(r.id))["checks_verdict"] == "checks never run"
-    check_in(core, r, caps=SANDBOX_OK)
+    check_in(core, r, capabilities=SANDBOX_OK)
     assert views.runner_view(core, core.store.runner(r.id))["checks_verdict"] == "checks passed"
     clock.advance(46)
     assert views.runner_view(core, core.store.runner(r.id))["checks_verdict"] == "checks stale"

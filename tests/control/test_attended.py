@@ -7,7 +7,7 @@ import pytest
 from gg.control import flights, leases
 from gg.errors import BadRequest, Conflict
 
-from placement_support import clock, core, owner, runner  # noqa: F401
+from placement_support import runner
 
 
 def test_an_attended_flight_needs_a_runner(core, owner):

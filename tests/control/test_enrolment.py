@@ -5,32 +5,22 @@ from __future__ import annotations
 import pytest
 
 from gg.control import enrolment, gates, people, profiles
-from gg.control.core import Core
-from gg.control.people import bootstrap
 from gg.domain import tokens
 from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from gg.settings import Settings
-from gg.store import open_store
 
 from fleet_support import SANDBOX_CAPABILITIES, UI
-from support import Clock, new_key, proof
+from support import new_key, proof
 
 
 @pytest.fixture
-def clock():
-    return Clock()
+def settings():
+    return Settings()
 
 
 @pytest.fixture
-def core(tmp_path, clock):
-    c = Core(store=open_store(tmp_path), settings=Settings(), clock=clock)
-    bootstrap(c, tmp_path)
-    return c
-
-
-@pytest.fixture
-def owner(core):
-    owner = core.store.person_by_name("owner")
+def owner(owner, core):
+    """The owner, with profile ui applied (its gate still open)."""
     profiles.apply_profile(core, owner, "ui", UI)
     return owner
 

@@ -7,9 +7,10 @@ import pytest
 from gg.airspace.errors import AirspaceError
 from gg.control import environments, flights, gates, labels, leases
 from gg.errors import BadRequest, Conflict, Forbidden
-from gg.meanings import MeaningError
+from gg.domain.meanings import MeaningError
 
-from placement_support import LINUX, ada, charted, check_in, clock, core, owner, runner  # noqa: F401
+from placement_support import LINUX, charted, runner
+from support import check_in
 
 
 def test_a_malformed_meaning_is_refused_with_its_position_and_nothing_is_charted(core, owner):

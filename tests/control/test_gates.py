@@ -5,26 +5,16 @@ from __future__ import annotations
 import pytest
 
 from gg.control import flights, gates, leases, people
-from gg.control.core import Core
-from gg.control.people import bootstrap
 from gg.domain.gates import Gate, refusal_to_clear
 from gg.errors import Forbidden
 from gg.settings import Settings
-from gg.store import open_store
 
-from support import Clock, make_runner
-
-
-@pytest.fixture
-def core(tmp_path):
-    c = Core(store=open_store(tmp_path), settings=Settings(dev=True), clock=Clock())
-    bootstrap(c, tmp_path)
-    return c
+from support import make_runner
 
 
 @pytest.fixture
-def owner(core):
-    return core.store.person_by_name("owner")
+def settings():
+    return Settings(dev=True)
 
 
 def gate_on(core, flight_ids, clearer="admin", subject="environment:ui", **kw):

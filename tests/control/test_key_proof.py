@@ -9,31 +9,16 @@ import pytest
 
 from gg import keys
 from gg.control import enrolment, key_proof, people, profiles, runners
-from gg.control.core import Core
-from gg.control.people import bootstrap
 from gg.errors import TooManyRequests, Unauthorized
 from gg.settings import Settings
-from gg.store import open_store
 
 from fleet_support import UI
-from support import Clock, new_key, proof
+from support import new_key, proof
 
 
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def core(tmp_path, clock):
-    c = Core(store=open_store(tmp_path), settings=Settings(), clock=clock)
-    bootstrap(c, tmp_path)
-    return c
-
-
-@pytest.fixture
-def owner(core):
-    return core.store.person_by_name("owner")
+def settings():
+    return Settings()
 
 
 def register(core, person, key, name="r1"):

@@ -5,32 +5,16 @@ from __future__ import annotations
 import pytest
 
 from gg.control import flights, leases, runners
-from gg.control.core import Core
-from gg.control.people import bootstrap
 from gg.errors import Conflict, LeaseSuperseded, NotFound
 from gg.settings import Settings
-from gg.store import open_store
 
-from support import Clock, make_runner
-
-
-@pytest.fixture
-def clock():
-    return Clock()
+from support import make_runner
 
 
 @pytest.fixture
-def core(tmp_path, clock):
+def settings():
     # dev: runners default to isolation none, healthy without a capability report
-    c = Core(store=open_store(tmp_path), settings=Settings(lease_ttl=60, max_expiries=3, dev=True),
-             clock=clock)
-    bootstrap(c, tmp_path)
-    return c
-
-
-@pytest.fixture
-def owner(core):
-    return core.store.person_by_name("owner")
+    return Settings(lease_ttl=60, max_expiries=3, dev=True)
 
 
 def test_a_claim_grants_epoch_one_and_a_second_claim_gets_nothing(core, owner):

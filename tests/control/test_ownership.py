@@ -7,7 +7,7 @@ import pytest
 from gg.control import flights, leases, ownership
 from gg.errors import Conflict, Forbidden
 
-from placement_support import ada, bob, clock, core, owner, runner  # noqa: F401
+from placement_support import runner
 
 
 def test_an_organisation_runner_cannot_be_claimed(core, owner, ada):

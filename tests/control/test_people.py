@@ -8,14 +8,13 @@ import pytest
 from gg.control import flights, leases, ownership, people, runners
 from gg.errors import Conflict, Forbidden, Unauthorized
 
-from placement_support import clock, core, owner  # noqa: F401
 from support import make_runner
 
 DAY = 86400.0
 
 
 def _add(core, owner, name, **kw):
-    person, token = people.add_person(core, owner, name, kw.pop("admin", False), **kw)
+    person, token = people.add_person(core, owner, name, admin=kw.pop("admin", False), **kw)
     return person, token
 
 

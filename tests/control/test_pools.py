@@ -18,14 +18,12 @@ from gg.control import (
     runners,
     strategies,
 )
-from gg.control.core import Core
-from gg.control.people import add_person, bootstrap
+from gg.control.people import add_person
 from gg.errors import Conflict, Forbidden, Unauthorized
 from gg.settings import Settings
-from gg.store import open_store
 
 from placement_support import charted
-from support import Clock, make_runner, proof
+from support import Clock, check_in, make_runner, proof
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64
@@ -38,17 +36,14 @@ def clock():
 
 
 @pytest.fixture
-def core(tmp_path, clock):
-    c = Core(store=open_store(tmp_path), settings=Settings(dev=True), clock=clock)
-    bootstrap(c, tmp_path)
-    return c
+def settings():
+    return Settings(dev=True)
 
 
 @pytest.fixture
-def owner(core):
-    person = core.store.person_by_name("owner")
-    charted(core, person, "ui", "true")  # flights may use environment ui
-    return person
+def owner(owner, core):
+    charted(core, owner, "ui", "true")  # flights may use environment ui
+    return owner
 
 
 def mapping(size=4, warm=1, pool_max=3, hours=None, digest=D1, environment="ui"):
@@ -86,11 +81,6 @@ def start_member(core, keeper) -> tuple[dict, str]:
 def join(core, code):
     answer = members.join(core, code, **proof(core, "join"), inventory={}, version=None)
     return core.store.runner(answer["runner"]["id"]), answer
-
-
-def check_in(core, runner):
-    return runners.check_in(core, runner, readings={}, inventory=None, capabilities=None,
-                            version=None, held=[], peer_address=None)
 
 
 def attest(core, keeper, running: list[str], did=()):
@@ -300,7 +290,7 @@ def test_an_action_on_a_member_that_just_took_a_flight_is_refused(core, owner, k
     flights.open_flight(core, owner, command=["true"], environment="ui")
     assert leases.try_claim(core, runner.id) is not None  # it took one before the roll
     with pytest.raises(Conflict, match=f"no longer says roll {member['id']}"):
-        members.act(core, keeper, "ui-pool", "roll", member["id"])
+        members.act(core, keeper, "ui-pool", "roll", member_id=member["id"])
 
 
 # --------------------------------------------------------------------------- members
@@ -351,7 +341,7 @@ def test_a_member_whose_flight_ended_is_reset_with_a_new_code_and_a_fresh_creden
     leases.hand_back(core, runner, flight.id, grant.epoch, "landed", 0, None, None)
     assert plan_actions(core, keeper) == [{"action": "reset", "member_id": member["id"],
                                            "digest": D1}]
-    answer, ended = members.act(core, keeper, "ui-pool", "reset", member["id"])
+    answer, ended = members.act(core, keeper, "ui-pool", "reset", member_id=member["id"])
     assert ended == [runner.id]
     with pytest.raises(Unauthorized):  # the last cycle's credential died with it
         runners.authenticate(core, first["credential"])

@@ -17,15 +17,8 @@ from support import Clock, proof
 
 
 @pytest.fixture
-def core(tmp_path):
-    c = Core(store=open_store(tmp_path), settings=Settings(), clock=Clock())
-    bootstrap(c, tmp_path)
-    return c
-
-
-@pytest.fixture
-def owner(core):
-    return core.store.person_by_name("owner")
+def settings():
+    return Settings()
 
 
 def enrolled(core, owner, profile="ui", name="m1"):

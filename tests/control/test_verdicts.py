@@ -6,17 +6,14 @@ import asyncio
 
 import pytest
 
-from gg.control import labels, runners
-from gg.control.core import Core
-from gg.control.people import bootstrap
+from gg.control import labels
+from gg.control.cel import compile_meaning
 from gg.control.verdicts import Verdicts
 from gg.domain.labels import Verdict
-from gg.meanings import compile_meaning
 from gg.settings import Settings
-from gg.store import open_store
 
 from placement_support import LINUX, charted, runner
-from support import Clock
+from support import check_in
 
 # Within the static cost bound (it assumes 64 tools), yet slow for a runner that reports
 # eight thousand: celpy spends about 0.3 ms on each, so seconds in all.
@@ -38,16 +35,12 @@ def test_a_meaning_over_the_deadline_reads_too_long_and_the_next_one_still_answe
     assert patient.decide(compile_meaning("1 / 0 == 1"), {}) is None
 
 
-def test_a_slow_meaning_refutes_the_label_with_took_too_long(tmp_path):
-    core = Core(store=open_store(tmp_path), clock=Clock(),
-                settings=Settings(dev=True, meaning_deadline=0.05))
-    bootstrap(core, tmp_path)
-    owner = core.store.person_by_name("owner")
+@pytest.mark.parametrize("settings", [Settings(dev=True, meaning_deadline=0.05)],
+                         ids=["a deadline of 50 ms"])
+def test_a_slow_meaning_refutes_the_label_with_took_too_long(core, owner):
     charted(core, owner, "wide", WIDE)
     r = runner(core, owner, "wide-1", labels={"environment": "wide"}, inventory=LINUX)
-    runners.check_in(core, core.store.runner(r.id), readings={}, inventory=None,
-                     capabilities={"tools": MANY_TOOLS}, version=None, held=[],
-                     peer_address=None)
+    check_in(core, r, capabilities={"tools": MANY_TOOLS})
     row = next(x for x in labels.labels_view(core) if x["name"] == "wide-1")
     assert [(d["pair"], d["disposition"], d["reason"]) for d in row["labels"]] == [
         ("environment=wide", "refuted", "the meaning took too long")]
@@ -105,20 +98,16 @@ def test_on_the_event_loop_a_miss_never_evaluates_it_is_pending_until_evaluated_
 
 
 @pytest.fixture
-def core(tmp_path):
-    c = Core(store=open_store(tmp_path), settings=Settings(dev=True), clock=Clock())
-    bootstrap(c, tmp_path)
-    return c
+def settings():
+    return Settings(dev=True)
 
 
-def test_a_check_in_on_the_loop_stores_unusable_then_settles_to_the_verdict(core):
-    owner = core.store.person_by_name("owner")
+def test_a_check_in_on_the_loop_stores_unusable_then_settles_to_the_verdict(core, owner):
     charted(core, owner, "big", "cpu_count >= 64")  # no runner yet: nothing evaluated
     r = runner(core, owner, "small", labels={"environment": "big"})
 
     async def main():
-        runners.check_in(core, core.store.runner(r.id), readings={}, inventory=LINUX,
-                         capabilities=None, version=None, held=[], peer_address=None)
+        check_in(core, r, inventory=LINUX)
         [before] = core.store.dispositions_of(r.id)["dispositions"]
         assert (before["disposition"], before["reason"]) == (
             "refuted", "the meaning of environment=big is being evaluated; the label is not "
@@ -133,16 +122,13 @@ def test_a_check_in_on_the_loop_stores_unusable_then_settles_to_the_verdict(core
     assert core.store.refuted_pairs(r.id) == frozenset({"environment=big"})
 
 
-def test_new_facts_keep_the_last_verdict_until_theirs_is_in(core):
-    owner = core.store.person_by_name("owner")
+def test_new_facts_keep_the_last_verdict_until_theirs_is_in(core, owner):
     charted(core, owner, "big", "cpu_count >= 64")
     r = runner(core, owner, "grows", labels={"environment": "big"}, inventory=LINUX)
     assert core.store.refuted_pairs(r.id) == frozenset({"environment=big"})  # 8 CPUs
 
     async def main():
-        runners.check_in(core, core.store.runner(r.id), readings={},
-                         inventory=LINUX | {"cpu_count": 128}, capabilities=None,
-                         version=None, held=[], peer_address=None)
+        check_in(core, r, inventory=LINUX | {"cpu_count": 128})
         # Not checked yet: still refuted (never usable on unchecked facts), not stated.
         assert core.store.refuted_pairs(r.id) == frozenset({"environment=big"})
         assert await labels.settled(core, r.id) is True

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from gg.control import environments, flights, leases, ownership
 
-from placement_support import LINUX, ada, bob, charted, check_in, clock, core, owner, runner  # noqa: F401
+from placement_support import LINUX, charted, runner
+from support import check_in
 
 
 def waiting(core, flight):

@@ -17,10 +17,6 @@ from support import new_key, wait_until
 RETIRED_SENTENCE = "this runner was retired by an admin; it exits and will not come back"
 
 
-def _row(fleet, name):
-    return next((r for r in fleet.api().runners() if r["name"] == name), None)
-
-
 def _stage(api, flight_id, *stages):
     shown = api.flight(flight_id)
     return shown if shown["stage"] in stages else None
@@ -35,7 +31,7 @@ def _events(fleet, kind, runner=None):
 
 def _checked_in_since(fleet, name, since, times=2):
     """The runner checked in at least ``times`` check-in intervals after ``since``."""
-    row = _row(fleet, name)
+    row = fleet.runner_row(name)
     return row is not None and row["last_seen_at"] >= since + times * 0.5
 
 
@@ -53,7 +49,7 @@ def test_cordon_keeps_new_work_away_and_resume_releases_it_at_once(fleet):
     shown = api.flight(flight["id"])
     assert shown["stage"] == "ready"
     assert shown["waiting"] == "waiting: every runner is cordoned"
-    assert _row(fleet, "r1")["state"] == "cordoned"
+    assert fleet.runner_row("r1")["state"] == "cordoned"
     assert fleet.gg("runner", "resume", "r1").stdout.strip() == "r1: cordoned -> active"
     wait_until(lambda: _stage(api, flight["id"], "landed"), timeout=15, what="the flight to land")
     changes = _events(fleet, "info:runner:drain_changed", "r1")
@@ -71,13 +67,13 @@ def test_drain_with_work_in_flight_goes_draining_then_drained_by_itself(fleet, t
     drained = fleet.gg("runner", "drain", "r1")
     assert drained.returncode == 0, drained.stderr
     assert "active -> draining" in drained.stdout
-    assert _row(fleet, "r1")["state"] == "draining"
+    assert fleet.runner_row("r1")["state"] == "draining"
     second = api.open_flight({"command": ["echo second"]})
     wait_until(lambda: "draining" in (api.flight(second["id"])["waiting"] or ""),
                what="the second flight to wait for a draining runner")
     release.touch()
     wait_until(lambda: _stage(api, busy["id"], "landed"), what="the first flight to land")
-    wait_until(lambda: _row(fleet, "r1")["state"] == "drained", what="drained by itself")
+    wait_until(lambda: fleet.runner_row("r1")["state"] == "drained", what="drained by itself")
     assert api.flight(second["id"])["stage"] == "ready"
     changes = _events(fleet, "info:runner:drain_changed", "r1")
     assert [(e["body"]["state"], e["actor"]) for e in changes] == [
@@ -105,7 +101,7 @@ def test_retire_stops_the_runner_with_one_sentence_and_refuses_its_credential(ma
     fleet = make_fleet({"GG_CHECK_IN_INTERVAL": "60", "GG_OFFLINE_AFTER": "180"})
     runner = fleet.runner("r1")
     fleet.wait_online("r1")
-    runner_id = _row(fleet, "r1")["id"]
+    runner_id = fleet.runner_row("r1")["id"]
     wait_until(lambda: "/v1/runner/claim" in (runner.state_dir / "sent.jsonl").read_text(),
                what="the runner to park a claim")
     retired_at = time.monotonic()
@@ -120,7 +116,7 @@ def test_retire_stops_the_runner_with_one_sentence_and_refuses_its_credential(ma
     refused = httpx.post(fleet.url + "/v1/runner/check-in", json={},
                          headers={"authorization": f"Bearer {credential}"})
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "runner_retired"
-    assert _row(fleet, "r1") is None  # out of gg runners
+    assert fleet.runner_row("r1") is None  # out of gg runners
     retired = _events(fleet, "info:runner:retired", runner_id)  # history kept, by id
     assert len(retired) == 1 and retired[0]["actor"] == "owner"
     # Its key is tombstoned: the same machine cannot register again.
@@ -133,16 +129,16 @@ def test_retire_stops_the_runner_with_one_sentence_and_refuses_its_credential(ma
 def test_forget_is_refused_while_the_runner_is_online_naming_why(fleet):
     runner = fleet.runner("r1")
     fleet.wait_online("r1")
-    runner_id = _row(fleet, "r1")["id"]
+    runner_id = fleet.runner_row("r1")["id"]
     refused = fleet.gg("runner", "forget", "r1")
     assert refused.returncode == 6
     assert refused.stderr.startswith("runner r1 is online")
     assert len(refused.stderr.strip().splitlines()) == 1
     assert runner.stop() == 0  # a graceful stop says goodbye: offline at once
-    wait_until(lambda: not _row(fleet, "r1")["online"], what="r1 offline after goodbye")
+    wait_until(lambda: not fleet.runner_row("r1")["online"], what="r1 offline after goodbye")
     done = fleet.gg("runner", "forget", "r1")
     assert done.returncode == 0, done.stderr
-    assert _row(fleet, "r1") is None
+    assert fleet.runner_row("r1") is None
     forgotten = _events(fleet, "info:runner:forgotten", runner_id)
     assert len(forgotten) == 1 and forgotten[0]["actor"] == "owner"
     goodbye = _events(fleet, "info:runner:goodbye", runner_id)
@@ -161,7 +157,7 @@ def test_a_sigkilled_runner_ages_out_exactly_once(fleet):
     # Look again and again for a while (listing runners evaluates liveness too).
     until = time.monotonic() + 3
     while time.monotonic() < until:
-        assert _row(fleet, "r1")["online"] is False
+        assert fleet.runner_row("r1")["online"] is False
     assert len(_events(fleet, "warn:runner:aged_out")) == 1
     assert _events(fleet, "info:runner:goodbye") == []
 
@@ -197,13 +193,13 @@ def test_version_skew_is_recorded_once_per_version_pair(fleet):
         r = httpx.post(fleet.url + "/v1/runner/check-in", json={"version": version},
                        headers=headers)
         assert r.status_code == 200, r.text
-    assert _row(fleet, "old")["version_skew"] == "skewed"
+    assert fleet.runner_row("old")["version_skew"] == "skewed"
     skew = _events(fleet, "warn:runner:version_skew")
     assert [e["body"]["runner_version"] for e in skew] == ["0.0.1", "0.0.2"]
     httpx.post(fleet.url + "/v1/runner/check-in",
                json={"version": httpx.get(fleet.url + "/v1/health").json()["version"]},
                headers=headers).raise_for_status()
-    assert _row(fleet, "old")["version_skew"] == "none"
+    assert fleet.runner_row("old")["version_skew"] == "none"
 
 
 def test_bad_input_is_one_sentence_on_stderr_and_a_non_zero_exit(fleet):
@@ -224,4 +220,4 @@ def test_bad_input_is_one_sentence_on_stderr_and_a_non_zero_exit(fleet):
         assert done.returncode == code, (args, done.returncode, done.stderr)
         assert words in done.stderr, (args, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
-    assert _row(fleet, "r1")["state"] == "active"  # nothing changed
+    assert fleet.runner_row("r1")["state"] == "active"  # nothing changed

@@ -11,7 +11,7 @@ from gg.api import placement as paths
 from gg.client import Client
 from gg.launch import gg_argv
 
-from support import wait_until
+from support import WireJson, wait_until
 
 
 def gg_as(fleet, token: str, *args: str) -> subprocess.CompletedProcess:
@@ -30,8 +30,8 @@ def stage_is(fleet, flight_id: str, stage: str):
     return row if row["stage"] == stage else None
 
 
-def as_person(fleet, token: str) -> Client:
-    return Client(fleet.url, token)
+def as_person(fleet, token: str) -> WireJson:
+    return WireJson(Client(fleet.url, token))
 
 
 def chart(fleet, name: str, means: str) -> str:

@@ -39,14 +39,10 @@ def _output(shown: dict) -> str:
     return "".join(f["body"]["text"] for f in shown["facts"] if f["kind"] == "output")
 
 
-def _row(fleet, name):
-    return next((r for r in fleet.api().runners() if r["name"] == name), None)
-
-
 def _policy(fleet, name, *flags) -> None:
     done = fleet.gg("runner", "policy", name, *flags)
     assert done.returncode == 0, done.stderr
-    wait_until(lambda: _row(fleet, name)["checks_verdict"] == "checks passed",
+    wait_until(lambda: fleet.runner_row(name)["checks_verdict"] == "checks passed",
                what=f"{name} to check in under its new policy")
 
 
@@ -109,7 +105,7 @@ def test_a_sandboxed_flight_cannot_write_etc_nor_see_the_runners_state_or_config
     try:
         runner = fleet.runner("r1")
         fleet.wait_online("r1")
-        row = _row(fleet, "r1")
+        row = fleet.runner_row("r1")
         assert row["policy"]["isolation"] == "sandbox" and row["health"] == "ok"
         state, config = runner.state_dir, fleet.config_dir
         probe_script = (
@@ -141,7 +137,7 @@ def test_isolation_none_is_refused_on_a_server_without_dev(tmp_path):
         assert refused.returncode == 2
         assert refused.stderr.strip() == ("isolation none is allowed only on a control plane "
                                           "started with --dev; use sandbox or container")
-        assert _row(fleet, "r1")["policy"]["isolation"] == "sandbox"
+        assert fleet.runner_row("r1")["policy"]["isolation"] == "sandbox"
     finally:
         fleet.stop()
 
@@ -155,7 +151,7 @@ def test_allowlist_makes_the_runner_degraded_and_work_goes_to_another(fleet):
     reason = "degraded: egress allowlist is not enforced yet"
     assert reason in done.stdout
     row = wait_until(lambda: (lambda r: r if r["checks_verdict"] == "1 checks failed" else None)(
-        _row(fleet, "a")), what="a's next check-in to confirm")
+        fleet.runner_row("a")), what="a's next check-in to confirm")
     assert row["health"] == reason
     assert [c["name"] for c in row["checks"] if not c["passed"]] == ["egress enforceable"]
     api = fleet.api()
@@ -169,7 +165,7 @@ def test_allowlist_makes_the_runner_degraded_and_work_goes_to_another(fleet):
     assert len(degraded) == 1 and degraded[0]["body"]["missing"] == "egress allowlist is not enforced yet"
     # A policy it can meet clears it at the next check-in, and it takes work again.
     fleet.gg("runner", "policy", "a", "--egress", "all", check=True)
-    wait_until(lambda: _row(fleet, "a")["health"] == "ok", what="a healthy again")
+    wait_until(lambda: fleet.runner_row("a")["health"] == "ok", what="a healthy again")
     mine = api.open_flight({"command": ["echo", "mine"], "runner": "a"})
     assert wait_until(lambda: _ended(api, mine["id"]))["stage"] == "landed"
 
@@ -190,7 +186,7 @@ def test_lowering_workers_applies_at_once_and_raising_past_the_start_asks_for_a_
         wait_until(lambda: _ended(api, flight["id"]), what="both to land")
     raised = fleet.gg("runner", "policy", "r1", "--workers", "4")
     assert "workers raised to 4 needs a restart (started with 2)" in raised.stdout
-    assert _row(fleet, "r1")["health"] == "ok"
+    assert fleet.runner_row("r1")["health"] == "ok"
 
 
 def test_gg_runner_sent_shows_each_check_in_and_never_a_token(fleet):
@@ -209,7 +205,7 @@ def test_gg_runner_sent_shows_each_check_in_and_never_a_token(fleet):
     assert all(e["method"] == "POST" and e["at"] > 0 for e in check_ins)
     assert "capabilities" in check_ins[0]["body"]  # the first carries the capability report
     assert all("readings" in e["body"] for e in check_ins)
-    last_seen = _row(fleet, "r1")["last_seen_at"]  # what the server saw last was logged
+    last_seen = fleet.runner_row("r1")["last_seen_at"]  # what the server saw last was logged
     assert any(abs(e["at"] - last_seen) < 5.0
                for e in sent() if e["path"] == "/v1/runner/check-in")
     log = runner.state_dir / "sent.jsonl"
@@ -240,7 +236,7 @@ def test_a_host_without_bubblewrap_reads_degraded_and_gets_no_work(tmp_path):
         empty.mkdir()
         fleet.runner("bare", env={"PATH": str(empty)})  # probes find no bwrap here
         fleet.wait_online("bare")
-        row = _row(fleet, "bare")
+        row = fleet.runner_row("bare")
         assert row["health"] == "degraded: bubblewrap not installed"
         assert row["checks_verdict"] == "2 checks failed"  # installed, and so namespaces
         api = fleet.api()
@@ -266,10 +262,10 @@ def test_a_flight_the_runner_cannot_isolate_is_handed_back_before_anything_runs(
     marker = tmp_path / "ran"
     flight = api.open_flight({"command": [f"touch {marker}"]})
     grant = runner_api.claim(1, 5)
-    assert grant["flight"]["id"] == flight["id"]
+    assert grant.flight.id == flight["id"]
     unmet: list[str] = []
-    run = FlightRun(client=runner_api, flight=grant["flight"], say=lambda line: None,
-                    lease=Lease(flight["id"], grant["lease"]["epoch"], 3.0, 2.0,
+    run = FlightRun(client=runner_api, flight=grant.flight, say=lambda line: None,
+                    lease=Lease(flight["id"], grant.lease.epoch, 3.0, 2.0,
                                 time.monotonic() + 3.0),
                     workspace_root=tmp_path / "ws", state_dir=tmp_path / "state",
                     policy={"isolation": "sandbox", "egress": "none", "workers": 1},

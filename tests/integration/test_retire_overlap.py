@@ -14,9 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
-import psutil
-
-from support import wait_until
+from support import gone, wait_until
 
 RETIRED_SENTENCE = "this runner was retired by an admin; it exits and will not come back"
 
@@ -66,13 +64,6 @@ def _last(log: Path, attempt: int) -> dict:
     return [e for e in _lines(log) if e["attempt"] == attempt][-1]
 
 
-def _gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 def _landed_on(fleet, flight_id: str, runner: str) -> dict | None:
     shown = fleet.api().flight(flight_id)
     return shown if shown["stage"] == "landed" and shown["runner_name"] == runner else None
@@ -105,7 +96,7 @@ def test_retire_stops_attempt_one_before_attempt_two_starts(make_fleet, tmp_path
     assert _event(log, 1, "end") is None, _lines(log)  # ...and never ran to its end
     assert first["at"] <= stopped["at"] <= second["at"], _lines(log)  # no overlap
     assert _last(log, 1) == stopped, _lines(log)  # and nothing of attempt 1 after it
-    wait_until(lambda: _gone(first["child"]), timeout=10, what="attempt 1's child to be gone")
+    wait_until(lambda: gone(first["child"]), timeout=10, what="attempt 1's child to be gone")
     assert [(t["attempt"], t["runner_name"]) for t in shown["attempts"]] == [(1, "a"), (2, "b")]
     # It came back by a's acknowledgement of the stop, not by its lease running out.
     kinds = [(f["kind"], f["epoch"], (f["body"] or {}).get("reason")) for f in shown["facts"]]
@@ -124,16 +115,16 @@ def test_a_killed_runner_leaves_no_flight_process_behind(fleet, tmp_path):
     fleet.runner("b")
     fleet.wait_online("b")
     pids = [first["pid"], first["child"]]  # the flight's command, and a child it started
-    assert not any(_gone(pid) for pid in pids)
+    assert not any(gone(pid) for pid in pids)
 
     a.proc.send_signal(signal.SIGKILL)
     a.proc.wait(timeout=10)
     try:
-        wait_until(lambda: all(_gone(pid) for pid in pids), timeout=10,
+        wait_until(lambda: all(gone(pid) for pid in pids), timeout=10,
                    what="the killed runner's flight processes to be gone")
     finally:
         for pid in pids:  # left behind only if the promise is broken: do not leak them
-            if not _gone(pid):
+            if not gone(pid):
                 os.kill(pid, signal.SIGKILL)
 
     shown = wait_until(lambda: _landed_on(fleet, flight["id"], "b"), timeout=60,
@@ -142,6 +133,6 @@ def test_a_killed_runner_leaves_no_flight_process_behind(fleet, tmp_path):
     assert second is not None, _lines(log)
     assert _last(log, 1)["at"] < second["at"], _lines(log)  # attempt 1 fell silent first
     assert _event(log, 1, "stopped") is None  # killed with the runner, not asked to stop
-    assert all(_gone(pid) for pid in pids)
+    assert all(gone(pid) for pid in pids)
     assert [(t["attempt"], t["runner_name"]) for t in shown["attempts"]] == [(1, "a"), (2, "b")]
     assert any(f["kind"] == "expired" for f in shown["facts"])

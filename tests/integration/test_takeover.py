@@ -18,22 +18,14 @@ import pytest
 from gg import keys
 
 from fleet_support import apply_and_clear, mint, profile_yaml
-from support import http_proof, new_key, wait_until
-
-
-def _answer(response: httpx.Response) -> tuple:
-    return response.status_code, response.json(), response.headers.get("www-authenticate")
-
-
-def _bearer(token: str) -> dict:
-    return {"authorization": f"Bearer {token}"}
+from support import auth, http_proof, new_key, refusal, wait_until
 
 
 def _bad_token_answer(fleet, path: str, body: dict) -> tuple:
     """What a request with a made-up token of the right kind is told: the reference refusal."""
     prefix = {"/v1/runners": "ggp_", "/v1/enrol": "gge_", "/v1/members/join": "ggm_"}[path]
-    reference = _answer(httpx.post(fleet.url + path, json=body,
-                                   headers=_bearer(prefix + secrets.token_urlsafe(24))))
+    reference = refusal(httpx.post(fleet.url + path, json=body,
+                                   headers=auth(prefix + secrets.token_urlsafe(24))))
     assert reference[0] == 401 and reference[2] == "Bearer"
     return reference
 
@@ -101,8 +93,8 @@ def test_a_public_key_without_its_private_key_takes_over_nothing(fleet):
     ]
     for token in (mallory, fleet.server.owner_token()):
         for attempt in attempts:
-            refused = httpx.post(fleet.url + "/v1/runners", json=attempt, headers=_bearer(token))
-            assert _answer(refused) == reference
+            refused = httpx.post(fleet.url + "/v1/runners", json=attempt, headers=auth(token))
+            assert refusal(refused) == reference
 
     assert victim.alive()
     _lands_on(fleet, "victim")
@@ -118,11 +110,11 @@ def test_a_nonce_is_spent_by_its_first_use_and_bound_to_its_purpose_and_key(flee
     mallory = _person(fleet, "mallory")
     key = new_key()
     signed = {"name": "mine", **http_proof(httpx, "register", key, base=fleet.url)}
-    first = httpx.post(fleet.url + "/v1/runners", json=signed, headers=_bearer(mallory))
+    first = httpx.post(fleet.url + "/v1/runners", json=signed, headers=auth(mallory))
     assert first.status_code == 201, first.text
     reference = _bad_token_answer(fleet, "/v1/runners", signed)
-    replayed = httpx.post(fleet.url + "/v1/runners", json=signed, headers=_bearer(mallory))
-    assert _answer(replayed) == reference
+    replayed = httpx.post(fleet.url + "/v1/runners", json=signed, headers=auth(mallory))
+    assert refusal(replayed) == reference
 
     for_enrolment = {"name": "mine", **http_proof(httpx, "enrol", key, base=fleet.url)}
     other = new_key()
@@ -131,10 +123,10 @@ def test_a_nonce_is_spent_by_its_first_use_and_bound_to_its_purpose_and_key(flee
     for_other_key.update(public_key=public, signature=keys.sign(
         key, keys.proof_message("register", public, nonce)))
     for attempt in (for_enrolment, for_other_key):
-        refused = httpx.post(fleet.url + "/v1/runners", json=attempt, headers=_bearer(mallory))
-        assert _answer(refused) == reference
+        refused = httpx.post(fleet.url + "/v1/runners", json=attempt, headers=auth(mallory))
+        assert refusal(refused) == reference
     # Her own runner she may register again, with a fresh proof.
-    again = httpx.post(fleet.url + "/v1/runners", headers=_bearer(mallory), json={
+    again = httpx.post(fleet.url + "/v1/runners", headers=auth(mallory), json={
         "name": "mine", **http_proof(httpx, "register", key, base=fleet.url)})
     assert again.status_code == 201 and again.json()["runner"]["id"] == first.json()["runner"]["id"]
 
@@ -149,14 +141,14 @@ def test_a_copied_key_file_lets_a_member_supersede_nobody_elses_runner_but_an_ad
     mallory = _person(fleet, "mallory")
     reference = _bad_token_answer(fleet, "/v1/runners", {"name": "victim",
                                                          "public_key": keys.public_text(stolen)})
-    refused = httpx.post(fleet.url + "/v1/runners", headers=_bearer(mallory), json={
+    refused = httpx.post(fleet.url + "/v1/runners", headers=auth(mallory), json={
         "name": "victim", **http_proof(httpx, "register", stolen, base=fleet.url)})
-    assert _answer(refused) == reference
+    assert refusal(refused) == reference
     assert victim.alive()
     _lands_on(fleet, "victim")
 
     admin = _person(fleet, "root", admin=True)
-    taken = httpx.post(fleet.url + "/v1/runners", headers=_bearer(admin), json={
+    taken = httpx.post(fleet.url + "/v1/runners", headers=auth(admin), json={
         "name": "victim", **http_proof(httpx, "register", stolen, base=fleet.url)})
     assert taken.status_code == 201, taken.text
     assert taken.json()["runner"]["id"] == before["id"]
@@ -173,10 +165,10 @@ def test_an_enrolled_runner_is_never_turned_into_a_registered_one(fleet, tmp_pat
     stolen = _stolen_key(fleet, "m1")
     reference = _bad_token_answer(fleet, "/v1/runners", {"name": "m1",
                                                          "public_key": keys.public_text(stolen)})
-    refused = httpx.post(fleet.url + "/v1/runners", headers=_bearer(fleet.server.owner_token()),
+    refused = httpx.post(fleet.url + "/v1/runners", headers=auth(fleet.server.owner_token()),
                          json={"name": "m1", **http_proof(httpx, "register", stolen,
                                                           base=fleet.url)})
-    assert _answer(refused) == reference
+    assert refusal(refused) == reference
     after = _row(fleet, "m1")
     assert (after["id"], after["kind"], after["profile"]) == (before["id"], "enrolled", "ui")
     seen = after["last_seen_at"]
@@ -186,7 +178,7 @@ def test_an_enrolled_runner_is_never_turned_into_a_registered_one(fleet, tmp_pat
     # Enrolling needs the proof too: a fresh token with the key named but not proved.
     token = mint(fleet, "ui")
     body = {"name": "m2", "public_key": keys.public_text(new_key())}
-    assert _answer(httpx.post(fleet.url + "/v1/enrol", json=body, headers=_bearer(token))) \
+    assert refusal(httpx.post(fleet.url + "/v1/enrol", json=body, headers=auth(token))) \
         == _bad_token_answer(fleet, "/v1/enrol", body)
 
 
@@ -202,10 +194,10 @@ def test_a_pool_member_joins_only_with_its_keys_signature(fleet):
     applied = api.apply_strategy("ui", STRATEGY)
     api.clear_gate(applied["gate"]["id"])
     keeper = api.register({"name": "keeper"}, new_key())["credential"]
-    httpx.post(fleet.url + "/v1/runner/check-in", json={}, headers=_bearer(keeper))
+    httpx.post(fleet.url + "/v1/runner/check-in", json={}, headers=auth(keeper))
     api.allow_maintainer("ui-pool", "keeper")
     started = httpx.post(fleet.url + "/v1/pools/ui-pool/actions", json={"action": "start"},
-                         headers=_bearer(keeper))
+                         headers=auth(keeper))
     assert started.status_code == 200, started.text
     code = started.json()["code"]
 
@@ -217,9 +209,9 @@ def test_a_pool_member_joins_only_with_its_keys_signature(fleet):
     forged = keys.prove(new_key(), "join", nonce)["signature"]
     for attempt in (body, {**body, "nonce": nonce, "signature": forged},
                     {**body, **http_proof(httpx, "register", key, base=fleet.url)}):
-        refused = httpx.post(fleet.url + "/v1/members/join", json=attempt, headers=_bearer(code))
-        assert _answer(refused) == reference
-    joined = httpx.post(fleet.url + "/v1/members/join", headers=_bearer(code),
+        refused = httpx.post(fleet.url + "/v1/members/join", json=attempt, headers=auth(code))
+        assert refusal(refused) == reference
+    joined = httpx.post(fleet.url + "/v1/members/join", headers=auth(code),
                         json=http_proof(httpx, "join", key, base=fleet.url))
     assert joined.status_code == 201, joined.text
 

@@ -28,6 +28,7 @@ from gg.runner.isolation import (
 )
 
 from fleet_support import CONFINED
+from support import gone
 
 CAPS = probe()
 needs_bwrap = pytest.mark.skipif(
@@ -180,13 +181,6 @@ def _wait_for(condition, what: str, deadline: float = 15.0) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 @needs_bwrap
 def test_sandboxed_child_dies_with_its_parent(workspace):
     launch = _launch(["sh", "-c", "echo $$ > ready; exec sleep 300"], SANDBOX, workspace)
@@ -199,7 +193,7 @@ def test_sandboxed_child_dies_with_its_parent(workspace):
         assert any(p.name() == "sleep" for p in sandboxed)
         parent.kill()
         parent.wait()
-        _wait_for(lambda: all(_gone(p.pid) for p in sandboxed), "the sandbox to die")
+        _wait_for(lambda: all(gone(p.pid) for p in sandboxed), "the sandbox to die")
     finally:
         parent.kill()
         parent.wait()

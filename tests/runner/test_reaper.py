@@ -9,21 +9,13 @@ import sys
 import threading
 from pathlib import Path
 
-import psutil
 import pytest
 
 from gg.runner.flight import REAPER, SPAWNER, kept
-from support import wait_until
+from support import gone, wait_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the parent-death signal is Linux's")
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def _run(command: list[str]) -> int:
@@ -63,17 +55,17 @@ def test_the_reaper_kills_its_whole_group_when_its_parent_is_killed(tmp_path):
     try:
         wait_until(pids.exists, what="the command to start")
         found = [int(line) for line in pids.read_text().split()]
-        assert len(found) == 2 and not any(_gone(pid) for pid in found)
+        assert len(found) == 2 and not any(gone(pid) for pid in found)
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
-        wait_until(lambda: all(_gone(pid) for pid in found), timeout=10,
+        wait_until(lambda: all(gone(pid) for pid in found), timeout=10,
                    what="the command and its child to be gone")
     finally:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
         for pid in found:
-            if not _gone(pid):
+            if not gone(pid):
                 os.kill(pid, signal.SIGKILL)
 
 

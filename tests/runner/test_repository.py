@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gg.api.runners import FlightForRunner, RunnerProfile
 from gg.client import Client
 from gg.runner.fleet import FleetState
 from gg.runner.flight import FlightRun, Lease
@@ -14,14 +15,14 @@ from gg.runner.repository import CannotFly, prepare
 
 def run_for(tmp_path: Path, fleet: FleetState | None = None, **flight) -> FlightRun:
     flight = {"id": "f_1", "command": ["echo hi"], "agent": "shell", "repo": None, **flight}
-    return FlightRun(client=Client("http://127.0.0.1:9"), flight=flight,
+    return FlightRun(client=Client("http://127.0.0.1:9"), flight=FlightForRunner(**flight),
                      lease=Lease("f_1", 1, 60.0, 20.0, 0.0), workspace_root=tmp_path,
                      fleet=fleet, say=lambda line: None)
 
 
 def enrolled_fleet(tmp_path: Path, in_force: dict | None) -> tuple[FleetState, list]:
     fleet = FleetState(tmp_path / "state", Client("http://127.0.0.1:9"), say=lambda line: None)
-    fleet.absorb({"profile": {"name": "ui", "in_force": in_force}})
+    fleet.absorb(RunnerProfile(name="ui", in_force=in_force))
     refreshed: list = []
     fleet.refresh = lambda: refreshed.append(True)
     return fleet, refreshed
@@ -66,3 +67,29 @@ def test_a_flight_may_not_clone_from_inside_the_runners_state_directory(tmp_path
         prepare(run_for(tmp_path, fleet, repo=str(other)), tmp_path / "ws")
     assert refused.value.outcome == "failed"
     assert "inside this runner's state directory" in refused.value.reason
+
+
+def _imports(package: Path) -> dict[str, set[str]]:
+    """Module -> the gg modules it imports, read from the source (``TYPE_CHECKING`` too)."""
+    import ast
+
+    root = package.parents[1]
+    names = {".".join(p.relative_to(root).with_suffix("").parts): p for p in package.glob("*.py")}
+    graph = {}
+    for name, path in names.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        graph[name] = found & set(names) - {name}
+    return graph
+
+
+def test_no_module_of_the_runner_imports_one_that_imports_it_back():
+    import gg.runner
+
+    graph = _imports(Path(gg.runner.__file__).parent)
+    loops = sorted((a, b) for a in graph for b in graph[a] if a < b and a in graph[b])
+    assert loops == [], loops

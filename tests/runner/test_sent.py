@@ -64,7 +64,7 @@ def test_the_client_records_each_attempt_through_its_hook_and_never_the_auth_hea
     log = SentLog(tmp_path)
     api = Client("http://gg.test", tokens.mint(tokens.RUNNER), on_send=log.record)
     api._http = httpx.Client(base_url="http://gg.test", transport=httpx.MockTransport(handler))
-    api.check_in({"free_slots": 2})
+    api.request("POST", "/v1/runner/check-in", json={"free_slots": 2})
     api.request("GET", "/v1/events", params={"after": 3})
     assert seen[0].headers["authorization"].startswith("Bearer ggr_")
     text = (tmp_path / "sent.jsonl").read_text()

@@ -5,51 +5,19 @@ from __future__ import annotations
 import base64
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from fastapi.testclient import TestClient
 
-from gg.server.app import create_app
 from gg.settings import Settings
-from gg.store import open_store
 from fleet_support import CONFINED
-from support import http_proof
-
-
-class Clock:
-    def __init__(self):
-        self.now = 2_000_000.0
-
-    def __call__(self):
-        return self.now
+from support import auth, http_proof, new_key
 
 
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def client(tmp_path, clock):
-    app = create_app(Settings(max_body_bytes=10_000), open_store(tmp_path), clock=clock,
-                     data_dir=tmp_path)
-    with TestClient(app) as c:
-        c.owner = (tmp_path / "owner-token").read_text().strip()
-        yield c
-
-
-def auth(token):
-    return {"authorization": f"Bearer {token}"}
-
-
-def new_key():
-    key = Ed25519PrivateKey.generate()
-    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return key, base64.b64encode(raw).decode()
+def settings():
+    return Settings(max_body_bytes=10_000)
 
 
 def register(client, name="r1"):
-    key, public = new_key()
+    key = new_key()
     r = client.post("/v1/runners", json={"name": name, **http_proof(client, "register", key)},
                     headers=auth(client.owner))
     assert r.status_code == 201, r.text
@@ -123,7 +91,7 @@ def test_a_runner_renews_its_credential_only_by_signing_the_challenge(client):
     key, reg = register(client)
     old = reg["credential"]
     nonce = client.post("/v1/runner/challenge", headers=auth(old)).json()["nonce"]
-    other, _ = new_key()
+    other = new_key()
     forged = base64.b64encode(other.sign(f"gg-renew:{reg['runner']['id']}:{nonce}".encode())).decode()
     r = client.post("/v1/runner/credential", json={"nonce": nonce, "signature": forged}, headers=auth(old))
     assert r.status_code == 401
@@ -147,7 +115,7 @@ def test_an_expired_runner_credential_is_refused(client, clock):
 
 
 def test_registering_the_same_key_again_supersedes_the_old_registration(client):
-    key, public = new_key()
+    key = new_key()
     first = client.post("/v1/runners", json={"name": "a", **http_proof(client, "register", key)},
                         headers=auth(client.owner)).json()
     second = client.post("/v1/runners", json={"name": "a2", **http_proof(client, "register", key)},

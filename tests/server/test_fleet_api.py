@@ -3,32 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
-from gg.server.app import create_app
 from gg.settings import Settings
-from gg.store import open_store
 
 from fleet_support import UI
-from support import Clock, http_proof
+from support import auth, http_proof
 
 
 @pytest.fixture
-def clock():
-    return Clock(3_000_000.0)
-
-
-@pytest.fixture
-def client(tmp_path, clock):
-    app = create_app(Settings(dev=True), open_store(tmp_path), clock=clock, data_dir=tmp_path)
-    with TestClient(app) as c:
-        c.owner = (tmp_path / "owner-token").read_text().strip()
-        c.tmp = tmp_path
-        yield c
-
-
-def auth(token):
-    return {"authorization": f"Bearer {token}"}
+def settings():
+    return Settings(dev=True)
 
 
 def apply(client, body=UI, name="ui"):

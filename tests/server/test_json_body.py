@@ -9,19 +9,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from fastapi.testclient import TestClient
 
-from gg.server.app import create_app
 from gg.server.json_body import loads
-from gg.settings import Settings
-from gg.store import open_store
-
-
-@pytest.fixture
-def client(tmp_path):
-    app = create_app(Settings(), open_store(tmp_path), data_dir=tmp_path)
-    with TestClient(app) as client:
-        yield client
 
 
 def _body_routes(client) -> list[tuple[str, str]]:

@@ -4,38 +4,22 @@ from __future__ import annotations
 
 
 import pytest
-from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from gg.server.app import create_app
 from gg.settings import Settings
-from gg.store import open_store
-from support import Clock, http_proof
+from support import auth, http_proof
 
 
 @pytest.fixture
-def clock():
-    return Clock(2_000_000.0)
-
-
-@pytest.fixture
-def client(tmp_path, clock):
-    app = create_app(Settings(dev=True, lease_ttl=60, offline_after=45), open_store(tmp_path),
-                     clock=clock, data_dir=tmp_path)
-    with TestClient(app) as c:
-        c.owner = (tmp_path / "owner-token").read_text().strip()
-        yield c
-
-
-def _auth(token):
-    return {"authorization": f"Bearer {token}"}
+def settings():
+    return Settings(dev=True, lease_ttl=60, offline_after=45)
 
 
 def _runner(client, name):
     answer = client.post("/v1/runners", json={"name": name, **http_proof(client, "register")},
-                         headers=_auth(client.owner)).json()
+                         headers=auth(client.owner)).json()
     credential = answer["credential"]
-    assert client.post("/v1/runner/check-in", json={}, headers=_auth(credential)).status_code == 200
+    assert client.post("/v1/runner/check-in", json={}, headers=auth(credential)).status_code == 200
     return credential, answer["runner"]["id"]
 
 
@@ -52,7 +36,7 @@ def _scrape(client) -> dict[str, dict[tuple, float]]:
 def test_metrics_need_no_token_and_show_no_names_or_ids(client):
     credential, runner_id = _runner(client, "secret-runner-name")
     flight = client.post("/v1/flights", json={"command": ["echo top-secret"], "labels": {"team": "x"}},
-                         headers=_auth(client.owner)).json()
+                         headers=auth(client.owner)).json()
     text = client.get("/metrics").text
     for private in ("secret-runner-name", runner_id, flight["id"], "top-secret", "team",
                     client.owner, credential, "owner"):
@@ -64,12 +48,12 @@ def test_flights_by_stage_runners_by_state_and_leases(client, clock):
     a, _ = _runner(client, "a")
     _runner(client, "b")
     for i in range(3):
-        client.post("/v1/flights", json={"command": [f"echo {i}"]}, headers=_auth(client.owner))
+        client.post("/v1/flights", json={"command": [f"echo {i}"]}, headers=auth(client.owner))
     clock.advance(2.0)
-    got = client.post("/v1/runner/claim", json={"free_slots": 1, "wait": 0}, headers=_auth(a))
+    got = client.post("/v1/runner/claim", json={"free_slots": 1, "wait": 0}, headers=auth(a))
     assert got.status_code == 200
     clock.advance(50)  # b stops checking in and goes offline; a checks in again
-    client.post("/v1/runner/check-in", json={}, headers=_auth(a))
+    client.post("/v1/runner/check-in", json={}, headers=auth(a))
     m = _scrape(client)
     assert m["gg_flights"][(("stage", "ready"),)] == 2
     assert m["gg_flights"][(("stage", "flying"),)] == 1
@@ -89,15 +73,15 @@ def test_flights_by_stage_runners_by_state_and_leases(client, clock):
 def test_expiries_check_ins_and_requests_are_counted(client, clock):
     a, _ = _runner(client, "a")
     b, _ = _runner(client, "b")
-    client.post("/v1/flights", json={"command": ["true"]}, headers=_auth(client.owner))
-    assert client.post("/v1/runner/claim", json={"wait": 0}, headers=_auth(a)).status_code == 200
+    client.post("/v1/flights", json={"command": ["true"]}, headers=auth(client.owner))
+    assert client.post("/v1/runner/claim", json={"wait": 0}, headers=auth(a)).status_code == 200
     clock.advance(61)  # a's lease runs out; a listing records it; b takes it at epoch 2
-    client.post("/v1/runner/check-in", json={}, headers=_auth(b))
-    client.get("/v1/flights", headers=_auth(client.owner))
+    client.post("/v1/runner/check-in", json={}, headers=auth(b))
+    client.get("/v1/flights", headers=auth(client.owner))
     clock.advance(0.5)
-    again = client.post("/v1/runner/claim", json={"wait": 0}, headers=_auth(b))
+    again = client.post("/v1/runner/claim", json={"wait": 0}, headers=auth(b))
     assert again.json()["lease"]["epoch"] == 2
-    client.get("/v1/flights/f_nope", headers=_auth(client.owner))
+    client.get("/v1/flights/f_nope", headers=auth(client.owner))
     m = _scrape(client)
     assert m["gg_lease_expiries_total"][()] == 1
     assert m["gg_flight_queue_wait_seconds_count"][()] == 1  # first grants only

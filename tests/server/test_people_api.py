@@ -5,9 +5,6 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from gg.server.app import create_app
-from gg.settings import Settings
-from gg.store import open_store
 from support import Clock
 
 DAY = 86400.0
@@ -27,11 +24,8 @@ class Api:
 
 
 @pytest.fixture
-def api(tmp_path):
-    clock = Clock(3_000_000.0)
-    app = create_app(Settings(), open_store(tmp_path), clock=clock, data_dir=tmp_path)
-    with TestClient(app) as client:
-        yield Api(client, clock, (tmp_path / "owner-token").read_text().strip())
+def api(client, clock):
+    return Api(client, clock, client.owner)
 
 
 def _error(answer, status: int, code: str, message: str | None = None) -> None:

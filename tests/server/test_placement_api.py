@@ -2,35 +2,22 @@
 
 from __future__ import annotations
 
-
 import pytest
-from fastapi.testclient import TestClient
 
-from gg.server.app import create_app
-from gg.settings import Settings
-from gg.store import open_store
-
-from support import Clock, http_proof
+from support import auth, http_proof
 
 
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def client(tmp_path, clock):
-    app = create_app(Settings(), open_store(tmp_path), clock=clock, data_dir=tmp_path)
-    with TestClient(app) as c:
-        c.owner = {"authorization": "Bearer " + (tmp_path / "owner-token").read_text().strip()}
-        member = c.post("/v1/people", json={"name": "ada"}, headers=c.owner).json()["token"]
-        c.ada = {"authorization": f"Bearer {member}"}
-        yield c
+def client(client):
+    """The shared client; ``client.ada`` is the headers of a member, ada."""
+    member = client.post("/v1/people", json={"name": "ada"}, headers=auth(client.owner))
+    client.ada = auth(member.json()["token"])
+    return client
 
 
 def register(client, name, labels=None, inventory=None):
     r = client.post("/v1/runners", json={"name": name, **http_proof(client, "register"),
-                                         "labels": labels or {}}, headers=client.owner)
+                                         "labels": labels or {}}, headers=auth(client.owner))
     assert r.status_code == 201, r.text
     credential = {"authorization": f"Bearer {r.json()['credential']}"}
     body = {"labels": labels or {}}
@@ -51,25 +38,25 @@ def test_every_placement_path_is_published(client):
 
 def test_a_malformed_meaning_is_a_400_with_its_position_and_nothing_is_charted(client):
     r = client.post("/v1/environments", json={"name": "ui", "means": "cpu_cuont >= 4"},
-                    headers=client.owner)
+                    headers=auth(client.owner))
     assert r.status_code == 400
     assert r.json() == {"error": {"code": "invalid_meaning", "message": (
         "the meaning names an unknown fact cpu_cuont at line 1, column 1; did you mean cpu_count?")}}
-    assert client.get("/v1/environments", headers=client.owner).json() == []
+    assert client.get("/v1/environments", headers=auth(client.owner)).json() == []
 
 
 def test_chart_clear_and_fly(client):
     register(client, "r1", {"environment": "ui"}, {"os": "Linux", "cpu_count": 4})
     env = client.post("/v1/environments", json={"name": "ui", "means": 'os == "linux"'},
-                      headers=client.owner)
+                      headers=auth(client.owner))
     assert env.status_code == 201 and env.json()["gate_status"] == "open"
     refused = client.post("/v1/flights", json={"command": ["true"], "environment": "ui"},
                           headers=client.ada)
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "environment_gated"
     gate = env.json()["gate"]
     assert client.post(f"/v1/gates/{gate}/clear", headers=client.ada).status_code == 403
-    assert client.post(f"/v1/gates/{gate}/clear", headers=client.owner).status_code == 200
-    shown = client.get("/v1/environments/ui", headers=client.owner).json()
+    assert client.post(f"/v1/gates/{gate}/clear", headers=auth(client.owner)).status_code == 200
+    shown = client.get("/v1/environments/ui", headers=auth(client.owner)).json()
     assert (shown["meaning"], shown["measured"], shown["gate_status"]) == ('os == "linux"', 1, "cleared")
     f = client.post("/v1/flights", json={"command": ["true"], "environment": "ui"},
                     headers=client.ada)
@@ -80,15 +67,15 @@ def test_chart_clear_and_fly(client):
 
 
 def test_the_root_envelope_round_trip_and_its_refusals(client):
-    assert client.get("/v1/airspace/root", headers=client.owner).status_code == 404
-    unserved = client.put("/v1/airspace/root", json={"environments": ["ui"]}, headers=client.owner)
+    assert client.get("/v1/airspace/root", headers=auth(client.owner)).status_code == 404
+    unserved = client.put("/v1/airspace/root", json={"environments": ["ui"]}, headers=auth(client.owner))
     assert unserved.status_code == 409 and unserved.json()["error"]["code"] == "environment_unserved"
-    bad = client.put("/v1/airspace/root", json={"environments": ["UI"]}, headers=client.owner)
+    bad = client.put("/v1/airspace/root", json={"environments": ["UI"]}, headers=auth(client.owner))
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_airspace"
     register(client, "r1", {"environment": "ui"})
     assert client.put("/v1/airspace/root", json={"environments": ["ui"]},
                       headers=client.ada).status_code == 403
-    ok = client.put("/v1/airspace/root", json={"environments": ["ui"]}, headers=client.owner)
+    ok = client.put("/v1/airspace/root", json={"environments": ["ui"]}, headers=auth(client.owner))
     assert ok.status_code == 200 and ok.json()["not_in_force"] == ["ui"]
     assert client.get("/v1/airspace/root", headers=client.ada).json()["environments"] == ["ui"]
 
@@ -99,13 +86,13 @@ def test_ownership_over_http(client):
     assert client.post("/v1/runners/r1/ownership", json={"ownership": "open"},
                        headers=client.ada).status_code == 403
     assert client.post("/v1/runners/r1/ownership", json={"ownership": "claimed"},
-                       headers=client.owner).status_code == 400
+                       headers=auth(client.owner)).status_code == 400
     assert client.post("/v1/runners/r1/ownership", json={"ownership": "open"},
-                       headers=client.owner).json()["ownership"] == "open"
+                       headers=auth(client.owner)).json()["ownership"] == "open"
     claimed = client.post("/v1/runners/r1/claim", headers=client.ada).json()
     assert (claimed["owner_name"], claimed["reserved"]) == ("ada", False)
     assert client.post("/v1/runners/r1/reserve", headers=client.ada).json()["reserved"] is True
-    assert client.post("/v1/runners/r1/claim", headers=client.owner).status_code == 409
+    assert client.post("/v1/runners/r1/claim", headers=auth(client.owner)).status_code == 409
     assert client.post("/v1/runners/nobody/claim", headers=client.ada).status_code == 404
 
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 
 import pytest
-from fastapi.testclient import TestClient
 
-from gg.server.app import create_app
 from gg.settings import Settings
-from gg.store import open_store
 
-from support import Clock, http_proof
+from support import auth, http_proof
 
 DIGEST = "sha256:" + "c" * 64
 STRATEGY = {"environment": "ui", "inventory": {"name": "ui-pool", "size": 2, "warm": 1},
@@ -19,23 +16,17 @@ STRATEGY = {"environment": "ui", "inventory": {"name": "ui-pool", "size": 2, "wa
 
 
 @pytest.fixture
-def clock():
-    return Clock(2_000_000.0)
+def settings():
+    return Settings(dev=True)
 
 
 @pytest.fixture
-def client(tmp_path, clock):
-    app = create_app(Settings(dev=True), open_store(tmp_path), clock=clock, data_dir=tmp_path)
-    with TestClient(app) as c:
-        c.owner = (tmp_path / "owner-token").read_text().strip()
-        charted = ok(c.post("/v1/environments", json={"name": "ui", "means": "true"},
-                            headers=auth(c.owner)), 201)  # flights may use environment ui
-        ok(c.post(f"/v1/gates/{charted['gate']}/clear", headers=auth(c.owner)))
-        yield c
-
-
-def auth(token):
-    return {"authorization": f"Bearer {token}"}
+def client(client):
+    """The shared client, with environment ui charted and cleared: flights may use it."""
+    charted = ok(client.post("/v1/environments", json={"name": "ui", "means": "true"},
+                             headers=auth(client.owner)), 201)
+    ok(client.post(f"/v1/gates/{charted['gate']}/clear", headers=auth(client.owner)))
+    return client
 
 
 def ok(response, status=200):

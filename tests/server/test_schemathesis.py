@@ -1,9 +1,11 @@
-"""Schemathesis against ``/openapi.json`` of a real ``gg server``: no 5xx, ever.
+"""Schemathesis against ``/openapi.json`` of a real ``gg server``: no 5xx, ever, and every
+answer is what the schema says.
 
 Every operation of the published schema gets valid (positive) and invalid (negative)
 requests generated from it, once with a person's token and once with a runner's
-credential, at a bounded example count so CI stays fast. Any answer >= 500 fails the test
-with the request that caused it (as a curl command).
+credential, at a bounded example count so CI stays fast. Any answer >= 500, and any answer
+whose body does not conform to the schema published for its status, fails the test with the
+request that caused it (as a curl command).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error, response_schema_conformance
+from schemathesis.core.failures import FailureGroup
 
 from gg.launch import LocalServer, free_port
 from support import http_proof
@@ -73,10 +77,13 @@ def test_no_operation_answers_5xx_to_generated_requests(server):
                     response = case.call(base_url=server.url, timeout=30,
                                          headers={"authorization": f"Bearer {token}"})
                     seen["requests"] += 1
-                    if response.status_code >= 500:
+                    try:
+                        case.validate_response(
+                            response, checks=[not_a_server_error, response_schema_conformance])
+                    except (AssertionError, FailureGroup) as exc:
                         failures.append(f"{who}: {response.status_code} {response.text[:200]} "
-                                        f"<- {case.as_curl_command()}")
-                    elif response.status_code != 204:
+                                        f"({str(exc)[:300]}) <- {case.as_curl_command()}")
+                    if response.status_code < 500 and response.status_code != 204:
                         kind = " ".join(response.headers.get("content-type", []))
                         assert kind.startswith("application/json"), case.as_curl_command()
 

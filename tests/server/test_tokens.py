@@ -25,11 +25,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
 
 from gg import keys
-from gg.server.app import create_app
 from gg.settings import Settings
-from gg.store import open_store
 from fleet_support import UI
-from support import Clock, http_proof
+from support import Clock, auth, http_proof, new_key, refusal
 
 
 class World:
@@ -37,23 +35,16 @@ class World:
         self.client, self.clock, self.owner = client, clock, owner
 
     def register(self, name: str = "r1", key: Ed25519PrivateKey | None = None):
-        key = key or Ed25519PrivateKey.generate()
-        answer = self.client.post("/v1/runners", headers=_auth(self.owner),
+        key = key or new_key()
+        answer = self.client.post("/v1/runners", headers=auth(self.owner),
                                   json={"name": name, **http_proof(self.client, "register", key)})
         assert answer.status_code == 201, answer.text
         return key, answer.json()
 
 
 @pytest.fixture
-def world(tmp_path):
-    clock = Clock(2_000_000.0)
-    app = create_app(Settings(), open_store(tmp_path), clock=clock, data_dir=tmp_path)
-    with TestClient(app) as client:
-        yield World(client, clock, (tmp_path / "owner-token").read_text().strip())
-
-
-def _auth(token: str) -> dict:
-    return {"authorization": f"Bearer {token}"}
+def world(client, clock):
+    return World(client, clock, client.owner)
 
 
 # -- tokens that must be refused ----------------------------------------------------------
@@ -72,9 +63,9 @@ def _expired_runner_credential(w: World) -> str:
 def _renewed_away(w: World) -> str:
     key, reg = w.register()
     old = reg["credential"]
-    nonce = w.client.post("/v1/runner/challenge", headers=_auth(old)).json()["nonce"]
+    nonce = w.client.post("/v1/runner/challenge", headers=auth(old)).json()["nonce"]
     signature = base64.b64encode(key.sign(f"gg-renew:{reg['runner']['id']}:{nonce}".encode())).decode()
-    renewed = w.client.post("/v1/runner/credential", headers=_auth(old),
+    renewed = w.client.post("/v1/runner/credential", headers=auth(old),
                             json={"nonce": nonce, "signature": signature})
     assert renewed.status_code == 200
     return old
@@ -96,16 +87,16 @@ def _retired_runner_credential(w: World) -> str:
 
 
 def _add_person(w: World, name: str, **body) -> str:
-    answer = w.client.post("/v1/people", headers=_auth(w.owner), json={"name": name, **body})
+    answer = w.client.post("/v1/people", headers=auth(w.owner), json={"name": name, **body})
     assert answer.status_code == 201, answer.text
     token = answer.json()["token"]
-    assert w.client.get("/v1/whoami", headers=_auth(token)).status_code == 200
+    assert w.client.get("/v1/whoami", headers=auth(token)).status_code == 200
     return token
 
 
 def _removed_person(w: World) -> str:
     token = _add_person(w, "leaver")
-    assert w.client.delete("/v1/people/leaver", headers=_auth(w.owner)).status_code == 200
+    assert w.client.delete("/v1/people/leaver", headers=auth(w.owner)).status_code == 200
     return token
 
 
@@ -123,7 +114,7 @@ def _default_lifetime_over(w: World) -> str:
 
 def _person_token_rotated_away(w: World) -> str:
     token = _add_person(w, "rotor")
-    assert w.client.post("/v1/people/rotor/token", headers=_auth(w.owner), json={}).status_code == 200
+    assert w.client.post("/v1/people/rotor/token", headers=auth(w.owner), json={}).status_code == 200
     return token
 
 
@@ -174,16 +165,12 @@ def _one_off(token: str) -> str:
     return token[:-1] + ("A" if token[-1] != "A" else "B")
 
 
-def _answer(response) -> tuple:
-    return response.status_code, response.json(), response.headers.get("www-authenticate")
-
-
 # -- registrations that must be refused like a bad token (the key is not proved, or the
 # -- key's runner is not the caller's to take) ---------------------------------------------
 
 
 def _member(w: World, name: str = "mallory") -> str:
-    answer = w.client.post("/v1/people", json={"name": name}, headers=_auth(w.owner))
+    answer = w.client.post("/v1/people", json={"name": name}, headers=auth(w.owner))
     assert answer.status_code == 201, answer.text
     return answer.json()["token"]
 
@@ -198,13 +185,13 @@ def _signed_by_another_key(w: World) -> tuple[str, dict]:
     public = keys.public_text(key)
     nonce = w.client.post("/v1/key-nonces", json={"purpose": "register",
                                                   "public_key": public}).json()["nonce"]
-    forged = keys.prove(Ed25519PrivateKey.generate(), "register", nonce)["signature"]
+    forged = keys.prove(new_key(), "register", nonce)["signature"]
     return w.owner, {"name": "victim", "public_key": public, "nonce": nonce, "signature": forged}
 
 
 def _replayed(w: World) -> tuple[str, dict]:
     body = {"name": "r1", **http_proof(w.client, "register")}
-    assert w.client.post("/v1/runners", json=body, headers=_auth(w.owner)).status_code == 201
+    assert w.client.post("/v1/runners", json=body, headers=auth(w.owner)).status_code == 201
     return w.owner, body
 
 
@@ -220,12 +207,12 @@ def _someone_elses(w: World) -> tuple[str, dict]:
 
 
 def _enrolled(w: World) -> tuple[str, dict]:
-    w.client.put("/v1/profiles/ui", json={"profile": UI}, headers=_auth(w.owner))
+    w.client.put("/v1/profiles/ui", json={"profile": UI}, headers=auth(w.owner))
     token = w.client.post("/v1/enrolment-tokens", json={"profile": "ui"},
-                          headers=_auth(w.owner)).json()["token"]
-    key = Ed25519PrivateKey.generate()
+                          headers=auth(w.owner)).json()["token"]
+    key = new_key()
     enrolled = w.client.post("/v1/enrol", json={"name": "m1", **http_proof(w.client, "enrol", key)},
-                             headers=_auth(token))
+                             headers=auth(token))
     assert enrolled.status_code == 201, enrolled.text
     return w.owner, {"name": "m1", **http_proof(w.client, "register", key)}
 
@@ -243,36 +230,36 @@ REGISTRATION_REFUSALS: dict[str, Callable[[World], tuple[str, dict]]] = {
 @pytest.mark.parametrize("make", REGISTRATION_REFUSALS.values(), ids=REGISTRATION_REFUSALS.keys())
 def test_refused_registrations_are_identical_to_a_bad_token(world, make):
     token, body = make(world)
-    reference = _answer(world.client.post(
-        "/v1/runners", json=body, headers=_auth("ggp_" + secrets.token_urlsafe(24))))
+    reference = refusal(world.client.post(
+        "/v1/runners", json=body, headers=auth("ggp_" + secrets.token_urlsafe(24))))
     assert reference[0] == 401
-    assert _answer(world.client.post("/v1/runners", json=body, headers=_auth(token))) == reference
+    assert refusal(world.client.post("/v1/runners", json=body, headers=auth(token))) == reference
 
 
 @pytest.mark.parametrize("make", PERSON_REFUSALS.values(), ids=PERSON_REFUSALS.keys())
 def test_person_token_refusals_are_identical(world, make):
-    reference = _answer(world.client.get("/v1/whoami", headers=_auth("ggp_" + secrets.token_urlsafe(24))))
+    reference = refusal(world.client.get("/v1/whoami", headers=auth("ggp_" + secrets.token_urlsafe(24))))
     assert reference[0] == 401 and reference[2] == "Bearer"
     token = make(world)
     for path in ("/v1/whoami", "/v1/flights", "/v1/runners"):
-        assert _answer(world.client.get(path, headers=_auth(token))) == reference, path
+        assert refusal(world.client.get(path, headers=auth(token))) == reference, path
 
 
 @pytest.mark.parametrize("make", RUNNER_REFUSALS.values(), ids=RUNNER_REFUSALS.keys())
 def test_runner_credential_refusals_are_identical(world, make):
-    reference = _answer(world.client.post("/v1/runner/check-in", json={},
-                                          headers=_auth("ggr_" + secrets.token_urlsafe(24))))
+    reference = refusal(world.client.post("/v1/runner/check-in", json={},
+                                          headers=auth("ggr_" + secrets.token_urlsafe(24))))
     assert reference[0] == 401
     token = make(world)
     for path, body in (("/v1/runner/check-in", {}), ("/v1/runner/claim", {"wait": 0}),
                        ("/v1/runner/flights/f_x/renew", {"epoch": 1})):
-        assert _answer(world.client.post(path, json=body, headers=_auth(token))) == reference, path
+        assert refusal(world.client.post(path, json=body, headers=auth(token))) == reference, path
 
 
 @pytest.mark.parametrize("make", ENROL_REFUSALS.values(), ids=ENROL_REFUSALS.keys())
 def test_enrolment_token_refusals_are_identical(world, make):
     def enrol(token: str):
-        return _answer(world.client.post("/v1/enrol", headers=_auth(token),
+        return refusal(world.client.post("/v1/enrol", headers=auth(token),
                                          json={"name": "m1", **http_proof(world.client, "enrol")}))
     reference = enrol("gge_" + secrets.token_urlsafe(24))
     assert reference[0] == 401 and reference[2] == "Bearer"
@@ -282,7 +269,7 @@ def test_enrolment_token_refusals_are_identical(world, make):
 @pytest.mark.parametrize("make", MEMBER_REFUSALS.values(), ids=MEMBER_REFUSALS.keys())
 def test_member_code_refusals_are_identical(world, make):
     def join(token: str):
-        return _answer(world.client.post("/v1/members/join", headers=_auth(token),
+        return refusal(world.client.post("/v1/members/join", headers=auth(token),
                                          json=http_proof(world.client, "join")))
     reference = join("ggm_" + secrets.token_urlsafe(24))
     assert reference[0] == 401 and reference[2] == "Bearer"
@@ -294,8 +281,8 @@ def test_a_retired_runners_own_credential_is_told_403_runner_retired(world):
     credential = _retired_runner_credential(world)
     for path, body in (("/v1/runner/check-in", {}), ("/v1/runner/claim", {"wait": 0}),
                        ("/v1/runner/flights/f_x/renew", {"epoch": 1})):
-        status, answer, challenge = _answer(world.client.post(path, json=body,
-                                                              headers=_auth(credential)))
+        status, answer, challenge = refusal(world.client.post(path, json=body,
+                                                              headers=auth(credential)))
         assert (status, answer["error"]["code"], challenge) == (403, "runner_retired", None), path
         assert answer["error"]["message"] == ("this runner was retired by an admin: its "
                                               "credential is dead")
@@ -303,10 +290,10 @@ def test_a_retired_runners_own_credential_is_told_403_runner_retired(world):
 
 def test_the_real_tokens_are_accepted(world):
     """The refusals above are refusals, not a broken server: the genuine ones work."""
-    assert world.client.get("/v1/whoami", headers=_auth(world.owner)).status_code == 200
+    assert world.client.get("/v1/whoami", headers=auth(world.owner)).status_code == 200
     forever = _add_person(world, "ci", ttl="never")
     world.clock.advance(100 * Settings().person_token_ttl)
     for token in (world.owner, forever):  # the owner's first token and `never` do not expire
-        assert world.client.get("/v1/whoami", headers=_auth(token)).status_code == 200
+        assert world.client.get("/v1/whoami", headers=auth(token)).status_code == 200
     credential = _runner_credential(world)
-    assert world.client.post("/v1/runner/check-in", json={}, headers=_auth(credential)).status_code == 200
+    assert world.client.post("/v1/runner/check-in", json={}, headers=auth(credential)).status_code == 200

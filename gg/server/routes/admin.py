@@ -6,8 +6,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from gg.api import paths
+from gg.api.runners import Forgotten, Retired, RunnerDetail, StateChange, StateChanged
 from gg.api.schemas import DrainSelection, PolicySet
-from gg.control import admin, views
+from gg.control import admin, answers
 from gg.server import auth
 from gg.server.json_body import JsonRoute
 
@@ -16,15 +17,13 @@ router = APIRouter(route_class=JsonRoute)
 
 def _state_change(action: str):
     async def change(ref: str, request: Request, person: dict = Depends(auth.person)) -> dict:
-        core = request.app.state.core
-        change = admin.change_state(core, person, ref, action)
-        return {**change, "view": views.runner_view(core, core.store.runner(change["runner"]))}
+        return answers.state_changed(request.app.state.core, person, ref, action)
 
     change.__name__ = f"{action}_runner"
     return change
 
 
-@router.post(paths.RUNNERS_DRAIN)
+@router.post(paths.RUNNERS_DRAIN, response_model=list[StateChange])
 async def drain_labelled(body: DrainSelection, request: Request,
                          person: dict = Depends(auth.person)) -> list[dict]:
     return admin.drain_labelled(request.app.state.core, person, body.labels)
@@ -32,30 +31,25 @@ async def drain_labelled(body: DrainSelection, request: Request,
 
 for _action, _path in (("cordon", paths.RUNNER_CORDON), ("drain", paths.RUNNER_DRAIN),
                        ("resume", paths.RUNNER_RESUME)):
-    router.post(_path)(_state_change(_action))
+    router.post(_path, response_model=StateChanged)(_state_change(_action))
 
 
-@router.post(paths.RUNNER_RETIRE)
+@router.post(paths.RUNNER_RETIRE, response_model=Retired)
 async def retire(ref: str, request: Request, person: dict = Depends(auth.person)) -> dict:
-    core = request.app.state.core
-    runner, stopping = admin.retire(core, person, ref)
-    request.app.state.dispatcher.release(runner.id)  # its parked claim answers now; the next is refused
-    return {"runner": runner.id, "name": runner.name, "state": runner.admin_state,
-            "retired_at": runner.retired_at, "stopping": stopping}
+    answer = answers.retired(request.app.state.core, person, ref)
+    request.app.state.dispatcher.release(answer["runner"])  # its parked claim answers now; the next is refused
+    return answer
 
 
-@router.delete(paths.RUNNER)
+@router.delete(paths.RUNNER, response_model=Forgotten)
 async def forget(ref: str, request: Request, person: dict = Depends(auth.person)) -> dict:
-    core = request.app.state.core
-    runner = admin.forget(core, person, ref)
-    request.app.state.dispatcher.release(runner.id)
-    return {"runner": runner.id, "name": runner.name, "forgotten": True}
+    answer = answers.forgotten(request.app.state.core, person, ref)
+    request.app.state.dispatcher.release(answer["runner"])
+    return answer
 
 
-@router.post(paths.RUNNER_POLICY)
+@router.post(paths.RUNNER_POLICY, response_model=RunnerDetail)
 async def set_policy(ref: str, body: PolicySet, request: Request,
                      person: dict = Depends(auth.person)) -> dict:
-    core = request.app.state.core
-    runner = admin.set_policy(core, person, ref, isolation=body.isolation, egress=body.egress,
-                              workers=body.workers)
-    return views.runner_view(core, runner, detail=True)
+    return answers.policy_set(request.app.state.core, person, ref, isolation=body.isolation,
+                              egress=body.egress, workers=body.workers)

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 
 from gg.api import paths
 from gg.api.people import Person, PersonAdd, PersonWithToken, TokenRotate, Whoami
-from gg.api.schemas import Name
-from gg.control import people
+from gg.api.schemas import Health, Name
+from gg.control import answers, people
 from gg.server import auth
 from gg.server.json_body import JsonRoute
 
@@ -16,22 +16,20 @@ router = APIRouter(route_class=JsonRoute)
 PersonName = Path(min_length=1, max_length=64)
 
 
-@router.get(paths.HEALTH)
+@router.get(paths.HEALTH, response_model=Health)
 async def health(request: Request) -> dict:
-    core = request.app.state.core
-    return {"ok": True, "version": core.version, "server_time": core.now()}
+    return answers.health(request.app.state.core)
 
 
 @router.get(paths.WHOAMI, response_model=Whoami)
 async def whoami(request: Request, person: dict = Depends(auth.person)) -> dict:
-    org = request.app.state.core.store.organisation()
-    return {"person": people.public_person(person), "organisation": org["name"] if org else None}
+    return answers.whoami(request.app.state.core, person)
 
 
 @router.post(paths.PEOPLE, status_code=201, response_model=PersonWithToken)
 async def add_person(body: PersonAdd, request: Request, person: dict = Depends(auth.person)) -> dict:
-    added, token = people.add_person(request.app.state.core, person, body.name, body.admin, body.ttl)
-    return {"person": people.public_person(added), "token": token}
+    return answers.person_added(request.app.state.core, person, name=body.name, admin=body.admin,
+                                ttl=body.ttl)
 
 
 @router.get(paths.PEOPLE, response_model=list[Person])
@@ -49,5 +47,4 @@ async def remove_person(request: Request, name: Name = PersonName,
 @router.post(paths.PERSON_TOKEN, response_model=PersonWithToken)
 async def rotate_token(body: TokenRotate, request: Request, name: Name = PersonName,
                        person: dict = Depends(auth.person)) -> dict:
-    rotated, token = people.rotate_token(request.app.state.core, person, name, body.ttl)
-    return {"person": rotated, "token": token}
+    return answers.token_rotated(request.app.state.core, person, name, body.ttl)

@@ -5,8 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, FastAPI, Request
 
 from gg.api import placement as paths
-from gg.api.placement import EnvironmentChart, OwnershipSet, RootApply
-from gg.control import environments, labels, ownership, plan
+from gg.api.flights import Plan
+from gg.api.placement import (EnvironmentChart, EnvironmentCharted, EnvironmentView, OwnershipSet,
+                              RootApplied, RootApply, RootView)
+from gg.api.runners import LabelDispositions, OwnershipChanged
+from gg.control import answers, environments, ownership, plan
 from gg.server import auth
 from gg.server.deadlines import AttendedWake
 from gg.server.json_body import JsonRoute
@@ -19,40 +22,36 @@ def install(app: FastAPI) -> None:
     app.state.attended_wake = AttendedWake(app.state.core)
 
 
-@router.post(paths.ENVIRONMENTS, status_code=201)
+@router.post(paths.ENVIRONMENTS, status_code=201, response_model=EnvironmentCharted)
 async def chart(body: EnvironmentChart, request: Request,
                 person: dict = Depends(auth.person)) -> dict:
     return environments.chart(request.app.state.core, person, body.name, body.means)
 
 
-@router.get(paths.ENVIRONMENTS)
+@router.get(paths.ENVIRONMENTS, response_model=list[EnvironmentView])
 async def list_environments(request: Request, person: dict = Depends(auth.person)) -> list[dict]:
     return environments.environments_view(request.app.state.core)
 
 
-@router.get(paths.ENVIRONMENT)
+@router.get(paths.ENVIRONMENT, response_model=EnvironmentView)
 async def show_environment(name: str, request: Request,
                            person: dict = Depends(auth.person)) -> dict:
     return environments.environment_view(request.app.state.core, name)
 
 
-@router.put(paths.ROOT)
+@router.put(paths.ROOT, response_model=RootApplied)
 async def apply_root(body: RootApply, request: Request, person: dict = Depends(auth.person)) -> dict:
     return environments.apply_root(request.app.state.core, person, body.model_dump())
 
 
-@router.get(paths.ROOT)
+@router.get(paths.ROOT, response_model=RootView)
 async def show_root(request: Request, person: dict = Depends(auth.person)) -> dict:
     return environments.root_view(request.app.state.core)
 
 
-@router.get(paths.LABELS)
+@router.get(paths.LABELS, response_model=list[LabelDispositions])
 async def list_labels(request: Request, person: dict = Depends(auth.person)) -> list[dict]:
-    core = request.app.state.core
-    rows = labels.labels_view(core)
-    if await labels.settled(core):  # stale rows were recomputed: read the verdicts
-        rows = labels.labels_view(core)
-    return rows
+    return await answers.labels_listed(request.app.state.core)
 
 
 def _ownership_route(path: str, action: str) -> None:
@@ -60,7 +59,7 @@ def _ownership_route(path: str, action: str) -> None:
         return ownership.change(request.app.state.core, person, ref, action)
 
     act.__name__ = f"runner_{action}"
-    router.post(path, name=f"runner_{action}",
+    router.post(path, name=f"runner_{action}", response_model=OwnershipChanged,
                 summary=f"{action.capitalize()} a runner (whose a machine is, SPEC 11)")(act)
 
 
@@ -69,12 +68,12 @@ for _path, _action in ((paths.RUNNER_CLAIM, "claim"), (paths.RUNNER_UNCLAIM, "un
     _ownership_route(_path, _action)
 
 
-@router.post(paths.RUNNER_OWNERSHIP)
+@router.post(paths.RUNNER_OWNERSHIP, response_model=OwnershipChanged)
 async def set_ownership(ref: str, body: OwnershipSet, request: Request,
                         person: dict = Depends(auth.person)) -> dict:
     return ownership.set_ownership(request.app.state.core, person, ref, body.ownership)
 
 
-@router.get(paths.FLIGHT_PLAN)
+@router.get(paths.FLIGHT_PLAN, response_model=Plan)
 async def flight_plan(flight_id: str, request: Request, person: dict = Depends(auth.person)) -> dict:
     return plan.plan_for(request.app.state.core, flight_id)

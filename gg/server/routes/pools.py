@@ -10,48 +10,38 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from gg.api import paths
+from gg.api.pools import (ActionTaken, Attested, DigestPinned, MaintainerAllowed, MaintainerPlan,
+                          MemberJoined, Pool, Strategy, StrategyApplied)
 from gg.api.schemas import Attestation, MemberJoin, PoolAction, PoolAllow, StrategyApply, StrategyDigest
 from gg.control import members, pools, strategies
-from gg.control import runners as runner_ops
-from gg.domain import tokens
 from gg.domain.runners import Runner
-from gg.errors import Forbidden
 from gg.server import auth
+from gg.server.auth import person_only
 from gg.server.json_body import JsonRoute
 
 router = APIRouter(route_class=JsonRoute)
 
 
-def person_only(request: Request) -> dict:
-    """A person; a runner's (or member's) credential is refused with 403, not 401."""
-    token = auth.bearer(request)
-    if token is not None and token.startswith(tokens.RUNNER):
-        runner_ops.authenticate(request.app.state.core, token)  # a bad one is still a 401
-        raise Forbidden("pools and strategies are for people; a runner's credential cannot "
-                        "read or change them")
-    return auth.person(request)
-
-
 # -- strategies ---------------------------------------------------------------------------
 
 
-@router.get(paths.STRATEGIES)
+@router.get(paths.STRATEGIES, response_model=list[Strategy])
 async def list_strategies(request: Request, person: dict = Depends(person_only)) -> list[dict]:
     return strategies.list_strategies(request.app.state.core)
 
 
-@router.get(paths.STRATEGY)
+@router.get(paths.STRATEGY, response_model=Strategy)
 async def show_strategy(name: str, request: Request, person: dict = Depends(person_only)) -> dict:
     return strategies.show(request.app.state.core, name)
 
 
-@router.put(paths.STRATEGY)
+@router.put(paths.STRATEGY, response_model=StrategyApplied)
 async def apply_strategy(name: str, body: StrategyApply, request: Request,
                          person: dict = Depends(person_only)) -> dict:
     return strategies.apply(request.app.state.core, person, name, body.strategy)
 
 
-@router.post(paths.STRATEGY_DIGEST)
+@router.post(paths.STRATEGY_DIGEST, response_model=DigestPinned)
 async def pin_digest(name: str, body: StrategyDigest, request: Request,
                      person: dict = Depends(person_only)) -> dict:
     return strategies.pin_digest(request.app.state.core, person, name, body.digest)
@@ -60,17 +50,17 @@ async def pin_digest(name: str, body: StrategyDigest, request: Request,
 # -- pools, for people --------------------------------------------------------------------
 
 
-@router.get(paths.POOLS)
+@router.get(paths.POOLS, response_model=list[Pool])
 async def list_pools(request: Request, person: dict = Depends(person_only)) -> list[dict]:
     return pools.list_pools(request.app.state.core)
 
 
-@router.get(paths.POOL)
+@router.get(paths.POOL, response_model=Pool)
 async def show_pool(pool: str, request: Request, person: dict = Depends(person_only)) -> dict:
     return pools.show_pool(request.app.state.core, pool)
 
 
-@router.post(paths.POOL_ALLOW)
+@router.post(paths.POOL_ALLOW, response_model=MaintainerAllowed)
 async def allow(pool: str, body: PoolAllow, request: Request,
                 person: dict = Depends(person_only)) -> dict:
     return pools.allow(request.app.state.core, person, pool, body.runner)
@@ -79,22 +69,22 @@ async def allow(pool: str, body: PoolAllow, request: Request,
 # -- pools, for their maintainer ------------------------------------------------------------
 
 
-@router.get(paths.POOL_PLAN)
+@router.get(paths.POOL_PLAN, response_model=MaintainerPlan)
 async def plan(pool: str, request: Request, runner: Runner = Depends(auth.runner)) -> dict:
     return pools.plan_view(request.app.state.core, runner, pool)
 
 
-@router.post(paths.POOL_ACTIONS)
+@router.post(paths.POOL_ACTIONS, response_model=ActionTaken)
 async def act(pool: str, body: PoolAction, request: Request,
               runner: Runner = Depends(auth.runner)) -> dict:
     answer, ended = members.act(request.app.state.core, runner, pool, body.action,
-                                body.member_id)
+                                member_id=body.member_id)
     for runner_id in ended:  # a member whose cycle ended: its parked claim gets "nothing" now
         request.app.state.dispatcher.release(runner_id)
     return answer
 
 
-@router.post(paths.POOL_ATTEST)
+@router.post(paths.POOL_ATTEST, response_model=Attested)
 async def attest(pool: str, body: Attestation, request: Request,
                  runner: Runner = Depends(auth.runner)) -> dict:
     return pools.attest(request.app.state.core, runner, pool,
@@ -106,7 +96,7 @@ async def attest(pool: str, body: Attestation, request: Request,
 # -- members ----------------------------------------------------------------------------------
 
 
-@router.post(paths.MEMBER_JOIN, status_code=201)
+@router.post(paths.MEMBER_JOIN, status_code=201, response_model=MemberJoined)
 async def join(body: MemberJoin, request: Request) -> dict:
     return members.join(request.app.state.core, auth.bearer(request), public_key=body.public_key,
                         inventory=body.inventory, version=body.version, nonce=body.nonce,

@@ -7,8 +7,9 @@ import time
 
 import pytest
 
+from gg.control.cel import compile_meaning
+from gg.domain.meanings import FACT_TYPES, MeaningError, facts_from_inventory
 from gg.errors import BadRequest
-from gg.meanings import FACT_TYPES, MeaningError, compile_meaning, facts_from_inventory
 
 
 def build_host_facts(**changes) -> dict:
@@ -285,3 +286,28 @@ def test_the_cost_limit_is_a_parameter_and_a_cheaper_meaning_passes_it():
 ])
 def test_ordinary_meanings_are_accepted_well_under_the_limit(text):
     assert compile_meaning(text).cost < 1000
+
+
+def test_the_rules_of_a_meaning_are_pure_and_cel_stays_in_its_adapter():
+    import subprocess
+    import sys
+
+    script = ("import sys; import gg.domain.meanings; "
+              "print(sorted(m for m in ('celpy', 'lark') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_meaning_built_from_any_evaluator_never_raises_and_answers_only_booleans():
+    from gg.domain.meanings import Meaning
+
+    def boom(facts):
+        raise ValueError(facts)
+
+    reads = []
+    meaning = Meaning("os == x", frozenset({"os"}), lambda facts: reads.append(facts) or True)
+    assert meaning({"os": "linux", "arch": "arm64"}) is True
+    assert reads == [{"os": "linux"}]  # only the facts it reads
+    assert Meaning("x", frozenset(), boom)({}) is None
+    assert Meaning("x", frozenset(), lambda facts: 1)({}) is None  # not a boolean: undecided

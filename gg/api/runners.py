@@ -1,0 +1,191 @@
+"""Answers about runners: rows, details, registration, check-in, claims, leases, admin.
+
+A runner's row is every field of its record but its public key, with what people are shown
+beside it (liveness, admin state, owner's name, held flights, checks); its detail adds the
+inventory and capabilities it reported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict, Field
+
+from gg.api.schemas import Answer, Protocol
+
+
+class RunnerRow(Answer):
+    id: str
+    name: str
+    labels: dict[str, str]
+    workers: int
+    started_workers: int
+    admin_state: str
+    last_seen_at: float | None = None
+    goodbye_at: float | None = None
+    offline_noted_at: float | None = None
+    readings: dict[str, Any] = {}
+    peer_address: str | None = None
+    version: str | None = None
+    version_skew: str
+    health: str
+    policy: dict[str, Any] = {}
+    ownership: str
+    owner: str | None = None
+    reserved: bool
+    registered_by: str | None = None
+    kind: str
+    created_at: float
+    retired_at: float | None = None
+    credential_expires_at: float | None = None
+    checks_at: float | None = None
+    profile: str | None = None
+    agents: list[str] = []
+    credential_refs: list[dict[str, Any]] = []
+    profile_in_force: dict[str, Any] = {}
+    policy_override: dict[str, Any] = {}
+    policy_changed_at: float | None = None
+    # what people are shown beside the record
+    online: bool
+    liveness: str
+    state: str
+    owner_name: str | None = None
+    flights: list[str] = []
+    checks: list[dict[str, Any]] = []
+    checks_verdict: str | None = None
+    health_notes: list[str] = []
+
+
+class RunnerDetail(RunnerRow):
+    inventory: dict[str, Any] = {}
+    capabilities: dict[str, Any] = {}
+
+
+class OwnershipChanged(RunnerRow):
+    """A claim, unclaim, reserve, release or ownership change: the runner's row after it."""
+    changed: bool
+
+
+class Registered(Answer):
+    runner: RunnerRow
+    credential: str  # shown this once
+    credential_expires_at: float | None = None
+    protocol: Protocol
+
+
+class KeyNonce(Answer):
+    nonce: str
+    expires_in: float
+    expires_at: float
+
+
+class RunnerProfile(Answer):
+    name: str
+    in_force: dict[str, Any] | None = None
+
+
+class CheckedIn(Answer):
+    runner: str
+    admin_state: str
+    policy: dict[str, Any]
+    labels: dict[str, str]
+    health: str
+    check_in_interval: float
+    protocol: Protocol
+    directives: list[str]
+    ended: list[str]
+    server_time: float
+    server_version: str
+    profile: RunnerProfile | None = None  # enrolled runners: their profile
+
+
+class FlightForRunner(Answer):
+    """Only what a runner needs to fly a flight."""
+    id: str
+    title: str = ""
+    command: list[str]
+    repo: str | None = None
+    agent: str = "shell"
+    environment: str | None = None
+    attempt: int = 1
+    epoch: int = 0
+    kind: str = "work"
+
+
+class LeaseGrant(Answer):
+    epoch: int
+    expires_at: float
+    granted_at: float
+
+
+class Claimed(Answer):
+    flight: FlightForRunner
+    policy: dict[str, Any]
+    lease: LeaseGrant
+    protocol: Protocol
+
+
+class LeaseRenewed(Answer):
+    flight: str
+    epoch: int
+    expires_at: float
+    server_time: float
+
+
+class FactsStored(Answer):
+    stored: int
+    received: int
+
+
+class HandedBack(Answer):
+    flight: str
+    stage: str
+    repeat: bool
+
+
+class Challenge(Answer):
+    nonce: str
+    expires_in: float
+
+
+class CredentialRenewed(Answer):
+    credential: str
+    expires_at: float
+
+
+class StateChange(Answer):
+    """A cordon, drain or resume of one runner."""
+    model_config = ConfigDict(populate_by_name=True)
+    runner: str
+    name: str
+    from_: str = Field(alias="from")
+    state: str
+    changed: bool
+    message: str
+
+
+class StateChanged(StateChange):
+    view: RunnerRow
+
+
+class Retired(Answer):
+    runner: str
+    name: str
+    state: str
+    retired_at: float | None = None
+    stopping: list[str]
+
+
+class Forgotten(Answer):
+    runner: str
+    name: str
+    forgotten: bool
+
+
+class LabelDispositions(Answer):
+    """``gg runner labels``: one runner's labels and their dispositions."""
+    runner: str
+    name: str
+    online: bool
+    labels: list[dict[str, Any]]
+    computed_at: float | None = None

@@ -1,0 +1,219 @@
+"""The use cases routes call when an answer needs more than one other use case.
+
+A route parses, calls one function here (or one use case elsewhere in ``gg.control``) and
+answers with what it returns; whatever it used to read from the store or decide itself
+lives here: the answer's shape (``gg.api``), "came back online", the clamp of a claim's wait,
+reading a long poll again after its wake-up. Long polls take the server's wake-up as
+``wait_for(seconds)``, so that the waiting stays in the server and the deciding here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from gg.control import (admin, credentials, enrolment, flights, gates, labels, maintenance,
+                        people, runners)
+from gg.control.core import Core
+from gg.control.people import public_person
+from gg.control.views import flight_for_runner, runner_view, runners_view
+from gg.domain.flights import Flight
+from gg.domain.leases import Grant
+from gg.domain.runners import Runner, is_online
+from gg.errors import NotFound
+
+WaitFor = Callable[[float], Awaitable[None]]
+
+
+# -- people ------------------------------------------------------------------------------------
+
+
+def health(core: Core) -> dict:
+    return {"ok": True, "version": core.version, "server_time": core.now()}
+
+
+def whoami(core: Core, person: dict) -> dict:
+    org = core.store.organisation()
+    return {"person": public_person(person), "organisation": org["name"] if org else None}
+
+
+def person_added(core: Core, person: dict, *, name: str, admin: bool,
+                 ttl: float | str | None) -> dict:
+    """A new person and their token, shown this once."""
+    added, token = people.add_person(core, person, name, admin=admin, ttl=ttl)
+    return {"person": public_person(added), "token": token}
+
+
+def token_rotated(core: Core, person: dict, name: str, ttl: float | str | None) -> dict:
+    rotated, token = people.rotate_token(core, person, name, ttl)
+    return {"person": public_person(rotated), "token": token}
+
+
+# -- runners -----------------------------------------------------------------------------------
+
+
+async def registered(core: Core, person: dict, **fields: Any) -> dict:
+    """Register a machine as ``person``; its labels' verdicts are in before the answer."""
+    runner, credential = runners.register(core, person, **fields)
+    await labels.settled(core, runner.id)  # its labels' verdicts, computed off the loop
+    return {"runner": runner_view(core, runner), "credential": credential,
+            "credential_expires_at": runner.credential_expires_at,
+            "protocol": core.settings.protocol()}
+
+
+def runners_listed(core: Core) -> list[dict]:
+    runners.notice_silence(core)  # an offline episode is recorded when anyone looks
+    return runners_view(core)
+
+
+def runner_shown(core: Core, ref: str) -> dict:
+    return runner_view(core, runners.resolve(core, ref), detail=True)
+
+
+async def checked_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | None,
+                     capabilities: dict | None, version: str | None, held: list[str],
+                     peer_address: str | None, workers: int | None,
+                     labels_stated: dict[str, str] | None, agents: list[str] | None,
+                     maintenance_items: list[dict] | None,
+                     credentials_digest: str | None = None) -> dict:
+    """A check-in: the core's, then enrolment's (agents before, the maintenance report after);
+    a runner that came back online may take waiting flights."""
+    was_online = is_online(runner, core.now(), core.settings.offline_after)
+    extra = enrolment.on_check_in(core, runner, agents=agents)
+    answer = runners.check_in(core, runner, readings=readings, inventory=inventory,
+                              capabilities=capabilities, version=version, held=held,
+                              peer_address=peer_address, workers=workers, labels=labels_stated)
+    await labels.settled(core, runner.id)  # new facts: their verdicts, computed off the loop
+    if maintenance_items is not None:
+        maintenance.report(core, core.store.runner(runner.id), maintenance_items,
+                           credentials_digest=credentials_digest)
+    answer.update(extra)
+    if not was_online:
+        core.signals.ready_changed()
+    return answer
+
+
+def claim_wait(core: Core, asked: float | None) -> float:
+    """How long a claim parks: what the runner asked, at most CLAIM_WAIT."""
+    return core.settings.claim_wait if asked is None else min(asked, core.settings.claim_wait)
+
+
+def claimed(core: Core, runner: Runner, got: tuple[Flight, Grant] | None) -> dict | None:
+    """The answer to a claim that was granted ``got`` (None: nothing for you)."""
+    if got is None:
+        return None
+    flight, grant = got
+    fresh = core.store.runner(runner.id)  # the policy in force at the grant, not at parking
+    return {"flight": flight_for_runner(flight),
+            "policy": fresh.policy if fresh else runner.policy,
+            "lease": {"epoch": grant.epoch, "expires_at": grant.expires_at,
+                      "granted_at": grant.granted_at},
+            "protocol": core.settings.protocol()}
+
+
+# -- admin on runners --------------------------------------------------------------------------
+
+
+def state_changed(core: Core, person: dict, ref: str, action: str) -> dict:
+    """Cordon, drain or resume one runner, with its row after the change."""
+    change = admin.change_state(core, person, ref, action)
+    return {**change, "view": runner_view(core, core.store.runner(change["runner"]))}
+
+
+def retired(core: Core, person: dict, ref: str) -> dict:
+    runner, stopping = admin.retire(core, person, ref)
+    return {"runner": runner.id, "name": runner.name, "state": runner.admin_state,
+            "retired_at": runner.retired_at, "stopping": stopping}
+
+
+def forgotten(core: Core, person: dict, ref: str) -> dict:
+    runner = admin.forget(core, person, ref)
+    return {"runner": runner.id, "name": runner.name, "forgotten": True}
+
+
+def policy_set(core: Core, person: dict, ref: str, **policy: Any) -> dict:
+    return runner_view(core, admin.set_policy(core, person, ref, **policy), detail=True)
+
+
+# -- enrolment -----------------------------------------------------------------------------------
+
+
+def token_minted(core: Core, person: dict, **fields: Any) -> dict:
+    """A ``gge_`` token, in this answer only."""
+    row, token = enrolment.mint_token(core, person, **fields)
+    return {**row.view(core.now()), "token": token}
+
+
+def enrolled(core: Core, token: str | None, **fields: Any) -> dict:
+    runner, credential = enrolment.enrol(core, token, **fields)
+    return {"runner": runner_view(core, runner), "credential": credential,
+            "credential_expires_at": runner.credential_expires_at,
+            "profile": enrolment.runner_profile(runner),
+            "protocol": core.settings.protocol()}
+
+
+def refs_set(core: Core, runner: Runner, refs: list[dict]) -> dict:
+    return {"runner": runner.id, "refs": credentials.set_refs(core, runner, refs)}
+
+
+# -- flights -------------------------------------------------------------------------------------
+
+
+def opened(core: Core, person: dict, **fields: Any) -> dict:
+    return flights.show_flight(core, flights.open_flight(core, person, **fields).id)
+
+
+def cancelled(core: Core, person: dict, flight_id: str) -> dict:
+    flights.cancel(core, person, flight_id)
+    return flights.show_flight(core, flight_id)
+
+
+async def facts_after(core: Core, flight_id: str, *, after: int, wait: float,
+                      wait_for: WaitFor) -> dict:
+    """Facts after ``after``; with ``wait``, held until one arrives or the flight ends."""
+    flight = core.store.flight(flight_id)
+    if flight is None:
+        raise NotFound(f"no flight {flight_id}")
+    facts = core.store.facts(flight_id, after=after)
+    if not facts and not flight.final and wait > 0:
+        await wait_for(wait)
+        facts = core.store.facts(flight_id, after=after)
+        flight = core.store.flight(flight_id)
+    return {"flight": flight_id, "stage": flight.stage, "exit_code": flight.exit_code,
+            "outcome": flight.outcome, "facts": facts}
+
+
+async def events_after(core: Core, *, after: int, kind: str | None, runner: str | None,
+                       flight: str | None, limit: int, wait: float,
+                       wait_for: WaitFor) -> list[dict]:
+    """The event feed after ``after``; the newest ``limit`` when neither after nor wait."""
+    runner_id = admin.runner_for_history(core, runner) if runner else None  # retired too
+    rows = core.store.events(after=after, kind=kind, runner_id=runner_id, flight_id=flight,
+                             limit=limit, newest=after == 0 and wait == 0)
+    if not rows and wait > 0:
+        await wait_for(wait)
+        rows = core.store.events(after=after, kind=kind, runner_id=runner_id, flight_id=flight,
+                                 limit=limit)
+    return rows
+
+
+# -- gates and labels ----------------------------------------------------------------------------
+
+
+def gate_shown(core: Core, gate_id: str) -> dict:
+    gate = core.store.gate(gate_id)
+    if gate is None:
+        raise NotFound(f"no gate {gate_id}")
+    return gates.view(core, gate)
+
+
+async def gate_cleared(core: Core, person: dict, gate_id: str) -> dict:
+    gate = gates.clear_gate(core, gate_id, person=person)
+    await labels.settled(core)  # a meaning that came into force: its verdicts
+    return gates.view(core, gate)
+
+
+async def labels_listed(core: Core) -> list[dict]:
+    rows = labels.labels_view(core)
+    if await labels.settled(core):  # stale rows were recomputed: read the verdicts
+        rows = labels.labels_view(core)
+    return rows

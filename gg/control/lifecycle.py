@@ -1,0 +1,31 @@
+"""Moving a flight along its lifecycle: the one way control changes a flight's stage.
+
+The domain decides (:func:`gg.domain.flights.transition` turns an event into a change or
+refuses it); the store applies the change as a compare-and-set on the stage and epoch this
+transaction read (``Store.apply_flight_change``); then the change's fact and audit events
+are recorded in the same transaction. A change decided on a stale reading is not applied
+and records nothing.
+"""
+
+from __future__ import annotations
+
+from gg.control.core import Core
+from gg.domain.flights import Change, Event, Flight, transition
+
+
+def move(core: Core, flight: Flight, event: Event, now: float, *, actor: str | None = None,
+         **details) -> Change | None:
+    """Apply ``event`` to ``flight`` (as read in this transaction); the change, or None when
+    the flight moved on meanwhile. Raises ``IllegalTransition`` for an event its stage has
+    no edge for."""
+    change = transition(flight, event, now, actor=actor, **details)
+    if not core.store.apply_flight_change(flight.id, flight.stage, flight.epoch, change):
+        return None
+    fact = change.fact
+    if fact is not None:
+        core.store.add_fact(flight_id=flight.id, epoch=fact.epoch, runner_id=fact.runner_id,
+                            kind=fact.kind, body=fact.body, at=now, idem_key=fact.key)
+    for record in change.records:
+        core.event(record.kind, actor=record.actor, runner_id=record.runner_id,
+                   flight_id=flight.id, at=now, **record.body)
+    return change

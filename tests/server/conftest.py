@@ -1,0 +1,31 @@
+"""Fixtures for the in-process HTTP tests: the real app over a real SQLite file, a hand-moved
+clock (``clock``, from ``tests/conftest.py``), and the owner's token on the client.
+
+A test file that needs other settings overrides ``settings``; one that needs more on the
+client (a member, a charted environment) overrides ``client`` by asking for this one.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from gg.server.app import create_app
+from gg.settings import Settings
+from gg.store import open_store
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings()
+
+
+@pytest.fixture
+def client(tmp_path, clock, settings):
+    """A TestClient on a fresh app; ``client.owner`` is the owner's token, ``client.tmp`` the
+    data directory."""
+    app = create_app(settings, open_store(tmp_path), clock=clock, data_dir=tmp_path)
+    with TestClient(app) as c:
+        c.owner = (tmp_path / "owner-token").read_text().strip()
+        c.tmp = tmp_path
+        yield c
