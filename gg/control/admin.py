@@ -35,7 +35,7 @@ def change_state(core: Core, person: dict, ref: str, action: str) -> dict:
     now = core.now()
     with core.store.atomic():
         runner = resolve(core, ref)
-        change = _apply(core, person, runner, action, now)
+        change = _apply(core, person, runner, action=action, now=now)
     _signal(core, [change])
     return change
 
@@ -55,12 +55,12 @@ def drain_labelled(core: Core, person: dict, labels: dict[str, str]) -> list[dic
                   if all(r.labels.get(k) == v for k, v in labels.items())]
         if not chosen:
             raise NotFound(f"no runner advertises {format_labels(labels)}")
-        changes = [_apply(core, person, r, "drain", now) for r in chosen]
+        changes = [_apply(core, person, r, action="drain", now=now) for r in chosen]
     _signal(core, changes)
     return changes
 
 
-def _apply(core: Core, person: dict, runner: Runner, action: str, now: float) -> dict:
+def _apply(core: Core, person: dict, runner: Runner, *, action: str, now: float) -> dict:
     lease_ops.expire_due(core, now)
     live = core.store.live_leases(now, [runner.id]).get(runner.id, 0)
     try:

@@ -135,7 +135,7 @@ def _apply(core: Core, plan: list[Assignment], now: float) -> list[tuple[Flight,
     return out
 
 
-def _holding(core: Core, runner: Runner, flight_id: str, epoch: int, now: float) -> Flight:
+def _holding(core: Core, runner: Runner, flight_id: str, *, epoch: int, now: float) -> Flight:
     flight = core.store.flight(flight_id)
     held = core.store.held_epochs(flight_id, runner.id) if flight else set()
     return leases.check_holder(flight, runner.id, epoch, now, held)
@@ -145,7 +145,7 @@ def renew(core: Core, runner: Runner, flight_id: str, epoch: int) -> dict:
     now = core.now()
     with core.store.atomic():
         expired = expire_due(core, now)
-        flight = _holding(core, runner, flight_id, epoch, now)
+        flight = _holding(core, runner, flight_id, epoch=epoch, now=now)
         change = move(core, flight, Event.RENEWED, now, ttl=core.settings.lease_ttl)
         expires = change.values["lease_expires_at"] if change else flight.lease_expires_at
     if expired:
@@ -153,11 +153,11 @@ def renew(core: Core, runner: Runner, flight_id: str, epoch: int) -> dict:
     return {"flight": flight_id, "epoch": epoch, "expires_at": expires, "server_time": now}
 
 
-def report(core: Core, runner: Runner, flight_id: str, epoch: int, facts: list[dict]) -> dict:
+def report(core: Core, runner: Runner, flight_id: str, *, epoch: int, facts: list[dict]) -> dict:
     now = core.now()
     stored = 0
     with core.store.atomic():
-        _holding(core, runner, flight_id, epoch, now)
+        _holding(core, runner, flight_id, epoch=epoch, now=now)
         for fact in facts:
             if core.store.add_fact(flight_id=flight_id, epoch=epoch, runner_id=runner.id,
                                    kind=fact["kind"], body=fact.get("body") or {}, at=now,
@@ -168,7 +168,7 @@ def report(core: Core, runner: Runner, flight_id: str, epoch: int, facts: list[d
     return {"stored": stored, "received": len(facts)}
 
 
-def hand_back(core: Core, runner: Runner, flight_id: str, epoch: int, outcome: str,
+def hand_back(core: Core, runner: Runner, flight_id: str, *, epoch: int, outcome: str,
               exit_code: int | None, reason: str | None, key: str | None) -> dict:
     """The holder ends its lease: landed, failed, or returned (ready again at once).
 
@@ -183,17 +183,17 @@ def hand_back(core: Core, runner: Runner, flight_id: str, epoch: int, outcome: s
     retired = runner_ops.is_retired(runner)
     with core.store.atomic():
         flight = core.store.flight(flight_id)
-        if _repeat_of_accepted(core, flight, runner, epoch, outcome, key):
+        if _repeat_of_accepted(core, flight, runner, epoch=epoch, outcome=outcome, key=key):
             return {"flight": flight_id, "stage": flight.stage, "repeat": True}
         if retired:  # the stop acknowledgement: its own live lease, returned, nothing else
             if outcome != Outcome.RETURNED.value:
                 raise runner_ops.retired_refusal()
             try:
-                flight = _holding(core, runner, flight_id, epoch, now)
+                flight = _holding(core, runner, flight_id, epoch=epoch, now=now)
             except GGError:
                 raise runner_ops.retired_refusal() from None
         else:
-            flight = _holding(core, runner, flight_id, epoch, now)
+            flight = _holding(core, runner, flight_id, epoch=epoch, now=now)
         move(core, flight, Event(outcome), now, actor=f"runner:{runner.name}",
              runner_id=runner.id, exit_code=exit_code, reason=reason, key=key)
         _settle_runner(core, runner.id, now)
@@ -205,7 +205,7 @@ def hand_back(core: Core, runner: Runner, flight_id: str, epoch: int, outcome: s
     return {"flight": flight_id, "stage": stage, "repeat": False}
 
 
-def _repeat_of_accepted(core: Core, flight: Flight | None, runner: Runner, epoch: int,
+def _repeat_of_accepted(core: Core, flight: Flight | None, runner: Runner, *, epoch: int,
                         outcome: str, key: str | None) -> bool:
     """An identical repeat of an accepted hand-back is harmless (a lost answer retried)."""
     if flight is None or runner.id not in (flight.lease_runner,):

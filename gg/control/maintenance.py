@@ -60,7 +60,7 @@ def report(core: Core, runner: Runner, items: list[dict], *,
             confirmed.add(item)
         else:
             missing[item] = str(entry.get("detail") or "missing")
-    _settle(core, runner, expected, missing, confirmed)
+    _settle(core, runner, expected=expected, missing=missing, confirmed=confirmed)
 
 
 def confirm(core: Core, runner: Runner, items: set[str]) -> None:
@@ -68,10 +68,10 @@ def confirm(core: Core, runner: Runner, items: set[str]) -> None:
     if runner.kind != "enrolled" or not items:
         return
     profile = Profile.from_dict(runner.profile_in_force) if runner.profile_in_force else None
-    _settle(core, runner, expected_items(profile), {}, items)
+    _settle(core, runner, expected=expected_items(profile), missing={}, confirmed=items)
 
 
-def _settle(core: Core, runner: Runner, expected: dict[str, str], missing: dict[str, str],
+def _settle(core: Core, runner: Runner, *, expected: dict[str, str], missing: dict[str, str],
             confirmed: set[str]) -> None:
     opened = False
     with core.store.atomic():

@@ -57,6 +57,6 @@ def test_an_attended_flight_taken_in_time_is_not_failed_later(core, owner, clock
     f = flights.open_flight(core, owner, command=["true"], runner="r1", attended=True)
     clock.advance(5)
     assert leases.try_claim(core, r.id)[0].id == f.id
-    leases.hand_back(core, r, f.id, 1, "returned", None, "stopping", "k")
+    leases.hand_back(core, r, f.id, epoch=1, outcome="returned", exit_code=None, reason="stopping", key="k")
     clock.advance(60)
     assert flights.show_flight(core, f.id)["stage"] == "ready"

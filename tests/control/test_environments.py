@@ -127,7 +127,7 @@ def test_re_charting_holds_waiting_flights_and_releases_them_when_it_clears(core
     assert core.store.flight(waiting.id).stage == "gated"
     assert core.store.flight(other.id).stage == "ready"
     assert leases.try_claim(core, r.id)[0].id == other.id
-    leases.hand_back(core, r, other.id, 1, "landed", 0, None, "k")
+    leases.hand_back(core, r, other.id, epoch=1, outcome="landed", exit_code=0, reason=None, key="k")
     assert leases.try_claim(core, r.id) is None
     gates.clear_gate(core, env["gate"], person=owner)
     assert core.store.environment("ui").meaning == 'os == "linux" && cpu_count >= 4'

@@ -39,10 +39,10 @@ def test_an_expired_lease_is_recorded_by_the_next_look_and_re_offered_with_a_new
     with pytest.raises(LeaseSuperseded):
         leases.renew(core, a, f.id, 1)
     with pytest.raises(LeaseSuperseded):
-        leases.report(core, a, f.id, 1, [{"kind": "output", "body": {"text": "late"}}])
+        leases.report(core, a, f.id, epoch=1, facts=[{"kind": "output", "body": {"text": "late"}}])
     with pytest.raises(LeaseSuperseded):
-        leases.hand_back(core, a, f.id, 1, "landed", 0, None, "k")
-    leases.hand_back(core, b, f.id, 2, "landed", 0, None, "k2")
+        leases.hand_back(core, a, f.id, epoch=1, outcome="landed", exit_code=0, reason=None, key="k")
+    leases.hand_back(core, b, f.id, epoch=2, outcome="landed", exit_code=0, reason=None, key="k2")
     assert core.store.flight(f.id).stage == "landed"
 
 
@@ -77,11 +77,11 @@ def test_a_final_outcome_is_accepted_once_and_an_identical_repeat_is_harmless(co
     a = make_runner(core, owner)
     f = flights.open_flight(core, owner, command=["true"])
     leases.try_claim(core, a.id)
-    first = leases.hand_back(core, a, f.id, 1, "failed", 2, None, "1:hand-back")
-    again = leases.hand_back(core, a, f.id, 1, "failed", 2, None, "1:hand-back")
+    first = leases.hand_back(core, a, f.id, epoch=1, outcome="failed", exit_code=2, reason=None, key="1:hand-back")
+    again = leases.hand_back(core, a, f.id, epoch=1, outcome="failed", exit_code=2, reason=None, key="1:hand-back")
     assert first["repeat"] is False and again["repeat"] is True
     with pytest.raises(Conflict):
-        leases.hand_back(core, a, f.id, 1, "landed", 0, None, "other")
+        leases.hand_back(core, a, f.id, epoch=1, outcome="landed", exit_code=0, reason=None, key="other")
     assert core.store.flight(f.id).exit_code == 2
     assert len(core.store.events(kind="info:flight:failed", flight_id=f.id)) == 1
 
@@ -91,8 +91,8 @@ def test_a_retried_report_is_stored_once(core, owner):
     f = flights.open_flight(core, owner, command=["true"])
     leases.try_claim(core, a.id)
     fact = {"kind": "output", "body": {"text": "x"}, "key": "1:output:1"}
-    assert leases.report(core, a, f.id, 1, [fact])["stored"] == 1
-    assert leases.report(core, a, f.id, 1, [fact])["stored"] == 0
+    assert leases.report(core, a, f.id, epoch=1, facts=[fact])["stored"] == 1
+    assert leases.report(core, a, f.id, epoch=1, facts=[fact])["stored"] == 0
     assert len(core.store.facts(f.id)) == 1
 
 
@@ -101,8 +101,8 @@ def test_a_runner_may_touch_only_the_flights_it_holds(core, owner):
     f = flights.open_flight(core, owner, command=["true"])
     leases.try_claim(core, a.id)
     for call in (lambda: leases.renew(core, b, f.id, 1),
-                 lambda: leases.report(core, b, f.id, 1, [{"kind": "note"}]),
-                 lambda: leases.hand_back(core, b, f.id, 1, "landed", 0, None, None),
+                 lambda: leases.report(core, b, f.id, epoch=1, facts=[{"kind": "note"}]),
+                 lambda: leases.hand_back(core, b, f.id, epoch=1, outcome="landed", exit_code=0, reason=None, key=None),
                  lambda: leases.renew(core, b, "f_nonexistent", 1)):
         with pytest.raises(NotFound) as err:
             call()
@@ -113,7 +113,7 @@ def test_returned_goes_back_to_ready_for_another_runner(core, owner):
     a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
     f = flights.open_flight(core, owner, command=["true"])
     leases.try_claim(core, a.id)
-    leases.hand_back(core, a, f.id, 1, "returned", None, "no credential", "k")
+    leases.hand_back(core, a, f.id, epoch=1, outcome="returned", exit_code=None, reason="no credential", key="k")
     assert core.store.flight(f.id).stage == "ready"
     flight, grant = leases.try_claim(core, b.id)
     assert grant.epoch == 2

@@ -77,7 +77,7 @@ def test_returned_and_expired_both_put_a_flight_back_through_the_same_table(core
     a = make_runner(core, owner, "a")
     f = flights.open_flight(core, owner, command=["true"])
     _, grant = leases.try_claim(core, a.id)
-    leases.hand_back(core, a, f.id, grant.epoch, "returned", None, "no disk", "k1")
+    leases.hand_back(core, a, f.id, epoch=grant.epoch, outcome="returned", exit_code=None, reason="no disk", key="k1")
     _, grant = leases.try_claim(core, a.id)
     clock.advance(61)
     assert leases.expire_now(core) == 1

@@ -338,7 +338,7 @@ def test_a_member_whose_flight_ended_is_reset_with_a_new_code_and_a_fresh_creden
     attest(core, keeper, [member["id"]])
     flight = flights.open_flight(core, owner, command=["true"], environment="ui")
     _, grant = leases.try_claim(core, runner.id)
-    leases.hand_back(core, runner, flight.id, grant.epoch, "landed", 0, None, None)
+    leases.hand_back(core, runner, flight.id, epoch=grant.epoch, outcome="landed", exit_code=0, reason=None, key=None)
     assert plan_actions(core, keeper) == [{"action": "reset", "member_id": member["id"],
                                            "digest": D1}]
     answer, ended = members.act(core, keeper, "ui-pool", "reset", member_id=member["id"])
@@ -365,7 +365,7 @@ def test_an_attestation_turns_gone_processes_into_dirty_or_stopped(core, owner, 
     flight = flights.open_flight(core, owner, command=["true"], environment="ui")
     granted = leases.try_claim(core, runner.id)
     assert granted is not None and granted[0].id == flight.id
-    leases.hand_back(core, runner, flight.id, granted[1].epoch, "landed", 0, None, None)
+    leases.hand_back(core, runner, flight.id, epoch=granted[1].epoch, outcome="landed", exit_code=0, reason=None, key=None)
     answer = attest(core, keeper, running=[], did=[{"action": "start", "ok": True}])
     states = {m["id"]: m["state"] for m in answer["members"]}
     assert states == {flown["id"]: "dirty", idle["id"]: "stopped"}

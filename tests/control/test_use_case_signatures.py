@@ -14,12 +14,6 @@ import gg.control
 
 MAX_POSITIONAL = 4
 
-# Functions in files the lifecycle change reshapes whole; they follow when it lands.
-RESHAPED = {
-    ("leases.py", "_holding"), ("leases.py", "report"), ("leases.py", "hand_back"),
-    ("leases.py", "_repeat_of_accepted"), ("admin.py", "_apply"), ("maintenance.py", "_settle"),
-}
-
 
 def positional_heavy(root: Path) -> list[str]:
     found = []
@@ -28,7 +22,7 @@ def positional_heavy(root: Path) -> list[str]:
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             positional = node.args.posonlyargs + node.args.args
-            if len(positional) > MAX_POSITIONAL and (path.name, node.name) not in RESHAPED:
+            if len(positional) > MAX_POSITIONAL:
                 found.append(f"{path.name}:{node.lineno} {node.name}"
                              f"({', '.join(a.arg for a in positional)})")
     return found

@@ -41,10 +41,10 @@ def _history(core, owner, clock):
     for name in ("landed", "failed", "returned", "expired"):
         got = leases.try_claim(core, a.id)
         assert got[0].id == ids[name]
-    leases.report(core, a, ids["landed"], 1, [{"kind": "output", "body": {"text": "hi"}, "key": "1:o:1"}])
-    leases.hand_back(core, a, ids["landed"], 1, "landed", 0, None, "1:hand-back")
-    leases.hand_back(core, a, ids["failed"], 1, "failed", 3, None, "1:hand-back")
-    leases.hand_back(core, a, ids["returned"], 1, "returned", None, "no credential", "1:hand-back")
+    leases.report(core, a, ids["landed"], epoch=1, facts=[{"kind": "output", "body": {"text": "hi"}, "key": "1:o:1"}])
+    leases.hand_back(core, a, ids["landed"], epoch=1, outcome="landed", exit_code=0, reason=None, key="1:hand-back")
+    leases.hand_back(core, a, ids["failed"], epoch=1, outcome="failed", exit_code=3, reason=None, key="1:hand-back")
+    leases.hand_back(core, a, ids["returned"], epoch=1, outcome="returned", exit_code=None, reason="no credential", key="1:hand-back")
     flights.cancel(core, owner, ids["cancelled"])
     clock.advance(TTL + 1)  # a's lease on "expired" runs out
     for r in (a, b):
@@ -53,7 +53,7 @@ def _history(core, owner, clock):
     taken = {leases.try_claim(core, b.id)[0].id for _ in range(2)}
     assert taken == {ids["returned"], ids["expired"]}
     for name in ("returned", "expired"):
-        leases.hand_back(core, b, ids[name], 2, "landed", 0, None, "2:hand-back")
+        leases.hand_back(core, b, ids[name], epoch=2, outcome="landed", exit_code=0, reason=None, key="2:hand-back")
     flights.cancel(core, owner, ids["ready"])  # keep one honestly ready below
     ids["ready"] = flights.open_flight(core, owner, command=["true"]).id
     ids["flying"] = leases.try_claim(core, b.id)[0].id
@@ -181,13 +181,13 @@ def test_a_retired_runners_flight_handed_back_then_regranted_holds_every_invaria
     c = make_runner(core, owner, "c", workers=2)
     assert leases.try_claim(core, c.id) is None  # still flying on the retired runners
     acked = core.store.flights_held_by(a.id)[0].id
-    leases.hand_back(core, core.store.runner(a.id), acked, 1, "returned", None, "stopped", None)
+    leases.hand_back(core, core.store.runner(a.id), acked, epoch=1, outcome="returned", exit_code=None, reason="stopped", key=None)
     clock.advance(TTL)  # b never acknowledges: its lease expires by the clock
     runners.check_in(core, c, readings={}, inventory=None, capabilities=None, version=None,
                      held=[], peer_address=None)
     for _ in opened:
         flight, grant = leases.try_claim(core, c.id)
-        leases.hand_back(core, c, flight.id, grant.epoch, "landed", 0, None, None)
+        leases.hand_back(core, c, flight.id, epoch=grant.epoch, outcome="landed", exit_code=0, reason=None, key=None)
     report = check(path, lease_ttl=TTL, now=clock.now)
     assert report.ok, report.summary()
     assert report.counts["grants"] == 4

@@ -88,14 +88,14 @@ async def renew(flight_id: str, body: Renew, request: Request,
 async def report(flight_id: str, body: Report, request: Request,
                  runner: Runner = Depends(auth.runner)) -> dict:
     facts = [f.model_dump() for f in body.facts]
-    return leases.report(request.app.state.core, runner, flight_id, body.epoch, facts)
+    return leases.report(request.app.state.core, runner, flight_id, epoch=body.epoch, facts=facts)
 
 
 @router.post(paths.LEASE_HAND_BACK, response_model=HandedBack)
 async def hand_back(flight_id: str, body: HandBack, request: Request,
                     runner: Runner = Depends(auth.runner_handing_back)) -> dict:
-    return leases.hand_back(request.app.state.core, runner, flight_id, body.epoch, body.outcome,
-                            body.exit_code, body.reason, body.key)
+    return leases.hand_back(request.app.state.core, runner, flight_id, epoch=body.epoch, outcome=body.outcome,
+                            exit_code=body.exit_code, reason=body.reason, key=body.key)
 
 
 @router.post(paths.RUNNER_GOODBYE, response_model=Ok)
