@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gg.api.schemas import Answer
+from gg.domain.flights import Stage
 
 
 class FlightLease(Answer):
@@ -22,7 +23,7 @@ class FlightRow(Answer):
     command: list[str]
     opened_by: str
     opened_at: float
-    stage: str
+    stage: Stage
     title: str = ""
     environment: str | None = None
     requires: dict[str, str] = {}
@@ -78,7 +79,7 @@ class FlightDetail(FlightRow):
 class FactsPage(Answer):
     """Facts after a sequence number, and where the flight stands."""
     flight: str
-    stage: str
+    stage: Stage
     exit_code: int | None = None
     outcome: str | None = None
     facts: list[FlightFact]
@@ -87,7 +88,7 @@ class FactsPage(Answer):
 class Plan(Answer):
     """``gg plan F``: why a flight waits, item by item."""
     flight: str
-    stage: str
+    stage: Stage
     startable: bool
     waiting: str | None = None
     remedy: str | None = None

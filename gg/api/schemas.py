@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from gg.domain.flights import Outcome
+
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 ShortText = Annotated[str, StringConstraints(max_length=200)]
 LabelKey = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]{0,62}$")]
@@ -143,7 +145,7 @@ class Report(Request):
 
 class HandBack(Request):
     epoch: Annotated[int, Field(ge=1)]
-    outcome: Literal["landed", "failed", "returned"]
+    outcome: Outcome
     exit_code: Annotated[int | None, Field(ge=-255, le=255)] = None
     reason: Annotated[str | None, StringConstraints(max_length=500)] = None
     key: Annotated[str | None, StringConstraints(max_length=128)] = None

@@ -7,10 +7,10 @@ rows keep it. Record and filter through these members, never a literal.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class EventKind(str, Enum):
+class EventKind(StrEnum):
     # runners
     RUNNER_REGISTERED = "info:runner:registered"
     RUNNER_ENROLLED = "info:runner:enrolled"

@@ -46,13 +46,13 @@ is born ``gated`` or ``ready`` (:func:`opened`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from gg.domain.events import EventKind, flight_ended
 from gg.errors import Conflict
 
 
-class Stage(str, Enum):
+class Stage(StrEnum):
     GATED = "gated"
     READY = "ready"
     FLYING = "flying"
@@ -68,7 +68,7 @@ class Stage(str, Enum):
 STAGES = tuple(s.value for s in Stage)
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """What a runner says when it hands a flight back."""
 
     LANDED = "landed"  # work done, exit 0
@@ -122,7 +122,7 @@ def required_labels(environment: str | None, extra: dict[str, str] | None = None
 # --------------------------------------------------------------------------- the lifecycle
 
 
-class Event(str, Enum):
+class Event(StrEnum):
     """What happens to a flight; each is an edge (or several) of :data:`TRANSITIONS`."""
 
     GATED = "gated"  # a gate holds it back

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 KEY_PATTERN = re.compile(r"[a-z][a-z0-9_.-]*")
 MAX_KEY_LENGTH = 63
@@ -45,7 +45,7 @@ RESERVED_KEYS = frozenset({
 })
 
 
-class Disposition(str, Enum):
+class Disposition(StrEnum):
     STATED = "stated"
     MEASURED = "measured"
     REFUTED = "refuted"
@@ -123,7 +123,7 @@ def format_labels(labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     """What a meaning may answer besides True, False and None (cannot decide)."""
 
     TOO_LONG = "too_long"  # the evaluation ran over the deadline

@@ -13,7 +13,7 @@ on meanwhile is dropped, never forced. (Nomad's scheduler/planner split.)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Iterable
 
 from gg.domain.fitness import unfit
@@ -21,7 +21,7 @@ from gg.domain.flights import Flight, Stage
 from gg.domain.runners import AdminState, Runner, is_online
 
 
-class Block(str, Enum):
+class Block(StrEnum):
     # Order matters: the first blocker is the most fundamental one.
     LABELS = "labels"  # 1. the runner does not advertise every required label
     NOT_READY = "not_ready"  # 2. the flight is not ready (gated, flying, ended)

@@ -16,10 +16,10 @@ with the assigned policy. No field merges them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
-class AdminState(str, Enum):
+class AdminState(StrEnum):
     ACTIVE = "active"
     CORDONED = "cordoned"
     DRAINING = "draining"
@@ -31,7 +31,7 @@ ADMIN_STATES = tuple(s.value for s in AdminState)
 OWNERSHIPS = ("organisation", "open", "claimed")
 
 
-class Liveness(str, Enum):
+class Liveness(StrEnum):
     """Reported by the host: ``online`` while check-ins arrive, otherwise ``offline``."""
 
     ONLINE = "online"
@@ -42,7 +42,7 @@ class Liveness(str, Enum):
         return cls.ONLINE if online else cls.OFFLINE
 
 
-class HealthState(str, Enum):
+class HealthState(StrEnum):
     """The word health starts with: ``ok``, or ``degraded: <the one missing piece>``."""
 
     OK = "ok"

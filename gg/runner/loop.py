@@ -25,6 +25,7 @@ from gg.api.runners import CheckedIn, Claimed
 from gg.client import (BACKOFF_BASE, BACKOFF_CAP, RETRY_CALL, RETRY_FOREVER, RETRY_GOODBYE,
                        RETRY_JOIN, RETRY_REFRESH, RETRY_RELEASE, RETRY_STEP, ApiError, Client,
                        Unreachable)
+from gg.domain.flights import Outcome
 from gg.domain.health import effective_workers
 from gg.domain.policy import Policy
 from gg.runner import capabilities, inventory
@@ -405,7 +406,7 @@ class Runner:
                         on_retired=lambda: self.request_stop(RETIRED_SENTENCE, retired=True))
         if self.stop.is_set():  # granted while stopping: give it straight back
             try:
-                self.client.hand_back(flight.id, {"epoch": lease.epoch, "outcome": "returned",
+                self.client.hand_back(flight.id, {"epoch": lease.epoch, "outcome": Outcome.RETURNED,
                                                   "reason": "the runner is stopping",
                                                   "key": f"{lease.epoch}:hand-back"},
                                       retry_for=RETRY_CALL)

@@ -94,8 +94,9 @@ async def report(flight_id: str, body: Report, request: Request,
 @router.post(paths.LEASE_HAND_BACK, response_model=HandedBack)
 async def hand_back(flight_id: str, body: HandBack, request: Request,
                     runner: Runner = Depends(auth.runner_handing_back)) -> dict:
-    return leases.hand_back(request.app.state.core, runner, flight_id, epoch=body.epoch, outcome=body.outcome,
-                            exit_code=body.exit_code, reason=body.reason, key=body.key)
+    return leases.hand_back(request.app.state.core, runner, flight_id, epoch=body.epoch,
+                            outcome=body.outcome, exit_code=body.exit_code, reason=body.reason,
+                            key=body.key)
 
 
 @router.post(paths.RUNNER_GOODBYE, response_model=Ok)
