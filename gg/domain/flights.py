@@ -85,7 +85,7 @@ class Flight:
     command: list[str]
     opened_by: str
     opened_at: float
-    stage: str = Stage.READY.value
+    stage: Stage = Stage.READY
     title: str = ""
     environment: str | None = None
     requires: dict[str, str] = field(default_factory=dict)
@@ -106,9 +106,12 @@ class Flight:
     ended_reason: str | None = None
     gates: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.stage = Stage(self.stage)  # a row's text becomes the enum (it compares as text)
+
     @property
     def final(self) -> bool:
-        return Stage(self.stage).final
+        return self.stage.final
 
 
 def required_labels(environment: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
