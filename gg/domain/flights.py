@@ -105,6 +105,7 @@ class Flight:
     ended_at: float | None = None
     ended_reason: str | None = None
     gates: list[str] = field(default_factory=list)
+    timeout: float | None = None  # seconds each attempt may run (gg.domain.timeouts)
 
     @property
     def final(self) -> bool:
