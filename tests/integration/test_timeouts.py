@@ -54,6 +54,9 @@ def test_a_timeout_beyond_the_servers_maximum_is_refused_and_the_maximum_is_the_
     refused = fleet.gg("fly", "--timeout", "2h", "--", "true")
     assert refused.returncode == 2
     assert refused.stderr == "--timeout 2h is longer than this server allows (at most 10m)\n"
+    malformed = fleet.gg("fly", "--timeout", "soon", "--", "true")
+    assert (malformed.returncode, malformed.stderr) == (
+        2, "--timeout: 'soon' is not a duration (try 30, 500ms, 10m, 12h or 30d)\n")
     assert fleet.api().flights() == []  # nothing was opened
 
     fleet.runner("r1")
@@ -80,6 +83,7 @@ def test_an_environments_default_from_the_root_envelope_applies_when_the_flight_
     applied = fleet.gg("airspace", "apply", "--airspace", str(airspace), "--json")
     assert applied.returncode == 0, applied.stderr
     assert json.loads(applied.stdout)["timeouts"] == {"ui": 2.0}
+    assert "timeout: ui 2s" in fleet.gg("airspace", "show").stdout
 
     pid_file = tmp_path / "child.pid"
     opened = fleet.gg("fly", "--env", "ui", "--json", "--", "sh", "-c", TREE.format(pid=pid_file))
