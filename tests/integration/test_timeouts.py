@@ -48,6 +48,21 @@ def test_a_flight_past_its_timeout_is_stopped_with_its_children_and_fails_saying
     assert "stage     failed (timed out after 2s)" in shown.stdout, shown.stdout
 
 
+def test_a_flight_that_ignores_sigterm_is_killed_with_its_children_after_the_grace(
+        fleet, tmp_path):
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    pid_file = tmp_path / "child.pid"
+    # An ignored SIGTERM is inherited by the children: only the SIGKILL after the grace ends them.
+    opened = fleet.gg("fly", "--timeout", "1s", "--json", "--",
+                      "sh", "-c", "trap '' TERM; " + TREE.format(pid=pid_file))
+    flight = json.loads(opened.stdout)
+    child = wait_until(lambda: _pid(pid_file), what="the flight's child to start")
+    data = wait_until(lambda: _ended(fleet, flight["id"]), timeout=60, what="the flight to end")
+    assert (data["stage"], data["ended_reason"]) == ("failed", "timed out after 1s")
+    wait_until(lambda: gone(child), timeout=15, what="the flight's child to be gone")
+
+
 def test_a_timeout_beyond_the_servers_maximum_is_refused_and_the_maximum_is_the_default(
         make_fleet):
     fleet = make_fleet({"GG_FLIGHT_TIMEOUT_MAX": "10m"})
