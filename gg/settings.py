@@ -54,6 +54,9 @@ class Settings:
     meaning_cost_limit: int = 10_000
     meaning_deadline: float = 0.25
     max_key_nonces: int = 10_000  # unspent key-proof nonces at once; more are refused with 429
+    # The longest a flight may run (gg fly --timeout, docs/operations.md); 0: no maximum.
+    # With a maximum, a flight that names no limit (and whose environment has none) gets it.
+    flight_timeout_max: float = 0.0
     dev: bool = False
 
     @classmethod

@@ -3,16 +3,19 @@
 ::
 
     environments: [ui, api, nightly]
+    timeout:            # optional: how long a flight in each environment may run when
+      ui: 30m           # gg fly --timeout does not say (seconds, or 500ms, 10m, 12h, 2d)
+      nightly: 12h
 
 ``environments`` is required and may be empty (then no flight may name an environment once
-the root is applied). Whether each name is charted, or advertised by a live runner, is for
+the root is applied). Each ``timeout`` key must be one of ``environments``. Whether each name is charted, or advertised by a live runner, is for
 the control plane to decide when the root is applied; this module only checks the file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +23,29 @@ from gg.airspace.errors import AirspaceError
 from gg.airspace.fields import Checked, Fields, sort_errors
 from gg.airspace.yamlfile import Document, document_from_mapping, read_yaml
 from gg.domain.profiles import name_problem
+from gg.settings import parse_duration
 
 __all__ = ["Root", "load_root", "read_root", "root_from_mapping"]
 
 
 @dataclass(frozen=True)
 class Root:
-    """The root envelope: environment names in the order written."""
+    """The root envelope: environment names in the order written, and their default
+    run-time limits in seconds."""
 
     environments: tuple[str, ...]
+    timeouts: Mapping[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"environments": list(self.environments)}
+        data: dict[str, Any] = {"environments": list(self.environments)}
+        if self.timeouts:
+            data["timeout"] = dict(self.timeouts)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Root:
-        return cls(environments=tuple(data.get("environments", ())))
+        return cls(environments=tuple(data.get("environments", ())),
+                   timeouts=dict(data.get("timeout") or {}))
 
 
 def read_root(doc: Document) -> Checked[Root]:
@@ -45,10 +55,37 @@ def read_root(doc: Document) -> Checked[Root]:
     if fields is None:
         return Checked(None, sort_errors(errors))
     names = fields.texts("environments", required=True, check=name_problem)
+    timeouts = _timeouts(fields.section("timeout"), names or ())
     fields.finish()
     if errors or names is None:
         return Checked(None, sort_errors(errors))
-    return Checked(Root(environments=names))
+    return Checked(Root(environments=names, timeouts=timeouts))
+
+
+def _timeouts(section: Fields | None, names: tuple[str, ...]) -> dict[str, float]:
+    """``timeout: {ENV: DURATION}``: every key an environment listed, every value a
+    duration longer than 0 (a number is seconds)."""
+    found: dict[str, float] = {}
+    if section is None:
+        return found
+    for key, value in section.data.items():
+        section.known.append(key)
+        if key not in names:
+            section.fail(key, f"is not one of environments ({', '.join(names) or 'none'})",
+                         at="key")
+            continue
+        try:
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                raise ValueError(f"{value!r} is not a duration (try 30, 500ms, 10m, 12h or 30d)")
+            seconds = float(value) if not isinstance(value, str) else parse_duration(value)
+        except ValueError as exc:
+            section.fail(key, str(exc))
+            continue
+        if not seconds > 0:
+            section.fail(key, "must be longer than 0s")
+            continue
+        found[key] = seconds
+    return found
 
 
 def load_root(path: str | Path) -> Root:

@@ -43,6 +43,7 @@ class FlightRow(Answer):
     ended_at: float | None = None
     ended_reason: str | None = None
     gates: list[str] = []
+    timeout: float | None = None  # seconds each attempt may run (None: no limit)
     # what people are shown beside the record
     runner: str | None = None
     runner_name: str | None = None
@@ -72,6 +73,8 @@ class Attempt(Answer):
 
 class FlightDetail(FlightRow):
     stopping: str | None = None  # a retired runner is stopping it
+    time_left: float | None = None  # flying with a limit: seconds it may still run
+    time_left_sentence: str | None = None  # e.g. "may run 1m 20s more"
     facts: list[FlightFact] = []
     attempts: list[Attempt] = []
 

@@ -34,6 +34,7 @@ class RootApply(Request):
     # Checked in depth by gg.airspace.root.root_from_mapping, so a posted root is held to
     # exactly what root.yaml may say.
     environments: Annotated[list[Any], Field(max_length=1000)]
+    timeout: Annotated[dict[str, Any], Field(max_length=1000)] | None = None  # ENV -> duration
 
 
 class OwnershipSet(Request):
@@ -69,6 +70,7 @@ class RootView(Answer):
     applied_at: float
     applied_by: str | None = None
     not_in_force: list[str]
+    timeouts: dict[str, float] = {}  # default run-time limit per environment, in seconds
 
 
 class RootApplied(RootView):

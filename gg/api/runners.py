@@ -110,6 +110,7 @@ class FlightForRunner(Answer):
     attempt: int = 1
     epoch: int = 0
     kind: str = "work"
+    timeout: float | None = None  # seconds this attempt may run; past it the runner stops it
 
 
 class LeaseGrant(Answer):

@@ -86,3 +86,8 @@ def show(json_: bool = typer.Option(False, "--json")) -> None:
         return
     typer.echo(f"root envelope: {', '.join(root.environments) or 'no environments'} "
                f"(applied {ago(root.applied_at)} by {root.applied_by or '-'})")
+    if root.timeouts:
+        from gg.domain.timeouts import describe
+
+        typer.echo("timeout: " + ", ".join(f"{name} {describe(seconds)}"
+                                           for name, seconds in root.timeouts.items()))

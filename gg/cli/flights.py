@@ -13,6 +13,7 @@ from gg.cli.context import CliError, ago, client, console, emit_json, parse_labe
 from gg.cli.exits import Exit
 from gg.client import RETRY_FOLLOW
 from gg.domain.flights import Stage
+from gg.domain.timeouts import describe as describe_duration
 
 STAGES = tuple(s.value for s in Stage)
 
@@ -35,10 +36,14 @@ def fly(
     agent: str = typer.Option("shell", "--agent", metavar="NAME"),
     wait: bool = typer.Option(False, "--wait", help="Follow it to the end; exit with its code."),
     json_: bool = typer.Option(False, "--json"),
+    timeout: Optional[str] = typer.Option(None, "--timeout", metavar="DUR",
+                                          help="Stop it and fail it past this (30s, 10m, 2h)."),
 ) -> None:
     """Open a flight."""
     body = {"command": command, "title": title, "environment": env, "runner": runner,
             "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent}
+    if timeout is not None:
+        body["timeout"] = _duration("--timeout", timeout)
     api = client()
     flight = api.open_flight(body)
     if json_ and not wait:
@@ -54,6 +59,18 @@ def fly(
     if json_:
         emit_json(api.flight(flight.id))
     raise typer.Exit(exit_code_of(final))
+
+
+def _duration(flag: str, text: str) -> float:
+    from gg.settings import parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise CliError(f"{flag}: {exc}", Exit.USAGE) from None
+    if not seconds > 0:
+        raise CliError(f"{flag} must be longer than 0s (got {text!r})", Exit.USAGE)
+    return seconds
 
 
 def follow(api, flight_id: str, *, echo: bool = True, after: int = 0) -> FactsPage:
@@ -142,6 +159,9 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
         lease = f.lease
         lines.append(f"  lease     {f.runner_name} ({lease.runner}), epoch {lease.epoch}, "
                      f"expires {ago(lease.expires_at)}")
+    if f.timeout is not None:
+        lines.append(f"  timeout   {describe_duration(f.timeout)}"
+                     + (f" ({f.time_left_sentence})" if f.time_left_sentence else ""))
     if f.stopping:
         lines.append(f"  {f.stopping}")
     if f.exit_code is not None:

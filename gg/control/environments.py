@@ -165,10 +165,12 @@ def apply_root(core: Core, person: dict, mapping: Any) -> dict:
             raise Conflict(unserved_sentence(missing, _refuted_holders(core, missing)),
                            code="environment_unserved")
         before = core.store.root_envelope()
-        core.store.save_root_envelope(RootEnvelope(root.environments, now, person["name"]))
+        core.store.save_root_envelope(RootEnvelope(root.environments, now, person["name"],
+                                                   timeouts=dict(root.timeouts)))
         core.event(EventKind.ROOT_APPLIED, actor=person["name"], at=now,
                    environments=list(root.environments),
-                   before=list(before.environments) if before else None)
+                   before=list(before.environments) if before else None,
+                   **({"timeouts": dict(root.timeouts)} if root.timeouts else {}))
     core.signals.event_added()
     return root_view(core) | {"providers": providers}
 
@@ -191,7 +193,7 @@ def root_view(core: Core) -> dict:
         raise NotFound("no root envelope has been applied: gg airspace apply")
     charted = {e.name: e for e in core.store.environments()}
     return {"environments": list(root.environments), "applied_at": root.applied_at,
-            "applied_by": root.applied_by,
+            "applied_by": root.applied_by, "timeouts": dict(root.timeouts),
             "not_in_force": [n for n in root.environments
                              if n not in charted or charted[n].meaning is None]}
 

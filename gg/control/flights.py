@@ -11,7 +11,7 @@ from gg.control import pool_look
 from gg.control import runners as runner_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
-from gg.domain import fitness, tokens
+from gg.domain import fitness, timeouts, tokens
 from gg.domain.flights import Event, Flight, Stage, opened, required_labels
 from gg.domain.events import EventKind
 from gg.domain.matching import Seat, seat
@@ -24,7 +24,7 @@ MAX_COMMAND_ARGS = 4096
 def open_flight(core: Core, person: dict, *, command: list[str], title: str = "",
                 environment: str | None = None, runner: str | None = None,
                 labels: dict | None = None, attended: bool = False, repo: str | None = None,
-                agent: str = "shell") -> Flight:
+                agent: str = "shell", timeout: float | None = None) -> Flight:
     if not command or not all(isinstance(a, str) for a in command):
         raise BadRequest("a flight needs a command: gg fly -- CMD ...")
     if len(command) > MAX_COMMAND_ARGS:
@@ -37,17 +37,26 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
         behind = environment_ops.admit(core, environment=environment, labels=labels or {})
         if attended:
             attended_ops.check_open(core, target)
+        limit = timeouts.limit_for(timeout, _default_timeout(core, environment),
+                                   core.settings.flight_timeout_max)
         flight = opened(held=bool(behind), id=tokens.new_id("f_"), command=list(command),
                         opened_by=person["id"], opened_at=now,
                         title=title or " ".join(command)[:120], environment=environment,
                         requires=required_labels(environment, labels), runner_target=target,
-                        attended=attended, repo=repo, agent=agent, gates=behind)
+                        attended=attended, repo=repo, agent=agent, gates=behind,
+                        timeout=limit)
         core.store.insert_flight(flight)
         core.event(EventKind.FLIGHT_OPENED, actor=person["name"], flight_id=flight.id, at=now,
                    title=flight.title)
     core.signals.ready_changed()
     core.signals.event_added()
     return flight
+
+
+def _default_timeout(core: Core, environment: str | None) -> float | None:
+    """The root envelope's ``timeout:`` for ``environment`` (None: it sets none)."""
+    root = core.store.root_envelope() if environment else None
+    return root.timeouts.get(environment) if root is not None else None
 
 
 def cancel(core: Core, person: dict, flight_id: str) -> Flight:
@@ -140,6 +149,11 @@ def show_flight(core: Core, flight_id: str) -> dict:
     people = {p["id"]: p["name"] for p in core.store.people()}
     out = view(flight, snap.waiting(flight), snap.names, people)
     out["stopping"] = None
+    out["time_left"] = out["time_left_sentence"] = None
+    if flight.stage == Stage.FLYING.value:
+        left = timeouts.time_left(flight.timeout, flight.lease_granted_at, now)
+        if left is not None:
+            out["time_left"], out["time_left_sentence"] = left, timeouts.time_left_sentence(left)
     retired = retired_holder(core, flight, snap.names)
     if retired is not None:
         out["runner_name"] = retired

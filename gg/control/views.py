@@ -47,4 +47,5 @@ def flight_for_runner(flight: Flight) -> dict:
     """Only what a runner needs to fly it."""
     return {"id": flight.id, "title": flight.title, "command": flight.command,
             "repo": flight.repo, "agent": flight.agent, "environment": flight.environment,
-            "attempt": flight.attempt, "epoch": flight.epoch, "kind": flight.kind}
+            "attempt": flight.attempt, "epoch": flight.epoch, "kind": flight.kind,
+            "timeout": flight.timeout}

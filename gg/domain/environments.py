@@ -22,7 +22,7 @@ environment to mean something else, so nothing should start under the old meanin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class RootEnvelope:
     environments: tuple[str, ...]
     applied_at: float
     applied_by: str | None = None
+    timeouts: dict[str, float] = field(default_factory=dict)  # default limit per environment
 
 
 def label_pair(environment: str) -> str:

@@ -105,6 +105,7 @@ class Flight:
     ended_at: float | None = None
     ended_reason: str | None = None
     gates: list[str] = field(default_factory=list)
+    timeout: float | None = None  # seconds each attempt may run (gg.domain.timeouts)
 
     def __post_init__(self) -> None:
         self.stage = Stage(self.stage)  # a row's text becomes the enum (it compares as text)

@@ -15,6 +15,10 @@ The process runs in a session and process group of its own, forked from one long
 (:class:`Spawner`); with isolation none, under :mod:`gg.runner.reaper`, so that it dies with
 the runner even when the runner is killed.
 
+A flight with a run-time limit (``flight.timeout``, counted from when this runner took it) is
+stopped the same way when it runs past it, and handed back ``failed`` with the reason
+"timed out after DUR" (:func:`gg.domain.timeouts.timed_out_reason`).
+
 The process runs under the runner's assigned policy (:func:`gg.runner.isolation.build`). When
 the policy cannot be met here the flight is handed back ``returned`` before anything starts:
 it never runs with less isolation than asked for.
@@ -36,6 +40,7 @@ from typing import Any, Callable
 
 from gg.client import ApiError, Client, RETRY_FLIGHT_MIN, Unreachable
 from gg.domain.flights import Outcome
+from gg.domain.timeouts import timed_out_reason
 from gg.api.runners import FlightForRunner
 from gg.runner import isolation, repository
 
@@ -110,6 +115,8 @@ class FlightRun:
     ended_by_server: threading.Event = field(default_factory=threading.Event)
     returning: threading.Event = field(default_factory=threading.Event)
     retired: threading.Event = field(default_factory=threading.Event)
+    timed_out: threading.Event = field(default_factory=threading.Event)
+    taken_at: float = field(default_factory=time.monotonic)  # the limit counts from here
     on_retired: Callable[[], None] | None = None  # the runner stops everything, for good
     policy: dict = field(default_factory=dict)
     capabilities: dict = field(default_factory=dict)
@@ -159,6 +166,11 @@ class FlightRun:
                 if self.lost.is_set() or self.ended_by_server.is_set() or self.returning.is_set():
                     self._stop_process()
                     break
+                if self._past_limit():
+                    self.timed_out.set()
+                    self.say(f"{self.id}: {timed_out_reason(self.flight.timeout)}; stopping it")
+                    self._stop_process()
+                    break
                 if time.monotonic() - last_flush >= FLUSH_EVERY:
                     self._flush()
                     last_flush = time.monotonic()
@@ -166,7 +178,7 @@ class FlightRun:
             reader.join(timeout=10)
             self._flush()
             self.exit_code = self.proc.returncode
-            if not (self.lost.is_set() or self.returning.is_set()):
+            if not (self.lost.is_set() or self.returning.is_set() or self.timed_out.is_set()):
                 repository.finish(self, workspace)  # enrolment: commits, push
             outcome = self._hand_back()
         except repository.CannotFly as refusal:  # enrolment: not on this machine, or not at all
@@ -189,6 +201,10 @@ class FlightRun:
         self.returning.set()
         if first and self.on_retired is not None:
             self.on_retired()
+
+    def _past_limit(self) -> bool:
+        limit = self.flight.timeout
+        return limit is not None and time.monotonic() - self.taken_at >= limit
 
     # -- the process ------------------------------------------------------------------
 
@@ -300,6 +316,8 @@ class FlightRun:
             outcome, reason = Outcome.RETURNED.value, RETIRED_REASON
         elif outcome is not None:
             pass  # enrolment: decided by gg.runner.repository
+        elif self.timed_out.is_set():
+            outcome, reason = Outcome.FAILED.value, timed_out_reason(self.flight.timeout)
         elif self.returning.is_set():
             outcome, reason = Outcome.RETURNED.value, "the runner is stopping"
         else:

@@ -2,7 +2,7 @@
 
 Ranges keep parallel work apart: 1-99 core, 100-199 placement, 200-299 fleet operations,
 300-399 enrolment and profiles, 400-499 pools, 500-599 proof/metrics, 600-609 key proof,
-610-619 people.
+610-619 people, 800-809 run-time limits.
 """
 
 from __future__ import annotations
@@ -321,5 +321,17 @@ def _people_removal(db: sqlite_utils.Database) -> None:
         ALTER TABLE people ADD COLUMN token_minted_at REAL;
         ALTER TABLE people ADD COLUMN removed_at REAL;
         ALTER TABLE people ADD COLUMN removed_by TEXT;
+        """
+    )
+
+
+@migration(800, "run-time limits")
+def _run_time_limits(db: sqlite_utils.Database) -> None:
+    """How long each attempt of a flight may run (NULL: no limit, as every flight opened
+    before this migration), and the root envelope's default limit per environment."""
+    db.executescript(
+        """
+        ALTER TABLE flights ADD COLUMN timeout REAL;
+        ALTER TABLE root_envelope ADD COLUMN timeouts TEXT NOT NULL DEFAULT '{}';
         """
     )

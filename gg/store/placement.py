@@ -98,14 +98,17 @@ class PlacementRows:
         if row is None:
             return None
         return RootEnvelope(environments=tuple(loads(row["environments"], [])),
-                            applied_at=row["applied_at"], applied_by=row["applied_by"])
+                            applied_at=row["applied_at"], applied_by=row["applied_by"],
+                            timeouts=loads(row["timeouts"], {}))
 
     def save_root_envelope(self, root: RootEnvelope) -> None:
         self.db.run(
-            "INSERT INTO root_envelope (id, environments, applied_at, applied_by) "
-            "VALUES (1, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET environments = excluded.environments, "
-            "applied_at = excluded.applied_at, applied_by = excluded.applied_by",
-            (dumps(list(root.environments)), root.applied_at, root.applied_by))
+            "INSERT INTO root_envelope (id, environments, applied_at, applied_by, timeouts) "
+            "VALUES (1, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET environments = excluded.environments, "
+            "applied_at = excluded.applied_at, applied_by = excluded.applied_by, "
+            "timeouts = excluded.timeouts",
+            (dumps(list(root.environments)), root.applied_at, root.applied_by,
+             dumps(root.timeouts)))
 
     # -- label dispositions -----------------------------------------------------------------
 

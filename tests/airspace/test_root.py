@@ -41,3 +41,24 @@ def test_bad_roots_are_refused_with_line_and_key(tmp_path, text, line, key, frag
 def test_a_name_longer_than_63_characters_is_refused():
     with pytest.raises(AirspaceError, match="1-63"):
         root_from_mapping({"environments": ["a" * 64]})
+
+
+def test_timeout_gives_each_listed_environment_a_default_limit(tmp_path):
+    root = load_root(write(tmp_path, "environments: [ui, nightly, api]\n"
+                                     "timeout:\n  ui: 30m\n  nightly: 12h\n  api: 90\n"))
+    assert root.timeouts == {"ui": 1800.0, "nightly": 43200.0, "api": 90.0}
+    assert Root.from_dict(root.to_dict()) == root
+    assert root_from_mapping(root.to_dict()) == root  # what `gg airspace apply` posts
+
+
+@pytest.mark.parametrize("text,line,key,fragment", [
+    ("environments: [ui]\ntimeout:\n  api: 10m\n", 3, "timeout.api", "is not one of environments"),
+    ("environments: [ui]\ntimeout:\n  ui: soon\n", 3, "timeout.ui", "is not a duration"),
+    ("environments: [ui]\ntimeout:\n  ui: 0s\n", 3, "timeout.ui", "longer than 0s"),
+    ("environments: [ui]\ntimeout: 10m\n", 2, "timeout", "must be a mapping"),
+])
+def test_bad_timeouts_are_refused_with_line_and_key(tmp_path, text, line, key, fragment):
+    with pytest.raises(AirspaceError) as caught:
+        load_root(write(tmp_path, text))
+    assert (caught.value.line, caught.value.key) == (line, key)
+    assert fragment in caught.value.problem
