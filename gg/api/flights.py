@@ -43,6 +43,8 @@ class FlightRow(Answer):
     ended_at: float | None = None
     ended_reason: str | None = None
     gates: list[str] = []
+    output_limit: int | None = None
+    output_bytes: int = 0
     # what people are shown beside the record
     runner: str | None = None
     runner_name: str | None = None

@@ -110,6 +110,8 @@ class FlightForRunner(Answer):
     attempt: int = 1
     epoch: int = 0
     kind: str = "work"
+    output_room: int | None = None  # bytes of output it may still send (None: no cap told)
+    output_tail: int = 0  # bytes of the tail it keeps past the cap, sent with the final report
 
 
 class LeaseGrant(Answer):

@@ -13,6 +13,7 @@ from gg.cli.context import CliError, ago, client, console, emit_json, parse_labe
 from gg.cli.exits import Exit
 from gg.client import RETRY_FOLLOW
 from gg.domain.flights import Stage
+from gg.settings import parse_size
 
 STAGES = tuple(s.value for s in Stage)
 
@@ -35,10 +36,14 @@ def fly(
     agent: str = typer.Option("shell", "--agent", metavar="NAME"),
     wait: bool = typer.Option(False, "--wait", help="Follow it to the end; exit with its code."),
     json_: bool = typer.Option(False, "--json"),
+    output_limit: Optional[str] = typer.Option(None, "--output-limit", metavar="SIZE",
+                                               help="Output kept at most (512k, 10MB)."),
 ) -> None:
     """Open a flight."""
     body = {"command": command, "title": title, "environment": env, "runner": runner,
             "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent}
+    if output_limit is not None:
+        body["output_limit"] = _size("--output-limit", output_limit)
     api = client()
     flight = api.open_flight(body)
     if json_ and not wait:
@@ -54,6 +59,13 @@ def fly(
     if json_:
         emit_json(api.flight(flight.id))
     raise typer.Exit(exit_code_of(final))
+
+
+def _size(option: str, text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise CliError(f"{option}: {exc}", Exit.USAGE) from None
 
 
 def follow(api, flight_id: str, *, echo: bool = True, after: int = 0) -> FactsPage:
@@ -85,7 +97,7 @@ def _echo_fact(fact: FlightFact) -> None:
     elif fact.kind == "returned":
         print(f"-- returned by its runner: {body.get('reason') or 'no reason given'}",
               file=sys.stderr, flush=True)
-    elif fact.kind == "note" and fact.runner_id is None:
+    elif fact.kind == "note" and (fact.runner_id is None or "truncated_after" in body):
         print(f"-- {body.get('text', '')}", file=sys.stderr, flush=True)
 
 

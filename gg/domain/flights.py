@@ -105,6 +105,8 @@ class Flight:
     ended_at: float | None = None
     ended_reason: str | None = None
     gates: list[str] = field(default_factory=list)
+    output_limit: int | None = None  # bytes of output stored at most (gg.domain.output)
+    output_bytes: int = 0  # bytes of output stored so far
 
     @property
     def final(self) -> bool:
