@@ -26,6 +26,21 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024 ** 2, "mb": 1024 ** 2,
+               "g": 1024 ** 3, "gb": 1024 ** 3}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Bytes in ``text`` (``512k``, ``10MB``, ``1g``: units of 1024); ValueError with a plain
+    sentence when it is not a size."""
+    match = _SIZE.match(str(text))
+    unit = match.group(2).lower() if match else None
+    if unit not in _SIZE_UNITS:
+        raise ValueError(f"{text!r} is not a size (try 512k, 10MB or 1G)")
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+
+
 @dataclass(frozen=True)
 class Settings:
     check_in_interval: float = 15.0
@@ -57,6 +72,11 @@ class Settings:
     # The longest a flight may run (gg fly --timeout, docs/operations.md); 0: no maximum.
     # With a maximum, a flight that names no limit (and whose environment has none) gets it.
     flight_timeout_max: float = 0.0
+    # Output caps (docs/operations.md): a flight's stored output, unless `gg fly --output-limit`
+    # asks otherwise (never above the maximum), and the tail of what was cut kept past it.
+    output_limit_default: int = 10 * 1024 ** 2
+    output_limit_max: int = 1024 ** 3
+    output_tail: int = 64 * 1024
     dev: bool = False
 
     @classmethod
@@ -71,7 +91,9 @@ class Settings:
             if raw is None or raw == "":
                 continue
             try:
-                if f.type in (int, "int"):
+                if f.name in _SIZES:
+                    values[f.name] = parse_size(raw)
+                elif f.type in (int, "int"):
                     values[f.name] = int(raw)
                 else:
                     values[f.name] = parse_duration(raw)
@@ -91,6 +113,8 @@ class Settings:
             "maintenance_check_interval": self.maintenance_check_interval,
         }
 
+
+_SIZES = ("output_limit_default", "output_limit_max", "output_tail")  # in bytes, or 512k, 10MB
 
 # The defaults themselves: what a runner uses until its first check-in tells it the server's.
 DEFAULTS = Settings()

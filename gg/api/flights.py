@@ -44,6 +44,8 @@ class FlightRow(Answer):
     ended_reason: str | None = None
     gates: list[str] = []
     timeout: float | None = None  # seconds each attempt may run (None: no limit)
+    output_limit: int | None = None
+    output_bytes: int = 0
     # what people are shown beside the record
     runner: str | None = None
     runner_name: str | None = None

@@ -111,6 +111,8 @@ class FlightForRunner(Answer):
     epoch: int = 0
     kind: str = "work"
     timeout: float | None = None  # seconds this attempt may run; past it the runner stops it
+    output_room: int | None = None  # bytes of output it may still send (None: no cap told)
+    output_tail: int = 0  # bytes of the tail it keeps past the cap, sent with the final report
 
 
 class LeaseGrant(Answer):

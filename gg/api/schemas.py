@@ -166,6 +166,7 @@ class FlightOpen(Request):
     repo: Annotated[str | None, StringConstraints(min_length=1, max_length=500)] = None
     agent: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}$")] = "shell"
     timeout: Annotated[float | None, Field(gt=0, le=10 * 365 * 86400)] = None  # seconds
+    output_limit: Annotated[int | None, Field(ge=0, le=2 ** 53)] = None  # bytes
 
 
 class PolicySet(Request):

@@ -14,6 +14,7 @@ from gg.cli.exits import Exit
 from gg.client import RETRY_FOLLOW
 from gg.domain.flights import Stage
 from gg.domain.timeouts import describe as describe_duration
+from gg.settings import parse_size
 
 STAGES = tuple(s.value for s in Stage)
 
@@ -38,12 +39,16 @@ def fly(
     json_: bool = typer.Option(False, "--json"),
     timeout: Optional[str] = typer.Option(None, "--timeout", metavar="DUR",
                                           help="Stop it and fail it past this (30s, 10m, 2h)."),
+    output_limit: Optional[str] = typer.Option(None, "--output-limit", metavar="SIZE",
+                                               help="Output kept at most (512k, 10MB)."),
 ) -> None:
     """Open a flight."""
     body = {"command": command, "title": title, "environment": env, "runner": runner,
             "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent}
     if timeout is not None:
         body["timeout"] = _duration("--timeout", timeout)
+    if output_limit is not None:
+        body["output_limit"] = _size("--output-limit", output_limit)
     api = client()
     flight = api.open_flight(body)
     if json_ and not wait:
@@ -71,6 +76,11 @@ def _duration(flag: str, text: str) -> float:
     if not seconds > 0:
         raise CliError(f"{flag} must be longer than 0s (got {text!r})", Exit.USAGE)
     return seconds
+def _size(option: str, text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise CliError(f"{option}: {exc}", Exit.USAGE) from None
 
 
 def follow(api, flight_id: str, *, echo: bool = True, after: int = 0) -> FactsPage:
@@ -102,7 +112,7 @@ def _echo_fact(fact: FlightFact) -> None:
     elif fact.kind == "returned":
         print(f"-- returned by its runner: {body.get('reason') or 'no reason given'}",
               file=sys.stderr, flush=True)
-    elif fact.kind == "note" and fact.runner_id is None:
+    elif fact.kind == "note" and (fact.runner_id is None or "truncated_after" in body):
         print(f"-- {body.get('text', '')}", file=sys.stderr, flush=True)
 
 

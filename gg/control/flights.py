@@ -11,7 +11,7 @@ from gg.control import pool_look
 from gg.control import runners as runner_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
-from gg.domain import fitness, timeouts, tokens
+from gg.domain import fitness, output, timeouts, tokens
 from gg.domain.flights import Event, Flight, Stage, opened, required_labels
 from gg.domain.events import EventKind
 from gg.domain.matching import Seat, seat
@@ -24,13 +24,16 @@ MAX_COMMAND_ARGS = 4096
 def open_flight(core: Core, person: dict, *, command: list[str], title: str = "",
                 environment: str | None = None, runner: str | None = None,
                 labels: dict | None = None, attended: bool = False, repo: str | None = None,
-                agent: str = "shell", timeout: float | None = None) -> Flight:
+                agent: str = "shell", timeout: float | None = None,
+                output_limit: int | None = None) -> Flight:
     if not command or not all(isinstance(a, str) for a in command):
         raise BadRequest("a flight needs a command: gg fly -- CMD ...")
     if len(command) > MAX_COMMAND_ARGS:
         raise BadRequest(f"a command has at most {MAX_COMMAND_ARGS} arguments")
     if repo is not None and (problem := fitness.repo_problem(repo)):  # enrolment
         raise BadRequest(f"--repo: {problem}")
+    kept = output.limit_for(output_limit, default=core.settings.output_limit_default,
+                            maximum=core.settings.output_limit_max)
     now = core.now()
     with core.store.atomic():
         target = runner_ops.resolve(core, runner).id if runner else None
@@ -44,7 +47,7 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
                         title=title or " ".join(command)[:120], environment=environment,
                         requires=required_labels(environment, labels), runner_target=target,
                         attended=attended, repo=repo, agent=agent, gates=behind,
-                        timeout=limit)
+                        timeout=limit, output_limit=kept)
         core.store.insert_flight(flight)
         core.event(EventKind.FLIGHT_OPENED, actor=person["name"], flight_id=flight.id, at=now,
                    title=flight.title)

@@ -16,7 +16,7 @@ from gg.control import attended as attended_ops
 from gg.control import runners as runner_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.control.lifecycle import move
-from gg.domain import leases
+from gg.domain import leases, output
 from gg.domain.events import EventKind
 from gg.domain.flights import Event, Flight, Outcome
 from gg.domain.matching import Assignment, Seat, assign, seat
@@ -157,7 +157,14 @@ def report(core: Core, runner: Runner, flight_id: str, *, epoch: int, facts: lis
     now = core.now()
     stored = 0
     with core.store.atomic():
-        _holding(core, runner, flight_id, epoch=epoch, now=now)
+        flight = _holding(core, runner, flight_id, epoch=epoch, now=now)
+        limit = flight.output_limit
+        if limit is None:  # opened before output caps: the server's default
+            limit = core.settings.output_limit_default
+        fresh = [f for f in facts if f["kind"] == "output" and not _repeat(core, flight_id, f)]
+        stored_bytes = output.admit(flight.output_bytes, limit, core.settings.output_tail, fresh)
+        if stored_bytes != flight.output_bytes:
+            core.store.update_flight(flight_id, output_bytes=stored_bytes)
         for fact in facts:
             if core.store.add_fact(flight_id=flight_id, epoch=epoch, runner_id=runner.id,
                                    kind=fact["kind"], body=fact.get("body") or {}, at=now,
@@ -166,6 +173,12 @@ def report(core: Core, runner: Runner, flight_id: str, *, epoch: int, facts: lis
     if stored:
         core.signals.flight_changed(flight_id)
     return {"stored": stored, "received": len(facts)}
+
+
+def _repeat(core: Core, flight_id: str, fact: dict) -> bool:
+    """A fact sent again (its key is stored already): stored once, counted once."""
+    key = fact.get("key")
+    return key is not None and core.store.fact_with_key(flight_id, key) is not None
 
 
 def hand_back(core: Core, runner: Runner, flight_id: str, *, epoch: int, outcome: str,

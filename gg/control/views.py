@@ -8,6 +8,7 @@ from gg.control import health
 from gg.control.core import Core
 from gg.domain.flights import Flight, Stage
 from gg.domain.runners import Liveness, Runner, liveness
+from gg.settings import DEFAULTS, Settings
 
 _HIDDEN = ("public_key",)
 
@@ -43,9 +44,15 @@ def runners_view(core: Core) -> list[dict]:
             for r in core.store.runners()]
 
 
-def flight_for_runner(flight: Flight) -> dict:
+def flight_for_runner(flight: Flight, settings: Settings = DEFAULTS) -> dict:
     """Only what a runner needs to fly it."""
     return {"id": flight.id, "title": flight.title, "command": flight.command,
             "repo": flight.repo, "agent": flight.agent, "environment": flight.environment,
             "attempt": flight.attempt, "epoch": flight.epoch, "kind": flight.kind,
-            "timeout": flight.timeout}
+            "timeout": flight.timeout, **output_allowance(flight, settings)}
+
+
+def output_allowance(flight: Flight, settings: Settings) -> dict:
+    """What a runner may still send of a flight's output, and the tail it keeps past that."""
+    limit = settings.output_limit_default if flight.output_limit is None else flight.output_limit
+    return {"output_room": max(0, limit - flight.output_bytes), "output_tail": settings.output_tail}

@@ -26,6 +26,7 @@ it never runs with less isolation than asked for.
 
 from __future__ import annotations
 
+import codecs
 import os
 import queue
 import shutil
@@ -41,11 +42,14 @@ from typing import Any, Callable
 from gg.client import ApiError, Client, RETRY_FLIGHT_MIN, Unreachable
 from gg.domain.flights import Outcome
 from gg.domain.timeouts import timed_out_reason
+from gg.domain.output import TRUNCATED
 from gg.api.runners import FlightForRunner
 from gg.runner import isolation, repository
 
 FLUSH_EVERY = 0.2
 FLUSH_BYTES = 32_000
+REPORT_CHARS = 128_000  # output text per report, well under the server's body limit
+READ_BYTES = 65_536
 STOP_GRACE = 5.0  # seconds between SIGTERM and SIGKILL to a flight's process group
 REAPER = Path(__file__).with_name("reaper.py")
 RETIRED_REASON = "the runner was retired: it stopped the flight"
@@ -131,6 +135,7 @@ class FlightRun:
     base: str | None = None  # enrolment: the commit the repository was cloned at
     _seq: int = 0
     _buffer: list = field(default_factory=list)
+    _out: "_Output" = field(default_factory=lambda: _Output())  # the output cap (docs/operations.md)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -176,7 +181,7 @@ class FlightRun:
                     last_flush = time.monotonic()
                 self._wait_proc(FLUSH_EVERY)
             reader.join(timeout=10)
-            self._flush()
+            self._flush(final=True)
             self.exit_code = self.proc.returncode
             if not (self.lost.is_set() or self.returning.is_set() or self.timed_out.is_set()):
                 repository.finish(self, workspace)  # enrolment: commits, push
@@ -253,9 +258,29 @@ class FlightRun:
 
     def _read_output(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
-        for raw in iter(self.proc.stdout.readline, b""):
-            with self._lock:
-                self._buffer.append(raw.decode("utf-8", "replace"))
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        for raw in iter(lambda: self.proc.stdout.read1(READ_BYTES), b""):
+            self._take(decoder.decode(raw))
+        self._take(decoder.decode(b"", final=True))
+
+    def _take(self, text: str) -> None:
+        """Buffer output to send while the flight's room lasts; past it, keep only the tail."""
+        data = text.encode("utf-8")
+        room, tail = self.flight.output_room, self.flight.output_tail
+        with self._lock:
+            out = self._out
+            if out.cut_at is None and (room is None or out.kept + len(data) <= room):
+                self._buffer.append(text)
+                out.kept += len(data)
+                return
+            if out.cut_at is None:  # the cap is reached in this chunk: send up to it, no more
+                head = data[:max(0, room - out.kept)].decode("utf-8", "ignore")
+                self._buffer.append(head)
+                out.kept += len(head.encode("utf-8"))
+                out.cut_at = out.kept
+                data = data[len(head.encode("utf-8")):]
+            out.dropped += len(data)
+            out.tail = (out.tail + data)[-tail:] if tail > 0 else b""
 
     def _wait_proc(self, timeout: float) -> None:
         try:
@@ -281,18 +306,36 @@ class FlightRun:
 
     # -- reporting ----------------------------------------------------------------------
 
-    def _flush(self) -> None:
+    def _flush(self, final: bool = False) -> None:
         with self._lock:
-            if not self._buffer:
-                return
             text = "".join(self._buffer)
             self._buffer.clear()
+            out = self._out
+            note = out.cut_at is not None and not out.noted
+            out.noted = out.noted or note
+            tail = out.tail.decode("utf-8", "ignore") if final and out.dropped else None
         facts = []
         for start in range(0, len(text), FLUSH_BYTES):
             self._seq += 1
             facts.append({"kind": "output", "body": {"text": text[start:start + FLUSH_BYTES]},
                           "key": f"{self.lease.epoch}:output:{self._seq}"})
-        self._report(facts)
+        if note:  # once: the runner stops sending output here, the flight runs on
+            facts.append({"kind": "note", "key": f"{self.lease.epoch}:output-truncated",
+                          "body": {"text": TRUNCATED.format(n=out.cut_at),
+                                   "truncated_after": out.cut_at}})
+        if tail is not None:  # once, with the final report: the last bytes it did not send
+            facts.append({"kind": "output", "key": f"{self.lease.epoch}:output-tail",
+                          "body": {"text": tail, "tail": True,
+                                   "printed": out.cut_at + out.dropped}})
+        while facts:
+            batch, size = [], 0
+            while facts and (not batch or size + len(facts[0]["body"]["text"]) <= REPORT_CHARS):
+                fact = facts.pop(0)
+                size += len(fact["body"]["text"])
+                if not (out.refused and fact["kind"] == "output" and "tail" not in fact["body"]):
+                    batch.append(fact)
+            if batch:
+                self._report(batch)
 
     def _report(self, facts: list[dict]) -> None:
         for fact in facts:
@@ -338,6 +381,12 @@ class FlightRun:
         return outcome
 
     def _refused(self, exc: ApiError, raise_: bool = True) -> None:
+        if exc.code == "output_capped":  # the server stores no more of it: stop sending output
+            with self._lock:
+                self._out.refused = True
+                if self._out.cut_at is None:
+                    self._out.cut_at = self._out.kept
+            return
         if exc.code == "runner_retired":  # nothing more is reported: stop it, hand it back
             self.retire()  # the process is stopped by the loop in run()
             return
@@ -388,6 +437,17 @@ class FlightRun:
 
 class _Lost(Exception):
     pass
+
+
+@dataclass
+class _Output:
+    """What became of a flight's output: bytes kept to send, where it was cut, the tail."""
+    kept: int = 0
+    cut_at: int | None = None
+    dropped: int = 0
+    tail: bytes = b""
+    noted: bool = False
+    refused: bool = False  # the server answered 413: it stores no more of this output
 
 
 def _quote(text: str) -> str:

@@ -335,3 +335,18 @@ def _run_time_limits(db: sqlite_utils.Database) -> None:
         ALTER TABLE root_envelope ADD COLUMN timeouts TEXT NOT NULL DEFAULT '{}';
         """
     )
+
+
+# -- output caps (810-819) --------------------------------------------------------------------
+
+
+@migration(810, "flights: output limit and stored output bytes")
+def _output_caps(db: sqlite_utils.Database) -> None:
+    """A flight's output limit (NULL: the server's default, as for every flight opened before
+    this migration) and the bytes of output stored for it, counted with each report."""
+    db.executescript(
+        """
+        ALTER TABLE flights ADD COLUMN output_limit INTEGER;
+        ALTER TABLE flights ADD COLUMN output_bytes INTEGER NOT NULL DEFAULT 0;
+        """
+    )
