@@ -54,6 +54,13 @@ class Settings:
     meaning_cost_limit: int = 10_000
     meaning_deadline: float = 0.25
     max_key_nonces: int = 10_000  # unspent key-proof nonces at once; more are refused with 429
+    # Retention (docs/operations.md): ended flights and events older than these are pruned in
+    # batches of RETENTION_BATCH rows per table, one short transaction each, looked for every
+    # RETENTION_PERIOD. A window of 0 keeps everything.
+    retain_flights: float = 90 * 86400.0
+    retain_events: float = 90 * 86400.0
+    retention_batch: int = 200
+    retention_period: float = 60.0
     dev: bool = False
 
     @classmethod

@@ -2,7 +2,7 @@
 
 Ranges keep parallel work apart: 1-99 core, 100-199 placement, 200-299 fleet operations,
 300-399 enrolment and profiles, 400-499 pools, 500-599 proof/metrics, 600-609 key proof,
-610-619 people.
+610-619 people, 830-839 retention.
 """
 
 from __future__ import annotations
@@ -321,5 +321,20 @@ def _people_removal(db: sqlite_utils.Database) -> None:
         ALTER TABLE people ADD COLUMN token_minted_at REAL;
         ALTER TABLE people ADD COLUMN removed_at REAL;
         ALTER TABLE people ADD COLUMN removed_by TEXT;
+        """
+    )
+
+
+# -- retention (830-839) ----------------------------------------------------------------------
+
+
+@migration(830, "retention indexes")
+def _retention_indexes(db: sqlite_utils.Database) -> None:
+    """Pruning finds ended flights by (stage, ended_at) and old events by ``at``, each a
+    range scan of an index rather than of the table."""
+    db.executescript(
+        """
+        CREATE INDEX flights_ended ON flights(stage, ended_at);
+        CREATE INDEX events_at ON events(at);
         """
     )
