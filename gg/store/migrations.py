@@ -330,11 +330,11 @@ def _people_removal(db: sqlite_utils.Database) -> None:
 
 @migration(830, "retention indexes")
 def _retention_indexes(db: sqlite_utils.Database) -> None:
-    """Pruning finds ended flights by (stage, ended_at) and old events by ``at``, each a
+    """Pruning finds ended flights by ``ended_at`` and old events by ``at``, oldest first, each a
     range scan of an index rather than of the table."""
     db.executescript(
         """
-        CREATE INDEX flights_ended ON flights(stage, ended_at);
+        CREATE INDEX flights_ended ON flights(ended_at);
         CREATE INDEX events_at ON events(at);
         """
     )

@@ -24,10 +24,11 @@ class RetentionRows:
     db: Database
 
     def prunable_flights(self, ended_before: float, limit: int) -> list[str]:
-        """Up to ``limit`` final flights that ended before ``ended_before``, oldest end first
-        (the index ``flights_ended``)."""
+        """Up to ``limit`` final flights that ended before ``ended_before``, oldest end first:
+        a walk of the index ``flights_ended`` in order that stops after ``limit`` (left to
+        itself the planner would gather every final flight by stage, then sort them)."""
         rows = self.db.all(
-            f"SELECT id FROM flights WHERE stage IN ({_FINAL_MARKS}) AND ended_at < ? "
+            f"SELECT id FROM flights INDEXED BY flights_ended WHERE stage IN ({_FINAL_MARKS}) AND ended_at < ? "
             "ORDER BY ended_at LIMIT ?", (*FINAL, ended_before, limit))
         return [r[0] for r in rows]
 

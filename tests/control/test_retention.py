@@ -125,3 +125,25 @@ def test_a_window_of_zero_keeps_everything(core, owner, clock):
     clock.advance(10_000 * DAY)
     assert not retention.prune_batch(core).full
     assert core.store.flight(f).stage == "landed"
+
+
+def test_every_pruning_statement_walks_an_index_in_order_never_a_whole_table(core, owner, clock):
+    runner = make_runner(core, owner, "r1")
+    for _ in range(3):
+        landed(core, owner, runner)
+    clock.advance(40 * DAY)
+    statements: list[str] = []
+    core.store.db.conn.set_trace_callback(statements.append)
+    try:
+        prune_until_done(core)
+    finally:
+        core.store.db.conn.set_trace_callback(None)
+    pruning = [s for s in statements if s.lstrip().upper().startswith(("SELECT", "DELETE"))]
+    assert {"FROM facts", "FROM grants", "FROM events", "FROM flights"} <= {
+        f"FROM {t}" for t in ("facts", "grants", "events", "flights")
+        if any(f"DELETE FROM {t}" in s for s in pruning)}, statements
+    for sql in pruning:
+        plan = [row[3] for row in core.store.db.all("EXPLAIN QUERY PLAN " + sql)]
+        # no walk of a whole table, and no sort of everything that matches before the LIMIT
+        assert plan and not [step for step in plan
+                             if step.startswith("SCAN") or "TEMP B-TREE" in step], (sql, plan)
