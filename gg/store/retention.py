@@ -28,8 +28,9 @@ class RetentionRows:
         a walk of the index ``flights_ended`` in order that stops after ``limit`` (left to
         itself the planner would gather every final flight by stage, then sort them)."""
         rows = self.db.all(
-            f"SELECT id FROM flights INDEXED BY flights_ended WHERE stage IN ({_FINAL_MARKS}) AND ended_at < ? "
-            "ORDER BY ended_at LIMIT ?", (*FINAL, ended_before, limit))
+            "SELECT id FROM flights INDEXED BY flights_ended "
+            f"WHERE stage IN ({_FINAL_MARKS}) AND ended_at < ? ORDER BY ended_at LIMIT ?",
+            (*FINAL, ended_before, limit))
         return [r[0] for r in rows]
 
     def delete_flight_children(self, table: str, flight_ids: list[str], limit: int) -> int:
