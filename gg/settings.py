@@ -77,6 +77,13 @@ class Settings:
     output_limit_default: int = 10 * 1024 ** 2
     output_limit_max: int = 1024 ** 3
     output_tail: int = 64 * 1024
+    # Retention (docs/operations.md): ended flights and events older than these are pruned in
+    # batches of RETENTION_BATCH rows per table, one short transaction each, looked for every
+    # RETENTION_PERIOD. A window of 0 keeps everything.
+    retain_flights: float = 90 * 86400.0
+    retain_events: float = 90 * 86400.0
+    retention_batch: int = 200
+    retention_period: float = 60.0
     dev: bool = False
 
     @classmethod

@@ -57,6 +57,16 @@ class PersonWithToken(BaseModel):
     token: str  # shown this once
 
 
+class ServerFacts(BaseModel):
+    """What the control plane keeps: its retention windows (seconds; 0: for ever) and the
+    store's size on disk."""
+
+    retain_flights: float
+    retain_events: float
+    database_bytes: int
+
+
 class Whoami(BaseModel):
     person: Person
     organisation: str | None
+    server: ServerFacts | None = None

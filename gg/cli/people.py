@@ -50,13 +50,30 @@ def login(
                f"settings in {path}")
 
 
-def whoami(json_: bool = typer.Option(False, "--json")) -> None:
+def whoami(json_: bool = typer.Option(False, "--json"),
+           server: bool = typer.Option(False, "--server",
+                                       help="Also what the control plane keeps: its retention "
+                                            "windows and the size of its store.")) -> None:
     """Who this machine is signed in as."""
     who = client().whoami()
     if json_:
         emit_json(who)
         return
     typer.echo(f"{who.person.name} ({who.person.role}) at {server_url()}")
+    if server and who.server is not None:
+        kept = who.server
+        typer.echo(f"ended flights kept: {_window(kept.retain_flights)}")
+        typer.echo(f"events kept: {_window(kept.retain_events)}")
+        typer.echo(f"database: {kept.database_bytes} bytes")
+
+
+def _window(seconds: float) -> str:
+    if seconds <= 0:
+        return "for ever"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 def logout() -> None:

@@ -13,8 +13,24 @@ from gg.cli.context import CliError
 from gg.cli.exits import Exit
 
 
+server_app = typer.Typer(help="The control plane: start it, or look after its store.")
+
+
 def register(app: typer.Typer) -> None:
-    app.command("server")(server)
+    server_app.callback(invoke_without_command=True)(server)
+    server_app.command("vacuum")(vacuum)
+    app.add_typer(server_app, name="server")
+
+
+def _window(option: str, text: Optional[str]) -> Optional[float]:
+    from gg.settings import parse_duration
+
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise CliError(f"{option}: {exc}", Exit.USAGE) from None
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -25,12 +41,22 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 
 def server(
+    ctx: typer.Context,
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", metavar="DIR",
                                             help="Where the store lives (default: platformdirs data dir)."),
     listen: str = typer.Option("127.0.0.1:8421", "--listen", metavar="HOST:PORT"),
     dev: bool = typer.Option(False, "--dev", help="Development mode: allows isolation none."),
+    retain_flights: Optional[str] = typer.Option(
+        None, "--retain-flights", metavar="DUR",
+        help="Prune ended flights (with their facts and events) this long after they ended "
+             "(default 90d, env GG_RETAIN_FLIGHTS; 0 keeps them for ever)."),
+    retain_events: Optional[str] = typer.Option(
+        None, "--retain-events", metavar="DUR",
+        help="Prune events this much older (default 90d, env GG_RETAIN_EVENTS; 0: for ever)."),
 ) -> None:
     """Start the control plane (FastAPI on uvicorn, SQLite in WAL mode)."""
+    if ctx.invoked_subcommand is not None:
+        return
     from gg import config
     from gg.server.app import build, stopping
     from gg.server.connections import serve
@@ -38,8 +64,11 @@ def server(
 
     host, port = parse_listen(listen)
     directory = data_dir or config.data_dir()
+    windows = {name: value for name, value in (
+        ("retain_flights", _window("--retain-flights", retain_flights)),
+        ("retain_events", _window("--retain-events", retain_events))) if value is not None}
     try:
-        settings = Settings.from_env(dev=dev)
+        settings = Settings.from_env(dev=dev, **windows)
     except ValueError as exc:
         raise CliError(str(exc), Exit.USAGE) from None
     os.umask(0o077)  # everything the server writes (store, WAL, tokens) is the owner's alone
@@ -50,3 +79,24 @@ def server(
     print(f"gg: control plane on http://{host}:{port} (data in {directory})", file=sys.stderr)
     serve(app, host, port, settings, on_stopping=lambda: stopping(app),
           say=lambda line: print(f"gg: {line}", file=sys.stderr))
+
+
+def vacuum(
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", metavar="DIR",
+                                            help="The stopped server's data dir (default: "
+                                                 "platformdirs data dir)."),
+) -> None:
+    """Compact the store's file (after pruning) while no server runs on it."""
+    from gg import config
+    from gg.server.vacuum import ServerRunning
+    from gg.server.vacuum import vacuum as compact
+
+    directory = data_dir or config.data_dir()
+    try:
+        before, after = compact(directory)
+    except FileNotFoundError:
+        raise CliError(f"there is no gg store in {directory}", Exit.NOT_FOUND) from None
+    except ServerRunning:
+        raise CliError(f"a gg server is running on {directory}; stop it, then vacuum",
+                       Exit.CONFLICT) from None
+    typer.echo(f"compacted {directory}: {before} bytes before, {after} bytes now")

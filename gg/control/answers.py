@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable
 
 from gg.control import (admin, credentials, enrolment, flights, gates, labels, maintenance,
-                        people, runners)
+                        people, retention, runners)
 from gg.control.core import Core
 from gg.control.people import public_person
 from gg.control.views import flight_for_runner, runner_view, runners_view
@@ -33,7 +33,8 @@ def health(core: Core) -> dict:
 
 def whoami(core: Core, person: dict) -> dict:
     org = core.store.organisation()
-    return {"person": public_person(person), "organisation": org["name"] if org else None}
+    return {"person": public_person(person), "organisation": org["name"] if org else None,
+            "server": retention.server_facts(core)}
 
 
 def person_added(core: Core, person: dict, *, name: str, admin: bool,

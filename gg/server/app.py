@@ -18,7 +18,7 @@ from gg.server.json_body import JsonRoute
 from gg.server.limits import BodyLimit
 from gg.server.routes import admin, fleet, flights, gates, people, placement, pools, runners
 from gg.settings import Settings
-from gg.store import Store, open_store
+from gg.store import Store, hold_data_dir, open_store
 
 
 def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] = time.time,
@@ -56,4 +56,6 @@ def stopping(app: FastAPI) -> None:
 def build(data_dir: Path, settings: Settings) -> tuple[FastAPI, Path | None]:
     store = open_store(data_dir)
     app = create_app(settings, store, data_dir=data_dir)
+    # Held while the process lives: `gg server vacuum` refuses while any server holds it.
+    app.state.data_dir_lock = hold_data_dir(data_dir)
     return app, getattr(app.state.core, "owner_token_path", None)

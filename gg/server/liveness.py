@@ -17,6 +17,7 @@ from fastapi import FastAPI
 
 from gg.control.core import Core
 from gg.control.runners import notice_silence
+from gg.server import retention
 
 log = logging.getLogger("gg.server")
 
@@ -36,10 +37,12 @@ async def watch(core: Core) -> None:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI):
-    task = asyncio.create_task(watch(app.state.core))
+    tasks = [asyncio.create_task(watch(app.state.core)),
+             asyncio.create_task(retention.duty(app.state.core))]
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -7,7 +7,8 @@ sharper belongs behind a token in ``/v1``.
 Where each figure comes from:
 
 - read from the store at scrape time (true across restarts and replicas): flights by
-  stage, runners by admin state / liveness / health, live leases;
+  stage, runners by admin state / liveness / health, live leases, the store's size (and the
+  retention windows, from the settings);
 - followed incrementally from the event feed (a cursor over ``info:flight:claimed`` and
   ``info:flight:expired``, bounded per scrape): lease expiries, queue wait (opened → first
   grant) and dispatch latency (the flight last became offerable → each grant);
@@ -25,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from gg.api import paths
+from gg.control import retention
 from gg.control.core import Core
 from gg.domain.events import EventKind
 from gg.domain.flights import STAGES
@@ -86,6 +88,13 @@ class StoreCollector:
                                 value=core.store.live_lease_count(now))
         yield GaugeMetricFamily("gg_claims_parked", "Runner claims held open, waiting for work.",
                                 value=self.parked())
+        kept = retention.server_facts(core)
+        yield GaugeMetricFamily("gg_retain_flights_seconds", "How long an ended flight is kept "
+                                "before it is pruned (0: for ever).", value=kept["retain_flights"])
+        yield GaugeMetricFamily("gg_retain_events_seconds", "How long an event is kept before "
+                                "it is pruned (0: for ever).", value=kept["retain_events"])
+        yield GaugeMetricFamily("gg_database_bytes", "The store's size on disk (database file "
+                                "and write-ahead log).", value=kept["database_bytes"])
         self._follow()
         yield CounterMetricFamily("gg_lease_expiries", "Leases that ran out (all time).",
                                   value=self.expiries)

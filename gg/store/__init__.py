@@ -21,11 +21,12 @@ from gg.store.metrics import MetricRows
 from gg.store.people import PeopleRows
 from gg.store.placement import PlacementRows
 from gg.store.pools import PoolRows
+from gg.store.retention import RetentionRows
 from gg.store.runners import RunnerRows
 
 
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
-            PlacementRows, PoolRows, MetricRows):
+            PlacementRows, PoolRows, MetricRows, RetentionRows):
     """The SQLite store (the embedded default)."""
 
     def __init__(self, path: Path | str):
@@ -47,6 +48,26 @@ def open_store(data_dir: Path | str) -> Store:
     return store
 
 
+SERVER_LOCK = "server.lock"
+
+
+def hold_data_dir(data_dir: Path | str, *, alone: bool = False):
+    """An advisory lock on ``data_dir``'s lock file, held as long as the returned file stays
+    open: shared by every running server, exclusive (``alone``) for maintenance that needs the
+    store to itself. None when it is taken in a way that excludes ours."""
+    import fcntl
+
+    path = Path(data_dir) / SERVER_LOCK
+    handle = open(path, "a+")
+    os.chmod(path, 0o600)
+    try:
+        fcntl.flock(handle, (fcntl.LOCK_EX if alone else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
+
 def make_private(data_dir: Path) -> None:
     """The data dir is 0700 and everything in it 0600 (directories 0700), also when an older
     version left it readable: it holds token hashes, credentials' digests and the owner token.
@@ -61,4 +82,4 @@ def make_private(data_dir: Path) -> None:
                 os.chmod(path, 0o600)
 
 
-__all__ = ["Store", "open_store"]
+__all__ = ["Store", "open_store", "hold_data_dir"]

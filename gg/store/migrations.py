@@ -2,7 +2,8 @@
 
 Ranges keep parallel work apart: 1-99 core, 100-199 placement, 200-299 fleet operations,
 300-399 enrolment and profiles, 400-499 pools, 500-599 proof/metrics, 600-609 key proof,
-610-619 people, 800-809 run-time limits.
+610-619 people, 800-809 run-time limits, 810-819 output caps, 820-829 priorities,
+830-839 retention, 840-849 hooks.
 """
 
 from __future__ import annotations
@@ -348,5 +349,20 @@ def _output_caps(db: sqlite_utils.Database) -> None:
         """
         ALTER TABLE flights ADD COLUMN output_limit INTEGER;
         ALTER TABLE flights ADD COLUMN output_bytes INTEGER NOT NULL DEFAULT 0;
+        """
+    )
+
+
+# -- retention (830-839) ----------------------------------------------------------------------
+
+
+@migration(830, "retention indexes")
+def _retention_indexes(db: sqlite_utils.Database) -> None:
+    """Pruning finds ended flights by ``ended_at`` and old events by ``at``, oldest first, each a
+    range scan of an index rather than of the table."""
+    db.executescript(
+        """
+        CREATE INDEX flights_ended ON flights(ended_at);
+        CREATE INDEX events_at ON events(at);
         """
     )

@@ -1,0 +1,83 @@
+"""Pruning ended history, and the store's size. Each method is one statement over an index.
+
+A flight is pruned with every row that hangs off it (facts, grants, its events), children
+first, so a crash between batches leaves an old final flight with part of its history, which
+the next batch finishes; never a row that points at nothing. Only final flights qualify: the
+stage test is in every statement, not only in the caller.
+"""
+
+from __future__ import annotations
+
+import os
+
+from gg.domain.flights import Stage
+from gg.store.db import Database
+
+FINAL = tuple(s.value for s in Stage if s.final)
+_FINAL_MARKS = ", ".join("?" * len(FINAL))
+# meta: events recorded before this time may have been pruned (the invariant checker reads it)
+EVENTS_PRUNED_BEFORE = "retention:events_pruned_before"
+_CHILDREN = {"facts": "seq", "grants": "rowid", "events": "seq"}
+
+
+class RetentionRows:
+    db: Database
+
+    def prunable_flights(self, ended_before: float, limit: int) -> list[str]:
+        """Up to ``limit`` final flights that ended before ``ended_before``, oldest end first:
+        a walk of the index ``flights_ended`` in order that stops after ``limit`` (left to
+        itself the planner would gather every final flight by stage, then sort them)."""
+        rows = self.db.all(
+            "SELECT id FROM flights INDEXED BY flights_ended "
+            f"WHERE stage IN ({_FINAL_MARKS}) AND ended_at < ? ORDER BY ended_at LIMIT ?",
+            (*FINAL, ended_before, limit))
+        return [r[0] for r in rows]
+
+    def delete_flight_children(self, table: str, flight_ids: list[str], limit: int) -> int:
+        """Delete up to ``limit`` rows of ``table`` (facts, grants, events) that belong to
+        ``flight_ids``; the number deleted."""
+        key = _CHILDREN[table]
+        marks = ", ".join("?" * len(flight_ids))
+        cur = self.db.run(
+            f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} "
+            f"WHERE flight_id IN ({marks}) LIMIT ?)", (*flight_ids, limit))
+        return cur.rowcount
+
+    def delete_ended_flights(self, flight_ids: list[str], ended_before: float) -> int:
+        """Delete these flights' rows, each only if it is final and ended before
+        ``ended_before``."""
+        marks = ", ".join("?" * len(flight_ids))
+        cur = self.db.run(
+            f"DELETE FROM flights WHERE id IN ({marks}) AND stage IN ({_FINAL_MARKS}) "
+            "AND ended_at < ?", (*flight_ids, *FINAL, ended_before))
+        return cur.rowcount
+
+    def prune_events(self, before: float, limit: int) -> int:
+        """Delete up to ``limit`` events recorded before ``before``, oldest first, except those
+        of a flight that is not final (its history stays whole while it may still run)."""
+        cur = self.db.run(
+            f"""DELETE FROM events WHERE seq IN (
+                  SELECT e.seq FROM events e LEFT JOIN flights f ON f.id = e.flight_id
+                   WHERE e.at < ? AND (f.id IS NULL OR f.stage IN ({_FINAL_MARKS}))
+                   ORDER BY e.at LIMIT ?)""", (before, *FINAL, limit))
+        return cur.rowcount
+
+    def note_events_pruned(self, before: float) -> None:
+        self.db.run("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE "
+                    "SET value = excluded.value", (EVENTS_PRUNED_BEFORE, repr(before)))
+
+    def database_bytes(self) -> int:
+        """The store's size on disk: the database file and its write-ahead log."""
+        total = 0
+        for path in (self.db.path, self.db.path + "-wal"):
+            try:
+                total += os.path.getsize(path)
+            except OSError:
+                pass
+        return total
+
+    def vacuum(self) -> None:
+        """Rewrite the file without its free pages (needs the store to itself), then fold
+        and truncate the write-ahead log."""
+        self.db.run("VACUUM")
+        self.db.run("PRAGMA wal_checkpoint(TRUNCATE)")
