@@ -36,10 +36,15 @@ async def watch(core: Core) -> None:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI):
-    task = asyncio.create_task(watch(app.state.core))
+    tasks = [asyncio.create_task(watch(app.state.core))]
+    outbox = getattr(app.state, "outbox", None)
+    if outbox is not None:  # the hooks' deliveries (gg.server.hooks)
+        tasks.append(asyncio.create_task(outbox.run()))
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
