@@ -55,11 +55,13 @@ class Settings:
     meaning_deadline: float = 0.25
     # Hooks (docs/operations.md): one POST waits at most HOOK_TIMEOUT; a failed delivery is
     # tried again after HOOK_BACKOFF, doubling, at most HOOK_BACKOFF_CAP apart, for as long
-    # as the hook exists; the outbox is looked at every HOOK_POLL when nothing wakes it.
+    # as the hook exists; the outbox is looked at every HOOK_POLL when nothing wakes it, and
+    # delivered rows older than HOOK_RETAIN are forgotten.
     hook_timeout: float = 10.0
     hook_backoff: float = 1.0
     hook_backoff_cap: float = 300.0
     hook_poll: float = 1.0
+    hook_retain: float = 30 * 86400.0  # delivered rows (and their answers) are kept this long
     max_key_nonces: int = 10_000  # unspent key-proof nonces at once; more are refused with 429
     dev: bool = False
 

@@ -83,14 +83,20 @@ def answered(core: Core, row: dict, *, status: int | None, error: str | None) ->
     """Record one attempt's answer; a 2xx delivers the row, anything else schedules the next
     attempt (capped backoff). True when delivered."""
     now = core.now()
-    attempt = row["attempts"] + 1
     ok = rules.delivered(status)
-    later = rules.next_try(attempt, now, base=core.settings.hook_backoff,
-                           cap=core.settings.hook_backoff_cap)
     with core.store.atomic():
+        attempt = core.store.hook_delivery_attempts(row["seq"]) + 1
+        later = rules.next_try(attempt, now, base=core.settings.hook_backoff,
+                               cap=core.settings.hook_backoff_cap)
         core.store.record_hook_attempt(row["seq"], attempt=attempt, at=now, status=status,
                                        error=error, delivered=ok, next_at=now if ok else later)
     return ok
+
+
+def prune(core: Core, limit: int) -> int:
+    """Forget up to ``limit`` delivered (or dropped) rows older than HOOK_RETAIN."""
+    with core.store.atomic():
+        return core.store.prune_hook_deliveries(core.now() - core.settings.hook_retain, limit)
 
 
 def public_hook(hook: dict) -> dict:

@@ -24,6 +24,8 @@ from gg.domain import hooks as rules
 log = logging.getLogger("gg.server")
 
 BATCH = 16  # rows sent at once (each of a different flight, or of none)
+PRUNE_BATCH = 200  # old delivered rows forgotten at once
+PRUNE_EVERY = 60.0  # seconds between two such batches
 MAX_ERROR = 200  # characters of a failed attempt's error kept for `gg hook show`
 
 
@@ -32,6 +34,7 @@ class Outbox:
         self.core = core
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+        self._pruned_at = 0.0
         core.signals.on_event.append(self.poke)
 
     def poke(self) -> None:
@@ -53,6 +56,9 @@ class Outbox:
                     if rows:
                         await asyncio.gather(*(self._send(http, row) for row in rows))
                         continue
+                    if self.core.now() - self._pruned_at >= PRUNE_EVERY:  # idle: off the hot path
+                        self._pruned_at = self.core.now()
+                        hook_ops.prune(self.core, PRUNE_BATCH)
                     await self._sleep()
                 except asyncio.CancelledError:
                     raise

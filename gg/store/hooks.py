@@ -5,6 +5,9 @@ from __future__ import annotations
 from gg.store.db import Database, dumps, loads
 
 
+KEPT_ANSWERS = 10  # a delivery keeps the answers of its last this many attempts
+
+
 def _hook(row) -> dict:
     return dict(row) | {"events": loads(row["events"], [])}
 
@@ -65,10 +68,16 @@ class HookRows:
                           "WHERE delivered_at IS NULL AND dropped_at IS NULL")
         return row[0] if row else None
 
+    def hook_delivery_attempts(self, seq: int) -> int:
+        row = self.db.one("SELECT attempts FROM hook_deliveries WHERE seq = ?", (seq,))
+        return row[0] if row else 0
+
     def record_hook_attempt(self, seq: int, *, attempt: int, at: float, status: int | None,
                             error: str | None, delivered: bool, next_at: float) -> None:
         self.db.insert("hook_attempts", {"delivery_seq": seq, "attempt": attempt, "at": at,
                                          "status": status, "error": error})
+        self.db.run("DELETE FROM hook_attempts WHERE delivery_seq = ? AND attempt <= ?",
+                    (seq, attempt - KEPT_ANSWERS))
         self.db.run("UPDATE hook_deliveries SET attempts = ?, next_at = ?, delivered_at = ? "
                     "WHERE seq = ?", (attempt, next_at, at if delivered else None, seq))
 
@@ -83,3 +92,17 @@ class HookRows:
                 "SELECT attempt, at, status, error FROM hook_attempts WHERE delivery_seq = ? "
                 "ORDER BY attempt", (row["seq"],))]
         return rows
+
+    def prune_hook_deliveries(self, before: float, limit: int) -> int:
+        """Forget up to ``limit`` delivered or dropped rows made before ``before``, with
+        their answers; undelivered rows are never pruned."""
+        seqs = [r[0] for r in self.db.all(
+            "SELECT seq FROM hook_deliveries WHERE created_at < ? AND "
+            "(delivered_at IS NOT NULL OR dropped_at IS NOT NULL) ORDER BY seq LIMIT ?",
+            (before, limit))]
+        if not seqs:
+            return 0
+        marks = ", ".join("?" * len(seqs))
+        self.db.run(f"DELETE FROM hook_attempts WHERE delivery_seq IN ({marks})", tuple(seqs))
+        self.db.run(f"DELETE FROM hook_deliveries WHERE seq IN ({marks})", tuple(seqs))
+        return len(seqs)
