@@ -48,6 +48,7 @@ def hooks_list(json_: bool = typer.Option(False, "--json")) -> None:
         emit_json(rows)
         return
     t = table("ID", "URL", "ON", "ENV", "ADDED")
+    t.columns[1].overflow = "fold"  # a URL is shown whole, over several lines if need be
     for h in rows:
         t.add_row(h.id, h.url, ",".join(h.events), h.environment or "-",
                   f"{ago(h.created_at)} by {h.created_by}")
@@ -68,6 +69,7 @@ def hook_show(
     typer.echo(f"hook {hook.id} -> {hook.url} on {','.join(hook.events)}"
                f"{' in ' + hook.environment if hook.environment else ''}")
     t = table("DELIVERY", "EVENT", "FLIGHT", "ATTEMPT", "AT", "ANSWER", "STATE")
+    t.columns[0].overflow = t.columns[5].overflow = "fold"  # ids and errors shown whole
     for d in detail.deliveries:
         state = ("delivered" if d.delivered_at else "dropped" if d.dropped_at
                  else f"next try {ago(d.next_at)}")

@@ -203,3 +203,23 @@ def test_only_an_admin_adds_a_hook_and_an_unknown_event_name_is_refused(fleet, r
     assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
     assert unknown.stderr.strip().count("\n") == 0 and "exploded" in unknown.stderr
     assert json.loads(fleet.gg("hooks", "--json").stdout) == []
+
+
+def test_a_runner_going_silent_reaches_a_hook_on_runner_offline(make_fleet, receivers):
+    receiver = receivers().start()
+    fleet = make_fleet(QUICK)
+    added = fleet.gg("hook", "add", receiver.url(), "--on", "runner.offline")
+    assert added.returncode == 0, added.stderr
+    secret = added.stdout.strip().splitlines()[-1]
+    assert secret.startswith("ggh_") and "runner.offline" in added.stdout
+    listed = fleet.gg("hooks")
+    assert listed.returncode == 0 and f"127.0.0.1:{receiver.port}" in listed.stdout
+    assert secret not in listed.stdout
+    fleet.runner("r1")
+    row = fleet.wait_online("r1")["r1"]
+    fleet.runners[0].stop(sig=9)  # silent from now on
+    [got] = wait_until(receiver.got, what="the runner.offline event")
+    event = json.loads(got["body"])
+    assert signed_by(secret, got)
+    assert event["event"] == "runner.offline" and event["runner_id"] == row["id"]
+    assert event["flight_id"] is None
