@@ -75,7 +75,8 @@ def hook_show(
                  else f"next try {ago(d.next_at)}")
         answers = d.answers or [None]
         for a in answers:
-            answer = "-" if a is None else (str(a.status) if a.status is not None else a.error or "-")
+            answer = ("-" if a is None else str(a.status) if a.status is not None
+                      else a.error or "-")
             t.add_row(d.id, d.event, d.flight_id or "-", str(a.attempt) if a else "-",
                       ago(a.at) if a else "-", answer, state)
     console().print(t)

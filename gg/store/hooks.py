@@ -28,7 +28,8 @@ class HookRows:
 
     def hooks(self, *, removed: bool = False) -> list[dict]:
         where = "" if removed else "WHERE removed_at IS NULL"
-        return [_hook(r) for r in self.db.all(f"SELECT * FROM hooks {where} ORDER BY created_at, id")]
+        rows = self.db.all(f"SELECT * FROM hooks {where} ORDER BY created_at, id")
+        return [_hook(r) for r in rows]
 
     def remove_hook(self, hook_id: str, now: float) -> bool:
         """Mark the hook removed and drop its undelivered rows: nothing more is sent to it."""
