@@ -29,6 +29,7 @@ from gg.api import enrolment as e
 from gg.api import events as ev
 from gg.api import flights as f
 from gg.api import gates as g
+from gg.api import hooks as h
 from gg.api import paths
 from gg.api import people as pe
 from gg.api import placement as pl
@@ -138,6 +139,21 @@ class Client:
     def rotate_person_token(self, name: str, ttl: float | str | None = None) -> pe.PersonWithToken:
         return _one(pe.PersonWithToken, self.request(
             "POST", paths.PERSON_TOKEN.format(name=_segment(name)), json={"ttl": ttl}))
+
+    # -- hooks (admin) ---------------------------------------------------------------------
+
+    def add_hook(self, url: str, on: list[str], environment: str | None = None) -> h.HookWithSecret:
+        return _one(h.HookWithSecret, self.request(
+            "POST", paths.HOOKS, json={"url": url, "on": on, "environment": environment}))
+
+    def hooks(self) -> list[h.Hook]:
+        return _many(h.Hook, self.request("GET", paths.HOOKS))
+
+    def hook(self, hook_id: str) -> h.HookDetail:
+        return _one(h.HookDetail, self.request("GET", paths.HOOK.format(hook_id=_segment(hook_id))))
+
+    def remove_hook(self, hook_id: str) -> h.Hook:
+        return _one(h.Hook, self.request("DELETE", paths.HOOK.format(hook_id=_segment(hook_id))))
 
     # -- runners (as the runner) ----------------------------------------------------------
 

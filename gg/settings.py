@@ -68,6 +68,15 @@ class Settings:
     # how long one evaluation may run in a worker process before it reads "took too long".
     meaning_cost_limit: int = 10_000
     meaning_deadline: float = 0.25
+    # Hooks (docs/operations.md): one POST waits at most HOOK_TIMEOUT; a failed delivery is
+    # tried again after HOOK_BACKOFF, doubling, at most HOOK_BACKOFF_CAP apart, for as long
+    # as the hook exists; the outbox is looked at every HOOK_POLL when nothing wakes it, and
+    # delivered rows older than HOOK_RETAIN are forgotten.
+    hook_timeout: float = 10.0
+    hook_backoff: float = 1.0
+    hook_backoff_cap: float = 300.0
+    hook_poll: float = 1.0
+    hook_retain: float = 30 * 86400.0  # delivered rows (and their answers) are kept this long
     max_key_nonces: int = 10_000  # unspent key-proof nonces at once; more are refused with 429
     # The longest a flight may run (gg fly --timeout, docs/operations.md); 0: no maximum.
     # With a maximum, a flight that names no limit (and whose environment has none) gets it.

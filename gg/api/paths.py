@@ -50,3 +50,7 @@ POOL_PLAN = "/v1/pools/{pool}/plan"
 POOL_ACTIONS = "/v1/pools/{pool}/actions"
 POOL_ATTEST = "/v1/pools/{pool}/attest"
 MEMBER_JOIN = "/v1/members/join"
+
+# -- hooks (docs/operations.md) ----------------------------------------------------------
+HOOKS = "/v1/hooks"
+HOOK = "/v1/hooks/{hook_id}"

@@ -43,9 +43,10 @@ def _register() -> None:
     from gg.cli import admin, demo, events, flights, gates, people, placement, runners, sent, server
     from gg.cli import airspace, credentials, fleet  # enrolment
     from gg.cli import pools, strategies  # pools
+    from gg.cli import hooks  # notifications
 
     for module in (server, people, runners, admin, sent, flights, gates, placement, events, demo,
-                   airspace, fleet, credentials, pools, strategies):
+                   airspace, fleet, credentials, pools, strategies, hooks):
         module.register(app)
 
 

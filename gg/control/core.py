@@ -12,6 +12,7 @@ from typing import Callable
 
 from gg import __version__
 from gg.control.verdicts import Verdicts
+from gg.domain import hooks as hook_rules
 from gg.domain.events import EventKind
 from gg.settings import Settings
 from gg.store import Store
@@ -61,5 +62,28 @@ class Core:
 
     def event(self, kind: EventKind, *, actor: str | None = None, runner_id: str | None = None,
               flight_id: str | None = None, at: float | None = None, **body) -> None:
-        self.store.add_event(EventKind(kind).value, self.now() if at is None else at, actor=actor,
-                             runner_id=runner_id, flight_id=flight_id, body=body)
+        kind = EventKind(kind)
+        at = self.now() if at is None else at
+        with self.store.atomic():  # the event and its hooks' outbox rows: one transaction
+            seq = self.store.add_event(kind.value, at, actor=actor, runner_id=runner_id,
+                                       flight_id=flight_id, body=body)
+            if kind.value in hook_rules.NAME_OF:
+                self._queue_for_hooks(dict(seq=seq, kind=kind.value, at=at, actor=actor,
+                                           runner_id=runner_id, flight_id=flight_id, body=body))
+
+    def _queue_for_hooks(self, event: dict) -> None:
+        """An outbox row for every hook that hears ``event`` (gg.domain.hooks)."""
+        hooks = self.store.hooks()
+        if not hooks:
+            return
+        flight_id = event["flight_id"]
+        environment = self.store.flight_environment(flight_id) if flight_id else None
+        for hook in hooks:
+            if not hook_rules.hears(hook, event["kind"], environment):
+                continue
+            delivery_id = hook_rules.new_delivery_id()
+            self.store.add_hook_delivery(
+                id=delivery_id, hook_id=hook["id"], event_seq=event["seq"], kind=event["kind"],
+                flight_id=flight_id, now=self.now(),
+                body=hook_rules.body(delivery_id=delivery_id, hook_id=hook["id"], event=event,
+                                     environment=environment))

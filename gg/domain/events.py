@@ -61,6 +61,9 @@ class EventKind(StrEnum):
     ENVIRONMENT_CHARTED = "info:environment:charted"
     ENVIRONMENT_IN_FORCE = "info:environment:in_force"
     ROOT_APPLIED = "info:root:applied"
+    # hooks
+    HOOK_ADDED = "info:hook:added"
+    HOOK_REMOVED = "info:hook:removed"
 
 
 EVENT_KINDS = tuple(k.value for k in EventKind)

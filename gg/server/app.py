@@ -14,9 +14,10 @@ from gg.control.core import Core
 from gg.control.people import bootstrap
 from gg.server import errors, liveness, metrics
 from gg.server.dispatch import Dispatcher, Watch
+from gg.server.hooks import Outbox
 from gg.server.json_body import JsonRoute
 from gg.server.limits import BodyLimit
-from gg.server.routes import admin, fleet, flights, gates, people, placement, pools, runners
+from gg.server.routes import admin, fleet, flights, gates, hooks, people, placement, pools, runners
 from gg.settings import Settings
 from gg.store import Store, hold_data_dir, open_store
 
@@ -36,9 +37,10 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.state.core = core
     app.state.dispatcher = Dispatcher(core)
     app.state.watch = Watch(core)
+    app.state.outbox = Outbox(core)
     errors.install(app)
     errors.document(app)
-    for module in (people, runners, flights, gates, fleet, admin, placement, pools):
+    for module in (people, runners, flights, gates, fleet, admin, placement, pools, hooks):
         app.include_router(module.router, responses=errors.REFUSALS)
     placement.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

@@ -39,10 +39,14 @@ async def watch(core: Core) -> None:
 async def lifespan(app: FastAPI):
     tasks = [asyncio.create_task(watch(app.state.core)),
              asyncio.create_task(retention.duty(app.state.core))]
+    outbox = getattr(app.state, "outbox", None)
+    if outbox is not None:  # the hooks' deliveries (gg.server.hooks)
+        tasks.append(asyncio.create_task(outbox.run()))
     try:
         yield
     finally:
         for task in tasks:
             task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task

@@ -366,3 +366,52 @@ def _retention_indexes(db: sqlite_utils.Database) -> None:
         CREATE INDEX events_at ON events(at);
         """
     )
+
+
+# -- hooks (840-849) --------------------------------------------------------------------------
+
+
+@migration(840, "hooks and their outbox")
+def _hooks(db: sqlite_utils.Database) -> None:
+    """Hooks an admin added, and the durable outbox of their deliveries. The secret is kept
+    as it was minted (the server must compute HMACs with it), in this file, which is 0600 in
+    the 0700 data dir. A delivery row is written in the transaction that records its event;
+    each attempt's answer is kept for ``gg hook show``."""
+    db.executescript(
+        """
+        CREATE TABLE hooks (
+            id TEXT PRIMARY KEY,
+            url TEXT NOT NULL,
+            events TEXT NOT NULL,
+            environment TEXT,
+            secret TEXT NOT NULL,
+            created_by TEXT,
+            created_at REAL NOT NULL,
+            removed_at REAL
+        );
+        CREATE TABLE hook_deliveries (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            hook_id TEXT NOT NULL,
+            event_seq INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            flight_id TEXT,
+            body BLOB NOT NULL,
+            created_at REAL NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_at REAL NOT NULL,
+            delivered_at REAL,
+            dropped_at REAL
+        );
+        CREATE INDEX hook_deliveries_due ON hook_deliveries(delivered_at, dropped_at, next_at);
+        CREATE INDEX hook_deliveries_flight ON hook_deliveries(hook_id, flight_id, seq);
+        CREATE TABLE hook_attempts (
+            delivery_seq INTEGER NOT NULL,
+            attempt INTEGER NOT NULL,
+            at REAL NOT NULL,
+            status INTEGER,
+            error TEXT,
+            PRIMARY KEY (delivery_seq, attempt)
+        );
+        """
+    )

@@ -147,3 +147,17 @@ def test_gates_and_environments_send_what_their_models_declare(client):
     _declared(client, "POST", f"/v1/gates/{gate}/clear", 200, headers=auth(owner))
     _declared(client, "GET", "/v1/environments", 200, headers=auth(owner))
     _declared(client, "GET", "/v1/environments/ui", 200, headers=auth(owner))
+
+
+def test_hooks_send_what_their_models_declare(client):
+    owner = client.owner
+    added = _declared(client, "POST", "/v1/hooks", 201, headers=auth(owner),
+                      json={"url": "http://127.0.0.1:9/h", "on": ["opened", "landed"]})
+    hook = added["hook"]["id"]
+    assert added["secret"].startswith("ggh_")
+    _declared(client, "POST", "/v1/flights", 201, headers=auth(owner), json={"command": ["true"]})
+    listed = _declared(client, "GET", "/v1/hooks", 200, headers=auth(owner))
+    assert [h["id"] for h in listed] == [hook] and "secret" not in listed[0]
+    shown = _declared(client, "GET", f"/v1/hooks/{hook}", 200, headers=auth(owner))
+    assert [d["event"] for d in shown["deliveries"]] == ["opened"]
+    _declared(client, "DELETE", f"/v1/hooks/{hook}", 200, headers=auth(owner))
