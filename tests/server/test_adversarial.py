@@ -19,8 +19,10 @@ LIMIT = 1_048_576  # the default max body size
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("adversarial")
-    srv = LocalServer(root / "data", free_port(), env={"GG_CLAIM_WAIT": "0.2"},
-                      log=root / "server.log").start()
+    # The module holds one lease throughout: it must outlive the module on a loaded machine,
+    # or its expiry would read as a change that a refused request made.
+    env = {"GG_CLAIM_WAIT": "0.2", "GG_LEASE_TTL": "3600", "GG_LEASE_RENEW_AT": "600"}
+    srv = LocalServer(root / "data", free_port(), env=env, log=root / "server.log").start()
     owner = {"authorization": f"Bearer {srv.owner_token()}"}
     reg = httpx.post(srv.url + "/v1/runners", headers=owner,
                      json={"name": "victim", **http_proof(httpx, "register", base=srv.url)}).json()
