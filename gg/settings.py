@@ -26,6 +26,16 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
+# Settings that take one of a few words, and the words.
+CHOICES = {"high_priority": ("admins", "everyone")}
+
+
+def _choice(text: str, words: tuple[str, ...]) -> str:
+    if text.strip() not in words:
+        raise ValueError(f"{text!r} is not one of {', '.join(words)}")
+    return text.strip()
+
+
 @dataclass(frozen=True)
 class Settings:
     check_in_interval: float = 15.0
@@ -54,6 +64,7 @@ class Settings:
     meaning_cost_limit: int = 10_000
     meaning_deadline: float = 0.25
     max_key_nonces: int = 10_000  # unspent key-proof nonces at once; more are refused with 429
+    high_priority: str = "admins"  # who may open a flight with --priority high: admins|everyone
     dev: bool = False
 
     @classmethod
@@ -68,7 +79,9 @@ class Settings:
             if raw is None or raw == "":
                 continue
             try:
-                if f.type in (int, "int"):
+                if f.name in CHOICES:
+                    values[f.name] = _choice(raw, CHOICES[f.name])
+                elif f.type in (int, "int"):
                     values[f.name] = int(raw)
                 else:
                     values[f.name] = parse_duration(raw)

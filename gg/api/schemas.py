@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from gg.domain.flights import Outcome
+from gg.domain.flights import Outcome, Priority
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 ShortText = Annotated[str, StringConstraints(max_length=200)]
@@ -165,6 +165,7 @@ class FlightOpen(Request):
     attended: bool = False
     repo: Annotated[str | None, StringConstraints(min_length=1, max_length=500)] = None
     agent: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}$")] = "shell"
+    priority: Priority = Priority.NORMAL
 
 
 class PolicySet(Request):

@@ -12,9 +12,10 @@ from gg.api.flights import FactsPage, FlightFact
 from gg.cli.context import CliError, ago, client, console, emit_json, parse_labels, table
 from gg.cli.exits import Exit
 from gg.client import RETRY_FOLLOW
-from gg.domain.flights import Stage
+from gg.domain.flights import Priority, Stage
 
 STAGES = tuple(s.value for s in Stage)
+PRIORITIES = tuple(p.value for p in Priority)
 
 
 def register(app: typer.Typer) -> None:
@@ -33,11 +34,15 @@ def fly(
     attended: bool = typer.Option(False, "--attended", help="Fail unless R takes it promptly."),
     repo: Optional[str] = typer.Option(None, "--repo", metavar="URL"),
     agent: str = typer.Option("shell", "--agent", metavar="NAME"),
+    priority: str = typer.Option("normal", "--priority", metavar="P", help="|".join(PRIORITIES)),
     wait: bool = typer.Option(False, "--wait", help="Follow it to the end; exit with its code."),
     json_: bool = typer.Option(False, "--json"),
 ) -> None:
     """Open a flight."""
-    body = {"command": command, "title": title, "environment": env, "runner": runner,
+    if priority not in PRIORITIES:
+        raise CliError(f"--priority must be one of {', '.join(PRIORITIES)} (got {priority!r})",
+                       Exit.USAGE)
+    body = {"priority": priority,"command": command, "title": title, "environment": env, "runner": runner,
             "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent}
     api = client()
     flight = api.open_flight(body)

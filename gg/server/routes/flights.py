@@ -23,7 +23,8 @@ Wait = Annotated[float, Query(ge=0, le=60)]
 async def open_flight(body: FlightOpen, request: Request, person: dict = Depends(auth.person)) -> dict:
     return answers.opened(request.app.state.core, person, command=body.command, title=body.title,
                           environment=body.environment, runner=body.runner, labels=body.labels,
-                          attended=body.attended, repo=body.repo, agent=body.agent)
+                          attended=body.attended, repo=body.repo, agent=body.agent,
+                          priority=body.priority.value)
 
 
 @router.get(paths.FLIGHTS, response_model=list[FlightRow])
