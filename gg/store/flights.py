@@ -102,12 +102,6 @@ class FlightRows:
             out.append(data)
         return out
 
-    def ready_flights(self, *, limit: int, after_seq: int = 0) -> list[tuple[int, Flight]]:
-        rows = self.db.all(
-            "SELECT * FROM flights WHERE stage = 'ready' AND seq > ? ORDER BY seq LIMIT ?",
-            (after_seq, limit))
-        return [(r["seq"], flight_from_row(r)) for r in rows]
-
     def ready_turns(self, depth: int) -> tuple[list[Flight], dict[str, float], set[str]]:
         """The oldest ``depth`` ready flights of each (priority, opener), oldest first; when
         each of those openers was last granted a flight; and the priorities of the groups

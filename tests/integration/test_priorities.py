@@ -46,15 +46,18 @@ def test_a_burst_does_not_starve_another_persons_flight_and_high_goes_first(flee
     opened = fleet.gg("fly", "--priority", "high", "--json", "--", "sleep 0.2")
     assert opened.returncode == 0, opened.stderr
     urgent = json.loads(opened.stdout)["id"]
-    waiting = {f["id"] for f in owner.flights(stage="ready", limit=100)} - {urgent}
+    # ... and bob's normal flight, opened after it, goes before the low burst too.
+    normal = bob.open_flight({"command": ["sleep 0.2"]})["id"]
+    waiting = {f["id"] for f in owner.flights(stage="ready", limit=100)} - {urgent, normal}
     assert waiting, "the burst should still be waiting"
-    order = wait_until(lambda: (lambda s: s if urgent in s else None)(started(owner)),
-                       timeout=30, what="the high flight to start")
-    assert not waiting & set(order[:order.index(urgent)])
+    order = wait_until(lambda: (lambda s: s if normal in s else None)(started(owner)),
+                       timeout=30, what="the normal flight to start")
+    assert order.index(urgent) < order.index(normal)
+    assert not waiting & set(order[:order.index(normal)])
 
     rows = json.loads(fleet.gg("flights", "--json", "--limit", "100", check=True).stdout)
     priorities = {r["id"]: r["priority"] for r in rows}
-    assert priorities[urgent] == "high" and priorities[single] == "low"
+    assert (priorities[urgent], priorities[normal], priorities[single]) == ("high", "normal", "low")
     assert {priorities[f] for f in burst} == {"low"}
     bad = fleet.gg("fly", "--priority", "urgent", "--", "true")
     assert bad.returncode != 0 and bad.stderr.strip() == (
