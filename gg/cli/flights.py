@@ -143,6 +143,8 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
              f"  command   {' '.join(f.command)}"]
     if f.environment:
         lines.append(f"  env       {f.environment}")
+    if f.priority != Priority.NORMAL:
+        lines.append(f"  priority  {f.priority}")
     if f.lease:
         lease = f.lease
         lines.append(f"  lease     {f.runner_name} ({lease.runner}), epoch {lease.epoch}, "

@@ -59,6 +59,7 @@ def test_a_burst_does_not_starve_another_persons_flight_and_high_goes_first(flee
     priorities = {r["id"]: r["priority"] for r in rows}
     assert (priorities[urgent], priorities[normal], priorities[single]) == ("high", "normal", "low")
     assert {priorities[f] for f in burst} == {"low"}
+    assert "  priority  high\n" in fleet.gg("show", urgent, check=True).stdout
     bad = fleet.gg("fly", "--priority", "urgent", "--", "true")
     assert bad.returncode != 0 and bad.stderr.strip() == (
         "--priority must be one of high, normal, low (got 'urgent')")
