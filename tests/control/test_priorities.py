@@ -62,13 +62,15 @@ def test_claims_take_turns_between_people_and_high_goes_first(core, owner, ada, 
 
 
 def test_a_claim_reads_past_a_long_burst_it_cannot_take(core, owner, ada, bob, clock):
-    """Ada's 100 high flights need a label this runner lacks; bob's low one is still found,
-    and so is ada's own normal one behind her burst."""
+    """The owner's 100 high flights need a label this runner lacks: the high one the owner
+    opened after them is still found first, then the owner's normal one and bob's low one."""
     plain = make_runner(core, owner, "plain")
     for _ in range(100):
         fly(core, owner, clock, priority="high", labels={"gpu": "yes"})
     low = fly(core, bob, clock, priority="low").id
     mine = fly(core, owner, clock).id
+    urgent = fly(core, owner, clock, priority="high").id  # the 101st of the owner's high ones
+    assert claim_and_land(core, clock, plain) == urgent
     assert claim_and_land(core, clock, plain) == mine
     assert claim_and_land(core, clock, plain) == low
 
