@@ -44,6 +44,9 @@ _STATE_WORDS = (
 )
 
 
+PRIORITY = "priority"  # the code of the sentence for flights of higher priority ahead
+
+
 @dataclass(frozen=True)
 class Waiting:
     code: str
@@ -115,7 +118,7 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
     behind = ahead_of(flight, advertising, ctx)
     if behind and behind >= sum(max(s.runner.workers - s.live_leases, 0) for s in free):
         return Waiting(
-            "priority",
+            PRIORITY,
             f"waiting: {behind} flight{'s' if behind != 1 else ''} of higher priority "
             f"{'are' if behind != 1 else 'is'} ahead of it",
             "wait: they start first on the runners that could take it",
