@@ -39,6 +39,14 @@ def parse_size(text: str) -> int:
     if unit not in _SIZE_UNITS:
         raise ValueError(f"{text!r} is not a size (try 512k, 10MB or 1G)")
     return int(float(match.group(1)) * _SIZE_UNITS[unit])
+# Settings that take one of a few words, and the words.
+CHOICES = {"high_priority": ("admins", "everyone")}
+
+
+def _choice(text: str, words: tuple[str, ...]) -> str:
+    if text.strip() not in words:
+        raise ValueError(f"{text!r} is not one of {', '.join(words)}")
+    return text.strip()
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,7 @@ class Settings:
     retain_events: float = 90 * 86400.0
     retention_batch: int = 200
     retention_period: float = 60.0
+    high_priority: str = "admins"  # who may open a flight with --priority high: admins|everyone
     dev: bool = False
 
     @classmethod
@@ -109,6 +118,8 @@ class Settings:
             try:
                 if f.name in _SIZES:
                     values[f.name] = parse_size(raw)
+                elif f.name in CHOICES:
+                    values[f.name] = _choice(raw, CHOICES[f.name])
                 elif f.type in (int, "int"):
                     values[f.name] = int(raw)
                 else:

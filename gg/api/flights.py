@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gg.api.schemas import Answer
-from gg.domain.flights import Stage
+from gg.domain.flights import Priority, Stage
 
 
 class FlightLease(Answer):
@@ -32,6 +32,7 @@ class FlightRow(Answer):
     repo: str | None = None
     agent: str = "shell"
     kind: str = "work"
+    priority: Priority = Priority.NORMAL
     epoch: int = 0
     lease_runner: str | None = None
     lease_granted_at: float | None = None

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from gg.domain.flights import Outcome
+from gg.domain.flights import Outcome, Priority
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 ShortText = Annotated[str, StringConstraints(max_length=200)]
@@ -167,6 +167,7 @@ class FlightOpen(Request):
     agent: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}$")] = "shell"
     timeout: Annotated[float | None, Field(gt=0, le=10 * 365 * 86400)] = None  # seconds
     output_limit: Annotated[int | None, Field(ge=0, le=2 ** 53)] = None  # bytes
+    priority: Priority = Priority.NORMAL
 
 
 class PolicySet(Request):

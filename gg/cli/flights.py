@@ -12,11 +12,12 @@ from gg.api.flights import FactsPage, FlightFact
 from gg.cli.context import CliError, ago, client, console, emit_json, parse_labels, table
 from gg.cli.exits import Exit
 from gg.client import RETRY_FOLLOW
-from gg.domain.flights import Stage
+from gg.domain.flights import Priority, Stage
 from gg.domain.timeouts import describe as describe_duration
 from gg.settings import parse_size
 
 STAGES = tuple(s.value for s in Stage)
+PRIORITIES = tuple(p.value for p in Priority)
 
 
 def register(app: typer.Typer) -> None:
@@ -35,6 +36,7 @@ def fly(
     attended: bool = typer.Option(False, "--attended", help="Fail unless R takes it promptly."),
     repo: Optional[str] = typer.Option(None, "--repo", metavar="URL"),
     agent: str = typer.Option("shell", "--agent", metavar="NAME"),
+    priority: str = typer.Option("normal", "--priority", metavar="P", help="|".join(PRIORITIES)),
     wait: bool = typer.Option(False, "--wait", help="Follow it to the end; exit with its code."),
     json_: bool = typer.Option(False, "--json"),
     timeout: Optional[str] = typer.Option(None, "--timeout", metavar="DUR",
@@ -43,7 +45,10 @@ def fly(
                                                help="Output kept at most (512k, 10MB)."),
 ) -> None:
     """Open a flight."""
-    body = {"command": command, "title": title, "environment": env, "runner": runner,
+    if priority not in PRIORITIES:
+        raise CliError(f"--priority must be one of {', '.join(PRIORITIES)} (got {priority!r})",
+                       Exit.USAGE)
+    body = {"priority": priority,"command": command, "title": title, "environment": env, "runner": runner,
             "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent}
     if timeout is not None:
         body["timeout"] = _duration("--timeout", timeout)
@@ -165,6 +170,8 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
              f"  command   {' '.join(f.command)}"]
     if f.environment:
         lines.append(f"  env       {f.environment}")
+    if f.priority != Priority.NORMAL:
+        lines.append(f"  priority  {f.priority}")
     if f.lease:
         lease = f.lease
         lines.append(f"  lease     {f.runner_name} ({lease.runner}), epoch {lease.epoch}, "

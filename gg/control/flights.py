@@ -12,7 +12,7 @@ from gg.control import runners as runner_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
 from gg.domain import fitness, output, timeouts, tokens
-from gg.domain.flights import Event, Flight, Stage, opened, required_labels
+from gg.domain.flights import Event, Flight, Priority, Stage, opened, required_labels
 from gg.domain.events import EventKind
 from gg.domain.matching import Seat, seat
 from gg.domain.waiting import Context, OpenGate, Waiting, why_waiting
@@ -25,7 +25,7 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
                 environment: str | None = None, runner: str | None = None,
                 labels: dict | None = None, attended: bool = False, repo: str | None = None,
                 agent: str = "shell", timeout: float | None = None,
-                output_limit: int | None = None) -> Flight:
+                output_limit: int | None = None, priority: str = Priority.NORMAL.value) -> Flight:
     if not command or not all(isinstance(a, str) for a in command):
         raise BadRequest("a flight needs a command: gg fly -- CMD ...")
     if len(command) > MAX_COMMAND_ARGS:
@@ -34,6 +34,9 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
         raise BadRequest(f"--repo: {problem}")
     kept = output.limit_for(output_limit, default=core.settings.output_limit_default,
                             maximum=core.settings.output_limit_max)
+    if priority == Priority.HIGH.value and person["role"] != "admin" \
+            and core.settings.high_priority != "everyone":
+        raise Forbidden("only an admin may open a flight with priority high on this server")
     now = core.now()
     with core.store.atomic():
         target = runner_ops.resolve(core, runner).id if runner else None
@@ -47,7 +50,7 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
                         title=title or " ".join(command)[:120], environment=environment,
                         requires=required_labels(environment, labels), runner_target=target,
                         attended=attended, repo=repo, agent=agent, gates=behind,
-                        timeout=limit, output_limit=kept)
+                        timeout=limit, output_limit=kept, priority=Priority(priority).value)
         core.store.insert_flight(flight)
         core.event(EventKind.FLIGHT_OPENED, actor=person["name"], flight_id=flight.id, at=now,
                    title=flight.title)
@@ -102,6 +105,7 @@ class Snapshot:
         self._reservers = {r.owner for r in runners if r.reserved}
         self.pool_reasons = pool_look.waiting_reasons(core, now)
         self._cache: dict = {}
+        self._higher: dict[int, list[tuple[Flight, int]]] = {}
 
     def waiting(self, flight: Flight) -> Waiting | None:
         return self.waiting_of(flight.__dict__, lambda: flight)
@@ -114,7 +118,8 @@ class Snapshot:
             return None
         opener = values["opened_by"] if values["opened_by"] in self._reservers else None
         key = (stage, tuple(sorted(values["requires"].items())), values["runner_target"],
-               opener, tuple(values["gates"]), values["repo"], values["agent"], values["kind"])
+               opener, tuple(values["gates"]), values["repo"], values["agent"], values["kind"],
+               values["priority"])
         if key not in self._cache:
             flight = make() if make is not None else Flight(**values)
             seats = self.seats
@@ -128,7 +133,16 @@ class Snapshot:
                  for g in (self.open_gates.get(gid) for gid in flight.gates) if g is not None]
         missing = fitness.credential_missing_for(flight.repo, (s.runner for s in self.seats))
         return Context(open_gates=gates, runner_names=self.names, credential_missing_for=missing,
-                       pool_reason=pool_look.reason_for(self.pool_reasons, flight))
+                       pool_reason=pool_look.reason_for(self.pool_reasons, flight),
+                       higher=self.higher(flight))
+
+    def higher(self, flight: Flight) -> list[tuple[Flight, int]]:
+        """Ready flights of higher priority than ``flight`` (read once per priority)."""
+        rank = Priority(flight.priority).rank
+        if rank not in self._higher:
+            above = tuple(p.value for p in Priority if p.rank < rank)
+            self._higher[rank] = self.core.store.ready_kinds(above)
+        return self._higher[rank]
 
 
 def list_flights(core: Core, *, stage: str | None = None, limit: int = 200) -> list[dict]:

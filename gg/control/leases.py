@@ -10,21 +10,16 @@ a grant that lost a race is dropped.
 
 from __future__ import annotations
 
-from typing import Iterable
-
 from gg.control import attended as attended_ops
 from gg.control import runners as runner_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.control.lifecycle import move
 from gg.domain import leases, output
 from gg.domain.events import EventKind
-from gg.domain.flights import Event, Flight, Outcome
+from gg.domain.flights import Event, Flight, Outcome, Priority
 from gg.domain.matching import Assignment, Seat, assign, seat
 from gg.domain.runners import AdminState, Runner, after_lease_ended
 from gg.errors import BadRequest, GGError
-
-_SCAN = 256
-
 
 def expire_due(core: Core, now: float) -> int:
     """Record every lease past its expiry (clock comparison; no timer decides this), and
@@ -46,7 +41,8 @@ def seat_for(core: Core, runner: Runner, now: float, live: int | None = None) ->
 
 
 def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tuple[Flight, leases.Grant] | None:
-    """Grant this runner the oldest ready flight it may be offered, or None."""
+    """Grant this runner the first ready flight it may be offered in the matcher's order
+    (priority, then fair share between openers, oldest first within each), or None."""
     now = core.now()
     granted = None
     with core.store.atomic():
@@ -57,7 +53,7 @@ def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tupl
         s = seat_for(core, runner, now)
         if free_slots is not None and free_slots <= 0:
             return None
-        applied = _apply(core, assign(_ready(core), [s]), now)
+        applied = _apply(core, _plan(core, [s]), now)
         granted = applied[0] if applied else None
     if expired:
         core.signals.ready_changed()
@@ -85,7 +81,7 @@ def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases
         return []
     with core.store.atomic():
         expire_due(core, now)
-        out = _apply(core, assign(_ready(core), seats), now)
+        out = _apply(core, _plan(core, seats), now)
     for flight, _ in out:
         core.signals.flight_changed(flight.id)
     if out:
@@ -109,18 +105,21 @@ def expire_now(core: Core) -> int:
     return expired
 
 
-def _ready(core: Core) -> Iterable[Flight]:
-    """Ready flights, oldest first, read in growing batches: the first usually fits, so a
-    claim against a long queue decodes a handful of rows, not ``_SCAN`` of them."""
-    after, size = 0, 8
+def _plan(core: Core, seats: list[Seat]) -> list[Assignment]:
+    """The matcher's plan over the ready queue, read by turns: the oldest few ready flights
+    of each (priority, opener), deeper only while the plan could differ from one over the
+    whole queue (a seat is left empty, or a group cut short outranks a flight planned)."""
+    depth = 8
     while True:
-        batch = core.store.ready_flights(limit=size, after_seq=after)
-        if not batch:
-            return
-        for seq, flight in batch:
-            after = seq
-            yield flight
-        size = min(size * 4, _SCAN)
+        flights, served, deeper = core.store.ready_turns(depth)
+        plan = assign(flights, seats, served)
+        if not deeper:
+            return plan
+        cut = min(Priority(p).rank for p in deeper)
+        if len(plan) == len(seats) and all(Priority(a.flight.priority).rank <= cut
+                                           for a in plan):
+            return plan
+        depth *= 4
 
 
 def _apply(core: Core, plan: list[Assignment], now: float) -> list[tuple[Flight, leases.Grant]]:

@@ -76,6 +76,19 @@ class Outcome(StrEnum):
     RETURNED = "returned"  # this machine could not do it; back to ready for another
 
 
+class Priority(StrEnum):
+    """How urgent a flight is: the claim offers higher priorities first (``gg fly --priority``)."""
+
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+    @property
+    def rank(self) -> int:
+        """0 for the most urgent; the matcher orders by it."""
+        return list(Priority).index(self)
+
+
 FACT_KINDS = ("started", "output", "exit", "commit", "pushed", "note", "expired", "returned")
 
 
@@ -94,6 +107,7 @@ class Flight:
     repo: str | None = None
     agent: str = "shell"
     kind: str = "work"
+    priority: str = Priority.NORMAL.value
     epoch: int = 0
     lease_runner: str | None = None
     lease_granted_at: float | None = None

@@ -5,19 +5,22 @@ returns nothing, and the waiting sentence (``gg show``, ``gg flights``) and ``gg
 built from the same blockers, so an explanation can never contradict dispatch.
 
 :func:`assign` is the matcher: it reads the ready flights and the seats and returns a plan
-(which flight goes to which seat) without writing anything. The control plane applies the
+(which flight goes to which seat) without writing anything. It offers them in
+:func:`order` (priority, then fair share between the people waiting), and :func:`ahead`
+counts, from the same order, the flights of higher priority kept before a waiting one. The control plane applies the
 plan, each grant as a compare-and-set (``gg.control.leases``); a grant whose flight moved
 on meanwhile is dropped, never forced. (Nomad's scheduler/planner split.)
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from gg.domain.fitness import unfit
-from gg.domain.flights import Flight, Stage
+from gg.domain.flights import Flight, Priority, Stage
 from gg.domain.runners import AdminState, Runner, is_online
 
 
@@ -103,16 +106,36 @@ class Assignment:
     seat: Seat
 
 
-def assign(flights: Iterable[Flight], seats: list[Seat]) -> list[Assignment]:
-    """The plan of one matching pass: flights in the order given (oldest first), each to the
-    first seat (in the order given: longest-parked first) that may be offered it, at most
-    one flight per seat. ``flights`` is read only until every seat has one, so a lazy
-    reading of a long queue stops early."""
+def order(flights: Iterable[Flight], served: Mapping[str, float] | None = None) -> list[Flight]:
+    """The order the matcher offers ``flights`` in: highest priority first; within a
+    priority, round robin between the people who opened them (each person's oldest waiting
+    flight, then each one's second oldest, ...), so one person's burst cannot starve another's
+    single flight; within a round, the person served longest ago first (``served``: opener
+    -> when a flight of theirs was last granted; never served goes first), then the older
+    flight."""
+    served = served or {}
+    given = list(flights)
+    turns: dict[tuple[str, str], int] = {}
+    keyed = []
+    for i, f in sorted(enumerate(given), key=lambda pair: pair[1].opened_at):  # stable
+        group = (f.priority, f.opened_by)
+        turn = turns[group] = turns.get(group, 0) + 1
+        keyed.append(((Priority(f.priority).rank, turn, served.get(f.opened_by, -math.inf),
+                       f.opened_at, i), f))
+    keyed.sort(key=lambda pair: pair[0])
+    return [f for _, f in keyed]
+
+
+def assign(flights: Iterable[Flight], seats: list[Seat],
+           served: Mapping[str, float] | None = None) -> list[Assignment]:
+    """The plan of one matching pass: the flights in :func:`order` (priority, then round
+    robin between openers, oldest first within each), each to the first seat (in the order
+    given: longest-parked first) that may be offered it, at most one flight per seat."""
     pending = list(seats)
     plan: list[Assignment] = []
     if not pending:
         return plan
-    for flight in flights:
+    for flight in order(flights, served):
         for s in pending:
             if offerable(flight, s):
                 plan.append(Assignment(flight, s))
@@ -121,3 +144,21 @@ def assign(flights: Iterable[Flight], seats: list[Seat]) -> list[Assignment]:
         if not pending:
             break
     return plan
+
+
+def _could_take(flight: Flight, s: Seat) -> bool:
+    """``s`` may be offered ``flight`` once it has a free slot."""
+    return all(b is Block.BUSY for b in blockers(flight, s))
+
+
+def ahead(flight: Flight, ready: Iterable[tuple[Flight, int]], seats: list[Seat]) -> int:
+    """How many ready flights of higher priority :func:`order` puts before ``flight`` on a
+    runner that could take it: ``ready`` is (flight, how many flights like it) pairs, and a
+    pair counts when it is of higher priority and some seat could take both."""
+    rank = Priority(flight.priority).rank
+    mine = [s for s in seats if _could_take(flight, s)]
+    if not mine:
+        return 0
+    return sum(n for other, n in ready if Priority(other.priority).rank < rank
+               and other.stage == Stage.READY.value
+               and any(_could_take(other, s) for s in mine))

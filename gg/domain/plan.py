@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass, field
 from gg.domain.flights import Flight, Stage
 from gg.domain.matching import Block, Seat, blockers
 from gg.domain.runners import AdminState
-from gg.domain.waiting import Context, Waiting, label_text, refuted_holders, why_waiting
+from gg.domain.waiting import (PRIORITY, Context, Waiting, ahead_of, label_text, refuted_holders,
+                                why_waiting)
 
 # Who can make a prerequisite true, in the words SPEC 7 uses.
 ADMIN = "an admin"
@@ -97,6 +98,12 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
     items.extend(_label_items(flight, live, target))
     capacity = _capacity_item(flight, live, target, facts)
     items.append(capacity)
+    if waiting is not None and waiting.code == PRIORITY:  # the same count, the same condition
+        behind = ahead_of(flight, [target] if target is not None else live, ctx)
+        items.append(Item("no flight of higher priority is ahead of it", False,
+                          [Way(MACHINE, None)],
+                          note=f"{behind} of higher priority wait for the same runners; "
+                               "they start first"))
     if facts.attended_deadline is not None:
         left = facts.attended_deadline - facts.now
         items.append(Item("an attended flight is taken within CLAIM_WAIT of opening", left > 0,

@@ -3,6 +3,8 @@
 The ladder is SPEC section 7, kept-back reasons first::
 
     0  gated: an open gate guards it                       (gates arrive with placement)
+    -  N flights of higher priority are ahead of it          (the matcher's order; said
+                                                            only when no free slot is left)
     1  a runner that could take it is reserved for another person
     2  it was sent to runner NAME, which is not checking in
     3  pool POOL is warming a machine for it               (pools hook)
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Stage
-from gg.domain.matching import Block, Seat, blockers, missing_labels
+from gg.domain.matching import Block, Seat, ahead, blockers, missing_labels
 from gg.domain.runners import AdminState
 
 _STATE_WORDS = (
@@ -40,6 +42,9 @@ _STATE_WORDS = (
     (Block.RESERVED, "reserved"),
     (Block.BUSY, "busy"),
 )
+
+
+PRIORITY = "priority"  # the code of the sentence for flights of higher priority ahead
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,8 @@ class Context:
     pool_reason: tuple[str, str] | None = None  # (code, sentence) from the pool planner
     credential_missing_for: str | None = None  # repository slug with no registered credential
     runner_names: dict[str, str] = field(default_factory=dict)
+    # ready flights of higher priority, (flight, how many like it): see matching.ahead
+    higher: list[tuple[Flight, int]] = field(default_factory=list)
 
 
 def label_text(requires: dict[str, str]) -> str:
@@ -108,6 +115,14 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
                    if all(s.usable_labels.get(k) == v for k, v in required)]
     found = {s.runner.id: blockers(flight, s) for s in advertising}
     free = [s for s in advertising if not found[s.runner.id]]
+    behind = ahead_of(flight, advertising, ctx)
+    if behind and behind >= sum(max(s.runner.workers - s.live_leases, 0) for s in free):
+        return Waiting(
+            PRIORITY,
+            f"waiting: {behind} flight{'s' if behind != 1 else ''} of higher priority "
+            f"{'are' if behind != 1 else 'is'} ahead of it",
+            "wait: they start first on the runners that could take it",
+        )
     if free:
         name = free[0].runner.name
         return Waiting(
@@ -194,6 +209,12 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         f"bring up a runner that advertises it (gg runner up --labels {lonely}); gg runner labels"
         + _refuted_note(lonely.split(","), live),
     )
+
+
+def ahead_of(flight: Flight, seats: list[Seat], ctx: Context) -> int:
+    """How many ready flights of higher priority the matcher offers before ``flight`` on the
+    runners that could take it (:func:`gg.domain.matching.ahead`)."""
+    return ahead(flight, ctx.higher, seats) if ctx.higher else 0
 
 
 def refuted_holders(pair: str, seats: list[Seat]) -> list[str]:

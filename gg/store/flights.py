@@ -102,11 +102,45 @@ class FlightRows:
             out.append(data)
         return out
 
-    def ready_flights(self, *, limit: int, after_seq: int = 0) -> list[tuple[int, Flight]]:
+    def ready_turns(self, depth: int) -> tuple[list[Flight], dict[str, float], set[str]]:
+        """The oldest ``depth`` ready flights of each (priority, opener), oldest first; when
+        each of those openers was last granted a flight; and the priorities of the groups
+        that hold more than ``depth``. One statement: the distinct (priority, opener) pairs
+        are read from ``flights_turns``, and each pair's head is a bounded range of it, so a
+        burst of 10,000 from one person costs one short range, not a walk."""
         rows = self.db.all(
-            "SELECT * FROM flights WHERE stage = 'ready' AND seq > ? ORDER BY seq LIMIT ?",
-            (after_seq, limit))
-        return [(r["seq"], flight_from_row(r)) for r in rows]
+            "WITH heads AS (SELECT DISTINCT priority AS p, opened_by AS o FROM flights "
+            "  WHERE stage = 'ready'), "
+            "served AS (SELECT p, o, (SELECT max(lease_granted_at) FROM flights "
+            "  WHERE opened_by = heads.o) AS at FROM heads) "
+            "SELECT f.*, served.at AS served_at FROM served JOIN flights AS f ON f.seq IN ("
+            "  SELECT seq FROM flights WHERE stage = 'ready' AND priority = served.p "
+            "  AND opened_by = served.o ORDER BY seq LIMIT ?) "
+            "ORDER BY f.seq", (depth + 1,))
+        counts: dict[tuple[str, str], int] = {}
+        flights, served, deeper = [], {}, set()
+        for row in rows:
+            group = (row["priority"], row["opened_by"])
+            counts[group] = counts.get(group, 0) + 1
+            if row["served_at"] is not None:
+                served[row["opened_by"]] = row["served_at"]
+            if counts[group] > depth:
+                deeper.add(row["priority"])
+            else:
+                flights.append(flight_from_row(row))
+        return flights, served, deeper
+
+    def ready_kinds(self, priorities: tuple[str, ...]) -> list[tuple[Flight, int]]:
+        """Ready flights of ``priorities``, one per kind the matcher tells apart (priority,
+        requirements, target, opener, repository, agent, kind), with how many share it."""
+        if not priorities:
+            return []
+        rows = self.db.all(
+            "SELECT *, count(*) AS how_many FROM flights WHERE stage = 'ready' AND priority IN "
+            f"({','.join('?' * len(priorities))}) "
+            "GROUP BY priority, requires, runner_target, opened_by, repo, agent, kind",
+            tuple(priorities))
+        return [(flight_from_row(r), r["how_many"]) for r in rows]
 
     def any_ready(self) -> bool:
         return self.db.one("SELECT 1 FROM flights WHERE stage = 'ready' LIMIT 1") is not None

@@ -415,3 +415,20 @@ def _hooks(db: sqlite_utils.Database) -> None:
         );
         """
     )
+
+
+# -- priorities and fair share (820-829) ------------------------------------------------------
+
+
+@migration(820, "flight priorities")
+def _priorities(db: sqlite_utils.Database) -> None:
+    """A flight's priority (high, normal, low); every flight opened before it is normal.
+    ``flights_turns`` reads each (priority, opener)'s oldest ready flights without walking a
+    long queue; ``flights_served`` finds when an opener was last granted a flight."""
+    db.executescript(
+        """
+        ALTER TABLE flights ADD COLUMN priority TEXT NOT NULL DEFAULT 'normal';
+        CREATE INDEX flights_turns ON flights(stage, priority, opened_by, seq);
+        CREATE INDEX flights_served ON flights(opened_by, lease_granted_at);
+        """
+    )

@@ -24,7 +24,8 @@ async def open_flight(body: FlightOpen, request: Request, person: dict = Depends
     return answers.opened(request.app.state.core, person, command=body.command, title=body.title,
                           environment=body.environment, runner=body.runner, labels=body.labels,
                           attended=body.attended, repo=body.repo, agent=body.agent,
-                          timeout=body.timeout, output_limit=body.output_limit)
+                          timeout=body.timeout, output_limit=body.output_limit,
+                          priority=body.priority.value)
 
 
 @router.get(paths.FLIGHTS, response_model=list[FlightRow])
