@@ -48,8 +48,9 @@ def fly(
     if priority not in PRIORITIES:
         raise CliError(f"--priority must be one of {', '.join(PRIORITIES)} (got {priority!r})",
                        Exit.USAGE)
-    body = {"priority": priority,"command": command, "title": title, "environment": env, "runner": runner,
-            "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent}
+    body = {"command": command, "title": title, "environment": env, "runner": runner,
+            "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent,
+            "priority": priority}
     if timeout is not None:
         body["timeout"] = _duration("--timeout", timeout)
     if output_limit is not None:
