@@ -27,9 +27,9 @@ def test_a_burst_does_not_starve_another_persons_flight_and_high_goes_first(flee
     ada = fleet.api(owner.add_person("ada", False)["token"])
     bob = fleet.api(owner.add_person("bob", False)["token"])
     burst = [ada.open_flight({"command": ["sleep 0.2"], "priority": "low"})["id"]
-             for _ in range(30)]
+             for _ in range(200)]
     wait_until(lambda: started(owner), what="the burst to start")
-    # Bob's single flight, at the same priority as the burst: it takes the next turn.
+    # Bob's single flight, at the same priority as the burst of 200: it takes the next turn.
     before = len(started(owner))
     single = bob.open_flight({"command": ["sleep 0.2"], "priority": "low"})["id"]
     order = wait_until(lambda: (lambda s: s if single in s else None)(started(owner)),
@@ -58,7 +58,7 @@ def test_a_burst_does_not_starve_another_persons_flight_and_high_goes_first(flee
     rows = json.loads(fleet.gg("flights", "--json", "--limit", "100", check=True).stdout)
     priorities = {r["id"]: r["priority"] for r in rows}
     assert (priorities[urgent], priorities[normal], priorities[single]) == ("high", "normal", "low")
-    assert {priorities[f] for f in burst} == {"low"}
+    assert {priorities[f] for f in burst if f in priorities} == {"low"}
     assert "  priority  high\n" in fleet.gg("show", urgent, check=True).stdout
     bad = fleet.gg("fly", "--priority", "urgent", "--", "true")
     assert bad.returncode != 0 and bad.stderr.strip() == (
