@@ -12,7 +12,8 @@ from gg.control import runners as runner_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
 from gg.domain import fitness, output, timeouts, tokens
-from gg.domain.flights import Event, Flight, Priority, Stage, opened, required_labels
+from gg.domain.flights import (Event, Flight, Priority, Stage, opened, priority_refusal,
+                               required_labels)
 from gg.domain.events import EventKind
 from gg.domain.matching import Seat, seat
 from gg.domain.waiting import Context, OpenGate, Waiting, why_waiting
@@ -34,9 +35,10 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
         raise BadRequest(f"--repo: {problem}")
     kept = output.limit_for(output_limit, default=core.settings.output_limit_default,
                             maximum=core.settings.output_limit_max)
-    if priority == Priority.HIGH.value and person["role"] != "admin" \
-            and core.settings.high_priority != "everyone":
-        raise Forbidden("only an admin may open a flight with priority high on this server")
+    refusal = priority_refusal(priority, admin=person["role"] == "admin",
+                               high_for=core.settings.high_priority)
+    if refusal:
+        raise Forbidden(refusal)
     now = core.now()
     with core.store.atomic():
         target = runner_ops.resolve(core, runner).id if runner else None

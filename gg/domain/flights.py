@@ -89,6 +89,14 @@ class Priority(StrEnum):
         return list(Priority).index(self)
 
 
+def priority_refusal(priority: str, *, admin: bool, high_for: str) -> str | None:
+    """Why this person may not open a flight at ``priority`` (None: they may). ``high_for``
+    is the server's GG_HIGH_PRIORITY: ``admins`` or ``everyone``."""
+    if Priority(priority) is Priority.HIGH and not admin and high_for != "everyone":
+        return "only an admin may open a flight with priority high on this server"
+    return None
+
+
 FACT_KINDS = ("started", "output", "exit", "commit", "pushed", "note", "expired", "returned")
 
 

@@ -38,3 +38,13 @@ def test_it_is_not_said_when_free_slots_outnumber_them_or_the_runner_is_away():
     assert why_waiting(flight("f_1", "high"), [seat(1, 1)], HIGHER).code == "all_busy"
     plan = build_plan(flight("f_1"), [seat(3, 0)], HIGHER)
     assert "no flight of higher priority is ahead of it" not in [i.need for i in plan.items]
+
+
+def test_only_admins_may_ask_for_high_unless_the_server_lets_everyone():
+    from gg.domain.flights import priority_refusal
+
+    assert priority_refusal("high", admin=False, high_for="admins") == (
+        "only an admin may open a flight with priority high on this server")
+    assert priority_refusal("high", admin=True, high_for="admins") is None
+    assert priority_refusal("high", admin=False, high_for="everyone") is None
+    assert priority_refusal("low", admin=False, high_for="admins") is None
