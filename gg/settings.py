@@ -101,6 +101,10 @@ class Settings:
     retain_events: float = 90 * 86400.0
     retention_batch: int = 200
     retention_period: float = 60.0
+    # The web console (docs/web-console.md): a session lasts CONSOLE_SESSION_TTL from sign-in;
+    # a page's long poll is held at most CONSOLE_WAIT before the page looks again anyway.
+    console_session_ttl: float = 12 * 3600.0
+    console_wait: float = 20.0
     high_priority: str = "admins"  # who may open a flight with --priority high: admins|everyone
     dev: bool = False
 

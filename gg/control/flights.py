@@ -16,6 +16,7 @@ from gg.domain.flights import (Event, Flight, Priority, Stage, opened, priority_
                                required_labels)
 from gg.domain.events import EventKind
 from gg.domain.matching import Seat, seat
+from gg.domain.console import may_cancel
 from gg.domain.waiting import Context, OpenGate, Waiting, why_waiting
 from gg.errors import BadRequest, Forbidden, NotFound
 
@@ -73,7 +74,7 @@ def cancel(core: Core, person: dict, flight_id: str) -> Flight:
         flight = core.store.flight(flight_id)
         if flight is None:
             raise NotFound(f"no flight {flight_id}")
-        if person["role"] != "admin" and flight.opened_by != person["id"]:
+        if not may_cancel(person, flight.opened_by):
             raise Forbidden("only the flight's opener or an admin may cancel it")
         if flight.final:
             return flight

@@ -15,7 +15,8 @@ PERSON = "ggp_"
 RUNNER = "ggr_"
 ENROLMENT = "gge_"
 MEMBER_CODE = "ggm_"
-PREFIXES = (PERSON, RUNNER, ENROLMENT, MEMBER_CODE)
+SESSION = "ggs_"  # a web console session (gg.domain.console)
+PREFIXES = (PERSON, RUNNER, ENROLMENT, MEMBER_CODE, SESSION)
 
 _RANDOM_BYTES = 24  # 192 bits
 

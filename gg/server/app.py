@@ -20,6 +20,7 @@ from gg.server.limits import BodyLimit
 from gg.server.routes import admin, fleet, flights, gates, hooks, people, placement, pools, runners
 from gg.settings import Settings
 from gg.store import Store, hold_data_dir, open_store
+from gg import web
 
 
 def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] = time.time,
@@ -43,6 +44,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     for module in (people, runners, flights, gates, fleet, admin, placement, pools, hooks):
         app.include_router(module.router, responses=errors.REFUSALS)
     placement.install(app)
+    web.install(app)  # the console's pages at / and /ui/ (docs/web-console.md)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     metrics.install(app)  # outermost: counts every answer, 413s included
     return app

@@ -24,10 +24,11 @@ from gg.store.placement import PlacementRows
 from gg.store.pools import PoolRows
 from gg.store.retention import RetentionRows
 from gg.store.runners import RunnerRows
+from gg.store.sessions import SessionRows
 
 
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
-            PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows):
+            PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows):
     """The SQLite store (the embedded default)."""
 
     def __init__(self, path: Path | str):

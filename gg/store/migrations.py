@@ -432,3 +432,25 @@ def _priorities(db: sqlite_utils.Database) -> None:
         CREATE INDEX flights_served ON flights(opened_by, lease_granted_at);
         """
     )
+
+
+# -- the web console (760-769) ----------------------------------------------------------------
+
+
+@migration(760, "console sessions")
+def _console_sessions(db: sqlite_utils.Database) -> None:
+    """A person signed in to the web console. Only the SHA-256 of the session's secret is kept
+    (like every token), so a copy of this file signs nobody in; the row lives here, not in the
+    server's memory, so that several servers sharing one store share the sessions."""
+    db.executescript(
+        """
+        CREATE TABLE console_sessions (
+            token_hash TEXT PRIMARY KEY,
+            person_id TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL
+        );
+        CREATE INDEX console_sessions_expiry ON console_sessions(expires_at);
+        CREATE INDEX console_sessions_person ON console_sessions(person_id);
+        """
+    )

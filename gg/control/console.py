@@ -1,0 +1,70 @@
+"""The web console's use cases: sign in and out, who a session is, and the pending queue.
+
+Every page reads through the same use cases the HTTP API calls (``gg.control.flights``,
+``answers``, ``gates``, ``pools``, ``admin``), so a person sees and may do in the console
+exactly what they see and may do with ``gg``; only the session is the console's own.
+"""
+
+from __future__ import annotations
+
+from gg.control import gates, people
+from gg.control.core import Core
+from gg.control import flights
+from gg.domain import console as rules
+from gg.domain import tokens
+from gg.domain.flights import Stage
+from gg.errors import Unauthorized
+
+SIGNED_OUT = "you are signed out: sign in with your person token"
+
+
+def sign_in(core: Core, person_token: str) -> tuple[dict, str, float]:
+    """``(person, session secret, expires_at)`` for a working person token (401 otherwise)."""
+    person = people.authenticate_person(core, person_token.strip())
+    now = core.now()
+    secret, digest, expires_at = rules.new_session(person, now, core.settings.console_session_ttl)
+    with core.store.atomic():
+        core.store.delete_sessions_ended(now)
+        core.store.add_session(token_hash=digest, person_id=person["id"], now=now,
+                               expires_at=expires_at)
+    return person, secret, expires_at
+
+
+def signed_in(core: Core, secret: str | None) -> dict:
+    """The person a session secret signs in; 401 when it is unknown, ended or theirs no more."""
+    if not secret or not secret.startswith(tokens.SESSION):
+        raise Unauthorized(SIGNED_OUT)
+    wanted = tokens.digest(secret)
+    session = core.store.session(wanted)
+    if session is None or not tokens.same_digest(session["token_hash"], wanted):
+        raise Unauthorized(SIGNED_OUT)
+    person = core.store.person(session["person_id"])
+    if not rules.session_works(session, person, core.now()):
+        with core.store.atomic():
+            core.store.delete_session(wanted)
+        raise Unauthorized(SIGNED_OUT)
+    return person
+
+
+def sign_out(core: Core, secret: str | None) -> None:
+    if secret:
+        with core.store.atomic():
+            core.store.delete_session(tokens.digest(secret))
+
+
+def pending(core: Core) -> list[dict]:
+    """Flights waiting on a person, oldest question first: each open gate, what it guards,
+    who may clear it and the flights it holds (with their waiting sentences). Approvals
+    join this queue when they land (an approval is a gate a person clears)."""
+    held = {f["id"]: f for f in flights.list_flights(core, stage=Stage.GATED.value, limit=1000)}
+    out = []
+    for gate in sorted(gates.list_gates(core, "open"), key=lambda g: g["opened_at"]):
+        gate["flights"] = [held[f] for f in gate["flights_held"] if f in held]
+        out.append(gate)
+    return out
+
+
+def newest_event(core: Core) -> int:
+    """The seq of the newest event (0: none yet), where a page's long poll starts."""
+    rows = core.store.events(after=0, limit=1, newest=True)
+    return rows[-1]["seq"] if rows else 0

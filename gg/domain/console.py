@@ -1,0 +1,47 @@
+"""The web console's rules: a session, its form token, and who may press which button.
+
+A person signs in by pasting their person token; the console hands back a session (a
+``ggs_`` secret in an HttpOnly cookie) that works until ``expires_at`` or until they sign
+out, and only while their person token still works (removing a person ends their sessions)::
+
+    (person token) --sign in--> session --sign out / expiry / person removed--> gone
+
+Every form carries the session's form token, derived from the session's secret: a page
+of another site can neither read the cookie nor compute the token, so it cannot post a
+form that passes (the synchronizer token, kept by deriving instead of storing). Pure:
+``now`` is passed in.
+"""
+
+from __future__ import annotations
+
+from gg.domain import tokens
+from gg.domain.people import token_works
+
+
+def new_session(person: dict, now: float, ttl: float) -> tuple[str, str, float]:
+    """A session for ``person``: ``(secret, its hash to store, expires_at)``."""
+    secret = tokens.mint(tokens.SESSION)
+    return secret, tokens.digest(secret), now + ttl
+
+
+def session_works(session: dict, person: dict | None, now: float) -> bool:
+    """Whether a stored session still signs its person in at ``now``."""
+    return now < session["expires_at"] and person is not None and token_works(person, now)
+
+
+def form_token(secret: str) -> str:
+    """The token every form of this session carries (never the secret itself)."""
+    return tokens.digest("form:" + secret)
+
+
+def form_token_matches(secret: str, given: str | None) -> bool:
+    return bool(given) and tokens.same_digest(form_token(secret), given)
+
+
+def may_cancel(person: dict, opened_by: str) -> bool:
+    """The flight's opener or an admin (the rule ``gg cancel`` and the console share)."""
+    return person["role"] == "admin" or opened_by == person["id"]
+
+
+def is_admin(person: dict) -> bool:
+    return person["role"] == "admin"

@@ -1,0 +1,170 @@
+"""The console over HTTP, no browser: its session cookie, its forms' guards, its headers,
+its refusals as plain pages, and no 5xx whatever a page is asked."""
+
+from __future__ import annotations
+
+import html
+import re
+import sqlite3
+
+from fastapi.testclient import TestClient
+
+from console_support import ORIGIN, form_token, sign_in
+from gg.domain import tokens
+from support import auth
+
+PAGES = ("/ui/flights", "/ui/runners", "/ui/pools", "/ui/gates", "/ui/pending", "/ui/events")
+
+
+def _open(browser, token, *command):
+    answer = browser.post("/v1/flights", json={"command": list(command)}, headers=auth(token))
+    assert answer.status_code == 201, answer.text
+    return answer.json()["id"]
+
+
+def _page_token(browser, path="/ui/flights") -> str:
+    return form_token(browser.get(path).text)
+
+
+def test_signing_in_sets_an_httponly_strict_session_cookie_and_stores_only_its_hash(
+        browser, owner, tmp_path):
+    answer = sign_in(browser, owner)
+    assert answer.status_code == 303 and answer.headers["location"] == "/ui/flights"
+    cookie = next(c for c in answer.headers.get_list("set-cookie") if c.startswith("gg_session="))
+    flags = [f.strip().lower() for f in cookie.split(";")]
+    assert "httponly" in flags and "samesite=strict" in flags and "path=/" in flags
+    assert "secure" not in flags  # plain http here; over TLS it is Secure (the next test)
+    secret = cookie.split(";")[0].split("=", 1)[1]
+    assert secret.startswith(tokens.SESSION) and owner not in cookie
+    rows = sqlite3.connect(tmp_path / "gg.sqlite3").execute(
+        "SELECT token_hash FROM console_sessions").fetchall()
+    assert rows == [(tokens.digest(secret),)]  # the hash, never the secret itself
+    assert browser.get("/ui/flights").status_code == 200
+
+
+def test_over_tls_the_session_cookie_is_secure(app, owner):
+    with TestClient(app, base_url="https://testserver") as tls:
+        answer = sign_in(tls, owner, origin="https://testserver")
+    cookie = next(c for c in answer.headers.get_list("set-cookie") if c.startswith("gg_session="))
+    assert "secure" in [f.strip().lower() for f in cookie.split(";")]
+
+
+def test_every_console_answer_carries_a_strict_content_security_policy(browser, owner):
+    login = browser.get("/ui/login")
+    sign_in(browser, owner)
+    flight = _open(browser, owner, "true")
+    for answer in [login, *(browser.get(p) for p in (*PAGES, f"/ui/flights/{flight}",
+                                                       "/ui/flights?part=1", "/ui/static/gg.js"))]:
+        csp = answer.headers["content-security-policy"]
+        assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp
+        assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["x-frame-options"] == "DENY"
+    page = browser.get("/ui/flights").text
+    assert "<script>" not in page and "style=" not in page and "<style" not in page
+    assert re.findall(r"<script[^>]*>", page) == ['<script src="/ui/static/gg.js" defer>']
+
+
+def test_a_form_without_its_token_or_from_another_origin_is_refused(browser, owner):
+    sign_in(browser, owner)
+    flight = _open(browser, owner, "true")
+    token = _page_token(browser)
+    cancel = f"/ui/flights/{flight}/cancel"
+    refused = [
+        browser.post(cancel, data={}, headers={"origin": ORIGIN}),
+        browser.post(cancel, data={"form_token": "0" * 64}, headers={"origin": ORIGIN}),
+        browser.post(cancel, data={"form_token": token}, headers={"origin": "https://evil.test"}),
+        browser.post(cancel, data={"form_token": token}, headers={"origin": "null"}),
+        browser.post(cancel, data={"form_token": token}),  # neither Origin nor Referer
+    ]
+    for answer in refused:
+        assert answer.status_code == 403 and "reload the page" in answer.text
+        assert answer.headers["content-type"].startswith("text/html")
+    assert browser.get(f"/v1/flights/{flight}", headers=auth(owner)).json()["stage"] == "ready"
+    # The sign-in form has its own token (double-submitted: cookie and field).
+    assert browser.post("/ui/login", data={"token": owner, "form_token": "x"},
+                        headers={"origin": ORIGIN}).status_code == 403
+    done = browser.post(cancel, data={"form_token": token, "back": "/ui/flights"},
+                        headers={"origin": ORIGIN}, follow_redirects=False)
+    assert done.status_code == 303 and done.headers["location"] == "/ui/flights"
+    assert browser.get(f"/v1/flights/{flight}", headers=auth(owner)).json()["stage"] == "cancelled"
+
+
+def test_a_form_returns_only_to_a_console_page(browser, owner):
+    sign_in(browser, owner)
+    flight = _open(browser, owner, "true")
+    done = browser.post(f"/ui/flights/{flight}/cancel",
+                        data={"form_token": _page_token(browser), "back": "https://evil.test/"},
+                        headers={"origin": ORIGIN}, follow_redirects=False)
+    assert done.headers["location"] == f"/ui/flights/{flight}"
+
+
+def test_a_session_ends_at_its_expiry(browser, owner, clock, app):
+    sign_in(browser, owner)
+    assert browser.get("/ui/flights", follow_redirects=False).status_code == 200
+    clock.advance(app.state.core.settings.console_session_ttl + 1)
+    gone = browser.get("/ui/flights", follow_redirects=False)
+    assert gone.status_code == 303 and gone.headers["location"] == "/ui/login"
+    assert browser.get("/ui/wait").status_code == 401
+
+
+def test_signing_out_deletes_the_session_so_its_cookie_works_no_more(browser, owner, tmp_path):
+    sign_in(browser, owner)
+    secret = browser.cookies["gg_session"]
+    out = browser.post("/ui/logout", data={"form_token": _page_token(browser)},
+                       headers={"origin": ORIGIN}, follow_redirects=False)
+    assert out.status_code == 303 and out.headers["location"] == "/ui/login"
+    assert sqlite3.connect(tmp_path / "gg.sqlite3").execute(
+        "SELECT count(*) FROM console_sessions").fetchone() == (0,)
+    browser.cookies.set("gg_session", secret)  # a copy kept of the old cookie
+    assert browser.get("/ui/flights", follow_redirects=False).headers["location"] == "/ui/login"
+
+
+def test_removing_a_person_ends_their_console_sessions(browser, owner, app):
+    added = browser.post("/v1/people", json={"name": "mo", "admin": False},
+                         headers=auth(owner)).json()
+    sign_in(browser, added["token"])
+    assert browser.get("/ui/flights", follow_redirects=False).status_code == 200
+    assert browser.delete("/v1/people/mo", headers=auth(owner)).status_code == 200
+    assert browser.get("/ui/flights", follow_redirects=False).status_code == 303
+
+
+def test_a_member_cannot_cancel_another_persons_flight_from_the_console(browser, owner):
+    member = browser.post("/v1/people", json={"name": "mo", "admin": False},
+                          headers=auth(owner)).json()["token"]
+    theirs = _open(browser, owner, "true")
+    mine = _open(browser, member, "true")
+    sign_in(browser, member)
+    page = browser.get("/ui/flights").text
+    assert f"/ui/flights/{mine}/cancel" in page and f"/ui/flights/{theirs}/cancel" not in page
+    assert "/ui/runners/" not in page and "cordon" not in browser.get("/ui/runners").text
+    refused = browser.post(f"/ui/flights/{theirs}/cancel",
+                           data={"form_token": _page_token(browser)}, headers={"origin": ORIGIN})
+    assert refused.status_code == 403
+    assert "only the flight's opener or an admin may cancel it" in html.unescape(refused.text)
+    assert browser.get(f"/v1/flights/{theirs}", headers=auth(owner)).json()["stage"] == "ready"
+
+
+def test_a_bad_token_gets_a_plain_error_page(browser, owner):
+    for bad in ("ggp_not-a-token", "", "ggr_" + "x" * 30, owner + "x"):
+        answer = sign_in(browser, bad)
+        assert answer.status_code == 401
+        assert answer.headers["content-type"].startswith("text/html")
+        assert "that token was not accepted" in answer.text
+        assert "Traceback" not in answer.text and "gg_session" not in browser.cookies
+
+
+def test_no_console_path_answers_a_server_error(browser, owner):
+    asked = [browser.get(p) for p in ("/", "/ui", *PAGES)]  # signed out: to the sign-in
+    sign_in(browser, owner)
+    token = _page_token(browser)
+    asked += [browser.get(p) for p in (
+        *PAGES, "/ui/flights?stage=bogus", "/ui/flights/f_nope", "/ui/gates?status=bogus",
+        "/ui/static/../app.py", "/ui/static/nope.js", "/ui/static/gg.py", "/ui/wait?after=-1",
+        "/ui/wait?flight=f_nope", "/ui/flights/f_nope?part=1")]
+    asked += [browser.post(p, data={"form_token": token}, headers={"origin": ORIGIN})
+              for p in ("/ui/flights/f_nope/cancel", "/ui/gates/g_nope/clear",
+                        "/ui/runners/nobody/cordon", "/ui/runners/nobody/explode")]
+    asked.append(browser.post("/ui/login", content=b"\xff\xfe=%%%", headers={"origin": ORIGIN}))
+    assert [a.status_code for a in asked if a.status_code >= 500] == []
+    assert all("Traceback" not in a.text for a in asked)
