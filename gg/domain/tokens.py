@@ -15,14 +15,15 @@ PERSON = "ggp_"
 RUNNER = "ggr_"
 ENROLMENT = "gge_"
 MEMBER_CODE = "ggm_"
-SESSION = "ggs_"  # a web console session (gg.domain.console)
-PREFIXES = (PERSON, RUNNER, ENROLMENT, MEMBER_CODE, SESSION)
+PREFIXES = (PERSON, RUNNER, ENROLMENT, MEMBER_CODE)  # what a runner may ever hold or send
+SESSION = "ggs_"  # a web console session (gg.domain.console): only a browser holds one
+_MINTED = (*PREFIXES, SESSION)
 
 _RANDOM_BYTES = 24  # 192 bits
 
 
 def mint(prefix: str) -> str:
-    if prefix not in PREFIXES:
+    if prefix not in _MINTED:
         raise ValueError(f"unknown token prefix {prefix!r}")
     return prefix + secrets.token_urlsafe(_RANDOM_BYTES)
 
