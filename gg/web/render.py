@@ -44,9 +44,18 @@ def when(at: float | None) -> str:
     return "-" if at is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
 
 
-def words(values: dict | None) -> str:
-    """``key=value`` words, as the terminal prints facts and labels."""
-    return " ".join(f"{k}={v}" for k, v in sorted((values or {}).items())) or "-"
+def words(values: dict | None, prefix: str = "") -> str:
+    """``key=value`` words (a nested mapping as ``key.inner=value``; nothing for an unset
+    value), never a Python literal."""
+    out = []
+    for key, value in sorted((values or {}).items()):
+        if isinstance(value, dict):
+            out.append(words(value, f"{prefix}{key}.") if value else "")
+        elif isinstance(value, (list, tuple)):
+            out.append(f"{prefix}{key}={','.join(str(v) for v in value)}")
+        elif value is not None:
+            out.append(f"{prefix}{key}={value}")
+    return " ".join(w for w in out if w and w != "-") or "-"
 
 
 def is_final(stage: str) -> bool:

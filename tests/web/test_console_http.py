@@ -168,3 +168,55 @@ def test_no_console_path_answers_a_server_error(browser, owner):
     asked.append(browser.post("/ui/login", content=b"\xff\xfe=%%%", headers={"origin": ORIGIN}))
     assert [a.status_code for a in asked if a.status_code >= 500] == []
     assert all("Traceback" not in a.text for a in asked)
+
+
+def _post(browser, path, **fields):
+    return browser.post(path, data={"form_token": _page_token(browser), **fields},
+                        headers={"origin": ORIGIN}, follow_redirects=False)
+
+
+def test_an_admin_cordons_drains_and_resumes_a_runner_from_the_console(browser, owner, app):
+    from gg.control.people import authenticate_person
+    from support import make_runner
+
+    core = app.state.core
+    make_runner(core, authenticate_person(core, owner), name="r1")
+    sign_in(browser, owner)
+    for action, state in (("cordon", "cordoned"), ("drain", "drained"), ("resume", "active")):
+        assert _post(browser, f"/ui/runners/r1/{action}").status_code == 303
+        assert f'data-state="{state}"' in browser.get("/ui/runners?part=1").text
+    member = browser.post("/v1/people", json={"name": "mo", "admin": False},
+                          headers=auth(owner)).json()["token"]
+    sign_in(browser, member)
+    refused = _post(browser, "/ui/runners/r1/cordon")
+    assert refused.status_code == 403 and "only an admin may do that" in refused.text
+    assert browser.get("/v1/runners/r1", headers=auth(owner)).json()["state"] == "active"
+
+
+def test_the_pending_queue_shows_a_gate_and_the_flights_it_holds_until_it_is_cleared(
+        browser, owner):
+    def chart(means):
+        return browser.post("/v1/environments", json={"name": "ui", "means": means},
+                            headers=auth(owner)).json()["gate"]
+
+    browser.post(f"/v1/gates/{chart('true')}/clear", headers=auth(owner))
+    gate = chart("false")  # re-charting: a flight opened meanwhile waits behind its gate
+    held = browser.post("/v1/flights", json={"command": ["true"], "environment": "ui"},
+                        headers=auth(owner)).json()
+    assert held["stage"] == "gated"
+    sign_in(browser, owner)
+    pending = browser.get("/ui/pending?part=1").text
+    assert gate in pending and held["id"] in pending
+    assert html.escape(held["waiting"]) in pending  # the domain's sentence, as it is
+    assert _post(browser, f"/ui/gates/{gate}/clear", back="/ui/pending").status_code == 303
+    assert held["id"] not in browser.get("/ui/pending?part=1").text
+    assert browser.get(f"/v1/gates/{gate}", headers=auth(owner)).json()["status"] == "cleared"
+
+
+def test_the_page_s_long_poll_answers_with_the_newest_event_after_its_own(browser, owner):
+    sign_in(browser, owner)
+    start = browser.get("/ui/wait?after=0").json()["after"]
+    flight = _open(browser, owner, "true")
+    seen = browser.get(f"/ui/wait?after={start}").json()
+    assert seen["after"] > start
+    assert browser.get(f"/ui/wait?after={seen['after']}&flight={flight}&facts=0").status_code == 200

@@ -4,17 +4,59 @@
 "use strict";
 
 (function () {
-  // Ask before a form marked data-confirm is posted (cancel, drain, clear).
+  var live = document.getElementById("live");
+  var status = document.getElementById("live-status");
+  var notice = document.getElementById("notice");
+
+  // A button in the live part (cancel, clear, cordon, drain, resume) asks first when its form
+  // says data-confirm, then posts the same form in the background and shows the answer in
+  // place; without this script the form still posts and the page comes back.
   document.addEventListener("submit", function (event) {
     var form = event.target;
     var question = form.getAttribute("data-confirm");
     if (question && !window.confirm(question)) {
       event.preventDefault();
+      return;
+    }
+    if (live && live.contains(form)) {
+      event.preventDefault();
+      post(form);
     }
   });
 
-  var live = document.getElementById("live");
-  var status = document.getElementById("live-status");
+  function tell(text) {
+    if (notice) {
+      notice.textContent = text;
+      notice.hidden = !text;
+    }
+  }
+
+  async function post(form) {
+    var button = form.querySelector("button");
+    if (button) {
+      button.disabled = true;
+    }
+    try {
+      var response = await fetch(form.action, {
+        method: "POST", credentials: "same-origin",
+        body: new URLSearchParams(new FormData(form)),
+      });
+      if (response.ok) {
+        tell("");
+      } else {
+        var answer = new DOMParser().parseFromString(await response.text(), "text/html");
+        var refusal = answer.querySelector(".refusal");
+        tell(refusal ? refusal.textContent : "the server answered " + response.status);
+      }
+      await refresh();
+    } catch (error) {
+      tell("not sent: " + error.message);
+      if (button) {
+        button.disabled = false;
+      }
+    }
+  }
+
   if (!live) {
     return;
   }
