@@ -7,11 +7,11 @@ exactly what they see and may do with ``gg``; only the session is the console's 
 
 from __future__ import annotations
 
-from gg.control import gates, people
+from gg.control import flights, gates, people
 from gg.control.core import Core
-from gg.control import flights
 from gg.domain import console as rules
 from gg.domain import tokens
+from gg.domain.events import EventKind
 from gg.domain.flights import Stage
 from gg.errors import Unauthorized
 
@@ -27,6 +27,9 @@ def sign_in(core: Core, person_token: str) -> tuple[dict, str, float]:
         core.store.delete_sessions_ended(now)
         core.store.add_session(token_hash=digest, person_id=person["id"], now=now,
                                expires_at=expires_at)
+        core.event(EventKind.PERSON_SIGNED_IN, actor=person["name"], at=now,
+                   session=tokens.fingerprint(secret), expires_at=expires_at)
+    core.signals.event_added()
     return person, secret, expires_at
 
 
@@ -46,10 +49,14 @@ def signed_in(core: Core, secret: str | None) -> dict:
     return person
 
 
-def sign_out(core: Core, secret: str | None) -> None:
-    if secret:
-        with core.store.atomic():
-            core.store.delete_session(tokens.digest(secret))
+def sign_out(core: Core, person: dict, secret: str | None) -> None:
+    if not secret:
+        return
+    with core.store.atomic():
+        if core.store.delete_session(tokens.digest(secret)):
+            core.event(EventKind.PERSON_SIGNED_OUT, actor=person["name"],
+                       session=tokens.fingerprint(secret))
+    core.signals.event_added()
 
 
 def pending(core: Core) -> list[dict]:

@@ -51,6 +51,8 @@ class EventKind(StrEnum):
     PERSON_ADDED = "info:person:added"
     PERSON_REMOVED = "info:person:removed"
     PERSON_TOKEN_ROTATED = "info:person:token_rotated"
+    PERSON_SIGNED_IN = "info:person:signed_in"  # to the web console (docs/web-console.md)
+    PERSON_SIGNED_OUT = "info:person:signed_out"
     ENROLMENT_TOKEN_MINTED = "info:enrolment:token_minted"
     ENROLMENT_TOKEN_REVOKED = "info:enrolment:token_revoked"
     # airspace

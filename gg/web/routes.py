@@ -92,9 +92,9 @@ async def login(request: Request) -> Response:
 async def logout(request: Request) -> Response:
     async def make():
         fields = await guard.form(request)
-        guard.person(request)
+        person = guard.person(request)
         guard.check_form(request, fields)
-        console.sign_out(request.app.state.core, guard.session_secret(request))
+        console.sign_out(request.app.state.core, person, guard.session_secret(request))
         response = _to(request, "/ui/login")
         guard.end_session(response, request)
         return response

@@ -108,7 +108,8 @@ def test_a_session_ends_at_its_expiry(browser, owner, clock, app):
     assert browser.get("/ui/wait").status_code == 401
 
 
-def test_signing_out_deletes_the_session_so_its_cookie_works_no_more(browser, owner, tmp_path):
+def test_signing_out_deletes_the_session_so_its_cookie_works_no_more_and_both_are_events(
+        browser, owner, tmp_path):
     sign_in(browser, owner)
     secret = browser.cookies["gg_session"]
     out = browser.post("/ui/logout", data={"form_token": _page_token(browser)},
@@ -118,6 +119,9 @@ def test_signing_out_deletes_the_session_so_its_cookie_works_no_more(browser, ow
         "SELECT count(*) FROM console_sessions").fetchone() == (0,)
     browser.cookies.set("gg_session", secret)  # a copy kept of the old cookie
     assert browser.get("/ui/flights", follow_redirects=False).headers["location"] == "/ui/login"
+    kinds = [e["kind"] for e in browser.get("/v1/events", headers=auth(owner)).json()]
+    assert kinds[-2:] == ["info:person:signed_in", "info:person:signed_out"]
+    assert secret not in browser.get("/v1/events", headers=auth(owner)).text
 
 
 def test_removing_a_person_ends_their_console_sessions(browser, owner, app):
