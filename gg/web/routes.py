@@ -14,7 +14,7 @@ from gg.domain import console as rules
 from gg.errors import GGError, NotFound, Unauthorized
 from gg.web import guard, render
 
-router = APIRouter()
+router = APIRouter(include_in_schema=False)  # pages, not the API: not in openapi.json
 ACTIONS = ("cordon", "drain", "resume")
 _STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 
