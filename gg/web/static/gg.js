@@ -98,6 +98,9 @@
     return true;
   }
 
+  var SPACING = 1000;  // ms between two refreshes of the live part, at least
+  var lastRefresh = 0;
+
   async function follow() {
     var failures = 0;
     say("live", "live");
@@ -117,6 +120,11 @@
           throw new Error("the server answered " + response.status);
         }
         var seen = await response.json();
+        var since = Date.now() - lastRefresh;
+        if (since < SPACING) {
+          await pause(SPACING - since);  // a burst of events: one refresh a second is enough
+        }
+        lastRefresh = Date.now();
         if (!(await refresh())) {
           return;
         }
