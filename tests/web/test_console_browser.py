@@ -1,6 +1,7 @@
 """The console in a real headless Chromium (Debian's ``chromium``, driven by Playwright)
 against a real ``gg server`` and real runner processes: sign in, watch a flight land while
-the page stays open, cancel one from its button, see a killed runner go offline. Every wait
+the page stays open, follow a flight's output as it comes, cancel it from its button, see a
+killed runner go offline. Every wait
 is a bounded wait on what the page shows, never a sleep.
 
 With ``CONSOLE_SCREENSHOTS=DIR`` set, the run also saves the pictures docs/web-console.md
@@ -70,15 +71,21 @@ def test_a_signed_in_page_shows_a_flight_land_and_cancels_one_without_a_reload(
     api = fleet.api()
     landing = api.open_flight({"command": ["sh", "-c", "echo hello from the console"]})["id"]
     playwright.expect(_stage(page, landing)).to_have_text("landed")
-    long = api.open_flight({"command": ["sleep", "300"], "title": "a long one"})["id"]
+    long = api.open_flight({"command": ["sh", "-c", "sleep 2; echo still going; sleep 300"],
+                            "title": "a long one"})["id"]
     playwright.expect(_stage(page, long)).to_have_text("flying")
+    assert page.evaluate("window.sameDocument") is True
     _shoot(page, "web-console-flights.png")
-    page.locator(f'[data-flight="{long}"] button.danger').click()
-    playwright.expect(_stage(page, long)).to_have_text("cancelled")
+
+    page.click(f'a[href="/ui/flights/{long}"]')  # its page: the output arrives as it is sent
+    page.evaluate("window.sameDocument = true")
+    playwright.expect(page.locator("#output")).to_contain_text("still going")
+    page.locator("button.danger").click()
+    playwright.expect(page.locator("#stage")).to_have_text("cancelled")
     assert page.evaluate("window.sameDocument") is True
     assert api.flight(long)["stage"] == "cancelled"
 
-    page.click(f'a[href="/ui/flights/{landing}"]')
+    page.goto(f"{fleet.url}/ui/flights/{landing}")
     playwright.expect(page.locator("#output")).to_contain_text("hello from the console")
     playwright.expect(page.locator("#stage")).to_have_text("landed")
     _shoot(page, "web-console-flight.png")
@@ -103,3 +110,22 @@ def test_a_runner_killed_while_its_page_is_open_shows_offline(make_fleet, chromi
     wait_until(lambda: runner.proc.poll() is not None, what="the runner process gone")
     playwright.expect(liveness).to_have_text("offline")
     assert page.evaluate("window.sameDocument") is True
+
+
+def test_the_pending_queue_shows_a_held_flight_s_sentence_and_an_admin_clears_its_gate(
+        make_fleet, chromium):
+    fleet = make_fleet(QUICK)
+    api = fleet.api()
+    fleet.chart("ui")
+    gate = api.request("POST", "/v1/environments", json={"name": "ui", "means": "false"})["gate"]
+    held = api.open_flight({"command": ["true"], "environment": "ui", "title": "held"})
+    page = _signed_in(chromium, fleet)
+    page.click('nav a[href="/ui/pending"]')
+    playwright.expect(page.locator("#pending")).to_contain_text(held["waiting"])
+    playwright.expect(page.locator("#pending")).to_contain_text(held["remedy"])
+    _shoot(page, "web-console-pending.png")
+    page.evaluate("window.sameDocument = true")
+    page.locator(f'form[action="/ui/gates/{gate}/clear"] button').click()
+    playwright.expect(page.locator("#pending")).not_to_contain_text(held["id"])
+    assert page.evaluate("window.sameDocument") is True
+    assert api.gate(gate)["status"] == "cleared"
