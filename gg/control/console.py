@@ -18,13 +18,17 @@ from gg.errors import Unauthorized
 SIGNED_OUT = "you are signed out: sign in with your person token"
 
 
-def sign_in(core: Core, person_token: str) -> tuple[dict, str, float]:
-    """``(person, session secret, expires_at)`` for a working person token (401 otherwise)."""
+def sign_in(core: Core, person_token: str,
+            replacing: str | None = None) -> tuple[dict, str, float]:
+    """``(person, session secret, expires_at)`` for a working person token (401 otherwise).
+    The browser's session before, ``replacing``, ends: each sign-in is a new session."""
     person = people.authenticate_person(core, person_token.strip())
     now = core.now()
     secret, digest, expires_at = rules.new_session(person, now, core.settings.console_session_ttl)
     with core.store.atomic():
         core.store.delete_sessions_ended(now)
+        if replacing:
+            core.store.delete_session(tokens.digest(replacing))
         core.store.add_session(token_hash=digest, person_id=person["id"], now=now,
                                expires_at=expires_at)
         core.event(EventKind.PERSON_SIGNED_IN, actor=person["name"], at=now,

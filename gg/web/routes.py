@@ -75,8 +75,9 @@ async def login(request: Request) -> Response:
         fields = await guard.form(request)
         guard.check_login_form(request, fields)
         try:
-            person, secret, expires_at = console.sign_in(request.app.state.core,
-                                                         fields.get("token", ""))
+            person, secret, expires_at = console.sign_in(
+                request.app.state.core, fields.get("token", ""),
+                replacing=guard.session_secret(request))
         except Unauthorized:
             raise Unauthorized("that token was not accepted: paste the person token `gg login` "
                                "uses (it starts with ggp_), or ask an admin for a new one") from None

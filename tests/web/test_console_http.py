@@ -40,6 +40,10 @@ def test_signing_in_sets_an_httponly_strict_session_cookie_and_stores_only_its_h
         "SELECT token_hash FROM console_sessions").fetchall()
     assert rows == [(tokens.digest(secret),)]  # the hash, never the secret itself
     assert browser.get("/ui/flights").status_code == 200
+    sign_in(browser, owner)  # signing in again: a new session, and the one before ends
+    assert sqlite3.connect(tmp_path / "gg.sqlite3").execute(
+        "SELECT token_hash FROM console_sessions").fetchall() == [
+            (tokens.digest(browser.cookies["gg_session"]),)]
 
 
 def test_over_tls_the_session_cookie_is_secure(app, owner):
@@ -224,3 +228,37 @@ def test_the_page_s_long_poll_answers_with_the_newest_event_after_its_own(browse
     seen = browser.get(f"/ui/wait?after={start}").json()
     assert seen["after"] > start
     assert browser.get(f"/ui/wait?after={seen['after']}&flight={flight}&facts=0").status_code == 200
+
+
+def test_the_pools_page_shows_a_pool_s_maintainer_members_and_attestation_age(
+        browser, owner, clock):
+    from support import http_proof
+
+    def ok(answer):
+        assert answer.status_code in (200, 201), answer.text
+        return answer.json()
+
+    def admin(method, path, **kw):
+        return ok(browser.request(method, path, headers=auth(owner), **kw))
+
+    gate = admin("POST", "/v1/environments", json={"name": "ui", "means": "true"})["gate"]
+    admin("POST", f"/v1/gates/{gate}/clear")
+    strategy = {"environment": "ui", "inventory": {"name": "ui-pool", "size": 2, "warm": 1},
+                "image": {"ref": "ui-image", "digest": "sha256:" + "c" * 64}}
+    applied = admin("PUT", "/v1/strategies/ui", json={"strategy": strategy})
+    admin("POST", f"/v1/gates/{applied['gate']['id']}/clear")
+    keeper = admin("POST", "/v1/runners", json={"name": "keeper",
+                                                **http_proof(browser, "register")})["credential"]
+    ok(browser.post("/v1/runner/check-in", json={}, headers=auth(keeper)))
+    admin("POST", "/v1/pools/ui-pool/allow", json={"runner": "keeper"})
+    code = ok(browser.post("/v1/pools/ui-pool/actions", json={"action": "start"},
+                           headers=auth(keeper)))["code"]
+    ok(browser.post("/v1/members/join", json=http_proof(browser, "join"), headers=auth(code)))
+    ok(browser.post("/v1/pools/ui-pool/attest", json={}, headers=auth(keeper)))
+    clock.advance(75)
+    sign_in(browser, owner)
+    page = browser.get("/ui/pools?part=1").text
+    shown = admin("GET", "/v1/pools/ui-pool")
+    assert "ui-pool" in page and "maintainer keeper" in page
+    assert "attested 75s ago" in page
+    assert shown["members"] and all(m["name"] in page for m in shown["members"])
