@@ -52,6 +52,9 @@ class Core:
     silence_scanned_at: float = 0.0
     owner_token_path: object = None
     verdicts: Verdicts | None = None  # the meanings' verdicts (gg.control.verdicts)
+    # flight id -> (shown at, at, low, high): the last start estimate shown for a waiting
+    # flight, kept beside its start by the grant (gg.control.estimates); memory only
+    shown_estimates: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.verdicts is None:

@@ -13,7 +13,8 @@ runners take nothing new, so they are not counted.
 It never guesses past what it knows. A flight behind an open gate, one no runner (and no pool)
 could take, and one whose turn depends on durations nobody has measured yet gets no time,
 only a ``basis`` that says why. Times are spread by the variance of the durations on the way
-(``low``/``high``: about nine starts in ten land inside).
+(``low``/``high``: about nine starts in ten should land inside), never by less than a fifth of
+the wait.
 
 Pure: :func:`expected_start` answers for one flight; a listing calls :func:`forecast` once
 and reads every row from it.
@@ -36,6 +37,11 @@ from gg.domain.pools import MEMBER_KIND
 from gg.domain.runners import Runner
 
 Z = 1.645  # low/high: the 5th and 95th percentile of a normal spread
+# ...and never narrower than this share of the wait (the queue itself moves: flights of
+# higher priority arrive, a runner goes away) nor than SPREAD_MIN seconds (a runner's next
+# claim, the moment its flight's process starts).
+SPREAD_SHARE = 0.2
+SPREAD_MIN = 2.0
 SOON = 5.0  # seconds: an estimate closer than this reads "in a few seconds"
 
 GATED = "no estimate: it waits behind an open gate, and when that clears is not up to the queue"
@@ -272,7 +278,7 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
         left -= 1
         ahead = sum(started[g] for g in groups_taking[best])
         started[group_of[si]] += 1
-        spread = Z * math.sqrt(var)
+        spread = max(Z * math.sqrt(var), SPREAD_SHARE * (t - now), SPREAD_MIN)
         estimates[f.id] = Estimate(t, max(now, t - spread), t + spread,
                                    _basis(ahead, seats_taking[best]), ahead, seats_taking[best])
         summary = history.of(f)
@@ -350,3 +356,39 @@ def sentence(estimate: Estimate | None, now: float) -> str | None:
     wait = estimate.at - now
     when = "in a few seconds" if wait < SOON else f"in {in_words(wait)}"
     return f"expected to start {when} ({estimate.basis})"
+
+
+# --------------------------------------------------------------------------- checked afterwards
+
+
+def accuracy(rows: list[dict]) -> dict:
+    """How the estimates flights started with compared with their starts: ``rows`` of
+    ``at``, ``low``, ``high``, ``estimated_at`` and ``started_at``. The error is
+    ``|started_at - at|``; the wait is ``started_at - estimated_at`` (what was still to come
+    when the estimate was shown)."""
+    errors = sorted(abs(r["started_at"] - r["at"]) for r in rows)
+    waits = sorted(max(r["started_at"] - r["estimated_at"], 0.0) for r in rows)
+    inside = sum(1 for r in rows if r["low"] - 1e-6 <= r["started_at"] <= r["high"] + 1e-6)
+    n = len(rows)
+    return {"starts": n,
+            "median_error": _quantile(errors, 0.5), "p90_error": _quantile(errors, 0.9),
+            "median_wait": _quantile(waits, 0.5),
+            "inside": inside, "inside_share": inside / n if n else None}
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    """The ``q`` quantile of sorted ``values`` (nearest rank); None when there are none."""
+    if not values:
+        return None
+    return values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))]
+
+
+def accuracy_sentence(report: dict) -> str:
+    """One line for ``gg estimate accuracy``."""
+    n = report["starts"]
+    if not n:
+        return "no flight has started with an estimate in this period"
+    return (f"{n} start{'s' if n != 1 else ''} with an estimate: median error "
+            f"{in_words(report['median_error']).lstrip('~')}, p90 error "
+            f"{in_words(report['p90_error']).lstrip('~')}; {report['inside']} of {n} "
+            f"({report['inside_share']:.0%}) started inside the range given")
