@@ -64,11 +64,11 @@ def fly(
         typer.echo(flight.id)
         if flight.waiting:
             typer.echo(flight.waiting, err=True)
-        if flight.expected_start:
-            typer.echo(flight.expected_start, err=True)
         return
     print(f"{flight.id} opened", file=sys.stderr, flush=True)
-    final = follow(api, flight.id, echo=not json_)
+    # the answer to an open carries no estimate (opening a burst stays cheap): ask once
+    final = follow(api, flight.id, echo=not json_,
+                   opened=api.flight(flight.id) if flight.waiting else flight)
     if json_:
         emit_json(api.flight(flight.id))
     raise typer.Exit(exit_code_of(final))
@@ -91,10 +91,14 @@ def _size(option: str, text: str) -> int:
         raise CliError(f"{option}: {exc}", Exit.USAGE) from None
 
 
-def follow(api, flight_id: str, *, echo: bool = True, after: int = 0) -> FactsPage:
-    """Stream a flight's output until it ends; returns the last answer."""
+def follow(api, flight_id: str, *, echo: bool = True, after: int = 0,
+           opened=None) -> FactsPage:
+    """Stream a flight's output until it ends; returns the last answer. While it waits, why
+    it waits and when it is expected to start are printed, and printed again as they move."""
     said_waiting = said_estimate = None
-    waiting_now = False
+    waiting_now = opened is not None and opened.stage in (Stage.READY, Stage.GATED)
+    if waiting_now and echo:
+        said_waiting, said_estimate = _say(opened, None, None)
     while True:
         # while it waits, look again sooner: the estimate is printed again when it moves
         answer = api.facts(flight_id, after=after, wait=10.0 if waiting_now else 25.0,
@@ -107,13 +111,19 @@ def follow(api, flight_id: str, *, echo: bool = True, after: int = 0) -> FactsPa
             return answer
         waiting_now = answer.stage in (Stage.READY, Stage.GATED)
         if waiting_now and not answer.facts and echo:
-            shown = api.flight(flight_id)
-            if shown.waiting and shown.waiting != said_waiting:
-                print(shown.waiting, file=sys.stderr, flush=True)
-                said_waiting = shown.waiting
-            if shown.expected_start and shown.expected_start != said_estimate:
-                print(shown.expected_start, file=sys.stderr, flush=True)
-                said_estimate = shown.expected_start
+            said_waiting, said_estimate = _say(api.flight(flight_id), said_waiting,
+                                               said_estimate)
+
+
+def _say(shown, said_waiting: str | None, said_estimate: str | None) -> tuple:
+    """Print why ``shown`` waits and when it is expected to start, each only when it changed."""
+    if shown.waiting and shown.waiting != said_waiting:
+        print(shown.waiting, file=sys.stderr, flush=True)
+        said_waiting = shown.waiting
+    if shown.expected_start and shown.expected_start != said_estimate:
+        print(shown.expected_start, file=sys.stderr, flush=True)
+        said_estimate = shown.expected_start
+    return said_waiting, said_estimate
 
 
 def _echo_fact(fact: FlightFact) -> None:

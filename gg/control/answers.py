@@ -161,7 +161,8 @@ def refs_set(core: Core, runner: Runner, refs: list[dict]) -> dict:
 
 
 def opened(core: Core, person: dict, **fields: Any) -> dict:
-    return flights.show_flight(core, flights.open_flight(core, person, **fields).id)
+    return flights.show_flight(core, flights.open_flight(core, person, **fields).id,
+                               estimate=False)
 
 
 def cancelled(core: Core, person: dict, flight_id: str) -> dict:

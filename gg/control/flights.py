@@ -161,7 +161,7 @@ def list_flights(core: Core, *, stage: str | None = None, limit: int = 200) -> l
     return out
 
 
-def show_flight(core: Core, flight_id: str) -> dict:
+def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
     now = core.now()
     record_due(core, now)
     flight = core.store.flight(flight_id)
@@ -170,7 +170,10 @@ def show_flight(core: Core, flight_id: str) -> dict:
     snap = Snapshot(core, now)
     people = {p["id"]: p["name"] for p in core.store.people()}
     out = view(flight, snap.waiting(flight), snap.names, people)
-    estimate_ops.add_to_rows(core, [out], snap.seats, now)
+    if estimate:  # the queue played forward: for one who reads, not for every open
+        estimate_ops.add_to_rows(core, [out], snap.seats, now)
+    else:
+        out.update(estimate_ops.fields(None, now))
     out["stopping"] = None
     out["time_left"] = out["time_left_sentence"] = None
     if flight.stage == Stage.FLYING.value:
