@@ -21,11 +21,12 @@ from gg.store.estimates import FLIGHT, WARMUP
 
 _SHOWN_MAX = 100_000  # estimates remembered in memory at most (the oldest shown are dropped)
 ENDED = (Event.LANDED, Event.FAILED)  # a final report: the flight flew its whole course
+HANDED_BACK = (Event.LANDED, Event.FAILED, Event.RETURNED)
 
 
 def history(core: Core) -> History:
     warmups = {title: s for (title, _, _), s in core.store.durations(WARMUP).items()}
-    return History(core.store.durations(FLIGHT), warmups)
+    return History(core.store.durations(FLIGHT), warmups, turnaround=core.turnaround)
 
 
 def outlooks(core: Core, now: float) -> list[PoolOutlook]:
@@ -97,10 +98,18 @@ def remember(core: Core, flight_id: str, estimate: Estimate, now: float) -> None
 # --------------------------------------------------------------------------- the claim's part
 
 
-def on_change(core: Core, flight: Flight, event: Event, now: float) -> None:
+def on_change(core: Core, flight: Flight, event: Event, now: float,
+              runner_id: str | None = None) -> None:
     """Inside the transaction of ``move``: a grant keeps the estimate the flight was last
-    shown; a final report folds the flight's duration into its kind's summary."""
+    shown (and, in memory, how long its runner took from its last hand-back to this start
+    while the flight waited); a final report folds the flight's duration into its kind's
+    summary."""
+    if event in HANDED_BACK and flight.lease_runner:
+        core.lease_ended[flight.lease_runner] = now
     if event == Event.GRANTED:
+        ended = core.lease_ended.pop(runner_id, None)
+        if ended is not None and flight.opened_at <= ended:  # it waited for this runner
+            core.turnaround = core.turnaround.add(now - ended, core.settings.estimate_window)
         shown = core.shown_estimates.pop(flight.id, None)
         if shown is not None:
             estimated_at, at, low, high = shown

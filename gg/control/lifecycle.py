@@ -29,5 +29,5 @@ def move(core: Core, flight: Flight, event: Event, now: float, *, actor: str | N
     for record in change.records:
         core.event(record.kind, actor=record.actor, runner_id=record.runner_id,
                    flight_id=flight.id, at=now, **record.body)
-    estimates.on_change(core, flight, event, now)  # the start's estimate, the duration
+    estimates.on_change(core, flight, event, now, runner_id=details.get("runner_id"))
     return change

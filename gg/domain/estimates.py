@@ -85,6 +85,8 @@ class History:
 
     durations: dict[tuple[str, str, str], Summary] = field(default_factory=dict)
     warmups: dict[str, Summary] = field(default_factory=dict)
+    # from a runner handing a flight back to its next start, while flights waited
+    turnaround: Summary = field(default_factory=Summary)
     _wide: dict = field(default_factory=dict, repr=False)
 
     def of(self, flight: Flight) -> Summary | None:
@@ -305,8 +307,12 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
 
 def _after_flight(pool: PoolOutlook | None, history: History, end: float,
                   var: float) -> tuple[float | None, float]:
-    """When a slot is free again after a flight ending at ``end``: at once, or for a pool's
-    member after it has warmed again (and inside the pool's active hours)."""
+    """When a slot takes its next flight after one ending at ``end``: after the runner's
+    turnaround (hand-back to next start, as measured), and for a pool's member after it has
+    warmed again (inside the pool's active hours)."""
+    if history.turnaround.count > 0:
+        gap, gap_var = history.turnaround.remaining(0.0)
+        end, var = end + gap, var + gap_var
     if pool is None:
         return end, var
     warm = history.warmups.get(pool.name)
@@ -388,7 +394,10 @@ def accuracy_sentence(report: dict) -> str:
     n = report["starts"]
     if not n:
         return "no flight has started with an estimate in this period"
+    def said(seconds: float) -> str:
+        return f"{seconds:.1f} s" if seconds < 60 else in_words(seconds).lstrip("~")
+
     return (f"{n} start{'s' if n != 1 else ''} with an estimate: median error "
-            f"{in_words(report['median_error']).lstrip('~')}, p90 error "
-            f"{in_words(report['p90_error']).lstrip('~')}; {report['inside']} of {n} "
+            f"{said(report['median_error'])}, p90 error "
+            f"{said(report['p90_error'])}; {report['inside']} of {n} "
             f"({report['inside_share']:.0%}) started inside the range given")

@@ -70,7 +70,7 @@ def test_an_estimate_is_shown_in_show_flights_json_and_fly_wait_and_checked_afte
     assert report["starts"] >= 2 and report["median_error"] is not None
     assert 0 <= report["inside"] <= report["starts"]
     text = fleet.gg("estimate", "accuracy", "--since", "1h", check=True).stdout
-    assert re.match(r"\d+ starts with an estimate: median error \d+ (s|min), p90 error", text), text
+    assert re.match(r"\d+ starts with an estimate: median error [\d.]+ (s|min), p90 error", text), text
     bad = fleet.gg("estimate", "accuracy", "--since", "soon")
     assert bad.returncode != 0 and bad.stderr.strip().startswith("--since: 'soon' is not a duration")
     api.cancel(unknown)
