@@ -37,7 +37,9 @@ def outlooks(core: Core, now: float) -> list[PoolOutlook]:
             continue
         seen = pool_look.look(core, record, now)
         spec = record.in_force.pool_spec()
-        settling = [m.cycle_started_at or now for m in seen.members if m.state in SETTLING]
+        # still on its way: starting or resetting as last attested, and not yet checked in
+        settling = [m.cycle_started_at or now for m in seen.members if m.state in SETTLING
+                    and m.id not in seen.held and not seen.online.get(m.id)]
         out.append(estimates.pool_outlook(
             record.pool, spec.environment, in_hours=seen.plan.in_hours,
             warming=seen.plan.warming, settling_since=settling,
