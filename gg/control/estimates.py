@@ -51,8 +51,7 @@ def outlooks(core: Core, now: float) -> list[PoolOutlook]:
 
 def forecast(core: Core, seats: list[Seat], now: float) -> Forecast:
     """Every ready flight's estimate, from one run of the whole queue."""
-    ready = [Flight(**values) for values in
-             core.store.flight_values(stages=(Stage.READY.value,), limit=10_000_000)]
+    ready = [Flight(command=[], **values) for values in core.store.ready_for_estimates()]
     flying = core.store.flights(stages=(Stage.FLYING.value,), limit=10_000_000)
     served = core.store.last_served({f.opened_by for f in ready})
     return estimates.forecast(Queue(ready, flying, served), seats, history(core),
@@ -100,7 +99,7 @@ def remember(core: Core, flight_id: str, estimate: Estimate, now: float) -> None
 # --------------------------------------------------------------------------- the claim's part
 
 
-def on_change(core: Core, flight: Flight, event: Event, now: float,
+def on_change(core: Core, flight: Flight, event: Event, now: float, *,
               runner_id: str | None = None) -> None:
     """Inside the transaction of ``move``: a grant keeps the estimate the flight was last
     shown (and, in memory, how long its runner took from its last hand-back to this start

@@ -202,7 +202,7 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
     all_seats: list[Seat] = []
     pools_of_seat: list[PoolOutlook | None] = []
     for s in seats:
-        all_seats.append(replace(s, live_leases=0))
+        all_seats.append(s)
         pools_of_seat.append(member_pool.get(s.runner.id))
     heap: list[tuple[float, float, int, int]] = []  # (free at, variance, tie, seat)
     unknown: dict[int, str] = {}
@@ -226,16 +226,11 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
             mean, var = warm.remaining(max(now - since, 0.0))
             heapq.heappush(heap, (max(since, now) + mean, var, tie, si))
             tie += 1
-    takes: list[list[tuple]] = []
-    for s in all_seats:
-        takes.append([k for k, f in sample.items() if offerable(f, s)])
-    groups: dict[frozenset, list[int]] = {}
-    for si, ks in enumerate(takes):
-        if ks:
-            groups.setdefault(frozenset(ks), []).append(si)
-    group_of = {si: g for g, members in groups.items() for si in members}
-    seats_taking = {k: sum(len(m) for g, m in groups.items() if k in g) for k in classes}
-    groups_taking = {k: [g for g in groups if k in g] for k in classes}
+    takes = _takes(all_seats, sample)
+    seats_taking = {k: 0 for k in classes}
+    for ks in takes:
+        for k in ks:
+            seats_taking[k] += 1
 
     # The slots of real seats: free now, or when the flight each one flies ends.
     flying_on: dict[str, list[Flight]] = {}
@@ -263,7 +258,7 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
             tie += 1
 
     heads = {k: 0 for k in classes}
-    started: dict[frozenset, int] = {g: 0 for g in groups}
+    started = {k: 0 for k in classes}  # flights started so far on seats that take each class
     estimates: dict[str, Estimate] = {}
     left = len(ordered)
     while heap and left:
@@ -278,8 +273,9 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
         f = ordered[classes[best][heads[best]]]
         heads[best] += 1
         left -= 1
-        ahead = sum(started[g] for g in groups_taking[best])
-        started[group_of[si]] += 1
+        ahead = started[best]
+        for k in takes[si]:
+            started[k] += 1
         spread = max(Z * math.sqrt(var), SPREAD_SHARE * (t - now), SPREAD_MIN)
         estimates[f.id] = Estimate(t, max(now, t - spread), t + spread,
                                    _basis(ahead, seats_taking[best]), ahead, seats_taking[best])
@@ -295,14 +291,38 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
         heapq.heappush(heap, (end, end_var, tie, si))
         tie += 1
 
+    reason_of: dict[tuple, str] = {}  # class -> why a seat that could take it has no time
+    for si in sorted(unknown):
+        for k in takes[si]:
+            reason_of.setdefault(k, unknown[si])
     for k, positions in classes.items():  # the flights the run never reached
         if heads[k] >= len(positions):
             continue
-        reasons = [unknown[si] for g in groups_taking[k] for si in groups[g] if si in unknown]
-        reason = reasons[0] if reasons else NOBODY
+        reason = reason_of.get(k, NOBODY)
         for pos in positions[heads[k]:]:
             estimates[ordered[pos].id] = no_estimate(reason)
     return Forecast(estimates, now)
+
+
+def _takes(seats: list[Seat], sample: dict[tuple, Flight]) -> list[list[tuple]]:
+    """For each seat (with a free slot), the classes of flights the matcher may offer it. A
+    class sent to one runner is tried on that runner only, and a seat lacking a required
+    label is not asked: ``offerable`` would refuse both."""
+    free = [replace(s, live_leases=0) if s.live_leases else s for s in seats]
+    index = {s.runner.id: i for i, s in enumerate(free)}
+    takes: list[list[tuple]] = [[] for _ in free]
+    for k, f in sample.items():
+        if f.runner_target is not None:
+            i = index.get(f.runner_target)
+            candidates = [] if i is None else [i]
+        else:
+            required = f.requires.items()
+            candidates = [i for i, s in enumerate(free)
+                          if all(s.usable_labels.get(key) == v for key, v in required)]
+        for i in candidates:
+            if offerable(f, free[i]):
+                takes[i].append(k)
+    return takes
 
 
 def _after_flight(pool: PoolOutlook | None, history: History, end: float,

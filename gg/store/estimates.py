@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from gg.domain.durations import Summary
 from gg.store.db import Database
 
@@ -48,6 +50,25 @@ class EstimateRows:
         return [dict(r) for r in self.db.all(
             "SELECT * FROM start_estimates WHERE started_at >= ? ORDER BY started_at",
             (since,))]
+
+    def ready_for_estimates(self) -> list[dict]:
+        """Every ready flight, only the fields the matcher and the estimator read (the
+        others keep their defaults): one listing plays the whole queue forward."""
+        names = ("id", "opened_by", "opened_at", "stage", "title", "environment", "requires",
+                 "runner_target", "repo", "agent", "kind", "priority", "attempt")
+        cursor = self.db.conn.cursor()
+        cursor.row_factory = None
+        cursor.execute(f"SELECT {', '.join(names)} FROM flights WHERE stage = 'ready'")
+        decoded: dict[str, dict] = {}  # few distinct requirement sets: decode each once
+        out = []
+        for row in cursor.fetchall():
+            data = dict(zip(names, row))
+            text = data["requires"]
+            if text not in decoded:
+                decoded[text] = json.loads(text or "{}")
+            data["requires"] = decoded[text]
+            out.append(data)
+        return out
 
     def last_served(self, openers: set[str]) -> dict[str, float]:
         """Opener -> when a flight of theirs was last granted (the matcher's fair share)."""
