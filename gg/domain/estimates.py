@@ -13,7 +13,7 @@ runners take nothing new, so they are not counted.
 It never guesses past what it knows. A flight behind an open gate, one no runner (and no pool)
 could take, and one whose turn depends on durations nobody has measured yet gets no time,
 only a ``basis`` that says why. Times are spread by the variance of the durations on the way
-(``low``/``high``: about nine starts in ten should land inside), never by less than a fifth of
+(``low``/``high``: about nine starts in ten should land inside), never by less than a quarter of
 the wait.
 
 Pure: :func:`expected_start` answers for one flight; a listing calls :func:`forecast` once
@@ -40,7 +40,7 @@ Z = 1.645  # low/high: the 5th and 95th percentile of a normal spread
 # ...and never narrower than this share of the wait (the queue itself moves: flights of
 # higher priority arrive, a runner goes away) nor than SPREAD_MIN seconds (a runner's next
 # claim, the moment its flight's process starts).
-SPREAD_SHARE = 0.2
+SPREAD_SHARE = 0.25
 SPREAD_MIN = 2.0
 SOON = 5.0  # seconds: an estimate closer than this reads "in a few seconds"
 
