@@ -39,6 +39,10 @@ def _middle(i: int) -> float:
     return high / 2 if i == 0 else math.sqrt(low * high)
 
 
+_BOUNDS = [_bounds(i) for i in range(BUCKETS)]  # worked out once: the estimator asks often
+_MIDDLE = [_middle(i) for i in range(BUCKETS)]
+
+
 @dataclass(frozen=True)
 class Summary:
     """Bucket index -> faded count of durations that fell in it."""
@@ -64,11 +68,11 @@ class Summary:
         wide as a quarter of its age."""
         total = mean = square = 0.0
         for i, w in self.weights.items():
-            low, high = _bounds(i)
+            low, high = _BOUNDS[i]
             if high <= elapsed:
                 continue
             # inside its bucket, a duration longer than elapsed is at least elapsed
-            left = (_middle(i) if elapsed <= low else (elapsed + high) / 2) - elapsed
+            left = (_MIDDLE[i] if elapsed <= low else (elapsed + high) / 2) - elapsed
             total += w
             mean += w * left
             square += w * left * left

@@ -88,6 +88,17 @@ class History:
     # from a runner handing a flight back to its next start, while flights waited
     turnaround: Summary = field(default_factory=Summary)
     _wide: dict = field(default_factory=dict, repr=False)
+    _flies: dict = field(default_factory=dict, repr=False)
+
+    def flies(self, flight: Flight) -> tuple[float, float] | None:
+        """Mean and variance of how long ``flight`` will fly once started (None: unknown);
+        worked out once per summary."""
+        summary = self.of(flight)
+        if summary is None:
+            return None
+        if id(summary) not in self._flies:  # many kinds share their neighbours' summary
+            self._flies[id(summary)] = summary.remaining(0.0)
+        return self._flies[id(summary)]
 
     def of(self, flight: Flight) -> Summary | None:
         """The durations of flights like ``flight``: its own kind, else every kind of its
@@ -279,11 +290,11 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
         spread = max(Z * math.sqrt(var), SPREAD_SHARE * (t - now), SPREAD_MIN)
         estimates[f.id] = Estimate(t, max(now, t - spread), t + spread,
                                    _basis(ahead, seats_taking[best]), ahead, seats_taking[best])
-        summary = history.of(f)
-        if summary is None:
+        flies = history.flies(f)
+        if flies is None:
             unknown[si] = UNMEASURED
             continue
-        mean, dvar = summary.remaining(0.0)
+        mean, dvar = flies
         end, end_var = _after_flight(pools_of_seat[si], history, t + mean, var + dvar)
         if end is None:
             unknown[si] = UNWARMED.format(pool=pools_of_seat[si].name)
