@@ -41,30 +41,28 @@ import httpx  # noqa: E402
 # --------------------------------------------------------------------------- listing cost
 
 
-def listing(args) -> int:
+def fill(root: Path, args):
     import placement
 
-    from gg.control import estimates, flights
+    from gg.control import leases
     from gg.control.core import Core
+    from gg.launch import LocalServer, free_port
     from gg.settings import Settings
     from gg.store import open_store
     from gg.store.estimates import FLIGHT
 
-    root = Path(tempfile.mkdtemp(prefix="gg-bench-estimates-"))
     started = time.perf_counter()
     # placement.fill bootstraps its own owner: a server must have made the store first
-    from gg.launch import LocalServer, free_port
     server = LocalServer(root / "data", free_port(), log=root / "server.log")
     server.start()
     server.stop()
     placement.fill(root / "data", args.runners, args.flights)
     placement.keep_online(root / "data")
     core = Core(store=open_store(root / "data"),
-                settings=Settings(offline_after=3600, lease_ttl=3600))
+                settings=Settings(offline_after=1e9, lease_ttl=1e9))
     # placement's fill leaves the runners without a capability report (degraded outside dev):
     # make them healthy, except its 20 degraded on purpose, and let each take the flight
     # sent to it, so every runner flies one flight and the queue must be played forward
-    from gg.control import leases
     with core.store.atomic():
         core.store.db.run("UPDATE runners SET health = 'ok' WHERE health NOT LIKE '%bwrap%'")
     for r in core.store.runners():
@@ -82,6 +80,23 @@ def listing(args) -> int:
                                     window=200, keep=2000, now=now)
     print(f"filled {args.runners} runners, {args.flights} ready flights and a history in "
           f"{time.perf_counter() - started:.0f}s", file=sys.stderr)
+    return core
+
+
+def listing(args) -> int:
+    from gg.control import estimates, flights
+    from gg.control.core import Core
+    from gg.settings import Settings
+    from gg.store import open_store
+
+    if args.reuse:  # a store this command filled before (the fill takes minutes)
+        root = Path(args.reuse)
+        core = Core(store=open_store(root / "data"),
+                    settings=Settings(offline_after=1e9, lease_ttl=1e9))
+    else:
+        root = Path(tempfile.mkdtemp(prefix="gg-bench-estimates-"))
+        core = fill(root, args)
+    print(f"store in {root}", file=sys.stderr)
 
     def timed(fn):
         wall, cpu = [], []
@@ -95,7 +110,18 @@ def listing(args) -> int:
     seats = estimates.fleet_seats(core, core.now())
     result = estimates.forecast(core, seats, core.now())
     known = sum(1 for e in result.estimates.values() if e.known)
+    def first_page_without_estimates():
+        # the same listing with the estimate step left out: what the estimate adds
+        kept, flights.estimate_ops.add_to_rows = flights.estimate_ops.add_to_rows, (
+            lambda *a, **k: None)
+        try:
+            return json.dumps(flights.list_flights(core, limit=200))
+        finally:
+            flights.estimate_ops.add_to_rows = kept
+
     figures = {
+        "list_flights, first page (200 rows), without estimates (for comparison)":
+            timed(first_page_without_estimates),
         "forecast of the whole queue (one run for every row)":
             timed(lambda: estimates.forecast(core, seats, core.now())),
         "list_flights, first page (200 rows), estimates included":
@@ -110,7 +136,10 @@ def listing(args) -> int:
         body.append(f"| {label} | {med:.0f} ms | {best:.0f} ms | {wall:.0f} ms |")
     print("\n".join(body))
     if args.write:
-        write_section("estimates-listing", "\n".join(body))
+        # the command without --reuse's folder: a reused store was filled by this same command
+        write_section("estimates-listing", "\n".join(body),
+                      command=f"python bench/estimates.py listing --flights {args.flights} "
+                              f"--runners {args.runners} --write")
     core.store.close()
     return 0
 
@@ -262,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     lst.add_argument("--runners", type=int, default=1_000)
     lst.add_argument("--repeat", type=int, default=5)
     lst.add_argument("--write", action="store_true", help="rewrite docs/performance.md")
+    lst.add_argument("--reuse", metavar="DIR", help="a folder an earlier run filled")
     day_ = sub.add_parser("day")
     day_.add_argument("--quick", action="store_true")
     day_.add_argument("--json", action="store_true")
