@@ -51,8 +51,10 @@ def outlooks(core: Core, now: float) -> list[PoolOutlook]:
 
 def forecast(core: Core, seats: list[Seat], now: float) -> Forecast:
     """Every ready flight's estimate, from one run of the whole queue."""
-    ready = [Flight(command=[], **values) for values in core.store.ready_for_estimates()]
-    flying = core.store.flights(stages=(Stage.FLYING.value,), limit=10_000_000)
+    ready = [Flight(command=[], **values)
+             for values in core.store.for_estimates(Stage.READY.value)]
+    flying = [Flight(command=[], **values)
+              for values in core.store.for_estimates(Stage.FLYING.value)]
     served = core.store.last_served({f.opened_by for f in ready})
     return estimates.forecast(Queue(ready, flying, served), seats, history(core),
                               outlooks(core, now), now)

@@ -51,14 +51,16 @@ class EstimateRows:
             "SELECT * FROM start_estimates WHERE started_at >= ? ORDER BY started_at",
             (since,))]
 
-    def ready_for_estimates(self) -> list[dict]:
-        """Every ready flight, only the fields the matcher and the estimator read (the
-        others keep their defaults): one listing plays the whole queue forward."""
+    def for_estimates(self, stage: str) -> list[dict]:
+        """Every flight in ``stage`` (ready or flying), only the fields the matcher and the
+        estimator read (the others keep their defaults): one listing plays the whole queue
+        forward."""
         names = ("id", "opened_by", "opened_at", "stage", "title", "environment", "requires",
-                 "runner_target", "repo", "agent", "kind", "priority", "attempt")
+                 "runner_target", "repo", "agent", "kind", "priority", "attempt",
+                 "lease_runner", "lease_granted_at")
         cursor = self.db.conn.cursor()
         cursor.row_factory = None
-        cursor.execute(f"SELECT {', '.join(names)} FROM flights WHERE stage = 'ready'")
+        cursor.execute(f"SELECT {', '.join(names)} FROM flights WHERE stage = ?", (stage,))
         decoded: dict[str, dict] = {}  # few distinct requirement sets: decode each once
         out = []
         for row in cursor.fetchall():
