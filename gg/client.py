@@ -252,6 +252,11 @@ class Client:
             "GET", paths.FLIGHT_FACTS.format(flight_id=flight_id),
             params={"after": after, "wait": wait}, timeout=wait + 15.0, **kw))
 
+    def estimate_accuracy(self, since: float | None = None) -> f.EstimateAccuracy:
+        params = {} if since is None else {"since": since}
+        return _one(f.EstimateAccuracy, self.request("GET", paths.ESTIMATE_ACCURACY,
+                                                     params=params))
+
     def cancel(self, flight_id: str) -> f.FlightDetail:
         return _one(f.FlightDetail, self.request(
             "POST", paths.FLIGHT_CANCEL.format(flight_id=flight_id)))

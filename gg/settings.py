@@ -105,6 +105,13 @@ class Settings:
     # a page's long poll is held at most CONSOLE_WAIT before the page looks again anyway.
     console_session_ttl: float = 12 * 3600.0
     console_wait: float = 20.0
+    # Start estimates (docs/waiting.md): each new duration fades a kind's older ones by
+    # 1/ESTIMATE_WINDOW; at most ESTIMATE_KINDS kinds of flight are remembered (the ones
+    # not seen longest are forgotten); the estimates flights started with are kept for
+    # ESTIMATE_RETAIN, for `gg estimate accuracy`.
+    estimate_window: int = 200
+    estimate_kinds: int = 2000
+    estimate_retain: float = 30 * 86400.0
     high_priority: str = "admins"  # who may open a flight with --priority high: admins|everyone
     dev: bool = False
 

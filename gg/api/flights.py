@@ -54,6 +54,13 @@ class FlightRow(Answer):
     waiting: str | None = None  # why it is not flying yet, in one sentence
     remedy: str | None = None
     lease: FlightLease | None = None
+    # when a waiting flight is expected to start (docs/waiting.md); with no estimate the
+    # three times are None and the basis says why; all None when it is not waiting
+    expected_start_at: float | None = None
+    expected_start_low: float | None = None
+    expected_start_high: float | None = None
+    expected_start_basis: str | None = None
+    expected_start: str | None = None  # e.g. "expected to start in ~3 min (2 flights ahead ...)"
 
 
 class FlightFact(Answer):
@@ -101,3 +108,15 @@ class Plan(Answer):
     items: list[dict[str, Any]] = []
     state: str | None = None
     title: str = ""
+
+
+class EstimateAccuracy(Answer):
+    """``gg estimate accuracy``: the estimates flights started with, against their starts."""
+    since: float
+    starts: int
+    median_error: float | None = None  # seconds between the estimate and the start
+    p90_error: float | None = None
+    median_wait: float | None = None  # seconds from the estimate shown to the start
+    inside: int = 0  # starts that fell inside [low, high]
+    inside_share: float | None = None
+    sentence: str

@@ -21,6 +21,7 @@ FLIGHT = "/v1/flights/{flight_id}"
 FLIGHT_FACTS = "/v1/flights/{flight_id}/facts"
 FLIGHT_CANCEL = "/v1/flights/{flight_id}/cancel"
 EVENTS = "/v1/events"
+ESTIMATE_ACCURACY = "/v1/estimates/accuracy"  # start estimates against the starts (docs/waiting.md)
 GATES = "/v1/gates"
 GATE = "/v1/gates/{gate_id}"
 GATE_CLEAR = "/v1/gates/{gate_id}/clear"

@@ -66,7 +66,9 @@ def fly(
             typer.echo(flight.waiting, err=True)
         return
     print(f"{flight.id} opened", file=sys.stderr, flush=True)
-    final = follow(api, flight.id, echo=not json_)
+    # the answer to an open carries no estimate (opening a burst stays cheap): ask once
+    final = follow(api, flight.id, echo=not json_,
+                   opened=api.flight(flight.id) if flight.waiting else flight)
     if json_:
         emit_json(api.flight(flight.id))
     raise typer.Exit(exit_code_of(final))
@@ -89,22 +91,39 @@ def _size(option: str, text: str) -> int:
         raise CliError(f"{option}: {exc}", Exit.USAGE) from None
 
 
-def follow(api, flight_id: str, *, echo: bool = True, after: int = 0) -> FactsPage:
-    """Stream a flight's output until it ends; returns the last answer."""
-    said_waiting = None
+def follow(api, flight_id: str, *, echo: bool = True, after: int = 0,
+           opened=None) -> FactsPage:
+    """Stream a flight's output until it ends; returns the last answer. While it waits, why
+    it waits and when it is expected to start are printed, and printed again as they move."""
+    said_waiting = said_estimate = None
+    waiting_now = opened is not None and opened.stage in (Stage.READY, Stage.GATED)
+    if waiting_now and echo:
+        said_waiting, said_estimate = _say(opened, None, None)
     while True:
-        answer = api.facts(flight_id, after=after, wait=25.0, retry_for=RETRY_FOLLOW)
+        # while it waits, look again sooner: the estimate is printed again when it moves
+        answer = api.facts(flight_id, after=after, wait=10.0 if waiting_now else 25.0,
+                           retry_for=RETRY_FOLLOW)
         for fact in answer.facts:
             after = fact.seq
             if echo:
                 _echo_fact(fact)
         if Stage(answer.stage).final and not answer.facts:
             return answer
-        if answer.stage in (Stage.READY, Stage.GATED) and not answer.facts and echo:
-            waiting = api.flight(flight_id).waiting
-            if waiting and waiting != said_waiting:
-                print(waiting, file=sys.stderr, flush=True)
-                said_waiting = waiting
+        waiting_now = answer.stage in (Stage.READY, Stage.GATED)
+        if waiting_now and not answer.facts and echo:
+            said_waiting, said_estimate = _say(api.flight(flight_id), said_waiting,
+                                               said_estimate)
+
+
+def _say(shown, said_waiting: str | None, said_estimate: str | None) -> tuple:
+    """Print why ``shown`` waits and when it is expected to start, each only when it changed."""
+    if shown.waiting and shown.waiting != said_waiting:
+        print(shown.waiting, file=sys.stderr, flush=True)
+        said_waiting = shown.waiting
+    if shown.expected_start and shown.expected_start != said_estimate:
+        print(shown.expected_start, file=sys.stderr, flush=True)
+        said_estimate = shown.expected_start
+    return said_waiting, said_estimate
 
 
 def _echo_fact(fact: FlightFact) -> None:
@@ -152,8 +171,13 @@ def list_flights(
     for f in rows:
         t.add_row(f.id, f.stage, f.runner_name or "-", str(f.attempt),
                   "-" if f.exit_code is None else str(f.exit_code), ago(f.opened_at, now),
-                  f.opened_by_name or "-", f.waiting if f.waiting else f.title)
+                  f.opened_by_name or "-", _why(f) if f.waiting else f.title)
     console().print(t)
+
+
+def _why(f) -> str:
+    """The waiting sentence, and when it is expected to start if that is known."""
+    return f"{f.waiting}; {f.expected_start}" if f.expected_start else f.waiting
 
 
 def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
@@ -186,6 +210,8 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
         lines.append(f"  exit      {f.exit_code}")
     if f.waiting:
         lines.append(f"  {f.waiting}")
+        if f.expected_start:
+            lines.append(f"  {f.expected_start}")
         lines.append(f"  remedy: {f.remedy}")
     for a in f.attempts:
         lines.append(f"  attempt {a.attempt}: {a.runner_name} (epoch {a.epoch}), "

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
-from gg.control import (admin, credentials, enrolment, flights, gates, labels, maintenance,
-                        people, retention, runners)
+from gg.control import (admin, credentials, enrolment, estimates, flights, gates, labels,
+                        maintenance, people, retention, runners)
 from gg.control.core import Core
 from gg.control.people import public_person
 from gg.control.views import flight_for_runner, runner_view, runners_view
+from gg.domain import estimates as estimate_rules
 from gg.domain.flights import Flight
 from gg.domain.leases import Grant
 from gg.domain.runners import Runner, is_online
@@ -160,12 +161,19 @@ def refs_set(core: Core, runner: Runner, refs: list[dict]) -> dict:
 
 
 def opened(core: Core, person: dict, **fields: Any) -> dict:
-    return flights.show_flight(core, flights.open_flight(core, person, **fields).id)
+    return flights.show_flight(core, flights.open_flight(core, person, **fields).id,
+                               estimate=False)
 
 
 def cancelled(core: Core, person: dict, flight_id: str) -> dict:
     flights.cancel(core, person, flight_id)
     return flights.show_flight(core, flight_id)
+
+
+def estimate_accuracy(core: Core, since: float | None) -> dict:
+    """Start estimates against the starts, over the last ``since`` seconds (None: all kept)."""
+    report = estimates.accuracy(core, None if since is None else core.now() - since)
+    return {**report, "sentence": estimate_rules.accuracy_sentence(report)}
 
 
 async def facts_after(core: Core, flight_id: str, *, after: int, wait: float,

@@ -13,6 +13,7 @@ from typing import Callable
 from gg import __version__
 from gg.control.verdicts import Verdicts
 from gg.domain import hooks as hook_rules
+from gg.domain.durations import Summary
 from gg.domain.events import EventKind
 from gg.settings import Settings
 from gg.store import Store
@@ -52,6 +53,13 @@ class Core:
     silence_scanned_at: float = 0.0
     owner_token_path: object = None
     verdicts: Verdicts | None = None  # the meanings' verdicts (gg.control.verdicts)
+    # flight id -> (shown at, at, low, high): the last start estimate shown for a waiting
+    # flight, kept beside its start by the grant (gg.control.estimates); memory only
+    shown_estimates: dict = field(default_factory=dict)
+    # runner id -> when it last handed a flight back, and the summary of the time it then
+    # took to start the next waiting one (gg.control.estimates); memory only
+    lease_ended: dict = field(default_factory=dict)
+    turnaround: Summary = field(default_factory=Summary)
 
     def __post_init__(self) -> None:
         if self.verdicts is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from gg.control import attended as attended_ops
+from gg.control import estimates as estimate_ops
 from gg.control import environments as environment_ops
 from gg.control import leases as lease_ops
 from gg.control import pool_look
@@ -156,10 +157,12 @@ def list_flights(core: Core, *, stage: str | None = None, limit: int = 200) -> l
     rows = core.store.flight_values(stages=(stage,) if stage else None, limit=limit)
     snap = Snapshot(core, now)
     people = {p["id"]: p["name"] for p in core.store.people()}
-    return [_view(values, snap.waiting_of(values), snap.names, people) for values in rows]
+    out = [_view(values, snap.waiting_of(values), snap.names, people) for values in rows]
+    estimate_ops.add_to_rows(core, out, snap.seats, now)  # one forecast for every row
+    return out
 
 
-def show_flight(core: Core, flight_id: str) -> dict:
+def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
     now = core.now()
     record_due(core, now)
     flight = core.store.flight(flight_id)
@@ -168,6 +171,10 @@ def show_flight(core: Core, flight_id: str) -> dict:
     snap = Snapshot(core, now)
     people = {p["id"]: p["name"] for p in core.store.people()}
     out = view(flight, snap.waiting(flight), snap.names, people)
+    if estimate:  # the queue played forward: for one who reads, not for every open
+        estimate_ops.add_to_rows(core, [out], snap.seats, now)
+    else:
+        out.update(estimate_ops.fields(None, now))
     out["stopping"] = None
     out["time_left"] = out["time_left_sentence"] = None
     if flight.stage == Stage.FLYING.value:

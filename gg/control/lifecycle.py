@@ -9,6 +9,7 @@ and records nothing.
 
 from __future__ import annotations
 
+from gg.control import estimates
 from gg.control.core import Core
 from gg.domain.flights import Change, Event, Flight, transition
 
@@ -28,4 +29,5 @@ def move(core: Core, flight: Flight, event: Event, now: float, *, actor: str | N
     for record in change.records:
         core.event(record.kind, actor=record.actor, runner_id=record.runner_id,
                    flight_id=flight.id, at=now, **record.body)
+    estimates.on_change(core, flight, event, now, runner_id=details.get("runner_id"))
     return change

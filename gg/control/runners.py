@@ -6,6 +6,7 @@ import re
 import secrets
 
 from gg import keys
+from gg.control import estimates as estimate_ops
 from gg.control import health, key_proof
 from gg.control import labels as label_ops
 from gg.control.core import CONTROL_PLANE, Core
@@ -163,6 +164,8 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
         if skew == "skewed" and not _skew_recorded(core, runner.id, pair):
             core.event(EventKind.RUNNER_VERSION_SKEW, actor=_actor(runner), runner_id=runner.id,
                        pair=pair, runner_version=version, server_version=core.version)
+        if runner.kind == MEMBER_KIND and runner.last_seen_at is None:
+            _warmed(core, runner, now)
         core.store.update_runner(runner.id, **values)
         more_work = health.judge(core, core.store.runner(runner.id), now, checked=True)
         relabelled = label_ops.after_check_in(
@@ -194,6 +197,13 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
         "server_time": now,
         "server_version": core.version,
     }
+
+
+def _warmed(core: Core, runner: Runner, now: float) -> None:
+    """A member's first check-in since its cycle began: its pool's warm-up, measured."""
+    member = core.store.member_of_runner(runner.id)
+    if member is not None and member.cycle_started_at is not None:
+        estimate_ops.on_first_check_in(core, member.pool, member.cycle_started_at, now)
 
 
 def _refuse_member_renewal(runner: Runner) -> None:

@@ -12,6 +12,9 @@ Where each figure comes from:
 - followed incrementally from the event feed (a cursor over ``info:flight:claimed`` and
   ``info:flight:expired``, bounded per scrape): lease expiries, queue wait (opened → first
   grant) and dispatch latency (the flight last became offerable → each grant);
+- estimated when scraped (``gg.control.estimates``): the longest expected wait among the
+  ready flights of each environment (the one place an environment's name appears here: an
+  operator asks "which queue is slow", and the name is what answers it);
 - counted in memory by this process (reset on restart, as Prometheus counters may be):
   requests and their duration per route template, runner check-ins, parked claims now.
 """
@@ -26,7 +29,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from gg.api import paths
-from gg.control import retention
+from gg.control import estimates, retention
 from gg.control.core import Core
 from gg.domain.events import EventKind
 from gg.domain.flights import STAGES
@@ -95,6 +98,13 @@ class StoreCollector:
                                 "it is pruned (0: for ever).", value=kept["retain_events"])
         yield GaugeMetricFamily("gg_database_bytes", "The store's size on disk (database file "
                                 "and write-ahead log).", value=kept["database_bytes"])
+        longest = GaugeMetricFamily(
+            "gg_flight_expected_wait_longest_seconds", "The longest estimated wait, from now "
+            "to its expected start, among the ready flights of each environment that have an "
+            "estimate ('' for flights with no environment).", labels=["environment"])
+        for environment, seconds in sorted(estimates.longest_waits(core).items()):
+            longest.add_metric([environment], seconds)
+        yield longest
         self._follow()
         yield CounterMetricFamily("gg_lease_expiries", "Leases that ran out (all time).",
                                   value=self.expiries)

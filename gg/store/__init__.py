@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from gg.store.db import Database
+from gg.store.estimates import EstimateRows
 from gg.store.events import EventRows
 from gg.store.fleet import FleetRows
 from gg.store.flights import FlightRows
@@ -28,7 +29,8 @@ from gg.store.sessions import SessionRows
 
 
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
-            PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows):
+            PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows,
+            EstimateRows):
     """The SQLite store (the embedded default)."""
 
     def __init__(self, path: Path | str):

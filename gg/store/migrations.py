@@ -3,7 +3,7 @@
 Ranges keep parallel work apart: 1-99 core, 100-199 placement, 200-299 fleet operations,
 300-399 enrolment and profiles, 400-499 pools, 500-599 proof/metrics, 600-609 key proof,
 610-619 people, 800-809 run-time limits, 810-819 output caps, 820-829 priorities,
-830-839 retention, 840-849 hooks.
+830-839 retention, 840-849 hooks, 780-789 start estimates.
 """
 
 from __future__ import annotations
@@ -452,5 +452,39 @@ def _console_sessions(db: sqlite_utils.Database) -> None:
         );
         CREATE INDEX console_sessions_expiry ON console_sessions(expires_at);
         CREATE INDEX console_sessions_person ON console_sessions(person_id);
+        """
+    )
+
+
+# -- start estimates (780-789) ----------------------------------------------------------------
+
+
+@migration(780, "start estimates")
+def _start_estimates(db: sqlite_utils.Database) -> None:
+    """``durations``: how long finished flights of one kind (title, environment, agent) flew,
+    and how long each pool took to warm a member, as small fading histograms
+    (``gg.domain.durations``), one row per kind. ``start_estimates``: the last estimate a
+    flight was shown before it started, and when it did start, for ``gg estimate accuracy``."""
+    db.executescript(
+        """
+        CREATE TABLE durations (
+            what TEXT NOT NULL CHECK (what IN ('flight', 'warmup')),
+            title TEXT NOT NULL,
+            environment TEXT NOT NULL DEFAULT '',
+            agent TEXT NOT NULL DEFAULT '',
+            weights TEXT NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (what, title, environment, agent)
+        );
+        CREATE INDEX durations_age ON durations(what, updated_at);
+        CREATE TABLE start_estimates (
+            flight_id TEXT PRIMARY KEY,
+            estimated_at REAL NOT NULL,
+            at REAL NOT NULL,
+            low REAL NOT NULL,
+            high REAL NOT NULL,
+            started_at REAL NOT NULL
+        );
+        CREATE INDEX start_estimates_started ON start_estimates(started_at);
         """
     )

@@ -396,3 +396,31 @@ def test_a_pool_never_attested_needs_attention_and_warns_once_per_stale_episode(
     assert len(core.store.events(kind="warn:pool:stale")) == 2
     for key in ("name", "environment", "members", "last_attested_at", "needs_attention"):
         assert key in row
+
+
+# --------------------------------------------------------------------------- start estimates
+
+
+def test_a_members_warm_up_is_measured_at_its_first_check_in_and_estimates_the_next(
+        core, owner, keeper, clock):
+    from gg.store.estimates import WARMUP
+
+    waiting = flights.open_flight(core, owner, command=["true"], environment="ui")
+    member, code = start_member(core, keeper)  # the keeper maintains the pool from now on
+    before = flights.show_flight(core, waiting.id)
+    assert before["expected_start_at"] is None
+    assert before["expected_start_basis"] == (
+        "no estimate yet: pool ui-pool has not warmed a machine yet, so its warm-up is unknown")
+    clock.advance(40)
+    runner, _ = join(core, code)
+    check_in(core, runner)  # the first check-in of its cycle: 40 s after it started
+    check_in(core, core.store.runner(runner.id))  # a later one measures nothing
+    warmups = core.store.durations(WARMUP)
+    assert list(warmups) == [("ui-pool", "", "")] and warmups[("ui-pool", "", "")].count == 1
+    # the next member the pool warms for a waiting flight: about 40 s from its start
+    assert leases.try_claim(core, runner.id)[0].id == waiting.id
+    check_in(core, keeper)
+    second = flights.open_flight(core, owner, command=["true"], environment="ui")
+    start_member(core, keeper)
+    shown = flights.show_flight(core, second.id)
+    assert abs(shown["expected_start_at"] - (clock.now + 40)) < 4

@@ -96,3 +96,27 @@ def test_expiries_check_ins_and_requests_are_counted(client, clock):
     assert not any("f_nope" in str(k) for k in requests)
     # A second scrape does not count the same events twice.
     assert _scrape(client)["gg_lease_expiries_total"][()] == 1
+
+
+GAUGE = "gg_flight_expected_wait_longest_seconds"
+
+
+def test_the_longest_expected_wait_is_gauged_per_environment(client, clock):
+    runner, _ = _runner(client, "a")
+    owner = auth(client.owner)
+    assert _scrape(client).get(GAUGE, {}) == {}  # no flight waits: no sample
+    for _ in range(3):
+        client.post("/v1/flights", json={"command": ["make"]}, headers=owner)
+        lease = client.post("/v1/runner/claim", json={"wait": 0}, headers=auth(runner)).json()
+        clock.advance(30)
+        client.post("/v1/runner/check-in", json={}, headers=auth(runner))
+        done = client.post(f"/v1/runner/flights/{lease['flight']['id']}/hand-back",
+                           json={"epoch": lease["lease"]["epoch"], "outcome": "landed",
+                                 "exit_code": 0}, headers=auth(runner))
+        assert done.status_code == 200, done.text
+    for _ in range(3):  # one flies, two wait: the last starts after about a minute
+        client.post("/v1/flights", json={"command": ["make"]}, headers=owner)
+    assert client.post("/v1/runner/claim", json={"wait": 0}, headers=auth(runner)).status_code == 200
+    longest = _scrape(client)[GAUGE]
+    assert list(longest) == [(("environment", ""),)]
+    assert 50 < longest[(("environment", ""),)] < 70

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from gg.api import paths
 from gg.api.events import Event
-from gg.api.flights import FactsPage, FlightDetail, FlightRow
+from gg.api.flights import EstimateAccuracy, FactsPage, FlightDetail, FlightRow
 from gg.api.schemas import FlightOpen
 from gg.control import answers, flights
 from gg.server import auth
@@ -56,6 +56,13 @@ async def follow_facts(flight_id: str, request: Request, person: dict = Depends(
 @router.post(paths.FLIGHT_CANCEL, response_model=FlightDetail)
 async def cancel(flight_id: str, request: Request, person: dict = Depends(auth.person)) -> dict:
     return answers.cancelled(request.app.state.core, person, flight_id)
+
+
+@router.get(paths.ESTIMATE_ACCURACY, response_model=EstimateAccuracy)
+async def estimate_accuracy(request: Request, person: dict = Depends(auth.person),
+                            since: Annotated[float | None, Query(ge=0)] = None) -> dict:
+    """``since``: seconds back from now (default: every start still kept)."""
+    return answers.estimate_accuracy(request.app.state.core, since)
 
 
 @router.get(paths.EVENTS, response_model=list[Event])

@@ -1,0 +1,162 @@
+"""Start estimates: read what the estimator needs, once per listing, and check it afterwards.
+
+Estimates are computed when someone reads (``gg show``, ``gg flights``, ``/metrics``), never
+on the claim path. What the claim path does is cheap: the grant's own transaction pops the
+estimate last shown for that flight from memory (:attr:`Core.shown_estimates`) and keeps it
+beside the start, and a flight's final report folds its duration into its kind's summary
+(both in :func:`gg.control.lifecycle.move`); a pool member's first check-in of a cycle folds
+its warm-up into its pool's (``gg.control.runners.check_in``). None of these adds a commit.
+"""
+
+from __future__ import annotations
+
+from gg.control import pool_look
+from gg.control.core import Core
+from gg.domain import estimates
+from gg.domain.estimates import Estimate, Forecast, History, PoolOutlook, Queue
+from gg.domain.flights import Event, Flight, Stage
+from gg.domain.matching import Seat, seat
+from gg.domain.pools import SETTLING
+from gg.store.estimates import FLIGHT, WARMUP
+
+_SHOWN_MAX = 100_000  # estimates remembered in memory at most (the oldest shown are dropped)
+ENDED = (Event.LANDED, Event.FAILED)  # a final report: the flight flew its whole course
+HANDED_BACK = (Event.LANDED, Event.FAILED, Event.RETURNED)
+
+
+def history(core: Core) -> History:
+    warmups = {title: s for (title, _, _), s in core.store.durations(WARMUP).items()}
+    return History(core.store.durations(FLIGHT), warmups, turnaround=core.turnaround)
+
+
+def outlooks(core: Core, now: float) -> list[PoolOutlook]:
+    """What each pool whose maintainer is online will do for the flights waiting on it."""
+    out = []
+    for record in core.store.strategies(in_force=True):
+        if not pool_look.maintainer_online(core, record, now):
+            continue
+        seen = pool_look.look(core, record, now)
+        spec = record.in_force.pool_spec()
+        # still on its way: starting or resetting as last attested, and not yet checked in
+        settling = [m.cycle_started_at or now for m in seen.members if m.state in SETTLING
+                    and m.id not in seen.held and not seen.online.get(m.id)]
+        out.append(estimates.pool_outlook(
+            record.pool, spec.environment, in_hours=seen.plan.in_hours,
+            warming=seen.plan.warming, settling_since=settling,
+            cap=min(spec.size, spec.pool_max), waiting=seen.waiting,
+            members=frozenset(m.runner_id for m in seen.members if m.runner_id),
+            active_hours=spec.active_hours, now=now))
+    return out
+
+
+def forecast(core: Core, seats: list[Seat], now: float) -> Forecast:
+    """Every ready flight's estimate, from one run of the whole queue."""
+    ready = [Flight(command=[], **values)
+             for values in core.store.for_estimates(Stage.READY.value)]
+    flying = [Flight(command=[], **values)
+              for values in core.store.for_estimates(Stage.FLYING.value)]
+    served = core.store.last_served({f.opened_by for f in ready})
+    return estimates.forecast(Queue(ready, flying, served), seats, history(core),
+                              outlooks(core, now), now)
+
+
+def fields(estimate: Estimate | None, now: float) -> dict:
+    """The row's ``expected_start_*`` fields (all None when the flight is not waiting)."""
+    if estimate is None:
+        return {"expected_start_at": None, "expected_start_low": None,
+                "expected_start_high": None, "expected_start_basis": None,
+                "expected_start": None}
+    return {"expected_start_at": estimate.at, "expected_start_low": estimate.low,
+            "expected_start_high": estimate.high, "expected_start_basis": estimate.basis,
+            "expected_start": estimates.sentence(estimate, now)}
+
+
+def add_to_rows(core: Core, rows: list[dict], seats: list[Seat], now: float) -> None:
+    """Add the estimate fields to flight rows, from one forecast for all of them (made only
+    when a row waits), and remember what was shown."""
+    waiting = [r for r in rows if r["stage"] in (Stage.READY.value, Stage.GATED.value)]
+    result = None
+    if any(r["stage"] == Stage.READY.value for r in waiting):
+        result = forecast(core, seats, now)
+    for row in rows:
+        est = None
+        if row["stage"] == Stage.GATED.value:
+            est = estimates.no_estimate(estimates.GATED)
+        elif row["stage"] == Stage.READY.value and result is not None:
+            est = result.estimates.get(row["id"]) or estimates.no_estimate(estimates.NOBODY)
+        row.update(fields(est, now))
+        if est is not None and est.known:
+            remember(core, row["id"], est, now)
+
+
+def remember(core: Core, flight_id: str, estimate: Estimate, now: float) -> None:
+    """The last estimate shown for a flight, kept in memory until it starts."""
+    shown = core.shown_estimates
+    shown.pop(flight_id, None)
+    shown[flight_id] = (now, estimate.at, estimate.low, estimate.high)
+    while len(shown) > _SHOWN_MAX:
+        shown.pop(next(iter(shown)))
+
+
+# --------------------------------------------------------------------------- the claim's part
+
+
+def on_change(core: Core, flight: Flight, event: Event, now: float, *,
+              runner_id: str | None = None) -> None:
+    """Inside the transaction of ``move``: a grant keeps the estimate the flight was last
+    shown (and, in memory, how long its runner took from its last hand-back to this start
+    while the flight waited); a final report folds the flight's duration into its kind's
+    summary."""
+    if event in HANDED_BACK and flight.lease_runner:
+        core.lease_ended[flight.lease_runner] = now
+    if event == Event.GRANTED:
+        ended = core.lease_ended.pop(runner_id, None)
+        if ended is not None and flight.opened_at <= ended:  # it waited for this runner
+            core.turnaround = core.turnaround.add(now - ended, core.settings.estimate_window)
+        shown = core.shown_estimates.pop(flight.id, None)
+        if shown is not None:
+            estimated_at, at, low, high = shown
+            core.store.record_start_estimate(
+                flight.id, estimated_at=estimated_at, at=at, low=low, high=high,
+                started_at=now, forget_before=now - core.settings.estimate_retain)
+    elif event in ENDED and flight.stage == Stage.FLYING.value and flight.lease_granted_at:
+        core.store.add_duration(FLIGHT, estimates.kind_of(flight), now - flight.lease_granted_at,
+                                window=core.settings.estimate_window,
+                                keep=core.settings.estimate_kinds, now=now)
+
+
+def on_first_check_in(core: Core, pool: str, started_at: float, now: float) -> None:
+    """A pool member checked in for the first time since it started (or reset): its
+    warm-up, in the check-in's own transaction."""
+    core.store.add_duration(WARMUP, (pool, "", ""), now - started_at,
+                            window=core.settings.estimate_window,
+                            keep=core.settings.estimate_kinds, now=now)
+
+
+# --------------------------------------------------------------------------- checked afterwards
+
+
+def accuracy(core: Core, since: float | None) -> dict:
+    """How the estimates flights started with compared with when they started."""
+    now = core.now()
+    since = now - core.settings.estimate_retain if since is None else since
+    return {"since": since, **estimates.accuracy(core.store.start_estimates(since))}
+
+
+def fleet_seats(core: Core, now: float) -> list[Seat]:
+    """Every runner's seat as the matcher sees it now (usable labels, live leases, online)."""
+    live = core.store.live_leases(now)
+    refuted = core.store.refuted_by_runner()
+    return [seat(r, now, core.settings.offline_after, live.get(r.id, 0),
+                 refuted.get(r.id, frozenset())) for r in core.store.runners()]
+
+
+def longest_waits(core: Core) -> dict[str, float]:
+    """Environment -> the longest estimated wait among its ready flights (``/metrics``);
+    nothing is read beyond one query when no flight is ready."""
+    if not core.store.any_ready():
+        return {}
+    now = core.now()
+    result = forecast(core, fleet_seats(core, now), now)
+    ready = core.store.flight_environments(Stage.READY.value)
+    return result.longest(ready)

@@ -1,0 +1,434 @@
+"""When will a waiting flight start? A forward run of the queue, by the claim's own rules.
+
+:func:`forecast` plays the queue forward once for every ready flight: each runner's slots
+free up when the flights they fly end (their elapsed time against the durations of similar
+flights, :mod:`gg.domain.durations`), and each freed slot takes the first flight, in the
+matcher's :func:`~gg.domain.matching.order`, that :func:`~gg.domain.matching.offerable`
+allows on it (the very rules the claim uses, so groups, reservations, labels and fitness
+count as they do at the claim). A pool adds the members it is warming (free after its
+measured warm-up), its members warm again after each flight, and outside its active hours
+it starts nothing before the window opens. Cordoned, draining, drained, offline and degraded
+runners take nothing new, so they are not counted.
+
+It never guesses past what it knows. A flight behind an open gate, one no runner (and no pool)
+could take, and one whose turn depends on durations nobody has measured yet gets no time,
+only a ``basis`` that says why. Times are spread by the variance of the durations on the way
+(``low``/``high``: about nine starts in ten should land inside), never by less than a quarter of
+the wait.
+
+Pure: :func:`expected_start` answers for one flight; a listing calls :func:`forecast` once
+and reads every row from it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Mapping
+from zoneinfo import ZoneInfo
+
+from gg.domain.durations import Summary
+from gg.domain.flights import Flight, Stage
+from gg.domain.matching import Seat, offerable, order
+from gg.domain.pool_planner import ActiveHours
+from gg.domain.pools import MEMBER_KIND
+from gg.domain.runners import Runner
+
+Z = 1.645  # low/high: the 5th and 95th percentile of a normal spread
+# ...and never narrower than this share of the wait (the queue itself moves: flights of
+# higher priority arrive, a runner goes away) nor than SPREAD_MIN seconds (a runner's next
+# claim, the moment its flight's process starts).
+SPREAD_SHARE = 0.25
+SPREAD_MIN = 2.0
+SOON = 5.0  # seconds: an estimate closer than this reads "in a few seconds"
+
+GATED = "no estimate: it waits behind an open gate, and when that clears is not up to the queue"
+NOBODY = "no estimate: no runner that takes work now can take it, and no pool would start one"
+UNMEASURED = ("no estimate yet: nothing like the flights ahead of it has finished here, so "
+              "how long they fly is unknown")
+UNWARMED = "no estimate yet: pool {pool} has not warmed a machine yet, so its warm-up is unknown"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """When a waiting flight is expected to start; ``at`` None is no estimate, and then
+    ``basis`` says why."""
+
+    at: float | None
+    low: float | None
+    high: float | None
+    basis: str
+    ahead: int = 0
+    runners: int = 0
+
+    @property
+    def known(self) -> bool:
+        return self.at is not None
+
+
+def no_estimate(reason: str) -> Estimate:
+    return Estimate(None, None, None, reason)
+
+
+def kind_of(flight: Flight) -> tuple[str, str, str]:
+    """What makes flights similar: the same title (which defaults to the command), the same
+    environment and the same agent."""
+    return (flight.title or " ".join(flight.command)[:120], flight.environment or "",
+            flight.agent)
+
+
+@dataclass
+class History:
+    """Durations of finished flights per kind, and each pool's warm-up."""
+
+    durations: dict[tuple[str, str, str], Summary] = field(default_factory=dict)
+    warmups: dict[str, Summary] = field(default_factory=dict)
+    # from a runner handing a flight back to its next start, while flights waited
+    turnaround: Summary = field(default_factory=Summary)
+    _wide: dict = field(default_factory=dict, repr=False)
+    _flies: dict = field(default_factory=dict, repr=False)
+
+    def flies(self, flight: Flight) -> tuple[float, float] | None:
+        """Mean and variance of how long ``flight`` will fly once started (None: unknown);
+        worked out once per summary."""
+        summary = self.of(flight)
+        if summary is None:
+            return None
+        if id(summary) not in self._flies:  # many kinds share their neighbours' summary
+            self._flies[id(summary)] = summary.remaining(0.0)
+        return self._flies[id(summary)]
+
+    def of(self, flight: Flight) -> Summary | None:
+        """The durations of flights like ``flight``: its own kind, else every kind of its
+        environment and agent, else none (unknown)."""
+        kind = kind_of(flight)
+        own = self.durations.get(kind)
+        if own is not None and own.count > 0:
+            return own
+        wide = kind[1:]
+        if wide not in self._wide:
+            found = [s for k, s in self.durations.items() if k[1:] == wide]
+            self._wide[wide] = Summary.merged(found) if found else None
+        return self._wide[wide]
+
+
+@dataclass(frozen=True)
+class PoolOutlook:
+    """What a pool will do for the flights waiting on its environment."""
+
+    name: str
+    environment: str
+    members: frozenset[str] = frozenset()  # runner ids of its members: they warm after a flight
+    warming_since: tuple[float, ...] = ()  # one per member on its way (or planned to start now)
+    later: int = 0  # members it would start once its active hours open
+    active_hours: ActiveHours | None = None
+
+
+def pool_outlook(name: str, environment: str, *, in_hours: bool, warming: int,
+                 settling_since: list[float], cap: int, waiting: int, members: frozenset[str],
+                 active_hours: ActiveHours | None, now: float) -> PoolOutlook:
+    """A pool's outlook from its plan (``warming``: members on their way, this plan's
+    starts included; ``settling_since``: when each member already starting began)."""
+    if in_hours:
+        since = sorted(settling_since)[:warming]
+        since += [now] * (warming - len(since))
+        return PoolOutlook(name, environment, members, tuple(since), 0, active_hours)
+    return PoolOutlook(name, environment, members, (), min(cap, waiting), active_hours)
+
+
+@dataclass
+class Queue:
+    """The ready flights (the matcher's candidates), the flying ones, and when each opener
+    was last served (the matcher's fair share)."""
+
+    ready: list[Flight]
+    flying: list[Flight] = field(default_factory=list)
+    served: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Forecast:
+    """Every ready flight's estimate, from one run of the queue."""
+
+    estimates: dict[str, Estimate]
+    now: float
+
+    def of(self, flight: Flight, gated: bool = False) -> Estimate | None:
+        """The estimate of ``flight``; None when it is not waiting."""
+        if flight.stage == Stage.GATED.value or gated:
+            return no_estimate(GATED)
+        if flight.stage != Stage.READY.value:
+            return None
+        return self.estimates.get(flight.id) or no_estimate(NOBODY)
+
+    def longest(self, environment_of: Mapping[str, str]) -> dict[str, float]:
+        """Environment -> the longest estimated wait (seconds from now) among its flights."""
+        out: dict[str, float] = {}
+        for fid, est in self.estimates.items():
+            if est.at is not None:
+                env = environment_of.get(fid, "")
+                out[env] = max(out.get(env, 0.0), est.at - self.now)
+        return out
+
+
+def expected_start(flight: Flight, queue: Queue, seats: list[Seat], history: History,
+                   pools: list[PoolOutlook], now: float) -> Estimate | None:
+    """When ``flight`` is expected to start (None: it is not waiting)."""
+    ready = queue.ready if any(f.id == flight.id for f in queue.ready) else [
+        *queue.ready, flight] if flight.stage == Stage.READY.value else queue.ready
+    return forecast(replace(queue, ready=ready), seats, history, pools, now).of(flight)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _class_key(f: Flight, reservers: frozenset[str]) -> tuple:
+    """Flights the matching rules cannot tell apart on any seat share one class."""
+    return (tuple(sorted(f.requires.items())), f.runner_target,
+            f.opened_by if f.opened_by in reservers else None, f.repo, f.agent, f.kind)
+
+
+@dataclass
+class _Slot:
+    seat: int  # index into the run's seats
+    pool: PoolOutlook | None  # the pool whose member this is: it warms again after a flight
+
+
+def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[PoolOutlook],
+             now: float) -> Forecast:
+    """Play the queue forward once; every ready flight's estimate."""
+    reservers = frozenset(s.runner.owner for s in seats if s.runner.reserved and s.runner.owner)
+    ordered = order(queue.ready, queue.served)
+    classes: dict[tuple, list[int]] = {}  # class -> positions in ``ordered``, oldest turn first
+    sample: dict[tuple, Flight] = {}
+    for pos, f in enumerate(ordered):
+        key = _class_key(f, reservers)
+        classes.setdefault(key, []).append(pos)
+        sample.setdefault(key, f)
+    member_pool = {rid: p for p in pools for rid in p.members}
+
+    # Every seat that could ever free a slot, and which classes each may take.
+    all_seats: list[Seat] = []
+    pools_of_seat: list[PoolOutlook | None] = []
+    for s in seats:
+        all_seats.append(s)
+        pools_of_seat.append(member_pool.get(s.runner.id))
+    heap: list[tuple[float, float, int, int]] = []  # (free at, variance, tie, seat)
+    unknown: dict[int, str] = {}
+    tie = 0
+    for p in pools:
+        starts = [(since, False) for since in p.warming_since]
+        if p.later and p.active_hours is not None:
+            opening = next_opening(p.active_hours, now)
+            starts += [(opening, True)] * p.later
+        for i, (since, _) in enumerate(starts):
+            runner = Runner(id=f"{p.name}#{i}", name=f"a new member of pool {p.name}",
+                            labels={"environment": p.environment}, kind=MEMBER_KIND,
+                            last_seen_at=now)
+            all_seats.append(Seat(runner, dict(runner.labels), 0, True))
+            pools_of_seat.append(p)
+            warm = history.warmups.get(p.name)
+            si = len(all_seats) - 1
+            if warm is None or warm.count <= 0:
+                unknown[si] = UNWARMED.format(pool=p.name)
+                continue
+            mean, var = warm.remaining(max(now - since, 0.0))
+            heapq.heappush(heap, (max(since, now) + mean, var, tie, si))
+            tie += 1
+    takes = _takes(all_seats, sample)
+    seats_taking = {k: 0 for k in classes}
+    for ks in takes:
+        for k in ks:
+            seats_taking[k] += 1
+
+    # The slots of real seats: free now, or when the flight each one flies ends.
+    flying_on: dict[str, list[Flight]] = {}
+    for f in queue.flying:
+        if f.lease_runner:
+            flying_on.setdefault(f.lease_runner, []).append(f)
+    for si, s in enumerate(seats):
+        if not takes[si]:
+            continue
+        held = flying_on.get(s.runner.id, [])
+        for f in held[:max(s.runner.workers, 0)]:
+            summary = history.of(f)
+            if summary is None:
+                unknown[si] = UNMEASURED
+                continue
+            mean, var = summary.remaining(max(now - (f.lease_granted_at or now), 0.0))
+            t, var = _after_flight(pools_of_seat[si], history, now + mean, var)
+            if t is None:
+                unknown[si] = UNWARMED.format(pool=pools_of_seat[si].name)
+                continue
+            heapq.heappush(heap, (t, var, tie, si))
+            tie += 1
+        for _ in range(max(s.runner.workers - max(len(held), s.live_leases), 0)):
+            heapq.heappush(heap, (now, 0.0, tie, si))
+            tie += 1
+
+    heads = {k: 0 for k in classes}
+    started = {k: 0 for k in classes}  # flights started so far on seats that take each class
+    estimates: dict[str, Estimate] = {}
+    left = len(ordered)
+    while heap and left:
+        t, var, _, si = heapq.heappop(heap)
+        best = None
+        for k in takes[si]:
+            h = heads[k]
+            if h < len(classes[k]) and (best is None or classes[k][h] < classes[best][heads[best]]):
+                best = k
+        if best is None:
+            continue  # nothing left this seat may take: it frees no one
+        f = ordered[classes[best][heads[best]]]
+        heads[best] += 1
+        left -= 1
+        ahead = started[best]
+        for k in takes[si]:
+            started[k] += 1
+        spread = max(Z * math.sqrt(var), SPREAD_SHARE * (t - now), SPREAD_MIN)
+        estimates[f.id] = Estimate(t, max(now, t - spread), t + spread,
+                                   _basis(ahead, seats_taking[best]), ahead, seats_taking[best])
+        flies = history.flies(f)
+        if flies is None:
+            unknown[si] = UNMEASURED
+            continue
+        mean, dvar = flies
+        end, end_var = _after_flight(pools_of_seat[si], history, t + mean, var + dvar)
+        if end is None:
+            unknown[si] = UNWARMED.format(pool=pools_of_seat[si].name)
+            continue
+        heapq.heappush(heap, (end, end_var, tie, si))
+        tie += 1
+
+    reason_of: dict[tuple, str] = {}  # class -> why a seat that could take it has no time
+    for si in sorted(unknown):
+        for k in takes[si]:
+            reason_of.setdefault(k, unknown[si])
+    for k, positions in classes.items():  # the flights the run never reached
+        if heads[k] >= len(positions):
+            continue
+        reason = reason_of.get(k, NOBODY)
+        for pos in positions[heads[k]:]:
+            estimates[ordered[pos].id] = no_estimate(reason)
+    return Forecast(estimates, now)
+
+
+def _takes(seats: list[Seat], sample: dict[tuple, Flight]) -> list[list[tuple]]:
+    """For each seat (with a free slot), the classes of flights the matcher may offer it. A
+    class sent to one runner is tried on that runner only, and a seat lacking a required
+    label is not asked: ``offerable`` would refuse both."""
+    free = [replace(s, live_leases=0) if s.live_leases else s for s in seats]
+    index = {s.runner.id: i for i, s in enumerate(free)}
+    takes: list[list[tuple]] = [[] for _ in free]
+    for k, f in sample.items():
+        if f.runner_target is not None:
+            i = index.get(f.runner_target)
+            candidates = [] if i is None else [i]
+        else:
+            required = f.requires.items()
+            candidates = [i for i, s in enumerate(free)
+                          if all(s.usable_labels.get(key) == v for key, v in required)]
+        for i in candidates:
+            if offerable(f, free[i]):
+                takes[i].append(k)
+    return takes
+
+
+def _after_flight(pool: PoolOutlook | None, history: History, end: float,
+                  var: float) -> tuple[float | None, float]:
+    """When a slot takes its next flight after one ending at ``end``: after the runner's
+    turnaround (hand-back to next start, as measured), and for a pool's member after it has
+    warmed again (inside the pool's active hours)."""
+    if history.turnaround.count > 0:
+        gap, gap_var = history.turnaround.remaining(0.0)
+        end, var = end + gap, var + gap_var
+    if pool is None:
+        return end, var
+    warm = history.warmups.get(pool.name)
+    if warm is None or warm.count <= 0:
+        return None, var
+    if pool.active_hours is not None and not pool.active_hours.contains(end):
+        end = next_opening(pool.active_hours, end)
+    mean, wvar = warm.remaining(0.0)
+    return end + mean, var + wvar
+
+
+def next_opening(hours: ActiveHours, now: float) -> float:
+    """The next time at or after ``now`` when ``hours`` opens (``now`` if it is open)."""
+    if hours.contains(now):
+        return now
+    zone = ZoneInfo(hours.tz)
+    local = datetime.fromtimestamp(now, zone)
+    start = local.replace(hour=hours.start_minute // 60, minute=hours.start_minute % 60,
+                          second=0, microsecond=0)
+    if start <= local:
+        start = (start + timedelta(days=1)).replace(tzinfo=zone)
+    return start.timestamp()
+
+
+# --------------------------------------------------------------------------- what people read
+
+
+def _basis(ahead: int, runners: int) -> str:
+    return (f"{ahead} flight{'s' if ahead != 1 else ''} ahead on {runners} "
+            f"runner{'s' if runners != 1 else ''}")
+
+
+def in_words(seconds: float) -> str:
+    """``~40 s``, ``~3 min``, ``~2 h 10 min``."""
+    if seconds < 60:
+        return f"~{max(int(round(seconds)), 1)} s"
+    if seconds < 90 * 60:
+        return f"~{int(round(seconds / 60))} min"
+    hours, minutes = divmod(int(round(seconds / 60)), 60)
+    return f"~{hours} h" + (f" {minutes} min" if minutes else "")
+
+
+def sentence(estimate: Estimate | None, now: float) -> str | None:
+    """``expected to start in ~3 min (2 flights ahead on 2 runners)``; None without one."""
+    if estimate is None or estimate.at is None:
+        return None
+    wait = estimate.at - now
+    when = "in a few seconds" if wait < SOON else f"in {in_words(wait)}"
+    return f"expected to start {when} ({estimate.basis})"
+
+
+# --------------------------------------------------------------------------- checked afterwards
+
+
+def accuracy(rows: list[dict]) -> dict:
+    """How the estimates flights started with compared with their starts: ``rows`` of
+    ``at``, ``low``, ``high``, ``estimated_at`` and ``started_at``. The error is
+    ``|started_at - at|``; the wait is ``started_at - estimated_at`` (what was still to come
+    when the estimate was shown)."""
+    errors = sorted(abs(r["started_at"] - r["at"]) for r in rows)
+    waits = sorted(max(r["started_at"] - r["estimated_at"], 0.0) for r in rows)
+    inside = sum(1 for r in rows if r["low"] - 1e-6 <= r["started_at"] <= r["high"] + 1e-6)
+    n = len(rows)
+    return {"starts": n,
+            "median_error": _quantile(errors, 0.5), "p90_error": _quantile(errors, 0.9),
+            "median_wait": _quantile(waits, 0.5),
+            "inside": inside, "inside_share": inside / n if n else None}
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    """The ``q`` quantile of sorted ``values`` (nearest rank); None when there are none."""
+    if not values:
+        return None
+    return values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))]
+
+
+def accuracy_sentence(report: dict) -> str:
+    """One line for ``gg estimate accuracy``."""
+    n = report["starts"]
+    if not n:
+        return "no flight has started with an estimate in this period"
+    def said(seconds: float) -> str:
+        return f"{seconds:.1f} s" if seconds < 60 else in_words(seconds).lstrip("~")
+
+    return (f"{n} start{'s' if n != 1 else ''} with an estimate: median error "
+            f"{said(report['median_error'])}, p90 error "
+            f"{said(report['p90_error'])}; {report['inside']} of {n} "
+            f"({report['inside_share']:.0%}) started inside the range given")

@@ -1,0 +1,88 @@
+"""Durations of finished flights and pools' warm-ups, and the estimates flights started with."""
+
+from __future__ import annotations
+
+import json
+
+from gg.domain.durations import Summary
+from gg.store.db import Database
+
+FLIGHT, WARMUP = "flight", "warmup"
+
+
+class EstimateRows:
+    db: Database
+
+    def add_duration(self, what: str, key: tuple[str, str, str], seconds: float, *,
+                     window: int, keep: int, now: float) -> None:
+        """Fold one duration into its kind's summary; at most ``keep`` kinds of each are
+        kept (the ones not updated longest are forgotten)."""
+        title, environment, agent = key
+        row = self.db.one("SELECT weights FROM durations WHERE what = ? AND title = ? "
+                          "AND environment = ? AND agent = ?", (what, title, environment, agent))
+        summary = Summary.from_json(row[0] if row else None).add(seconds, window)
+        self.db.run(
+            "INSERT INTO durations (what, title, environment, agent, weights, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (what, title, environment, agent) "
+            "DO UPDATE SET weights = excluded.weights, updated_at = excluded.updated_at",
+            (what, title, environment, agent, summary.to_json(), now))
+        if row is None:  # a new kind: the table may have grown past its bound
+            self.db.run(
+                "DELETE FROM durations WHERE rowid IN (SELECT rowid FROM durations WHERE "
+                "what = ? ORDER BY updated_at DESC LIMIT -1 OFFSET ?)", (what, keep))
+
+    def durations(self, what: str) -> dict[tuple[str, str, str], Summary]:
+        return {(r["title"], r["environment"], r["agent"]): Summary.from_json(r["weights"])
+                for r in self.db.all("SELECT * FROM durations WHERE what = ?", (what,))}
+
+    def record_start_estimate(self, flight_id: str, *, estimated_at: float, at: float,
+                              low: float, high: float, started_at: float,
+                              forget_before: float) -> None:
+        """Keep the estimate ``flight_id`` started with; those of starts before
+        ``forget_before`` are forgotten (an index walk over the few that just aged out)."""
+        self.db.run("DELETE FROM start_estimates WHERE started_at < ?", (forget_before,))
+        self.db.run(
+            "INSERT OR REPLACE INTO start_estimates (flight_id, estimated_at, at, low, high, "
+            "started_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (flight_id, estimated_at, at, low, high, started_at))
+
+    def start_estimates(self, since: float) -> list[dict]:
+        return [dict(r) for r in self.db.all(
+            "SELECT * FROM start_estimates WHERE started_at >= ? ORDER BY started_at",
+            (since,))]
+
+    def for_estimates(self, stage: str) -> list[dict]:
+        """Every flight in ``stage`` (ready or flying), only the fields the matcher and the
+        estimator read (the others keep their defaults): one listing plays the whole queue
+        forward."""
+        names = ("id", "opened_by", "opened_at", "stage", "title", "environment", "requires",
+                 "runner_target", "repo", "agent", "kind", "priority", "attempt",
+                 "lease_runner", "lease_granted_at")
+        cursor = self.db.conn.cursor()
+        cursor.row_factory = None
+        cursor.execute(f"SELECT {', '.join(names)} FROM flights WHERE stage = ?", (stage,))
+        decoded: dict[str, dict] = {}  # few distinct requirement sets: decode each once
+        out = []
+        for row in cursor.fetchall():
+            data = dict(zip(names, row))
+            text = data["requires"]
+            if text not in decoded:
+                decoded[text] = json.loads(text or "{}")
+            data["requires"] = decoded[text]
+            out.append(data)
+        return out
+
+    def last_served(self, openers: set[str]) -> dict[str, float]:
+        """Opener -> when a flight of theirs was last granted (the matcher's fair share)."""
+        out: dict[str, float] = {}
+        for opener in openers:  # one walk of the index flights_served each
+            row = self.db.one("SELECT max(lease_granted_at) FROM flights WHERE opened_by = ?",
+                              (opener,))
+            if row and row[0] is not None:
+                out[opener] = row[0]
+        return out
+
+    def flight_environments(self, stage: str) -> dict[str, str]:
+        """Flight id -> environment ('' for none) of every flight in ``stage``."""
+        return {r[0]: r[1] or "" for r in self.db.all(
+            "SELECT id, environment FROM flights WHERE stage = ?", (stage,))}

@@ -1,0 +1,83 @@
+"""Estimates against a real store: what the claim path keeps, and how it is read back."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gg.control import estimates, flights, leases
+from gg.domain.estimates import GATED, kind_of
+from gg.settings import Settings
+from gg.store.estimates import FLIGHT
+
+from support import check_in, make_runner
+
+
+@pytest.fixture
+def settings():
+    return Settings(lease_ttl=600, dev=True)
+
+
+def _fly(core, runner, seconds, clock, outcome="landed"):
+    check_in(core, runner)
+    flight, grant = leases.try_claim(core, runner.id)
+    clock.advance(seconds)
+    leases.hand_back(core, runner, flight.id, epoch=grant.epoch, outcome=outcome,
+                     exit_code=0 if outcome == "landed" else 1, reason=None, key=None)
+    return flight
+
+
+def test_a_final_report_folds_the_duration_into_its_kinds_summary_and_a_return_does_not(
+        core, owner, clock):
+    a = make_runner(core, owner, "a")
+    f = flights.open_flight(core, owner, command=["make", "test"], title="tests")
+    _fly(core, a, 30, clock)
+    flights.open_flight(core, owner, command=["make", "test"], title="tests")
+    _fly(core, a, 5, clock, outcome="returned")
+    kept = core.store.durations(FLIGHT)
+    assert list(kept) == [kind_of(f)]
+    assert kept[kind_of(f)].count == pytest.approx(1.0)
+    assert abs(kept[kind_of(f)].remaining(0.0)[0] - 30) < 2
+
+
+def test_the_estimate_shown_is_kept_at_the_grant_and_checked_by_accuracy(core, owner, clock):
+    a = make_runner(core, owner, "a")
+    for _ in range(3):
+        flights.open_flight(core, owner, command=["build"])
+        _fly(core, a, 30, clock)
+    flying = flights.open_flight(core, owner, command=["build"])
+    check_in(core, a)
+    leases.try_claim(core, a.id)
+    waiting = flights.open_flight(core, owner, command=["build"])
+    shown = flights.show_flight(core, waiting.id)
+    assert abs(shown["expected_start_at"] - (clock.now + 30)) < 3
+    assert shown["expected_start_low"] <= shown["expected_start_at"] <= shown["expected_start_high"]
+    assert re.fullmatch(r"expected to start in ~3[01] s \(0 flights ahead on 1 runner\)",
+                        shown["expected_start"])
+    row = next(r for r in flights.list_flights(core) if r["id"] == waiting.id)
+    assert row["expected_start_at"] == shown["expected_start_at"]
+    assert next(r for r in flights.list_flights(core) if r["id"] == flying.id)[
+        "expected_start_basis"] is None
+    assert estimates.accuracy(core, None)["starts"] == 0
+    clock.advance(32)
+    check_in(core, a)
+    leases.hand_back(core, a, flying.id, epoch=1, outcome="landed", exit_code=0, reason=None,
+                     key=None)
+    assert leases.try_claim(core, a.id)[0].id == waiting.id
+    report = estimates.accuracy(core, None)
+    assert report["starts"] == 1 and report["inside"] == 1
+    assert 0 < report["median_error"] < 3 and report["median_wait"] == pytest.approx(32)
+    assert estimates.accuracy(core, clock.now + 1)["starts"] == 0
+
+
+def test_a_flight_with_no_runner_or_behind_a_gate_gets_the_reason_not_a_time(core, owner):
+    make_runner(core, owner, "a")
+    nobody = flights.open_flight(core, owner, command=["x"], labels={"gpu": "yes"})
+    row = flights.show_flight(core, nobody.id)
+    assert (row["expected_start_at"], row["expected_start_low"], row["expected_start_high"]) == (
+        None, None, None)
+    assert row["expected_start_basis"].startswith("no estimate") and row["expected_start"] is None
+    assert estimates.fields(None, 0.0)["expected_start_basis"] is None
+    gated = estimates.fields(estimates.estimates.no_estimate(GATED), 0.0)
+    assert gated["expected_start_basis"] == GATED and gated["expected_start_at"] is None
