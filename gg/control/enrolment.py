@@ -20,13 +20,13 @@ import re
 from gg import keys
 from gg.control import key_proof, profiles
 from gg.control.core import Core
-from gg.control.runners import upsert_runner
+from gg.control.runners import build_skew, refuse_taken_name, upsert_runner
 from gg.control.people import require_admin
 from gg.domain import tokens
 from gg.domain.enrolment import MAX_TTL, MAX_USES, EnrolToken
 from gg.domain.events import EventKind
 from gg.domain.pools import MEMBER_KIND
-from gg.domain.runners import OWNERSHIPS, Runner, version_skew
+from gg.domain.runners import OWNERSHIPS, Runner
 from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
 
 __all__ = ["REFUSED", "enrol", "list_tokens", "mint_token", "on_check_in", "revoke_token"]
@@ -139,13 +139,14 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
             ownership = "organisation"
         fields = dict(name=name, labels={}, workers=workers, started_workers=workers,
                       inventory=inventory, version=version,
-                      version_skew=version_skew(version, core.version),
+                      version_skew=build_skew(core, version, inventory),
                       registered_by=grant.created_by, goodbye_at=None, kind="enrolled",
                       profile=grant.profile, ownership=ownership, owner=grant.owner,
                       reserved=False)
         existing = core.store.runner_by_key(public_key)
         if existing is not None and existing.kind == MEMBER_KIND:  # rolls the spent use back
             raise Unauthorized(REFUSED)
+        refuse_taken_name(core, name, existing.id if existing else None, now)  # rolls back too
         runner_id = upsert_runner(core, existing, public_key=public_key, fields=fields,
                                   credential=credential, expires=expires, now=now)
         profiles.sync_runner(core, core.store.runner(runner_id), in_force)

@@ -26,6 +26,7 @@ from gg.client import (BACKOFF_BASE, BACKOFF_CAP, RETRY_CALL, RETRY_FOREVER, RET
                        RETRY_JOIN, RETRY_REFRESH, RETRY_RELEASE, RETRY_STEP, ApiError, Client,
                        Unreachable)
 from gg.domain.flights import Outcome
+from gg.domain.identity import key_fingerprint
 from gg.domain.health import effective_workers
 from gg.domain.policy import Policy
 from gg.runner import capabilities, inventory
@@ -182,7 +183,11 @@ class Runner:
 
     def _register(self) -> None:
         reg = self.state.registration()
+        first_start = not self.state.key_path.exists()
         key = self.state.key()
+        if first_start:  # the one time it is told unasked: compare it with gg runner show
+            self.say(f"this runner's key is new; its fingerprint is "
+                     f"{key_fingerprint(keys.public_text(key))}")
         if reg is not None and reg.server == self.options.server:
             if self.options.enrol_token:
                 self.say("this runner is registered already; the enrolment token was not spent")

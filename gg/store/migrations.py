@@ -3,7 +3,7 @@
 Ranges keep parallel work apart: 1-99 core, 100-199 placement, 200-299 fleet operations,
 300-399 enrolment and profiles, 400-499 pools, 500-599 proof/metrics, 600-609 key proof,
 610-619 people, 800-809 run-time limits, 810-819 output caps, 820-829 priorities,
-830-839 retention, 840-849 hooks.
+830-839 retention, 840-849 hooks, 720-729 identity.
 """
 
 from __future__ import annotations
@@ -430,5 +430,23 @@ def _priorities(db: sqlite_utils.Database) -> None:
         ALTER TABLE flights ADD COLUMN priority TEXT NOT NULL DEFAULT 'normal';
         CREATE INDEX flights_turns ON flights(stage, priority, opened_by, seq);
         CREATE INDEX flights_served ON flights(opened_by, lease_granted_at);
+        """
+    )
+
+
+# -- identity you can check (720-729) --------------------------------------------------------
+
+
+@migration(720, "runner identity: skew noted, ephemeral runners and tokens")
+def _identity(db: sqlite_utils.Database) -> None:
+    """``skew_checked_pair``: the last version pair a check-in looked up, so a runner's
+    heartbeat reads the skew events only when its build changes. ``ephemeral``: a runner
+    (and the enrolment tokens that make one) that takes one flight and then retires itself.
+    An enrolment token with ``uses = 0`` is spendable without limit until it expires."""
+    db.executescript(
+        """
+        ALTER TABLE runners ADD COLUMN skew_checked_pair TEXT;
+        ALTER TABLE runners ADD COLUMN ephemeral INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE enrol_tokens ADD COLUMN ephemeral INTEGER NOT NULL DEFAULT 0;
         """
     )

@@ -18,6 +18,7 @@ def runner_from_row(row) -> Runner:
     for key in _JSON:
         data[key] = loads(data.get(key), {})
     data["reserved"] = bool(data.get("reserved"))
+    data["ephemeral"] = bool(data.get("ephemeral"))
     return Runner(**{k: v for k, v in data.items() if k in _FIELDS})
 
 
@@ -26,7 +27,7 @@ def _encode(values: dict[str, Any]) -> dict[str, Any]:
     for key, value in values.items():
         if key in _JSON:
             value = dumps(value)
-        elif key == "reserved":
+        elif key in ("reserved", "ephemeral"):
             value = int(bool(value))
         out[key] = value
     return out
