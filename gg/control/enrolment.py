@@ -37,11 +37,14 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 def mint_token(core: Core, person: dict, *, profile: str, uses: int = 1,
                ttl: float | None = None, owner: str | None = None,
-               ownership: str | None = None) -> tuple[EnrolToken, str]:
-    """A new ``gge_`` token for ``profile``; the token itself is returned this once."""
+               ownership: str | None = None, ephemeral: bool = False) -> tuple[EnrolToken, str]:
+    """A new ``gge_`` token for ``profile``; the token itself is returned this once.
+    ``uses = 0``: any number of machines until it expires. ``ephemeral``: each machine it
+    enrols takes one flight, then is retired."""
     require_admin(person)
-    if not 1 <= uses <= MAX_USES:
-        raise BadRequest(f"--uses must be from 1 to {MAX_USES} (got {uses})")
+    if not 0 <= uses <= MAX_USES:
+        raise BadRequest(f"--uses must be from 0 (no limit until it expires) to {MAX_USES} "
+                         f"(got {uses})")
     ttl = core.settings.enrol_token_ttl if ttl is None else ttl
     if not 0 < ttl <= MAX_TTL:
         raise BadRequest(f"--ttl must be more than 0 and at most 30d (got {ttl:g}s)")
@@ -69,11 +72,12 @@ def mint_token(core: Core, person: dict, *, profile: str, uses: int = 1,
         token = tokens.mint(tokens.ENROLMENT)
         row = EnrolToken(fingerprint=tokens.fingerprint(token), profile=profile, uses=uses,
                          uses_left=uses, expires_at=now + ttl, created_at=now,
-                         created_by=person["name"], ownership=ownership, owner=owner_id)
+                         created_by=person["name"], ownership=ownership, owner=owner_id,
+                         ephemeral=ephemeral)
         core.store.insert_enrol_token(token_hash=tokens.digest(token), token=row)
         core.event(EventKind.ENROLMENT_TOKEN_MINTED, actor=person["name"], at=now,
                    fingerprint=row.fingerprint, profile=profile, uses=uses,
-                   expires_at=row.expires_at)
+                   expires_at=row.expires_at, ephemeral=ephemeral)
     core.signals.event_added()
     return row, token
 
@@ -142,7 +146,7 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
                       version_skew=build_skew(core, version, inventory),
                       registered_by=grant.created_by, goodbye_at=None, kind="enrolled",
                       profile=grant.profile, ownership=ownership, owner=grant.owner,
-                      reserved=False)
+                      reserved=False, ephemeral=grant.ephemeral)
         existing = core.store.runner_by_key(public_key)
         if existing is not None and existing.kind == MEMBER_KIND:  # rolls the spent use back
             raise Unauthorized(REFUSED)

@@ -120,7 +120,7 @@ def authenticate(core: Core, token: str | None, *, retired_may_hand_back: bool =
         raise Unauthorized()
     runner = found[0]
     if is_retired(runner) and not retired_may_hand_back:
-        raise retired_refusal()
+        raise retired_refusal(runner)
     if runner.credential_expires_at is not None and core.now() >= runner.credential_expires_at:
         raise Unauthorized()
     return runner
@@ -130,9 +130,38 @@ def is_retired(runner: Runner) -> bool:
     return runner.retired_at is not None or runner.admin_state == AdminState.RETIRED.value
 
 
-def retired_refusal() -> Forbidden:
+def retired_refusal(runner: Runner | None = None) -> Forbidden:
+    if runner is not None and runner.ephemeral:
+        return Forbidden(EPHEMERAL_RETIRED, code="runner_retired")
     return Forbidden("this runner was retired by an admin: its credential is dead",
                      code="runner_retired")
+
+
+EPHEMERAL_RETIRED = "this ephemeral runner took its one flight and was retired: its credential is dead"
+
+
+def after_ephemeral_grant(core: Core, runner: Runner, now: float) -> None:
+    """An ephemeral runner was granted its one flight: it drains at once, so nothing else is
+    offered to it (the matcher reads draining). Inside the grant's transaction."""
+    if runner.admin_state == AdminState.DRAINING.value:
+        return
+    core.store.update_runner(runner.id, admin_state=AdminState.DRAINING.value)
+    core.event(EventKind.RUNNER_DRAIN_CHANGED, actor=CONTROL_PLANE, runner_id=runner.id, at=now,
+               state=AdminState.DRAINING.value, reason="ephemeral: it took its one flight",
+               **{"from": runner.admin_state})
+
+
+def after_ephemeral_flight(core: Core, runner: Runner, now: float) -> None:
+    """An ephemeral runner's flight ended (landed, failed, returned, expired or cancelled):
+    it is retired like an admin would retire it — credential dead, key tombstoned, history
+    kept — and its process exits on its next request. Inside the caller's transaction."""
+    if is_retired(runner):
+        return
+    core.store.update_runner(runner.id, admin_state=AdminState.RETIRED.value, retired_at=now)
+    core.store.tombstone(runner.public_key, runner.id, now)
+    core.event(EventKind.RUNNER_RETIRED, actor=CONTROL_PLANE, runner_id=runner.id, at=now,
+               name=runner.name, was=runner.admin_state, stopping=[],
+               reason="ephemeral: its one flight ended")
 
 
 def challenge(core: Core, runner: Runner) -> dict:

@@ -48,6 +48,7 @@ class Retired(RunnerExit):
 
 
 RETIRED_SENTENCE = "this runner was retired by an admin; it exits and will not come back"
+EPHEMERAL_SENTENCE = "this ephemeral runner took its one flight and was retired; it exits"
 
 
 @dataclass
@@ -177,6 +178,8 @@ class Runner:
             except (ApiError, Unreachable):
                 pass
         self.say(self.exit_reason or "goodbye")
+        if self.exit_reason == EPHEMERAL_SENTENCE:  # it did what it was enrolled for
+            return 0
         return 1 if retired else 0
 
     # -- registration and credential ----------------------------------------------------------
@@ -364,7 +367,7 @@ class Runner:
 
     def _refusal_sentence(self, exc: ApiError) -> str:
         if exc.code == "runner_retired":
-            return RETIRED_SENTENCE
+            return EPHEMERAL_SENTENCE if "ephemeral" in exc.message else RETIRED_SENTENCE
         if exc.status == 401:
             return ("the control plane no longer accepts this runner's credential; "
                     f"remove {self.state.registration_path} and register again")
