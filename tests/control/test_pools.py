@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gg.control import (
+    admin,
     enrolment,
     flights,
     gates,
@@ -396,3 +397,13 @@ def test_a_pool_never_attested_needs_attention_and_warns_once_per_stale_episode(
     assert len(core.store.events(kind="warn:pool:stale")) == 2
     for key in ("name", "environment", "members", "last_attested_at", "needs_attention"):
         assert key in row
+
+
+def test_a_member_cannot_join_under_a_name_a_live_runner_holds(core, owner, keeper):
+    member, code = start_member(core, keeper)
+    person_made = make_runner(core, owner, name=member["name"])  # the name was taken first
+    with pytest.raises(Conflict, match=f"the runner name {member['name']} is taken"):
+        join(core, code)
+    admin.retire(core, owner, person_made.id)  # a retired holder does not block
+    runner, _ = join(core, code)
+    assert runner.name == member["name"]
