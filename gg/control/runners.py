@@ -9,15 +9,15 @@ from gg import keys
 from gg.control import health, key_proof
 from gg.control import labels as label_ops
 from gg.control.core import CONTROL_PLANE, Core
-from gg.domain import tokens
+from gg.domain import identity, tokens
 from gg.domain.events import EventKind
 from gg.domain.pools import MEMBER_KIND
-from gg.domain import identity
 from gg.domain.runners import AdminState, Runner, silently_gone
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _CHALLENGE_TTL = 120.0
+EPHEMERAL_RETIRED = "this ephemeral runner took its one flight and was retired: its credential is dead"
 
 
 def register(core: Core, person: dict, *, name: str, public_key: str, labels: dict,
@@ -135,9 +135,6 @@ def retired_refusal(runner: Runner | None = None) -> Forbidden:
         return Forbidden(EPHEMERAL_RETIRED, code="runner_retired")
     return Forbidden("this runner was retired by an admin: its credential is dead",
                      code="runner_retired")
-
-
-EPHEMERAL_RETIRED = "this ephemeral runner took its one flight and was retired: its credential is dead"
 
 
 def after_ephemeral_grant(core: Core, runner: Runner, now: float) -> None:
