@@ -302,9 +302,9 @@ def by_fingerprint(core: Core, text: str) -> Runner:
     """The runner whose key has this fingerprint (as ``ssh-keygen -l`` prints it; one key,
     one row). A retired runner is found too: checking a machine's identity is also history."""
     wanted = identity.normalise_fingerprint(text)
-    for runner in core.store.runners(include_retired=True):
-        if identity.key_fingerprint(runner.public_key) == wanted:
-            return runner
+    runner = core.store.runner_by_fingerprint(wanted)
+    if runner is not None:
+        return runner
     raise NotFound(f"no runner has the key fingerprint {wanted}")
 
 

@@ -450,3 +450,17 @@ def _identity(db: sqlite_utils.Database) -> None:
         ALTER TABLE enrol_tokens ADD COLUMN ephemeral INTEGER NOT NULL DEFAULT 0;
         """
     )
+
+
+@migration(721, "runner key fingerprints, indexed")
+def _key_fingerprints(db: sqlite_utils.Database) -> None:
+    """``gg runner show --fingerprint F`` is one indexed lookup, not a walk of the fleet: each
+    row keeps its key's fingerprint (gg.domain.identity.key_fingerprint), filled in here for
+    the rows that exist and by the store whenever a key is written."""
+    from gg.domain.identity import key_fingerprint
+
+    db.execute("ALTER TABLE runners ADD COLUMN public_key_fingerprint TEXT")
+    for row in db.execute("SELECT id, public_key FROM runners").fetchall():
+        db.execute("UPDATE runners SET public_key_fingerprint = ? WHERE id = ?",
+                   (key_fingerprint(row[1] or ""), row[0]))
+    db.execute("CREATE INDEX runners_key_fingerprint ON runners(public_key_fingerprint)")
