@@ -235,6 +235,10 @@ class Client:
     def runner(self, ref: str) -> r.RunnerDetail:
         return _one(r.RunnerDetail, self.request("GET", paths.RUNNER.format(ref=_segment(ref))))
 
+    def runner_by_fingerprint(self, fingerprint: str) -> r.RunnerDetail:
+        return _one(r.RunnerDetail, self.request("GET", paths.RUNNER_BY_FINGERPRINT,
+                                                 params={"fingerprint": fingerprint}))
+
     def open_flight(self, body: dict) -> f.FlightDetail:
         return _one(f.FlightDetail, self.request("POST", paths.FLIGHTS, json=body))
 

@@ -25,10 +25,11 @@ class ProfileApply(Request):
 
 class TokenMint(Request):
     profile: ProfileName
-    uses: Annotated[int, Field(ge=1, le=10_000)] = 1
+    uses: Annotated[int, Field(ge=0, le=10_000)] = 1  # 0: no limit until it expires
     ttl: Annotated[float | None, Field(gt=0, le=30 * 86400)] = None
     owner: Annotated[str | None, StringConstraints(min_length=1, max_length=64)] = None
     ownership: Literal["organisation", "open", "claimed"] | None = None
+    ephemeral: bool = False  # each machine takes one flight, then is retired
 
 
 class Enrol(KeyProof):
@@ -110,8 +111,9 @@ class EnrolTokenView(Answer):
     fingerprint: str
     profile: str
     status: str
-    uses: int
-    uses_left: int
+    uses: int  # 0: no limit until it expires
+    uses_left: int | None = None  # None when there is no limit
+    ephemeral: bool = False
     expires_at: float
     created_at: float
     created_by: str | None = None

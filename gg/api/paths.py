@@ -8,6 +8,7 @@ PERSON_TOKEN = "/v1/people/{name}/token"
 RUNNERS = "/v1/runners"
 KEY_NONCES = "/v1/key-nonces"  # a nonce to sign: registration, enrolment and joining prove the key
 RUNNER = "/v1/runners/{ref}"
+RUNNER_BY_FINGERPRINT = "/v1/runners-by-fingerprint"  # ?fingerprint=SHA256:… (has '/', '+')
 RUNNER_CHECK_IN = "/v1/runner/check-in"
 RUNNER_CLAIM = "/v1/runner/claim"
 RUNNER_GOODBYE = "/v1/runner/goodbye"

@@ -1,7 +1,8 @@
 """Answers about runners: rows, details, registration, check-in, claims, leases, admin.
 
-A runner's row is every field of its record but its public key, with what people are shown
-beside it (liveness, admin state, owner's name, held flights, checks); its detail adds the
+A runner's row is every field of its record but its public key (its fingerprint instead),
+with what people are shown beside it (liveness, admin state, owner's name, the flights it
+holds, checks); its detail adds the
 inventory and capabilities it reported.
 """
 
@@ -12,6 +13,15 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from gg.api.schemas import Answer, Protocol
+
+
+class CurrentFlight(Answer):
+    """A flight a runner holds a lease on, as its row lists it."""
+    id: str
+    attempt: int
+    epoch: int
+    started_at: float | None = None  # when this lease was granted
+    title: str = ""
 
 
 class RunnerRow(Answer):
@@ -50,7 +60,12 @@ class RunnerRow(Answer):
     liveness: str
     state: str
     owner_name: str | None = None
-    flights: list[str] = []
+    # identity you can check (docs/fleet-operations.md)
+    public_key_fingerprint: str | None = None
+    os: str | None = None
+    arch: str | None = None
+    ephemeral: bool = False
+    current_flights: list[CurrentFlight] = []
     checks: list[dict[str, Any]] = []
     checks_verdict: str | None = None
     health_notes: list[str] = []

@@ -63,6 +63,7 @@ class Protocol(Answer):
 class Health(Answer):
     ok: bool
     version: str
+    commit: str = "unknown"  # the build commit version skew compares (gg.build_commit)
     server_time: float
 
 

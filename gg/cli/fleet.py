@@ -137,7 +137,10 @@ def in_force_text(p: ProfileView) -> str:
 
 @fleet_app.command("enroll")
 def enroll(name: str = typer.Argument(..., metavar="PROFILE"),
-           uses: int = typer.Option(1, "--uses", min=1, max=10_000, help="Machines it may enrol."),
+           uses: int = typer.Option(1, "--uses", min=0, max=10_000,
+                                    help="Machines it may enrol; 0: no limit until it expires."),
+           ephemeral: bool = typer.Option(False, "--ephemeral",
+                                          help="Each machine takes one flight, then is retired."),
            ttl: Optional[str] = typer.Option(None, "--ttl", metavar="DUR",
                                              help="Lifetime, e.g. 30m, 12h (default ENROL_TOKEN_TTL)."),
            owner: Optional[str] = typer.Option(None, "--owner", metavar="PERSON",
@@ -148,7 +151,8 @@ def enroll(name: str = typer.Argument(..., metavar="PROFILE"),
     """Mint an enrolment token for PROFILE (shown once)."""
     from gg.settings import parse_duration
 
-    body: dict = {"profile": name, "uses": uses, "owner": owner, "ownership": ownership}
+    body: dict = {"profile": name, "uses": uses, "owner": owner, "ownership": ownership,
+                  "ephemeral": ephemeral}
     if ttl is not None:
         try:
             body["ttl"] = parse_duration(ttl)
@@ -161,7 +165,10 @@ def enroll(name: str = typer.Argument(..., metavar="PROFILE"),
     if json_:
         emit_json(answer)
         return
-    uses_text = f"{answer.uses} use{'s' if answer.uses != 1 else ''}"
+    uses_text = (f"{answer.uses} use{'s' if answer.uses != 1 else ''}" if answer.uses
+                 else "any number of uses")
+    if answer.ephemeral:
+        uses_text += ", ephemeral (each machine takes one flight, then is retired)"
     typer.echo(f"enrolment token {answer.fingerprint} for profile {answer.profile}: "
                f"{uses_text}, expires {ago(answer.expires_at)}. Shown this once:")
     typer.echo(answer.token)
@@ -185,7 +192,9 @@ def tokens(json_: bool = typer.Option(False, "--json")) -> None:
         owner = r.ownership or "(profile's)"
         if r.owner_name:
             owner += f" by {r.owner_name}"
-        t.add_row(r.fingerprint, r.profile, r.status, f"{r.uses_left}/{r.uses}",
+        left = f"{r.uses_left}/{r.uses}" if r.uses_left is not None else "no limit"
+        t.add_row(r.fingerprint, r.profile, r.status,
+                  left + (" (ephemeral)" if r.ephemeral else ""),
                   ago(r.expires_at, now), owner, r.created_by or "-")
     console().print(t)
 

@@ -110,14 +110,14 @@ def maintain(
 
     Needs the maintain role in this runner's fleet profile, or gg pool allow POOL RUNNER."""
     from gg.cli.fleet import enrol_token
-    from gg.pool.maintainer import Maintainer, MaintainerExit, MaintainerOptions
+    from gg.pool.maintainer import Maintainer, MaintainerExit, MaintainerOptions, default_name
 
     token = enrol_token(enrol, enrol_file)  # enrolled: nobody signs in on this host
     cfg = settings()
     host = socket.gethostname().split(".")[0]
     options = MaintainerOptions(
         server=server_url(), pool=pool, state_dir=state or _state_dir(pool),
-        name=name or f"{host}-maintain-{pool}"[:63], images_dir=images or config.images_dir(),
+        name=name or default_name(host, pool), images_dir=images or config.images_dir(),
         person_token=None if token else config.resolve_token(cfg), enrol_token=token,
         max_cycles=1 if once else None)
 

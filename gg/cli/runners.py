@@ -81,35 +81,45 @@ def list_runners(json_: bool = typer.Option(False, "--json")) -> None:
         t.add_row(r.name, r.id, r.state, Liveness.of(r.online).value,
                   r.health, r.checks_verdict or "-",
                   ",".join(f"{k}={v}" for k, v in sorted(r.labels.items())) or "-",
-                  " ".join(r.flights) or "-",
+                  " ".join(f.id for f in r.current_flights) or "-",
                   _pct(readings.get("cpu_percent")), _pct(readings.get("memory_percent")),
                   ago(r.last_seen_at, now), r.version_skew)
     console().print(t)
 
 
 @runner_app.command("show")
-def show(ref: str = typer.Argument(..., metavar="RUNNER", help="Runner id or name."),
+def show(ref: Optional[str] = typer.Argument(None, metavar="[RUNNER]", help="Runner id or name."),
+         fingerprint: Optional[str] = typer.Option(
+             None, "--fingerprint", metavar="SHA256:...",
+             help="Find the runner by its key fingerprint (as ssh-keygen -l prints it)."),
          json_: bool = typer.Option(False, "--json")) -> None:
     """One runner in detail: identity, state, liveness, health, inventory."""
-    r = client().runner(ref)
+    if (ref is None) == (fingerprint is None):
+        raise CliError("name one runner: RUNNER, or --fingerprint SHA256:...", Exit.USAGE)
+    r = client().runner(ref) if ref is not None else client().runner_by_fingerprint(fingerprint)
     if json_:
         emit_json(r)
         return
     inv = r.inventory
+    commit = inv.get("gg_commit") or "unknown"
     lines = [
-        f"runner {r.name} ({r.id})",
+        f"runner {r.name} ({r.id})" + (", ephemeral: one flight, then retired"
+                                        if r.ephemeral else ""),
+        f"  key        {r.public_key_fingerprint or '?'}",
         f"  state      {r.state}",
         f"  liveness   {Liveness.of(r.online).value} (last seen {ago(r.last_seen_at)})",
         f"  health     {r.health}" + "".join(f" ({note})" for note in r.health_notes),
         f"  labels     {','.join(f'{k}={v}' for k, v in sorted(r.labels.items())) or '-'}",
         f"  workers    {r.workers} (started with {r.started_workers})",
-        f"  flights    {' '.join(r.flights) or '-'}",
+        f"  flights    {len(r.current_flights) or '-'}",
+        *[f"    {f.id} attempt {f.attempt}, epoch {f.epoch}, taken {ago(f.started_at)}"
+          + (f": {f.title}" if f.title else "") for f in r.current_flights],
         f"  ownership  {r.ownership}" + (f" (owner {r.owner_name}"
                                          f"{', reserved' if r.reserved else ''})"
                                          if r.owner_name else ""),
         f"  policy     {', '.join(f'{k} {v}' for k, v in sorted(r.policy.items()))}",
-        f"  version    {r.version or '?'} (skew {r.version_skew})",
-        f"  host       {inv.get('hostname', '?')} {inv.get('os', '')}/{inv.get('arch', '')}, "
+        f"  version    {r.version or '?'} commit {commit} (skew {r.version_skew})",
+        f"  host       {inv.get('hostname', '?')} {r.os or ''}/{r.arch or ''}, "
         f"{inv.get('cpu_count', '?')} CPUs, peer {r.peer_address or '?'}",
     ]
     lines.append(f"  checks     {r.checks_verdict or '-'}"

@@ -29,7 +29,8 @@ WaitFor = Callable[[float], Awaitable[None]]
 
 
 def health(core: Core) -> dict:
-    return {"ok": True, "version": core.version, "server_time": core.now()}
+    return {"ok": True, "version": core.version, "commit": core.commit,
+            "server_time": core.now()}
 
 
 def whoami(core: Core, person: dict) -> dict:
@@ -69,6 +70,10 @@ def runners_listed(core: Core) -> list[dict]:
 
 def runner_shown(core: Core, ref: str) -> dict:
     return runner_view(core, runners.resolve(core, ref), detail=True)
+
+
+def runner_by_fingerprint(core: Core, fingerprint: str) -> dict:
+    return runner_view(core, runners.by_fingerprint(core, fingerprint), detail=True)
 
 
 async def checked_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | None,

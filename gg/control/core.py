@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from gg import __version__
+from gg import __version__, build_commit
 from gg.control.verdicts import Verdicts
 from gg.domain import hooks as hook_rules
 from gg.domain.durations import Summary
@@ -48,6 +48,7 @@ class Core:
     settings: Settings
     clock: Callable[[], float] = time.time
     version: str = __version__
+    commit: str = field(default_factory=build_commit)  # gg.build_commit: version skew
     signals: Signals = field(default_factory=Signals)
     started_at: float = 0.0
     silence_scanned_at: float = 0.0

@@ -20,13 +20,13 @@ import re
 from gg import keys
 from gg.control import key_proof, profiles
 from gg.control.core import Core
-from gg.control.runners import upsert_runner
+from gg.control.runners import build_skew, refuse_taken_name, upsert_runner
 from gg.control.people import require_admin
 from gg.domain import tokens
 from gg.domain.enrolment import MAX_TTL, MAX_USES, EnrolToken
 from gg.domain.events import EventKind
 from gg.domain.pools import MEMBER_KIND
-from gg.domain.runners import OWNERSHIPS, Runner, version_skew
+from gg.domain.runners import OWNERSHIPS, Runner
 from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
 
 __all__ = ["REFUSED", "enrol", "list_tokens", "mint_token", "on_check_in", "revoke_token"]
@@ -37,11 +37,14 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 def mint_token(core: Core, person: dict, *, profile: str, uses: int = 1,
                ttl: float | None = None, owner: str | None = None,
-               ownership: str | None = None) -> tuple[EnrolToken, str]:
-    """A new ``gge_`` token for ``profile``; the token itself is returned this once."""
+               ownership: str | None = None, ephemeral: bool = False) -> tuple[EnrolToken, str]:
+    """A new ``gge_`` token for ``profile``; the token itself is returned this once.
+    ``uses = 0``: any number of machines until it expires. ``ephemeral``: each machine it
+    enrols takes one flight, then is retired."""
     require_admin(person)
-    if not 1 <= uses <= MAX_USES:
-        raise BadRequest(f"--uses must be from 1 to {MAX_USES} (got {uses})")
+    if not 0 <= uses <= MAX_USES:
+        raise BadRequest(f"--uses must be from 0 (no limit until it expires) to {MAX_USES} "
+                         f"(got {uses})")
     ttl = core.settings.enrol_token_ttl if ttl is None else ttl
     if not 0 < ttl <= MAX_TTL:
         raise BadRequest(f"--ttl must be more than 0 and at most 30d (got {ttl:g}s)")
@@ -69,11 +72,12 @@ def mint_token(core: Core, person: dict, *, profile: str, uses: int = 1,
         token = tokens.mint(tokens.ENROLMENT)
         row = EnrolToken(fingerprint=tokens.fingerprint(token), profile=profile, uses=uses,
                          uses_left=uses, expires_at=now + ttl, created_at=now,
-                         created_by=person["name"], ownership=ownership, owner=owner_id)
+                         created_by=person["name"], ownership=ownership, owner=owner_id,
+                         ephemeral=ephemeral)
         core.store.insert_enrol_token(token_hash=tokens.digest(token), token=row)
         core.event(EventKind.ENROLMENT_TOKEN_MINTED, actor=person["name"], at=now,
                    fingerprint=row.fingerprint, profile=profile, uses=uses,
-                   expires_at=row.expires_at)
+                   expires_at=row.expires_at, ephemeral=ephemeral)
     core.signals.event_added()
     return row, token
 
@@ -139,13 +143,14 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
             ownership = "organisation"
         fields = dict(name=name, labels={}, workers=workers, started_workers=workers,
                       inventory=inventory, version=version,
-                      version_skew=version_skew(version, core.version),
+                      version_skew=build_skew(core, version, inventory),
                       registered_by=grant.created_by, goodbye_at=None, kind="enrolled",
                       profile=grant.profile, ownership=ownership, owner=grant.owner,
-                      reserved=False)
+                      reserved=False, ephemeral=grant.ephemeral)
         existing = core.store.runner_by_key(public_key)
         if existing is not None and existing.kind == MEMBER_KIND:  # rolls the spent use back
             raise Unauthorized(REFUSED)
+        refuse_taken_name(core, name, existing.id if existing else None, now)  # rolls back too
         runner_id = upsert_runner(core, existing, public_key=public_key, fields=fields,
                                   credential=credential, expires=expires, now=now)
         profiles.sync_runner(core, core.store.runner(runner_id), in_force)

@@ -125,12 +125,18 @@ def _plan(core: Core, seats: list[Seat]) -> list[Assignment]:
 def _apply(core: Core, plan: list[Assignment], now: float) -> list[tuple[Flight, leases.Grant]]:
     """Apply a matching plan: each grant a compare-and-set; one that lost a race is dropped."""
     out = []
+    took_one: set[str] = set()  # ephemeral runners granted their one flight in this plan
     for a in plan:
         runner = a.seat.runner
+        if runner.id in took_one:
+            continue
         change = move(core, a.flight, Event.GRANTED, now, actor=f"runner:{runner.name}",
                       runner_id=runner.id, ttl=core.settings.lease_ttl)
         if change is not None:
             out.append((core.store.flight(a.flight.id), change.grant))
+            if runner.ephemeral:
+                took_one.add(runner.id)
+                runner_ops.after_ephemeral_grant(core, runner, now)
     return out
 
 
@@ -199,11 +205,11 @@ def hand_back(core: Core, runner: Runner, flight_id: str, *, epoch: int, outcome
             return {"flight": flight_id, "stage": flight.stage, "repeat": True}
         if retired:  # the stop acknowledgement: its own live lease, returned, nothing else
             if outcome != Outcome.RETURNED.value:
-                raise runner_ops.retired_refusal()
+                raise runner_ops.retired_refusal(runner)
             try:
                 flight = _holding(core, runner, flight_id, epoch=epoch, now=now)
             except GGError:
-                raise runner_ops.retired_refusal() from None
+                raise runner_ops.retired_refusal(runner) from None
         else:
             flight = _holding(core, runner, flight_id, epoch=epoch, now=now)
         move(core, flight, Event(outcome), now, actor=f"runner:{runner.name}",
@@ -242,6 +248,10 @@ def _settle_runner(core: Core, runner_id: str | None, now: float) -> None:
     if runner_id is None:
         return
     runner = core.store.runner(runner_id)
+    if runner is not None and runner.ephemeral:  # one flight, then retired
+        if not core.store.live_leases(now, [runner_id]).get(runner_id, 0):
+            runner_ops.after_ephemeral_flight(core, runner, now)
+        return
     if runner is None or runner.admin_state != AdminState.DRAINING.value:
         return
     live = core.store.live_leases(now, [runner_id]).get(runner_id, 0)

@@ -29,12 +29,13 @@ from gg.control import labels as label_ops
 from gg.control import leases as lease_ops
 from gg.control.core import Core
 from gg.control.pools import look, maintained
+from gg.control.runners import build_skew, refuse_taken_name
 from gg.control.views import runner_view
 from gg.domain import tokens
 from gg.domain.events import EventKind
 from gg.domain.pool_planner import Action, PoolPlan, Start
 from gg.domain.pools import MEMBER_ID_PREFIX, MEMBER_KIND, PoolMember, StrategyRecord, code_refusal
-from gg.domain.runners import AdminState, Runner, version_skew
+from gg.domain.runners import AdminState, Runner
 from gg.errors import BadRequest, Conflict, Unauthorized
 
 ACTIONS = ("start", "reset", "roll", "replace", "remove")
@@ -153,11 +154,12 @@ def join(core: Core, code: str | None, *, public_key: str, inventory: dict,
         if core.store.runner_by_key(public_key) is not None or core.store.tombstoned(public_key):
             raise BadRequest("this key is registered already; a member makes a fresh key "
                              "for every cycle")
+        refuse_taken_name(core, member.name, member.runner_id, now)
         credential = tokens.mint(tokens.RUNNER)
         expires = now + core.settings.member_credential_ttl
         fields = dict(public_key=public_key, labels={"environment": record.in_force.environment},
                       workers=1, started_workers=1, inventory=inventory, version=version,
-                      version_skew=version_skew(version, core.version), kind=MEMBER_KIND,
+                      version_skew=build_skew(core, version, inventory), kind=MEMBER_KIND,
                       credential_expires_at=expires, goodbye_at=None, last_seen_at=None,
                       offline_noted_at=None)
         runner_id = member.runner_id

@@ -10,14 +10,15 @@ from gg.control import estimates as estimate_ops
 from gg.control import health, key_proof
 from gg.control import labels as label_ops
 from gg.control.core import CONTROL_PLANE, Core
-from gg.domain import tokens
+from gg.domain import identity, tokens
 from gg.domain.events import EventKind
 from gg.domain.pools import MEMBER_KIND
-from gg.domain.runners import AdminState, Runner, silently_gone, version_skew
-from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
+from gg.domain.runners import AdminState, Runner, silently_gone
+from gg.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _CHALLENGE_TTL = 120.0
+EPHEMERAL_RETIRED = "this ephemeral runner took its one flight and was retired: its credential is dead"
 
 
 def register(core: Core, person: dict, *, name: str, public_key: str, labels: dict,
@@ -46,9 +47,10 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
         existing = core.store.runner_by_key(public_key)
         if existing is not None and not may_supersede(person, existing):
             raise Unauthorized()
+        refuse_taken_name(core, name, existing.id if existing else None, now)
         fields = dict(name=name, labels=labels, workers=workers, started_workers=workers,
                       inventory=inventory, version=version,
-                      version_skew=version_skew(version, core.version),
+                      version_skew=build_skew(core, version, inventory),
                       registered_by=person["id"], goodbye_at=None,
                       kind="registered", profile=None, profile_in_force={})
         runner_id = upsert_runner(core, existing, public_key=public_key, fields=fields,
@@ -68,6 +70,21 @@ def may_supersede(person: dict, existing: Runner) -> bool:
     if existing.kind != "registered":  # enrolled, or a pool member: never by a person
         return False
     return person.get("role") == "admin" or existing.registered_by == person["id"]
+
+
+def refuse_taken_name(core: Core, name: str, own_id: str | None, now: float) -> None:
+    """Names are unique among live runners (gg.domain.identity.holds_name): a registration,
+    enrolment or pool join under a name a live runner other than itself holds is refused.
+    Inside the caller's transaction."""
+    for holder in core.store.runners_named(name):
+        if holder.id == own_id:
+            continue
+        if identity.holds_name(holder, now, core.settings.offline_after,
+                               holds_lease=bool(core.store.flights_held_by(holder.id))):
+            raise Conflict(
+                f"the runner name {name} is taken by live runner {holder.id}: pick another "
+                f"--name, or free it with gg runner forget {holder.id} once that runner is "
+                "offline", code="runner_name_taken")
 
 
 def upsert_runner(core: Core, existing: Runner | None, *, public_key: str, fields: dict,
@@ -104,7 +121,7 @@ def authenticate(core: Core, token: str | None, *, retired_may_hand_back: bool =
         raise Unauthorized()
     runner = found[0]
     if is_retired(runner) and not retired_may_hand_back:
-        raise retired_refusal()
+        raise retired_refusal(runner)
     if runner.credential_expires_at is not None and core.now() >= runner.credential_expires_at:
         raise Unauthorized()
     return runner
@@ -114,9 +131,35 @@ def is_retired(runner: Runner) -> bool:
     return runner.retired_at is not None or runner.admin_state == AdminState.RETIRED.value
 
 
-def retired_refusal() -> Forbidden:
+def retired_refusal(runner: Runner | None = None) -> Forbidden:
+    if runner is not None and runner.ephemeral:
+        return Forbidden(EPHEMERAL_RETIRED, code="runner_retired")
     return Forbidden("this runner was retired by an admin: its credential is dead",
                      code="runner_retired")
+
+
+def after_ephemeral_grant(core: Core, runner: Runner, now: float) -> None:
+    """An ephemeral runner was granted its one flight: it drains at once, so nothing else is
+    offered to it (the matcher reads draining). Inside the grant's transaction."""
+    if runner.admin_state == AdminState.DRAINING.value:
+        return
+    core.store.update_runner(runner.id, admin_state=AdminState.DRAINING.value)
+    core.event(EventKind.RUNNER_DRAIN_CHANGED, actor=CONTROL_PLANE, runner_id=runner.id, at=now,
+               state=AdminState.DRAINING.value, reason="ephemeral: it took its one flight",
+               **{"from": runner.admin_state})
+
+
+def after_ephemeral_flight(core: Core, runner: Runner, now: float) -> None:
+    """An ephemeral runner's flight ended (landed, failed, returned, expired or cancelled):
+    it is retired like an admin would retire it — credential dead, key tombstoned, history
+    kept — and its process exits on its next request. Inside the caller's transaction."""
+    if is_retired(runner):
+        return
+    core.store.update_runner(runner.id, admin_state=AdminState.RETIRED.value, retired_at=now)
+    core.store.tombstone(runner.public_key, runner.id, now)
+    core.event(EventKind.RUNNER_RETIRED, actor=CONTROL_PLANE, runner_id=runner.id, at=now,
+               name=runner.name, was=runner.admin_state, stopping=[],
+               reason="ephemeral: its one flight ended")
 
 
 def challenge(core: Core, runner: Runner) -> dict:
@@ -151,7 +194,8 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
              labels: dict[str, str] | None = None) -> dict:
     now = core.now()
     with core.store.atomic(durable=False):  # a heartbeat: no fsync (see Database.atomic)
-        skew = version_skew(version, core.version)
+        reported = inventory if inventory is not None else runner.inventory
+        skew = build_skew(core, version, reported)
         values: dict = dict(last_seen_at=now, readings=readings, peer_address=peer_address,
                             version=version, version_skew=skew)
         if inventory is not None:
@@ -160,10 +204,7 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
             values["capabilities"] = capabilities
         if workers is not None:
             values["started_workers"] = workers
-        pair = f"{version}/{core.version}"
-        if skew == "skewed" and not _skew_recorded(core, runner.id, pair):
-            core.event(EventKind.RUNNER_VERSION_SKEW, actor=_actor(runner), runner_id=runner.id,
-                       pair=pair, runner_version=version, server_version=core.version)
+        _note_skew(core, runner, skew=skew, version=version, inventory=reported)
         if runner.kind == MEMBER_KIND and runner.last_seen_at is None:
             _warmed(core, runner, now)
         core.store.update_runner(runner.id, **values)
@@ -267,6 +308,16 @@ def resolve(core: Core, ref: str, *, include_retired: bool = False) -> Runner:
     raise NotFound(f"no runner {ref}")
 
 
+def by_fingerprint(core: Core, text: str) -> Runner:
+    """The runner whose key has this fingerprint (as ``ssh-keygen -l`` prints it; one key,
+    one row). A retired runner is found too: checking a machine's identity is also history."""
+    wanted = identity.normalise_fingerprint(text)
+    runner = core.store.runner_by_fingerprint(wanted)
+    if runner is not None:
+        return runner
+    raise NotFound(f"no runner has the key fingerprint {wanted}")
+
+
 def _ended_among(core: Core, held: list[str]) -> list[str]:
     ended = []
     for flight_id in held[:256]:
@@ -276,11 +327,31 @@ def _ended_among(core: Core, held: list[str]) -> list[str]:
     return ended
 
 
-def _skew_recorded(core: Core, runner_id: str, pair: str) -> bool:
-    for event in core.store.events(kind=EventKind.RUNNER_VERSION_SKEW, runner_id=runner_id):
-        if event["body"].get("pair") == pair:
-            return True
-    return False
+def build_skew(core: Core, version: str | None, inventory: dict | None) -> str:
+    """``none | skewed | unknown``: the runner's version and build commit (its inventory's
+    ``gg_commit``) against the control plane's (gg.domain.identity.skew)."""
+    commit = (inventory or {}).get("gg_commit")
+    return identity.skew(version, commit if isinstance(commit, str) else None, core.version,
+                         core.commit)
+
+
+def _note_skew(core: Core, runner: Runner, *, skew: str, version: str | None,
+               inventory: dict | None) -> None:
+    """``warn:runner:version_skew`` for a skewed or unknown build, once per (runner, pair)."""
+    commit = (inventory or {}).get("gg_commit")
+    commit = commit if isinstance(commit, str) else None
+    pair = identity.skew_pair(version, commit, core.version, core.commit)
+    if pair == runner.skew_checked_pair:  # looked up when this build first checked in
+        return
+    core.store.update_runner(runner.id, skew_checked_pair=pair)
+    if skew not in ("skewed", "unknown"):
+        return
+    recorded = {e["body"].get("pair") for e in
+                core.store.events(kind=EventKind.RUNNER_VERSION_SKEW, runner_id=runner.id)}
+    if identity.skew_warns(skew, pair, recorded):
+        core.event(EventKind.RUNNER_VERSION_SKEW, actor=_actor(runner), runner_id=runner.id,
+                   pair=pair, skew=skew, runner_version=version, runner_commit=commit,
+                   server_version=core.version, server_commit=core.commit)
 
 
 def _actor(runner: Runner) -> str:

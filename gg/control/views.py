@@ -7,14 +7,15 @@ from dataclasses import asdict
 from gg.control import health
 from gg.control.core import Core
 from gg.domain.flights import Flight, Stage
+from gg.domain.identity import key_fingerprint
 from gg.domain.runners import Liveness, Runner, liveness
 from gg.settings import DEFAULTS, Settings
 
-_HIDDEN = ("public_key",)
+_HIDDEN = ("public_key", "skew_checked_pair")
 
 
 def runner_view(core: Core, runner: Runner, *, detail: bool = False,
-                now: float | None = None, flights: list[str] | None = None) -> dict:
+                now: float | None = None, flights: list[Flight] | None = None) -> dict:
     now = core.now() if now is None else now
     data = asdict(runner)
     for key in _HIDDEN:
@@ -25,8 +26,8 @@ def runner_view(core: Core, runner: Runner, *, detail: bool = False,
     owner = core.store.person(runner.owner) if runner.owner else None
     data["owner_name"] = owner["name"] if owner else None
     if flights is None:
-        flights = [f.id for f in core.store.flights_held_by(runner.id)]
-    data["flights"] = flights
+        flights = core.store.flights_held_by(runner.id)
+    data.update(identity_fields(runner, flights))
     data.update(health.describe(core, runner, now))
     if not detail:
         data.pop("inventory", None)
@@ -36,12 +37,28 @@ def runner_view(core: Core, runner: Runner, *, detail: bool = False,
 
 def runners_view(core: Core) -> list[dict]:
     now = core.now()
-    held: dict[str, list[str]] = {}
+    held: dict[str, list[Flight]] = {}
     for flight in core.store.flights(stages=(Stage.FLYING.value,), limit=100000):
         if flight.lease_runner:
-            held.setdefault(flight.lease_runner, []).append(flight.id)
+            held.setdefault(flight.lease_runner, []).append(flight)
     return [runner_view(core, r, now=now, flights=held.get(r.id, []))
             for r in core.store.runners()]
+
+
+def identity_fields(runner: Runner, flights: list[Flight]) -> dict:
+    """What a row adds to identify the machine and what it flies: its key fingerprint (as
+    ``ssh-keygen -l`` prints it), os and arch from its inventory, whether it is ephemeral,
+    and the flights it holds a lease on."""
+    inventory = runner.inventory or {}
+    return {
+        "public_key_fingerprint": key_fingerprint(runner.public_key),
+        "os": inventory.get("os") if isinstance(inventory.get("os"), str) else None,
+        "arch": inventory.get("arch") if isinstance(inventory.get("arch"), str) else None,
+        "ephemeral": bool(runner.ephemeral),
+        "current_flights": [{"id": f.id, "attempt": f.attempt, "epoch": f.epoch,
+                             "started_at": f.lease_granted_at, "title": f.title}
+                            for f in flights],
+    }
 
 
 def flight_for_runner(flight: Flight, settings: Settings = DEFAULTS) -> dict:

@@ -18,7 +18,11 @@ An enrolment token's status, for the listing only (a refused exchange never says
     active      can still be spent
     expired     its time ran out          <- wins over everything else
     revoked     an admin revoked it
-    exhausted   every use has been spent
+    exhausted   every use has been spent  (never, for a token minted with ``uses = 0``:
+                                           spendable without limit until it expires)
+
+A token minted ``ephemeral`` enrols ephemeral runners: each takes one flight, then the control
+plane retires it (gg.control.runners.after_ephemeral_flight).
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ from typing import Any
 
 from gg.domain.profiles import Profile, item_key
 
-__all__ = ["EnrolToken", "ProfileRecord", "enrolled_labels", "expected_items", "refs_digest",
+__all__ = ["UNLIMITED_USES", "EnrolToken", "ProfileRecord", "enrolled_labels", "expected_items", "refs_digest",
            "token_status"]
 
 MAX_USES = 10_000
+UNLIMITED_USES = 0  # ``--uses 0``: any number of machines until the token expires
 MAX_TTL = 30 * 86400.0
 
 
@@ -67,13 +72,21 @@ class EnrolToken:
     owner: str | None = None
     revoked_at: float | None = None
     revoked_by: str | None = None
+    ephemeral: bool = False
+
+    @property
+    def unlimited(self) -> bool:
+        """Minted with ``uses = 0``: no limit on uses until it expires."""
+        return self.uses == UNLIMITED_USES
 
     def status(self, now: float) -> str:
         return token_status(self, now)
 
     def view(self, now: float) -> dict[str, Any]:
         return {"fingerprint": self.fingerprint, "profile": self.profile,
-                "status": self.status(now), "uses": self.uses, "uses_left": self.uses_left,
+                "status": self.status(now), "uses": self.uses,
+                "uses_left": None if self.unlimited else self.uses_left,
+                "ephemeral": self.ephemeral,
                 "expires_at": self.expires_at, "created_at": self.created_at,
                 "created_by": self.created_by, "ownership": self.ownership,
                 "owner": self.owner, "revoked_at": self.revoked_at}
@@ -85,7 +98,7 @@ def token_status(token: EnrolToken, now: float) -> str:
         return "expired"
     if token.revoked_at is not None:
         return "revoked"
-    if token.uses_left <= 0:
+    if token.uses_left <= 0 and not token.unlimited:
         return "exhausted"
     return "active"
 

@@ -85,6 +85,9 @@ class Runner:
     profile_in_force: dict = field(default_factory=dict)  # its fleet profile in force; {} = none
     policy_override: dict = field(default_factory=dict)
     policy_changed_at: float | None = None
+    # Identity (gg.domain.identity): the last version pair looked up; one flight, then retired.
+    skew_checked_pair: str | None = None
+    ephemeral: bool = False
 
     @property
     def healthy(self) -> bool:
@@ -110,12 +113,6 @@ def silently_gone(runner: Runner, now: float, offline_after: float) -> bool:
     if runner.goodbye_at is not None and runner.goodbye_at >= runner.last_seen_at:
         return False
     return runner.offline_noted_at is None or runner.offline_noted_at < runner.last_seen_at
-
-
-def version_skew(runner_version: str | None, server_version: str) -> str:
-    if not runner_version:
-        return "unknown"
-    return "none" if runner_version == server_version else "skewed"
 
 
 def after_lease_ended(runner: Runner, live_leases: int) -> str:

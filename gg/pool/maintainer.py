@@ -20,6 +20,7 @@ maintainer on this host (same state dir) adopts them through the driver's ``memb
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,20 @@ from gg.pool.drivers import Driver, MemberLaunch, make_driver
 from gg.runner.loop import Runner, RunnerExit, RunnerOptions
 
 RETRY_EVERY = 5.0  # after a refusal that may pass (not in force, another maintainer, away)
+
+
+NAME_ROOM = 63  # a runner name's length
+
+
+def default_name(host: str, pool: str) -> str:
+    """``HOST-maintain-POOL``; when that is longer than a runner name may be, its first
+    characters and a digest of the whole, so two long pool names never share a name (live
+    runner names are unique: a second maintainer under a taken name would be refused)."""
+    full = f"{host}-maintain-{pool}"
+    if len(full) <= NAME_ROOM:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:8]
+    return f"{full[:NAME_ROOM - 9]}-{digest}"
 
 
 class MaintainerExit(Exception):

@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from gg import __version__
+from gg import __version__, build_commit
 
 _STARTED_AT = time.time()
 
@@ -28,6 +28,7 @@ def inventory(state_dir: str) -> dict:
         "memory_total": psutil.virtual_memory().total,
         "python": platform.python_version(),
         "gg_version": __version__,
+        "gg_commit": build_commit(),
         "executable": sys.executable,
         "addresses": addresses,
         "pid": os.getpid(),

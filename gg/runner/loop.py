@@ -26,6 +26,7 @@ from gg.client import (BACKOFF_BASE, BACKOFF_CAP, RETRY_CALL, RETRY_FOREVER, RET
                        RETRY_JOIN, RETRY_REFRESH, RETRY_RELEASE, RETRY_STEP, ApiError, Client,
                        Unreachable)
 from gg.domain.flights import Outcome
+from gg.domain.identity import key_fingerprint
 from gg.domain.health import effective_workers
 from gg.domain.policy import Policy
 from gg.runner import capabilities, inventory
@@ -47,6 +48,7 @@ class Retired(RunnerExit):
 
 
 RETIRED_SENTENCE = "this runner was retired by an admin; it exits and will not come back"
+EPHEMERAL_SENTENCE = "this ephemeral runner took its one flight and was retired; it exits"
 
 
 @dataclass
@@ -176,13 +178,19 @@ class Runner:
             except (ApiError, Unreachable):
                 pass
         self.say(self.exit_reason or "goodbye")
+        if self.exit_reason == EPHEMERAL_SENTENCE:  # it did what it was enrolled for
+            return 0
         return 1 if retired else 0
 
     # -- registration and credential ----------------------------------------------------------
 
     def _register(self) -> None:
         reg = self.state.registration()
+        first_start = not self.state.key_path.exists()
         key = self.state.key()
+        if first_start:  # the one time it is told unasked: compare it with gg runner show
+            self.say(f"this runner's key is new; its fingerprint is "
+                     f"{key_fingerprint(keys.public_text(key))}")
         if reg is not None and reg.server == self.options.server:
             if self.options.enrol_token:
                 self.say("this runner is registered already; the enrolment token was not spent")
@@ -359,7 +367,7 @@ class Runner:
 
     def _refusal_sentence(self, exc: ApiError) -> str:
         if exc.code == "runner_retired":
-            return RETIRED_SENTENCE
+            return EPHEMERAL_SENTENCE if "ephemeral" in exc.message else RETIRED_SENTENCE
         if exc.status == 401:
             return ("the control plane no longer accepts this runner's credential; "
                     f"remove {self.state.registration_path} and register again")

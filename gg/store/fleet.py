@@ -13,7 +13,7 @@ from gg.store.flights import flight_from_row
 from gg.store.runners import runner_from_row
 
 _TOKEN_COLUMNS = ("fingerprint", "profile", "uses", "uses_left", "expires_at", "created_at",
-                  "created_by", "ownership", "owner", "revoked_at", "revoked_by")
+                  "created_by", "ownership", "owner", "revoked_at", "revoked_by", "ephemeral")
 
 
 def _profile_record(row) -> ProfileRecord:
@@ -27,7 +27,9 @@ def _profile_record(row) -> ProfileRecord:
 
 
 def _token(row) -> EnrolToken:
-    return EnrolToken(**{k: row[k] for k in _TOKEN_COLUMNS})
+    values = {k: row[k] for k in _TOKEN_COLUMNS}
+    values["ephemeral"] = bool(values["ephemeral"])
+    return EnrolToken(**values)
 
 
 class FleetRows:
@@ -76,10 +78,12 @@ class FleetRows:
     def spend_enrol_token(self, token_hash: str, now: float) -> tuple[EnrolToken, str] | None:
         """Spend one use in ONE statement: the decrement happens only while the token is
         unexpired, unrevoked and has a use left, so concurrent exchanges can never spend
-        more uses than it had. Returns the token and its stored hash, or None."""
+        more uses than it had. A token of ``uses = 0`` has no limit: nothing is decremented.
+        Returns the token and its stored hash, or None."""
         row = self.db.one(
-            "UPDATE enrol_tokens SET uses_left = uses_left - 1 WHERE token_hash = ? "
-            "AND uses_left > 0 AND expires_at > ? AND revoked_at IS NULL RETURNING *",
+            "UPDATE enrol_tokens SET uses_left = CASE WHEN uses = 0 THEN 0 ELSE uses_left - 1 "
+            "END WHERE token_hash = ? AND (uses = 0 OR uses_left > 0) AND expires_at > ? "
+            "AND revoked_at IS NULL RETURNING *",
             (token_hash, now))
         return (_token(row), row["token_hash"]) if row else None
 

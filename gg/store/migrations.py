@@ -3,7 +3,7 @@
 Ranges keep parallel work apart: 1-99 core, 100-199 placement, 200-299 fleet operations,
 300-399 enrolment and profiles, 400-499 pools, 500-599 proof/metrics, 600-609 key proof,
 610-619 people, 800-809 run-time limits, 810-819 output caps, 820-829 priorities,
-830-839 retention, 840-849 hooks, 780-789 start estimates.
+830-839 retention, 840-849 hooks, 780-789 start estimates, 720-729 identity.
 """
 
 from __future__ import annotations
@@ -488,3 +488,35 @@ def _start_estimates(db: sqlite_utils.Database) -> None:
         CREATE INDEX start_estimates_started ON start_estimates(started_at);
         """
     )
+
+
+# -- identity you can check (720-729) --------------------------------------------------------
+
+
+@migration(720, "runner identity: skew noted, ephemeral runners and tokens")
+def _identity(db: sqlite_utils.Database) -> None:
+    """``skew_checked_pair``: the last version pair a check-in looked up, so a runner's
+    heartbeat reads the skew events only when its build changes. ``ephemeral``: a runner
+    (and the enrolment tokens that make one) that takes one flight and then retires itself.
+    An enrolment token with ``uses = 0`` is spendable without limit until it expires."""
+    db.executescript(
+        """
+        ALTER TABLE runners ADD COLUMN skew_checked_pair TEXT;
+        ALTER TABLE runners ADD COLUMN ephemeral INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE enrol_tokens ADD COLUMN ephemeral INTEGER NOT NULL DEFAULT 0;
+        """
+    )
+
+
+@migration(721, "runner key fingerprints, indexed")
+def _key_fingerprints(db: sqlite_utils.Database) -> None:
+    """``gg runner show --fingerprint F`` is one indexed lookup, not a walk of the fleet: each
+    row keeps its key's fingerprint (gg.domain.identity.key_fingerprint), filled in here for
+    the rows that exist and by the store whenever a key is written."""
+    from gg.domain.identity import key_fingerprint
+
+    db.execute("ALTER TABLE runners ADD COLUMN public_key_fingerprint TEXT")
+    for row in db.execute("SELECT id, public_key FROM runners").fetchall():
+        db.execute("UPDATE runners SET public_key_fingerprint = ? WHERE id = ?",
+                   (key_fingerprint(row[1] or ""), row[0]))
+    db.execute("CREATE INDEX runners_key_fingerprint ON runners(public_key_fingerprint)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from gg.domain.identity import key_fingerprint
 from gg.domain.runners import Runner
 from gg.store.db import Database, dumps, loads
 
@@ -18,6 +19,7 @@ def runner_from_row(row) -> Runner:
     for key in _JSON:
         data[key] = loads(data.get(key), {})
     data["reserved"] = bool(data.get("reserved"))
+    data["ephemeral"] = bool(data.get("ephemeral"))
     return Runner(**{k: v for k, v in data.items() if k in _FIELDS})
 
 
@@ -26,7 +28,7 @@ def _encode(values: dict[str, Any]) -> dict[str, Any]:
     for key, value in values.items():
         if key in _JSON:
             value = dumps(value)
-        elif key == "reserved":
+        elif key in ("reserved", "ephemeral"):
             value = int(bool(value))
         out[key] = value
     return out
@@ -40,10 +42,20 @@ class RunnerRows:
         values = _encode(dataclasses.asdict(runner))
         values["credential_hash"] = credential_hash
         values["credential_fingerprint"] = credential_fingerprint
+        values["public_key_fingerprint"] = key_fingerprint(runner.public_key)
         self.db.insert("runners", values)
 
     def update_runner(self, runner_id: str, **values: Any) -> int:
-        return self.db.update("runners", "id", runner_id, _encode(values))
+        encoded = _encode(values)
+        if "public_key" in values:  # a pool member's next cycle brings a fresh key
+            encoded["public_key_fingerprint"] = key_fingerprint(values["public_key"] or "")
+        return self.db.update("runners", "id", runner_id, encoded)
+
+    def runner_by_fingerprint(self, fingerprint: str) -> Runner | None:
+        """The runner whose key has this fingerprint, retired or not (one key, one row)."""
+        row = self.db.one("SELECT * FROM runners WHERE public_key_fingerprint = ?",
+                          (fingerprint,))
+        return runner_from_row(row) if row else None
 
     def runner(self, runner_id: str) -> Runner | None:
         row = self.db.one("SELECT * FROM runners WHERE id = ?", (runner_id,))

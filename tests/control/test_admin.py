@@ -344,13 +344,24 @@ def test_a_goodbye_is_not_an_age_out(core, clock):
 
 
 def test_version_skew_is_none_skewed_or_unknown_with_one_event_per_version_pair(core):
-    r, _ = make_runner(core)
+    core.commit = "a" * 40
+    same = {"gg_commit": core.commit}
+    r, _ = make_runner(core)  # checked in without a version: unknown, warned once
     assert core.store.runner(r.id).version_skew == "unknown"
-    check_in(core, r, version=core.version)
+    check_in(core, r, version=core.version, inventory=same)
     assert core.store.runner(r.id).version_skew == "none"
     for _ in range(3):
-        check_in(core, r, version="0.0.1")
-    check_in(core, r, version="0.0.2")
+        check_in(core, r, version="0.0.1", inventory=same)
+    check_in(core, r, version="0.0.2", inventory=same)
     assert core.store.runner(r.id).version_skew == "skewed"
+    check_in(core, r, version=core.version, inventory={"gg_commit": "b" * 40})
+    assert core.store.runner(r.id).version_skew == "skewed"  # same version, another commit
+    for _ in range(2):
+        check_in(core, r, version=core.version, inventory={"gg_commit": "unknown"})
+    assert core.store.runner(r.id).version_skew == "unknown"
+    check_in(core, r, version="0.0.1", inventory=same)  # a pair seen before: no second event
     events = kinds(core, "warn:runner:version_skew", r.id)
-    assert [e["body"]["runner_version"] for e in events] == ["0.0.1", "0.0.2"]
+    assert [(e["body"]["runner_version"], e["body"]["runner_commit"], e["body"]["skew"])
+            for e in events] == [
+        (None, None, "unknown"), ("0.0.1", "a" * 40, "skewed"), ("0.0.2", "a" * 40, "skewed"),
+        (core.version, "b" * 40, "skewed"), (core.version, "unknown", "unknown")]

@@ -108,7 +108,9 @@ def test_minting_needs_an_applied_profile_an_admin_and_a_known_owner(core, owner
     with pytest.raises(BadRequest):
         enrolment.mint_token(core, owner, profile="ui", ownership="claimed")
     with pytest.raises(BadRequest):
-        enrolment.mint_token(core, owner, profile="ui", uses=0)
+        enrolment.mint_token(core, owner, profile="ui", uses=-1)
+    with pytest.raises(BadRequest):
+        enrolment.mint_token(core, owner, profile="ui", uses=10_001)
 
 
 def test_an_enrolled_machine_takes_no_work_until_its_profile_is_in_force(core, owner):
@@ -161,3 +163,22 @@ def test_enrolling_needs_the_keys_signature_over_a_fresh_nonce_and_a_refusal_spe
     assert core.store.enrol_token(row.fingerprint).uses_left == 1
     enrolment.enrol(core, token, name="m1", **signed, workers=1, inventory={}, version=None)
     assert core.store.enrol_token(row.fingerprint).uses_left == 0
+
+
+def test_a_token_of_uses_0_enrols_any_number_of_machines_until_it_expires(core, owner, clock):
+    row, token = enrolment.mint_token(core, owner, profile="ui", uses=0, ttl=60)
+    for n in range(12):
+        spend(core, token, name=f"m{n}")
+    [listed] = enrolment.list_tokens(core, owner)
+    assert (listed["status"], listed["uses"], listed["uses_left"]) == ("active", 0, None)
+    clock.advance(61)
+    with pytest.raises(Unauthorized):
+        spend(core, token, name="late")
+    assert enrolment.list_tokens(core, owner)[0]["status"] == "expired"
+
+
+def test_an_ephemeral_token_enrols_ephemeral_runners(core, owner):
+    row, token = enrolment.mint_token(core, owner, profile="ui", ephemeral=True)
+    machine, _ = spend(core, token)
+    assert row.ephemeral and core.store.runner(machine.id).ephemeral
+    assert enrolment.list_tokens(core, owner)[0]["ephemeral"] is True

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gg.control import (
+    admin,
     enrolment,
     flights,
     gates,
@@ -424,3 +425,13 @@ def test_a_members_warm_up_is_measured_at_its_first_check_in_and_estimates_the_n
     start_member(core, keeper)
     shown = flights.show_flight(core, second.id)
     assert abs(shown["expected_start_at"] - (clock.now + 40)) < 4
+
+
+def test_a_member_cannot_join_under_a_name_a_live_runner_holds(core, owner, keeper):
+    member, code = start_member(core, keeper)
+    person_made = make_runner(core, owner, name=member["name"])  # the name was taken first
+    with pytest.raises(Conflict, match=f"the runner name {member['name']} is taken"):
+        join(core, code)
+    admin.retire(core, owner, person_made.id)  # a retired holder does not block
+    runner, _ = join(core, code)
+    assert runner.name == member["name"]

@@ -21,6 +21,14 @@ def test_expired_wins_then_revoked_then_exhausted():
     assert token_status(token(uses_left=0, revoked_at=10.0), 100.0) == "expired"
 
 
+def test_a_token_of_uses_0_is_never_exhausted_only_expired_or_revoked():
+    unlimited = token(uses=0, uses_left=0)
+    assert token_status(unlimited, 50.0) == "active"
+    assert unlimited.view(50.0)["uses_left"] is None
+    assert token_status(token(uses=0, uses_left=0, revoked_at=10.0), 50.0) == "revoked"
+    assert token_status(unlimited, 100.0) == "expired"
+
+
 def test_an_enrolled_machine_advertises_exactly_its_environment_while_in_force():
     profile = Profile(name="ui", purpose="p", roles=("runner",), environment="web")
     assert enrolled_labels(profile) == {"environment": "web"}

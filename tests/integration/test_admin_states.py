@@ -189,17 +189,26 @@ def test_events_follow_prints_an_admin_change_as_it_happens(fleet):
 def test_version_skew_is_recorded_once_per_version_pair(fleet):
     credential = fleet.api().register({"name": "old"}, new_key())["credential"]
     headers = {"authorization": f"Bearer {credential}"}
+    server = httpx.get(fleet.url + "/v1/health").json()
+    built = {"gg_commit": server["commit"]}
     for version in ("0.0.1", "0.0.1", "0.0.1", "0.0.2"):
-        r = httpx.post(fleet.url + "/v1/runner/check-in", json={"version": version},
-                       headers=headers)
+        r = httpx.post(fleet.url + "/v1/runner/check-in",
+                       json={"version": version, "inventory": built}, headers=headers)
         assert r.status_code == 200, r.text
     assert fleet.runner_row("old")["version_skew"] == "skewed"
     skew = _events(fleet, "warn:runner:version_skew")
     assert [e["body"]["runner_version"] for e in skew] == ["0.0.1", "0.0.2"]
-    httpx.post(fleet.url + "/v1/runner/check-in",
-               json={"version": httpx.get(fleet.url + "/v1/health").json()["version"]},
+    httpx.post(fleet.url + "/v1/runner/check-in", json={"version": server["version"]},
                headers=headers).raise_for_status()
     assert fleet.runner_row("old")["version_skew"] == "none"
+    for _ in range(2):  # a build that does not know its commit: unknown, warned once
+        httpx.post(fleet.url + "/v1/runner/check-in",
+                   json={"version": server["version"], "inventory": {"gg_commit": "unknown"}},
+                   headers=headers).raise_for_status()
+    assert fleet.runner_row("old")["version_skew"] == "unknown"
+    skew = _events(fleet, "warn:runner:version_skew")
+    assert [(e["body"]["runner_version"], e["body"]["skew"]) for e in skew] == [
+        ("0.0.1", "skewed"), ("0.0.2", "skewed"), (server["version"], "unknown")]
 
 
 def test_bad_input_is_one_sentence_on_stderr_and_a_non_zero_exit(fleet):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import ValidationError
 
 from gg.api import paths
@@ -44,6 +44,12 @@ async def list_runners(request: Request, person: dict = Depends(auth.person)) ->
 @router.get(paths.RUNNER, response_model=RunnerDetail)
 async def show_runner(ref: str, request: Request, person: dict = Depends(auth.person)) -> dict:
     return answers.runner_shown(request.app.state.core, ref)
+
+
+@router.get(paths.RUNNER_BY_FINGERPRINT, response_model=RunnerDetail)
+async def runner_by_fingerprint(request: Request, fingerprint: str = Query(max_length=100),
+                                person: dict = Depends(auth.person)) -> dict:
+    return answers.runner_by_fingerprint(request.app.state.core, fingerprint)
 
 
 @router.post(paths.RUNNER_CHECK_IN, response_model=CheckedIn)
