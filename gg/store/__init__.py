@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from gg.store.approvals import ApprovalRows
 from gg.store.db import Database
 from gg.store.events import EventRows
 from gg.store.fleet import FleetRows
@@ -27,7 +28,7 @@ from gg.store.runners import RunnerRows
 
 
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
-            PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows):
+            PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, ApprovalRows):
     """The SQLite store (the embedded default)."""
 
     def __init__(self, path: Path | str):
