@@ -36,6 +36,7 @@ from gg.api import people as pe
 from gg.api import placement as pl
 from gg.api import pools as po
 from gg.api import runners as r
+from gg.api import services as sv
 from gg.api.schemas import Health, Ok
 from gg.errors import GGError
 
@@ -283,6 +284,15 @@ class Client:
 
     def pending(self) -> list[ap.PendingFlight]:
         return _many(ap.PendingFlight, self.request("GET", ap.PENDING))
+
+    def services(self) -> list[sv.ServiceRow]:
+        return _many(sv.ServiceRow, self.request("GET", sv.SERVICES))
+
+    def update_service(self, flight_id: str, command: list[str] | None,
+                       env: dict[str, str] | None) -> sv.ServiceUpdated:
+        return _one(sv.ServiceUpdated, self.request(
+            "POST", sv.SERVICE_UPDATE.format(flight_id=_segment(flight_id)),
+            json={"command": command, "env": env}))
 
     def set_environment_approval(self, name: str, required: bool) -> ap.EnvironmentApproval:
         return _one(ap.EnvironmentApproval, self.request(

@@ -156,6 +156,12 @@ class CredentialRenew(Request):
     signature: Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
+class ServiceOpen(Request):
+    """``gg fly --service [--port P] [--ready-cmd CMD]`` (docs/services.md)."""
+    port: Annotated[int | None, Field(ge=1, le=65535)] = None
+    ready_cmd: Annotated[str | None, StringConstraints(min_length=1, max_length=4000)] = None
+
+
 class FlightOpen(Request):
     command: Annotated[list[Arg], Field(min_length=1, max_length=4096)]
     title: ShortText = ""
@@ -170,6 +176,7 @@ class FlightOpen(Request):
     priority: Priority = Priority.NORMAL
     approval: bool = False  # held until an admin or the approver approves it
     approver: Annotated[str | None, StringConstraints(min_length=1, max_length=64)] = None
+    service: ServiceOpen | None = None  # kept running by its runner until cancelled
 
 
 class PolicySet(Request):

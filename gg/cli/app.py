@@ -44,10 +44,10 @@ def _register() -> None:
     from gg.cli import airspace, credentials, fleet  # enrolment
     from gg.cli import pools, strategies  # pools
     from gg.cli import hooks  # notifications
-    from gg.cli import approvals  # the action queue
+    from gg.cli import approvals, services  # the action queue, services
 
     for module in (server, people, runners, admin, sent, flights, gates, placement, events, demo,
-                   airspace, fleet, credentials, pools, strategies, hooks, approvals):
+                   airspace, fleet, credentials, pools, strategies, hooks, approvals, services):
         module.register(app)
 
 

@@ -47,6 +47,11 @@ def fly(
                                   help="Hold it until an admin (or --approver) approves it."),
     approver: Optional[str] = typer.Option(None, "--approver", metavar="PERSON",
                                            help="Who besides an admin may approve it."),
+    service: bool = typer.Option(False, "--service", help="Keep it running (docs/services.md)."),
+    port: Optional[int] = typer.Option(None, "--port", metavar="P",
+                                       help="Service: the runner listens on P and forwards."),
+    ready_cmd: Optional[str] = typer.Option(None, "--ready-cmd", metavar="CMD",
+                                            help="Service: ready when CMD exits 0."),
 ) -> None:
     """Open a flight."""
     if priority not in PRIORITIES:
@@ -55,6 +60,10 @@ def fly(
     body = {"command": command, "title": title, "environment": env, "runner": runner,
             "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent,
             "priority": priority}
+    if (port is not None or ready_cmd is not None) and not service:
+        raise CliError("--port and --ready-cmd are for a service: add --service", Exit.USAGE)
+    if service:
+        body["service"] = {"port": port, "ready_cmd": ready_cmd}
     if approval or approver is not None:
         body["approval"] = True
     if approver is not None:

@@ -43,6 +43,8 @@ class EventKind(StrEnum):
     FLIGHT_APPROVED = "info:flight:approved"  # its approval gate cleared (gg approve, gg gate clear)
     FLIGHT_REJECTED = "info:flight:rejected"  # its approval refused: it ends cancelled
     FLIGHT_FORCED = "info:flight:forced"  # an admin cleared every gate a person may clear on it
+    # services (docs/services.md)
+    SERVICE_UPDATED = "info:service:updated"
     # gates
     GATE_OPENED = "info:gate:opened"
     GATE_CLEARED = "info:gate:cleared"

@@ -1,6 +1,6 @@
 """Approval rows: which environments require an approval for every flight (gg.domain.approvals).
 
-The approvals range is 730-749. Approval gates themselves are rows of ``gates`` (clearer
+The range of approvals and services is 730-749 (the service spec column is 732). Approval gates themselves are rows of ``gates`` (clearer
 ``approver``); the root envelope's ``approvals:`` is a column of ``root_envelope``.
 """
 
@@ -60,6 +60,12 @@ def _approvals(db: sqlite_utils.Database) -> None:
         ALTER TABLE root_envelope ADD COLUMN approvals TEXT NOT NULL DEFAULT '[]';
         """
     )
+
+
+@migration(732, "flights: a service's spec")
+def _service_spec(db: sqlite_utils.Database) -> None:
+    """A service flight's spec (gg.domain.services), JSON; NULL for every other flight."""
+    db.executescript("ALTER TABLE flights ADD COLUMN service TEXT;")
 
 
 class ApprovalRows:

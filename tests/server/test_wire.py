@@ -190,3 +190,17 @@ def test_the_action_queue_sends_what_its_models_declare(client):
     assert (rejected["stage"], rejected["ended_reason"]) == ("cancelled", "rejected by ada: not today")
     refused = client.post(f"/v1/flights/{first}/approve", headers=auth(owner))
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "no_approval"
+
+
+def test_services_send_what_their_models_declare(client):
+    owner = client.owner
+    opened = _declared(client, "POST", "/v1/flights", 201, headers=auth(owner),
+                       json={"command": ["serve"], "service": {"port": 8080, "ready_cmd": "true"}})
+    assert opened["kind"] == "service" and opened["service"]["generation"] == 1
+    listed = _declared(client, "GET", "/v1/services", 200, headers=auth(owner))
+    assert [(s["id"], s["wanted_generation"], s["ready"]) for s in listed] == [
+        (opened["id"], 1, False)]
+    updated = _declared(client, "POST", f"/v1/services/{opened['id']}/update", 200,
+                        headers=auth(owner), json={"env": {"V": "2"}})
+    assert updated["spec"]["generation"] == 2
+    _declared(client, "GET", "/v1/flights", 200, headers=auth(owner))
