@@ -78,16 +78,15 @@ def list_services(core: Core, *, ended: bool = False) -> list[dict]:
                              wanted=spec["generation"],
                              degraded_after=spec.get("degraded_after", 3)) if flying else None
         rows.append({
-            "id": values["id"], "title": values["title"], "stage": values["stage"],
+            **{key: values[key] for key in ("id", "title", "stage", "epoch", "opened_at")},
             "runner": values["lease_runner"] if flying else None,
             "runner_name": names.get(values["lease_runner"]) if flying else None,
-            "epoch": values["epoch"], "port": spec.get("port"),
+            "port": spec.get("port"),
             "generation": st.generation if st else None, "wanted_generation": spec["generation"],
             "restarts": st.restarts if st else 0, "ready": bool(st and st.ready),
             "uptime": (now - st.started_at) if st and st.started_at and st.ready else None,
             "health": st.health if st else values["stage"],
             "last_exit": st.last_exit if st else None, "update": st.update if st else None,
-            "opened_at": values["opened_at"],
         })
     rows.sort(key=lambda r: r["opened_at"])
     return rows
