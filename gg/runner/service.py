@@ -66,7 +66,7 @@ class Forwarder:
     """Listens on the service's port and pipes each connection to the serving generation."""
 
     def __init__(self, port: int, host: str = "0.0.0.0"):
-        self.sock = socket.create_server((host, port), reuse_port=False, backlog=256)
+        self.sock = socket.create_server((host, port), backlog=256)
         self.sock.settimeout(POLL)
         self.target: int | None = None
         self.active: dict[int, int] = {}
@@ -285,8 +285,6 @@ class Supervisor:
         gen.reader = threading.Thread(target=run._read_output_of, args=(gen.proc,), daemon=True)
         gen.reader.start()
         self._fact(services.STARTED, gen.number, port=gen.port)
-        if spec.get("port") is None and not spec.get("ready_cmd"):
-            pass  # readiness is the process running: decided on the next look
         return gen
 
     def _is_ready(self, gen: Generation) -> bool:

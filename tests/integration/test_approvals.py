@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import json
 
+from gg.client import ApiError
 from support import wait_until
 
 
 def _person(fleet, name: str, admin: bool = False) -> str:
-    args = ["person", "add", name, "--json"] + (["--admin"] if admin else [])
-    return json.loads(fleet.gg(*args, check=True).stdout)["token"]
+    return fleet.api().add_person(name, admin)["token"]
+
+
+def _api_refusal(fleet, token: str | None, call: str, *args) -> tuple:
+    """The same refusal over the API (fewer CLI processes on a loaded machine)."""
+    try:
+        getattr(fleet.api(token), call)(*args)
+    except ApiError as exc:
+        return exc.status, exc.message
+    return None
 
 
 def _fly(fleet, *args: str, token: str | None = None) -> str:
@@ -29,8 +38,7 @@ def _stage(fleet, flight_id: str) -> str:
 
 
 def _events(fleet, kind: str, flight_id: str) -> list[dict]:
-    rows = json.loads(fleet.gg("events", "--json", check=True).stdout)
-    return [e for e in rows if e["kind"] == kind and e["flight_id"] == flight_id]
+    return fleet.api().events(kind=kind, flight=flight_id)
 
 
 def test_approve_who_may_and_the_opener_admin_never(fleet):
@@ -45,19 +53,19 @@ def test_approve_who_may_and_the_opener_admin_never(fleet):
     assert f"waiting: needs approval by an admin: gg approve {flight}" in shown
     _refused(fleet.gg("approve", flight),
              f"you opened flight {flight}, so someone else must approve it (separation of duties)")
-    _refused(fleet.gg("force", flight),
-             f"you opened flight {flight}, so someone else must approve it (separation of duties)")
-    _refused(fleet.gg("approve", flight, token=bob), f"only an admin may approve flight {flight}")
+    assert _api_refusal(fleet, None, "force", flight) == (
+        403, f"you opened flight {flight}, so someone else must approve it (separation of duties)")
+    assert _api_refusal(fleet, bob, "approve", flight) == (
+        403, f"only an admin may approve flight {flight}")
     pending = json.loads(fleet.gg("flights", "--pending", "--json", token=ada, check=True).stdout)
     assert [(p["id"], p["pending"][0]["you_may_clear"]) for p in pending] == [(flight, True)]
-    assert "nothing waits" not in fleet.gg("flights", "--pending", token=ada, check=True).stdout
     assert _stage(fleet, flight) == "gated"  # nothing ran while it waited
 
     done = fleet.gg("approve", flight, token=ada)
     assert done.returncode == 0, done.stderr
     wait_until(lambda: _stage(fleet, flight) == "landed", what="the approved flight landed")
     assert [e["actor"] for e in _events(fleet, "info:flight:approved", flight)] == ["ada"]
-    assert "nothing waits for a person" in fleet.gg("flights", "--pending", check=True).stdout
+    assert fleet.api().pending() == []
 
 
 def test_the_named_approver_a_member_approves_and_rejects(fleet):
@@ -67,8 +75,8 @@ def test_the_named_approver_a_member_approves_and_rejects(fleet):
     fleet.wait_online("r1")
 
     first = _fly(fleet, "--approver", "carl", "--", "true", token=bob)
-    _refused(fleet.gg("approve", first, token=bob),
-             f"you opened flight {first}, so someone else must approve it (separation of duties)")
+    assert _api_refusal(fleet, bob, "approve", first) == (
+        403, f"you opened flight {first}, so someone else must approve it (separation of duties)")
     assert fleet.gg("approve", first, token=carl).returncode == 0
     wait_until(lambda: _stage(fleet, first) == "landed", what="carl's approval let it land")
 
@@ -83,8 +91,8 @@ def test_the_named_approver_a_member_approves_and_rejects(fleet):
                                                        "rejected by carl: not on a friday")
     assert [(e["actor"], e["body"]["reason"])
             for e in _events(fleet, "info:flight:rejected", second)] == [("carl", "not on a friday")]
-    _refused(fleet.gg("fly", "--approver", "bob", "--", "true", token=bob),
-             "--approver: you cannot approve a flight you open (separation of duties); "
+    assert _api_refusal(fleet, bob, "open_flight", {"command": ["true"], "approver": "bob"}) == (
+        400, "--approver: you cannot approve a flight you open (separation of duties); "
              "name someone else")
 
 
@@ -110,10 +118,10 @@ def test_an_environment_and_the_root_envelope_require_approvals(fleet):
     fleet.wait_online("r1", "r2")
     fleet.chart("prod")
     fleet.chart("ui")
-    _refused(fleet.gg("environment", "approval", "prod", "required", token=bob),
-             "only an admin may do that")
+    assert _api_refusal(fleet, bob, "set_environment_approval", "prod", True) == (
+        403, "only an admin may do that")
     assert fleet.gg("environment", "approval", "prod", "required", check=True).returncode == 0
-    envs = {e["name"]: e for e in json.loads(fleet.gg("environments", "--json", check=True).stdout)}
+    envs = {e["name"]: e for e in fleet.api().environments()}
     assert (envs["prod"]["approval"], envs["ui"]["approval"]) == ("required", "none")
     in_prod = _fly(fleet, "--env", "prod", "--", "true", token=bob)
     in_ui = _fly(fleet, "--env", "ui", "--", "true", token=bob)
@@ -124,7 +132,7 @@ def test_an_environment_and_the_root_envelope_require_approvals(fleet):
                         json={"environments": ["prod", "ui"], "approvals": ["ui"]})
     gated = _fly(fleet, "--env", "ui", "--", "true", token=bob)
     assert _stage(fleet, gated) == "gated"
-    assert fleet.gg("approve", gated, check=True).returncode == 0
-    assert fleet.gg("approve", in_prod, check=True).returncode == 0
+    fleet.api().approve(gated)  # the owner: an admin who opened neither
+    fleet.api().approve(in_prod)
     wait_until(lambda: {_stage(fleet, gated), _stage(fleet, in_prod)} == {"landed"},
                what="both approved flights landed")

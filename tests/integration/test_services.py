@@ -172,3 +172,16 @@ def test_a_service_is_replaced_when_its_runner_dies_and_never_serves_twice(servi
     assert not _alive(first_pid) and _alive(int(starts[1][1]))
     assert moved["epoch"] == first["epoch"] + 1
     fleet.gg("cancel", flight, check=True)
+
+
+def test_a_runner_that_stops_hands_its_service_back_at_once(services_fleet):
+    fleet = services_fleet
+    runner = fleet.runner("r1")
+    fleet.wait_online("r1")
+    flight = _fly(fleet, "--", "exec sleep 1000")
+    wait_until(lambda: _serving(fleet, flight), what="the service ready")
+    runner.stop(sig=signal.SIGTERM, timeout=20)  # less than the 30s grace a flight gets
+    shown = fleet.api().flight(flight)
+    assert shown["stage"] == "ready"
+    returned = [f["body"] for f in shown["facts"] if f["kind"] == "returned"]
+    assert [b["reason"] for b in returned] == ["the runner is stopping"]
