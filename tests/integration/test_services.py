@@ -162,12 +162,15 @@ def test_a_service_is_replaced_when_its_runner_dies_and_never_serves_twice(servi
     flight = _fly(fleet, "--", f'echo "$GG_ATTEMPT $$" >> {log}; exec sleep 1000')
     first = wait_until(lambda: _serving(fleet, flight), what="the service ready")
     holder, other = first["runner_name"], ({"r1", "r2"} - {first["runner_name"]}).pop()
-    first_pid = int(log.read_text().split()[1])
+    first_pid = int(wait_until(lambda: log.exists() and log.read_text().split()[1:2],
+                               what="the first start written")[0])
     runners[holder].stop(sig=signal.SIGKILL)
     wait_until(lambda: not _alive(first_pid), what="its process died with its runner")
     moved = wait_until(lambda: _serving(fleet, flight, runner_name=other), timeout=40,
                        what="re-placed on the other runner")
-    starts = [line.split() for line in log.read_text().splitlines()]
+    starts = wait_until(lambda: len(lines := [line.split() for line in
+                                              log.read_text().splitlines()]) == 2 and lines,
+                        what="the second start written")
     assert [a for a, _ in starts] == ["1", "2"]
     assert not _alive(first_pid) and _alive(int(starts[1][1]))
     assert moved["epoch"] == first["epoch"] + 1
