@@ -25,6 +25,7 @@ import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from gg import __version__, keys
+from gg.api import approvals as ap
 from gg.api import enrolment as e
 from gg.api import events as ev
 from gg.api import flights as f
@@ -35,6 +36,7 @@ from gg.api import people as pe
 from gg.api import placement as pl
 from gg.api import pools as po
 from gg.api import runners as r
+from gg.api import services as sv
 from gg.api.schemas import Health, Ok
 from gg.errors import GGError
 
@@ -273,6 +275,38 @@ class Client:
 
     def clear_gate(self, gate_id: str) -> g.Gate:
         return _one(g.Gate, self.request("POST", paths.GATE_CLEAR.format(gate_id=gate_id)))
+
+    # -- the action queue (docs/approvals.md) --------------------------------------------------
+
+    def approve(self, flight_id: str) -> f.FlightDetail:
+        return _one(f.FlightDetail, self.request(
+            "POST", ap.FLIGHT_APPROVE.format(flight_id=_segment(flight_id))))
+
+    def reject(self, flight_id: str, reason: str | None = None) -> f.FlightDetail:
+        return _one(f.FlightDetail, self.request(
+            "POST", ap.FLIGHT_REJECT.format(flight_id=_segment(flight_id)),
+            json={"reason": reason}))
+
+    def force(self, flight_id: str) -> ap.Forced:
+        return _one(ap.Forced, self.request(
+            "POST", ap.FLIGHT_FORCE.format(flight_id=_segment(flight_id))))
+
+    def pending(self) -> list[ap.PendingFlight]:
+        return _many(ap.PendingFlight, self.request("GET", ap.PENDING))
+
+    def services(self) -> list[sv.ServiceRow]:
+        return _many(sv.ServiceRow, self.request("GET", sv.SERVICES))
+
+    def update_service(self, flight_id: str, command: list[str] | None,
+                       env: dict[str, str] | None) -> sv.ServiceUpdated:
+        return _one(sv.ServiceUpdated, self.request(
+            "POST", sv.SERVICE_UPDATE.format(flight_id=_segment(flight_id)),
+            json={"command": command, "env": env}))
+
+    def set_environment_approval(self, name: str, required: bool) -> ap.EnvironmentApproval:
+        return _one(ap.EnvironmentApproval, self.request(
+            "PUT", ap.ENVIRONMENT_APPROVAL.format(name=_segment(name)),
+            json={"approval": "required" if required else "none"}))
     # -- admin ------------------------------------------------------------------------------
 
     def change_runner_state(self, ref: str, action: str) -> r.StateChanged:

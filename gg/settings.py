@@ -113,6 +113,16 @@ class Settings:
     estimate_kinds: int = 2000
     estimate_retain: float = 30 * 86400.0
     high_priority: str = "admins"  # who may open a flight with --priority high: admins|everyone
+    # Services (docs/services.md), told to the runner in each service's spec: the first
+    # restart waits SERVICE_BACKOFF, doubling up to SERVICE_BACKOFF_CAP; a new generation must
+    # be ready within SERVICE_READY_TIMEOUT; an old one is stopped (SIGTERM, this grace,
+    # SIGKILL) once its connections finish or SERVICE_STOP_GRACE passes; a service that
+    # exited SERVICE_DEGRADED_AFTER times in a row without getting ready reads degraded.
+    service_backoff: float = 0.5
+    service_backoff_cap: float = 30.0
+    service_ready_timeout: float = 60.0
+    service_stop_grace: float = 10.0
+    service_degraded_after: int = 3
     dev: bool = False
 
     @classmethod

@@ -100,9 +100,12 @@ class Fleet:
         return wait_until(online, timeout, what=f"runners {names} online")
 
     def gg(self, *args: str, check: bool = False, input: str | None = None,
-           timeout: float = 60.0) -> subprocess.CompletedProcess:
+           timeout: float = 60.0, token: str | None = None) -> subprocess.CompletedProcess:
+        """Run the real CLI, signed in as the owner (or as the person whose ``token`` it is)."""
         env = {**os.environ, **self.env, "GG_CONFIG_DIR": str(self.config_dir),
                "GG_SERVER": self.url}
+        if token is not None:
+            env["GG_TOKEN"] = token
         return subprocess.run(gg_argv(*args), env=env, capture_output=True, text=True,
                               check=check, input=input, timeout=timeout)
 

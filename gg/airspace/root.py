@@ -6,9 +6,12 @@
     timeout:            # optional: how long a flight in each environment may run when
       ui: 30m           # gg fly --timeout does not say (seconds, or 500ms, 10m, 12h, 2d)
       nightly: 12h
+    approvals: [ui]     # optional: environments whose every flight waits for an approval
+                        # (gg approve F; docs/approvals.md)
 
 ``environments`` is required and may be empty (then no flight may name an environment once
-the root is applied). Each ``timeout`` key must be one of ``environments``. Whether each name is charted, or advertised by a live runner, is for
+the root is applied). Each ``timeout`` key and each ``approvals`` item must be one of
+``environments``. Whether each name is charted, or advertised by a live runner, is for
 the control plane to decide when the root is applied; this module only checks the file.
 """
 
@@ -35,17 +38,21 @@ class Root:
 
     environments: tuple[str, ...]
     timeouts: Mapping[str, float] = field(default_factory=dict)
+    approvals: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"environments": list(self.environments)}
         if self.timeouts:
             data["timeout"] = dict(self.timeouts)
+        if self.approvals:
+            data["approvals"] = list(self.approvals)
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Root:
         return cls(environments=tuple(data.get("environments", ())),
-                   timeouts=dict(data.get("timeout") or {}))
+                   timeouts=dict(data.get("timeout") or {}),
+                   approvals=tuple(data.get("approvals") or ()))
 
 
 def read_root(doc: Document) -> Checked[Root]:
@@ -56,10 +63,14 @@ def read_root(doc: Document) -> Checked[Root]:
         return Checked(None, sort_errors(errors))
     names = fields.texts("environments", required=True, check=name_problem)
     timeouts = _timeouts(fields.section("timeout"), names or ())
+    listed = names or ()
+    approvals = fields.texts(
+        "approvals", check=lambda n: None if n in listed else
+        f"is not one of environments ({', '.join(listed) or 'none'})")
     fields.finish()
-    if errors or names is None:
+    if errors or names is None or approvals is None:
         return Checked(None, sort_errors(errors))
-    return Checked(Root(environments=names, timeouts=timeouts))
+    return Checked(Root(environments=names, timeouts=timeouts, approvals=approvals))
 
 
 def _timeouts(section: Fields | None, names: tuple[str, ...]) -> dict[str, float]:

@@ -47,6 +47,7 @@ class FlightRow(Answer):
     timeout: float | None = None  # seconds each attempt may run (None: no limit)
     output_limit: int | None = None
     output_bytes: int = 0
+    service: dict[str, Any] | None = None  # kind service: its spec (docs/services.md)
     # what people are shown beside the record
     runner: str | None = None
     runner_name: str | None = None

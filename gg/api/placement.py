@@ -35,6 +35,7 @@ class RootApply(Request):
     # exactly what root.yaml may say.
     environments: Annotated[list[Any], Field(max_length=1000)]
     timeout: Annotated[dict[str, Any], Field(max_length=1000)] | None = None  # ENV -> duration
+    approvals: Annotated[list[Any], Field(max_length=1000)] | None = None  # ENVs needing one
 
 
 class OwnershipSet(Request):
@@ -59,6 +60,7 @@ class EnvironmentView(Answer):
     refuted: int
     charted_at: float | None = None
     charted_by: str | None = None
+    approval: Literal["required", "none"] = "none"  # every flight here waits for an approval
 
 
 class EnvironmentCharted(EnvironmentView):
@@ -71,6 +73,7 @@ class RootView(Answer):
     applied_by: str | None = None
     not_in_force: list[str]
     timeouts: dict[str, float] = {}  # default run-time limit per environment, in seconds
+    approvals: list[str] = []  # environments whose every flight waits for an approval
 
 
 class RootApplied(RootView):

@@ -128,6 +128,7 @@ class FlightForRunner(Answer):
     timeout: float | None = None  # seconds this attempt may run; past it the runner stops it
     output_room: int | None = None  # bytes of output it may still send (None: no cap told)
     output_tail: int = 0  # bytes of the tail it keeps past the cap, sent with the final report
+    service: dict[str, Any] | None = None  # kind service: the spec to keep running
 
 
 class LeaseGrant(Answer):
@@ -148,6 +149,7 @@ class LeaseRenewed(Answer):
     epoch: int
     expires_at: float
     server_time: float
+    service: dict[str, Any] | None = None  # kind service: the spec now (a newer generation: update)
 
 
 class FactsStored(Answer):

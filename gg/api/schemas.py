@@ -157,6 +157,12 @@ class CredentialRenew(Request):
     signature: Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
+class ServiceOpen(Request):
+    """``gg fly --service [--port P] [--ready-cmd CMD]`` (docs/services.md)."""
+    port: Annotated[int | None, Field(ge=1, le=65535)] = None
+    ready_cmd: Annotated[str | None, StringConstraints(min_length=1, max_length=4000)] = None
+
+
 class FlightOpen(Request):
     command: Annotated[list[Arg], Field(min_length=1, max_length=4096)]
     title: ShortText = ""
@@ -169,6 +175,9 @@ class FlightOpen(Request):
     timeout: Annotated[float | None, Field(gt=0, le=10 * 365 * 86400)] = None  # seconds
     output_limit: Annotated[int | None, Field(ge=0, le=2 ** 53)] = None  # bytes
     priority: Priority = Priority.NORMAL
+    approval: bool = False  # held until an admin or the approver approves it
+    approver: Annotated[str | None, StringConstraints(min_length=1, max_length=64)] = None
+    service: ServiceOpen | None = None  # kept running by its runner until cancelled
 
 
 class PolicySet(Request):

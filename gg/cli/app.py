@@ -45,9 +45,11 @@ def _register() -> None:
     from gg.cli import pools, strategies  # pools
     from gg.cli import hooks  # notifications
     from gg.cli import estimates  # start estimates
+    from gg.cli import approvals, services  # the action queue, services
 
     for module in (server, people, runners, admin, sent, flights, gates, placement, events, demo,
-                   airspace, fleet, credentials, pools, strategies, hooks, estimates):
+                   airspace, fleet, credentials, pools, strategies, hooks, estimates, approvals,
+                   services):
         module.register(app)
 
 

@@ -38,6 +38,18 @@ def chart(
                    f"flights of {name} are held behind the gate")
 
 
+@environment_app.command("approval")
+def approval(
+    name: str = typer.Argument(..., metavar="NAME"),
+    required: str = typer.Argument(..., metavar="required|none"),
+    json_: bool = typer.Option(False, "--json"),
+) -> None:
+    """Require an approval for every new flight in an environment, or stop (admin)."""
+    from gg.cli.approvals import set_environment_approval
+
+    set_environment_approval(name, required, json_)
+
+
 def list_environments(json_: bool = typer.Option(False, "--json")) -> None:
     """Every environment: meaning, gate, and the runners that advertise it."""
     rows = client().environments()

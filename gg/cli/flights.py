@@ -43,6 +43,15 @@ def fly(
                                           help="Stop it and fail it past this (30s, 10m, 2h)."),
     output_limit: Optional[str] = typer.Option(None, "--output-limit", metavar="SIZE",
                                                help="Output kept at most (512k, 10MB)."),
+    approval: bool = typer.Option(False, "--approval",
+                                  help="Hold it until an admin (or --approver) approves it."),
+    approver: Optional[str] = typer.Option(None, "--approver", metavar="PERSON",
+                                           help="Who besides an admin may approve it."),
+    service: bool = typer.Option(False, "--service", help="Keep it running (docs/services.md)."),
+    port: Optional[int] = typer.Option(None, "--port", metavar="P",
+                                       help="Service: the runner listens on P and forwards."),
+    ready_cmd: Optional[str] = typer.Option(None, "--ready-cmd", metavar="CMD",
+                                            help="Service: ready when CMD exits 0."),
 ) -> None:
     """Open a flight."""
     if priority not in PRIORITIES:
@@ -51,6 +60,14 @@ def fly(
     body = {"command": command, "title": title, "environment": env, "runner": runner,
             "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent,
             "priority": priority}
+    if (port is not None or ready_cmd is not None) and not service:
+        raise CliError("--port and --ready-cmd are for a service: add --service", Exit.USAGE)
+    if service:
+        body["service"] = {"port": port, "ready_cmd": ready_cmd}
+    if approval or approver is not None:
+        body["approval"] = True
+    if approver is not None:
+        body["approver"] = approver
     if timeout is not None:
         body["timeout"] = _duration("--timeout", timeout)
     if output_limit is not None:
@@ -154,9 +171,18 @@ def exit_code_of(answer: FactsPage) -> int:
 def list_flights(
     stage: Optional[str] = typer.Option(None, "--stage", metavar="S", help="|".join(STAGES)),
     limit: int = typer.Option(200, "--limit", min=1, max=100000),
+    pending: bool = typer.Option(False, "--pending",
+                                 help="Only what waits for a person (approvals, gates)."),
     json_: bool = typer.Option(False, "--json"),
 ) -> None:
     """Flights, newest first, with why each waiting one waits."""
+    if pending:
+        from gg.cli.approvals import list_pending
+
+        if stage is not None:
+            raise CliError("--pending lists gated flights; leave out --stage", Exit.USAGE)
+        list_pending(json_)
+        return
     if stage is not None and stage not in STAGES:
         raise CliError(f"--stage must be one of {', '.join(STAGES)} (got {stage!r})", Exit.USAGE)
     rows = client().flights(stage=stage, limit=limit)

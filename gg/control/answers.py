@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
-from gg.control import (admin, credentials, enrolment, estimates, flights, gates, labels,
-                        maintenance, people, retention, runners)
+from gg.control import (admin, approvals, credentials, enrolment, environments, estimates,
+                        flights, gates, labels, maintenance, people, retention, runners)
 from gg.control.core import Core
 from gg.control.people import public_person
 from gg.control.views import flight_for_runner, runner_view, runners_view
@@ -179,6 +179,26 @@ def estimate_accuracy(core: Core, since: float | None) -> dict:
     """Start estimates against the starts, over the last ``since`` seconds (None: all kept)."""
     report = estimates.accuracy(core, None if since is None else core.now() - since)
     return {**report, "sentence": estimate_rules.accuracy_sentence(report)}
+
+
+def approved(core: Core, person: dict, flight_id: str) -> dict:
+    approvals.approve(core, person, flight_id)
+    return flights.show_flight(core, flight_id)
+
+
+def rejected(core: Core, person: dict, flight_id: str, reason: str | None) -> dict:
+    approvals.reject(core, person, flight_id, reason)
+    return flights.show_flight(core, flight_id)
+
+
+def forced(core: Core, person: dict, flight_id: str) -> dict:
+    _, cleared = approvals.force(core, person, flight_id)
+    return {"cleared": cleared, "flight": flights.show_flight(core, flight_id)}
+
+
+def environment_approval_set(core: Core, person: dict, name: str, required: bool) -> dict:
+    changed = approvals.set_environment_approval(core, person, name, required)
+    return environments.environment_view(core, name) | {"changed": changed}
 
 
 async def facts_after(core: Core, flight_id: str, *, after: int, wait: float,

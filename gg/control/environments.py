@@ -166,11 +166,13 @@ def apply_root(core: Core, person: dict, mapping: Any) -> dict:
                            code="environment_unserved")
         before = core.store.root_envelope()
         core.store.save_root_envelope(RootEnvelope(root.environments, now, person["name"],
-                                                   timeouts=dict(root.timeouts)))
+                                                   timeouts=dict(root.timeouts),
+                                                   approvals=tuple(root.approvals)))
         core.event(EventKind.ROOT_APPLIED, actor=person["name"], at=now,
                    environments=list(root.environments),
                    before=list(before.environments) if before else None,
-                   **({"timeouts": dict(root.timeouts)} if root.timeouts else {}))
+                   **({"timeouts": dict(root.timeouts)} if root.timeouts else {}),
+                   **({"approvals": list(root.approvals)} if root.approvals else {}))
     core.signals.event_added()
     return root_view(core) | {"providers": providers}
 
@@ -194,6 +196,7 @@ def root_view(core: Core) -> dict:
     charted = {e.name: e for e in core.store.environments()}
     return {"environments": list(root.environments), "applied_at": root.applied_at,
             "applied_by": root.applied_by, "timeouts": dict(root.timeouts),
+            "approvals": list(root.approvals),
             "not_in_force": [n for n in root.environments
                              if n not in charted or charted[n].meaning is None]}
 
@@ -213,6 +216,7 @@ def environments_view(core: Core) -> list[dict]:
     root = core.store.root_envelope()
     stored = core.store.all_dispositions()
     runners = core.store.runners()
+    approving = core.store.environments_requiring_approval()
     envs = {e.name: e for e in core.store.environments()}
     names = sorted(set(envs) | set(root.environments if root else ()))
     rows = []
@@ -245,6 +249,8 @@ def environments_view(core: Core) -> list[dict]:
             "refuted": refuted,
             "charted_at": env.charted_at if env else None,
             "charted_by": env.charted_by if env else None,
+            "approval": "required" if name in approving or name in (
+                root.approvals if root else ()) else "none",
         })
     return rows
 

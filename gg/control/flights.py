@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from gg.control import approvals as approval_ops
 from gg.control import attended as attended_ops
 from gg.control import estimates as estimate_ops
 from gg.control import environments as environment_ops
 from gg.control import leases as lease_ops
 from gg.control import pool_look
 from gg.control import runners as runner_ops
+from gg.control import services as service_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
 from gg.domain import fitness, output, timeouts, tokens
@@ -28,7 +30,9 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
                 environment: str | None = None, runner: str | None = None,
                 labels: dict | None = None, attended: bool = False, repo: str | None = None,
                 agent: str = "shell", timeout: float | None = None,
-                output_limit: int | None = None, priority: str = Priority.NORMAL.value) -> Flight:
+                output_limit: int | None = None, priority: str = Priority.NORMAL.value,
+                approval: bool = False, approver: str | None = None,
+                service: dict | None = None) -> Flight:
     if not command or not all(isinstance(a, str) for a in command):
         raise BadRequest("a flight needs a command: gg fly -- CMD ...")
     if len(command) > MAX_COMMAND_ARGS:
@@ -41,20 +45,29 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
                                high_for=core.settings.high_priority)
     if refusal:
         raise Forbidden(refusal)
+    spec = service_ops.new_spec(core, command, service) if service is not None else None
+    if spec is not None and timeout is not None:
+        raise BadRequest("a service runs until it is cancelled: --timeout does not apply")
     now = core.now()
     with core.store.atomic():
         target = runner_ops.resolve(core, runner).id if runner else None
         behind = environment_ops.admit(core, environment=environment, labels=labels or {})
         if attended:
             attended_ops.check_open(core, target)
-        limit = timeouts.limit_for(timeout, _default_timeout(core, environment),
-                                   core.settings.flight_timeout_max)
-        flight = opened(held=bool(behind), id=tokens.new_id("f_"), command=list(command),
+        limit = None if spec is not None else timeouts.limit_for(
+            timeout, _default_timeout(core, environment), core.settings.flight_timeout_max)
+        flight_id = tokens.new_id("f_")
+        approval_gate = approval_ops.gate_for_new_flight(
+            core, person, flight_id=flight_id, asked=approval, approver=approver,
+            environment=environment)
+        behind = behind + ([approval_gate] if approval_gate else [])
+        flight = opened(held=bool(behind), id=flight_id, command=list(command),
                         opened_by=person["id"], opened_at=now,
                         title=title or " ".join(command)[:120], environment=environment,
                         requires=required_labels(environment, labels), runner_target=target,
                         attended=attended, repo=repo, agent=agent, gates=behind,
-                        timeout=limit, output_limit=kept, priority=Priority(priority).value)
+                        timeout=limit, output_limit=kept, priority=Priority(priority).value,
+                        kind="service" if spec is not None else "work", service=spec)
         core.store.insert_flight(flight)
         core.event(EventKind.FLIGHT_OPENED, actor=person["name"], flight_id=flight.id, at=now,
                    title=flight.title)
@@ -81,6 +94,7 @@ def cancel(core: Core, person: dict, flight_id: str) -> Flight:
             return flight
         move(core, flight, Event.CANCELLED, now, actor=person["name"],
              reason=f"cancelled by {person['name']}")
+        approval_ops.withdraw(core, flight, person["name"])
         if flight.stage == Stage.FLYING.value:
             lease_ops._settle_runner(core, flight.lease_runner, now)  # its lease ended here
         flight = core.store.flight(flight_id)
@@ -133,7 +147,7 @@ class Snapshot:
         return self._cache[key]
 
     def context(self, flight: Flight) -> Context:
-        gates = [OpenGate(g.id, g.guards, g.cleared_by_words)
+        gates = [OpenGate(g.id, g.guards, g.cleared_by_words, g.kind)
                  for g in (self.open_gates.get(gid) for gid in flight.gates) if g is not None]
         missing = fitness.credential_missing_for(flight.repo, (s.runner for s in self.seats))
         return Context(open_gates=gates, runner_names=self.names, credential_missing_for=missing,

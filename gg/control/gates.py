@@ -15,7 +15,7 @@ from gg.control.lifecycle import move
 from gg.domain import tokens
 from gg.domain.flights import Event, Stage
 from gg.domain.events import EventKind
-from gg.domain.gates import CLEARERS, Gate, refusal_to_clear
+from gg.domain.gates import CLEARERS, STATUSES, Gate, refusal_to_clear
 from gg.errors import BadRequest, Forbidden, NotFound
 
 ClearedHook = Callable[[Core, Gate], None]
@@ -68,31 +68,41 @@ def hold_flights(core: Core, gate_id: str, flight_ids: list[str]) -> int:
 
 def clear_gate(core: Core, gate_id: str, *, person: dict | None = None,
                runner_id: str | None = None) -> Gate:
-    now = core.now()
     with core.store.atomic():
         gate = core.store.gate(gate_id)
         if gate is None:
             raise NotFound(f"no gate {gate_id}")
-        opener = None
-        if gate.flight_id:
-            flight = core.store.flight(gate.flight_id)
-            opener = flight.opened_by if flight else None
-        refusal = refusal_to_clear(gate, person=person, runner_id=runner_id, flight_opener=opener)
+        refusal = refusal_to_clear(gate, person=person, runner_id=runner_id,
+                                   flight_opener=opener_of(core, gate))
         if refusal:
             raise Forbidden(refusal)
         actor = person["name"] if person else f"runner:{runner_id}"
-        core.store.update_gate(gate_id, status="cleared", cleared_at=now, cleared_by=actor)
-        gate = core.store.gate(gate_id)
-        core.event(EventKind.GATE_CLEARED, actor=actor, runner_id=gate.runner_id,
-                   flight_id=gate.flight_id, at=now, gate=gate_id, gate_kind=gate.kind,
-                   subject=gate.subject)
-        for hook in _HOOKS.get(gate.kind, []):
-            hook(core, gate)
-        released = release_flights(core, gate_id)
+        gate, released = clear_allowed(core, gate, actor)
     if released:
         core.signals.ready_changed()
     core.signals.event_added()
     return gate
+
+
+def opener_of(core: Core, gate: Gate) -> str | None:
+    """The id of the person who opened the flight ``gate`` holds (None: it holds none)."""
+    flight = core.store.flight(gate.flight_id) if gate.flight_id else None
+    return flight.opened_by if flight else None
+
+
+def clear_allowed(core: Core, gate: Gate, actor: str) -> tuple[Gate, int]:
+    """Clear an open gate whose clearing the caller has allowed (inside its transaction):
+    record it, bring into force what its kind brings, release the flights it held. The
+    cleared gate and how many flights became ready."""
+    now = core.now()
+    core.store.update_gate(gate.id, status="cleared", cleared_at=now, cleared_by=actor)
+    gate = core.store.gate(gate.id)
+    core.event(EventKind.GATE_CLEARED, actor=actor, runner_id=gate.runner_id,
+               flight_id=gate.flight_id, at=now, gate=gate.id, gate_kind=gate.kind,
+               subject=gate.subject)
+    for hook in _HOOKS.get(gate.kind, []):
+        hook(core, gate)
+    return gate, release_flights(core, gate.id)
 
 
 def release_flights(core: Core, gate_id: str) -> int:
@@ -121,6 +131,6 @@ def view(core: Core, gate: Gate) -> dict:
 
 
 def list_gates(core: Core, status: str | None = "open") -> list[dict]:
-    if status not in (None, "open", "cleared", "superseded"):
-        raise BadRequest("status must be open, cleared or superseded")
+    if status is not None and status not in STATUSES:
+        raise BadRequest(f"status must be one of {', '.join(STATUSES)}")
     return [view(core, g) for g in core.store.gates(status=status)]

@@ -155,7 +155,8 @@ def renew(core: Core, runner: Runner, flight_id: str, epoch: int) -> dict:
         expires = change.values["lease_expires_at"] if change else flight.lease_expires_at
     if expired:
         core.signals.ready_changed()
-    return {"flight": flight_id, "epoch": epoch, "expires_at": expires, "server_time": now}
+    return {"flight": flight_id, "epoch": epoch, "expires_at": expires, "server_time": now,
+            "service": flight.service}
 
 
 def report(core: Core, runner: Runner, flight_id: str, *, epoch: int, facts: list[dict]) -> dict:

@@ -66,7 +66,8 @@ def flight_for_runner(flight: Flight, settings: Settings = DEFAULTS) -> dict:
     return {"id": flight.id, "title": flight.title, "command": flight.command,
             "repo": flight.repo, "agent": flight.agent, "environment": flight.environment,
             "attempt": flight.attempt, "epoch": flight.epoch, "kind": flight.kind,
-            "timeout": flight.timeout, **output_allowance(flight, settings)}
+            "timeout": flight.timeout, "service": flight.service,
+            **output_allowance(flight, settings)}
 
 
 def output_allowance(flight: Flight, settings: Settings) -> dict:

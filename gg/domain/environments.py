@@ -46,6 +46,7 @@ class RootEnvelope:
     applied_at: float
     applied_by: str | None = None
     timeouts: dict[str, float] = field(default_factory=dict)  # default limit per environment
+    approvals: tuple[str, ...] = ()  # environments whose every flight needs an approval
 
 
 def label_pair(environment: str) -> str:

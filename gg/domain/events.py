@@ -40,6 +40,11 @@ class EventKind(StrEnum):
     FLIGHT_LANDED = "info:flight:landed"
     FLIGHT_FAILED = "info:flight:failed"
     FLIGHT_CANCELLED = "info:flight:cancelled"
+    FLIGHT_APPROVED = "info:flight:approved"  # its approval gate cleared (gg approve, gg gate clear)
+    FLIGHT_REJECTED = "info:flight:rejected"  # its approval refused: it ends cancelled
+    FLIGHT_FORCED = "info:flight:forced"  # an admin cleared every gate a person may clear on it
+    # services (docs/services.md)
+    SERVICE_UPDATED = "info:service:updated"
     # gates
     GATE_OPENED = "info:gate:opened"
     GATE_CLEARED = "info:gate:cleared"
@@ -62,6 +67,7 @@ class EventKind(StrEnum):
     PROFILE_IN_FORCE = "info:profile:in_force"
     ENVIRONMENT_CHARTED = "info:environment:charted"
     ENVIRONMENT_IN_FORCE = "info:environment:in_force"
+    ENVIRONMENT_APPROVAL = "info:environment:approval_changed"
     ROOT_APPLIED = "info:root:applied"
     # hooks
     HOOK_ADDED = "info:hook:added"

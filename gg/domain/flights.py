@@ -130,6 +130,7 @@ class Flight:
     timeout: float | None = None  # seconds each attempt may run (gg.domain.timeouts)
     output_limit: int | None = None  # bytes of output stored at most (gg.domain.output)
     output_bytes: int = 0  # bytes of output stored so far
+    service: dict | None = None  # kind service: its spec (gg.domain.services)
 
     def __post_init__(self) -> None:
         self.stage = Stage(self.stage)  # a row's text becomes the enum (it compares as text)

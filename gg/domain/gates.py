@@ -9,17 +9,25 @@ clear it::
 
 Who may clear: ``admin`` (a person with the admin role), ``opener`` (the opener of the
 flight it holds back, or an admin), ``machine`` (only the runner it concerns, by
-confirming the missing item; no person can clear it).
+confirming the missing item; no person can clear it), ``approver`` (an admin or the person
+named in its payload, but never the flight's opener, whatever their role: separation of
+duties; see :mod:`gg.domain.approvals`).
+
+A gate that guards a flight nobody will fly any more is closed with status ``rejected`` (its
+approval was refused) or ``superseded`` (the flight was cancelled).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-CLEARERS = ("admin", "opener", "machine")
+from gg.domain import approvals
+
+CLEARERS = ("admin", "opener", "machine", "approver")
 CLEARER_WORDS = {"admin": "an admin", "opener": "the flight's opener",
-                 "machine": "the machine itself"}
-KINDS = ("environment", "profile", "strategy", "maintenance", "root")
+                 "machine": "the machine itself", "approver": "an admin"}
+KINDS = ("environment", "profile", "strategy", "maintenance", "root", "approval")
+STATUSES = ("open", "cleared", "superseded", "rejected")
 
 
 @dataclass
@@ -45,6 +53,8 @@ class Gate:
 
     @property
     def cleared_by_words(self) -> str:
+        if self.clearer == "approver":
+            return approvals.approver_words(self.payload.get("approver_name"))
         return CLEARER_WORDS.get(self.clearer, self.clearer)
 
 
@@ -62,6 +72,10 @@ def refusal_to_clear(gate: Gate, *, person: dict | None = None, runner_id: str |
         return None
     if person is None:
         return f"gate {gate.id} is cleared by a person, not a machine"
+    if gate.clearer == "approver":
+        return approvals.refusal_to_approve(
+            person, flight_id=gate.flight_id, opener=flight_opener,
+            approver=gate.payload.get("approver"), approver_name=gate.payload.get("approver_name"))
     if person.get("role") == "admin":
         return None
     if gate.clearer == "opener" and flight_opener is not None and person.get("id") == flight_opener:

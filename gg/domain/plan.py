@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from gg.domain import approvals
 from gg.domain.flights import Flight, Stage
 from gg.domain.matching import Block, Seat, blockers
 from gg.domain.runners import AdminState
@@ -83,7 +84,7 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
         return Plan(flight.id, flight.stage, False, None, [], _state(flight, ctx))
     live = [s for s in seats if s.runner.admin_state != AdminState.RETIRED.value]
     target = next((s for s in live if s.runner.id == flight.runner_target), None)
-    items = _gate_items(ctx)
+    items = _gate_items(ctx, flight.id)
     if flight.environment:
         items.append(_environment_item(flight.environment, facts))
     items.extend(Item(f"{missing}", False) for missing in ctx.missing)
@@ -120,13 +121,15 @@ def _state(flight: Flight, ctx: Context) -> str:
     return f"it has {flight.stage}{reason}; it will not start again"
 
 
-def _gate_items(ctx: Context) -> list[Item]:
+def _gate_items(ctx: Context, flight_id: str) -> list[Item]:
     if not ctx.open_gates:
         return [Item("no gate holds it", True)]
     items = []
     for gate in ctx.open_gates:
         machine = gate.cleared_by == MACHINE
-        way = Way(gate.cleared_by, None if machine else f"gg gate clear {gate.id}")
+        command = f"gg approve {flight_id}" if gate.kind == approvals.KIND \
+            else f"gg gate clear {gate.id}"
+        way = Way(gate.cleared_by, None if machine else command)
         items.append(Item(f"gate {gate.id} is cleared ({gate.guards})", False, [way],
                           note="it clears when the machine confirms what is missing"
                           if machine else None))

@@ -2,7 +2,9 @@
 
 The ladder is SPEC section 7, kept-back reasons first::
 
-    0  gated: an open gate guards it                       (gates arrive with placement)
+    0  gated: an open gate guards it                       (gates arrive with placement;
+                                                            an approval gate reads
+                                                            "needs approval by WHO")
     -  N flights of higher priority are ahead of it          (the matcher's order; said
                                                             only when no free slot is left)
     1  a runner that could take it is reserved for another person
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gg.domain import approvals
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Stage
 from gg.domain.matching import Block, Seat, ahead, blockers, missing_labels
@@ -59,6 +62,7 @@ class OpenGate:
     id: str
     guards: str
     cleared_by: str  # who may clear it: "an admin", "the flight's opener", "the machine itself"
+    kind: str = ""  # the gate's kind; an ``approval`` gate has its own sentence
 
 
 @dataclass
@@ -92,6 +96,8 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         return None
     if ctx.open_gates:
         gate = ctx.open_gates[0]
+        if gate.kind == approvals.KIND:
+            return Waiting("approval", *approvals.waiting(flight.id, gate.cleared_by))
         remedy = (f"{gate.cleared_by} clears it when it confirms the item"
                   if gate.cleared_by == "the machine itself"  # maintenance: no person can
                   else f"{gate.cleared_by} can clear it: gg gate clear {gate.id}")

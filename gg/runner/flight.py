@@ -133,6 +133,7 @@ class FlightRun:
     fleet: Any = None  # enrolment: gg.runner.fleet.FleetState (profile, agents, credentials)
     argv: list[str] | None = None  # enrolment: what the agent runs (gg.runner.repository)
     base: str | None = None  # enrolment: the commit the repository was cloned at
+    service_spec: dict | None = None  # a service: the newest spec its renewals brought
     _seq: int = 0
     _buffer: list = field(default_factory=list)
     _out: "_Output" = field(default_factory=lambda: _Output())  # the output cap (docs/operations.md)
@@ -163,6 +164,11 @@ class FlightRun:
                 self.launch = self._launch(workspace)
             if self.returning.is_set():  # refused (retired) or stopping before it started
                 return self._hand_back()
+            if self.flight.kind == "service" and self.flight.service:
+                from gg.runner import service  # kept running until cancelled or lost
+
+                outcome = service.fly(self, workspace)
+                return outcome
             self._start(workspace)
             reader = threading.Thread(target=self._read_output, name=f"out-{self.id}", daemon=True)
             reader.start()
@@ -223,12 +229,19 @@ class FlightRun:
         """The command wrapped for the policy; IsolationUnavailable when it cannot be met."""
         command = list(self.flight.command)
         argv = self.argv or (["/bin/sh", "-c", command[0]] if len(command) == 1 else command)
+        return self.launch_for(argv, workspace)
+
+    def launch_for(self, argv: list[str], workspace: Path,
+                   extra_env: dict[str, str] | None = None) -> isolation.Launch:
+        """``argv`` wrapped for the policy, with ``extra_env`` (a service's ``$PORT`` and
+        variables); IsolationUnavailable when the policy cannot be met."""
         env = dict(os.environ)
         for key in list(env):
             if key.startswith("GG_") and key not in ("GG_IMAGE_ROOT",):
                 env.pop(key)
         env.update({"GG_FLIGHT": self.id, "GG_ATTEMPT": str(self.flight.attempt),
                     "GG_WORKSPACE": str(workspace), "HOME": str(workspace)})
+        env.update(extra_env or {})
         if not self.policy:
             raise isolation.IsolationUnavailable("no policy has been assigned yet")
         policy = self.policy
@@ -257,9 +270,13 @@ class FlightRun:
                                       stderr=subprocess.STDOUT, start_new_session=True)
 
     def _read_output(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
+        assert self.proc is not None
+        self._read_output_of(self.proc)
+
+    def _read_output_of(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        for raw in iter(lambda: self.proc.stdout.read1(READ_BYTES), b""):
+        for raw in iter(lambda: proc.stdout.read1(READ_BYTES), b""):
             self._take(decoder.decode(raw))
         self._take(decoder.decode(b"", final=True))
 
@@ -419,6 +436,8 @@ class FlightRun:
                                            retry_for=self._patience())
                 remaining = answer.expires_at - answer.server_time
                 self.lease.local_expiry = sent + remaining
+                if answer.service is not None:  # a service: the newest spec (an update)
+                    self.service_spec = answer.service
             except ApiError as exc:
                 if exc.code == "runner_retired":
                     self.say(f"{self.id}: this runner was retired; stopping the flight and "

@@ -161,6 +161,9 @@ class Runner:
             self.say(f"stopping {len(running)} flight(s) at once and handing them back")
             for run in running:
                 run.retire()
+        for run in running:  # a service never finishes: handed back now, for another runner
+            if run.flight.kind == "service":
+                run.returning.set()
         if running and not self.exit_reason:
             self.say(f"stopping: letting {len(running)} flight(s) finish "
                      f"(up to {self.options.grace:g}s)")

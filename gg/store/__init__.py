@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from gg.store.approvals import ApprovalRows
 from gg.store.db import Database
 from gg.store.estimates import EstimateRows
 from gg.store.events import EventRows
@@ -30,7 +31,7 @@ from gg.store.sessions import SessionRows
 
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows,
-            EstimateRows):
+            EstimateRows, ApprovalRows):
     """The SQLite store (the embedded default)."""
 
     def __init__(self, path: Path | str):

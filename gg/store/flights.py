@@ -27,6 +27,8 @@ def _decode(data: dict) -> dict:
         else:
             data[key] = loads(text, [] if key != "requires" else {})
     data["attended"] = bool(data.get("attended"))
+    if data.get("service") is not None:
+        data["service"] = loads(data["service"], None)
     return data
 
 
@@ -41,6 +43,8 @@ def _encode(values: dict[str, Any]) -> dict[str, Any]:
             value = dumps(value)
         elif key == "attended":
             value = int(bool(value))
+        elif key == "service" and value is not None:
+            value = dumps(value)
         out[key] = value
     return out
 
@@ -98,6 +102,8 @@ class FlightRows:
             data["command"] = loads(data["command"], [])
             gates = data["gates"]
             data["gates"] = [] if gates == "[]" else loads(gates, [])
+            if data["service"] is not None:
+                data["service"] = loads(data["service"], None)
             data["attended"] = bool(data["attended"])
             out.append(data)
         return out

@@ -99,16 +99,18 @@ class PlacementRows:
             return None
         return RootEnvelope(environments=tuple(loads(row["environments"], [])),
                             applied_at=row["applied_at"], applied_by=row["applied_by"],
-                            timeouts=loads(row["timeouts"], {}))
+                            timeouts=loads(row["timeouts"], {}),
+                            approvals=tuple(loads(row["approvals"], [])))
 
     def save_root_envelope(self, root: RootEnvelope) -> None:
         self.db.run(
-            "INSERT INTO root_envelope (id, environments, applied_at, applied_by, timeouts) "
-            "VALUES (1, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET environments = excluded.environments, "
+            "INSERT INTO root_envelope (id, environments, applied_at, applied_by, timeouts, "
+            "approvals) VALUES (1, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+            "environments = excluded.environments, "
             "applied_at = excluded.applied_at, applied_by = excluded.applied_by, "
-            "timeouts = excluded.timeouts",
+            "timeouts = excluded.timeouts, approvals = excluded.approvals",
             (dumps(list(root.environments)), root.applied_at, root.applied_by,
-             dumps(root.timeouts)))
+             dumps(root.timeouts), dumps(list(root.approvals))))
 
     # -- label dispositions -----------------------------------------------------------------
 

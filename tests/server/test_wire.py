@@ -161,3 +161,46 @@ def test_hooks_send_what_their_models_declare(client):
     shown = _declared(client, "GET", f"/v1/hooks/{hook}", 200, headers=auth(owner))
     assert [d["event"] for d in shown["deliveries"]] == ["opened"]
     _declared(client, "DELETE", f"/v1/hooks/{hook}", 200, headers=auth(owner))
+
+
+def test_the_action_queue_sends_what_its_models_declare(client):
+    owner = client.owner
+    ada = _declared(client, "POST", "/v1/people", 201, headers=auth(owner),
+                    json={"name": "ada", "admin": True})["token"]
+    charted = _declared(client, "POST", "/v1/environments", 201, headers=auth(owner),
+                        json={"name": "prod", "means": "true"})
+    _declared(client, "POST", f"/v1/gates/{charted['gate']}/clear", 200, headers=auth(owner))
+    env = _declared(client, "PUT", "/v1/environments/prod/approval", 200, headers=auth(owner),
+                    json={"approval": "required"})
+    assert (env["approval"], env["changed"]) == ("required", True)
+    first = _declared(client, "POST", "/v1/flights", 201, headers=auth(owner),
+                      json={"command": ["true"], "approval": True, "approver": "ada"})["id"]
+    pending = _declared(client, "GET", "/v1/pending", 200, headers=auth(ada))
+    assert [(p["id"], p["pending"][0]["you_may_clear"]) for p in pending] == [(first, True)]
+    approved = _declared(client, "POST", f"/v1/flights/{first}/approve", 200, headers=auth(ada))
+    assert approved["stage"] == "ready"
+    second = _declared(client, "POST", "/v1/flights", 201, headers=auth(owner),
+                       json={"command": ["true"], "approval": True})["id"]
+    forced = _declared(client, "POST", f"/v1/flights/{second}/force", 200, headers=auth(ada))
+    assert forced["flight"]["stage"] == "ready" and len(forced["cleared"]) == 1
+    third = _declared(client, "POST", "/v1/flights", 201, headers=auth(owner),
+                      json={"command": ["true"], "environment": "prod"})["id"]
+    rejected = _declared(client, "POST", f"/v1/flights/{third}/reject", 200, headers=auth(ada),
+                         json={"reason": "not today"})
+    assert (rejected["stage"], rejected["ended_reason"]) == ("cancelled", "rejected by ada: not today")
+    refused = client.post(f"/v1/flights/{first}/approve", headers=auth(owner))
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "no_approval"
+
+
+def test_services_send_what_their_models_declare(client):
+    owner = client.owner
+    opened = _declared(client, "POST", "/v1/flights", 201, headers=auth(owner),
+                       json={"command": ["serve"], "service": {"port": 8080, "ready_cmd": "true"}})
+    assert opened["kind"] == "service" and opened["service"]["generation"] == 1
+    listed = _declared(client, "GET", "/v1/services", 200, headers=auth(owner))
+    assert [(s["id"], s["wanted_generation"], s["ready"]) for s in listed] == [
+        (opened["id"], 1, False)]
+    updated = _declared(client, "POST", f"/v1/services/{opened['id']}/update", 200,
+                        headers=auth(owner), json={"env": {"V": "2"}})
+    assert updated["spec"]["generation"] == 2
+    _declared(client, "GET", "/v1/flights", 200, headers=auth(owner))

@@ -25,7 +25,9 @@ async def open_flight(body: FlightOpen, request: Request, person: dict = Depends
                           environment=body.environment, runner=body.runner, labels=body.labels,
                           attended=body.attended, repo=body.repo, agent=body.agent,
                           timeout=body.timeout, output_limit=body.output_limit,
-                          priority=body.priority.value)
+                          priority=body.priority.value, approval=body.approval,
+                          approver=body.approver,
+                          service=body.service.model_dump() if body.service else None)
 
 
 @router.get(paths.FLIGHTS, response_model=list[FlightRow])

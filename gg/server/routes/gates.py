@@ -17,7 +17,7 @@ router = APIRouter(route_class=JsonRoute)
 
 @router.get(paths.GATES, response_model=list[Gate])
 async def list_gates(request: Request, person: dict = Depends(auth.person),
-                     status: Literal["open", "cleared", "superseded", "all"] = "open") -> list[dict]:
+                     status: Literal["open", "cleared", "superseded", "rejected", "all"] = "open") -> list[dict]:
     return gates.list_gates(request.app.state.core, None if status == "all" else status)
 
 

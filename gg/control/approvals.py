@@ -1,0 +1,173 @@
+"""The action queue: approve, reject or force what waits for a person (gg.domain.approvals).
+
+An approval is a gate of kind ``approval`` (clearer ``approver``) opened with its flight, in
+the transaction that opens it; approving clears it through the gate machinery, so
+``gg approve F`` and ``gg gate clear G`` obey one rule and record the same events. Rejecting
+closes the gate ``rejected`` and moves the flight to ``cancelled`` through the lifecycle.
+Forcing clears, at once, every open gate on a flight that a person may clear.
+"""
+
+from __future__ import annotations
+
+from gg.control.core import Core
+from gg.control.gates import clear_allowed, on_cleared, open_gate
+from gg.control.lifecycle import move
+from gg.control.people import require_admin
+from gg.domain import approvals
+from gg.domain.events import EventKind
+from gg.domain.flights import Event, Flight
+from gg.domain.gates import Gate, refusal_to_clear
+from gg.errors import BadRequest, Conflict, Forbidden, NotFound
+
+PERSON_CLEARERS = ("admin", "opener", approvals.CLEARER)  # gates a person may clear
+
+
+def gate_for_new_flight(core: Core, person: dict, *, flight_id: str, asked: bool,
+                        approver: str | None, environment: str | None) -> str | None:
+    """Open the approval gate of a flight being opened, when it needs one (inside the
+    caller's transaction); its id, or None."""
+    approver_row = None
+    if approver is not None:
+        approver_row = core.store.person_by_name(approver)
+        refusal = approvals.refusal_to_name_approver(person, approver_row, approver)
+        if refusal:
+            raise BadRequest(refusal, code="invalid_approver")
+    asked = asked or approver is not None
+    root = core.store.root_envelope() if environment else None
+    env_requires = bool(environment) and core.store.environment_requires_approval(environment)
+    if not approvals.needed(asked=asked, environment=environment,
+                            environment_requires=env_requires,
+                            root_approvals=root.approvals if root else ()):
+        return None
+    name = approver_row["name"] if approver_row else None
+    gate = open_gate(core, kind=approvals.KIND, subject=approvals.subject(flight_id),
+                     guards=approvals.guards(flight_id),
+                     why=approvals.why(asked=asked, approver_name=name, environment=environment,
+                                       environment_requires=env_requires),
+                     clearer=approvals.CLEARER, actor=person["name"], flight_id=flight_id,
+                     payload={"approver": approver_row["id"] if approver_row else None,
+                              "approver_name": name})
+    return gate.id
+
+
+@on_cleared(approvals.KIND)
+def _approved(core: Core, gate: Gate) -> None:
+    core.event(EventKind.FLIGHT_APPROVED, actor=gate.cleared_by, flight_id=gate.flight_id,
+               gate=gate.id)
+
+
+def _flight(core: Core, flight_id: str) -> Flight:
+    flight = core.store.flight(flight_id)
+    if flight is None:
+        raise NotFound(f"no flight {flight_id}")
+    return flight
+
+
+def _approval_gate(core: Core, flight: Flight) -> Gate:
+    gates = core.store.flight_gates(flight.id, kind=approvals.KIND, status=None)
+    if not gates:
+        raise Conflict(f"flight {flight.id} does not wait for an approval", code="no_approval")
+    gate = gates[0]
+    if not gate.open:
+        raise Conflict(f"the approval of flight {flight.id} is {gate.status} already "
+                       f"(by {gate.cleared_by})", code="no_approval")
+    return gate
+
+
+def approve(core: Core, person: dict, flight_id: str) -> Flight:
+    with core.store.atomic():
+        flight = _flight(core, flight_id)
+        gate = _approval_gate(core, flight)
+        refusal = refusal_to_clear(gate, person=person, flight_opener=flight.opened_by)
+        if refusal:
+            raise Forbidden(refusal)
+        _, released = clear_allowed(core, gate, person["name"])
+    _signal(core, flight_id, released)
+    return core.store.flight(flight_id)
+
+
+def reject(core: Core, person: dict, flight_id: str, reason: str | None = None) -> Flight:
+    now = core.now()
+    with core.store.atomic():
+        flight = _flight(core, flight_id)
+        gate = _approval_gate(core, flight)
+        refusal = approvals.refusal_to_reject(person, flight_id=flight_id,
+                                              approver=gate.payload.get("approver"),
+                                              approver_name=gate.payload.get("approver_name"))
+        if refusal:
+            raise Forbidden(refusal)
+        core.store.update_gate(gate.id, status="rejected", cleared_at=now,
+                               cleared_by=person["name"])
+        move(core, flight, Event.CANCELLED, now, actor=person["name"],
+             reason=approvals.rejected_reason(person["name"], reason))
+        core.event(EventKind.FLIGHT_REJECTED, actor=person["name"], flight_id=flight_id, at=now,
+                   gate=gate.id, reason=reason)
+    _signal(core, flight_id, 0)
+    return core.store.flight(flight_id)
+
+
+def force(core: Core, person: dict, flight_id: str) -> tuple[Flight, list[str]]:
+    """Clear every open gate on the flight that a person may clear (admin); the flight and
+    the ids of the gates cleared."""
+    require_admin(person)
+    now = core.now()
+    with core.store.atomic():
+        flight = _flight(core, flight_id)
+        if flight.final:
+            raise Conflict(f"flight {flight_id} has {flight.stage}; nothing to force",
+                           code="flight_final")
+        open_ids = core.store.open_gate_ids(list(flight.gates))
+        held = [g for g in (core.store.gate(i) for i in flight.gates if i in open_ids)
+                if g is not None and g.clearer in PERSON_CLEARERS]
+        if not held:
+            raise Conflict(f"flight {flight_id} waits behind no gate a person may clear",
+                           code="nothing_to_force")
+        for gate in held:  # all or nothing: separation of duties holds under force too
+            refusal = refusal_to_clear(gate, person=person, flight_opener=flight.opened_by)
+            if refusal:
+                raise Forbidden(refusal)
+        released = 0
+        for gate in held:
+            released += clear_allowed(core, core.store.gate(gate.id), person["name"])[1]
+        cleared = [g.id for g in held]
+        core.event(EventKind.FLIGHT_FORCED, actor=person["name"], flight_id=flight_id, at=now,
+                   gates=cleared)
+    _signal(core, flight_id, released)
+    return core.store.flight(flight_id), cleared
+
+
+def withdraw(core: Core, flight: Flight, actor: str) -> None:
+    """A flight that ends before its approval: the open approval gate is closed
+    ``superseded`` (inside the caller's transaction), so it stops showing as pending."""
+    for gate in core.store.flight_gates(flight.id, kind=approvals.KIND):
+        core.store.update_gate(gate.id, status="superseded", cleared_at=core.now(),
+                               cleared_by=actor)
+
+
+def _signal(core: Core, flight_id: str, released: int) -> None:
+    if released:
+        core.signals.ready_changed()
+    core.signals.flight_changed(flight_id)
+    core.signals.event_added()
+
+
+# -- environments that require an approval ---------------------------------------------------
+
+
+def set_environment_approval(core: Core, person: dict, name: str, required: bool) -> bool:
+    """Require (or stop requiring) an approval for every new flight in ``name`` (admin);
+    True when that changed. Flights opened before keep what they were opened with."""
+    require_admin(person)
+    now = core.now()
+    with core.store.atomic():
+        if core.store.environment(name) is None:
+            raise NotFound(f"no environment {name}: gg environment chart {name} "
+                           "--means PREDICATE")
+        changed = core.store.set_environment_approval(name, required, at=now,
+                                                      by=person["name"])
+        if changed:
+            core.event(EventKind.ENVIRONMENT_APPROVAL, actor=person["name"], at=now,
+                       environment=name, approval="required" if required else "none")
+    if changed:
+        core.signals.event_added()
+    return changed

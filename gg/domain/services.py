@@ -1,0 +1,103 @@
+"""Service flights: a command its runner keeps running (SPEC 18, docs/services.md).
+
+A service is a flight of kind ``service`` whose ``service`` field is its **spec**::
+
+    {"generation": 1, "command": [...], "env": {K: V}, "port": P | None,
+     "ready_cmd": CMD | None, "backoff": s, "backoff_cap": s, "ready_timeout": s,
+     "stop_grace": s, "degraded_after": n}
+
+The control plane owns the spec (``gg service update`` raises its generation); the runner
+learns it when it takes the flight and with every lease renewal, and reconciles: it keeps the
+newest generation it has seen running, restarting it on exit after :func:`restart_delay`.
+What happened is reported as facts of kind ``note`` with a ``service`` word in their body
+(``started``, ``ready``, ``exited``, ``switched``, ``update_failed``), and
+:func:`status` reads a service's state back from them, for ``gg services``.
+
+A service never lands: it runs until it is cancelled (or its lease is lost, when it is
+re-placed like any flight).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+STARTED, READY, EXITED, SWITCHED, UPDATE_FAILED = (
+    "started", "ready", "exited", "switched", "update_failed")
+KIND = "service"
+
+
+def spec_problem(port: int | None, ready_cmd: str | None) -> str | None:
+    """Why a service's options are refused, or None."""
+    if port is not None and not 1 <= port <= 65535:
+        return f"--port must be from 1 to 65535 (got {port})"
+    if ready_cmd is not None and not ready_cmd.strip():
+        return "--ready-cmd must not be empty"
+    return None
+
+
+def env_problem(env: dict[str, str]) -> str | None:
+    for key in env:
+        if not key or not (key[0].isalpha() or key[0] == "_") or \
+                not all(c.isalnum() or c == "_" for c in key):
+            return f"--set {key}=…: a variable name is letters, digits and _, not starting with a digit"
+        if key in ("PORT",) or key.startswith("GG_"):
+            return f"--set {key}=…: {key} is set by the runner"
+    return None
+
+
+def restart_delay(consecutive: int, base: float, cap: float) -> float:
+    """Seconds to wait before restart number ``consecutive`` (1, 2, …) of a service that keeps
+    exiting: ``base`` doubled each time, never more than ``cap``."""
+    if consecutive <= 0:
+        return 0.0
+    return min(cap, base * 2 ** (consecutive - 1))
+
+
+@dataclass(frozen=True)
+class Status:
+    generation: int | None  # the generation serving (or last started) on its runner
+    restarts: int  # restarts since it was placed on its runner
+    ready: bool
+    started_at: float | None  # when the serving generation started (uptime counts from here)
+    last_exit: int | None
+    health: str  # "ok", "starting", "degraded: …"
+    update: str | None  # "failed: …" when the latest update never got ready
+
+
+def status(facts: list[dict], *, epoch: int, wanted: int, degraded_after: int) -> Status:
+    """A service's state from its facts of lease ``epoch`` (older placements are history)."""
+    generation = None
+    restarts = consecutive = 0
+    ready = False
+    started_at = last_exit = None
+    update = None
+    for fact in facts:
+        body = fact.get("body") or {}
+        word = body.get("service")
+        if fact.get("epoch") != epoch or word is None:
+            continue
+        if word == STARTED and (generation is None or body.get("generation") == generation):
+            generation = body.get("generation")
+            started_at, ready = fact.get("at"), False
+        elif word == READY and body.get("generation") == generation:
+            ready, consecutive = True, 0
+        elif word == EXITED and body.get("generation") == generation:
+            restarts += 1
+            consecutive = body.get("consecutive", consecutive + 1)
+            last_exit, ready = body.get("exit_code"), False
+        elif word == SWITCHED:
+            generation, started_at = body.get("generation"), body.get("started_at", fact.get("at"))
+            ready, consecutive, update = body.get("ready", True), 0, None
+        elif word == UPDATE_FAILED:
+            update = f"failed: generation {body.get('generation')} {body.get('reason')}"
+    if wanted and generation is not None and wanted > generation and update is None:
+        update = f"pending: generation {wanted}"
+    if consecutive >= degraded_after:
+        health = (f"degraded: exited {consecutive} times in a row, last exit "
+                  f"{'signal' if last_exit is not None and last_exit < 0 else 'code'} "
+                  f"{abs(last_exit) if last_exit is not None else '?'}")
+    elif ready:
+        health = "ok"
+    else:
+        health = "starting"
+    return Status(generation, restarts, ready, started_at, last_exit, health, update)

@@ -1,0 +1,367 @@
+"""Keeping a service flight running on this runner (gg.domain.services, docs/services.md).
+
+One supervisor per service, on the flight's own thread, inside :meth:`FlightRun.run`: the lease
+is kept by the same keeper as any flight's, which also brings the newest spec with every
+renewal. The supervisor::
+
+    start generation N ──> ready? (port answering, or --ready-cmd exit 0) ──> serving
+       ^                                                       |
+       |   exited: restart after backoff (doubling, capped)    |
+       +-------------------------------------------------------+
+    a newer spec (generation N+1) while N serves:
+       start N+1 beside N ──ready──> new connections go to N+1 at once; N is stopped once its
+                                     connections finish or the grace passes (SIGTERM, grace,
+                                     SIGKILL)
+                    └─never ready──> N+1 stopped, N keeps serving, "update_failed" reported
+
+With ``--port P`` the runner listens on P itself (:class:`Forwarder`) and forwards each
+connection to the serving generation's own loopback port, which the generation gets in
+``$PORT``. Each step is reported as a fact (``note`` with a ``service`` word). When the lease
+is lost or the flight cancelled, every generation is stopped and the forwarder closed before
+anything else: a service never serves from two runners.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gg.domain import services
+from gg.domain.flights import Outcome
+from gg.runner import isolation
+
+POLL = 0.1  # seconds between looks at the processes, the readiness and the spec
+READY_CHECK_TIMEOUT = 5.0  # one --ready-cmd run, or one connection attempt, at most
+
+
+def free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Generation:
+    number: int
+    spec: dict
+    port: int
+    proc: subprocess.Popen | None = None
+    launch: isolation.Launch | None = None
+    started_wall: float = field(default_factory=time.time)
+    ready: bool = False
+    reader: threading.Thread | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class Forwarder:
+    """Listens on the service's port and pipes each connection to the serving generation."""
+
+    def __init__(self, port: int, host: str = "0.0.0.0"):
+        self.sock = socket.create_server((host, port), backlog=256)
+        self.sock.settimeout(POLL)
+        self.target: int | None = None
+        self.active: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._accept, name=f"forward-{port}", daemon=True)
+        self._thread.start()
+
+    def open_to(self, port: int) -> int:
+        with self._lock:
+            return self.active.get(port, 0)
+
+    def close(self) -> None:
+        self._closed.set()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self._thread.join(timeout=5)
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            with self._lock:
+                target = self.target
+                if target is not None:
+                    self.active[target] = self.active.get(target, 0) + 1
+            if target is None:
+                conn.close()  # nothing serves yet: refused, as a stopped service would be
+                continue
+            threading.Thread(target=self._pipe, args=(conn, target), daemon=True).start()
+
+    def _pipe(self, conn: socket.socket, port: int) -> None:
+        try:
+            upstream = socket.create_connection(("127.0.0.1", port), timeout=READY_CHECK_TIMEOUT)
+        except OSError:
+            conn.close()
+            self._done(port)
+            return
+        upstream.settimeout(None)
+        conn.settimeout(None)
+        back = threading.Thread(target=_copy, args=(upstream, conn), daemon=True)
+        back.start()
+        _copy(conn, upstream)
+        back.join()
+        for s in (conn, upstream):
+            try:
+                s.close()
+            except OSError:
+                pass
+        self._done(port)
+
+    def _done(self, port: int) -> None:
+        with self._lock:
+            self.active[port] = self.active.get(port, 1) - 1
+
+
+def _copy(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    try:
+        dst.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+class Supervisor:
+    def __init__(self, run, workspace: Path):
+        self.run = run
+        self.workspace = workspace
+        self.forwarder: Forwarder | None = None
+        self.failed: set[int] = set()
+        self.stopping_old: list[threading.Thread] = []
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def fly(self) -> str:
+        run = self.run
+        spec = run.service_spec or run.flight.service
+        if spec.get("port") is not None and (run.policy or {}).get("egress") == "none":
+            return run._hand_back(Outcome.RETURNED.value,
+                                  "this runner cannot forward --port into a sandbox without "
+                                  "a network (egress none); see docs/services.md")
+        if spec.get("port") is not None:
+            try:
+                self.forwarder = Forwarder(int(spec["port"]))
+            except OSError as exc:
+                return run._hand_back(Outcome.RETURNED.value,
+                                      f"port {spec['port']} cannot be listened on here: "
+                                      f"{exc.strerror or exc}")
+        current: Generation | None = None
+        try:
+            current = self._start(spec)
+            consecutive = 0
+            while not self._stopping():
+                run._flush()
+                if not current.ready and current.alive and self._is_ready(current):
+                    self._serve(current)
+                    consecutive = 0
+                if not current.alive:
+                    code = current.proc.returncode if current.proc else None
+                    consecutive += 1
+                    current.ready = False
+                    delay = services.restart_delay(consecutive, spec["backoff"],
+                                                   spec["backoff_cap"])
+                    self._fact(services.EXITED, current.number, exit_code=code,
+                               consecutive=consecutive, restart_in=delay)
+                    run.say(f"{run.id}: generation {current.number} exited ({code}); "
+                            f"restarting in {delay:g}s")
+                    if self._wait(delay):
+                        break
+                    wanted = self._wanted()
+                    if wanted["generation"] > current.number and \
+                            wanted["generation"] not in self.failed:
+                        spec = wanted
+                        self._fact(services.SWITCHED, spec["generation"], ready=False,
+                                   started_at=time.time())
+                    current = self._start(spec)
+                    continue
+                wanted = self._wanted()
+                if wanted["generation"] > current.number and wanted["generation"] not in self.failed:
+                    if not current.ready:  # nothing serves yet: no one to keep it up for
+                        self._stop(current, grace=spec["stop_grace"])
+                        spec = wanted
+                        self._fact(services.SWITCHED, spec["generation"], ready=False,
+                                   started_at=time.time())
+                        current = self._start(spec)
+                        consecutive = 0
+                        continue
+                    new = self._update(current, wanted)
+                    if new is not None:
+                        current, spec = new, wanted
+                        consecutive = 0
+                    continue
+                self._wait(POLL)
+        finally:
+            if current is not None:
+                self._stop(current, grace=0.5 if self._lost() else spec.get("stop_grace", 5))
+            if self.forwarder is not None:
+                self.forwarder.close()
+            for t in self.stopping_old:
+                t.join(timeout=60)
+            run.proc = None
+            run._flush(final=True)
+        if run.lost.is_set():
+            return "ended" if run.ended_by_server.is_set() else "lost"
+        return run._hand_back()  # returning (the runner stops, or was retired)
+
+    def _update(self, old: Generation, spec: dict) -> Generation | None:
+        """Start ``spec`` beside ``old``; switch to it once ready, or give it up."""
+        run = self.run
+        new = self._start(spec)
+        deadline = time.monotonic() + spec["ready_timeout"]
+        reason = None
+        while not self._stopping():
+            run._flush()
+            if not new.alive:
+                reason = f"exited with {new.proc.returncode} before it was ready"
+                break
+            if self._is_ready(new):
+                break
+            if time.monotonic() >= deadline:
+                reason = f"was not ready within {spec['ready_timeout']:g}s"
+                break
+            self._wait(POLL)
+        if self._stopping():
+            self._stop(new, grace=0.5)
+            return None
+        if reason is not None:
+            self._stop(new, grace=spec["stop_grace"])
+            self.failed.add(new.number)
+            self._fact(services.UPDATE_FAILED, new.number, reason=reason)
+            run.say(f"{run.id}: generation {new.number} {reason}; "
+                    f"generation {old.number} keeps serving")
+            return None
+        new.ready = True
+        if self.forwarder is not None:
+            self.forwarder.target = new.port  # new connections go to the new one at once
+        self._fact(services.SWITCHED, new.number, started_at=new.started_wall, ready=True)
+        retire = threading.Thread(target=self._drain_and_stop, args=(old, spec["stop_grace"]),
+                                  daemon=True)
+        retire.start()
+        self.stopping_old.append(retire)
+        return new
+
+    def _drain_and_stop(self, old: Generation, grace: float) -> None:
+        deadline = time.monotonic() + grace
+        while self.forwarder is not None and self.forwarder.open_to(old.port) > 0 \
+                and time.monotonic() < deadline:
+            time.sleep(POLL)
+        self._stop(old, grace=grace)
+
+    # -- one generation --------------------------------------------------------------------
+
+    def _start(self, spec: dict) -> Generation:
+        run = self.run
+        gen = Generation(number=spec["generation"], spec=spec, port=free_loopback_port())
+        command = list(spec["command"])
+        argv = ["/bin/sh", "-c", command[0]] if len(command) == 1 else command
+        gen.launch = run.launch_for(argv, self.workspace,
+                                    {**spec.get("env", {}), "PORT": str(gen.port)})
+        run.launch = gen.launch
+        run._start(self.workspace)
+        gen.proc, gen.started_wall = run.proc, time.time()
+        gen.reader = threading.Thread(target=run._read_output_of, args=(gen.proc,), daemon=True)
+        gen.reader.start()
+        self._fact(services.STARTED, gen.number, port=gen.port)
+        return gen
+
+    def _is_ready(self, gen: Generation) -> bool:
+        spec = gen.spec
+        if spec.get("ready_cmd"):
+            launch = self.run.launch_for(["/bin/sh", "-c", spec["ready_cmd"]], self.workspace,
+                                         {**spec.get("env", {}), "PORT": str(gen.port)})
+            try:
+                done = subprocess.run(launch.argv, cwd=launch.cwd, env=launch.env,
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, timeout=READY_CHECK_TIMEOUT,
+                                      start_new_session=True)
+            except subprocess.TimeoutExpired:
+                return False
+            return done.returncode == 0
+        if spec.get("port") is not None:
+            try:
+                socket.create_connection(("127.0.0.1", gen.port), timeout=1.0).close()
+                return True
+            except OSError:
+                return False
+        return gen.alive
+
+    def _serve(self, gen: Generation) -> None:
+        gen.ready = True
+        if self.forwarder is not None:
+            self.forwarder.target = gen.port
+        self._fact(services.READY, gen.number)
+
+    def _stop(self, gen: Generation, grace: float) -> None:
+        proc = gen.proc
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+            except ProcessLookupError:
+                pass
+        if gen.launch is not None and gen.launch.cleanup:
+            subprocess.run(gen.launch.cleanup, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=False, timeout=30)
+        if gen.reader is not None:
+            gen.reader.join(timeout=5)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _wanted(self) -> dict:
+        return self.run.service_spec or self.run.flight.service
+
+    def _lost(self) -> bool:
+        return self.run.lost.is_set()
+
+    def _stopping(self) -> bool:
+        run = self.run
+        return run.lost.is_set() or run.ended_by_server.is_set() or run.returning.is_set()
+
+    def _wait(self, seconds: float) -> bool:
+        """Wait ``seconds`` unless the service must stop first; True when it must."""
+        deadline = time.monotonic() + seconds
+        while True:
+            if self._stopping():
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.run.lost.wait(min(left, POLL))
+
+    def _fact(self, word: str, generation: int, **body) -> None:
+        text = f"service generation {generation} {word.replace('_', ' ')}"
+        self.run._report([{"kind": "note", "body": {"service": word, "generation": generation,
+                                                    "text": text, **body}}])
+
+
+def fly(run, workspace: Path) -> str:
+    return Supervisor(run, workspace).fly()

@@ -1,0 +1,190 @@
+"""Service flights end to end: a real ``gg server``, real runners, real service processes on
+loopback. Restarted after kill -9; updated under load with no failed request; an update that
+never gets ready leaves the old generation serving; re-placed when its runner dies, never two
+serving at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import urllib.request
+
+import pytest
+
+from gg.launch import free_port
+from support import wait_until
+
+FAST_SERVICES = {"GG_SERVICE_BACKOFF": "0.1", "GG_SERVICE_BACKOFF_CAP": "1",
+                 "GG_SERVICE_READY_TIMEOUT": "4", "GG_SERVICE_STOP_GRACE": "3"}
+
+# A web service on $PORT whose /which answers the generation's $V (empty for the first).
+WEB = ('mkdir -p "g$V" && cd "g$V" && printf "%s" "${V:-1}" > which && '
+       'exec python3 -m http.server "$PORT" --bind 127.0.0.1')
+
+
+@pytest.fixture
+def services_fleet(make_fleet):
+    return make_fleet(FAST_SERVICES)
+
+
+def _fly(fleet, *args: str) -> str:
+    done = fleet.gg("fly", "--service", *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def _row(fleet, flight_id: str) -> dict | None:
+    return next((r for r in fleet.api().services() if r["id"] == flight_id), None)
+
+
+def _serving(fleet, flight_id: str, **want) -> dict | None:
+    row = _row(fleet, flight_id)
+    if row and row["ready"] and all(row[k] == v for k, v in want.items()):
+        return row
+    return None
+
+
+def _get(port: int, path: str = "/which") -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
+        return answer.read().decode()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_service_is_restarted_after_kill_9_of_its_process(services_fleet, tmp_path):
+    fleet = services_fleet
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    pidfile = tmp_path / "pid"
+    flight = _fly(fleet, "--", f"echo $$ > {pidfile}; exec sleep 1000")
+    first = wait_until(lambda: _serving(fleet, flight), what="the service ready")
+    assert (first["runner_name"], first["generation"], first["restarts"]) == ("r1", 1, 0)
+    listed = json.loads(fleet.gg("services", "--json", check=True).stdout)
+    assert [(r["id"], r["ready"]) for r in listed] == [(flight, True)]
+    pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip()))
+    os.kill(pid, signal.SIGKILL)
+    again = wait_until(lambda: _serving(fleet, flight, restarts=1), what="restarted once")
+    assert again["last_exit"] == -9 and again["health"] == "ok"
+    new_pid = int(wait_until(lambda: (t := pidfile.read_text().strip()) != str(pid) and t))
+    assert _alive(new_pid) and not _alive(pid)
+    facts = fleet.api().flight(flight)["facts"]
+    exited = [f["body"] for f in facts if f["body"].get("service") == "exited"]
+    assert [(b["generation"], b["exit_code"]) for b in exited] == [(1, -9)]
+
+    assert fleet.gg("cancel", flight).returncode == 0  # gg cancel stops it
+    wait_until(lambda: not _alive(new_pid), what="the cancelled service stopped")
+    assert fleet.api().flight(flight)["stage"] == "cancelled"
+
+
+def test_a_crash_loop_reads_degraded_with_the_last_exit(services_fleet):
+    fleet = services_fleet
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    flight = _fly(fleet, "--ready-cmd", "false", "--", "exit 3")
+    row = wait_until(lambda: (r := _row(fleet, flight)) and r["health"].startswith("degraded")
+                     and r, what="degraded")
+    assert row["last_exit"] == 3 and not row["ready"]
+    assert "last exit code 3" in row["health"]
+    assert "degraded" in fleet.gg("services", check=True).stdout
+    fleet.gg("cancel", flight, check=True)
+
+
+def test_an_update_under_load_fails_no_request(services_fleet):
+    fleet = services_fleet
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    port = free_port()
+    flight = _fly(fleet, "--port", str(port), "--", WEB)
+    wait_until(lambda: _serving(fleet, flight, generation=1), what="generation 1 serving")
+    assert _get(port) == "1"
+
+    results = {"ok": 0, "failed": [], "seen": set()}
+    stop = threading.Event()
+
+    def load():
+        while not stop.is_set():
+            try:
+                results["seen"].add(_get(port))
+                results["ok"] += 1
+            except Exception as exc:  # every failure counts, whatever it is
+                results["failed"].append(repr(exc))
+
+    threads = [threading.Thread(target=load) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: results["ok"] >= 20, what="load before the update")
+        done = fleet.gg("service", "update", flight, "--set", "V=2")
+        assert done.returncode == 0, done.stderr
+        wait_until(lambda: _serving(fleet, flight, generation=2), what="generation 2 serving")
+        before = results["ok"]
+        wait_until(lambda: results["ok"] >= before + 20 and "2" in results["seen"],
+                   what="load after the switch")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert results["failed"] == []
+    assert results["seen"] == {"1", "2"} and _get(port) == "2"
+    fleet.gg("cancel", flight, check=True)
+
+
+def test_an_update_that_never_gets_ready_leaves_the_old_one_serving(services_fleet):
+    fleet = services_fleet
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    port = free_port()
+    flight = _fly(fleet, "--port", str(port), "--", WEB)
+    wait_until(lambda: _serving(fleet, flight, generation=1), what="generation 1 serving")
+    fleet.gg("service", "update", flight, "--", "exec sleep 1000", check=True)
+    row = wait_until(lambda: (r := _row(fleet, flight)) and (r["update"] or "").startswith(
+        "failed") and r, what="the update failed")
+    assert row["update"] == "failed: generation 2 was not ready within 4s"
+    assert (row["generation"], row["wanted_generation"], row["ready"]) == (1, 2, True)
+    assert _get(port) == "1"
+    fleet.gg("cancel", flight, check=True)
+
+
+def test_a_service_is_replaced_when_its_runner_dies_and_never_serves_twice(services_fleet,
+                                                                          tmp_path):
+    fleet = services_fleet
+    runners = {"r1": fleet.runner("r1"), "r2": fleet.runner("r2")}
+    fleet.wait_online("r1", "r2")
+    log = tmp_path / "starts"
+    flight = _fly(fleet, "--", f'echo "$GG_ATTEMPT $$" >> {log}; exec sleep 1000')
+    first = wait_until(lambda: _serving(fleet, flight), what="the service ready")
+    holder, other = first["runner_name"], ({"r1", "r2"} - {first["runner_name"]}).pop()
+    first_pid = int(wait_until(lambda: log.exists() and log.read_text().split()[1:2],
+                               what="the first start written")[0])
+    runners[holder].stop(sig=signal.SIGKILL)
+    wait_until(lambda: not _alive(first_pid), what="its process died with its runner")
+    moved = wait_until(lambda: _serving(fleet, flight, runner_name=other), timeout=40,
+                       what="re-placed on the other runner")
+    starts = wait_until(lambda: len(lines := [line.split() for line in
+                                              log.read_text().splitlines()]) == 2 and lines,
+                        what="the second start written")
+    assert [a for a, _ in starts] == ["1", "2"]
+    assert not _alive(first_pid) and _alive(int(starts[1][1]))
+    assert moved["epoch"] == first["epoch"] + 1
+    fleet.gg("cancel", flight, check=True)
+
+
+def test_a_runner_that_stops_hands_its_service_back_at_once(services_fleet):
+    fleet = services_fleet
+    runner = fleet.runner("r1")
+    fleet.wait_online("r1")
+    flight = _fly(fleet, "--", "exec sleep 1000")
+    wait_until(lambda: _serving(fleet, flight), what="the service ready")
+    runner.stop(sig=signal.SIGTERM, timeout=20)  # less than the 30s grace a flight gets
+    shown = fleet.api().flight(flight)
+    assert shown["stage"] == "ready"
+    returned = [f["body"] for f in shown["facts"] if f["kind"] == "returned"]
+    assert [b["reason"] for b in returned] == ["the runner is stopping"]
