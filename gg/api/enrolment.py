@@ -29,6 +29,7 @@ class TokenMint(Request):
     ttl: Annotated[float | None, Field(gt=0, le=30 * 86400)] = None
     owner: Annotated[str | None, StringConstraints(min_length=1, max_length=64)] = None
     ownership: Literal["organisation", "open", "claimed"] | None = None
+    group: Annotated[str, StringConstraints(min_length=1, max_length=63)] = "default"
 
 
 class Enrol(KeyProof):
@@ -119,6 +120,7 @@ class EnrolTokenView(Answer):
     owner: str | None = None
     revoked_at: float | None = None
     owner_name: str | None = None  # in listings
+    group: str = "default"  # the runner group its machines join
 
 
 class EnrolTokenMinted(EnrolTokenView):

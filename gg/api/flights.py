@@ -47,6 +47,8 @@ class FlightRow(Answer):
     timeout: float | None = None  # seconds each attempt may run (None: no limit)
     output_limit: int | None = None
     output_bytes: int = 0
+    group: str | None = None  # placed in this runner group only
+    where: dict[str, str] = {}  # attributes its runner's group must have
     # what people are shown beside the record
     runner: str | None = None
     runner_name: str | None = None

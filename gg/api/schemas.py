@@ -168,6 +168,8 @@ class FlightOpen(Request):
     timeout: Annotated[float | None, Field(gt=0, le=10 * 365 * 86400)] = None  # seconds
     output_limit: Annotated[int | None, Field(ge=0, le=2 ** 53)] = None  # bytes
     priority: Priority = Priority.NORMAL
+    group: Annotated[str | None, StringConstraints(min_length=1, max_length=63)] = None
+    where: Labels = {}  # attributes the runner's group must have (gg.domain.groups)
 
 
 class PolicySet(Request):

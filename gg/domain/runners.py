@@ -85,6 +85,7 @@ class Runner:
     profile_in_force: dict = field(default_factory=dict)  # its fleet profile in force; {} = none
     policy_override: dict = field(default_factory=dict)
     policy_changed_at: float | None = None
+    group: str = "default"  # its runner group (gg.domain.groups); exactly one
 
     @property
     def healthy(self) -> bool:

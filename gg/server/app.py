@@ -17,7 +17,8 @@ from gg.server.dispatch import Dispatcher, Watch
 from gg.server.hooks import Outbox
 from gg.server.json_body import JsonRoute
 from gg.server.limits import BodyLimit
-from gg.server.routes import admin, fleet, flights, gates, hooks, people, placement, pools, runners
+from gg.server.routes import (admin, fleet, flights, gates, groups, hooks, people, placement,
+                              pools, runners)
 from gg.settings import Settings
 from gg.store import Store, hold_data_dir, open_store
 
@@ -40,7 +41,8 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.state.outbox = Outbox(core)
     errors.install(app)
     errors.document(app)
-    for module in (people, runners, flights, gates, fleet, admin, placement, pools, hooks):
+    for module in (people, runners, flights, gates, fleet, admin, placement, pools, hooks,
+                   groups):
         app.include_router(module.router, responses=errors.REFUSALS)
     placement.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

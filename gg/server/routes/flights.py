@@ -25,7 +25,8 @@ async def open_flight(body: FlightOpen, request: Request, person: dict = Depends
                           environment=body.environment, runner=body.runner, labels=body.labels,
                           attended=body.attended, repo=body.repo, agent=body.agent,
                           timeout=body.timeout, output_limit=body.output_limit,
-                          priority=body.priority.value)
+                          priority=body.priority.value, group=body.group,
+                          where=body.where)
 
 
 @router.get(paths.FLIGHTS, response_model=list[FlightRow])
