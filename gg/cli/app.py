@@ -44,9 +44,10 @@ def _register() -> None:
     from gg.cli import airspace, credentials, fleet  # enrolment
     from gg.cli import pools, strategies  # pools
     from gg.cli import hooks  # notifications
+    from gg.cli import groups  # runner groups and the fleet-wide stop
 
     for module in (server, people, runners, admin, sent, flights, gates, placement, events, demo,
-                   airspace, fleet, credentials, pools, strategies, hooks):
+                   airspace, fleet, credentials, pools, strategies, hooks, groups):
         module.register(app)
 
 

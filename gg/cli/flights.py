@@ -11,6 +11,7 @@ import typer
 from gg.api.flights import FactsPage, FlightFact
 from gg.cli.context import CliError, ago, client, console, emit_json, parse_labels, table
 from gg.cli.exits import Exit
+from gg.cli.groups import parse_pairs
 from gg.client import RETRY_FOLLOW
 from gg.domain.flights import Priority, Stage
 from gg.domain.timeouts import describe as describe_duration
@@ -43,6 +44,10 @@ def fly(
                                           help="Stop it and fail it past this (30s, 10m, 2h)."),
     output_limit: Optional[str] = typer.Option(None, "--output-limit", metavar="SIZE",
                                                help="Output kept at most (512k, 10MB)."),
+    group: Optional[str] = typer.Option(None, "--group", metavar="G",
+                                        help="Only runners of group G."),
+    where: Optional[str] = typer.Option(None, "--where", metavar="k=v,...",
+                                        help="Attributes the runner's group must have."),
 ) -> None:
     """Open a flight."""
     if priority not in PRIORITIES:
@@ -50,7 +55,7 @@ def fly(
                        Exit.USAGE)
     body = {"command": command, "title": title, "environment": env, "runner": runner,
             "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent,
-            "priority": priority}
+            "priority": priority, "group": group, "where": parse_pairs("--where", where)}
     if timeout is not None:
         body["timeout"] = _duration("--timeout", timeout)
     if output_limit is not None:
