@@ -35,7 +35,7 @@ def expire_due(core: Core, now: float) -> int:
     return len(expired)
 
 
-def seat_for(core: Core, runner: Runner, now: float, live: int | None = None,
+def seat_for(core: Core, runner: Runner, now: float, live: int | None = None, *,
              placement: Placement | None = None) -> Seat:
     """The runner's seat, with its group and the fleet-wide stop read fresh: a group drained
     or a fleet quiesced while a claim sat parked is honoured at the next offer."""
@@ -85,7 +85,7 @@ def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases
     placement = group_ops.placement(core)
     if placement.quiesced:  # no new offers anywhere
         return []
-    seats = [seat_for(core, runners[rid], now, live.get(rid, 0), placement)
+    seats = [seat_for(core, runners[rid], now, live.get(rid, 0), placement=placement)
              for rid in runner_ids if rid in runners
              and not placement.group(runners[rid].group).draining]
     if not seats:

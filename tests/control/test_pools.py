@@ -396,3 +396,17 @@ def test_a_pool_never_attested_needs_attention_and_warns_once_per_stale_episode(
     assert len(core.store.events(kind="warn:pool:stale")) == 2
     for key in ("name", "environment", "members", "last_attested_at", "needs_attention"):
         assert key in row
+
+
+def test_members_join_the_runner_group_their_strategy_names(core, owner):
+    answer = strategies.apply(core, owner, "ui", {**mapping(), "group": "ui-pool-group"})
+    if answer["status"] == "gated":
+        gates.clear_gate(core, answer["gate"]["id"], person=owner)
+    runner = make_runner(core, owner, name="keeper")
+    pools.allow(core, owner, "ui-pool", "keeper")
+    _, code = start_member(core, runner)
+    member, _ = join(core, code)
+    assert member.group == "ui-pool-group"
+    assert core.store.group("ui-pool-group") is not None  # made for it
+    keeper_row = core.store.runner(runner.id)
+    assert keeper_row.group == "default"  # a runner nobody placed is in default
