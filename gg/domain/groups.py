@@ -108,7 +108,7 @@ def binds(group: Group, environment: str | None, repo: str | None) -> bool:
     """``group`` is bound to work in ``environment`` or in repository ``repo``."""
     if not group.bindings:
         return False
-    slug = repo_slug(repo) if repo else None
+    slug = _slug(repo)
     for b in group.bindings:
         if is_repo_binding(b):
             if repo and (repo.startswith(b) or (slug is not None and slug.startswith(b))):
@@ -116,6 +116,15 @@ def binds(group: Group, environment: str | None, repo: str | None) -> bool:
         elif environment == b:
             return True
     return False
+
+
+def _slug(repo: str | None) -> str | None:
+    if not repo:
+        return None
+    try:
+        return repo_slug(repo)
+    except ValueError:  # a repository gg cannot name: only its URL's prefix binds it
+        return None
 
 
 def name_problem(name: str) -> str | None:

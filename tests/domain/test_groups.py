@@ -154,3 +154,9 @@ def test_delete_blockers_name_each_reference_and_what_clears_it():
     assert "gg runner group RUNNER default" in found[0]
     assert found[1].startswith("1 enrolment token that can still be redeemed names group dc1")
     assert rules.delete_blockers("dc1", [], 0) == []
+
+
+def test_a_repository_gg_cannot_slug_is_bound_by_its_url_prefix_only():
+    bound = Placement({"acme": Group("acme", bindings=("git://acme/",))})
+    assert bound.bound_to(None, "git://acme/x y") == ("acme",)
+    assert bound.bound_to(None, "relative/path") == ()
