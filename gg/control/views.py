@@ -8,7 +8,7 @@ from gg.control import health
 from gg.control.core import Core
 from gg.domain.flights import Flight, Stage
 from gg.domain.groups import Group
-from gg.domain.runners import Liveness, Runner, liveness
+from gg.domain.runners import AdminState, Liveness, Runner, liveness
 from gg.settings import DEFAULTS, Settings
 
 _HIDDEN = ("public_key",)
@@ -53,8 +53,11 @@ def group_fields(core: Core, runner: Runner, groups: dict[str, Group] | None = N
     draining), and the group's placement posture."""
     group = (groups.get(runner.group) if groups is not None
              else core.store.group(runner.group)) or Group(runner.group)
-    return {"group": group.name, "group_draining": group.draining,
-            "group_attributes": dict(group.attributes), "group_exclusive": group.exclusive}
+    fields = {"group": group.name, "group_draining": group.draining,
+              "group_attributes": dict(group.attributes), "group_exclusive": group.exclusive}
+    if group.draining and runner.admin_state == AdminState.ACTIVE.value:
+        fields["state"] = "draining"  # every member of a draining group reads draining
+    return fields
 
 
 def flight_for_runner(flight: Flight, settings: Settings = DEFAULTS) -> dict:

@@ -113,7 +113,8 @@ def test_a_group_drain_holds_back_a_parked_claim_until_resumed(fleet):
     _gg(fleet, "runner", "group", "r1", "edge")
     out = _gg(fleet, "group", "drain", "edge")
     assert out == "group edge is draining\n"
-    assert fleet.runner_row("r1")["group_draining"] is True
+    row = fleet.runner_row("r1")
+    assert (row["group_draining"], row["state"], row["admin_state"]) == (True, "draining", "active")
     api = fleet.api()
     drained_at = time.time()
     flight = api.open_flight({"command": ["echo later"]})  # wakes the parked claim of r1
