@@ -23,7 +23,7 @@ from typing import Iterable, Mapping
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Priority, Stage
 from gg.domain.groups import OPEN, Group, Placement, selects
-from gg.domain.runners import AdminState, Runner, is_online
+from gg.domain.runners import AdminState, HealthState, Runner, is_online
 
 
 class Block(StrEnum):
@@ -76,6 +76,9 @@ def seat(runner: Runner, now: float, offline_after: float, live_leases: int,
                 placement.group(runner.group), placement)
 
 
+_READY = Stage.READY.value
+_OK = HealthState.OK.value
+
 PLACEMENT_BLOCKS = (Block.GROUP, Block.WHERE, Block.BINDING, Block.EXCLUSIVE)
 
 
@@ -113,7 +116,7 @@ def blockers(flight: Flight, seat: Seat) -> list[Block]:
     if (flight.group is not None or flight.where or seat.group.exclusive
             or seat.placement.has_bindings):
         found.extend(placement_blocks(flight, seat.group, seat.placement))
-    if flight.stage != Stage.READY.value:
+    if flight.stage != _READY:
         found.append(Block.NOT_READY)
     if flight.runner_target is not None and flight.runner_target != runner.id:
         found.append(Block.NOT_TARGET)
@@ -126,7 +129,7 @@ def blockers(flight: Flight, seat: Seat) -> list[Block]:
         found.append(Block.GROUP_DRAINING)
     if not seat.online:
         found.append(Block.OFFLINE)
-    if not runner.healthy:
+    if runner.health != _OK:  # Runner.healthy, without an enum member's value per call
         found.append(Block.DEGRADED)
     if seat.live_leases >= max(runner.workers, 0):
         found.append(Block.BUSY)

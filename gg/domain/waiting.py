@@ -114,18 +114,19 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
     # One pass over the fleet: this runs once per distinct kind of waiting flight, and a
     # listing of 10,000 flights over 1,000 runners may ask a few hundred times.
     target_id = flight.runner_target
-    live: list[Seat] = []
+    retired = AdminState.RETIRED.value  # read once: an enum member's value is a lookup
+    live = [s for s in seats if s.runner.admin_state != retired]
     target = None
-    for s in seats:
-        if s.runner.admin_state == AdminState.RETIRED.value:
-            continue
-        live.append(s)
-        if s.runner.id == target_id:
-            target = s
+    if target_id is not None:
+        target = next((s for s in live if s.runner.id == target_id), None)
     candidates = live if target_id is None else [target] if target else []
-    required = flight.requires.items()
-    advertising = [s for s in candidates
-                   if all(s.usable_labels.get(k) == v for k, v in required)]
+    required = tuple(flight.requires.items())
+    if len(required) == 1:  # the common case (an environment): no generator per seat
+        (key, value), = required
+        advertising = [s for s in candidates if s.usable_labels.get(key) == value]
+    else:
+        advertising = [s for s in candidates
+                       if all(s.usable_labels.get(k) == v for k, v in required)]
     found = {s.runner.id: blockers(flight, s) for s in advertising}
     free = [s for s in advertising if not found[s.runner.id]]
     behind = ahead_of(flight, advertising, ctx)
