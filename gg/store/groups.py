@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite_utils
 
 from gg.domain.flights import Stage
-from gg.domain.groups import DEFAULT_GROUP, Attribute, Group
+from gg.domain.groups import Attribute, Group
 from gg.store.db import Database, dumps, loads
 from gg.store.migrations import migration
 
