@@ -1,6 +1,6 @@
 """How long `gg flights` takes on a saturated fleet: 10,000 ready flights, 1,000 runners.
 
-    PYTHONPATH=. python bench/placement.py [--flights 10000] [--runners 1000] [--repeat 7]
+    PYTHONPATH=. python bench/placement.py [--flights 10000] [--runners 1000] [--repeat 7] [--groups]
 
 Starts a real ``gg server`` on loopback with its SQLite file in a temporary folder, fills
 its store through the control layer (runners registered and checked in, every runner
@@ -50,7 +50,35 @@ def proof(core) -> dict:
     return keys.prove(key, "register", nonce)
 
 
-def fill(data_dir: Path, n_runners: int, n_flights: int, seed: int = 1) -> None:
+GROUPS = ("default", "dc1", "dc2", "lab")
+
+
+def place_in_groups(core: Core, owner: dict, made: list) -> None:
+    """Groups in play: three sites, dc2 bound to env2, the lab exclusive; the runners spread
+    over them and the default group in turn."""
+    from gg.control import groups
+
+    groups.set_attribute(core, owner, "site", ["dc1", "dc2", "dc3"])
+    groups.set_group(core, owner, "dc1", attributes={"site": "dc1"})
+    groups.set_group(core, owner, "dc2", attributes={"site": "dc2"}, bindings=["env2"])
+    groups.set_group(core, owner, "lab", attributes={"site": "dc3"}, exclusive=True)
+    with core.store.atomic():
+        for i, r in enumerate(made):
+            core.store.update_runner(r.id, group=GROUPS[i % len(GROUPS)])
+
+
+def placement_of(rng: random.Random, env: str) -> dict:
+    """A fifth of the flights name a group (one the binding allows), a fifth select a site."""
+    roll = rng.random()
+    if roll < 0.2:
+        return {"group": "dc2" if env == "env2" else rng.choice(GROUPS)}
+    if roll < 0.4:
+        return {"where": {"site": rng.choice(("dc1", "dc2", "dc3"))}}
+    return {}
+
+
+def fill(data_dir: Path, n_runners: int, n_flights: int, seed: int = 1,
+         with_groups: bool = False) -> None:
     rng = random.Random(seed)
     core = Core(store=open_store(data_dir), settings=Settings())
     owner = core.store.person_by_name("owner")
@@ -76,6 +104,8 @@ def fill(data_dir: Path, n_runners: int, n_flights: int, seed: int = 1) -> None:
             core.store.update_runner(r.id, health="degraded: bwrap is missing")
         for r in made[60:80]:
             core.store.update_runner(r.id, ownership="claimed", owner=folks[1]["id"], reserved=True)
+    if with_groups:
+        place_in_groups(core, owner, made)
     now = core.now()
     with core.store.atomic():
         for i in range(n_flights):
@@ -85,7 +115,8 @@ def fill(data_dir: Path, n_runners: int, n_flights: int, seed: int = 1) -> None:
             core.store.insert_flight(Flight(
                 id=tokens.new_id("f_"), command=["make", "test", str(i)], opened_by=opener["id"],
                 opened_at=now + i * 1e-6, title=f"make test {i}", environment=env,
-                requires=required_labels(env), runner_target=target))
+                requires=required_labels(env), runner_target=target,
+                **(placement_of(rng, env) if with_groups else {})))
     core.store.close()
 
 
@@ -120,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flights", type=int, default=10_000)
     parser.add_argument("--runners", type=int, default=1_000)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--groups", action="store_true",
+                        help="runner groups in play (sites, a binding, an exclusive group)")
     args = parser.parse_args(argv)
 
     root = Path(tempfile.mkdtemp(prefix="gg-bench-placement-"))
@@ -128,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     server.start()
     try:
         started = time.perf_counter()
-        fill(root / "data", args.runners, args.flights)
+        fill(root / "data", args.runners, args.flights, with_groups=args.groups)
         print(f"filled {args.runners} runners and {args.flights} ready flights in "
               f"{time.perf_counter() - started:.1f}s ({root})", file=sys.stderr)
         keep_online(root / "data")

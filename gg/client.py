@@ -30,6 +30,7 @@ from gg.api import enrolment as e
 from gg.api import events as ev
 from gg.api import flights as f
 from gg.api import gates as g
+from gg.api import groups as gr
 from gg.api import hooks as h
 from gg.api import paths
 from gg.api import people as pe
@@ -452,6 +453,48 @@ class Client:
                 "join", key, paths.MEMBER_JOIN, body, token=code, **kw))
         return _one(po.MemberJoined, self.request(
             "POST", paths.MEMBER_JOIN, json=body, token=code, **kw))
+
+    # -- groups, attributes and the fleet-wide stop (docs/groups.md) -----------------------
+
+    def groups(self) -> list[gr.GroupView]:
+        return _many(gr.GroupView, self.request("GET", paths.GROUPS))
+
+    def set_group(self, name: str, body: dict) -> gr.GroupChanged:
+        return _one(gr.GroupChanged, self.request(
+            "PUT", paths.GROUP.format(name=_segment(name)), json=body))
+
+    def group(self, name: str) -> gr.GroupDetail:
+        return _one(gr.GroupDetail, self.request("GET", paths.GROUP.format(name=_segment(name))))
+
+    def delete_group(self, name: str) -> gr.GroupDeleted:
+        return _one(gr.GroupDeleted, self.request(
+            "DELETE", paths.GROUP.format(name=_segment(name))))
+
+    def group_drain(self, name: str, draining: bool) -> gr.GroupChanged:
+        path = paths.GROUP_DRAIN if draining else paths.GROUP_RESUME
+        return _one(gr.GroupChanged, self.request("POST", path.format(name=_segment(name))))
+
+    def group_demand(self, name: str) -> gr.GroupDemand:
+        return _one(gr.GroupDemand, self.request(
+            "GET", paths.GROUP_DEMAND.format(name=_segment(name))))
+
+    def attributes(self) -> list[gr.AttributeView]:
+        return _many(gr.AttributeView, self.request("GET", paths.ATTRIBUTES))
+
+    def set_attribute(self, key: str, values: list[str]) -> gr.AttributeView:
+        return _one(gr.AttributeView, self.request(
+            "PUT", paths.ATTRIBUTE.format(key=_segment(key)), json={"values": values}))
+
+    def move_runner(self, ref: str, group: str) -> gr.RunnerMoved:
+        return _one(gr.RunnerMoved, self.request(
+            "POST", paths.RUNNER_GROUP.format(ref=_segment(ref)), json={"group": group}))
+
+    def fleet_state(self) -> gr.FleetState:
+        return _one(gr.FleetState, self.request("GET", paths.FLEET))
+
+    def fleet_stop(self, quiesce: bool) -> gr.FleetState:
+        return _one(gr.FleetState, self.request(
+            "POST", paths.FLEET_QUIESCE if quiesce else paths.FLEET_RESUME))
 
 
 def _one(model: type[M], value: Any) -> M:

@@ -8,6 +8,7 @@
     bounds: {pool-max: 4, active-hours: "08:00-20:00 Europe/Berlin"}   # optional
     build: {context: images/ui}                            # optional
     driver: process                                        # process | podman | docker
+    group: default                                         # the runner group members join
 
 Cross-field rules, each reported on the line of the second key: ``warm <= size``,
 ``pool-max <= size`` (more members can never run than the pool holds) and ``warm <= pool-max``
@@ -31,6 +32,8 @@ from typing import Any
 from gg.airspace.errors import AirspaceError, describe
 from gg.airspace.fields import Checked, Fields, sort_errors
 from gg.airspace.yamlfile import Document, document_from_mapping, read_yaml
+from gg.domain.groups import DEFAULT_GROUP
+from gg.domain.groups import name_problem as group_name_problem
 from gg.domain.profiles import name_problem
 from gg.domain.strategies import (
     DRIVERS,
@@ -121,13 +124,14 @@ def read_strategy(doc: Document, name: str, airspace: Path | None = None) -> Che
         build_fields.finish()
         build = Build(context=context) if context else None
     driver = fields.choice("driver", DRIVERS, default="process")
+    group = fields.text("group", default=DEFAULT_GROUP, check=group_name_problem)
     fields.finish(belongs=_BELONGS)
 
     if (errors or environment is None or inventory is None or image is None or bounds is None
-            or driver is None):
+            or driver is None or group is None):
         return Checked(None, sort_errors(errors))
     return Checked(Strategy(name=name, environment=environment, inventory=inventory,
-                            image=image, bounds=bounds, build=build, driver=driver))
+                            image=image, bounds=bounds, build=build, driver=driver, group=group))
 
 
 def _read_inventory(fields: Fields | None) -> Inventory | None:

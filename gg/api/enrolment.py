@@ -30,6 +30,7 @@ class TokenMint(Request):
     owner: Annotated[str | None, StringConstraints(min_length=1, max_length=64)] = None
     ownership: Literal["organisation", "open", "claimed"] | None = None
     ephemeral: bool = False  # each machine takes one flight, then is retired
+    group: Annotated[str, StringConstraints(min_length=1, max_length=63)] = "default"
 
 
 class Enrol(KeyProof):
@@ -121,6 +122,7 @@ class EnrolTokenView(Answer):
     owner: str | None = None
     revoked_at: float | None = None
     owner_name: str | None = None  # in listings
+    group: str = "default"  # the runner group its machines join
 
 
 class EnrolTokenMinted(EnrolTokenView):

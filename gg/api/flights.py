@@ -48,6 +48,8 @@ class FlightRow(Answer):
     output_limit: int | None = None
     output_bytes: int = 0
     service: dict[str, Any] | None = None  # kind service: its spec (docs/services.md)
+    group: str | None = None  # placed in this runner group only
+    where: dict[str, str] = {}  # attributes its runner's group must have
     # what people are shown beside the record
     runner: str | None = None
     runner_name: str | None = None

@@ -56,3 +56,16 @@ MEMBER_JOIN = "/v1/members/join"
 # -- hooks (docs/operations.md) ----------------------------------------------------------
 HOOKS = "/v1/hooks"
 HOOK = "/v1/hooks/{hook_id}"
+
+# -- groups and the fleet-wide stop (docs/groups.md) -------------------------------------
+GROUPS = "/v1/groups"
+GROUP = "/v1/groups/{name}"
+GROUP_DRAIN = "/v1/groups/{name}/drain"
+GROUP_RESUME = "/v1/groups/{name}/resume"
+GROUP_DEMAND = "/v1/groups/{name}/demand"
+ATTRIBUTES = "/v1/attributes"
+ATTRIBUTE = "/v1/attributes/{key}"
+RUNNER_GROUP = "/v1/runners/{ref}/group"
+FLEET = "/v1/fleet"
+FLEET_QUIESCE = "/v1/fleet/quiesce"
+FLEET_RESUME = "/v1/fleet/resume"

@@ -69,6 +69,11 @@ class RunnerRow(Answer):
     checks: list[dict[str, Any]] = []
     checks_verdict: str | None = None
     health_notes: list[str] = []
+    # its runner group (docs/groups.md): kept together
+    group: str = "default"
+    group_draining: bool = False
+    group_attributes: dict[str, str] = {}
+    group_exclusive: bool = False
 
 
 class RunnerDetail(RunnerRow):

@@ -178,6 +178,8 @@ class FlightOpen(Request):
     approval: bool = False  # held until an admin or the approver approves it
     approver: Annotated[str | None, StringConstraints(min_length=1, max_length=64)] = None
     service: ServiceOpen | None = None  # kept running by its runner until cancelled
+    group: Annotated[str | None, StringConstraints(min_length=1, max_length=63)] = None
+    where: Labels = {}  # attributes the runner's group must have (gg.domain.groups)
 
 
 class PolicySet(Request):

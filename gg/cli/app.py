@@ -46,10 +46,11 @@ def _register() -> None:
     from gg.cli import hooks  # notifications
     from gg.cli import estimates  # start estimates
     from gg.cli import approvals, services  # the action queue, services
+    from gg.cli import groups  # runner groups and the fleet-wide stop
 
     for module in (server, people, runners, admin, sent, flights, gates, placement, events, demo,
                    airspace, fleet, credentials, pools, strategies, hooks, estimates, approvals,
-                   services):
+                   services, groups):
         module.register(app)
 
 

@@ -147,12 +147,14 @@ def enroll(name: str = typer.Argument(..., metavar="PROFILE"),
                                                help="The enrolled machines belong to PERSON."),
            ownership: Optional[str] = typer.Option(None, "--ownership", metavar="S",
                                                    help="organisation | open | claimed."),
+           group: str = typer.Option("default", "--group", metavar="G",
+                                     help="The runner group its machines join (made if absent)."),
            json_: bool = typer.Option(False, "--json")) -> None:
     """Mint an enrolment token for PROFILE (shown once)."""
     from gg.settings import parse_duration
 
     body: dict = {"profile": name, "uses": uses, "owner": owner, "ownership": ownership,
-                  "ephemeral": ephemeral}
+                  "ephemeral": ephemeral, "group": group}
     if ttl is not None:
         try:
             body["ttl"] = parse_duration(ttl)

@@ -11,6 +11,7 @@ import typer
 from gg.api.flights import FactsPage, FlightFact
 from gg.cli.context import CliError, ago, client, console, emit_json, parse_labels, table
 from gg.cli.exits import Exit
+from gg.cli.groups import parse_pairs
 from gg.client import RETRY_FOLLOW
 from gg.domain.flights import Priority, Stage
 from gg.domain.timeouts import describe as describe_duration
@@ -52,6 +53,10 @@ def fly(
                                        help="Service: the runner listens on P and forwards."),
     ready_cmd: Optional[str] = typer.Option(None, "--ready-cmd", metavar="CMD",
                                             help="Service: ready when CMD exits 0."),
+    group: Optional[str] = typer.Option(None, "--group", metavar="G",
+                                        help="Only runners of group G."),
+    where: Optional[str] = typer.Option(None, "--where", metavar="k=v,...",
+                                        help="Attributes the runner's group must have."),
 ) -> None:
     """Open a flight."""
     if priority not in PRIORITIES:
@@ -59,7 +64,7 @@ def fly(
                        Exit.USAGE)
     body = {"command": command, "title": title, "environment": env, "runner": runner,
             "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent,
-            "priority": priority}
+            "priority": priority, "group": group, "where": parse_pairs("--where", where)}
     if (port is not None or ready_cmd is not None) and not service:
         raise CliError("--port and --ready-cmd are for a service: add --service", Exit.USAGE)
     if service:

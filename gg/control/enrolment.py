@@ -23,6 +23,8 @@ from gg.control.core import Core
 from gg.control.runners import build_skew, refuse_taken_name, upsert_runner
 from gg.control.people import require_admin
 from gg.domain import tokens
+from gg.domain import groups as group_rules
+from gg.domain.groups import DEFAULT_GROUP
 from gg.domain.enrolment import MAX_TTL, MAX_USES, EnrolToken
 from gg.domain.events import EventKind
 from gg.domain.pools import MEMBER_KIND
@@ -37,11 +39,15 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 def mint_token(core: Core, person: dict, *, profile: str, uses: int = 1,
                ttl: float | None = None, owner: str | None = None,
-               ownership: str | None = None, ephemeral: bool = False) -> tuple[EnrolToken, str]:
+               ownership: str | None = None, ephemeral: bool = False,
+               group: str = DEFAULT_GROUP) -> tuple[EnrolToken, str]:
     """A new ``gge_`` token for ``profile``; the token itself is returned this once.
     ``uses = 0``: any number of machines until it expires. ``ephemeral``: each machine it
-    enrols takes one flight, then is retired."""
+    enrols takes one flight, then is retired. Its machines join runner group ``group``, whose
+    row is made here if it is absent."""
     require_admin(person)
+    if problem := group_rules.name_problem(group):
+        raise BadRequest(problem)
     if not 0 <= uses <= MAX_USES:
         raise BadRequest(f"--uses must be from 0 (no limit until it expires) to {MAX_USES} "
                          f"(got {uses})")
@@ -73,7 +79,10 @@ def mint_token(core: Core, person: dict, *, profile: str, uses: int = 1,
         row = EnrolToken(fingerprint=tokens.fingerprint(token), profile=profile, uses=uses,
                          uses_left=uses, expires_at=now + ttl, created_at=now,
                          created_by=person["name"], ownership=ownership, owner=owner_id,
-                         ephemeral=ephemeral)
+                         ephemeral=ephemeral, group=group)
+        if core.store.ensure_group(group, now):
+            core.event(EventKind.GROUP_SET, actor=person["name"], at=now, group=group,
+                       attributes={}, bindings=[], exclusive=False)
         core.store.insert_enrol_token(token_hash=tokens.digest(token), token=row)
         core.event(EventKind.ENROLMENT_TOKEN_MINTED, actor=person["name"], at=now,
                    fingerprint=row.fingerprint, profile=profile, uses=uses,
@@ -146,7 +155,8 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
                       version_skew=build_skew(core, version, inventory),
                       registered_by=grant.created_by, goodbye_at=None, kind="enrolled",
                       profile=grant.profile, ownership=ownership, owner=grant.owner,
-                      reserved=False, ephemeral=grant.ephemeral)
+                      reserved=False, ephemeral=grant.ephemeral, group=grant.group)
+        core.store.ensure_group(grant.group, now)  # deleted since minting: made again
         existing = core.store.runner_by_key(public_key)
         if existing is not None and existing.kind == MEMBER_KIND:  # rolls the spent use back
             raise Unauthorized(REFUSED)
@@ -156,7 +166,7 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
         profiles.sync_runner(core, core.store.runner(runner_id), in_force)
         core.event(EventKind.RUNNER_ENROLLED, actor=f"enrolment:{grant.fingerprint}",
                    runner_id=runner_id, at=now, name=name, profile=grant.profile,
-                   token=grant.fingerprint, superseded=existing is not None)
+                   token=grant.fingerprint, superseded=existing is not None, group=grant.group)
         runner = core.store.runner(runner_id)
     core.signals.event_added()
     return runner, credential

@@ -7,6 +7,7 @@ from dataclasses import fields
 from gg.control import approvals as approval_ops
 from gg.control import attended as attended_ops
 from gg.control import estimates as estimate_ops
+from gg.control import groups as group_ops
 from gg.control import environments as environment_ops
 from gg.control import leases as lease_ops
 from gg.control import pool_look
@@ -32,7 +33,8 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
                 agent: str = "shell", timeout: float | None = None,
                 output_limit: int | None = None, priority: str = Priority.NORMAL.value,
                 approval: bool = False, approver: str | None = None,
-                service: dict | None = None) -> Flight:
+                service: dict | None = None, group: str | None = None,
+                where: dict[str, str] | None = None) -> Flight:
     if not command or not all(isinstance(a, str) for a in command):
         raise BadRequest("a flight needs a command: gg fly -- CMD ...")
     if len(command) > MAX_COMMAND_ARGS:
@@ -52,6 +54,8 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
     with core.store.atomic():
         target = runner_ops.resolve(core, runner).id if runner else None
         behind = environment_ops.admit(core, environment=environment, labels=labels or {})
+        group_ops.check_open(core, group=group, where=where or {}, environment=environment,
+                             repo=repo)
         if attended:
             attended_ops.check_open(core, target)
         limit = None if spec is not None else timeouts.limit_for(
@@ -67,7 +71,8 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
                         requires=required_labels(environment, labels), runner_target=target,
                         attended=attended, repo=repo, agent=agent, gates=behind,
                         timeout=limit, output_limit=kept, priority=Priority(priority).value,
-                        kind="service" if spec is not None else "work", service=spec)
+                        kind="service" if spec is not None else "work", service=spec,
+                        group=group, where=dict(where or {}))
         core.store.insert_flight(flight)
         core.event(EventKind.FLIGHT_OPENED, actor=person["name"], flight_id=flight.id, at=now,
                    title=flight.title)
@@ -112,8 +117,9 @@ class Snapshot:
         runners = core.store.runners()
         live = core.store.live_leases(now)
         refuted = core.store.refuted_by_runner()
+        self.placement = group_ops.placement(core)
         self.seats: list[Seat] = [seat(r, now, core.settings.offline_after, live.get(r.id, 0),
-                                       refuted.get(r.id, frozenset()))
+                                       refuted.get(r.id, frozenset()), self.placement)
                                   for r in runners]
         self.names = {r.id: r.name for r in runners}
         self._by_id = {s.runner.id: s for s in self.seats}
@@ -137,7 +143,8 @@ class Snapshot:
         opener = values["opened_by"] if values["opened_by"] in self._reservers else None
         key = (stage, tuple(sorted(values["requires"].items())), values["runner_target"],
                opener, tuple(values["gates"]), values["repo"], values["agent"], values["kind"],
-               values["priority"])
+               values["priority"], values["group"], tuple(sorted(values["where"].items())),
+               values["environment"])
         if key not in self._cache:
             flight = make() if make is not None else Flight(**values)
             seats = self.seats
@@ -152,7 +159,7 @@ class Snapshot:
         missing = fitness.credential_missing_for(flight.repo, (s.runner for s in self.seats))
         return Context(open_gates=gates, runner_names=self.names, credential_missing_for=missing,
                        pool_reason=pool_look.reason_for(self.pool_reasons, flight),
-                       higher=self.higher(flight))
+                       higher=self.higher(flight), quiesced_by=self.placement.quiesced_by)
 
     def higher(self, flight: Flight) -> list[tuple[Flight, int]]:
         """Ready flights of higher priority than ``flight`` (read once per priority)."""

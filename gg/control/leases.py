@@ -11,12 +11,14 @@ a grant that lost a race is dropped.
 from __future__ import annotations
 
 from gg.control import attended as attended_ops
+from gg.control import groups as group_ops
 from gg.control import runners as runner_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.control.lifecycle import move
 from gg.domain import leases, output
 from gg.domain.events import EventKind
 from gg.domain.flights import Event, Flight, Outcome, Priority
+from gg.domain.groups import Placement
 from gg.domain.matching import Assignment, Seat, assign, seat
 from gg.domain.runners import AdminState, Runner, after_lease_ended
 from gg.errors import BadRequest, GGError
@@ -33,11 +35,16 @@ def expire_due(core: Core, now: float) -> int:
     return len(expired)
 
 
-def seat_for(core: Core, runner: Runner, now: float, live: int | None = None) -> Seat:
+def seat_for(core: Core, runner: Runner, now: float, live: int | None = None, *,
+             placement: Placement | None = None) -> Seat:
+    """The runner's seat, with its group and the fleet-wide stop read fresh: a group drained
+    or a fleet quiesced while a claim sat parked is honoured at the next offer."""
     if live is None:
         live = core.store.live_leases(now, [runner.id]).get(runner.id, 0)
+    if placement is None:
+        placement = group_ops.placement(core)
     return seat(runner, now, core.settings.offline_after, live,
-                core.store.refuted_pairs(runner.id))
+                core.store.refuted_pairs(runner.id), placement)
 
 
 def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tuple[Flight, leases.Grant] | None:
@@ -51,8 +58,8 @@ def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tupl
         if runner is None:
             return None
         s = seat_for(core, runner, now)
-        if free_slots is not None and free_slots <= 0:
-            return None
+        if (free_slots is not None and free_slots <= 0) or s.placement.quiesced or s.group.draining:
+            return None  # offered nothing: no need to read the queue
         applied = _apply(core, _plan(core, [s]), now)
         granted = applied[0] if applied else None
     if expired:
@@ -75,8 +82,12 @@ def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases
         return []
     runners = {r.id: r for r in core.store.runners(ids=list(runner_ids))}
     live = core.store.live_leases(now, list(runners))
-    seats = [seat_for(core, runners[rid], now, live.get(rid, 0))
-             for rid in runner_ids if rid in runners]
+    placement = group_ops.placement(core)
+    if placement.quiesced:  # no new offers anywhere
+        return []
+    seats = [seat_for(core, runners[rid], now, live.get(rid, 0), placement=placement)
+             for rid in runner_ids if rid in runners
+             and not placement.group(runners[rid].group).draining]
     if not seats:
         return []
     with core.store.atomic():
@@ -246,6 +257,7 @@ def _settle_runner(core: Core, runner_id: str | None, now: float) -> None:
     Every path that ends a lease calls this in the same transaction: hand-back (landed,
     failed, returned), expiry, and cancelling a flying flight (``control.flights.cancel``).
     """
+    group_ops.note_drained(core, now)  # a quiesced fleet whose last flight just ended
     if runner_id is None:
         return
     runner = core.store.runner(runner_id)

@@ -161,7 +161,8 @@ def join(core: Core, code: str | None, *, public_key: str, inventory: dict,
                       workers=1, started_workers=1, inventory=inventory, version=version,
                       version_skew=build_skew(core, version, inventory), kind=MEMBER_KIND,
                       credential_expires_at=expires, goodbye_at=None, last_seen_at=None,
-                      offline_noted_at=None)
+                      offline_noted_at=None, group=record.in_force.group)
+        core.store.ensure_group(record.in_force.group, now)  # the strategy's group
         runner_id = member.runner_id
         if runner_id is None:  # the member's first cycle makes its runner row
             runner_id = tokens.new_id("r_")

@@ -7,15 +7,17 @@ from dataclasses import asdict
 from gg.control import health
 from gg.control.core import Core
 from gg.domain.flights import Flight, Stage
+from gg.domain.groups import Group
 from gg.domain.identity import key_fingerprint
-from gg.domain.runners import Liveness, Runner, liveness
+from gg.domain.runners import AdminState, Liveness, Runner, liveness
 from gg.settings import DEFAULTS, Settings
 
 _HIDDEN = ("public_key", "skew_checked_pair")
 
 
 def runner_view(core: Core, runner: Runner, *, detail: bool = False,
-                now: float | None = None, flights: list[Flight] | None = None) -> dict:
+                now: float | None = None, flights: list[Flight] | None = None,
+                groups: dict[str, Group] | None = None) -> dict:
     now = core.now() if now is None else now
     data = asdict(runner)
     for key in _HIDDEN:
@@ -29,6 +31,7 @@ def runner_view(core: Core, runner: Runner, *, detail: bool = False,
         flights = core.store.flights_held_by(runner.id)
     data.update(identity_fields(runner, flights))
     data.update(health.describe(core, runner, now))
+    data.update(group_fields(core, runner, groups))
     if not detail:
         data.pop("inventory", None)
         data.pop("capabilities", None)
@@ -41,7 +44,8 @@ def runners_view(core: Core) -> list[dict]:
     for flight in core.store.flights(stages=(Stage.FLYING.value,), limit=100000):
         if flight.lease_runner:
             held.setdefault(flight.lease_runner, []).append(flight)
-    return [runner_view(core, r, now=now, flights=held.get(r.id, []))
+    groups = {g.name: g for g in core.store.groups()}
+    return [runner_view(core, r, now=now, flights=held.get(r.id, []), groups=groups)
             for r in core.store.runners()]
 
 
@@ -59,6 +63,18 @@ def identity_fields(runner: Runner, flights: list[Flight]) -> dict:
                              "started_at": f.lease_granted_at, "title": f.title}
                             for f in flights],
     }
+
+
+def group_fields(core: Core, runner: Runner, groups: dict[str, Group] | None = None) -> dict:
+    """A runner row's group fields: its group, whether the group drains (every member reads
+    draining), and the group's placement posture."""
+    group = (groups.get(runner.group) if groups is not None
+             else core.store.group(runner.group)) or Group(runner.group)
+    fields = {"group": group.name, "group_draining": group.draining,
+              "group_attributes": dict(group.attributes), "group_exclusive": group.exclusive}
+    if group.draining and runner.admin_state == AdminState.ACTIVE.value:
+        fields["state"] = "draining"  # every member of a draining group reads draining
+    return fields
 
 
 def flight_for_runner(flight: Flight, settings: Settings = DEFAULTS) -> dict:

@@ -72,6 +72,7 @@ class EnrolToken:
     owner: str | None = None
     revoked_at: float | None = None
     revoked_by: str | None = None
+    group: str = "default"  # the runner group its machines join (gg.domain.groups)
     ephemeral: bool = False
 
     @property
@@ -89,7 +90,7 @@ class EnrolToken:
                 "ephemeral": self.ephemeral,
                 "expires_at": self.expires_at, "created_at": self.created_at,
                 "created_by": self.created_by, "ownership": self.ownership,
-                "owner": self.owner, "revoked_at": self.revoked_at}
+                "owner": self.owner, "revoked_at": self.revoked_at, "group": self.group}
 
 
 def token_status(token: EnrolToken, now: float) -> str:

@@ -32,6 +32,15 @@ class EventKind(StrEnum):
     RUNNER_VERSION_SKEW = "warn:runner:version_skew"
     RUNNER_DEGRADED = "warn:runner:degraded"
     RUNNER_LABEL_REFUTED = "warn:runner:label_refuted"
+    RUNNER_MOVED = "info:runner:moved"  # to another group
+    RUNNER_GROUP_DRAIN_CHANGED = "info:runner:group_drain_changed"
+    # groups and the fleet-wide stop
+    GROUP_SET = "info:group:set"
+    GROUP_DELETED = "info:group:deleted"
+    ATTRIBUTE_SET = "info:attribute:set"
+    FLEET_QUIESCED = "info:fleet:quiesced"
+    FLEET_RESUMED = "info:fleet:resumed"
+    FLEET_DRAINED = "warn:fleet:drained"
     # flights
     FLIGHT_OPENED = "info:flight:opened"
     FLIGHT_CLAIMED = "info:flight:claimed"

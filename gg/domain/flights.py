@@ -131,6 +131,8 @@ class Flight:
     output_limit: int | None = None  # bytes of output stored at most (gg.domain.output)
     output_bytes: int = 0  # bytes of output stored so far
     service: dict | None = None  # kind service: its spec (gg.domain.services)
+    group: str | None = None  # placed in this runner group only (gg.domain.groups)
+    where: dict[str, str] = field(default_factory=dict)  # attributes its runner's group must have
 
     def __post_init__(self) -> None:
         self.stage = Stage(self.stage)  # a row's text becomes the enum (it compares as text)

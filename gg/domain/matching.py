@@ -1,4 +1,5 @@
-"""Whether a runner may be offered a flight: the six conditions of SPEC section 6.
+"""Whether a runner may be offered a flight: the six conditions of SPEC section 6, and the
+placement contract of its group (SPEC section 17).
 
 :func:`blockers` is THE claim decision. The claim path offers a flight only when it
 returns nothing, and the waiting sentence (``gg show``, ``gg flights``) and ``gg plan`` are
@@ -21,12 +22,19 @@ from typing import Iterable, Mapping
 
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Priority, Stage
-from gg.domain.runners import AdminState, Runner, is_online
+from gg.domain.groups import OPEN, Group, Placement, selects
+from gg.domain.runners import AdminState, HealthState, Runner, is_online
 
 
 class Block(StrEnum):
     # Order matters: the first blocker is the most fundamental one.
+    QUIESCED = "quiesced"  # the fleet is quiesced: nothing new is offered anywhere
     LABELS = "labels"  # 1. the runner does not advertise every required label
+    # its group's placement contract (gg.domain.groups): could never take it as placed
+    GROUP = "group"  # the flight names another group
+    WHERE = "where"  # the flight selects attributes the runner's group lacks
+    BINDING = "binding"  # the flight's environment or repository is bound to other groups
+    EXCLUSIVE = "exclusive"  # the runner's group is exclusive and the flight is not its work
     NOT_READY = "not_ready"  # 2. the flight is not ready (gated, flying, ended)
     NOT_TARGET = "not_target"  # 4. opened with --runner for another runner
     RESERVED = "reserved"  # 5. reserved for its owner, and the flight is not the owner's
@@ -34,6 +42,7 @@ class Block(StrEnum):
     CORDONED = "cordoned"  # 6. admin state
     DRAINING = "draining"
     DRAINED = "drained"
+    GROUP_DRAINING = "group_draining"  # its group is draining
     OFFLINE = "offline"  # 6. liveness
     DEGRADED = "degraded"  # 6. health
     BUSY = "busy"  # 6. no free worker slot
@@ -56,12 +65,40 @@ class Seat:
     usable_labels: dict[str, str]
     live_leases: int
     online: bool
+    group: Group = Group("default")
+    placement: Placement = OPEN  # the fleet-wide facts, shared by every seat of a pass
 
 
 def seat(runner: Runner, now: float, offline_after: float, live_leases: int,
-         refuted: frozenset[str] = frozenset()) -> Seat:
+         refuted: frozenset[str] = frozenset(), placement: Placement = OPEN) -> Seat:
     usable = {k: v for k, v in runner.labels.items() if f"{k}={v}" not in refuted}
-    return Seat(runner, usable, live_leases, is_online(runner, now, offline_after))
+    return Seat(runner, usable, live_leases, is_online(runner, now, offline_after),
+                placement.group(runner.group), placement)
+
+
+_READY = Stage.READY.value
+_OK = HealthState.OK.value
+
+PLACEMENT_BLOCKS = (Block.GROUP, Block.WHERE, Block.BINDING, Block.EXCLUSIVE)
+
+
+def placement_blocks(flight: Flight, group: Group, placement: Placement) -> list[Block]:
+    """Why a runner of ``group`` could never take ``flight`` as it is placed: it names
+    another group, selects attributes the group lacks, is bound to other groups, or the
+    group is exclusive and this is not its work. The claim, the waiting sentence, ``gg plan``
+    and a group's demand all read this."""
+    found: list[Block] = []
+    if flight.group is not None and flight.group != group.name:
+        found.append(Block.GROUP)
+    if flight.where and not selects(flight.where, group):
+        found.append(Block.WHERE)
+    bound = placement.bound_to(flight.environment, flight.repo)
+    if bound and group.name not in bound:
+        found.append(Block.BINDING)
+    if group.exclusive and not (flight.group == group.name or group.name in bound
+                                or selects(flight.where, group)):
+        found.append(Block.EXCLUSIVE)
+    return found
 
 
 def missing_labels(required: dict[str, str], usable: dict[str, str]) -> list[str]:
@@ -72,9 +109,14 @@ def blockers(flight: Flight, seat: Seat) -> list[Block]:
     """Every reason ``seat`` cannot be offered ``flight`` now; empty means offer it."""
     found: list[Block] = []
     runner = seat.runner
+    if seat.placement.quiesced:
+        found.append(Block.QUIESCED)
     if missing_labels(flight.requires, seat.usable_labels):
         found.append(Block.LABELS)
-    if flight.stage != Stage.READY.value:
+    if (flight.group is not None or flight.where or seat.group.exclusive
+            or seat.placement.has_bindings):
+        found.extend(placement_blocks(flight, seat.group, seat.placement))
+    if flight.stage != _READY:
         found.append(Block.NOT_READY)
     if flight.runner_target is not None and flight.runner_target != runner.id:
         found.append(Block.NOT_TARGET)
@@ -83,9 +125,11 @@ def blockers(flight: Flight, seat: Seat) -> list[Block]:
     admin = _ADMIN_BLOCK.get(runner.admin_state)
     if admin is not None:
         found.append(admin)
+    if seat.group.draining:
+        found.append(Block.GROUP_DRAINING)
     if not seat.online:
         found.append(Block.OFFLINE)
-    if not runner.healthy:
+    if runner.health != _OK:  # Runner.healthy, without an enum member's value per call
         found.append(Block.DEGRADED)
     if seat.live_leases >= max(runner.workers, 0):
         found.append(Block.BUSY)

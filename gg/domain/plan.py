@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 from gg.domain import approvals
 from gg.domain.flights import Flight, Stage
-from gg.domain.matching import Block, Seat, blockers
+from gg.domain.matching import PLACEMENT_BLOCKS, Block, Seat, blockers, placement_blocks
 from gg.domain.runners import AdminState
 from gg.domain.waiting import (PRIORITY, Context, Waiting, ahead_of, label_text, refuted_holders,
                                 why_waiting)
@@ -85,6 +85,9 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
     live = [s for s in seats if s.runner.admin_state != AdminState.RETIRED.value]
     target = next((s for s in live if s.runner.id == flight.runner_target), None)
     items = _gate_items(ctx, flight.id)
+    if ctx.quiesced_by is not None:
+        items.insert(0, Item("the fleet is not quiesced", False, [Way(ADMIN, "gg fleet resume")],
+                             note=f"quiesced by {ctx.quiesced_by}; running work continues"))
     if flight.environment:
         items.append(_environment_item(flight.environment, facts))
     items.extend(Item(f"{missing}", False) for missing in ctx.missing)
@@ -97,6 +100,9 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
     if flight.runner_target is not None:
         items.append(_target_item(flight, target, ctx, facts))
     items.extend(_label_items(flight, live, target))
+    placed = _placement_item(flight, live)
+    if placed is not None:
+        items.append(placed)
     capacity = _capacity_item(flight, live, target, facts)
     items.append(capacity)
     if waiting is not None and waiting.code == PRIORITY:  # the same count, the same condition
@@ -196,6 +202,41 @@ def _label_items(flight: Flight, live: list[Seat], target: Seat | None) -> list[
     return items
 
 
+def _placement_item(flight: Flight, live: list[Seat]) -> Item | None:
+    """Whether any runner is in a group that may take it as placed (SPEC 17): said only for
+    a flight that names a group or attributes, or whose work is bound, or when some group
+    is exclusive."""
+    placement = live[0].placement if live else None
+    bound = placement.bound_to(flight.environment, flight.repo) if placement else ()
+    exclusive = sorted({s.group.name for s in live if s.group.exclusive})
+    if flight.group is None and not flight.where and not bound and not exclusive:
+        return None
+    parts = []
+    if flight.group is not None:
+        parts.append(f"in group {flight.group}")
+    if flight.where:
+        parts.append(f"in a group with {label_text(flight.where)}")
+    if bound:
+        parts.append(f"in a group bound to it ({', '.join(bound)})")
+    need = "a runner " + (" and ".join(parts) if parts else "whose group may take it")
+    fits = [s.runner.name for s in live
+            if not placement_blocks(flight, s.group, s.placement)]
+    if fits:
+        return Item(need, True, note=_names(fits))
+    ways = []
+    if flight.group is not None:
+        ways.append(Way(ADMIN, f"gg runner group RUNNER {flight.group}"))
+    elif bound:
+        ways.append(Way(ADMIN, f"gg runner group RUNNER {bound[0]}"))
+    if flight.where:
+        ways.append(Way(ADMIN, f"gg group set GROUP --attr {label_text(flight.where)}"))
+    if not ways and exclusive:
+        ways.append(Way(OPENER, f"gg fly --group {exclusive[0]} ..."))
+    note = (f"exclusive group{'s' if len(exclusive) > 1 else ''} {', '.join(exclusive)} take "
+            "only their own work") if exclusive else None
+    return Item(need, False, ways, note)
+
+
 def _capacity_item(flight: Flight, live: list[Seat], target: Seat | None,
                    facts: PlanFacts) -> Item:
     label = label_text(flight.requires)
@@ -210,7 +251,8 @@ def _capacity_item(flight: Flight, live: list[Seat], target: Seat | None,
     if free:
         return Item(need, True, note=f"runner {free[0].runner.name} will take it at its next claim")
     candidates = [s for s in live if Block.LABELS not in found[s.runner.id]
-                  and Block.NOT_TARGET not in found[s.runner.id]]
+                  and Block.NOT_TARGET not in found[s.runner.id]
+                  and not any(b in PLACEMENT_BLOCKS for b in found[s.runner.id])]
     candidates.sort(key=lambda s: (len(found[s.runner.id]), s.runner.name))
     parts = []
     for s in candidates[:MAX_CANDIDATES]:
@@ -238,6 +280,11 @@ def _blocker_item(flight: Flight, s: Seat, block: Block, facts: PlanFacts) -> It
     if block in (Block.CORDONED, Block.DRAINING, Block.DRAINED):
         return Item(f"runner {name} is active", False, [Way(ADMIN, f"gg runner resume {name}")],
                     note=f"it is {runner.admin_state}")
+    if block is Block.GROUP_DRAINING:
+        group = s.group.name
+        return Item(f"runner {name}'s group {group} is not draining", False,
+                    [Way(ADMIN, f"gg group resume {group}")],
+                    note=f"drained by {s.group.drain_by}" if s.group.drain_by else None)
     if block is Block.OFFLINE:
         return Item(f"runner {name} is online", False,
                     [Way(_starter(s), f"gg runner up (on {name}'s machine)")],

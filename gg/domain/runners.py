@@ -88,6 +88,7 @@ class Runner:
     # Identity (gg.domain.identity): the last version pair looked up; one flight, then retired.
     skew_checked_pair: str | None = None
     ephemeral: bool = False
+    group: str = "default"  # its runner group (gg.domain.groups); exactly one
 
     @property
     def healthy(self) -> bool:

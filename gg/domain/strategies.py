@@ -105,6 +105,7 @@ class Strategy:
     bounds: Bounds
     build: Build | None = None
     driver: str = "process"
+    group: str = "default"  # the runner group its members join (gg.domain.groups)
 
     def pool_spec(self) -> PoolSpec:
         """The numbers the pool planner needs, named as it names them."""
@@ -123,6 +124,7 @@ class Strategy:
             "bounds": self.bounds.to_dict(),
             "build": self.build.to_dict() if self.build else None,
             "driver": self.driver,
+            "group": self.group,
         }
 
     @classmethod
@@ -143,6 +145,7 @@ class Strategy:
                           active_hours=parse_active_hours(hours) if hours else None),
             build=Build(context=str(build["context"])) if build else None,
             driver=str(data.get("driver", "process")),
+            group=str(data.get("group", "default")),
         )
 
 

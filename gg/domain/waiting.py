@@ -2,6 +2,7 @@
 
 The ladder is SPEC section 7, kept-back reasons first::
 
+    -  the fleet is quiesced (by WHO)                       (SPEC 17: first, always)
     0  gated: an open gate guards it                       (gates arrive with placement;
                                                             an approval gate reads
                                                             "needs approval by WHO")
@@ -12,6 +13,11 @@ The ladder is SPEC section 7, kept-back reasons first::
     3  pool POOL is warming a machine for it               (pools hook)
     4  pool POOL's limits allow no more machines now (REASON)
     5  no credential is registered for repository SLUG     (credentials hook)
+    -  no runner of group G advertises LABEL               (SPEC 17: groups and bindings;
+    -  ENVIRONMENT is bound to group G, and no runner ...   the "no runner advertises"
+    -  no runner that advertises LABEL is in a group with   family, after the kept-back
+       k=v                                                  rungs)
+    -  only runners of exclusive group G could take it, and it does not name that group
     6  every runner that advertises LABEL is STATE
     7  no runner advertises LABEL
 
@@ -32,7 +38,7 @@ from dataclasses import dataclass, field
 from gg.domain import approvals
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Stage
-from gg.domain.matching import Block, Seat, ahead, blockers, missing_labels
+from gg.domain.matching import PLACEMENT_BLOCKS, Block, Seat, ahead, blockers, missing_labels
 from gg.domain.runners import AdminState
 
 _STATE_WORDS = (
@@ -40,6 +46,7 @@ _STATE_WORDS = (
     (Block.CORDONED, "cordoned"),
     (Block.DRAINING, "draining"),
     (Block.DRAINED, "drained"),
+    (Block.GROUP_DRAINING, "in a draining group"),
     (Block.OFFLINE, "offline"),
     (Block.DEGRADED, "degraded"),
     (Block.RESERVED, "reserved"),
@@ -76,6 +83,7 @@ class Context:
     runner_names: dict[str, str] = field(default_factory=dict)
     # ready flights of higher priority, (flight, how many like it): see matching.ahead
     higher: list[tuple[Flight, int]] = field(default_factory=list)
+    quiesced_by: str | None = None  # the fleet is quiesced, by this person (SPEC 17)
 
 
 def label_text(requires: dict[str, str]) -> str:
@@ -94,6 +102,11 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
     ctx = ctx or Context()
     if flight.stage not in (Stage.READY.value, Stage.GATED.value):
         return None
+    if ctx.quiesced_by is not None:
+        return Waiting("quiesced",
+                       f"waiting: the fleet is quiesced (by {ctx.quiesced_by}); nothing new "
+                       "starts anywhere until it is resumed",
+                       "an admin resumes it: gg fleet resume")
     if ctx.open_gates:
         gate = ctx.open_gates[0]
         if gate.kind == approvals.KIND:
@@ -107,18 +120,19 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
     # One pass over the fleet: this runs once per distinct kind of waiting flight, and a
     # listing of 10,000 flights over 1,000 runners may ask a few hundred times.
     target_id = flight.runner_target
-    live: list[Seat] = []
+    retired = AdminState.RETIRED.value  # read once: an enum member's value is a lookup
+    live = [s for s in seats if s.runner.admin_state != retired]
     target = None
-    for s in seats:
-        if s.runner.admin_state == AdminState.RETIRED.value:
-            continue
-        live.append(s)
-        if s.runner.id == target_id:
-            target = s
+    if target_id is not None:
+        target = next((s for s in live if s.runner.id == target_id), None)
     candidates = live if target_id is None else [target] if target else []
-    required = flight.requires.items()
-    advertising = [s for s in candidates
-                   if all(s.usable_labels.get(k) == v for k, v in required)]
+    required = tuple(flight.requires.items())
+    if len(required) == 1:  # the common case (an environment): no generator per seat
+        (key, value), = required
+        advertising = [s for s in candidates if s.usable_labels.get(key) == value]
+    else:
+        advertising = [s for s in candidates
+                       if all(s.usable_labels.get(k) == v for k, v in required)]
     found = {s.runner.id: blockers(flight, s) for s in advertising}
     free = [s for s in advertising if not found[s.runner.id]]
     behind = ahead_of(flight, advertising, ctx)
@@ -163,6 +177,12 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
             f"gg credential add --repo {slug}",
         )
     label = label_text(flight.requires)
+    # groups: runners that advertise it but whose group could never take it as placed
+    placed = [s for s in advertising
+              if not any(b in PLACEMENT_BLOCKS for b in found[s.runner.id])]
+    if advertising and not placed:
+        return _placement_waiting(flight, advertising, found, label)
+    advertising = placed
     # enrolment: a runner that could never do this work does not count as advertising it
     fit = [s for s in advertising if Block.UNFIT not in found[s.runner.id]]
     if advertising and not fit:
@@ -188,8 +208,15 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
                 "or open the flight without --runner",
             )
         subject = f"every runner that advertises {label}" if label else "every runner"
+        if words == ["in a draining group"]:
+            groups = sorted({s.group.name for s in advertising})
+            return Waiting(
+                "all_group_draining",
+                f"waiting: {subject} is in a draining group ({', '.join(groups)})",
+                f"an admin resumes the group: gg group resume {groups[0]}",
+            )
         return Waiting(
-            "all_" + words[0],
+            "all_" + words[0].replace("in a draining group", "group_draining"),
             f"waiting: {subject} is {state}",
             "resume, fix, or start one",
         )
@@ -215,6 +242,59 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         f"bring up a runner that advertises it (gg runner up --labels {lonely}); gg runner labels"
         + _refuted_note(lonely.split(","), live),
     )
+
+
+def _placement_waiting(flight: Flight, advertising: list[Seat], found: dict[str, list[Block]],
+                       label: str) -> Waiting:
+    """Why no runner whose labels fit is in a group that may take ``flight`` (SPEC 17),
+    the most fundamental reason first: the group it names, a binding, its ``--where``, and
+    last an exclusive group keeping its runners for its own work."""
+    having = f"advertises {label}" if label else "is registered"
+    rest = advertising
+    by = {s.runner.id: found[s.runner.id] for s in advertising}
+    if flight.group is not None:
+        rest = [s for s in rest if Block.GROUP not in by[s.runner.id]]
+        if not rest:
+            g = flight.group
+            return Waiting(
+                "group_none", f"waiting: no runner of group {g} {having}",
+                f"bring one up in group {g} (gg fleet enroll PROFILE --group {g}), or move "
+                f"one there: gg runner group RUNNER {g}")
+    placement = advertising[0].placement
+    bound = placement.bound_to(flight.environment, flight.repo)
+    if bound:
+        rest = [s for s in rest if Block.BINDING not in by[s.runner.id]]
+        if not rest:
+            where = (f"environment {flight.environment}"
+                     if flight.environment and any(b == flight.environment for g in bound
+                                                   for b in placement.group(g).bindings)
+                     else f"repository {flight.repo}")
+            names = ", ".join(bound)
+            return Waiting(
+                "bound_elsewhere",
+                f"waiting: {where} is bound to group{'s' if len(bound) > 1 else ''} {names}, "
+                f"and no runner of {'them' if len(bound) > 1 else 'it'} {having}",
+                f"bring up a runner in group {bound[0]}, or bind another group to it: "
+                f"gg group set GROUP --bind {flight.environment or flight.repo}")
+    if flight.where:
+        rest = [s for s in rest if Block.WHERE not in by[s.runner.id]]
+        if not rest:
+            pairs = label_text(flight.where)
+            subject = f"that advertises {label} " if label else ""
+            return Waiting(
+                "where_none",
+                f"waiting: no runner {subject}is in a group with {pairs}",
+                f"give a group those attributes (gg group set GROUP --attr {pairs}), or open "
+                "the flight without --where")
+    exclusive = sorted({s.group.name for s in rest if Block.EXCLUSIVE in by[s.runner.id]})
+    names = ", ".join(exclusive)
+    plural = len(exclusive) > 1
+    return Waiting(
+        "exclusive",
+        f"waiting: only runners of exclusive group{'s' if plural else ''} {names} could take "
+        f"it, and it does not name {'those groups' if plural else 'that group'}",
+        f"open it with --group {exclusive[0] if exclusive else 'GROUP'}, or bring up a runner "
+        "in a group that is not exclusive")
 
 
 def ahead_of(flight: Flight, seats: list[Seat], ctx: Context) -> int:

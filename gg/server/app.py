@@ -17,8 +17,8 @@ from gg.server.dispatch import Dispatcher, Watch
 from gg.server.hooks import Outbox
 from gg.server.json_body import JsonRoute
 from gg.server.limits import BodyLimit
-from gg.server.routes import (admin, approvals, fleet, flights, gates, hooks, people, placement,
-                              pools, runners, services)
+from gg.server.routes import (admin, approvals, fleet, flights, gates, groups, hooks, people,
+                              placement, pools, runners, services)
 from gg.settings import Settings
 from gg.store import Store, hold_data_dir, open_store
 from gg import web
@@ -43,7 +43,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     errors.install(app)
     errors.document(app)
     for module in (people, runners, flights, gates, fleet, admin, placement, pools, hooks,
-                   approvals, services):
+                   approvals, services, groups):
         app.include_router(module.router, responses=errors.REFUSALS)
     placement.install(app)
     web.install(app)  # the console's pages at / and /ui/ (docs/web-console.md)

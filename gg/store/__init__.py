@@ -19,6 +19,7 @@ from gg.store.events import EventRows
 from gg.store.fleet import FleetRows
 from gg.store.flights import FlightRows
 from gg.store.gates import GateRows
+from gg.store.groups import GroupRows
 from gg.store.hooks import HookRows
 from gg.store.metrics import MetricRows
 from gg.store.people import PeopleRows
@@ -31,7 +32,7 @@ from gg.store.sessions import SessionRows
 
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows,
-            EstimateRows, ApprovalRows):
+            EstimateRows, ApprovalRows, GroupRows):
     """The SQLite store (the embedded default)."""
 
     def __init__(self, path: Path | str):

@@ -101,14 +101,14 @@ class Database:
         return self.conn.execute(sql, params)
 
     def insert(self, table: str, values: dict[str, Any]) -> sqlite3.Cursor:
-        cols = ", ".join(values)
+        cols = ", ".join(f'"{k}"' for k in values)  # quoted: some columns are keywords
         marks = ", ".join(":" + k for k in values)
         return self.conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", values)
 
     def update(self, table: str, key: str, key_value: Any, values: dict[str, Any]) -> int:
         if not values:
             return 0
-        sets = ", ".join(f"{k} = :{k}" for k in values)
+        sets = ", ".join(f'"{k}" = :{k}' for k in values)
         params = dict(values)
         params["_key"] = key_value
         cur = self.conn.execute(f"UPDATE {table} SET {sets} WHERE {key} = :_key", params)

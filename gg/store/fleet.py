@@ -13,7 +13,8 @@ from gg.store.flights import flight_from_row
 from gg.store.runners import runner_from_row
 
 _TOKEN_COLUMNS = ("fingerprint", "profile", "uses", "uses_left", "expires_at", "created_at",
-                  "created_by", "ownership", "owner", "revoked_at", "revoked_by", "ephemeral")
+                  "created_by", "ownership", "owner", "revoked_at", "revoked_by", "ephemeral",
+                  "group")
 
 
 def _profile_record(row) -> ProfileRecord:

@@ -8,7 +8,7 @@ from typing import Any
 from gg.domain.flights import Change, Flight, Stage
 from gg.store.db import Database, dumps, loads
 
-_JSON = ("command", "requires", "gates")
+_JSON = ("command", "requires", "gates", "where")
 _FIELDS = {f.name for f in dataclasses.fields(Flight)}
 
 
@@ -25,7 +25,7 @@ def _decode(data: dict) -> dict:
         elif text == "{}":
             data[key] = {}
         else:
-            data[key] = loads(text, [] if key != "requires" else {})
+            data[key] = loads(text, {} if key in ("requires", "where") else [])
     data["attended"] = bool(data.get("attended"))
     if data.get("service") is not None:
         data["service"] = loads(data["service"], None)
@@ -81,7 +81,8 @@ class FlightRows:
         """Newest first, as plain dicts of Flight fields: what a listing serialises, without
         building a Flight per row (``Flight(**values)`` makes one when a rule needs it)."""
         names = sorted(_FIELDS)  # every Flight field is a column (insert_flight writes them)
-        sql = f"SELECT {', '.join(names)} FROM flights"
+        columns = ", ".join('"' + n + '"' for n in names)  # quoted: "group" is a keyword
+        sql = f"SELECT {columns} FROM flights"
         params: list[Any] = []
         if stages:
             sql += f" WHERE stage IN ({','.join('?' * len(stages))})"
@@ -104,6 +105,8 @@ class FlightRows:
             data["gates"] = [] if gates == "[]" else loads(gates, [])
             if data["service"] is not None:
                 data["service"] = loads(data["service"], None)
+            where = data["where"]
+            data["where"] = {} if where == "{}" else loads(where, {})
             data["attended"] = bool(data["attended"])
             out.append(data)
         return out
@@ -144,7 +147,8 @@ class FlightRows:
         rows = self.db.all(
             "SELECT *, count(*) AS how_many FROM flights WHERE stage = 'ready' AND priority IN "
             f"({','.join('?' * len(priorities))}) "
-            "GROUP BY priority, requires, runner_target, opened_by, repo, agent, kind",
+            "GROUP BY priority, requires, runner_target, opened_by, repo, agent, kind, "
+            '"group", "where", environment',
             tuple(priorities))
         return [(flight_from_row(r), r["how_many"]) for r in rows]
 

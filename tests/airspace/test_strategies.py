@@ -154,3 +154,12 @@ def test_a_posted_strategy_may_not_climb_out_with_dot_dot():
     with pytest.raises(AirspaceError) as caught:
         strategy_from_mapping("ui", mapping)
     assert caught.value.key == "build.context" and caught.value.line is None
+
+
+def test_the_group_key_names_the_runner_group_members_join_and_defaults_to_default(tmp_path):
+    assert load_strategy(write(tmp_path, GOOD)).group == "default"
+    placed = load_strategy(write(tmp_path, GOOD + "group: dc1-pool\n"))
+    assert placed.group == "dc1-pool"
+    assert Strategy.from_dict(placed.to_dict()) == placed
+    err = error_of(tmp_path, GOOD + "group: 'no spaces'\n")
+    assert "group" in str(err) and "a group name is" in str(err)

@@ -435,3 +435,17 @@ def test_a_member_cannot_join_under_a_name_a_live_runner_holds(core, owner, keep
     admin.retire(core, owner, person_made.id)  # a retired holder does not block
     runner, _ = join(core, code)
     assert runner.name == member["name"]
+
+
+def test_members_join_the_runner_group_their_strategy_names(core, owner):
+    answer = strategies.apply(core, owner, "ui", {**mapping(), "group": "ui-pool-group"})
+    if answer["status"] == "gated":
+        gates.clear_gate(core, answer["gate"]["id"], person=owner)
+    runner = make_runner(core, owner, name="keeper")
+    pools.allow(core, owner, "ui-pool", "keeper")
+    _, code = start_member(core, runner)
+    member, _ = join(core, code)
+    assert member.group == "ui-pool-group"
+    assert core.store.group("ui-pool-group") is not None  # made for it
+    keeper_row = core.store.runner(runner.id)
+    assert keeper_row.group == "default"  # a runner nobody placed is in default

@@ -204,3 +204,37 @@ def test_services_send_what_their_models_declare(client):
                         headers=auth(owner), json={"env": {"V": "2"}})
     assert updated["spec"]["generation"] == 2
     _declared(client, "GET", "/v1/flights", 200, headers=auth(owner))
+
+
+def test_groups_attributes_and_the_fleet_stop_send_what_their_models_declare(client):
+    owner = client.owner
+    h = auth(owner)
+    _declared(client, "PUT", "/v1/attributes/site", 200, headers=h, json={"values": ["dc1"]})
+    _declared(client, "GET", "/v1/attributes", 200, headers=h)
+    changed = _declared(client, "PUT", "/v1/groups/dc1", 200, headers=h,
+                        json={"attributes": {"site": "dc1"}, "bindings": ["prod"],
+                              "exclusive": True})
+    assert changed["exclusive"] is True and changed["members"] == []
+    _declared(client, "GET", "/v1/groups", 200, headers=h)
+    _declared(client, "POST", "/v1/runners", 201, headers=h,
+              json={"name": "r1", **http_proof(client, "register")})
+    moved = _declared(client, "POST", "/v1/runners/r1/group", 200, headers=h,
+                      json={"group": "dc1"})
+    assert (moved["from"], moved["group"]) == ("default", "dc1")
+    row = _declared(client, "GET", "/v1/runners", 200, headers=h)[0]
+    assert (row["group"], row["group_exclusive"], row["group_attributes"]) == (
+        "dc1", True, {"site": "dc1"})
+    _declared(client, "POST", "/v1/flights", 201, headers=h,
+              json={"command": ["true"], "group": "dc1", "where": {"site": "dc1"}})
+    _declared(client, "POST", "/v1/groups/dc1/drain", 200, headers=h)
+    _declared(client, "POST", "/v1/groups/dc1/resume", 200, headers=h)
+    demand = _declared(client, "GET", "/v1/groups/dc1/demand", 200, headers=h)
+    assert demand == {"group": "dc1", "queued": 1, "running": 0}
+    _declared(client, "GET", "/v1/groups/dc1", 200, headers=h)
+    _declared(client, "GET", "/v1/fleet", 200, headers=h)
+    _declared(client, "POST", "/v1/fleet/quiesce", 200, headers=h)
+    _declared(client, "POST", "/v1/fleet/resume", 200, headers=h)
+    _declared(client, "PUT", "/v1/groups/empty", 200, headers=h, json={})
+    _declared(client, "DELETE", "/v1/groups/empty", 200, headers=h)
+    refused = client.delete("/v1/groups/dc1", headers=h)
+    assert refused.status_code == 409 and "1 runner is in group dc1 (r1)" in refused.text

@@ -40,7 +40,8 @@ async def mint_token(body: TokenMint, request: Request,
     """A ``gge_`` token, in this answer only."""
     return answers.token_minted(request.app.state.core, person, profile=body.profile,
                                 uses=body.uses, ttl=body.ttl, owner=body.owner,
-                                ownership=body.ownership, ephemeral=body.ephemeral)
+                                ownership=body.ownership, ephemeral=body.ephemeral,
+                                group=body.group)
 
 
 @router.get(paths.ENROL_TOKENS, response_model=list[EnrolTokenView])

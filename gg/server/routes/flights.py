@@ -27,7 +27,8 @@ async def open_flight(body: FlightOpen, request: Request, person: dict = Depends
                           timeout=body.timeout, output_limit=body.output_limit,
                           priority=body.priority.value, approval=body.approval,
                           approver=body.approver,
-                          service=body.service.model_dump() if body.service else None)
+                          service=body.service.model_dump() if body.service else None,
+                          group=body.group, where=body.where)
 
 
 @router.get(paths.FLIGHTS, response_model=list[FlightRow])
