@@ -21,22 +21,41 @@ import urllib.parse
 import time
 from typing import Any, Callable, TypeVar
 
-import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from gg import __version__, keys
-from gg.api import enrolment as e
-from gg.api import events as ev
-from gg.api import flights as f
-from gg.api import gates as g
-from gg.api import hooks as h
+from gg import __version__
 from gg.api import paths
-from gg.api import people as pe
-from gg.api import placement as pl
-from gg.api import pools as po
-from gg.api import runners as r
-from gg.api.schemas import Health, Ok
 from gg.errors import GGError
+
+
+def _lazy(name: str):
+    """A module loaded on first use: a command pays for the wire models it reads, not for
+    all of them (``gg --help`` and ``gg fly`` start faster)."""
+    import importlib.util
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+httpx = _lazy("httpx")
+keys = _lazy("gg.keys")
+e = _lazy("gg.api.enrolment")
+ev = _lazy("gg.api.events")
+f = _lazy("gg.api.flights")
+g = _lazy("gg.api.gates")
+h = _lazy("gg.api.hooks")
+pe = _lazy("gg.api.people")
+pl = _lazy("gg.api.placement")
+po = _lazy("gg.api.pools")
+r = _lazy("gg.api.runners")
+s = _lazy("gg.api.schemas")
 
 _RETRY_STATUSES = (502, 503, 504)
 
@@ -119,8 +138,8 @@ class Client:
 
     # -- people -------------------------------------------------------------------------
 
-    def health(self, **kw) -> Health:
-        return _one(Health, self.request("GET", paths.HEALTH, **kw))
+    def health(self, **kw) -> s.Health:
+        return _one(s.Health, self.request("GET", paths.HEALTH, **kw))
 
     def whoami(self) -> pe.Whoami:
         return _one(pe.Whoami, self.request("GET", paths.WHOAMI))
@@ -217,8 +236,8 @@ class Client:
         return _one(r.HandedBack, self.request(
             "POST", paths.LEASE_HAND_BACK.format(flight_id=flight_id), json=body, **kw))
 
-    def goodbye(self, **kw) -> Ok:
-        return _one(Ok, self.request("POST", paths.RUNNER_GOODBYE, **kw))
+    def goodbye(self, **kw) -> s.Ok:
+        return _one(s.Ok, self.request("POST", paths.RUNNER_GOODBYE, **kw))
 
     def challenge(self, **kw) -> r.Challenge:
         return _one(r.Challenge, self.request("POST", paths.RUNNER_CHALLENGE, **kw))
