@@ -218,10 +218,17 @@ class Client:
     def check_in(self, body: dict, **kw) -> r.CheckedIn:
         return _one(r.CheckedIn, self.request("POST", paths.RUNNER_CHECK_IN, json=body, **kw))
 
-    def claim(self, free_slots: int, wait: float, **kw) -> r.Claimed | None:
-        return _maybe(r.Claimed, self.request(
-            "POST", paths.RUNNER_CLAIM, json={"free_slots": free_slots, "wait": wait},
-            timeout=wait + 15.0, **kw))
+    def claim(self, free_slots: int, wait: float, *, readings: dict | None = None,
+              policy: str | None = None, **kw) -> r.Claimed | r.Instructed | None:
+        """Claim work, parked up to ``wait`` seconds. With ``readings`` the claim is also the
+        runner's heartbeat (its check-in) and may be answered with an instruction."""
+        body: dict = {"free_slots": free_slots, "wait": wait}
+        if readings is not None:
+            body.update(readings=readings, policy=policy)
+        answer = self.request("POST", paths.RUNNER_CLAIM, json=body, timeout=wait + 15.0, **kw)
+        if isinstance(answer, dict) and "instruction" in answer:
+            return r.Instructed.model_validate(answer)
+        return _maybe(r.Claimed, answer)
 
     def renew(self, flight_id: str, epoch: int, **kw) -> r.LeaseRenewed:
         return _one(r.LeaseRenewed, self.request(

@@ -126,6 +126,11 @@ class CheckIn(Request):
 class Claim(Request):
     free_slots: Annotated[int, Field(ge=0, le=256)] = 1
     wait: Annotated[float | None, Field(ge=0, le=3600)] = None
+    # A heartbeat: with readings the claim counts as the runner's check-in, and the runner takes
+    # an instruction for an answer (``{"instruction": {"kind": ...}}``); ``policy`` is the digest
+    # of the policy it applies (gg.domain.runners.policy_digest).
+    readings: Json | None = None
+    policy: Annotated[str | None, StringConstraints(max_length=64)] = None
 
 
 class Renew(Request):
