@@ -28,6 +28,9 @@ from gg.api import paths
 from gg.errors import GGError
 
 
+PAGE_MAX = 1000  # the most rows one page of a listing holds (the server's bound)
+
+
 def _lazy(name: str):
     """A module loaded on first use: a command pays for the wire models it reads, not for
     all of them (``gg --help`` and ``gg fly`` start faster)."""
@@ -264,11 +267,28 @@ class Client:
     def open_flight(self, body: dict) -> f.FlightDetail:
         return _one(f.FlightDetail, self.request("POST", paths.FLIGHTS, json=body))
 
-    def flights(self, stage: str | None = None, limit: int = 200) -> list[f.FlightRow]:
-        params: dict = {"limit": limit}
+    def flights_page(self, stage: str | None = None, limit: int = 200,
+                     cursor: str | None = None) -> f.FlightPage:
+        """One page of the listing, newest first (at most PAGE_MAX rows a page)."""
+        params: dict = {"limit": min(limit, PAGE_MAX)}
         if stage:
             params["stage"] = stage
-        return _many(f.FlightRow, self.request("GET", paths.FLIGHTS, params=params))
+        if cursor:
+            params["cursor"] = cursor
+        return _one(f.FlightPage, self.request("GET", paths.FLIGHTS, params=params))
+
+    def flights(self, stage: str | None = None, limit: int | None = 200) -> list[f.FlightRow]:
+        """The newest ``limit`` flights (every one when None), following the listing's cursors."""
+        rows: list[f.FlightRow] = []
+        cursor = None
+        while limit is None or len(rows) < limit:
+            want = PAGE_MAX if limit is None else limit - len(rows)
+            page = self.flights_page(stage, want, cursor)
+            rows.extend(page.items)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return rows
 
     def flight(self, flight_id: str) -> f.FlightDetail:
         return _one(f.FlightDetail, self.request("GET", paths.FLIGHT.format(flight_id=flight_id)))

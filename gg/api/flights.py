@@ -56,6 +56,13 @@ class FlightRow(Answer):
     lease: FlightLease | None = None
 
 
+
+class FlightPage(Answer):
+    """A page of the flight listing, newest first; ``next_cursor`` asks for the next one
+    (``?cursor=``), None on the last page."""
+    items: list[FlightRow]
+    next_cursor: str | None = None
+
 class FlightFact(Answer):
     seq: int
     flight_id: str
