@@ -147,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
                 if cursor is None:
                     return bodies
 
-        rows = [row for body in over_http()
-                for row in httpx.Response(200, content=body).json()["items"]]
+        bodies = over_http()
+        body = b"".join(bodies)
+        rows = [row for b in bodies for row in httpx.Response(200, content=b).json()["items"]]
         sentences = {}
         for row in rows:
             sentences[row["waiting"]] = sentences.get(row["waiting"], 0) + 1

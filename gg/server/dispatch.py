@@ -32,6 +32,11 @@ class Parked:
     instructable: bool = False  # a heartbeat claim: may be answered with an instruction
 
 
+def _time_up(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)  # nothing for you
+
+
 class Dispatcher:
     def __init__(self, core: Core):
         self.core = core
@@ -68,9 +73,13 @@ class Dispatcher:
         self.parked[parked.order] = parked
         self._per_runner[runner_id] = self._per_runner.get(runner_id, 0) + 1
         self._arm_expiry_wake()
+        # One future and one timer a parked claim: no task or waiter set of asyncio.wait
+        # (docs/performance.md, "Parked claims").
+        timer = self.loop.call_later(wait, _time_up, parked.future)
         try:
-            await asyncio.wait({parked.future}, timeout=wait)
+            await parked.future  # a cancelled request cancels it too (nobody else does)
         finally:
+            timer.cancel()
             self.parked.pop(parked.order, None)
             left = self._per_runner.pop(runner_id, 1) - 1
             if left > 0:
