@@ -41,13 +41,13 @@ Json = Annotated[dict[str, Any], AfterValidator(_shallow)]
 
 
 class Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Answer(BaseModel):
     """An answer's schema. Every field the server sends is declared; a field a newer server
     adds is kept, not dropped, so an older client's ``--json`` still shows it."""
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 class Protocol(Answer):
