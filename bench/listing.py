@@ -35,8 +35,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--runners", type=int, default=1_000)
     ap.add_argument("--limit", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--quick", action="store_true", help="2,000 flights × 200 runners, 7 runs")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.flights, args.runners, args.repeat = 2000, 200, 7
     root = Path(tempfile.mkdtemp(prefix="gg-bench-listing-"))
     server = LocalServer(root / "data", free_port(), log=root / "server.log",
                          env={"GG_OFFLINE_AFTER": "3600", "GG_LEASE_TTL": "3600"})
