@@ -91,3 +91,14 @@ def test_a_policy_change_reaches_a_parked_runner_at_once(make_fleet):
                what="the runner to fetch and apply its new policy")
     check_ins = _paths(_sent(fleet, "p"), "/check-in")
     assert len(check_ins) == 2  # the first, and the one the instruction asked for
+
+
+def test_a_runner_living_on_heartbeats_still_renews_its_credential(make_fleet):
+    """The renewal directive travels in a full check-in's answer; a runner that only parks
+    claims is told to check in when its credential nears its end, and renews it."""
+    fleet = make_fleet({"GG_RUNNER_CREDENTIAL_TTL": "9"})
+    fleet.runner("renewing")
+    fleet.wait_online("renewing")
+    wait_until(lambda: fleet.log("renewing").count("credential renewed") >= 2, timeout=40,
+               what="two renewals")
+    assert fleet.runner_row("renewing")["online"] is True
