@@ -21,25 +21,47 @@ import urllib.parse
 import time
 from typing import Any, Callable, TypeVar
 
-import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from gg import __version__, keys
-from gg.api import approvals as ap
-from gg.api import enrolment as e
-from gg.api import events as ev
-from gg.api import flights as f
-from gg.api import gates as g
-from gg.api import groups as gr
-from gg.api import hooks as h
+from gg import __version__
 from gg.api import paths
-from gg.api import people as pe
-from gg.api import placement as pl
-from gg.api import pools as po
-from gg.api import runners as r
-from gg.api import services as sv
-from gg.api.schemas import Health, Ok
 from gg.errors import GGError
+
+
+PAGE_MAX = 1000  # the most rows one page of a listing holds (the server's bound)
+
+
+def _lazy(name: str):
+    """A module loaded on first use: a command pays for the wire models it reads, not for
+    all of them (``gg --help`` and ``gg fly`` start faster)."""
+    import importlib.util
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+httpx = _lazy("httpx")
+keys = _lazy("gg.keys")
+e = _lazy("gg.api.enrolment")
+ev = _lazy("gg.api.events")
+f = _lazy("gg.api.flights")
+g = _lazy("gg.api.gates")
+h = _lazy("gg.api.hooks")
+pe = _lazy("gg.api.people")
+pl = _lazy("gg.api.placement")
+po = _lazy("gg.api.pools")
+r = _lazy("gg.api.runners")
+s = _lazy("gg.api.schemas")
+ap = _lazy("gg.api.approvals")
+gr = _lazy("gg.api.groups")
+sv = _lazy("gg.api.services")
 
 _RETRY_STATUSES = (502, 503, 504)
 
@@ -122,8 +144,8 @@ class Client:
 
     # -- people -------------------------------------------------------------------------
 
-    def health(self, **kw) -> Health:
-        return _one(Health, self.request("GET", paths.HEALTH, **kw))
+    def health(self, **kw) -> s.Health:
+        return _one(s.Health, self.request("GET", paths.HEALTH, **kw))
 
     def whoami(self) -> pe.Whoami:
         return _one(pe.Whoami, self.request("GET", paths.WHOAMI))
@@ -202,10 +224,17 @@ class Client:
     def check_in(self, body: dict, **kw) -> r.CheckedIn:
         return _one(r.CheckedIn, self.request("POST", paths.RUNNER_CHECK_IN, json=body, **kw))
 
-    def claim(self, free_slots: int, wait: float, **kw) -> r.Claimed | None:
-        return _maybe(r.Claimed, self.request(
-            "POST", paths.RUNNER_CLAIM, json={"free_slots": free_slots, "wait": wait},
-            timeout=wait + 15.0, **kw))
+    def claim(self, free_slots: int, wait: float, *, readings: dict | None = None,
+              policy: str | None = None, **kw) -> r.Claimed | r.Instructed | None:
+        """Claim work, parked up to ``wait`` seconds. With ``readings`` the claim is also the
+        runner's heartbeat (its check-in) and may be answered with an instruction."""
+        body: dict = {"free_slots": free_slots, "wait": wait}
+        if readings is not None:
+            body.update(readings=readings, policy=policy)
+        answer = self.request("POST", paths.RUNNER_CLAIM, json=body, timeout=wait + 15.0, **kw)
+        if isinstance(answer, dict) and "instruction" in answer:
+            return r.Instructed.model_validate(answer)
+        return _maybe(r.Claimed, answer)
 
     def renew(self, flight_id: str, epoch: int, **kw) -> r.LeaseRenewed:
         return _one(r.LeaseRenewed, self.request(
@@ -220,8 +249,8 @@ class Client:
         return _one(r.HandedBack, self.request(
             "POST", paths.LEASE_HAND_BACK.format(flight_id=flight_id), json=body, **kw))
 
-    def goodbye(self, **kw) -> Ok:
-        return _one(Ok, self.request("POST", paths.RUNNER_GOODBYE, **kw))
+    def goodbye(self, **kw) -> s.Ok:
+        return _one(s.Ok, self.request("POST", paths.RUNNER_GOODBYE, **kw))
 
     def challenge(self, **kw) -> r.Challenge:
         return _one(r.Challenge, self.request("POST", paths.RUNNER_CHALLENGE, **kw))
@@ -245,11 +274,28 @@ class Client:
     def open_flight(self, body: dict) -> f.FlightDetail:
         return _one(f.FlightDetail, self.request("POST", paths.FLIGHTS, json=body))
 
-    def flights(self, stage: str | None = None, limit: int = 200) -> list[f.FlightRow]:
-        params: dict = {"limit": limit}
+    def flights_page(self, stage: str | None = None, limit: int = 200,
+                     cursor: str | None = None) -> f.FlightPage:
+        """One page of the listing, newest first (at most PAGE_MAX rows a page)."""
+        params: dict = {"limit": min(limit, PAGE_MAX)}
         if stage:
             params["stage"] = stage
-        return _many(f.FlightRow, self.request("GET", paths.FLIGHTS, params=params))
+        if cursor:
+            params["cursor"] = cursor
+        return _one(f.FlightPage, self.request("GET", paths.FLIGHTS, params=params))
+
+    def flights(self, stage: str | None = None, limit: int | None = 200) -> list[f.FlightRow]:
+        """The newest ``limit`` flights (every one when None), following the listing's cursors."""
+        rows: list[f.FlightRow] = []
+        cursor = None
+        while limit is None or len(rows) < limit:
+            want = PAGE_MAX if limit is None else limit - len(rows)
+            page = self.flights_page(stage, want, cursor)
+            rows.extend(page.items)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return rows
 
     def flight(self, flight_id: str) -> f.FlightDetail:
         return _one(f.FlightDetail, self.request("GET", paths.FLIGHT.format(flight_id=flight_id)))

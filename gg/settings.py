@@ -72,6 +72,11 @@ class Settings:
     keep_alive_timeout: float = 5.0  # an idle keep-alive connection is closed after this
     max_connections: int = 0  # 0: from the file limit (gg.server.connections.default_cap)
     max_parked_claims: int = 4  # parked claims per runner; one more is answered 429 at once
+    # Runner credential checks: a bounded cache from a token's hash to its runner, each entry
+    # dropped at once when that credential is renewed, superseded or retired (and after this
+    # long in any case); 0 entries turns it off (docs/server.md).
+    credential_cache_size: int = 20000
+    credential_cache_ttl: float = 300.0
     # Meanings (docs/environments.md): the static cost a meaning may have to be charted, and
     # how long one evaluation may run in a worker process before it reads "took too long".
     meaning_cost_limit: int = 10_000

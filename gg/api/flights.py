@@ -66,6 +66,13 @@ class FlightRow(Answer):
     expected_start: str | None = None  # e.g. "expected to start in ~3 min (2 flights ahead ...)"
 
 
+
+class FlightPage(Answer):
+    """A page of the flight listing, newest first; ``next_cursor`` asks for the next one
+    (``?cursor=``), None on the last page."""
+    items: list[FlightRow]
+    next_cursor: str | None = None
+
 class FlightFact(Answer):
     seq: int
     flight_id: str

@@ -8,7 +8,7 @@ inventory and capabilities it reported.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -147,6 +147,16 @@ class Claimed(Answer):
     policy: dict[str, Any]
     lease: LeaseGrant
     protocol: Protocol
+
+
+class Instruction(Answer):
+    """What the control plane tells a runner at once (gg.domain.runners.Instruction)."""
+    kind: Literal["drain", "policy_changed", "check_in"]
+
+
+class Instructed(Answer):
+    """A claim answered with an instruction instead of a flight (docs/lease-protocol.md)."""
+    instruction: Instruction
 
 
 class LeaseRenewed(Answer):

@@ -41,13 +41,13 @@ Json = Annotated[dict[str, Any], AfterValidator(_shallow)]
 
 
 class Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Answer(BaseModel):
     """An answer's schema. Every field the server sends is declared; a field a newer server
     adds is kept, not dropped, so an older client's ``--json`` still shows it."""
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 class Protocol(Answer):
@@ -127,6 +127,11 @@ class CheckIn(Request):
 class Claim(Request):
     free_slots: Annotated[int, Field(ge=0, le=256)] = 1
     wait: Annotated[float | None, Field(ge=0, le=3600)] = None
+    # A heartbeat: with readings the claim counts as the runner's check-in, and the runner takes
+    # an instruction for an answer (``{"instruction": {"kind": ...}}``); ``policy`` is the digest
+    # of the policy it applies (gg.domain.runners.policy_digest).
+    readings: Json | None = None
+    policy: Annotated[str | None, StringConstraints(max_length=64)] = None
 
 
 class Renew(Request):

@@ -16,13 +16,124 @@ from typing import Optional
 os.environ.setdefault("TYPER_USE_RICH", "0")
 
 import typer  # noqa: E402
+from typer.core import TyperGroup  # noqa: E402
 
 from gg.cli.context import STATE, CliError
 from gg.cli.exits import Exit, for_status
 from gg.errors import GGError, Unauthorized
 
+# Every command, in the order `gg --help` lists them: name -> (the modules whose ``register``
+# adds it, its one-line help). `gg --help` reads this table and imports no command module;
+# running a command imports only the modules on its line. Adding a command module is one
+# entry here (a module that adds a subcommand to another group joins that group's line).
+# tests/cli/test_startup.py checks that every entry's help is the command's own.
+COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "login": (("people",), "Sign in on this machine (the token is checked, then kept mode 0600)."),
+    "logout": (("people",), "Forget this machine's sign-in (the token stays valid on the server "
+                            "until it expires; to end it everywhere, rotate it with gg person "
+                            "token NAME --rotate)."),
+    "whoami": (("people",), "Who this machine is signed in as."),
+    "runners": (("runners",), "Every runner: admin state, liveness and health side by side."),
+    "fly": (("flights",), "Open a flight."),
+    "flights": (("flights",), "Flights, newest first, with why each waiting one waits."),
+    "show": (("flights",), "One flight: stage, lease holder, attempts, facts and output, and why "
+                           "it waits."),
+    "cancel": (("flights",), "Cancel a flight; a flying one is stopped by its runner within one "
+                             "renewal."),
+    "gates": (("gates",), "Open gates: what each guards, why, and who may clear it."),
+    "environments": (("environments",), "Every environment: meaning, gate, and the runners that "
+                                        "advertise it."),
+    "plan": (("plan",), "Everything that must hold before FLIGHT can start, who can make it "
+                        "true, and how."),
+    "events": (("events",), "Events, oldest first, with actor and time."),
+    "demo": (("demo",), "See gg work: a control plane on SQLite in a temporary folder, two "
+                        "runners, six flights."),
+    "credentials": (("credentials",), "Credential references every runner registered (never a "
+                                      "secret)."),
+    "pools": (("pools",), "Every pool: its members, its last attestation, and the flights "
+                          "waiting on it."),
+    "strategies": (("strategies",), "Every strategy: its pool, environment, bounds, image, and "
+                                    "whether it is in force."),
+    "hooks": (("hooks",), "The hooks (admin): where they POST and what they hear."),
+    "server": (("server",), "The control plane: start it, or look after its store."),
+    "person": (("people",), "People of the organisation."),
+    "runner": (("runners", "admin", "sent", "ownership", "pools", "groups"),
+               "Run this machine as a runner, and look at runners."),
+    "gate": (("gates",), "Gates: open questions that need a yes."),
+    "environment": (("environments",), "Environments: charted names with a meaning."),
+    "airspace": (("airspace",), "Airspace files: the root envelope, fleet profiles, pool "
+                                "strategies."),
+    "fleet": (("fleet", "groups"), "Fleet profiles and enrolment of machines."),
+    "credential": (("credentials",), "Secrets this runner keeps for flights (never sent "
+                                     "anywhere)."),
+    "pool": (("pools",), "Pools: managed sets of identical machines on one host."),
+    "strategy": (("strategies",), "Pool strategies: how a pool is furnished and bounded."),
+    "hook": (("hooks",), "Hooks: signed POSTs to a URL when flights end (admin)."),
+    "approve": (("approvals",), "Approve a flight waiting for approval (an admin or its named "
+                                "approver; never its opener)."),
+    "reject": (("approvals",), "Refuse a flight's approval: it ends cancelled, with the reason."),
+    "force": (("approvals",), "Clear every gate a person may clear on a flight at once (admin; "
+                              "recorded)."),
+    "services": (("services",), "Every service: runner, generation, restarts, uptime, readiness."),
+    "service": (("services",), "Services: flights their runner keeps running."),
+    "groups": (("groups",), "Runner groups: attributes, bindings, exclusive, draining, how many "
+                            "runners."),
+    "group": (("groups",), "Runner groups: where machines are, whose zone they serve."),
+    "attributes": (("groups",), "Registered attribute keys and the values each takes."),
+    "attribute": (("groups",), "The attribute keys groups and --where may use."),
+    "estimate": (("estimates",), "Start estimates: how they compared with the starts."),
+}
+
+
+class LazyGroup(TyperGroup):
+    """The top-level group: lists :data:`COMMANDS` from the table, and builds a command
+    (importing its modules) only when it is run or its own help is asked for."""
+
+    def list_commands(self, ctx) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name: str):
+        if name not in COMMANDS:
+            return None
+        return load(name)
+
+    def format_commands(self, ctx, formatter) -> None:
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [(name, _short(help_, limit)) for name, (_, help_) in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _short(text: str, limit: int) -> str:
+    """Click's own shortening of a help line (so the listing reads as before)."""
+    from typer._click.utils import make_default_short_help
+
+    return make_default_short_help(text, max(limit, 45))
+
+
+_commands = typer.Typer(add_completion=False)  # every loaded module registers here, once
+_loaded: set[str] = set()
+
+
+@_commands.callback()
+def _group() -> None:  # a callback keeps a single command a group (typer would collapse it)
+    pass
+
+
+def load(name: str):
+    """The click command ``name``, built from its modules (each registered once)."""
+    import importlib
+
+    for module in COMMANDS[name][0]:
+        if module not in _loaded:
+            importlib.import_module(f"gg.cli.{module}").register(_commands)
+            _loaded.add(module)
+    return typer.main.get_command(_commands).commands.get(name)
+
+
 app = typer.Typer(
-    name="gg", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    name="gg", cls=LazyGroup, no_args_is_help=True, add_completion=False,
+    pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain click help: importing rich's help renderer costs ~100 ms
     help="Run work on a fleet of machines your organisation controls.",
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -37,24 +148,6 @@ def _globals(
 ) -> None:
     STATE.server = server
     STATE.debug = debug
-
-
-def _register() -> None:
-    from gg.cli import admin, demo, events, flights, gates, people, placement, runners, sent, server
-    from gg.cli import airspace, credentials, fleet  # enrolment
-    from gg.cli import pools, strategies  # pools
-    from gg.cli import hooks  # notifications
-    from gg.cli import estimates  # start estimates
-    from gg.cli import approvals, services  # the action queue, services
-    from gg.cli import groups  # runner groups and the fleet-wide stop
-
-    for module in (server, people, runners, admin, sent, flights, gates, placement, events, demo,
-                   airspace, fleet, credentials, pools, strategies, hooks, estimates, approvals,
-                   services, groups):
-        module.register(app)
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -175,7 +175,9 @@ def exit_code_of(answer: FactsPage) -> int:
 
 def list_flights(
     stage: Optional[str] = typer.Option(None, "--stage", metavar="S", help="|".join(STAGES)),
-    limit: int = typer.Option(200, "--limit", min=1, max=100000),
+    limit: int = typer.Option(200, "--limit", min=1, max=100000,
+                              help="Show the newest N (the first page)."),
+    all_: bool = typer.Option(False, "--all", help="Every flight (follows the listing's pages)."),
     pending: bool = typer.Option(False, "--pending",
                                  help="Only what waits for a person (approvals, gates)."),
     json_: bool = typer.Option(False, "--json"),
@@ -190,7 +192,7 @@ def list_flights(
         return
     if stage is not None and stage not in STAGES:
         raise CliError(f"--stage must be one of {', '.join(STAGES)} (got {stage!r})", Exit.USAGE)
-    rows = client().flights(stage=stage, limit=limit)
+    rows = client().flights(stage=stage, limit=None if all_ else limit)
     if json_:
         emit_json(rows)
         return

@@ -25,7 +25,7 @@ from gg.domain import admin as rules
 from gg.domain.events import EventKind
 from gg.domain.labels import check_labels, format_labels
 from gg.domain.policy import Policy
-from gg.domain.runners import AdminState, Runner, is_online
+from gg.domain.runners import AdminState, Instruction, Runner, is_online
 from gg.errors import BadRequest, Conflict, NotFound
 
 
@@ -79,6 +79,9 @@ def _apply(core: Core, person: dict, runner: Runner, *, action: str, now: float)
 def _signal(core: Core, changes: list[dict]) -> None:
     if any(c["changed"] for c in changes):
         core.signals.event_added()
+    for c in changes:  # told at once: a draining runner stops claiming
+        if c["changed"] and c["state"] in (AdminState.DRAINING.value, AdminState.DRAINED.value):
+            core.signals.instruct(c["runner"], Instruction.DRAIN)
     if any(c["changed"] and c["state"] == AdminState.ACTIVE.value for c in changes):
         core.signals.ready_changed()  # resumed: parked claims may take work at once
 
@@ -110,6 +113,7 @@ def retire(core: Core, person: dict, ref: str) -> tuple[Runner, list[str]]:
         core.event(EventKind.RUNNER_RETIRED, actor=person["name"], runner_id=runner.id, at=now,
                    name=runner.name, was=runner.admin_state, stopping=stopping)
         runner = core.store.runner(runner.id)
+    core.credentials.forget(runner.id)  # its credential is refused at once
     for flight_id in stopping:
         core.signals.flight_changed(flight_id)
     core.signals.event_added()
@@ -134,6 +138,7 @@ def forget(core: Core, person: dict, ref: str) -> Runner:
         core.store.delete_runner(runner.id)
         core.event(EventKind.RUNNER_FORGOTTEN, actor=person["name"], runner_id=runner.id, at=now,
                    name=runner.name, last_seen_at=runner.last_seen_at)
+    core.credentials.forget(runner.id)
     core.signals.event_added()
     return runner
 
@@ -166,6 +171,8 @@ def set_policy(core: Core, person: dict, ref: str, *, isolation: str | None = No
         runner = core.store.runner(runner.id)
     if more_work:
         core.signals.ready_changed()
+    if runner.policy != old:  # told at once: it fetches and applies the new policy
+        core.signals.instruct(runner.id, Instruction.POLICY_CHANGED)
     core.signals.event_added()
     return runner
 

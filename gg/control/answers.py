@@ -84,6 +84,7 @@ async def checked_in(core: Core, runner: Runner, *, readings: dict, inventory: d
                      credentials_digest: str | None = None) -> dict:
     """A check-in: the core's, then enrolment's (agents before, the maintenance report after);
     a runner that came back online may take waiting flights."""
+    runner = core.store.runner(runner.id) or runner  # fresh: the credential check may be cached
     was_online = is_online(runner, core.now(), core.settings.offline_after)
     extra = enrolment.on_check_in(core, runner, agents=agents)
     answer = runners.check_in(core, runner, readings=readings, inventory=inventory,
@@ -115,6 +116,11 @@ def claimed(core: Core, runner: Runner, got: tuple[Flight, Grant] | None) -> dic
             "lease": {"epoch": grant.epoch, "expires_at": grant.expires_at,
                       "granted_at": grant.granted_at},
             "protocol": core.settings.protocol()}
+
+
+def instructed(kind: str) -> dict:
+    """A claim answered with an instruction instead of a flight."""
+    return {"instruction": {"kind": str(kind)}}
 
 
 # -- admin on runners --------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from gg import __version__, build_commit
+from gg.control.credential_cache import CredentialCache
 from gg.control.verdicts import Verdicts
 from gg.domain import hooks as hook_rules
 from gg.domain.durations import Summary
@@ -28,6 +29,7 @@ class Signals:
     on_ready: list[Callable[[], None]] = field(default_factory=list)
     on_flight: list[Callable[[str], None]] = field(default_factory=list)
     on_event: list[Callable[[], None]] = field(default_factory=list)
+    on_instruction: list[Callable[[str, str], None]] = field(default_factory=list)
 
     def ready_changed(self) -> None:
         for fn in self.on_ready:
@@ -40,6 +42,12 @@ class Signals:
     def event_added(self) -> None:
         for fn in self.on_event:
             fn()
+
+    def instruct(self, runner_id: str, kind: str) -> None:
+        """Tell a runner something at once (an :class:`gg.domain.runners.Instruction`): the
+        server answers its parked claim with it (gg.server.dispatch.Dispatcher.instruct)."""
+        for fn in self.on_instruction:
+            fn(runner_id, kind)
 
 
 @dataclass
@@ -61,10 +69,15 @@ class Core:
     # took to start the next waiting one (gg.control.estimates); memory only
     lease_ended: dict = field(default_factory=dict)
     turnaround: Summary = field(default_factory=Summary)
+    credentials: CredentialCache | None = None  # runner credential checks (its module)
 
     def __post_init__(self) -> None:
         if self.verdicts is None:
             self.verdicts = Verdicts(self.settings.meaning_deadline)
+        if self.credentials is None:
+            self.credentials = CredentialCache(self.settings.credential_cache_size,
+                                               self.settings.credential_cache_ttl,
+                                               lambda: self.clock())
 
     def now(self) -> float:
         return self.clock()

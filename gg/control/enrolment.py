@@ -168,6 +168,7 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
                    runner_id=runner_id, at=now, name=name, profile=grant.profile,
                    token=grant.fingerprint, superseded=existing is not None, group=grant.group)
         runner = core.store.runner(runner_id)
+    core.credentials.forget(runner_id)  # a superseded credential is refused at once
     core.signals.event_added()
     return runner, credential
 

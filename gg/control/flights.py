@@ -15,7 +15,7 @@ from gg.control import runners as runner_ops
 from gg.control import services as service_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
-from gg.domain import fitness, output, timeouts, tokens
+from gg.domain import fitness, output, paging, timeouts, tokens
 from gg.domain.flights import (Event, Flight, Priority, Stage, opened, priority_refusal,
                                required_labels)
 from gg.domain.events import EventKind
@@ -170,17 +170,32 @@ class Snapshot:
         return self._higher[rank]
 
 
-def list_flights(core: Core, *, stage: str | None = None, limit: int = 200) -> list[dict]:
+def list_flights(core: Core, *, stage: str | None = None, limit: int = 200,
+                 cursor: str | None = None) -> dict:
+    """One page of the flight listing, newest first: ``{"items": [...], "next_cursor": ...}``.
+    ``next_cursor`` (None on the last page) is opaque to callers; it names the place where the
+    next page starts, so flights opened meanwhile never shift a page (they come first)."""
     if stage is not None and stage not in [s.value for s in Stage]:
         raise BadRequest(f"stage must be one of {', '.join(s.value for s in Stage)}")
+    try:
+        before = paging.read_cursor(cursor, "f")
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
     now = core.now()
     record_due(core, now)
-    rows = core.store.flight_values(stages=(stage,) if stage else None, limit=limit)
+    rows = core.store.flight_values(stages=(stage,) if stage else None, limit=limit + 1,
+                                    before_seq=before)
+    more = len(rows) > limit
+    rows = rows[:limit]
     snap = Snapshot(core, now)
     people = {p["id"]: p["name"] for p in core.store.people()}
-    out = [_view(values, snap.waiting_of(values), snap.names, people) for values in rows]
-    estimate_ops.add_to_rows(core, out, snap.seats, now)  # one forecast for every row
-    return out
+    last = rows[-1]["_seq"] if rows else None
+    items = []
+    for values in rows:
+        del values["_seq"]
+        items.append(_view(values, snap.waiting_of(values), snap.names, people))
+    estimate_ops.add_to_rows(core, items, snap.seats, now)  # one forecast for every row
+    return {"items": items, "next_cursor": paging.make_cursor("f", last) if more else None}
 
 
 def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:

@@ -81,6 +81,8 @@ def act(core: Core, runner: Runner, pool: str, kind: str, *,
                 code_expires_at=now + core.settings.member_code_ttl, cycle_started_at=now,
                 updated_at=now)
             answer.update(member=_member_dict(core.store.member(member_id)), code=code)
+    for runner_id in ended:  # their credentials are refused at once
+        core.credentials.forget(runner_id)
     return answer, ended
 
 
@@ -182,6 +184,7 @@ def join(core: Core, code: str | None, *, public_key: str, inventory: dict,
                    at=now, name=member.name, member=member.id, pool=member.pool,
                    cycle=member.resets)
         runner = core.store.runner(runner_id)
+    core.credentials.forget(runner_id)  # the last cycle's credential is refused at once
     core.signals.event_added()
     return {"runner": runner_view(core, runner), "credential": credential,
             "credential_expires_at": expires, "labels": runner.labels,

@@ -13,7 +13,8 @@ from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import identity, tokens
 from gg.domain.events import EventKind
 from gg.domain.pools import MEMBER_KIND
-from gg.domain.runners import AdminState, Runner, silently_gone
+from gg.domain.runners import (AdminState, Instruction, Runner, instruction_at_claim, is_online,
+                               silently_gone)
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -61,6 +62,7 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
                    name=name, superseded=existing is not None)
         runner = core.store.runner(runner_id)
         label_ops.refresh(core, runner)
+    core.credentials.forget(runner_id)  # a superseded credential is refused at once
     core.signals.event_added()
     return runner, credential
 
@@ -116,10 +118,15 @@ def authenticate(core: Core, token: str | None, *, retired_may_hand_back: bool =
     if not token or not token.startswith(tokens.RUNNER):
         raise Unauthorized()
     wanted = tokens.digest(token)
-    found = core.store.runner_by_credential(wanted)
-    if found is None or not tokens.same_digest(found[1], wanted):
-        raise Unauthorized()
-    runner = found[0]
+    cache = core.credentials
+    runner = cache.get(wanted)  # keyed by the full hash: a hit is that exact credential
+    if runner is None:
+        generation = cache.generation
+        found = core.store.runner_by_credential(wanted)
+        if found is None or not tokens.same_digest(found[1], wanted):
+            raise Unauthorized()
+        runner = found[0]
+        cache.put(wanted, runner, generation)
     if is_retired(runner) and not retired_may_hand_back:
         raise retired_refusal(runner)
     if runner.credential_expires_at is not None and core.now() >= runner.credential_expires_at:
@@ -185,6 +192,7 @@ def renew_credential(core: Core, runner: Runner, nonce: str, signature: str) -> 
         core.store.set_credential(runner.id, tokens.digest(credential),
                                   tokens.fingerprint(credential), expires)
         core.event(EventKind.RUNNER_CREDENTIAL_RENEWED, actor=_actor(runner), runner_id=runner.id)
+    core.credentials.forget(runner.id)  # the old credential is refused at once
     return {"credential": credential, "expires_at": expires}
 
 
@@ -245,6 +253,42 @@ def _warmed(core: Core, runner: Runner, now: float) -> None:
     member = core.store.member_of_runner(runner.id)
     if member is not None and member.cycle_started_at is not None:
         estimate_ops.on_first_check_in(core, member.pool, member.cycle_started_at, now)
+
+
+def heartbeat(core: Core, runner: Runner, *, readings: dict, free_slots: int,
+              peer_address: str | None, stated_policy: str | None) -> Instruction | None:
+    """A claim that carries the runner's readings counts as its check-in: ``last_seen_at`` and
+    the readings are written (no fsync, like a check-in), and the answer is the instruction the
+    runner must hear before its claim parks, if any (:func:`instruction_at_claim`). A runner that
+    was offline and claims again is back: waiting flights may go to it."""
+    now = core.now()
+    with core.store.atomic(durable=False):
+        found = core.store.runner_for_heartbeat(runner.id)
+        if found is None:
+            raise Unauthorized()
+        before, has_capabilities = found
+        if is_retired(before):
+            raise retired_refusal(before)
+        told = instruction_at_claim(
+            before, stated_policy=stated_policy, free_slots=free_slots, now=now,
+            renew_window=core.settings.runner_credential_ttl / 3,
+            renews=before.kind != MEMBER_KIND, has_capabilities=has_capabilities)
+        values: dict = dict(last_seen_at=now, readings={**readings, "free_slots": free_slots},
+                            peer_address=peer_address)
+        if stated_policy is not None and told is None and not _pending(before):
+            # It applies the assigned policy with the capabilities last judged (a change to
+            # either would have brought a full check-in): that judgement is confirmed now.
+            values["checks_at"] = now
+        core.store.update_runner(runner.id, **values)
+    if not is_online(before, now, core.settings.offline_after):
+        core.signals.ready_changed()  # back: waiting flights may go to it
+    return told
+
+
+def _pending(runner: Runner) -> bool:
+    """The policy changed since its checks were last judged against a report."""
+    return (runner.policy_changed_at is not None
+            and (runner.checks_at is None or runner.policy_changed_at > runner.checks_at))
 
 
 def _refuse_member_renewal(runner: Runner) -> None:

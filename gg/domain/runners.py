@@ -15,6 +15,8 @@ with the assigned policy. No field merges them.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -121,3 +123,47 @@ def after_lease_ended(runner: Runner, live_leases: int) -> str:
     if runner.admin_state == AdminState.DRAINING.value and live_leases == 0:
         return AdminState.DRAINED.value
     return runner.admin_state
+
+
+# -- instructions: what answers a parked claim instead of a flight -------------------------------
+
+
+class Instruction(StrEnum):
+    """Something the runner must hear at once; it answers its parked claim (docs/lease-protocol.md).
+
+    ``drain``: take nothing new (finish what runs); ``policy_changed``: fetch the assigned policy
+    (a full check-in) and apply it; ``check_in``: send a full check-in now (the credential is due
+    for renewal, or the control plane has no capability report on file)."""
+
+    DRAIN = "drain"
+    POLICY_CHANGED = "policy_changed"
+    CHECK_IN = "check_in"
+
+
+def policy_digest(policy: dict) -> str:
+    """A short digest of an assigned policy: a claim states the one its runner applies."""
+    text = json.dumps(policy or {}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def instruction_at_claim(runner: Runner, *, stated_policy: str | None, free_slots: int, now: float,
+                         renew_window: float, renews: bool,
+                         has_capabilities: bool) -> Instruction | None:
+    """What a claim carrying a heartbeat is answered with at once, before it parks (None: park).
+
+    A runner that should take nothing new hears ``drain``; one applying another policy than the
+    assigned one hears ``policy_changed``; one whose credential is within ``renew_window`` of its
+    expiry (``renews``: not a pool member, whose credential is never renewed), or that never sent
+    a capability report, hears ``check_in``. The rule holds whatever was pushed before, so an
+    instruction lost with a connection (or a restart) is heard on the next claim."""
+    draining = runner.admin_state in (AdminState.DRAINING.value, AdminState.DRAINED.value)
+    if draining and free_slots > 0:
+        return Instruction.DRAIN
+    if stated_policy is not None and stated_policy != policy_digest(runner.policy):
+        return Instruction.POLICY_CHANGED
+    expires = runner.credential_expires_at
+    if renews and expires is not None and expires - now < renew_window:
+        return Instruction.CHECK_IN
+    if not has_capabilities:
+        return Instruction.CHECK_IN
+    return None

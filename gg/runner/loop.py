@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from gg import __version__, keys
-from gg.api.runners import CheckedIn, Claimed
+from gg.api.runners import CheckedIn, Claimed, Instructed
 from gg.client import (BACKOFF_BASE, BACKOFF_CAP, RETRY_CALL, RETRY_FOREVER, RETRY_GOODBYE,
                        RETRY_JOIN, RETRY_REFRESH, RETRY_RELEASE, RETRY_STEP, ApiError, Client,
                        Unreachable)
@@ -29,6 +29,7 @@ from gg.domain.flights import Outcome
 from gg.domain.identity import key_fingerprint
 from gg.domain.health import effective_workers
 from gg.domain.policy import Policy
+from gg.domain.runners import AdminState, Instruction, policy_digest
 from gg.runner import capabilities, inventory
 from gg.runner.fleet import FleetState, enrol
 from gg.runner.flight import STOP_GRACE, FlightRun, Lease
@@ -95,6 +96,11 @@ class Runner:
         self._capabilities_sent: dict | None = None
         self._probed_at = 0.0
         self.check_now = threading.Event()
+        self.checked_in = threading.Event()  # set by every full check-in that was answered
+        self.claim_parked = False  # a heartbeat claim is on the wire (it is this runner's check-in)
+        self._extras_sent: dict | None = None
+        self._heeded: str | None = None
+        self._heeded_at = 0.0
 
     @property
     def capacity(self) -> int:
@@ -278,18 +284,34 @@ class Runner:
 
     def _check_in_loop(self) -> None:
         while not self.stop.is_set():
-            self.check_now.wait(self.protocol["check_in_interval"])
+            asked = self.check_now.wait(self.protocol["check_in_interval"])
             self.check_now.clear()
             if self.stop.is_set():
                 return
             if time.monotonic() - self._probed_at >= REPROBE_EVERY:
                 self._probe()
+            if not asked and self._heartbeat_suffices():
+                continue  # the parked claim is this interval's check-in
             try:
                 self._check_in_once(retry_for=self.protocol["check_in_interval"])
             except Unreachable:
                 continue
             except RunnerExit as exc:
                 self.request_stop(str(exc), retired=isinstance(exc, Retired))
+
+    def _heartbeat_suffices(self) -> bool:
+        """Whether the parked claim (which carries the readings and re-parks every
+        CHECK_IN_INTERVAL) can stand for this interval's check-in: a full one is sent when no
+        claim is parked, when flights are held (their ends travel in its answer), or when the
+        inventory, capabilities, labels, agents or a maintenance report have something new."""
+        if not self.claim_parked or self.runs:
+            return False
+        inv = inventory.inventory(str(self.state.path))
+        if {k: v for k, v in inv.items() if k not in ("started_at",)} != self._inventory_sent:
+            return False
+        if self.capabilities is not None and self.capabilities != self._capabilities_sent:
+            return False
+        return self.fleet.check_in_extras() == self._extras_sent
 
     def _check_in_once(self, retry_for: float) -> CheckedIn:
         inv = inventory.inventory(str(self.state.path))
@@ -300,7 +322,8 @@ class Runner:
             body["inventory"] = inv
             body["labels"] = self.options.labels  # what this start states (may differ from
             # the labels it registered with; the server recomputes dispositions)
-        body.update(self.fleet.check_in_extras())  # enrolment: agents, maintenance report
+        extras = self.fleet.check_in_extras()  # enrolment: agents, maintenance report
+        body.update(extras)
         caps = self.capabilities
         if caps is not None and caps != self._capabilities_sent:
             body["capabilities"] = caps
@@ -310,6 +333,7 @@ class Runner:
             refusal = Retired if exc.code == "runner_retired" else RunnerExit
             raise refusal(self._refusal_sentence(exc)) from None
         self._inventory_sent = changed
+        self._extras_sent = extras
         self.fleet.absorb(answer.profile, interval=answer.protocol.maintenance_check_interval,
                           sent=body)
         if "capabilities" in body:
@@ -336,6 +360,7 @@ class Runner:
                 self._renew_credential()
             except (ApiError, Unreachable) as exc:
                 self.say(f"could not renew the credential yet: {exc}")
+        self.checked_in.set()
         return answer
 
     def _probe(self) -> None:
@@ -356,6 +381,8 @@ class Runner:
             if self.admin_state is not None:
                 self.say(f"admin state is now {state}")
             self.admin_state = state
+            with self.slots:
+                self.slots.notify_all()  # resumed: claim again
         health = answer.health
         if health and health != "ok" and health != self._health_said:
             self.say(f"health: {health}")
@@ -378,16 +405,27 @@ class Runner:
 
     # -- claiming -------------------------------------------------------------------------------
 
+    @property
+    def draining(self) -> bool:
+        """Told to take nothing new: no claims until a check-in says otherwise."""
+        return self.admin_state in (AdminState.DRAINING.value, AdminState.DRAINED.value)
+
     def _claim_loop(self) -> None:
         while not self.stop.is_set():
             with self.slots:
-                while self.taken >= self.capacity and not self.stop.is_set():
+                while (self.taken >= self.capacity or self.draining) and not self.stop.is_set():
                     self.slots.wait(1.0)
             if self.stop.is_set():
                 return
+            # A claim re-parks at least every CHECK_IN_INTERVAL: it carries the readings and
+            # counts as the check-in (docs/lease-protocol.md, "Heartbeats").
+            wait = min(self.protocol["claim_wait"], self.protocol["check_in_interval"])
+            free = max(1, self.capacity - self.taken)
+            self.claim_parked = True
             try:
-                answer = self.claim_client.claim(max(1, self.capacity - self.taken),
-                                                 self.protocol["claim_wait"], retry_for=RETRY_FOREVER)
+                answer = self.claim_client.claim(
+                    free, wait, readings=inventory.readings(), policy=policy_digest(self.policy),
+                    retry_for=RETRY_FOREVER)
             except Unreachable:
                 continue
             except ApiError as exc:
@@ -397,11 +435,32 @@ class Runner:
                     return
                 self.stop.wait(1.0)
                 continue
+            finally:
+                self.claim_parked = False
             if answer is None:
+                continue
+            if isinstance(answer, Instructed):
+                self._heed(answer.instruction.kind)
                 continue
             self._take(answer)
             if self.options.once:
                 return
+
+    def _heed(self, kind: str) -> None:
+        """An instruction answered the claim: act on it before claiming again."""
+        if kind == Instruction.DRAIN:
+            if not self.draining:
+                self.say("told to drain: taking nothing new")
+                self.admin_state = AdminState.DRAINING.value
+        interval = self.protocol["check_in_interval"]
+        again = self._heeded == kind and time.monotonic() - self._heeded_at < interval
+        self._heeded, self._heeded_at = kind, time.monotonic()
+        self.checked_in.clear()
+        self.check_now.set()  # a full check-in now: the state, the policy, the directives
+        if kind != Instruction.DRAIN:  # claim again once it was answered (at most an interval)
+            self.checked_in.wait(interval)
+        if again:  # told the same twice in a row: the check-in did not settle it; go gently
+            self.stop.wait(interval)
 
     def _take(self, answer: Claimed) -> None:
         flight = answer.flight

@@ -24,11 +24,17 @@ from gg.control.core import Core
 from gg.errors import TooManyRequests
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Parked:
     runner_id: str
     future: asyncio.Future
     order: int = field(default=0)
+    instructable: bool = False  # a heartbeat claim: may be answered with an instruction
+
+
+def _time_up(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)  # nothing for you
 
 
 class Dispatcher:
@@ -43,10 +49,14 @@ class Dispatcher:
         self._expiry_at: float | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         core.signals.on_ready.append(self.poke)
+        core.signals.on_instruction.append(self._instruct_soon)
 
     # -- the claim --------------------------------------------------------------------
 
-    async def claim(self, runner_id: str, free_slots: int, wait: float):
+    async def claim(self, runner_id: str, free_slots: int, wait: float, *,
+                    instructable: bool = False):
+        """A flight and its grant, an instruction (only to an ``instructable`` claim, see
+        :meth:`instruct`), or None: nothing for you."""
         self.loop = asyncio.get_running_loop()
         if free_slots <= 0:
             self.release(runner_id)  # "stop claiming": a stopping runner frees its parked claim
@@ -59,13 +69,17 @@ class Dispatcher:
             # A runner holds one claim at a time; more is a stale connection or a flood, and
             # every parked claim holds a socket. 429 makes the runner loop pause a moment.
             raise TooManyRequests(f"this runner already has {cap} parked claims; try again shortly")
-        parked = Parked(runner_id, self.loop.create_future(), next(self._order))
+        parked = Parked(runner_id, self.loop.create_future(), next(self._order), instructable)
         self.parked[parked.order] = parked
         self._per_runner[runner_id] = self._per_runner.get(runner_id, 0) + 1
         self._arm_expiry_wake()
+        # One future and one timer a parked claim: no task or waiter set of asyncio.wait
+        # (docs/performance.md, "Parked claims").
+        timer = self.loop.call_later(wait, _time_up, parked.future)
         try:
-            await asyncio.wait({parked.future}, timeout=wait)
+            await parked.future  # a cancelled request cancels it too (nobody else does)
         finally:
+            timer.cancel()
             self.parked.pop(parked.order, None)
             left = self._per_runner.pop(runner_id, 1) - 1
             if left > 0:
@@ -80,6 +94,24 @@ class Dispatcher:
         for parked in list(self.parked.values()):
             if parked.runner_id == runner_id and not parked.future.done():
                 parked.future.set_result(None)
+
+    def instruct(self, runner_id: str, kind: str) -> bool:
+        """The seam for telling a runner something at once: answer its parked claim with the
+        instruction ``kind`` instead of a flight. Control code reaches it through
+        ``core.signals.instruct`` (any thread). True when a parked claim took it; when none is
+        parked, the runner hears it from the state at its next claim or check-in
+        (:func:`gg.domain.runners.instruction_at_claim`), so a new kind must be derivable there
+        too, or be repeated until heard."""
+        taken = False
+        for parked in list(self.parked.values()):
+            if parked.runner_id == runner_id and parked.instructable and not parked.future.done():
+                parked.future.set_result(kind)
+                taken = True
+        return taken
+
+    def _instruct_soon(self, runner_id: str, kind: str) -> None:
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.instruct, runner_id, kind)
 
     def release_all(self) -> None:
         """The server is stopping: answer every parked claim with "nothing for you" now,
@@ -167,6 +199,24 @@ class Watch:
             bucket.discard(fut)
             if flight_id is not None and not bucket:
                 self._flights.pop(flight_id, None)
+
+    def instruct(self, runner_id: str, kind: str) -> bool:
+        """The seam for telling a runner something at once: answer its parked claim with the
+        instruction ``kind`` instead of a flight. Control code reaches it through
+        ``core.signals.instruct`` (any thread). True when a parked claim took it; when none is
+        parked, the runner hears it from the state at its next claim or check-in
+        (:func:`gg.domain.runners.instruction_at_claim`), so a new kind must be derivable there
+        too, or be repeated until heard."""
+        taken = False
+        for parked in list(self.parked.values()):
+            if parked.runner_id == runner_id and parked.instructable and not parked.future.done():
+                parked.future.set_result(kind)
+                taken = True
+        return taken
+
+    def _instruct_soon(self, runner_id: str, kind: str) -> None:
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.instruct, runner_id, kind)
 
     def release_all(self) -> None:
         """The server is stopping: end every long poll now (readers look once more)."""

@@ -76,17 +76,25 @@ class FlightRows:
         params.append(limit)
         return [flight_from_row(r) for r in self.db.all(sql, tuple(params))]
 
-    def flight_values(self, *, stages: tuple[str, ...] | None = None,
-                      limit: int = 1000) -> list[dict]:
+    def flight_values(self, *, stages: tuple[str, ...] | None = None, limit: int = 1000,
+                      before_seq: int | None = None) -> list[dict]:
         """Newest first, as plain dicts of Flight fields: what a listing serialises, without
-        building a Flight per row (``Flight(**values)`` makes one when a rule needs it)."""
+        building a Flight per row (``Flight(**values)`` makes one when a rule needs it). Each
+        dict also has ``_seq``, the row's place in the listing; ``before_seq`` starts the page
+        after that place (the listing's cursor)."""
         names = sorted(_FIELDS)  # every Flight field is a column (insert_flight writes them)
         columns = ", ".join('"' + n + '"' for n in names)  # quoted: "group" is a keyword
-        sql = f"SELECT {columns} FROM flights"
+        sql = f"SELECT {columns}, seq FROM flights"
+        where: list[str] = []
         params: list[Any] = []
         if stages:
-            sql += f" WHERE stage IN ({','.join('?' * len(stages))})"
+            where.append(f"stage IN ({','.join('?' * len(stages))})")
             params.extend(stages)
+        if before_seq is not None:
+            where.append("seq < ?")
+            params.append(before_seq)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY seq DESC LIMIT ?"
         params.append(limit)
         cursor = self.db.conn.cursor()
@@ -96,6 +104,7 @@ class FlightRows:
         out = []
         for row in cursor.fetchall():
             data = dict(zip(names, row))
+            data["_seq"] = row[-1]
             text = data["requires"]
             if text not in requires:
                 requires[text] = loads(text, {})

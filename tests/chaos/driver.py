@@ -187,8 +187,7 @@ class Chaos:
         if not alive:
             return None
         try:
-            flying = api.request("GET", paths.FLIGHTS, params={"stage": "flying", "limit": 1000},
-                                 retry_for=30.0)
+            flying = _rows(api, stage="flying")
         except Exception:  # noqa: BLE001 - the target is a preference, not a requirement
             flying = []
         holders = {f.get("runner_name") for f in flying}
@@ -212,7 +211,7 @@ class Chaos:
         api = self._api()
 
         def all_final():
-            rows = api.request("GET", paths.FLIGHTS, params={"limit": 100000}, retry_for=30.0)
+            rows = _rows(api)
             return rows if rows and all(r["stage"] in ("landed", "failed") for r in rows) else None
 
         try:
@@ -240,3 +239,16 @@ class Chaos:
 def landing_output(facts: list[dict], epoch: int) -> str:
     return "".join(f["body"].get("text", "") for f in facts
                    if f["kind"] == "output" and f["epoch"] == epoch)
+
+
+def _rows(api: Client, **params) -> list[dict]:
+    """Every row of the flight listing, following its cursors."""
+    rows: list[dict] = []
+    cursor = None
+    while True:
+        page = api.request("GET", paths.FLIGHTS, retry_for=30.0,
+                           params={**params, "limit": 1000, **({"cursor": cursor} if cursor else {})})
+        rows += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return rows

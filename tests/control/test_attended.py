@@ -33,7 +33,7 @@ def test_an_attended_flight_not_taken_within_claim_wait_fails_when_anyone_looks(
     clock.advance(29)
     assert flights.show_flight(core, f.id)["stage"] == "ready"
     clock.advance(1)  # CLAIM_WAIT has passed; nothing ran a timer, the listing looks
-    row = flights.list_flights(core)[0]
+    row = flights.list_flights(core)["items"][0]
     assert (row["stage"], row["outcome"], row["ended_reason"]) == ("failed", "failed",
                                                                   "not taken promptly")
     note = core.store.facts(f.id)[-1]

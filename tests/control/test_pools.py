@@ -237,7 +237,7 @@ def test_members_start_to_warm_plus_waiting_and_never_beyond_pool_max(core, owne
         members.act(core, keeper, "ui-pool", "start")
     assert refused.value.code == "plan_changed"
     assert len(core.store.members("ui-pool")) == 3
-    flight = flights.list_flights(core)[0]
+    flight = flights.list_flights(core)["items"][0]
     assert flight["waiting"] == "waiting: pool ui-pool is warming a machine for it"
 
 

@@ -200,14 +200,18 @@ def test_gg_runner_sent_shows_each_check_in_and_never_a_token(fleet):
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
+    def beat(e: dict) -> bool:  # a full check-in, or a claim carrying the readings (heartbeat)
+        return e["path"] == "/v1/runner/check-in" or (
+            e["path"] == "/v1/runner/claim" and e["body"].get("readings") is not None)
+
     check_ins = wait_until(lambda: (lambda rows: rows if len(rows) >= 4 else None)(
-        [e for e in sent() if e["path"] == "/v1/runner/check-in"]), what="four check-ins logged")
+        [e for e in sent() if beat(e)]), what="four check-ins logged")
     assert all(e["method"] == "POST" and e["at"] > 0 for e in check_ins)
+    assert check_ins[0]["path"] == "/v1/runner/check-in"
     assert "capabilities" in check_ins[0]["body"]  # the first carries the capability report
     assert all("readings" in e["body"] for e in check_ins)
     last_seen = fleet.runner_row("r1")["last_seen_at"]  # what the server saw last was logged
-    assert any(abs(e["at"] - last_seen) < 5.0
-               for e in sent() if e["path"] == "/v1/runner/check-in")
+    assert any(abs(e["at"] - last_seen) < 5.0 for e in sent() if beat(e))
     log = runner.state_dir / "sent.jsonl"
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
     text = log.read_text()
@@ -221,9 +225,8 @@ def test_gg_runner_sent_shows_each_check_in_and_never_a_token(fleet):
     threading.Thread(target=lambda: lines.extend(iter(follower.stdout.readline, "")),
                      daemon=True).start()
     try:
-        before = len(check_ins)
-        wait_until(lambda: sum("/v1/runner/check-in" in x for x in lines) > before,
-                   what="followed check-ins")
+        wait_until(lambda: sum("/v1/runner/claim" in x for x in lines) > 0,
+                   what="followed heartbeats")
     finally:
         follower.kill()
         follower.wait()

@@ -142,7 +142,7 @@ def test_runners_listing_has_the_contract_fields(client):
 
 def test_flights_listing_has_the_contract_fields_and_the_waiting_sentence(client):
     client.post("/v1/flights", json={"command": ["true"], "labels": {"gpu": "a100"}}, headers=auth(client.owner))
-    row = client.get("/v1/flights", headers=auth(client.owner)).json()[0]
+    row = client.get("/v1/flights", headers=auth(client.owner)).json()["items"][0]
     for key in ("id", "stage", "environment", "runner", "attempt", "outcome", "exit_code",
                 "waiting", "opened_by"):
         assert key in row

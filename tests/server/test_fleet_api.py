@@ -119,7 +119,7 @@ def test_maintenance_gates_open_per_missing_item_and_clear_only_by_the_machine(c
         "credential git.example.com/acme/ui held by runner m1",
         "credential npm-token held by runner m1"]
     assert {g["kind"] for g in open_gates} == {"maintenance"}
-    flights = client.get("/v1/flights", headers=auth(client.owner)).json()
+    flights = client.get("/v1/flights", headers=auth(client.owner)).json()["items"]
     [flight] = [f for f in flights if f["kind"] == "maintenance"]
     assert flight["stage"] == "gated" and flight["waiting"].startswith("waiting: gate")
     refused = client.post(f"/v1/gates/{open_gates[0]['id']}/clear", headers=auth(client.owner))

@@ -108,7 +108,9 @@ def test_what_a_flight_and_a_runner_send_is_what_their_models_declare(client):
     opened = _declared(client, "POST", "/v1/flights", 201, headers=auth(owner),
                        json={"command": ["echo hi"], "title": "hello"})
     flight = opened["id"]
-    rows = _declared(client, "GET", "/v1/flights", 200, headers=auth(owner))
+    page = _declared(client, "GET", "/v1/flights", 200, headers=auth(owner))
+    assert set(page) == {"items", "next_cursor"} and page["next_cursor"] is None
+    rows = page["items"]
     assert {"id", "stage", "environment", "runner", "attempt", "outcome", "exit_code", "waiting",
             "opened_by"} <= set(rows[0])  # the CLI's --json contract (SPEC section 14)
     grant = _declared(client, "POST", "/v1/runner/claim", 200, headers=auth(runner),
@@ -238,3 +240,45 @@ def test_groups_attributes_and_the_fleet_stop_send_what_their_models_declare(cli
     _declared(client, "DELETE", "/v1/groups/empty", 200, headers=h)
     refused = client.delete("/v1/groups/dc1", headers=h)
     assert refused.status_code == 409 and "1 runner is in group dc1 (r1)" in refused.text
+
+
+def test_the_flight_listing_pages_with_an_opaque_cursor(client):
+    owner = client.owner
+    opened = [_declared(client, "POST", "/v1/flights", 201, headers=auth(owner),
+                        json={"command": ["true"], "title": f"f{i}"})["id"] for i in range(5)]
+    seen, cursor, pages = [], None, 0
+    while True:
+        query = "/v1/flights?limit=2" + (f"&cursor={cursor}" if cursor else "")
+        page = _declared(client, "GET", query, 200, headers=auth(owner))
+        assert len(page["items"]) <= 2
+        seen += [row["id"] for row in page["items"]]
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == opened[::-1] and pages == 3  # newest first, each once
+    late = _declared(client, "POST", "/v1/flights", 201, headers=auth(owner),
+                     json={"command": ["true"]})["id"]
+    first = _declared(client, "GET", "/v1/flights?limit=2", 200, headers=auth(owner))
+    after = _declared(client, "GET", f"/v1/flights?limit=2&cursor={first['next_cursor']}", 200,
+                      headers=auth(owner))
+    assert [r["id"] for r in first["items"]] == [late, opened[4]]
+    assert [r["id"] for r in after["items"]] == [opened[3], opened[2]]
+    refused = client.get("/v1/flights?cursor=bm9wZQ", headers=auth(owner))
+    assert refused.status_code == 400
+    assert refused.json()["error"]["message"].startswith("that cursor is not one this listing gave")
+
+
+def test_a_heartbeat_claim_is_answered_with_a_declared_instruction(client):
+    owner = client.owner
+    reg = _declared(client, "POST", "/v1/runners", 201, headers=auth(owner),
+                    json={"name": "r9", **http_proof(client, "register")})
+    runner = reg["credential"]
+    _declared(client, "POST", "/v1/runner/check-in", 200, headers=auth(runner),
+              json={"free_slots": 1, "capabilities": SANDBOX_CAPABILITIES})
+    _declared(client, "POST", "/v1/runners/r9/drain", 200, headers=auth(owner))
+    told = _declared(client, "POST", "/v1/runner/claim", 200, headers=auth(runner),
+                     json={"free_slots": 1, "wait": 0, "readings": {"cpu_percent": 1.0}})
+    assert told == {"instruction": {"kind": "drain"}}
+    shown = _declared(client, "GET", "/v1/runners/r9", 200, headers=auth(owner))
+    assert shown["readings"] == {"cpu_percent": 1.0, "free_slots": 1}

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from gg.api import paths
 from gg.api.events import Event
-from gg.api.flights import EstimateAccuracy, FactsPage, FlightDetail, FlightRow
+from gg.api.flights import EstimateAccuracy, FactsPage, FlightDetail, FlightPage
 from gg.api.schemas import FlightOpen
 from gg.control import answers, flights
 from gg.server import auth
@@ -31,11 +31,12 @@ async def open_flight(body: FlightOpen, request: Request, person: dict = Depends
                           group=body.group, where=body.where)
 
 
-@router.get(paths.FLIGHTS, response_model=list[FlightRow])
+@router.get(paths.FLIGHTS, response_model=FlightPage)
 async def list_flights(request: Request, person: dict = Depends(auth.person),
                        stage: str | None = None,
-                       limit: Annotated[int, Query(ge=1, le=100000)] = 200) -> Response:
-    rows = flights.list_flights(request.app.state.core, stage=stage, limit=limit)
+                       limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+                       cursor: Annotated[str | None, Query(max_length=64)] = None) -> Response:
+    rows = flights.list_flights(request.app.state.core, stage=stage, limit=limit, cursor=cursor)
     # The rows are plain JSON values already; FastAPI's response validation of 10,000 of
     # them cost seconds (docs/performance-placement.md), json.dumps costs milliseconds.
     # The schema still documents them (tests/server/test_wire.py holds them to it).

@@ -8,7 +8,8 @@ from pydantic import ValidationError
 from gg.api import paths
 from gg.api.enrolment import MaintenanceReport
 from gg.api.runners import (Challenge, CheckedIn, Claimed, CredentialRenewed, FactsStored,
-                            HandedBack, KeyNonce, LeaseRenewed, Registered, RunnerDetail, RunnerRow)
+                            HandedBack, Instructed, KeyNonce, LeaseRenewed, Registered,
+                            RunnerDetail, RunnerRow)
 from gg.api.schemas import (CheckIn, Claim, CredentialRenew, HandBack, KeyNonceAsk, Ok, Renew,
                             Report, RunnerRegister)
 from gg.control import answers, key_proof, leases, runners
@@ -74,12 +75,23 @@ def _maintenance(report: dict) -> MaintenanceReport:
         raise BadRequest(f"maintenance.{where}: {first.get('msg', 'is not valid')}") from None
 
 
-@router.post(paths.RUNNER_CLAIM, response_model=Claimed,
+@router.post(paths.RUNNER_CLAIM, response_model=Claimed | Instructed,
              responses={204: {"description": "nothing for you"}})
 async def claim(body: Claim, request: Request, runner: Runner = Depends(auth.runner)):
     core = request.app.state.core
+    heartbeat = body.readings is not None
+    if heartbeat:  # the claim is the runner's check-in; it may be told something at once
+        told = runners.heartbeat(core, runner, readings=body.readings, free_slots=body.free_slots,
+                                 peer_address=request.client.host if request.client else None,
+                                 stated_policy=body.policy)
+        if told is not None and body.free_slots > 0:
+            request.app.state.dispatcher.release(runner.id)  # its older parked claim, if any
+            return answers.instructed(told)
     got = await request.app.state.dispatcher.claim(runner.id, body.free_slots,
-                                                   answers.claim_wait(core, body.wait))
+                                                   answers.claim_wait(core, body.wait),
+                                                   instructable=heartbeat)
+    if isinstance(got, str):
+        return answers.instructed(got)
     answer = answers.claimed(core, runner, got)
     return Response(status_code=204) if answer is None else answer
 
