@@ -67,7 +67,7 @@ def pending(core: Core) -> list[dict]:
     """Flights waiting on a person, oldest question first: each open gate, what it guards,
     who may clear it and the flights it holds (with their waiting sentences). Approvals
     join this queue when they land (an approval is a gate a person clears)."""
-    held = {f["id"]: f for f in flights.list_flights(core, stage=Stage.GATED.value, limit=1000)}
+    held = {f["id"]: f for f in flights.list_flights(core, stage=Stage.GATED.value, limit=1000)["items"]}
     out = []
     for gate in sorted(gates.list_gates(core, "open"), key=lambda g: g["opened_at"]):
         gate["flights"] = [held[f] for f in gate["flights_held"] if f in held]

@@ -184,7 +184,7 @@ def list_flights(core: Core, *, stage: str | None = None, limit: int = 200,
     now = core.now()
     record_due(core, now)
     rows = core.store.flight_values(stages=(stage,) if stage else None, limit=limit + 1,
-                                    before_seq=before)
+                                    before_seq=before, with_seq=True)
     more = len(rows) > limit
     rows = rows[:limit]
     snap = Snapshot(core, now)

@@ -77,11 +77,11 @@ class FlightRows:
         return [flight_from_row(r) for r in self.db.all(sql, tuple(params))]
 
     def flight_values(self, *, stages: tuple[str, ...] | None = None, limit: int = 1000,
-                      before_seq: int | None = None) -> list[dict]:
+                      before_seq: int | None = None, with_seq: bool = False) -> list[dict]:
         """Newest first, as plain dicts of Flight fields: what a listing serialises, without
-        building a Flight per row (``Flight(**values)`` makes one when a rule needs it). Each
-        dict also has ``_seq``, the row's place in the listing; ``before_seq`` starts the page
-        after that place (the listing's cursor)."""
+        building a Flight per row (``Flight(**values)`` makes one when a rule needs it). With
+        ``with_seq`` each dict also has ``_seq``, the row's place in the listing; ``before_seq``
+        starts the page after that place (the listing's cursor)."""
         names = sorted(_FIELDS)  # every Flight field is a column (insert_flight writes them)
         columns = ", ".join('"' + n + '"' for n in names)  # quoted: "group" is a keyword
         sql = f"SELECT {columns}, seq FROM flights"
@@ -104,7 +104,8 @@ class FlightRows:
         out = []
         for row in cursor.fetchall():
             data = dict(zip(names, row))
-            data["_seq"] = row[-1]
+            if with_seq:
+                data["_seq"] = row[-1]
             text = data["requires"]
             if text not in requires:
                 requires[text] = loads(text, {})

@@ -127,7 +127,7 @@ async def flights_page(request: Request, stage: str | None = None) -> Response:
     async def make():
         core = request.app.state.core
         return _pages(request, "flights", "flights", lambda p: {
-            "flights": flights.list_flights(core, stage=stage or None, limit=200),
+            "flights": flights.list_flights(core, stage=stage or None, limit=200)["items"],
             "stage": stage})
     return await _answer(request, make)
 
