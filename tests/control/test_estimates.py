@@ -55,9 +55,9 @@ def test_the_estimate_shown_is_kept_at_the_grant_and_checked_by_accuracy(core, o
     assert shown["expected_start_low"] <= shown["expected_start_at"] <= shown["expected_start_high"]
     assert re.fullmatch(r"expected to start in ~3[01] s \(0 flights ahead on 1 runner\)",
                         shown["expected_start"])
-    row = next(r for r in flights.list_flights(core) if r["id"] == waiting.id)
+    row = next(r for r in flights.list_flights(core)["items"] if r["id"] == waiting.id)
     assert row["expected_start_at"] == shown["expected_start_at"]
-    assert next(r for r in flights.list_flights(core) if r["id"] == flying.id)[
+    assert next(r for r in flights.list_flights(core)["items"] if r["id"] == flying.id)[
         "expected_start_basis"] is None
     assert estimates.accuracy(core, None)["starts"] == 0
     clock.advance(32)
