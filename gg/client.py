@@ -49,6 +49,9 @@ BACKOFF_CAP = 5.0
 # Retry budgets: how long a caller keeps retrying while the control plane is away or busy.
 RETRY_FOREVER = float("inf")  # until stopped: registration, the first check-in, each claim
 RETRY_FOLLOW = 120.0  # following a flight's output (gg fly --wait, gg show --follow)
+# Following a flight that waits: how often its waiting sentence is read again (a change in
+# the fleet, such as a runner going offline, changes the sentence without a new fact).
+WAITING_POLL = 2.0
 RETRY_JOIN = 60.0  # spending an enrolment token or a pool member's one-time code
 RETRY_STEP = 30.0  # one step of longer work: credential renewal, a maintainer's plan and acts
 RETRY_FLIGHT_MIN = 30.0  # a flight's reports and hand-back: twice its lease, at least this
@@ -59,6 +62,8 @@ RETRY_RELEASE = 2.0  # freeing a parked claim on the way out
 
 M = TypeVar("M", bound=BaseModel)
 SendHook = Callable[[str, str, "dict | None", Any], None]
+# on_retry(failure, pause): a request failed and is tried again after ``pause`` seconds.
+RetryHook = Callable[[Exception, float], None]
 
 
 class ApiError(GGError):
@@ -77,10 +82,13 @@ class Unreachable(GGError):
 class Client:
     def __init__(self, server: str, token: str | None = None, *, timeout: float = TIMEOUT,
                  stop: threading.Event | None = None, backoff_cap: float = BACKOFF_CAP,
-                 on_send: SendHook | None = None):
+                 on_send: SendHook | None = None, on_retry: RetryHook | None = None,
+                 on_reached: Callable[[], None] | None = None):
         self.server = server.rstrip("/")
         self.token = token
         self.on_send = on_send
+        self.on_retry = on_retry  # the runner logs each failure and its retry's delay
+        self.on_reached = on_reached  # ...and when an answer comes again
         self.stop = stop or threading.Event()
         self.backoff_cap = backoff_cap
         self._http = httpx.Client(base_url=self.server, timeout=timeout,
@@ -109,12 +117,16 @@ class Client:
                                                  f"({type(exc).__name__})")
             else:
                 if response.status_code not in _RETRY_STATUSES:
+                    if self.on_reached is not None:
+                        self.on_reached()
                     return _decode(response)
                 failure = _error(response)
             attempt += 1
             pause = random.uniform(0, min(self.backoff_cap, BACKOFF_BASE * 2 ** min(attempt, 10)))
             if self.stop.is_set() or time.monotonic() + pause > deadline:
                 raise failure
+            if self.on_retry is not None:
+                self.on_retry(failure, pause)
             self.stop.wait(pause)
 
     # -- people -------------------------------------------------------------------------
@@ -188,6 +200,8 @@ class Client:
             pause = random.uniform(0, min(self.backoff_cap, BACKOFF_BASE * 2 ** min(attempt, 10)))
             if self.stop.is_set() or time.monotonic() + pause > deadline:
                 raise failure
+            if self.on_retry is not None:
+                self.on_retry(failure, pause)
             self.stop.wait(pause)
 
     def register(self, body: dict, key=None, **kw) -> r.Registered:

@@ -17,12 +17,12 @@ os.environ.setdefault("TYPER_USE_RICH", "0")
 
 import typer  # noqa: E402
 
-from gg.cli.context import STATE, CliError
+from gg.cli.context import STATE, CliError, show_version
 from gg.cli.exits import Exit, for_status
 from gg.errors import GGError, Unauthorized
 
 app = typer.Typer(
-    name="gg", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    name="gg", no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain click help: importing rich's help renderer costs ~100 ms
     help="Run work on a fleet of machines your organisation controls.",
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -34,6 +34,8 @@ def _globals(
     server: Optional[str] = typer.Option(None, "--server", metavar="URL",
                                          help="Control plane URL (env GG_SERVER)."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=show_version,
+                                 help="Print gg's version and exit."),
 ) -> None:
     STATE.server = server
     STATE.debug = debug

@@ -9,9 +9,10 @@ from typing import List, Optional
 import typer
 
 from gg.api.flights import FactsPage, FlightFact
-from gg.cli.context import CliError, ago, client, console, emit_json, parse_labels, table
+from gg.cli.context import (CliError, ago, client, console, emit_json, parse_labels, state,
+                            table)
 from gg.cli.exits import Exit
-from gg.client import RETRY_FOLLOW
+from gg.client import RETRY_FOLLOW, WAITING_POLL
 from gg.domain.flights import Priority, Stage
 from gg.domain.timeouts import describe as describe_duration
 from gg.settings import parse_size
@@ -66,10 +67,12 @@ def fly(
             typer.echo(flight.waiting, err=True)
         return
     print(f"{flight.id} opened", file=sys.stderr, flush=True)
-    final = follow(api, flight.id, echo=not json_)
+    if flight.waiting:  # the domain's sentence, at once: not after the first long poll
+        print(flight.waiting, file=sys.stderr, flush=True)
+    final = follow(api, flight.id, echo=not json_, said=flight.waiting)
     if json_:
         emit_json(api.flight(flight.id))
-    raise typer.Exit(exit_code_of(final))
+    raise typer.Exit(exit_code_of(final, api if not json_ else None))
 
 
 def _duration(flag: str, text: str) -> float:
@@ -82,6 +85,8 @@ def _duration(flag: str, text: str) -> float:
     if not seconds > 0:
         raise CliError(f"{flag} must be longer than 0s (got {text!r})", Exit.USAGE)
     return seconds
+
+
 def _size(option: str, text: str) -> int:
     try:
         return parse_size(text)
@@ -89,11 +94,17 @@ def _size(option: str, text: str) -> int:
         raise CliError(f"{option}: {exc}", Exit.USAGE) from None
 
 
-def follow(api, flight_id: str, *, echo: bool = True, after: int = 0) -> FactsPage:
-    """Stream a flight's output until it ends; returns the last answer."""
-    said_waiting = None
+def follow(api, flight_id: str, *, echo: bool = True, after: int = 0,
+           said: str | None = None) -> FactsPage:
+    """Stream a flight's output until it ends; returns the last answer. While it waits, its
+    waiting sentence (the domain's, read through the API) is said again whenever it changes."""
+    said_waiting = said
+    stage = None
     while True:
-        answer = api.facts(flight_id, after=after, wait=25.0, retry_for=RETRY_FOLLOW)
+        waiting = stage in (None, Stage.READY, Stage.GATED)
+        answer = api.facts(flight_id, after=after, wait=WAITING_POLL if waiting else 25.0,
+                           retry_for=RETRY_FOLLOW)
+        stage = answer.stage
         for fact in answer.facts:
             after = fact.seq
             if echo:
@@ -122,13 +133,20 @@ def _echo_fact(fact: FlightFact) -> None:
         print(f"-- {body.get('text', '')}", file=sys.stderr, flush=True)
 
 
-def exit_code_of(answer: FactsPage) -> int:
+def exit_code_of(answer: FactsPage, api=None) -> int:
+    """The followed flight's exit code; a flight that did not land is explained on stderr
+    (with ``api``: the domain's reason and remedy)."""
     if answer.stage == Stage.LANDED:
         return int(Exit.OK)
+    ended = api.flight(answer.flight) if api is not None else None
+    if ended is not None and ended.ended:
+        print(f"{answer.flight} {answer.stage}: {ended.ended}", file=sys.stderr)
+        print(f"remedy: {ended.remedy}", file=sys.stderr)
+    else:
+        print(f"the flight was {answer.stage}", file=sys.stderr)
     if answer.stage == Stage.FAILED:
         code = answer.exit_code
         return code if isinstance(code, int) and 0 < code < 256 else int(Exit.FAILURE)
-    print(f"the flight was {answer.stage}", file=sys.stderr)
     return int(Exit.FAILURE)
 
 
@@ -136,24 +154,37 @@ def list_flights(
     stage: Optional[str] = typer.Option(None, "--stage", metavar="S", help="|".join(STAGES)),
     limit: int = typer.Option(200, "--limit", min=1, max=100000),
     json_: bool = typer.Option(False, "--json"),
+    watch_: bool = typer.Option(False, "--watch", "-w", help="Draw it again as it changes "
+                                                             "(q or Ctrl-C quits)."),
 ) -> None:
     """Flights, newest first, with why each waiting one waits."""
     if stage is not None and stage not in STAGES:
         raise CliError(f"--stage must be one of {', '.join(STAGES)} (got {stage!r})", Exit.USAGE)
-    rows = client().flights(stage=stage, limit=limit)
+    api = client()
+    if watch_:
+        from gg.cli.watch import watch
+
+        watch(lambda: _flights_table(api.flights(stage=stage, limit=limit), stage), "flights")
+        return
+    rows = api.flights(stage=stage, limit=limit)
     if json_:
         emit_json(rows)
         return
+    console().print(_flights_table(rows, stage))
+
+
+def _flights_table(rows, stage: str | None):
     if not rows:
-        typer.echo("no flights" + (f" {stage}" if stage else "") + ": open one with gg fly -- CMD")
-        return
+        from rich.text import Text
+
+        return Text("no flights" + (f" {stage}" if stage else "") + ": open one with gg fly -- CMD")
     t = table("ID", "STAGE", "RUNNER", "ATTEMPT", "EXIT", "OPENED", "BY", "TITLE / WHY IT WAITS")
     now = time.time()
     for f in rows:
-        t.add_row(f.id, f.stage, f.runner_name or "-", str(f.attempt),
+        t.add_row(f.id, state(f.stage), f.runner_name or "-", str(f.attempt),
                   "-" if f.exit_code is None else str(f.exit_code), ago(f.opened_at, now),
                   f.opened_by_name or "-", f.waiting if f.waiting else f.title)
-    console().print(t)
+    return t
 
 
 def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
@@ -184,8 +215,8 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
         lines.append(f"  {f.stopping}")
     if f.exit_code is not None:
         lines.append(f"  exit      {f.exit_code}")
-    if f.waiting:
-        lines.append(f"  {f.waiting}")
+    if f.waiting or f.ended:
+        lines.append(f"  {f.waiting or f.ended}")
         lines.append(f"  remedy: {f.remedy}")
     for a in f.attempts:
         lines.append(f"  attempt {a.attempt}: {a.runner_name} (epoch {a.epoch}), "
@@ -204,7 +235,7 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
         sys.stdout.write("".join(output))
     if follow_ and not Stage(f.stage).final:
         final = follow(api, flight_id, after=last)
-        raise typer.Exit(exit_code_of(final))
+        raise typer.Exit(exit_code_of(final, api))
 
 
 def cancel(flight_id: str = typer.Argument(..., metavar="FLIGHT"),

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import CliError, client, console, emit_json, plain, table
+from gg.cli.context import CliError, client, console, emit_json, plain, short, table
 from gg.cli.exits import Exit
 
 strategy_app = typer.Typer(help="Pool strategies: how a pool is furnished and bounded.",
@@ -128,6 +128,6 @@ def list_strategies(json_: bool = typer.Option(False, "--json")) -> None:
         t.add_row(s.name, s.pool, s.environment, s.driver,
                   str(st["inventory"]["size"]), str(st["inventory"]["warm"]),
                   str(st["bounds"]["pool_max"]), st["bounds"]["active_hours"] or "always",
-                  (s.digest or "-")[:19],
+                  short(s.digest),
                   "yes" if s.in_force else f"no (gate {s.gate})")
     console().print(t)

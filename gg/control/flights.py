@@ -16,7 +16,7 @@ from gg.domain.flights import (Event, Flight, Priority, Stage, opened, priority_
                                required_labels)
 from gg.domain.events import EventKind
 from gg.domain.matching import Seat, seat
-from gg.domain.waiting import Context, OpenGate, Waiting, why_waiting
+from gg.domain.waiting import Context, OpenGate, Waiting, why_ended, why_waiting
 from gg.errors import BadRequest, Forbidden, NotFound
 
 MAX_COMMAND_ARGS = 4096
@@ -227,6 +227,10 @@ def _view(data: dict, waiting: Waiting | None, names: dict[str, str],
     data["opened_by_name"] = people.get(data["opened_by"], data["opened_by"])
     data["waiting"] = waiting.sentence if waiting else None
     data["remedy"] = waiting.remedy if waiting else None
+    ended = why_ended(data["id"], data["stage"], data["ended_reason"], data["exit_code"])
+    data["ended"] = ended.sentence if ended else None
+    if ended is not None:
+        data["remedy"] = ended.remedy
     data["lease"] = ({"runner": holder, "epoch": data["epoch"],
                       "expires_at": data["lease_expires_at"]}
                      if data["stage"] == Stage.FLYING.value else None)

@@ -239,3 +239,34 @@ def _first_unadvertised(requires: dict[str, str], seats: list[Seat]) -> str | No
         if not any(s.usable_labels.get(key) == value for s in seats):
             return f"{key}={value}"
     return None
+
+
+def why_ended(flight_id: str, stage: str, reason: str | None,
+              exit_code: int | None) -> Waiting | None:
+    """Why a flight that will not run again ended badly, and what to do about it (None for
+    a landed flight or one not ended): what ``gg fly --wait`` and ``gg show`` print."""
+    if stage == Stage.CANCELLED.value:
+        said = f"it was {reason}" if reason and reason.startswith("cancelled") else (
+            f"it was cancelled ({reason})" if reason else "it was cancelled")
+        return Waiting("cancelled", said, "open it again with gg fly if it is still needed")
+    if stage != Stage.FAILED.value:
+        return None
+    reason = reason or ""
+    if reason.startswith("lost "):
+        return Waiting("lost", f"it failed: its lease was {reason} (each runner holding it "
+                               "stopped renewing)",
+                       f"see which runners lost it (gg show {flight_id}) and why they stopped "
+                       "(gg runners); then open it again")
+    if reason.startswith("not taken"):
+        return Waiting("not_taken", f"it failed: {reason} (its runner did not take it in time)",
+                       "check that the runner is online and free (gg runner show R), "
+                       "then open it again")
+    if reason.startswith("timed out"):
+        return Waiting("timed_out", f"it failed: it {reason}",
+                       "open it again with a longer --timeout, or make the command faster")
+    if exit_code is not None:
+        detail = f" ({reason})" if reason and reason != f"exit {exit_code}" else ""
+        return Waiting("exit", f"it failed: the command exited with {exit_code}{detail}",
+                       f"read its output: gg show {flight_id}")
+    return Waiting("failed", f"it failed: {reason}" if reason else "it failed",
+                   f"read its facts: gg show {flight_id}")
