@@ -46,9 +46,10 @@ def _register() -> None:
     from gg.cli import airspace, credentials, fleet  # enrolment
     from gg.cli import pools, strategies  # pools
     from gg.cli import hooks  # notifications
+    from gg.cli import install  # services on the host
 
     for module in (server, people, runners, admin, sent, flights, gates, placement, events, demo,
-                   airspace, fleet, credentials, pools, strategies, hooks):
+                   airspace, fleet, credentials, pools, strategies, hooks, install):
         module.register(app)
 
 
