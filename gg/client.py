@@ -307,9 +307,10 @@ class Client:
 
     # -- enrolment: profiles, tokens, enrolled runners, credential references ---------------
 
-    def apply_profile(self, name: str, mapping: dict) -> e.ProfileApplied:
+    def apply_profile(self, name: str, mapping: dict, dry_run: bool = False) -> e.ProfileApplied:
         return _one(e.ProfileApplied, self.request(
-            "PUT", paths.PROFILE.format(name=name), json={"profile": mapping}))
+            "PUT", paths.PROFILE.format(name=name), json={"profile": mapping},
+            params=_dry(dry_run)))
 
     def profiles(self) -> list[e.ProfileView]:
         return _many(e.ProfileView, self.request("GET", paths.PROFILES))
@@ -354,8 +355,9 @@ class Client:
     def environment(self, name: str) -> pl.EnvironmentView:
         return _one(pl.EnvironmentView, self.request("GET", pl.ENVIRONMENT.format(name=name)))
 
-    def apply_root(self, mapping: dict) -> pl.RootApplied:
-        return _one(pl.RootApplied, self.request("PUT", pl.ROOT, json=mapping))
+    def apply_root(self, mapping: dict, dry_run: bool = False) -> pl.RootApplied:
+        return _one(pl.RootApplied, self.request("PUT", pl.ROOT, json=mapping,
+                                                 params=_dry(dry_run)))
 
     def root(self) -> pl.RootView:
         return _one(pl.RootView, self.request("GET", pl.ROOT))
@@ -384,9 +386,10 @@ class Client:
     def strategy(self, name: str) -> po.Strategy:
         return _one(po.Strategy, self.request("GET", paths.STRATEGY.format(name=name)))
 
-    def apply_strategy(self, name: str, mapping: dict) -> po.StrategyApplied:
+    def apply_strategy(self, name: str, mapping: dict, dry_run: bool = False) -> po.StrategyApplied:
         return _one(po.StrategyApplied, self.request(
-            "PUT", paths.STRATEGY.format(name=name), json={"strategy": mapping}))
+            "PUT", paths.STRATEGY.format(name=name), json={"strategy": mapping},
+            params=_dry(dry_run)))
 
     def pin_strategy_digest(self, name: str, digest: str) -> po.DigestPinned:
         return _one(po.DigestPinned, self.request(
@@ -458,3 +461,8 @@ def _error(response: httpx.Response) -> ApiError:
     except (ValueError, KeyError, TypeError):
         return ApiError(response.status_code, "http_error",
                         f"the control plane answered {response.status_code}")
+
+
+def _dry(dry_run: bool) -> dict | None:
+    """The query of an apply that only says what it would do."""
+    return {"dry_run": "true"} if dry_run else None

@@ -205,3 +205,43 @@ def show_version(value: bool) -> None:
     typer.echo(f"gg {__version__} (Python {platform.python_version()}, "
                f"{sys.platform}-{platform.machine()})")
     raise typer.Exit(0)
+
+
+def confirm(yes: bool, question: str, verb: str) -> None:
+    """Ask before something that cannot be undone: on a terminal, a y/N question; elsewhere
+    (a script, a pipe) only ``--yes`` goes ahead, so nothing irreversible happens by accident."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise CliError(f"{verb} cannot be undone and stdin is not a terminal to ask on: "
+                       f"pass --yes to {verb} without asking", Exit.USAGE)
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        raise CliError(f"not done: {verb} needs a y", Exit.FAILURE)
+
+
+def words(body: dict) -> str:
+    """A fact's or an event's body as ``key=value`` words: nested mappings as ``key.sub=v``,
+    lists joined by commas, a value with spaces quoted; never a Python dict."""
+    out = []
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            if not value:
+                out.append(f"{prefix}=-")
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+            return
+        if value is None:
+            return
+        if isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value) or "-"
+        text = str(value)
+        if not text or any(c.isspace() for c in text):
+            text = '"' + text.replace('"', '\\"') + '"'
+        out.append(f"{prefix}={text}")
+
+    walk("", body)
+    return " ".join(out)

@@ -10,7 +10,7 @@ import typer
 
 from gg.api.flights import FactsPage, FlightFact
 from gg.cli.context import (CliError, ago, client, console, emit_json, parse_labels, state,
-                            table)
+                            table, words)
 from gg.cli.exits import Exit
 from gg.client import RETRY_FOLLOW, WAITING_POLL
 from gg.domain.flights import Priority, Stage
@@ -249,4 +249,4 @@ def cancel(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
 
 
 def _brief(body: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in body.items() if v is not None) or "-"
+    return words(body) or "-"

@@ -127,6 +127,10 @@ class Snapshot:
             seats = self.seats
             if flight.runner_target is not None:  # the ladder reads only that runner's seat
                 seats = [s for s in (self._by_id.get(flight.runner_target),) if s is not None]
+                gone = None if seats else self.core.store.runner(flight.runner_target)
+                if gone is not None:  # retired: the ladder says so rather than "start it"
+                    seats = [seat(gone, self.now, self.core.settings.offline_after, 0,
+                                  frozenset())]
             self._cache[key] = why_waiting(flight, seats, self.context(flight))
         return self._cache[key]
 

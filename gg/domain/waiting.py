@@ -103,8 +103,11 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
     target_id = flight.runner_target
     live: list[Seat] = []
     target = None
+    retired_target = None
     for s in seats:
         if s.runner.admin_state == AdminState.RETIRED.value:
+            if s.runner.id == target_id:
+                retired_target = s
             continue
         live.append(s)
         if s.runner.id == target_id:
@@ -136,8 +139,19 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
             "waiting: a runner that could take it is reserved for another person",
             "ask its owner to release it, or bring up another runner",
         )
+    if flight.runner_target is not None and target is None:
+        # retired or forgotten: starting it again cannot help, only opening the flight anew
+        name = (retired_target.runner.name if retired_target else
+                ctx.runner_names.get(flight.runner_target, flight.runner_target))
+        gone = "retired" if retired_target else "no longer registered (it was forgotten)"
+        return Waiting(
+            "target_gone",
+            f"waiting: it was sent to runner {name}, which is {gone}",
+            "cancel it (gg cancel FLIGHT) and open it again without --runner, or with "
+            "--runner naming a runner that checks in (gg runners)",
+        )
     if flight.runner_target is not None:
-        if target is None or not target.online:
+        if not target.online:
             name = target.runner.name if target else ctx.runner_names.get(
                 flight.runner_target, flight.runner_target)
             return Waiting(

@@ -10,6 +10,7 @@ from gg.api.enrolment import (CredentialRefRow, CredentialRefs, CredentialRefsSe
                               ProfileView, TokenMint)
 from gg.control import answers, enrolment, profiles
 from gg.control import credentials
+from gg.control.dry_run import maybe_dry
 from gg.domain.runners import Runner
 from gg.server import auth
 from gg.server.json_body import JsonRoute
@@ -19,9 +20,11 @@ router = APIRouter(route_class=JsonRoute)
 
 @router.put(paths.PROFILE, response_model=ProfileApplied)
 async def apply_profile(name: str, body: ProfileApply, request: Request,
-                        person: dict = Depends(auth.person)) -> dict:
-    """Apply a fleet profile: narrowings at once, widenings behind one admin gate."""
-    return profiles.apply_profile(request.app.state.core, person, name, body.profile)
+                        person: dict = Depends(auth.person), dry_run: bool = False) -> dict:
+    """Apply a fleet profile: narrowings at once, widenings behind one admin gate
+    (``dry_run``: what it would do, nothing kept)."""
+    return maybe_dry(request.app.state.core, dry_run, profiles.apply_profile, person, name,
+                     body.profile)
 
 
 @router.get(paths.PROFILES, response_model=list[ProfileView])

@@ -10,6 +10,7 @@ from gg.api.placement import (EnvironmentChart, EnvironmentCharted, EnvironmentV
                               RootApplied, RootApply, RootView)
 from gg.api.runners import LabelDispositions, OwnershipChanged
 from gg.control import answers, environments, ownership, plan
+from gg.control.dry_run import maybe_dry
 from gg.server import auth
 from gg.server.deadlines import AttendedWake
 from gg.server.json_body import JsonRoute
@@ -40,8 +41,10 @@ async def show_environment(name: str, request: Request,
 
 
 @router.put(paths.ROOT, response_model=RootApplied)
-async def apply_root(body: RootApply, request: Request, person: dict = Depends(auth.person)) -> dict:
-    return environments.apply_root(request.app.state.core, person, body.model_dump())
+async def apply_root(body: RootApply, request: Request, person: dict = Depends(auth.person),
+                     dry_run: bool = False) -> dict:
+    return maybe_dry(request.app.state.core, dry_run, environments.apply_root, person,
+                     body.model_dump())
 
 
 @router.get(paths.ROOT, response_model=RootView)

@@ -14,6 +14,7 @@ from gg.api.pools import (ActionTaken, Attested, DigestPinned, MaintainerAllowed
                           MemberJoined, Pool, Strategy, StrategyApplied)
 from gg.api.schemas import Attestation, MemberJoin, PoolAction, PoolAllow, StrategyApply, StrategyDigest
 from gg.control import members, pools, strategies
+from gg.control.dry_run import maybe_dry
 from gg.domain.runners import Runner
 from gg.server import auth
 from gg.server.auth import person_only
@@ -37,8 +38,9 @@ async def show_strategy(name: str, request: Request, person: dict = Depends(pers
 
 @router.put(paths.STRATEGY, response_model=StrategyApplied)
 async def apply_strategy(name: str, body: StrategyApply, request: Request,
-                         person: dict = Depends(person_only)) -> dict:
-    return strategies.apply(request.app.state.core, person, name, body.strategy)
+                         person: dict = Depends(person_only), dry_run: bool = False) -> dict:
+    return maybe_dry(request.app.state.core, dry_run, strategies.apply, person, name,
+                     body.strategy)
 
 
 @router.post(paths.STRATEGY_DIGEST, response_model=DigestPinned)
