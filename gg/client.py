@@ -35,7 +35,7 @@ from gg.api import people as pe
 from gg.api import placement as pl
 from gg.api import pools as po
 from gg.api import runners as r
-from gg.api.schemas import Health, Ok
+from gg.api.schemas import Health, Ok, Removed
 from gg.errors import GGError
 
 _RETRY_STATUSES = (502, 503, 504)
@@ -354,6 +354,18 @@ class Client:
 
     def environment(self, name: str) -> pl.EnvironmentView:
         return _one(pl.EnvironmentView, self.request("GET", pl.ENVIRONMENT.format(name=name)))
+
+    def remove_environment(self, name: str) -> Removed:
+        return _one(Removed, self.request("DELETE", pl.ENVIRONMENT.format(name=_segment(name))))
+
+    def delete_profile(self, name: str) -> Removed:
+        return _one(Removed, self.request("DELETE", paths.PROFILE.format(name=_segment(name))))
+
+    def delete_strategy(self, name: str) -> Removed:
+        return _one(Removed, self.request("DELETE", paths.STRATEGY.format(name=_segment(name))))
+
+    def delete_pool(self, pool: str) -> Removed:
+        return _one(Removed, self.request("DELETE", paths.POOL.format(pool=_segment(pool))))
 
     def apply_root(self, mapping: dict, dry_run: bool = False) -> pl.RootApplied:
         return _one(pl.RootApplied, self.request("PUT", pl.ROOT, json=mapping,

@@ -245,3 +245,16 @@ def words(body: dict) -> str:
 
     walk("", body)
     return " ".join(out)
+
+
+def removed(answer, json_: bool) -> None:
+    """Print the answer of a delete: taken down, or on its way and what happens first."""
+    if json_:
+        emit_json(answer)
+        return
+    import typer
+
+    if answer.deleted:
+        typer.echo(f"{answer.kind} {answer.name} is deleted")
+    else:
+        typer.echo(f"{answer.kind} {answer.name} is being deleted: {answer.detail}")

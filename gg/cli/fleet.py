@@ -243,3 +243,13 @@ def enrol_token(flag: Optional[str], file: Optional[Path]) -> Optional[str]:
             raise CliError("that is not an enrolment token (they start with gge_)",
                            int(Exit.USAGE))
     return token
+
+
+@fleet_app.command("delete")
+def delete(name: str = typer.Argument(..., metavar="PROFILE"),
+           json_: bool = typer.Option(False, "--json")) -> None:
+    """Delete a fleet profile (admin); refused, naming them, while runners enrolled under it
+    or redeemable enrolment tokens for it remain."""
+    from gg.cli.context import removed
+
+    removed(client().delete_profile(name), json_)

@@ -158,3 +158,13 @@ def _state_dir(pool: str) -> Path:
     if os.environ.get(config.ENV_STATE_DIR):
         return Path(os.environ[config.ENV_STATE_DIR])
     return config.state_dir().parent / f"maintain-{pool}"
+
+
+@pool_app.command("delete")
+def delete(pool: str = typer.Argument(..., metavar="POOL"),
+           json_: bool = typer.Option(False, "--json")) -> None:
+    """Delete a pool and its strategy (admin): its maintainer stops every member first (a
+    busy one when its flight ends); the strategy goes when the pool is empty."""
+    from gg.cli.context import removed
+
+    removed(client().delete_pool(pool), json_)

@@ -151,3 +151,12 @@ def list_strategies(json_: bool = typer.Option(False, "--json")) -> None:
                   short(s.digest),
                   "yes" if s.in_force else f"no (gate {s.gate})")
     console().print(t)
+
+
+@strategy_app.command("delete")
+def delete(name: str = typer.Argument(..., metavar="NAME"),
+           json_: bool = typer.Option(False, "--json")) -> None:
+    """Delete a strategy whose pool holds no member (admin); gg pool delete stops them."""
+    from gg.cli.context import removed
+
+    removed(client().delete_strategy(name), json_)

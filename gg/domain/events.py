@@ -61,6 +61,9 @@ class EventKind(StrEnum):
     ENVIRONMENT_CHARTED = "info:environment:charted"
     ENVIRONMENT_IN_FORCE = "info:environment:in_force"
     ROOT_APPLIED = "info:root:applied"
+    PROFILE_DELETED = "info:profile:deleted"
+    ENVIRONMENT_REMOVED = "info:environment:removed"
+    STRATEGY_DELETED = "info:strategy:deleted"
     # hooks
     HOOK_ADDED = "info:hook:added"
     HOOK_REMOVED = "info:hook:removed"

@@ -432,3 +432,13 @@ def _priorities(db: sqlite_utils.Database) -> None:
         CREATE INDEX flights_served ON flights(opened_by, lease_granted_at);
         """
     )
+
+
+# -- the operator's surface (770-779) -----------------------------------------------------------
+
+
+@migration(770, "pools being deleted")
+def _pools_deleting(db: sqlite_utils.Database) -> None:
+    """When ``gg pool delete`` asked for the pool to go: its plan is then to hold nothing, and
+    the strategy is deleted once the maintainer attests an empty pool."""
+    db.executescript("ALTER TABLE strategies ADD COLUMN deleting_at REAL;")

@@ -147,3 +147,36 @@ def test_flights_runners_and_pools_watch_until_q_or_ctrl_c(fleet):
 def test_watch_refuses_a_pipe_with_a_sentence(fleet):
     done = fleet.gg("flights", "--watch")
     assert done.returncode == 2 and "--watch draws on a terminal" in done.stderr
+
+
+def test_retire_asks_on_a_terminal_and_a_script_needs_yes(fleet):
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    piped = fleet.gg("runner", "retire", "r1")
+    assert piped.returncode == 2
+    assert piped.stderr == ("retire cannot be undone and stdin is not a terminal to ask on: "
+                            "pass --yes to retire without asking\n")
+    asked = spawn(fleet, "runner", "retire", "r1")
+    asked.expect(r"retire runner r1\? .* \[y/N\] ")
+    asked.sendline("n")
+    asked.expect(pexpect.EOF)
+    asked.close()
+    assert asked.exitstatus == 1 and fleet.runner_row("r1") is not None
+    yes = spawn(fleet, "runner", "retire", "r1")
+    yes.expect(r"\[y/N\] ")
+    yes.sendline("y")
+    yes.expect("is retired")
+    yes.expect(pexpect.EOF)
+    yes.close()
+    assert yes.exitstatus == 0 and fleet.runner_row("r1") is None
+
+
+def test_events_name_runners_and_print_bodies_as_words(fleet):
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    assert fleet.gg("runner", "policy", "r1", "--workers", "1").returncode == 0
+    done = fleet.gg("events")
+    assert done.returncode == 0, done.stderr
+    registered = next(line for line in done.stdout.splitlines() if "runner:registered" in line)
+    assert "runner r1" in registered
+    assert "{" not in done.stdout and "'" not in done.stdout, done.stdout

@@ -9,7 +9,8 @@ from gg.api.enrolment import (CredentialRefRow, CredentialRefs, CredentialRefsSe
                               EnrolTokenMinted, EnrolTokenView, ProfileApplied, ProfileApply,
                               ProfileView, TokenMint)
 from gg.control import answers, enrolment, profiles
-from gg.control import credentials
+from gg.control import credentials, removals
+from gg.api.schemas import Removed
 from gg.control.dry_run import maybe_dry
 from gg.domain.runners import Runner
 from gg.server import auth
@@ -76,3 +77,10 @@ async def set_credential_refs(body: CredentialRefs, request: Request,
 @router.get(paths.CREDENTIALS, response_model=list[CredentialRefRow])
 async def list_credential_refs(request: Request, person: dict = Depends(auth.person)) -> list[dict]:
     return credentials.list_refs(request.app.state.core)
+
+
+@router.delete(paths.PROFILE, response_model=Removed)
+async def delete_profile(name: str, request: Request,
+                         person: dict = Depends(auth.person)) -> dict:
+    """Delete a fleet profile no runner and no redeemable token uses."""
+    return removals.delete_profile(request.app.state.core, person, name)

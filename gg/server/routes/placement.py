@@ -9,7 +9,8 @@ from gg.api.flights import Plan
 from gg.api.placement import (EnvironmentChart, EnvironmentCharted, EnvironmentView, OwnershipSet,
                               RootApplied, RootApply, RootView)
 from gg.api.runners import LabelDispositions, OwnershipChanged
-from gg.control import answers, environments, ownership, plan
+from gg.api.schemas import Removed
+from gg.control import answers, environments, ownership, plan, removals
 from gg.control.dry_run import maybe_dry
 from gg.server import auth
 from gg.server.deadlines import AttendedWake
@@ -80,3 +81,9 @@ async def set_ownership(ref: str, body: OwnershipSet, request: Request,
 @router.get(paths.FLIGHT_PLAN, response_model=Plan)
 async def flight_plan(flight_id: str, request: Request, person: dict = Depends(auth.person)) -> dict:
     return plan.plan_for(request.app.state.core, flight_id)
+
+
+@router.delete(paths.ENVIRONMENT, response_model=Removed)
+async def remove_environment(name: str, request: Request,
+                             person: dict = Depends(auth.person)) -> dict:
+    return removals.remove_environment(request.app.state.core, person, name)
