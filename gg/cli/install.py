@@ -96,6 +96,9 @@ class Unit:
             "KillMode=mixed",
             f"TimeoutStopSec={STOP_TIMEOUT}",
         ]
+        if any(part.endswith(".pyz") for part in self.gg):  # it unpacks itself once, here
+            lines.insert(lines.index("Environment=PYTHONUNBUFFERED=1"),
+                         "Environment=SHIV_ROOT=%S/gg/" + self.slug + "/shiv")
         if self.run_as and not self.user_mode:
             lines.append(f"User={self.run_as}")
         lines += ["", "[Install]",
