@@ -88,7 +88,6 @@ class ProfileView(Answer):
     in_force: dict[str, Any] | None = None
     in_force_version: int | None = None
     narrowed_by: int | None = None
-    dry_run: bool = False  # nothing was kept; a gate named here was not opened
     wholly_in_force: bool
     pending_gates: list[PendingGate]
     enrolled: list[EnrolledRunner]
@@ -105,6 +104,7 @@ class ProfileApplied(Answer):
     gate: PendingGate | None = None
     in_force_version: int | None = None
     narrowed_by: int | None = None
+    dry_run: bool = False  # nothing was kept; a gate named here was not opened
 
 
 class EnrolTokenView(Answer):
