@@ -74,6 +74,9 @@ BACKOFF_CAP = 5.0
 # Retry budgets: how long a caller keeps retrying while the control plane is away or busy.
 RETRY_FOREVER = float("inf")  # until stopped: registration, the first check-in, each claim
 RETRY_FOLLOW = 120.0  # following a flight's output (gg fly --wait, gg show --follow)
+# Following a flight that waits: how often its waiting sentence is read again (a change in
+# the fleet, such as a runner going offline, changes the sentence without a new fact).
+WAITING_POLL = 2.0
 RETRY_JOIN = 60.0  # spending an enrolment token or a pool member's one-time code
 RETRY_STEP = 30.0  # one step of longer work: credential renewal, a maintainer's plan and acts
 RETRY_FLIGHT_MIN = 30.0  # a flight's reports and hand-back: twice its lease, at least this
@@ -84,6 +87,8 @@ RETRY_RELEASE = 2.0  # freeing a parked claim on the way out
 
 M = TypeVar("M", bound=BaseModel)
 SendHook = Callable[[str, str, "dict | None", Any], None]
+# on_retry(failure, pause): a request failed and is tried again after ``pause`` seconds.
+RetryHook = Callable[[Exception, float], None]
 
 
 class ApiError(GGError):
@@ -102,10 +107,13 @@ class Unreachable(GGError):
 class Client:
     def __init__(self, server: str, token: str | None = None, *, timeout: float = TIMEOUT,
                  stop: threading.Event | None = None, backoff_cap: float = BACKOFF_CAP,
-                 on_send: SendHook | None = None):
+                 on_send: SendHook | None = None, on_retry: RetryHook | None = None,
+                 on_reached: Callable[[], None] | None = None):
         self.server = server.rstrip("/")
         self.token = token
         self.on_send = on_send
+        self.on_retry = on_retry  # the runner logs each failure and its retry's delay
+        self.on_reached = on_reached  # ...and when an answer comes again
         self.stop = stop or threading.Event()
         self.backoff_cap = backoff_cap
         self._http = httpx.Client(base_url=self.server, timeout=timeout,
@@ -134,12 +142,16 @@ class Client:
                                                  f"({type(exc).__name__})")
             else:
                 if response.status_code not in _RETRY_STATUSES:
+                    if self.on_reached is not None:
+                        self.on_reached()
                     return _decode(response)
                 failure = _error(response)
             attempt += 1
             pause = random.uniform(0, min(self.backoff_cap, BACKOFF_BASE * 2 ** min(attempt, 10)))
             if self.stop.is_set() or time.monotonic() + pause > deadline:
                 raise failure
+            if self.on_retry is not None:
+                self.on_retry(failure, pause)
             self.stop.wait(pause)
 
     # -- people -------------------------------------------------------------------------
@@ -213,6 +225,8 @@ class Client:
             pause = random.uniform(0, min(self.backoff_cap, BACKOFF_BASE * 2 ** min(attempt, 10)))
             if self.stop.is_set() or time.monotonic() + pause > deadline:
                 raise failure
+            if self.on_retry is not None:
+                self.on_retry(failure, pause)
             self.stop.wait(pause)
 
     def register(self, body: dict, key=None, **kw) -> r.Registered:
@@ -383,9 +397,10 @@ class Client:
 
     # -- enrolment: profiles, tokens, enrolled runners, credential references ---------------
 
-    def apply_profile(self, name: str, mapping: dict) -> e.ProfileApplied:
+    def apply_profile(self, name: str, mapping: dict, dry_run: bool = False) -> e.ProfileApplied:
         return _one(e.ProfileApplied, self.request(
-            "PUT", paths.PROFILE.format(name=name), json={"profile": mapping}))
+            "PUT", paths.PROFILE.format(name=name), json={"profile": mapping},
+            params=_dry(dry_run)))
 
     def profiles(self) -> list[e.ProfileView]:
         return _many(e.ProfileView, self.request("GET", paths.PROFILES))
@@ -430,8 +445,21 @@ class Client:
     def environment(self, name: str) -> pl.EnvironmentView:
         return _one(pl.EnvironmentView, self.request("GET", pl.ENVIRONMENT.format(name=name)))
 
-    def apply_root(self, mapping: dict) -> pl.RootApplied:
-        return _one(pl.RootApplied, self.request("PUT", pl.ROOT, json=mapping))
+    def remove_environment(self, name: str) -> s.Removed:
+        return _one(s.Removed, self.request("DELETE", pl.ENVIRONMENT.format(name=_segment(name))))
+
+    def delete_profile(self, name: str) -> s.Removed:
+        return _one(s.Removed, self.request("DELETE", paths.PROFILE.format(name=_segment(name))))
+
+    def delete_strategy(self, name: str) -> s.Removed:
+        return _one(s.Removed, self.request("DELETE", paths.STRATEGY.format(name=_segment(name))))
+
+    def delete_pool(self, pool: str) -> s.Removed:
+        return _one(s.Removed, self.request("DELETE", paths.POOL.format(pool=_segment(pool))))
+
+    def apply_root(self, mapping: dict, dry_run: bool = False) -> pl.RootApplied:
+        return _one(pl.RootApplied, self.request("PUT", pl.ROOT, json=mapping,
+                                                 params=_dry(dry_run)))
 
     def root(self) -> pl.RootView:
         return _one(pl.RootView, self.request("GET", pl.ROOT))
@@ -460,9 +488,10 @@ class Client:
     def strategy(self, name: str) -> po.Strategy:
         return _one(po.Strategy, self.request("GET", paths.STRATEGY.format(name=name)))
 
-    def apply_strategy(self, name: str, mapping: dict) -> po.StrategyApplied:
+    def apply_strategy(self, name: str, mapping: dict, dry_run: bool = False) -> po.StrategyApplied:
         return _one(po.StrategyApplied, self.request(
-            "PUT", paths.STRATEGY.format(name=name), json={"strategy": mapping}))
+            "PUT", paths.STRATEGY.format(name=name), json={"strategy": mapping},
+            params=_dry(dry_run)))
 
     def pin_strategy_digest(self, name: str, digest: str) -> po.DigestPinned:
         return _one(po.DigestPinned, self.request(
@@ -576,3 +605,8 @@ def _error(response: httpx.Response) -> ApiError:
     except (ValueError, KeyError, TypeError):
         return ApiError(response.status_code, "http_error",
                         f"the control plane answered {response.status_code}")
+
+
+def _dry(dry_run: bool) -> dict | None:
+    """The query of an apply that only says what it would do."""
+    return {"dry_run": "true"} if dry_run else None

@@ -106,6 +106,7 @@ class ProfileApplied(Answer):
     gate: PendingGate | None = None
     in_force_version: int | None = None
     narrowed_by: int | None = None
+    dry_run: bool = False  # nothing was kept; a gate named here was not opened
 
 
 class EnrolTokenView(Answer):

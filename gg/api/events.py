@@ -13,5 +13,6 @@ class Event(Answer):
     at: float
     actor: str | None = None
     runner_id: str | None = None
+    runner_name: str | None = None  # the runner's name when the event has one
     flight_id: str | None = None
     body: dict[str, Any] = {}

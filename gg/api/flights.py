@@ -55,7 +55,8 @@ class FlightRow(Answer):
     runner_name: str | None = None
     opened_by_name: str | None = None
     waiting: str | None = None  # why it is not flying yet, in one sentence
-    remedy: str | None = None
+    remedy: str | None = None  # what to do about why it waits, or why it ended badly
+    ended: str | None = None  # why a failed or cancelled flight ended, in one sentence
     lease: FlightLease | None = None
     # when a waiting flight is expected to start (docs/waiting.md); with no estimate the
     # three times are None and the basis says why; all None when it is not waiting

@@ -78,3 +78,4 @@ class RootView(Answer):
 
 class RootApplied(RootView):
     providers: dict[str, list[str]]
+    dry_run: bool = False  # nothing was kept

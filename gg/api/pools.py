@@ -30,6 +30,7 @@ class StrategyApplied(Answer):
     status: str
     changes: list[dict[str, Any]]
     gate: Gate | None = None
+    dry_run: bool = False  # nothing was kept; a gate named here was not opened
 
 
 class DigestPinned(Answer):

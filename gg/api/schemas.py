@@ -71,6 +71,15 @@ class Ok(Answer):
     ok: bool
 
 
+class Removed(Answer):
+    """A profile, environment, strategy or pool taken down (``deleted``), or, for a pool with
+    members, on its way (``detail`` says what happens first)."""
+    kind: str
+    name: str
+    deleted: bool
+    detail: str | None = None
+
+
 class ErrorDetail(Answer):
     code: str
     message: str  # one sentence

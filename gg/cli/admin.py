@@ -7,13 +7,14 @@ from typing import Optional
 import typer
 
 from gg.api.runners import StateChange
-from gg.cli.context import CliError, client, emit_json
+from gg.cli.context import CliError, client, confirm, emit_json
 from gg.cli.exits import Exit
 from gg.cli.runners import runner_app
 from gg.domain.policy import EGRESSES, ISOLATIONS, MAX_WORKERS
 
 RUNNER = typer.Argument(..., metavar="RUNNER", help="Runner id or name.")
 JSON = typer.Option(False, "--json")
+YES = typer.Option(False, "--yes", "-y", help="Do not ask (needed when stdin is not a terminal).")
 
 
 def register(app: typer.Typer) -> None:
@@ -70,8 +71,10 @@ def resume(ref: str = RUNNER, json_: bool = JSON) -> None:
 
 
 @runner_app.command("retire")
-def retire(ref: str = RUNNER, json_: bool = JSON) -> None:
+def retire(ref: str = RUNNER, json_: bool = JSON, yes: bool = YES) -> None:
     """Irreversibly retire RUNNER: its credential is refused, its key never registers again (admin)."""
+    confirm(yes, f"retire runner {ref}? its credential dies and its key can never register "
+                 "again; this cannot be undone", "retire")
     answer = client().retire_runner(ref)
     if json_:
         emit_json(answer)
@@ -85,8 +88,9 @@ def retire(ref: str = RUNNER, json_: bool = JSON) -> None:
 
 
 @runner_app.command("forget")
-def forget(ref: str = RUNNER, json_: bool = JSON) -> None:
+def forget(ref: str = RUNNER, json_: bool = JSON, yes: bool = YES) -> None:
     """Delete a stale registration without a tombstone; refused while online or leasing (admin)."""
+    confirm(yes, f"forget runner {ref}? its registration and credential are deleted", "forget")
     answer = client().forget_runner(ref)
     if json_:
         emit_json(answer)

@@ -61,17 +61,24 @@ def check(airspace: Optional[Path] = AirspaceOption) -> None:
 def apply(
     airspace: Optional[Path] = AirspaceOption,
     json_: bool = typer.Option(False, "--json"),
+    dry_run: bool = typer.Option(False, "--dry-run",
+                                 help="Say what would apply; change nothing."),
 ) -> None:
-    """Apply root.yaml, the environments flights may use (admin)."""
+    """Apply root.yaml, the environments flights may use (admin). The root applies at once
+    (it opens no gate); it is refused while a listed environment has nothing to serve it."""
     from gg.airspace.root import load_root
 
     root = load_root(airspace_dir(airspace) / "root.yaml")  # AirspaceError: file:line: key: …
-    answer = client().apply_root(root.to_dict())
+    answer = client().apply_root(root.to_dict(), dry_run=dry_run)
     if json_:
         emit_json(answer)
         return
     names = ", ".join(answer.environments) or "no environments"
-    typer.echo(f"applied the root envelope: {names}")
+    if answer.dry_run:
+        typer.echo(f"dry run: the root envelope would apply at once (it opens no gate): "
+                   f"{names}; nothing was changed")
+    else:
+        typer.echo(f"applied the root envelope: {names}")
     for name in answer.not_in_force:
         typer.echo(f"note: environment {name} has no meaning in force yet, so flights cannot "
                    f"use it (gg environment chart {name} --means PREDICATE, then clear its gate)")

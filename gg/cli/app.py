@@ -18,7 +18,7 @@ os.environ.setdefault("TYPER_USE_RICH", "0")
 import typer  # noqa: E402
 from typer.core import TyperGroup  # noqa: E402
 
-from gg.cli.context import STATE, CliError
+from gg.cli.context import STATE, CliError, show_version
 from gg.cli.exits import Exit, for_status
 from gg.errors import GGError, Unauthorized
 
@@ -82,6 +82,10 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "attributes": (("groups",), "Registered attribute keys and the values each takes."),
     "attribute": (("groups",), "The attribute keys groups and --where may use."),
     "estimate": (("estimates",), "Start estimates: how they compared with the starts."),
+    "install": (("install",), "Install gg as a systemd service: a runner, a pool maintainer or "
+                              "the control plane."),
+    "uninstall": (("install",), "Stop, disable and remove a unit gg install wrote (its state "
+                                "directory is kept)."),
 }
 
 
@@ -132,7 +136,7 @@ def load(name: str):
 
 
 app = typer.Typer(
-    name="gg", cls=LazyGroup, no_args_is_help=True, add_completion=False,
+    name="gg", cls=LazyGroup, no_args_is_help=True, add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain click help: importing rich's help renderer costs ~100 ms
     help="Run work on a fleet of machines your organisation controls.",
@@ -145,6 +149,8 @@ def _globals(
     server: Optional[str] = typer.Option(None, "--server", metavar="URL",
                                          help="Control plane URL (env GG_SERVER)."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=show_version,
+                                 help="Print gg's version and exit."),
 ) -> None:
     STATE.server = server
     STATE.debug = debug

@@ -25,6 +25,7 @@ class CliError(GGError):
 class Globals:
     server: str | None = None
     debug: bool = False
+    scheme_noted: bool = False
 
 
 STATE = Globals()
@@ -42,7 +43,22 @@ def server_url(required: bool = True) -> str | None:
     if url is None and required:
         raise CliError("no control plane chosen: pass --server URL, set GG_SERVER, "
                        "or sign in with gg login --server URL", Exit.USAGE)
-    return url.rstrip("/") if url else None
+    return with_scheme(url.rstrip("/")) if url else None
+
+
+def with_scheme(url: str) -> str:
+    """``localhost:8421`` means ``http://localhost:8421`` (said once on stderr): each of
+    several comma-separated URLs gets the scheme it lacks."""
+    parts = [part.strip() for part in url.split(",")]
+    bare = [part for part in parts if part and "://" not in part]
+    if not bare:
+        return url
+    fixed = ",".join(part if "://" in part or not part else f"http://{part}" for part in parts)
+    if not STATE.scheme_noted:
+        STATE.scheme_noted = True
+        sys.stderr.write(f"note: {', '.join(bare)} has no scheme; using "
+                         f"{', '.join('http://' + b for b in bare)}\n")
+    return fixed
 
 
 def client(auth: bool = True):
@@ -93,19 +109,59 @@ def _span(seconds: float) -> str:
     return f"{seconds / 86400:.0f}d"
 
 
+def on_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
 def console():
+    """Rich on a terminal (colours unless ``NO_COLOR`` is set); elsewhere (a pipe, a file)
+    every value whole, one row a line and no colour, so that grep and cut see what the
+    server sent."""
     from rich.console import Console
 
-    return Console()
+    if on_terminal():
+        return Console()
+    return Console(width=PIPE_WIDTH, no_color=True, color_system=None, highlight=False,
+                   soft_wrap=False)
+
+
+PIPE_WIDTH = 100_000  # wider than any row: piped output is never cut or wrapped
 
 
 def table(*columns: str):
     from rich.table import Table
 
-    t = Table(box=None, pad_edge=False, header_style="bold")
+    t = Table(box=None, pad_edge=False, header_style="bold" if on_terminal() else None)
     for column in columns:
-        t.add_column(column)
+        t.add_column(column, overflow="fold")
     return t
+
+
+# The colour of a state word in a listing (only on a terminal; NO_COLOR turns it off).
+_STATE_STYLES = {
+    "landed": "green", "ok": "green", "online": "green", "active": "green",
+    "checks passed": "green",
+    "flying": "cyan", "ready": "yellow", "gated": "magenta", "cordoned": "yellow",
+    "draining": "yellow", "drained": "yellow", "offline": "red", "failed": "red",
+    "cancelled": "dim", "retired": "dim", "needs attention": "red",
+}
+
+
+def state(word: str):
+    """A state word in its colour (``degraded: …`` and ``N checks failed`` read red)."""
+    from rich.text import Text
+
+    style = _STATE_STYLES.get(word)
+    if style is None and (word.startswith("degraded") or word.endswith("failed")):
+        style = "red"
+    return Text(word, style=style or "")
+
+
+def short(value: str | None, width: int = 19) -> str:
+    """An abbreviation for the eye on a terminal; piped, the whole value."""
+    if value is None:
+        return "-"
+    return value[:width] if on_terminal() else value
 
 
 def parse_labels(text: str | None) -> dict[str, str]:
@@ -134,3 +190,71 @@ def run_until_signalled(process) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     return process.run()
+
+
+def show_version(value: bool) -> None:
+    """``gg --version``: the version, and the build's commit and Python where known."""
+    if not value:
+        return
+    import platform
+
+    import typer
+
+    from gg import __version__
+
+    typer.echo(f"gg {__version__} (Python {platform.python_version()}, "
+               f"{sys.platform}-{platform.machine()})")
+    raise typer.Exit(0)
+
+
+def confirm(yes: bool, question: str, verb: str) -> None:
+    """Ask before something that cannot be undone: on a terminal, a y/N question; elsewhere
+    (a script, a pipe) only ``--yes`` goes ahead, so nothing irreversible happens by accident."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise CliError(f"{verb} cannot be undone and stdin is not a terminal to ask on: "
+                       f"pass --yes to {verb} without asking", Exit.USAGE)
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        raise CliError(f"not done: {verb} needs a y", Exit.FAILURE)
+
+
+def words(body: dict) -> str:
+    """A fact's or an event's body as ``key=value`` words: nested mappings as ``key.sub=v``,
+    lists joined by commas, a value with spaces quoted; never a Python dict."""
+    out = []
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            if not value:
+                out.append(f"{prefix}=-")
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+            return
+        if value is None:
+            return
+        if isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value) or "-"
+        text = str(value)
+        if not text or any(c.isspace() for c in text):
+            text = '"' + text.replace('"', '\\"') + '"'
+        out.append(f"{prefix}={text}")
+
+    walk("", body)
+    return " ".join(out)
+
+
+def removed(answer, json_: bool) -> None:
+    """Print the answer of a delete: taken down, or on its way and what happens first."""
+    if json_:
+        emit_json(answer)
+        return
+    import typer
+
+    if answer.deleted:
+        typer.echo(f"{answer.kind} {answer.name} is deleted")
+    else:
+        typer.echo(f"{answer.kind} {answer.name} is being deleted: {answer.detail}")

@@ -37,15 +37,18 @@ def demo(
     from gg.launch import LocalRunner, LocalServer, free_port, sign_in
 
     stay = sys.stdin.isatty() if exit_ is None else not exit_
+    _stop_on_signals()  # a closed terminal or a kill stops the demo's processes too
     root = Path(tempfile.mkdtemp(prefix="gg-demo-"))
     config_dir = root / "config"
-    server = LocalServer(root / "data", free_port(), log=root / "server.log").start()
-    sign_in(config_dir, server.url, server.owner_token())
-    runners = [LocalRunner(f"demo-{i}", server.url, root / f"runner-{i}", config_dir,
-                           labels="demo=yes", log=root / f"runner-{i}.log").start()
-               for i in (1, 2)]
-    api = Client(server.url, server.owner_token())
+    server = LocalServer(root / "data", free_port(), log=root / "server.log")
+    runners: list[LocalRunner] = []
     try:
+        server.start()
+        sign_in(config_dir, server.url, server.owner_token())
+        for i in (1, 2):
+            runners.append(LocalRunner(f"demo-{i}", server.url, root / f"runner-{i}", config_dir,
+                                       labels="demo=yes", log=root / f"runner-{i}.log").start())
+        api = Client(server.url, server.owner_token())
         ids = [api.open_flight({"command": cmd}).id for cmd in DEMO_FLIGHTS]
         with Live(_table(api, ids), refresh_per_second=8, transient=False) as live:
             deadline = time.monotonic() + 120
@@ -99,3 +102,15 @@ def _render(rows: list[dict]):
         t.add_row(f["id"], f"[{colour.get(stage, 'white')}]{stage}[/]", f.get("runner_name") or "-",
                   "-" if f["exit_code"] is None else str(f["exit_code"]), " ".join(f["command"])[:60])
     return t
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM and SIGHUP stop the demo as Ctrl-C does: the ``finally`` that stops the control
+    plane and the runners runs (they live in their own sessions, so nothing else would)."""
+    import signal
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)

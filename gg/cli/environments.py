@@ -96,3 +96,13 @@ def _meaning(e: EnvironmentView) -> str:
 
 def _gate(e: EnvironmentView) -> str:
     return f"{e.gate} {e.gate_status}" if e.gate else "-"
+
+
+@environment_app.command("remove")
+def remove(name: str = typer.Argument(..., metavar="NAME"),
+           json_: bool = typer.Option(False, "--json")) -> None:
+    """Remove a charted environment (admin); refused while flights that have not ended use
+    it or the root envelope lists it."""
+    from gg.cli.context import client, removed
+
+    removed(client().remove_environment(name), json_)

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from gg.api.events import Event
-from gg.cli.context import client, emit_json, plain
+from gg.cli.context import client, emit_json, plain, words
 
 
 def register(app: typer.Typer) -> None:
@@ -51,6 +51,7 @@ def _print(row: Event, json_: bool) -> None:
         typer.echo(json.dumps(plain(row), sort_keys=True))
         return
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.at))
-    subject = " ".join(x for x in (row.runner_id, row.flight_id) if x)
-    detail = ", ".join(f"{k}={v}" for k, v in row.body.items())
+    runner = (f"runner {row.runner_name}" if row.runner_name else row.runner_id)
+    subject = " ".join(x for x in (runner, row.flight_id) if x)
+    detail = words(row.body)
     typer.echo(f"{when}  {row.kind:<28} {row.actor or '-':<20} {subject}  {detail}".rstrip())

@@ -30,7 +30,10 @@ def register(app: typer.Typer) -> None:
 @fleet_app.command("apply")
 def apply(name: str = typer.Argument(..., metavar="NAME", help="Profile: airspace/fleet/NAME.yaml."),
           airspace: Optional[Path] = AirspaceOption,
-          json_: bool = typer.Option(False, "--json")) -> None:
+          json_: bool = typer.Option(False, "--json"),
+          dry_run: bool = typer.Option(False, "--dry-run",
+                                       help="Say what would apply at once and what would wait "
+                                            "for a gate; change nothing.")) -> None:
     """Apply a fleet profile: what lets machines do less applies now, more waits for a gate."""
     from gg.airspace.errors import AirspaceError
     from gg.airspace.profiles import read_profile
@@ -50,7 +53,8 @@ def apply(name: str = typer.Argument(..., metavar="NAME", help="Profile: airspac
             typer.echo(str(error), err=True)
         raise CliError(str(checked.errors[-1]), int(Exit.USAGE))
     try:
-        answer = client().apply_profile(name, wire_profile(checked.unwrap().to_dict()))
+        answer = client().apply_profile(name, wire_profile(checked.unwrap().to_dict()),
+                                        dry_run=dry_run)
     except ApiError as exc:
         if exc.code == "invalid_airspace" and exc.message.startswith(_REQUEST):
             raise CliError(_located(exc.message, str(path), doc.value_lines),
@@ -62,6 +66,25 @@ def apply(name: str = typer.Argument(..., metavar="NAME", help="Profile: airspac
     typer.echo("\n".join(apply_lines(answer)))
 
 
+def dry_lines(answer: ProfileApplied) -> list[str]:
+    """What an apply would do: the gate it would open is named by who may clear it (it was
+    not opened, so it has no id to clear)."""
+    name, version = answer.profile, answer.version
+    if answer.unchanged:
+        return [f"dry run: profile {name} is unchanged (version {version}); nothing would change"]
+    lines = [f"dry run: profile {name} would become version {version}; nothing was changed"]
+    if answer.applied_now:
+        lines.append("  would apply at once:")
+        lines += [f"    {d}" for d in answer.applied_now]
+    if answer.waiting:
+        who = answer.gate.who_may_clear if answer.gate else "an admin"
+        lines.append(f"  would open a gate ({who} clears it) for:")
+        lines += [f"    {d}" for d in answer.waiting]
+    if not answer.applied_now and not answer.waiting:
+        lines.append("  nothing differs from the profile in force")
+    return lines
+
+
 def wire_profile(stored: dict[str, Any]) -> dict[str, Any]:
     """A profile's stored form back in the shape its YAML file has (what the server reads)."""
     mapping = {k.replace("_", "-"): v for k, v in stored.items() if k != "name"}
@@ -69,6 +92,8 @@ def wire_profile(stored: dict[str, Any]) -> dict[str, Any]:
 
 
 def apply_lines(answer: ProfileApplied) -> list[str]:
+    if answer.dry_run:
+        return dry_lines(answer)
     name, version = answer.profile, answer.version
     gate = answer.gate
     if answer.unchanged:
@@ -229,3 +254,13 @@ def enrol_token(flag: Optional[str], file: Optional[Path]) -> Optional[str]:
             raise CliError("that is not an enrolment token (they start with gge_)",
                            int(Exit.USAGE))
     return token
+
+
+@fleet_app.command("delete")
+def delete(name: str = typer.Argument(..., metavar="PROFILE"),
+           json_: bool = typer.Option(False, "--json")) -> None:
+    """Delete a fleet profile (admin); refused, naming them, while runners enrolled under it
+    or redeemable enrolment tokens for it remain."""
+    from gg.cli.context import removed
+
+    removed(client().delete_profile(name), json_)

@@ -9,10 +9,11 @@ from typing import List, Optional
 import typer
 
 from gg.api.flights import FactsPage, FlightFact
-from gg.cli.context import CliError, ago, client, console, emit_json, parse_labels, table
+from gg.cli.context import (CliError, ago, client, console, emit_json, parse_labels, state,
+                            table, words)
 from gg.cli.exits import Exit
 from gg.cli.groups import parse_pairs
-from gg.client import RETRY_FOLLOW
+from gg.client import RETRY_FOLLOW, WAITING_POLL
 from gg.domain.flights import Priority, Stage
 from gg.domain.timeouts import describe as describe_duration
 from gg.settings import parse_size
@@ -93,7 +94,7 @@ def fly(
                    opened=api.flight(flight.id) if flight.waiting else flight)
     if json_:
         emit_json(api.flight(flight.id))
-    raise typer.Exit(exit_code_of(final))
+    raise typer.Exit(exit_code_of(final, api if not json_ else None))
 
 
 def _duration(flag: str, text: str) -> float:
@@ -106,6 +107,8 @@ def _duration(flag: str, text: str) -> float:
     if not seconds > 0:
         raise CliError(f"{flag} must be longer than 0s (got {text!r})", Exit.USAGE)
     return seconds
+
+
 def _size(option: str, text: str) -> int:
     try:
         return parse_size(text)
@@ -123,7 +126,7 @@ def follow(api, flight_id: str, *, echo: bool = True, after: int = 0,
         said_waiting, said_estimate = _say(opened, None, None)
     while True:
         # while it waits, look again sooner: the estimate is printed again when it moves
-        answer = api.facts(flight_id, after=after, wait=10.0 if waiting_now else 25.0,
+        answer = api.facts(flight_id, after=after, wait=WAITING_POLL if waiting_now else 25.0,
                            retry_for=RETRY_FOLLOW)
         for fact in answer.facts:
             after = fact.seq
@@ -163,13 +166,20 @@ def _echo_fact(fact: FlightFact) -> None:
         print(f"-- {body.get('text', '')}", file=sys.stderr, flush=True)
 
 
-def exit_code_of(answer: FactsPage) -> int:
+def exit_code_of(answer: FactsPage, api=None) -> int:
+    """The followed flight's exit code; a flight that did not land is explained on stderr
+    (with ``api``: the domain's reason and remedy)."""
     if answer.stage == Stage.LANDED:
         return int(Exit.OK)
+    ended = api.flight(answer.flight) if api is not None else None
+    if ended is not None and ended.ended:
+        print(f"{answer.flight} {answer.stage}: {ended.ended}", file=sys.stderr)
+        print(f"remedy: {ended.remedy}", file=sys.stderr)
+    else:
+        print(f"the flight was {answer.stage}", file=sys.stderr)
     if answer.stage == Stage.FAILED:
         code = answer.exit_code
         return code if isinstance(code, int) and 0 < code < 256 else int(Exit.FAILURE)
-    print(f"the flight was {answer.stage}", file=sys.stderr)
     return int(Exit.FAILURE)
 
 
@@ -181,6 +191,8 @@ def list_flights(
     pending: bool = typer.Option(False, "--pending",
                                  help="Only what waits for a person (approvals, gates)."),
     json_: bool = typer.Option(False, "--json"),
+    watch_: bool = typer.Option(False, "--watch", "-w", help="Draw it again as it changes "
+                                                             "(q or Ctrl-C quits)."),
 ) -> None:
     """Flights, newest first, with why each waiting one waits."""
     if pending:
@@ -192,20 +204,31 @@ def list_flights(
         return
     if stage is not None and stage not in STAGES:
         raise CliError(f"--stage must be one of {', '.join(STAGES)} (got {stage!r})", Exit.USAGE)
-    rows = client().flights(stage=stage, limit=None if all_ else limit)
+    api = client()
+    if watch_:
+        from gg.cli.watch import watch
+
+        watch(lambda: _flights_table(api.flights(stage=stage, limit=limit), stage), "flights")
+        return
+    rows = api.flights(stage=stage, limit=None if all_ else limit)
     if json_:
         emit_json(rows)
         return
+    console().print(_flights_table(rows, stage))
+
+
+def _flights_table(rows, stage: str | None):
     if not rows:
-        typer.echo("no flights" + (f" {stage}" if stage else "") + ": open one with gg fly -- CMD")
-        return
+        from rich.text import Text
+
+        return Text("no flights" + (f" {stage}" if stage else "") + ": open one with gg fly -- CMD")
     t = table("ID", "STAGE", "RUNNER", "ATTEMPT", "EXIT", "OPENED", "BY", "TITLE / WHY IT WAITS")
     now = time.time()
     for f in rows:
-        t.add_row(f.id, f.stage, f.runner_name or "-", str(f.attempt),
+        t.add_row(f.id, state(f.stage), f.runner_name or "-", str(f.attempt),
                   "-" if f.exit_code is None else str(f.exit_code), ago(f.opened_at, now),
                   f.opened_by_name or "-", _why(f) if f.waiting else f.title)
-    console().print(t)
+    return t
 
 
 def _why(f) -> str:
@@ -241,8 +264,8 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
         lines.append(f"  {f.stopping}")
     if f.exit_code is not None:
         lines.append(f"  exit      {f.exit_code}")
-    if f.waiting:
-        lines.append(f"  {f.waiting}")
+    if f.waiting or f.ended:
+        lines.append(f"  {f.waiting or f.ended}")
         if f.expected_start:
             lines.append(f"  {f.expected_start}")
         lines.append(f"  remedy: {f.remedy}")
@@ -263,7 +286,7 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
         sys.stdout.write("".join(output))
     if follow_ and not Stage(f.stage).final:
         final = follow(api, flight_id, after=last)
-        raise typer.Exit(exit_code_of(final))
+        raise typer.Exit(exit_code_of(final, api))
 
 
 def cancel(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
@@ -277,4 +300,4 @@ def cancel(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
 
 
 def _brief(body: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in body.items() if v is not None) or "-"
+    return words(body) or "-"

@@ -13,7 +13,8 @@ import typer
 from gg import config
 from gg.api.pools import Pool
 from gg.cli.context import (CliError, ago, client, console, emit_json, run_until_signalled,
-                            say, server_url, settings, table)
+                            say, server_url, settings, short, table)
+from gg.cli.context import state as coloured
 from gg.cli.exits import Exit
 from gg.domain.runners import Liveness
 
@@ -29,20 +30,37 @@ def register(app: typer.Typer) -> None:
     runner_app.command("maintain")(maintain)
 
 
-def list_pools(json_: bool = typer.Option(False, "--json")) -> None:
+def list_pools(json_: bool = typer.Option(False, "--json"),
+               watch_: bool = typer.Option(False, "--watch", "-w",
+                                           help="Draw it again as it changes (q or Ctrl-C "
+                                                "quits).")) -> None:
     """Every pool: its members, its last attestation, and the flights waiting on it."""
-    rows = client().pools()
+    api = client()
+    if watch_:
+        from gg.cli.watch import watch
+
+        watch(lambda: _pools_view(api.pools()), "pools")
+        return
+    rows = api.pools()
     if json_:
         emit_json(rows)
         return
+    console().print(_pools_view(rows))
+
+
+def _pools_view(rows):
+    from rich.console import Group
+    from rich.text import Text
+
     if not rows:
-        typer.echo("no pools: apply a strategy with gg strategy apply NAME FILE")
-        return
+        return Text("no pools: apply a strategy with gg strategy apply NAME FILE")
     now = time.time()
+    parts = []
     for i, row in enumerate(rows):
         if i:
-            typer.echo("")
-        _print_pool(row, now)
+            parts.append(Text(""))
+        parts.extend(_pool_parts(row, now))
+    return Group(*parts)
 
 
 @pool_app.command("show")
@@ -53,7 +71,9 @@ def show(pool: str = typer.Argument(..., metavar="POOL"),
     if json_:
         emit_json(row)
         return
-    _print_pool(row, time.time())
+    from rich.console import Group
+
+    console().print(Group(*_pool_parts(row, time.time())))
 
 
 @pool_app.command("allow")
@@ -69,26 +89,30 @@ def allow(pool: str = typer.Argument(..., metavar="POOL"),
                f"on that host, gg runner maintain {pool}")
 
 
-def _print_pool(row: Pool, now: float) -> None:
+def _pool_parts(row: Pool, now: float) -> list:
+    """One pool as lines and a members table (Rich renderables, never markup)."""
+    from rich.text import Text
+
     hours = f", active {row.active_hours}" if row.active_hours else ""
-    digest = (row.digest or "no image pinned")[:19]
-    typer.echo(f"pool {row.name}: environment {row.environment}, {row.driver} driver, "
-               f"image {digest}, {len(row.members)} member(s) (warm {row.warm}, "
-               f"pool-max {row.pool_max}, size {row.size}{hours})")
+    digest = short(row.digest) if row.digest else "no image pinned"
+    parts: list = [Text(f"pool {row.name}: environment {row.environment}, {row.driver} driver, "
+                        f"image {digest}, {len(row.members)} member(s) (warm {row.warm}, "
+                        f"pool-max {row.pool_max}, size {row.size}{hours})")]
     maintainer = row.maintainer
     who = (f"maintained by {maintainer.name} ({Liveness.of(maintainer.online).value})"
            if maintainer else "no maintainer yet")
-    typer.echo(f"  {who}, last attested {ago(row.last_attested_at, now)}")
+    parts.append(Text(f"  {who}, last attested {ago(row.last_attested_at, now)}"))
     if row.members:
         t = table("  MEMBER", "STATE", "ONLINE", "FLIGHT", "IMAGE", "RESETS")
         for m in row.members:
-            t.add_row(f"  {m.name}", m.state, Liveness.of(m.online).value,
-                      m.flight or "-", (m.digest or "-")[:19], str(m.resets))
-        console().print(t)
+            t.add_row(f"  {m.name}", coloured(m.state), coloured(Liveness.of(m.online).value),
+                      m.flight or "-", short(m.digest), str(m.resets))
+        parts.append(t)
     if row.needs_attention:
-        typer.echo(f"  needs attention: {row.attention}")
+        parts.append(Text(f"  needs attention: {row.attention}", style="red"))
     for waiting in row.waiting:
-        typer.echo(f"  {waiting.flight} {waiting.sentence}")
+        parts.append(Text(f"  {waiting.flight} {waiting.sentence}"))
+    return parts
 
 
 def maintain(
@@ -134,3 +158,13 @@ def _state_dir(pool: str) -> Path:
     if os.environ.get(config.ENV_STATE_DIR):
         return Path(os.environ[config.ENV_STATE_DIR])
     return config.state_dir().parent / f"maintain-{pool}"
+
+
+@pool_app.command("delete")
+def delete(pool: str = typer.Argument(..., metavar="POOL"),
+           json_: bool = typer.Option(False, "--json")) -> None:
+    """Delete a pool and its strategy (admin): its maintainer stops every member first (a
+    busy one when its flight ends); the strategy goes when the pool is empty."""
+    from gg.cli.context import removed
+
+    removed(client().delete_pool(pool), json_)

@@ -12,7 +12,7 @@ import typer
 
 from gg import config
 from gg.cli.context import (CliError, ago, client, console, emit_json, parse_labels,
-                            run_until_signalled, say, server_url, settings, table)
+                            run_until_signalled, say, server_url, settings, state, table)
 from gg.cli.exits import Exit
 from gg.domain.runners import Liveness
 
@@ -64,27 +64,41 @@ def up(
     raise typer.Exit(code)
 
 
-def list_runners(json_: bool = typer.Option(False, "--json")) -> None:
+def list_runners(json_: bool = typer.Option(False, "--json"),
+                 watch_: bool = typer.Option(False, "--watch", "-w",
+                                             help="Draw it again as it changes (q or Ctrl-C "
+                                                  "quits).")) -> None:
     """Every runner: admin state, liveness and health side by side."""
-    rows = client().runners()
+    api = client()
+    if watch_:
+        from gg.cli.watch import watch
+
+        watch(lambda: _runners_table(api.runners()), "runners")
+        return
+    rows = api.runners()
     if json_:
         emit_json(rows)
         return
+    console().print(_runners_table(rows))
+
+
+def _runners_table(rows):
     if not rows:
-        typer.echo("no runners yet: start one with gg runner up")
-        return
+        from rich.text import Text
+
+        return Text("no runners yet: start one with gg runner up")
     t = table("NAME", "ID", "STATE", "ONLINE", "HEALTH", "CHECKS", "LABELS", "FLIGHTS", "CPU", "MEM",
               "SEEN", "SKEW")
     now = time.time()
     for r in rows:
         readings = r.readings
-        t.add_row(r.name, r.id, r.state, Liveness.of(r.online).value,
-                  r.health, r.checks_verdict or "-",
+        t.add_row(r.name, r.id, state(r.state), state(Liveness.of(r.online).value),
+                  state(r.health), state(r.checks_verdict or "-"),
                   ",".join(f"{k}={v}" for k, v in sorted(r.labels.items())) or "-",
                   " ".join(f.id for f in r.current_flights) or "-",
                   _pct(readings.get("cpu_percent")), _pct(readings.get("memory_percent")),
                   ago(r.last_seen_at, now), r.version_skew)
-    console().print(t)
+    return t
 
 
 @runner_app.command("show")

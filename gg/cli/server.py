@@ -19,6 +19,7 @@ server_app = typer.Typer(help="The control plane: start it, or look after its st
 def register(app: typer.Typer) -> None:
     server_app.callback(invoke_without_command=True)(server)
     server_app.command("vacuum")(vacuum)
+    server_app.command("backup")(backup)
     app.add_typer(server_app, name="server")
 
 
@@ -53,6 +54,10 @@ def server(
     retain_events: Optional[str] = typer.Option(
         None, "--retain-events", metavar="DUR",
         help="Prune events this much older (default 90d, env GG_RETAIN_EVENTS; 0: for ever)."),
+    tls_cert: Optional[Path] = typer.Option(None, "--tls-cert", metavar="FILE",
+                                            help="Serve HTTPS with this certificate chain (PEM)."),
+    tls_key: Optional[Path] = typer.Option(None, "--tls-key", metavar="FILE",
+                                           help="The private key of --tls-cert (PEM)."),
 ) -> None:
     """Start the control plane (FastAPI on uvicorn, SQLite in WAL mode)."""
     if ctx.invoked_subcommand is not None:
@@ -63,6 +68,7 @@ def server(
     from gg.settings import Settings
 
     host, port = parse_listen(listen)
+    tls = _tls(tls_cert, tls_key)
     directory = data_dir or config.data_dir()
     windows = {name: value for name, value in (
         ("retain_flights", _window("--retain-flights", retain_flights)),
@@ -76,9 +82,49 @@ def server(
     if owner_token is not None:
         print(f"gg: first start: organisation created; the owner's token is in {owner_token} "
               "(mode 0600)", file=sys.stderr)
-    print(f"gg: control plane on http://{host}:{port} (data in {directory})", file=sys.stderr)
+    scheme = "https" if tls else "http"
+    print(f"gg: control plane on {scheme}://{host}:{port} (data in {directory})", file=sys.stderr)
     serve(app, host, port, settings, on_stopping=lambda: stopping(app),
-          say=lambda line: print(f"gg: {line}", file=sys.stderr))
+          say=lambda line: print(f"gg: {line}", file=sys.stderr), tls=tls)
+
+
+def _tls(cert: Optional[Path], key: Optional[Path]) -> Optional[tuple[str, str]]:
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise CliError("HTTPS needs both --tls-cert FILE and --tls-key FILE", Exit.USAGE)
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if not path.is_file():
+            raise CliError(f"{flag}: {path} is not a readable file", Exit.USAGE)
+    import ssl
+
+    try:  # a wrong pair is one sentence here, not a traceback from the event loop
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as exc:
+        raise CliError(f"--tls-cert and --tls-key do not load as a certificate and its key: "
+                       f"{exc}", Exit.USAGE) from None
+    return str(cert), str(key)
+
+
+def backup(
+    to: Path = typer.Option(..., "--to", metavar="FILE", help="The backup file to write."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", metavar="DIR",
+                                            help="The server's data dir (default: platformdirs "
+                                                 "data dir)."),
+) -> None:
+    """Copy the store to FILE while the server runs (SQLite's online backup): a consistent
+    snapshot, readable by gg server --data-dir once named gg.sqlite3 in a directory."""
+    from gg import config
+    from gg.server.vacuum import backup as copy
+
+    directory = data_dir or config.data_dir()
+    if to.exists():
+        raise CliError(f"{to} exists already; give a new file", Exit.CONFLICT)
+    try:
+        size = copy(directory, to)
+    except FileNotFoundError:
+        raise CliError(f"there is no gg store in {directory}", Exit.NOT_FOUND) from None
+    typer.echo(f"backed up {directory} to {to} ({size} bytes)")
 
 
 def vacuum(

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import CliError, client, console, emit_json, plain, table
+from gg.cli.context import CliError, client, console, emit_json, plain, short, table
 from gg.cli.exits import Exit
 
 strategy_app = typer.Typer(help="Pool strategies: how a pool is furnished and bounded.",
@@ -23,7 +23,10 @@ def register(app: typer.Typer) -> None:
 @strategy_app.command("apply")
 def apply(name: str = typer.Argument(..., metavar="NAME"),
           file: Path = typer.Argument(..., metavar="FILE", help="The strategy's YAML file."),
-          json_: bool = typer.Option(False, "--json")) -> None:
+          json_: bool = typer.Option(False, "--json"),
+          dry_run: bool = typer.Option(False, "--dry-run",
+                                       help="Say what would apply at once and what would wait "
+                                            "for a gate; change nothing.")) -> None:
     """Apply strategy NAME from FILE (admin). More machines, other hours or another image
     wait for a gate; fewer machines apply at once."""
     from gg.airspace.strategies import airspace_of, read_strategy
@@ -32,9 +35,19 @@ def apply(name: str = typer.Argument(..., metavar="NAME"),
     doc = read_yaml(file)
     # file, line and key, before anything is sent
     read_strategy(doc, name, airspace_of(file)).unwrap()
-    answer = client().apply_strategy(name, doc.data)
+    answer = client().apply_strategy(name, doc.data, dry_run=dry_run)
     if json_:
         emit_json(answer)
+        return
+    if answer.dry_run:
+        typer.echo(f"dry run: strategy {name}; nothing was changed")
+        for change in answer.changes:
+            typer.echo(f"  {change['change']} "
+                       f"({'would open a gate' if change['gated'] else 'would apply at once'})")
+        if answer.status == "gated":
+            typer.echo(f"  the gate would be cleared by {answer.gate.who_may_clear}")
+        elif not answer.changes:
+            typer.echo("  nothing differs from the strategy in force")
         return
     for change in answer.changes:
         typer.echo(f"  {change['change']} ({'opens a gate' if change['gated'] else 'applies now'})")
@@ -48,18 +61,25 @@ def apply(name: str = typer.Argument(..., metavar="NAME"),
 
 @strategy_app.command("build")
 def build(name: str = typer.Argument(..., metavar="NAME"),
+          file: Optional[Path] = typer.Argument(None, metavar="[FILE]",
+                                                help="The strategy's YAML file: build.context "
+                                                     "starts at its airspace directory."),
           context: Optional[Path] = typer.Option(None, "--context", metavar="DIR",
                                                  help="Build from DIR instead of build.context."),
-          base: Path = typer.Option(Path("."), "--base", metavar="DIR",
-                                    help="The airspace directory: build.context starts there "
-                                         "and stays inside it (default: here)."),
+          base: Optional[Path] = typer.Option(None, "--base", metavar="DIR",
+                                              help="The airspace directory: build.context starts "
+                                                   "there and stays inside it (default: FILE's "
+                                                   "airspace, else here)."),
           images: Optional[Path] = typer.Option(None, "--images", metavar="DIR",
                                                 help="Pool images on this host (env GG_IMAGES_DIR)."),
           json_: bool = typer.Option(False, "--json")) -> None:
     """Build NAME's image on this host and pin its digest (admin); a new digest rolls the pool.
     Run it on the host that maintains the pool: the image stays in this host's images dir."""
+    from gg.airspace.strategies import airspace_of
     from gg.pool.image import build_image
 
+    if base is None:  # the context is relative to the strategy file, as apply checked it
+        base = airspace_of(file) if file is not None else Path(".")
     api = client()
     strategy = api.strategy(name)
     applied = strategy.applied
@@ -128,6 +148,15 @@ def list_strategies(json_: bool = typer.Option(False, "--json")) -> None:
         t.add_row(s.name, s.pool, s.environment, s.driver,
                   str(st["inventory"]["size"]), str(st["inventory"]["warm"]),
                   str(st["bounds"]["pool_max"]), st["bounds"]["active_hours"] or "always",
-                  (s.digest or "-")[:19],
+                  short(s.digest),
                   "yes" if s.in_force else f"no (gate {s.gate})")
     console().print(t)
+
+
+@strategy_app.command("delete")
+def delete(name: str = typer.Argument(..., metavar="NAME"),
+           json_: bool = typer.Option(False, "--json")) -> None:
+    """Delete a strategy whose pool holds no member (admin); gg pool delete stops them."""
+    from gg.cli.context import removed
+
+    removed(client().delete_strategy(name), json_)

@@ -233,7 +233,15 @@ async def events_after(core: Core, *, after: int, kind: str | None, runner: str 
         await wait_for(wait)
         rows = core.store.events(after=after, kind=kind, runner_id=runner_id, flight_id=flight,
                                  limit=limit)
-    return rows
+    return _runner_names(core, rows)
+
+
+def _runner_names(core: Core, rows: list[dict]) -> list[dict]:
+    """Each event with its runner's name beside the id (retired runners keep theirs)."""
+    ids = sorted({row["runner_id"] for row in rows if row.get("runner_id")})
+    names = {r.id: r.name for r in core.store.runners(include_retired=True, ids=ids)}
+    return [{**row, "runner_name": names.get(row["runner_id"])} if row.get("runner_id")
+            else row for row in rows]
 
 
 # -- gates and labels ----------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from gg.domain.environments import (
 )
 from gg.domain.events import EventKind
 from gg.domain.gates import Gate
-from gg.domain.profiles import name_problem
+from gg.domain.profiles import name_problem, takes_flights
 from gg.domain.runners import is_online
 from gg.errors import BadRequest, Conflict, NotFound
 
@@ -55,6 +55,8 @@ def live_runners(core: Core, environment: str) -> list[str]:
     found = []
     for runner in core.store.runners():
         if runner.labels.get("environment") != environment:
+            continue
+        if not takes_flights(runner.profile_in_force):  # a maintain-only machine serves none
             continue
         if not is_online(runner, now, core.settings.offline_after):
             continue
@@ -162,7 +164,8 @@ def apply_root(core: Core, person: dict, mapping: Any) -> dict:
         providers = {name: providers_of(core, name) for name in root.environments}
         missing = unserved(root.environments, providers)
         if missing:
-            raise Conflict(unserved_sentence(missing, _refuted_holders(core, missing)),
+            raise Conflict(unserved_sentence(missing, _refuted_holders(core, missing),
+                                             _waiting_gates(core, missing)),
                            code="environment_unserved")
         before = core.store.root_envelope()
         core.store.save_root_envelope(RootEnvelope(root.environments, now, person["name"],
@@ -175,6 +178,21 @@ def apply_root(core: Core, person: dict, mapping: Any) -> dict:
                    **({"approvals": list(root.approvals)} if root.approvals else {}))
     core.signals.event_added()
     return root_view(core) | {"providers": providers}
+
+
+def _waiting_gates(core: Core, names: list[str]) -> dict[str, tuple[str, str]]:
+    """For each environment, an open gate behind which something that would serve it waits:
+    a fleet profile for it (its machines get the label when the gate clears) or a strategy."""
+    found: dict[str, tuple[str, str]] = {}
+    for record in core.store.profile_records():
+        env = record.applied.environment
+        if env in names and record.gate_id and env not in found:
+            found[env] = (record.gate_id, f"fleet profile {record.name}")
+    for record in core.store.strategies():
+        env = record.applied.environment
+        if env in names and record.gate_id and env not in found:
+            found[env] = (record.gate_id, f"strategy {record.name}")
+    return found
 
 
 def _refuted_holders(core: Core, names: list[str]) -> dict[str, list[str]]:
@@ -227,6 +245,8 @@ def environments_view(core: Core) -> list[dict]:
         advertising, measured, refuted, online = [], 0, 0, 0
         for runner in runners:
             if runner.labels.get("environment") != name:
+                continue
+            if not takes_flights(runner.profile_in_force):
                 continue
             advertising.append(runner.name)
             online += is_online(runner, now, core.settings.offline_after)

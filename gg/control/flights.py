@@ -21,7 +21,7 @@ from gg.domain.flights import (Event, Flight, Priority, Stage, opened, priority_
 from gg.domain.events import EventKind
 from gg.domain.matching import Seat, seat
 from gg.domain.console import may_cancel
-from gg.domain.waiting import Context, OpenGate, Waiting, why_waiting
+from gg.domain.waiting import Context, OpenGate, Waiting, why_ended, why_waiting
 from gg.errors import BadRequest, Forbidden, NotFound
 
 MAX_COMMAND_ARGS = 4096
@@ -150,6 +150,10 @@ class Snapshot:
             seats = self.seats
             if flight.runner_target is not None:  # the ladder reads only that runner's seat
                 seats = [s for s in (self._by_id.get(flight.runner_target),) if s is not None]
+                gone = None if seats else self.core.store.runner(flight.runner_target)
+                if gone is not None:  # retired: the ladder says so rather than "start it"
+                    seats = [seat(gone, self.now, self.core.settings.offline_after, 0,
+                                  frozenset())]
             self._cache[key] = why_waiting(flight, seats, self.context(flight))
         return self._cache[key]
 
@@ -271,6 +275,10 @@ def _view(data: dict, waiting: Waiting | None, names: dict[str, str],
     data["opened_by_name"] = people.get(data["opened_by"], data["opened_by"])
     data["waiting"] = waiting.sentence if waiting else None
     data["remedy"] = waiting.remedy if waiting else None
+    ended = why_ended(data["id"], data["stage"], data["ended_reason"], data["exit_code"])
+    data["ended"] = ended.sentence if ended else None
+    if ended is not None:
+        data["remedy"] = ended.remedy
     data["lease"] = ({"runner": holder, "epoch": data["epoch"],
                       "expires_at": data["lease_expires_at"]}
                      if data["stage"] == Stage.FLYING.value else None)

@@ -10,7 +10,7 @@ to explain a flight.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gg.control.core import Core
 from gg.domain.flights import Flight
@@ -71,10 +71,13 @@ def look(core: Core, record: StrategyRecord, now: float) -> Look:
                                if m.runner_id in runners else None),
         online=online[m.id]) for m in members]
     waiting = core.store.count_ready_requiring({"environment": strategy.environment})
+    spec = strategy.pool_spec()
+    if record.deleting_at is not None:  # gg pool delete: every member goes, none starts
+        spec, waiting = replace(spec, size=0, warm=0, pool_max=0), 0
     if record.in_force is None:
-        plan = plan_pool(strategy.pool_spec(), [], 0, now)  # nothing runs before the gate
+        plan = plan_pool(spec, [], 0, now)  # nothing runs before the gate
     else:
-        plan = plan_pool(strategy.pool_spec(), planned, waiting, now)
+        plan = plan_pool(spec, planned, waiting, now)
     return Look(record, members, runners, online, held, flew, waiting, plan, now)
 
 

@@ -188,6 +188,9 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
             core.event(EventKind.POOL_ATTESTED, actor=f"runner:{runner.name}", runner_id=runner.id,
                        at=now, pool=pool, did=[_did_text(d) for d in did], holds=holds,
                        live=attestation["live"])
+        if record.deleting_at is not None and not after.members:  # gg pool delete: done
+            finish_deleting(core, record, now)
+            worth_an_event = True
     if worth_an_event:
         core.signals.event_added()
     return {"pool": pool, "members": views, "unknown": attestation["unknown"],
@@ -277,3 +280,36 @@ def _pool_view(core: Core, record: StrategyRecord, *, snap, ready: list[Flight],
                  "in_hours": seen.plan.in_hours},
         "waiting": waiting,
     }
+
+
+def delete_pool(core: Core, person: dict, pool: str) -> dict:
+    """``gg pool delete``: the pool's plan becomes "hold nothing", so its maintainer stops
+    every member (busy ones once their flight ends); the strategy is deleted when the
+    maintainer attests an empty pool, or at once when the pool holds no member."""
+    require_admin(person)
+    now = core.now()
+    with core.store.atomic():
+        record = core.store.strategy_for_pool(pool)
+        if record is None:
+            raise NotFound(f"no pool {pool}")
+        members = core.store.members(pool)
+        if not members:
+            finish_deleting(core, record, now, actor=person["name"])
+            detail = None
+        else:
+            if record.deleting_at is None:
+                core.store.update_strategy(record.name, deleting_at=now)
+            detail = (f"stopping {len(members)} member{'s' if len(members) != 1 else ''}: "
+                      f"strategy {record.name} is deleted when maintainer attests an empty pool")
+    core.signals.event_added()
+    return {"kind": "pool", "name": pool, "deleted": not members, "detail": detail}
+
+
+def finish_deleting(core: Core, record: StrategyRecord, now: float,
+                    actor: str | None = None) -> None:
+    from gg.control.removals import _supersede
+
+    _supersede(core, record.gate_id, actor or "gg", now)
+    core.store.delete_strategy(record.name)
+    core.event(EventKind.STRATEGY_DELETED, actor=actor, at=now, strategy=record.name,
+               pool=record.pool)

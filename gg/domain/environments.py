@@ -86,9 +86,19 @@ def unserved(environments: tuple[str, ...], providers: dict[str, list[str]]) -> 
     return [name for name in environments if not providers.get(name)]
 
 
-def unserved_sentence(names: list[str], refuted: dict[str, list[str]] | None = None) -> str:
-    """``refuted``: environment -> live runners that state it but whose facts refute it."""
+def unserved_sentence(names: list[str], refuted: dict[str, list[str]] | None = None,
+                      gated: dict[str, tuple[str, str]] | None = None) -> str:
+    """``refuted``: environment -> live runners that state it but whose facts refute it.
+    ``gated``: environment -> (gate id, what waits behind it) when what would serve it (a
+    fleet profile, a strategy) is applied but its gate is still open: then the missing step
+    is clearing that gate, not bringing up a runner."""
     refuted = refuted or {}
+    gated = gated or {}
+    if names and all(n in gated for n in names):
+        steps = "; ".join(f"environment {n} is served by {gated[n][1]}, which waits behind "
+                          f"gate {gated[n][0]} (an admin clears it: gg gate clear {gated[n][0]})"
+                          for n in names)
+        return f"the root envelope lists environments no live runner advertises yet: {steps}"
     notes = [f"{', '.join(refuted[n])} {'states' if len(refuted[n]) == 1 else 'state'} "
              f"environment={n}, but the facts refute it" for n in names if refuted.get(n)]
     tail = f" ({'; '.join(notes)})" if notes else ""

@@ -78,6 +78,9 @@ class EventKind(StrEnum):
     ENVIRONMENT_IN_FORCE = "info:environment:in_force"
     ENVIRONMENT_APPROVAL = "info:environment:approval_changed"
     ROOT_APPLIED = "info:root:applied"
+    PROFILE_DELETED = "info:profile:deleted"
+    ENVIRONMENT_REMOVED = "info:environment:removed"
+    STRATEGY_DELETED = "info:strategy:deleted"
     # hooks
     HOOK_ADDED = "info:hook:added"
     HOOK_REMOVED = "info:hook:removed"

@@ -205,16 +205,18 @@ def checks_verdict(listed: Sequence[Check], reported_at: float | None, now: floa
     """One phrase for the checks column.
 
     Precedence: never run (no report) > stale (the report is older than ``stale_after``, so
-    nothing it says can be trusted) > pending (the policy changed since the report; the next
-    check-in will judge it) > N checks failed > checks passed.
+    nothing it says can be trusted) > pending (the policy changed since the report and the
+    last report does not meet it; the next check-in will judge it) > N checks failed > checks
+    passed. A changed policy that the last report already meets reads ``checks passed``: the
+    listing under it shows every check ✓, and a verdict must not say otherwise.
     """
     if reported_at is None:
         return CHECKS_NEVER_RUN
     if now - reported_at > stale_after:
         return CHECKS_STALE
-    if policy_changed:
-        return CHECKS_PENDING
     failed = sum(1 for c in listed if not c.passed)
+    if policy_changed and failed:
+        return CHECKS_PENDING
     if failed:
-        return f"{failed} checks failed"
+        return f"{failed} check{'s' if failed != 1 else ''} failed"
     return CHECKS_PASSED

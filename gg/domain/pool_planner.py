@@ -44,7 +44,9 @@ one up, so they never change the live count; the maintainer must stop before it 
 
 Keep warm: the plan starts ``warm + waiting_flights - (ready + warming)`` members (every
 waiting flight gets a machine and ``warm`` stay idle for the next ones), cut to the room
-under the cap, and to none outside active hours or without a pinned digest.
+under the cap, and to none outside active hours or without a pinned digest. Scale in: ready
+idle members beyond ``warm + waiting_flights`` are removed (highest ids first), so a pool
+with ``warm: 0`` runs no idle machine once its flights are done.
 Outside active hours the pool winds down: stopped and idle (ready, dirty) members are
 removed, nothing is reset, rolled, replaced or started, and busy members finish their work.
 Without a pinned digest the pool can only shrink: dirty members are removed, not reset.
@@ -359,9 +361,15 @@ def plan_pool(
             removes[member_id] = f"beyond {bound}"
             live -= 1
 
+    # Scale in: idle ready members beyond what is wanted (``warm`` plus the waiting flights)
+    # are removed, so ``warm: 0`` leaves no idle machine running once the work is done.
+    demand = pool.warm + waiting_flights
+    for member_id in sorted(kept_ready, reverse=True)[:max(0, len(kept_ready) - demand)]:
+        kept_ready.remove(member_id)
+        removes[member_id] = f"idle beyond warm {pool.warm}"
+        live -= 1
     ready = len(kept_ready)
     coming = (settling if in_hours else 0) + len(refresh)
-    demand = pool.warm + waiting_flights
     want = max(0, demand - ready - coming)
     room = max(0, cap - live)
     start = min(want, room) if (in_hours and digest is not None) else 0

@@ -72,6 +72,7 @@ class StrategyRecord:
     last_attested_at: float | None = None
     attestation: dict[str, Any] | None = None
     stale_noted_at: float | None = None
+    deleting_at: float | None = None  # gg pool delete: hold nothing, then go
 
 
 # --------------------------------------------------------------------------- members

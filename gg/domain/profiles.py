@@ -65,6 +65,15 @@ LIST_FIELDS = {
 }
 
 
+def takes_flights(profile_in_force: dict | None) -> bool:
+    """Whether a runner serves its environment's flights: a registered runner (no profile)
+    does; an enrolled one only when its profile in force has the ``runner`` role (a
+    maintain-only machine advertises its environment but never flies in it)."""
+    if not profile_in_force:
+        return True
+    return "runner" in (profile_in_force.get("roles") or ())
+
+
 def name_problem(name: str) -> str | None:
     """Why ``name`` is not a valid environment, profile or pool name, or None.
 

@@ -123,8 +123,11 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
     retired = AdminState.RETIRED.value  # read once: an enum member's value is a lookup
     live = [s for s in seats if s.runner.admin_state != retired]
     target = None
+    retired_target = None
     if target_id is not None:
         target = next((s for s in live if s.runner.id == target_id), None)
+        if target is None:  # not among the live: retired, if it is a seat at all
+            retired_target = next((s for s in seats if s.runner.id == target_id), None)
     candidates = live if target_id is None else [target] if target else []
     required = tuple(flight.requires.items())
     if len(required) == 1:  # the common case (an environment): no generator per seat
@@ -156,8 +159,19 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
             "waiting: a runner that could take it is reserved for another person",
             "ask its owner to release it, or bring up another runner",
         )
+    if flight.runner_target is not None and target is None:
+        # retired or forgotten: starting it again cannot help, only opening the flight anew
+        name = (retired_target.runner.name if retired_target else
+                ctx.runner_names.get(flight.runner_target, flight.runner_target))
+        gone = "retired" if retired_target else "no longer registered (it was forgotten)"
+        return Waiting(
+            "target_gone",
+            f"waiting: it was sent to runner {name}, which is {gone}",
+            "cancel it (gg cancel FLIGHT) and open it again without --runner, or with "
+            "--runner naming a runner that checks in (gg runners)",
+        )
     if flight.runner_target is not None:
-        if target is None or not target.online:
+        if not target.online:
             name = target.runner.name if target else ctx.runner_names.get(
                 flight.runner_target, flight.runner_target)
             return Waiting(
@@ -325,3 +339,34 @@ def _first_unadvertised(requires: dict[str, str], seats: list[Seat]) -> str | No
         if not any(s.usable_labels.get(key) == value for s in seats):
             return f"{key}={value}"
     return None
+
+
+def why_ended(flight_id: str, stage: str, reason: str | None,
+              exit_code: int | None) -> Waiting | None:
+    """Why a flight that will not run again ended badly, and what to do about it (None for
+    a landed flight or one not ended): what ``gg fly --wait`` and ``gg show`` print."""
+    if stage == Stage.CANCELLED.value:
+        said = f"it was {reason}" if reason and reason.startswith("cancelled") else (
+            f"it was cancelled ({reason})" if reason else "it was cancelled")
+        return Waiting("cancelled", said, "open it again with gg fly if it is still needed")
+    if stage != Stage.FAILED.value:
+        return None
+    reason = reason or ""
+    if reason.startswith("lost "):
+        return Waiting("lost", f"it failed: its lease was {reason} (each runner holding it "
+                               "stopped renewing)",
+                       f"see which runners lost it (gg show {flight_id}) and why they stopped "
+                       "(gg runners); then open it again")
+    if reason.startswith("not taken"):
+        return Waiting("not_taken", f"it failed: {reason} (its runner did not take it in time)",
+                       "check that the runner is online and free (gg runner show R), "
+                       "then open it again")
+    if reason.startswith("timed out"):
+        return Waiting("timed_out", f"it failed: it {reason}",
+                       "open it again with a longer --timeout, or make the command faster")
+    if exit_code is not None:
+        detail = f" ({reason})" if reason and reason != f"exit {exit_code}" else ""
+        return Waiting("exit", f"it failed: the command exited with {exit_code}{detail}",
+                       f"read its output: gg show {flight_id}")
+    return Waiting("failed", f"it failed: {reason}" if reason else "it failed",
+                   f"read its facts: gg show {flight_id}")

@@ -31,6 +31,7 @@ from gg.domain.health import effective_workers
 from gg.domain.policy import Policy
 from gg.domain.runners import AdminState, Instruction, policy_digest
 from gg.runner import capabilities, inventory
+from gg.runner.connection import ConnectionLog
 from gg.runner.fleet import FleetState, enrol
 from gg.runner.flight import STOP_GRACE, FlightRun, Lease
 from gg.runner.sent import SentLog
@@ -75,8 +76,11 @@ class Runner:
         self.stop = stop or threading.Event()
         self.state = StateDir(options.state_dir)
         self.sent = SentLog(self.state.path)
-        self.client = Client(options.server, stop=self.stop, on_send=self.sent.record)
-        self.claim_client = Client(options.server, stop=self.stop, on_send=self.sent.record)
+        self.connection = ConnectionLog(options.server, say)
+        hooks = {"on_send": self.sent.record, "on_retry": self.connection.retry,
+                 "on_reached": self.connection.reached}
+        self.client = Client(options.server, stop=self.stop, **hooks)
+        self.claim_client = Client(options.server, stop=self.stop, **hooks)
         self.protocol = DEFAULTS.protocol()
         self.workers = options.workers
         self.runs: dict[str, FlightRun] = {}

@@ -208,7 +208,8 @@ def plan_cap(configured: int, limit: int) -> tuple[int, str | None]:
 
 
 def serve(app, host: str, port: int, settings, on_stopping: Callable[[], None],
-          say: Callable[[str], None]) -> None:
+          say: Callable[[str], None], tls: tuple[str, str] | None = None) -> None:
+    """Serve ``app``; ``tls`` is (certificate chain file, private key file) for HTTPS."""
     limit = raise_file_limit()
     cap, warning = plan_cap(settings.max_connections, limit)
     if warning:
@@ -217,5 +218,6 @@ def serve(app, host: str, port: int, settings, on_stopping: Callable[[], None],
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", loop="asyncio",
                             http=protocol_for(gate),
                             timeout_keep_alive=settings.keep_alive_timeout,
-                            timeout_graceful_shutdown=0.5)
+                            timeout_graceful_shutdown=0.5,
+                            **({"ssl_certfile": tls[0], "ssl_keyfile": tls[1]} if tls else {}))
     BoundedServer(config, gate, on_stopping).run()

@@ -39,3 +39,15 @@ def vacuum(data_dir: Path) -> tuple[int, int]:
             store.close()
     finally:
         lock.close()
+
+
+def backup(data_dir: Path, to: Path) -> int:
+    """Copy the store at ``data_dir`` to the file ``to`` with SQLite's online backup (a
+    running server keeps serving; the copy is one consistent snapshot); its size in bytes."""
+    if not (data_dir / STORE_FILE).is_file():
+        raise FileNotFoundError(str(data_dir / STORE_FILE))
+    store = Store(data_dir / STORE_FILE)
+    try:
+        return store.backup_to(to)
+    finally:
+        store.close()

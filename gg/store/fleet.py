@@ -64,6 +64,11 @@ class FleetRows:
                                             "gate_id": gate_id, "applied_at": at,
                                             "applied_by": by})
 
+    def delete_profile(self, name: str) -> None:
+        """The profile and its versions (a later apply of the name starts at version 1)."""
+        self.db.run("DELETE FROM profile_versions WHERE name = ?", (name,))
+        self.db.run("DELETE FROM profiles WHERE name = ?", (name,))
+
     def runners_with_profile(self, name: str) -> list[Runner]:
         rows = self.db.all("SELECT * FROM runners WHERE profile = ? AND retired_at IS NULL "
                            "ORDER BY created_at, id", (name,))

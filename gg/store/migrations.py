@@ -2,8 +2,10 @@
 
 Ranges keep parallel work apart: 1-99 core, 100-199 placement, 200-299 fleet operations,
 300-399 enrolment and profiles, 400-499 pools, 500-599 proof/metrics, 600-609 key proof,
-610-619 people, 800-809 run-time limits, 810-819 output caps, 820-829 priorities,
-830-839 retention, 840-849 hooks, 780-789 start estimates, 720-729 identity.
+610-619 people, 700-719 runner groups (gg/store/groups.py), 720-729 identity, 730-749
+approvals and services (gg/store/approvals.py), 760-769 web console sessions, 770-779 the
+operator's removals, 780-789 start estimates, 800-809 run-time limits, 810-819 output caps,
+820-829 priorities, 830-839 retention, 840-849 hooks, 850-869 the hot path.
 """
 
 from __future__ import annotations
@@ -520,3 +522,13 @@ def _key_fingerprints(db: sqlite_utils.Database) -> None:
         db.execute("UPDATE runners SET public_key_fingerprint = ? WHERE id = ?",
                    (key_fingerprint(row[1] or ""), row[0]))
     db.execute("CREATE INDEX runners_key_fingerprint ON runners(public_key_fingerprint)")
+
+
+# -- the operator's surface (770-779) -----------------------------------------------------------
+
+
+@migration(770, "pools being deleted")
+def _pools_deleting(db: sqlite_utils.Database) -> None:
+    """When ``gg pool delete`` asked for the pool to go: its plan is then to hold nothing, and
+    the strategy is deleted once the maintainer attests an empty pool."""
+    db.executescript("ALTER TABLE strategies ADD COLUMN deleting_at REAL;")

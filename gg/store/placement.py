@@ -85,6 +85,17 @@ class PlacementRows:
             (env.name, env.meaning, env.gate_id, env.charted_at, env.charted_by,
              env.cleared_at, env.cleared_by))
 
+    def delete_environment(self, name: str) -> None:
+        self.db.run("DELETE FROM environments WHERE name = ?", (name,))
+
+    def unended_flights_in(self, environment: str) -> list[str]:
+        """Flights in ``environment`` that have not ended (gated, ready or flying)."""
+        rows = self.db.all("SELECT id FROM flights WHERE environment = ? "
+                           "AND stage IN (?, ?, ?) ORDER BY seq",
+                           (environment, Stage.GATED.value, Stage.READY.value,
+                            Stage.FLYING.value))
+        return [r[0] for r in rows]
+
     def waiting_flights_in(self, environment: str) -> list[str]:
         rows = self.db.all("SELECT id FROM flights WHERE environment = ? "
                            "AND stage IN (?, ?) ORDER BY seq",

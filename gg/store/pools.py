@@ -54,6 +54,13 @@ class PoolRows:
         row = self.db.one("SELECT * FROM strategies WHERE name = ?", (name,))
         return strategy_from_row(row) if row else None
 
+    def delete_strategy(self, name: str) -> None:
+        """The strategy, and the allow-list of its pool's maintainers."""
+        row = self.db.one("SELECT pool FROM strategies WHERE name = ?", (name,))
+        if row is not None:
+            self.db.run("DELETE FROM pool_maintainers WHERE pool = ?", (row[0],))
+        self.db.run("DELETE FROM strategies WHERE name = ?", (name,))
+
     def strategy_for_pool(self, pool: str) -> StrategyRecord | None:
         row = self.db.one("SELECT * FROM strategies WHERE pool = ?", (pool,))
         return strategy_from_row(row) if row else None

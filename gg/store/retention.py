@@ -76,6 +76,22 @@ class RetentionRows:
                 pass
         return total
 
+    def backup_to(self, path) -> int:
+        """Copy the whole store into the new SQLite file ``path`` with SQLite's online
+        backup (other connections keep writing meanwhile; the copy is one snapshot, its own
+        write-ahead log folded in); the copy's size in bytes. The file is the owner's alone."""
+        import sqlite3
+
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        target = sqlite3.connect(str(path))
+        try:
+            self.db.conn.backup(target)
+            target.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            target.close()
+        return os.path.getsize(path)
+
     def vacuum(self) -> None:
         """Rewrite the file without its free pages (needs the store to itself), then fold
         and truncate the write-ahead log."""

@@ -94,3 +94,25 @@ def test_build_refuses_a_posted_context_that_leads_out_of_its_base(fleet, tmp_pa
         assert err == (f"the build context {base / context} does not stay inside {base}: a "
                        "strategy builds only from inside its airspace directory (--base DIR)\n")
         assert not (tmp_path / "images").exists()
+
+
+def test_build_resolves_the_context_against_the_strategy_file_not_the_working_dir(
+        fleet, tmp_path, monkeypatch):
+    airspace = tmp_path / "airspace"
+    (airspace / "strategies").mkdir(parents=True)
+    (airspace / "ctx").mkdir()
+    (airspace / "ctx" / "hello.txt").write_text("hi\n")
+    path = airspace / "strategies" / "ui.yaml"
+    path.write_text(GOOD)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setenv("GG_IMAGES_DIR", str(tmp_path / "images"))
+    code, out, err = cli(fleet, "strategy", "apply", "ui", str(path), "--json")
+    assert code == 0, err
+    gate = json.loads(out).get("gate")
+    if gate:
+        fleet.api().clear_gate(gate["id"])
+    code, out, err = cli(fleet, "strategy", "build", "ui", str(path), "--json")
+    assert code == 0, err
+    assert json.loads(out)["digest"].startswith("sha256:")

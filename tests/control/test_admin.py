@@ -278,7 +278,7 @@ def test_allowlist_degrades_the_runner_once_and_a_policy_it_can_meet_clears_it(c
     check_in(core, r)
     check_in(core, r)
     view = views.runner_view(core, core.store.runner(r.id))
-    assert view["checks_verdict"] == "1 checks failed"
+    assert view["checks_verdict"] == "1 check failed"
     failed = [c for c in view["checks"] if not c["passed"]]
     assert [c["name"] for c in failed] == ["egress enforceable"]
     assert leases.try_claim(core, r.id) is None  # a degraded runner gets no work

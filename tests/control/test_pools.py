@@ -449,3 +449,66 @@ def test_members_join_the_runner_group_their_strategy_names(core, owner):
     assert core.store.group("ui-pool-group") is not None  # made for it
     keeper_row = core.store.runner(runner.id)
     assert keeper_row.group == "default"  # a runner nobody placed is in default
+
+
+# --------------------------------------------------------------------------- taking down
+
+
+def test_pool_delete_stops_every_member_first_then_the_strategy_goes(core, owner, keeper):
+    from gg.control import removals
+
+    member, _ = ready_member(core, keeper)
+    with pytest.raises(Conflict, match="gg pool delete ui-pool stops them first"):
+        removals.delete_strategy(core, owner, "ui")
+    answer = pools.delete_pool(core, owner, "ui-pool")
+    assert answer["deleted"] is False and answer["detail"].startswith("stopping 1 member")
+    assert [(a["action"], a["member_id"]) for a in plan_actions(core, keeper)] == [
+        ("remove", member["id"])]  # no start: the pool holds nothing from now on
+    members.act(core, keeper, "ui-pool", "remove", member_id=member["id"])
+    attest(core, keeper, [])
+    assert core.store.strategy("ui") is None
+    assert [e["kind"] for e in core.store.events(limit=5, newest=True)][-1] == \
+        "info:strategy:deleted"
+
+
+def test_strategy_delete_of_an_empty_pool_is_at_once_and_admins_only(core, owner, ada):
+    from gg.control import removals
+
+    in_force(core, owner)
+    with pytest.raises(Forbidden):
+        removals.delete_strategy(core, ada, "ui")
+    assert removals.delete_strategy(core, owner, "ui")["deleted"] is True
+    assert core.store.strategy("ui") is None
+    in_force(core, owner)  # the name and the pool may be applied again
+    assert pools.delete_pool(core, owner, "ui-pool")["deleted"] is True
+
+
+def test_a_fleet_profile_is_refused_while_runners_or_tokens_use_it_naming_them(core, owner):
+    from gg.control import admin, removals
+
+    host = enrolled_host(core, owner, "hosts", ["runner"])
+    token, _ = enrolment.mint_token(core, owner, profile="hosts")
+    with pytest.raises(Conflict) as refused:
+        removals.delete_profile(core, owner, "hosts")
+    assert f"runner {host.name} (gg runner retire or forget)" in refused.value.message
+    assert f"enrolment token {token.fingerprint} (gg fleet revoke)" in refused.value.message
+    admin.retire(core, owner, host.name)
+    enrolment.revoke_token(core, owner, token.fingerprint)
+    assert removals.delete_profile(core, owner, "hosts")["deleted"] is True
+    assert core.store.profile_record("hosts") is None
+
+
+def test_an_environment_is_refused_while_flights_or_the_root_use_it(core, owner):
+    from gg.control import environments, flights, removals
+
+    flight = flights.open_flight(core, owner, command=["true"], environment="ui")
+    with pytest.raises(Conflict, match=f"used by flight {flight.id}, which has not ended"):
+        removals.remove_environment(core, owner, "ui")
+    flights.cancel(core, owner, flight.id)
+    in_force(core, owner)  # a pool serves ui, so the root may list it
+    environments.apply_root(core, owner, {"environments": ["ui"]})
+    with pytest.raises(Conflict, match="listed in the root envelope"):
+        removals.remove_environment(core, owner, "ui")
+    environments.apply_root(core, owner, {"environments": []})
+    assert removals.remove_environment(core, owner, "ui")["deleted"] is True
+    assert core.store.environment("ui") is None

@@ -136,3 +136,38 @@ def test_a_flight_held_by_a_re_chart_names_its_gate(core, owner):
     assert waiting(core, f) == (
         f"waiting: gate {env['gate']} is open (re-charting environment ui)",
         f"an admin can clear it: gg gate clear {env['gate']}")
+
+
+def test_sent_to_a_retired_runner_says_so_and_the_remedy_is_a_new_flight(core, owner):
+    from gg.control import admin
+
+    runner(core, owner, "r1")
+    f = flights.open_flight(core, owner, command=["true"], runner="r1")
+    admin.retire(core, owner, "r1")
+    sentence, remedy = waiting(core, f)
+    assert sentence == "waiting: it was sent to runner r1, which is retired"
+    assert remedy.startswith("cancel it (gg cancel FLIGHT) and open it again without --runner")
+
+
+def test_sent_to_a_forgotten_runner_says_so_and_never_says_start_it_again(core, owner, clock):
+    from gg.control import admin
+
+    runner(core, owner, "r1")
+    f = flights.open_flight(core, owner, command=["true"], runner="r1")
+    clock.advance(46)
+    admin.forget(core, owner, "r1")
+    sentence, remedy = waiting(core, f)
+    assert sentence.endswith("which is no longer registered (it was forgotten)")
+    assert "start that runner again" not in remedy and "gg cancel" in remedy
+
+
+def test_a_maintain_only_runner_does_not_serve_its_environment(core, owner):
+    charted(core, owner, "ui")
+    m = runner(core, owner, "keeper", labels={"environment": "ui"}, inventory=LINUX)
+    core.store.update_runner(m.id, profile_in_force={"roles": ["maintain"], "environment": "ui"})
+    assert environments.live_runners(core, "ui") == []
+    row = next(e for e in environments.environments_view(core) if e["name"] == "ui")
+    assert row["runners"] == [] and row["advertising"] == 0
+    flier = runner(core, owner, "flier", labels={"environment": "ui"}, inventory=LINUX)
+    core.store.update_runner(flier.id, profile_in_force={"roles": ["runner", "maintain"]})
+    assert environments.live_runners(core, "ui") == ["runner flier"]

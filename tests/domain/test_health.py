@@ -235,10 +235,10 @@ TWO_FAILED = [Check("a", False, NO_BWRAP), Check("b", False, NO_NETNS), Check("c
 @pytest.mark.parametrize("listed, reported_at, pending, verdict", [
     (PASSED, 95.0, False, "checks passed"),
     (TWO_FAILED, 95.0, False, "2 checks failed"),
-    ([Check("a", False, NO_BWRAP)], 95.0, False, "1 checks failed"),
+    ([Check("a", False, NO_BWRAP)], 95.0, False, "1 check failed"),
     (PASSED, 10.0, False, "checks stale"),
     (TWO_FAILED, 10.0, True, "checks stale"),
-    (PASSED, 95.0, True, "checks pending"),
+    (PASSED, 95.0, True, "checks passed"),  # every check listed shows ✓: not "pending"
     (TWO_FAILED, 95.0, True, "checks pending"),
     ([], None, False, "checks never run"),
     (PASSED, None, True, "checks never run"),

@@ -242,9 +242,9 @@ def test_member_with_credential_ending_soon_is_replaced_once_idle():
                m("b", "ready", credential_expires_at=NOW + 7200),
                m("c", "busy", leased=True, credential_expires_at=NOW + 60),
                m("d", "ready", credential_expires_at=NOW - 1)]
-    plan = plan_pool(pool(warm=0), members, 0, NOW)
+    plan = plan_pool(pool(warm=3), members, 0, NOW)
     assert plan.actions == (Replace("a", D), Replace("d", D))
-    assert plan_pool(pool(warm=0), members, 0, NOW, credential_margin=60).actions == (
+    assert plan_pool(pool(warm=3), members, 0, NOW, credential_margin=60).actions == (
         Replace("d", D),)
 
 
@@ -421,3 +421,17 @@ def test_invariants_hold_for_every_single_member_kind():
         ):
             spec = pool(size=size, warm=1, pool_max=pool_max, active_hours=hours)
             check_invariants(spec, [member], waiting, NOW)
+
+
+def test_warm_0_stops_idle_members_once_their_work_is_done():
+    members = [m("a", "ready"), m("b", "ready"), m("c", "busy", leased=True)]
+    plan = plan_pool(pool(warm=0), members, 0, NOW)
+    assert plan.actions == (Remove("a", "idle beyond warm 0"), Remove("b", "idle beyond warm 0"))
+    assert plan.live_after == 1
+
+
+def test_idle_members_beyond_warm_and_the_waiting_flights_are_removed_highest_first():
+    members = [m("a", "ready"), m("b", "ready"), m("c", "ready")]
+    assert plan_pool(pool(warm=1), members, 1, NOW).actions == (
+        Remove("c", "idle beyond warm 1"),)
+    assert plan_pool(pool(warm=1), members, 2, NOW).actions == ()

@@ -105,7 +105,7 @@ def test_retire_stops_the_runner_with_one_sentence_and_refuses_its_credential(ma
     wait_until(lambda: "/v1/runner/claim" in (runner.state_dir / "sent.jsonl").read_text(),
                what="the runner to park a claim")
     retired_at = time.monotonic()
-    done = fleet.gg("runner", "retire", "r1")
+    done = fleet.gg("runner", "retire", "r1", "--yes")
     assert done.returncode == 0, done.stderr
     assert "is retired" in done.stdout
     code = runner.proc.wait(timeout=30)
@@ -130,13 +130,13 @@ def test_forget_is_refused_while_the_runner_is_online_naming_why(fleet):
     runner = fleet.runner("r1")
     fleet.wait_online("r1")
     runner_id = fleet.runner_row("r1")["id"]
-    refused = fleet.gg("runner", "forget", "r1")
+    refused = fleet.gg("runner", "forget", "r1", "--yes")
     assert refused.returncode == 6
     assert refused.stderr.startswith("runner r1 is online")
     assert len(refused.stderr.strip().splitlines()) == 1
     assert runner.stop() == 0  # a graceful stop says goodbye: offline at once
     wait_until(lambda: not fleet.runner_row("r1")["online"], what="r1 offline after goodbye")
-    done = fleet.gg("runner", "forget", "r1")
+    done = fleet.gg("runner", "forget", "r1", "--yes")
     assert done.returncode == 0, done.stderr
     assert fleet.runner_row("r1") is None
     forgotten = _events(fleet, "info:runner:forgotten", runner_id)
@@ -216,7 +216,7 @@ def test_bad_input_is_one_sentence_on_stderr_and_a_non_zero_exit(fleet):
     fleet.wait_online("r1")
     cases = [
         (("runner", "cordon", "ghost"), 5, "no runner ghost"),
-        (("runner", "retire", "ghost"), 5, "no runner ghost"),
+        (("runner", "retire", "ghost", "--yes"), 5, "no runner ghost"),
         (("runner", "policy", "r1", "--isolation", "bogus"), 2,
          "--isolation must be one of none, sandbox, container (got 'bogus')"),
         (("runner", "policy", "r1", "--egress", "some"), 2, "--egress must be one of"),

@@ -150,7 +150,7 @@ def test_allowlist_makes_the_runner_degraded_and_work_goes_to_another(fleet):
     assert done.returncode == 0, done.stderr
     reason = "degraded: egress allowlist is not enforced yet"
     assert reason in done.stdout
-    row = wait_until(lambda: (lambda r: r if r["checks_verdict"] == "1 checks failed" else None)(
+    row = wait_until(lambda: (lambda r: r if r["checks_verdict"] == "1 check failed" else None)(
         fleet.runner_row("a")), what="a's next check-in to confirm")
     assert row["health"] == reason
     assert [c["name"] for c in row["checks"] if not c["passed"]] == ["egress enforceable"]
@@ -160,7 +160,7 @@ def test_allowlist_makes_the_runner_degraded_and_work_goes_to_another(fleet):
         shown = wait_until(lambda: _ended(api, flight_id), what="each flight to land")
         assert shown["stage"] == "landed" and shown["runner_name"] == "b"
     shown = fleet.gg("runner", "show", "a")
-    assert "✗ egress enforceable" in shown.stdout and "1 checks failed" in shown.stdout
+    assert "✗ egress enforceable" in shown.stdout and "1 check failed" in shown.stdout
     degraded = json.loads(fleet.gg("events", "--json", "--kind", "warn:runner:degraded").stdout)
     assert len(degraded) == 1 and degraded[0]["body"]["missing"] == "egress allowlist is not enforced yet"
     # A policy it can meet clears it at the next check-in, and it takes work again.

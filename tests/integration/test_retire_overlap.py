@@ -84,7 +84,7 @@ def test_retire_stops_attempt_one_before_attempt_two_starts(make_fleet, tmp_path
     fleet.runner("b")
     fleet.wait_online("b")
 
-    done = fleet.gg("runner", "retire", "a")
+    done = fleet.gg("runner", "retire", "a", "--yes")
     assert done.returncode == 0, done.stderr
     assert f"it is stopping 1 flight(s) ({flight['id']})" in done.stdout
 

@@ -9,7 +9,9 @@ from gg.api.enrolment import (CredentialRefRow, CredentialRefs, CredentialRefsSe
                               EnrolTokenMinted, EnrolTokenView, ProfileApplied, ProfileApply,
                               ProfileView, TokenMint)
 from gg.control import answers, enrolment, profiles
-from gg.control import credentials
+from gg.control import credentials, removals
+from gg.api.schemas import Removed
+from gg.control.dry_run import maybe_dry
 from gg.domain.runners import Runner
 from gg.server import auth
 from gg.server.json_body import JsonRoute
@@ -19,9 +21,11 @@ router = APIRouter(route_class=JsonRoute)
 
 @router.put(paths.PROFILE, response_model=ProfileApplied)
 async def apply_profile(name: str, body: ProfileApply, request: Request,
-                        person: dict = Depends(auth.person)) -> dict:
-    """Apply a fleet profile: narrowings at once, widenings behind one admin gate."""
-    return profiles.apply_profile(request.app.state.core, person, name, body.profile)
+                        person: dict = Depends(auth.person), dry_run: bool = False) -> dict:
+    """Apply a fleet profile: narrowings at once, widenings behind one admin gate
+    (``dry_run``: what it would do, nothing kept)."""
+    return maybe_dry(request.app.state.core, dry_run, profiles.apply_profile, person, name,
+                     body.profile)
 
 
 @router.get(paths.PROFILES, response_model=list[ProfileView])
@@ -74,3 +78,10 @@ async def set_credential_refs(body: CredentialRefs, request: Request,
 @router.get(paths.CREDENTIALS, response_model=list[CredentialRefRow])
 async def list_credential_refs(request: Request, person: dict = Depends(auth.person)) -> list[dict]:
     return credentials.list_refs(request.app.state.core)
+
+
+@router.delete(paths.PROFILE, response_model=Removed)
+async def delete_profile(name: str, request: Request,
+                         person: dict = Depends(auth.person)) -> dict:
+    """Delete a fleet profile no runner and no redeemable token uses."""
+    return removals.delete_profile(request.app.state.core, person, name)

@@ -9,7 +9,9 @@ from gg.api.flights import Plan
 from gg.api.placement import (EnvironmentChart, EnvironmentCharted, EnvironmentView, OwnershipSet,
                               RootApplied, RootApply, RootView)
 from gg.api.runners import LabelDispositions, OwnershipChanged
-from gg.control import answers, environments, ownership, plan
+from gg.api.schemas import Removed
+from gg.control import answers, environments, ownership, plan, removals
+from gg.control.dry_run import maybe_dry
 from gg.server import auth
 from gg.server.deadlines import AttendedWake
 from gg.server.json_body import JsonRoute
@@ -40,8 +42,10 @@ async def show_environment(name: str, request: Request,
 
 
 @router.put(paths.ROOT, response_model=RootApplied)
-async def apply_root(body: RootApply, request: Request, person: dict = Depends(auth.person)) -> dict:
-    return environments.apply_root(request.app.state.core, person, body.model_dump())
+async def apply_root(body: RootApply, request: Request, person: dict = Depends(auth.person),
+                     dry_run: bool = False) -> dict:
+    return maybe_dry(request.app.state.core, dry_run, environments.apply_root, person,
+                     body.model_dump())
 
 
 @router.get(paths.ROOT, response_model=RootView)
@@ -77,3 +81,9 @@ async def set_ownership(ref: str, body: OwnershipSet, request: Request,
 @router.get(paths.FLIGHT_PLAN, response_model=Plan)
 async def flight_plan(flight_id: str, request: Request, person: dict = Depends(auth.person)) -> dict:
     return plan.plan_for(request.app.state.core, flight_id)
+
+
+@router.delete(paths.ENVIRONMENT, response_model=Removed)
+async def remove_environment(name: str, request: Request,
+                             person: dict = Depends(auth.person)) -> dict:
+    return removals.remove_environment(request.app.state.core, person, name)

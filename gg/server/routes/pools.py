@@ -12,8 +12,10 @@ from fastapi import APIRouter, Depends, Request
 from gg.api import paths
 from gg.api.pools import (ActionTaken, Attested, DigestPinned, MaintainerAllowed, MaintainerPlan,
                           MemberJoined, Pool, Strategy, StrategyApplied)
+from gg.api.schemas import Removed
 from gg.api.schemas import Attestation, MemberJoin, PoolAction, PoolAllow, StrategyApply, StrategyDigest
-from gg.control import members, pools, strategies
+from gg.control import members, pools, removals, strategies
+from gg.control.dry_run import maybe_dry
 from gg.domain.runners import Runner
 from gg.server import auth
 from gg.server.auth import person_only
@@ -37,8 +39,9 @@ async def show_strategy(name: str, request: Request, person: dict = Depends(pers
 
 @router.put(paths.STRATEGY, response_model=StrategyApplied)
 async def apply_strategy(name: str, body: StrategyApply, request: Request,
-                         person: dict = Depends(person_only)) -> dict:
-    return strategies.apply(request.app.state.core, person, name, body.strategy)
+                         person: dict = Depends(person_only), dry_run: bool = False) -> dict:
+    return maybe_dry(request.app.state.core, dry_run, strategies.apply, person, name,
+                     body.strategy)
 
 
 @router.post(paths.STRATEGY_DIGEST, response_model=DigestPinned)
@@ -101,3 +104,14 @@ async def join(body: MemberJoin, request: Request) -> dict:
     return members.join(request.app.state.core, auth.bearer(request), public_key=body.public_key,
                         inventory=body.inventory, version=body.version, nonce=body.nonce,
                         signature=body.signature)
+
+
+@router.delete(paths.STRATEGY, response_model=Removed)
+async def delete_strategy(name: str, request: Request,
+                          person: dict = Depends(person_only)) -> dict:
+    return removals.delete_strategy(request.app.state.core, person, name)
+
+
+@router.delete(paths.POOL, response_model=Removed)
+async def delete_pool(pool: str, request: Request, person: dict = Depends(person_only)) -> dict:
+    return pools.delete_pool(request.app.state.core, person, pool)

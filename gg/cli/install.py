@@ -1,0 +1,253 @@
+"""``gg install runner|maintainer|server`` and ``gg uninstall``: gg as a systemd service.
+
+The unit runs gg as it was started here (this interpreter and this gg, or this ``.pyz``),
+restarts it on failure, and gives it its own state and config directories (systemd's
+``StateDirectory=`` and ``ConfigurationDirectory=``, exported as ``GG_STATE_DIR`` /
+``GG_CONFIG_DIR``, or the server's ``--data-dir``). ``--print`` shows the unit and writes
+nothing; ``--root DIR`` writes it under DIR (an image being built, a test) and starts
+nothing; otherwise the unit is written where systemd reads it and, only when systemd is
+running on this host, enabled and started. (``gg service …`` is about service flights.)
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from gg.cli.context import CliError
+from gg.cli.exits import Exit
+
+ROLES = ("runner", "maintainer", "server")
+SYSTEM_UNITS = Path("/etc/systemd/system")
+USER_UNITS = Path(".config/systemd/user")  # under the home directory
+RESTART_SEC = 5  # seconds between a failure and the restart
+STOP_TIMEOUT = 90  # seconds a stopping runner has for its flights (its --grace is 30)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("install")(install)
+    app.command("uninstall")(uninstall)
+
+
+@dataclass(frozen=True)
+class Unit:
+    role: str
+    name: str | None
+    user_mode: bool
+    run_as: str | None
+    pool: str | None
+    extra: tuple[str, ...]
+    gg: tuple[str, ...]  # how to run this gg
+
+    @property
+    def slug(self) -> str:
+        return f"{self.role}-{self.name}" if self.name else self.role
+
+    @property
+    def file_name(self) -> str:
+        return f"gg-{self.slug}.service"
+
+    def path(self, root: Path | None, home: Path) -> Path:
+        base = ((home / USER_UNITS) if self.user_mode else SYSTEM_UNITS) / self.file_name
+        return (root / base.relative_to("/")) if root is not None else base
+
+    def command(self) -> list[str]:
+        if self.role == "server":
+            args = ["server", "--data-dir", "${STATE_DIRECTORY}"]
+        elif self.role == "maintainer":
+            args = ["runner", "maintain", self.pool or "", "--state-dir", "${STATE_DIRECTORY}"]
+        else:
+            args = ["runner", "up"]
+        if self.name and self.role != "server":
+            args += ["--name", self.name]
+        return [*self.gg, *args, *self.extra]
+
+    def text(self) -> str:
+        what = {"runner": "runner", "maintainer": f"pool maintainer for {self.pool}",
+                "server": "control plane"}[self.role]
+        exec_start = " ".join(_quote(part) for part in self.command())
+        lines = [
+            "[Unit]",
+            f"Description=gg {what}" + (f" ({self.name})" if self.name else ""),
+            "Wants=network-online.target",
+            "After=network-online.target",
+            "",
+            "[Service]",
+            "Type=simple",
+            f"ExecStart={exec_start}",
+            "Restart=on-failure",
+            f"RestartSec={RESTART_SEC}",
+            f"StateDirectory=gg/{self.slug}",
+            "StateDirectoryMode=0700",
+            f"ConfigurationDirectory=gg/{self.slug}",
+            "ConfigurationDirectoryMode=0700",
+            "Environment=GG_STATE_DIR=%S/gg/" + self.slug,
+            "Environment=GG_CONFIG_DIR=%E/gg/" + self.slug,
+            "Environment=PYTHONUNBUFFERED=1",
+            "UMask=0077",
+            "KillMode=mixed",
+            f"TimeoutStopSec={STOP_TIMEOUT}",
+        ]
+        if any(part.endswith(".pyz") for part in self.gg):  # it unpacks itself once, here
+            lines.insert(lines.index("Environment=PYTHONUNBUFFERED=1"),
+                         "Environment=SHIV_ROOT=%S/gg/" + self.slug + "/shiv")
+        if self.run_as and not self.user_mode:
+            lines.append(f"User={self.run_as}")
+        lines += ["", "[Install]",
+                  f"WantedBy={'default.target' if self.user_mode else 'multi-user.target'}", ""]
+        return "\n".join(lines)
+
+
+def _quote(part: str) -> str:
+    """A word of ExecStart: systemd's own ${VAR} stays as it is; others are quoted as needed
+    (and % doubled, systemd's specifier character)."""
+    if part.startswith("${") and part.endswith("}"):
+        return part
+    return shlex.quote(part).replace("%", "%%")
+
+
+def this_gg() -> tuple[str, ...]:
+    """How the unit starts this very gg: a .pyz by its path, else this interpreter's module."""
+    script = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
+    if script is not None and script.suffix == ".pyz" and script.is_file():
+        return (sys.executable, str(script))
+    return (sys.executable, "-m", "gg")
+
+
+def systemd_running() -> bool:
+    return Path("/run/systemd/system").is_dir()
+
+
+def _unit(role: str, name: Optional[str], user: bool, run_as: Optional[str],
+          pool: Optional[str], extra: list[str]) -> Unit:
+    if role not in ROLES:
+        raise CliError(f"gg install takes {', '.join(ROLES)} (got {role!r})", Exit.USAGE)
+    if name is not None and (not name or not all(c.isalnum() or c in "-_." for c in name)):
+        raise CliError(f"--name takes letters, digits, '-', '_' and '.' (got {name!r})",
+                       Exit.USAGE)
+    if role == "maintainer" and not pool:
+        raise CliError("a maintainer maintains one pool: gg install maintainer --pool POOL",
+                       Exit.USAGE)
+    if user and run_as:
+        raise CliError("--run-as is for system units; a --user unit runs as you", Exit.USAGE)
+    return Unit(role, name, user, run_as, pool, tuple(extra), this_gg())
+
+
+ROLE = typer.Argument(..., metavar="runner|maintainer|server")
+NAME = typer.Option(None, "--name", metavar="N", help="Runner name, and the unit's suffix.")
+USER = typer.Option(False, "--user", help="A unit of this user's systemd (no root needed).")
+ROOT = typer.Option(None, "--root", metavar="DIR",
+                    help="Write under DIR instead of /; enable and start nothing.")
+
+
+def install(
+    role: str = ROLE,
+    extra: Optional[List[str]] = typer.Argument(None, metavar="[-- ARGS...]",
+                                                help="More arguments for the gg command."),
+    name: Optional[str] = NAME,
+    user: bool = USER,
+    run_as: Optional[str] = typer.Option(None, "--run-as", metavar="USER",
+                                         help="The account a system unit runs as."),
+    create_user: bool = typer.Option(False, "--create-user",
+                                     help="Create the --run-as account (a system account "
+                                          "without a login shell) when it does not exist."),
+    pool: Optional[str] = typer.Option(None, "--pool", metavar="POOL",
+                                       help="The pool a maintainer maintains."),
+    root: Optional[Path] = ROOT,
+    print_: bool = typer.Option(False, "--print", help="Show the unit; write nothing."),
+) -> None:
+    """Install gg as a systemd service: a runner, a pool maintainer or the control plane."""
+    unit = _unit(role, name, user, run_as, pool, extra or [])
+    if create_user and not run_as:
+        raise CliError("--create-user needs --run-as USER", Exit.USAGE)
+    if print_:
+        typer.echo(unit.text(), nl=False)
+        return
+    path = unit.path(root, Path.home())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(unit.text())
+    path.chmod(0o644)
+    typer.echo(f"wrote {path}")
+    scope = ["--user"] if user else []
+    if create_user:
+        _create_account(run_as, root)
+    start = ["systemctl", *scope, "enable", "--now", unit.file_name]
+    reload = ["systemctl", *scope, "daemon-reload"]
+    if root is None and systemd_running():
+        for argv in (reload, start):
+            _run(argv)
+        typer.echo(f"{unit.file_name} is enabled and started: systemctl {' '.join(scope)} "
+                   f"status {unit.file_name}".replace("  ", " "))
+    else:
+        where = "on the target host" if root is not None else "once systemd runs here"
+        typer.echo(f"systemd is not started here: {where}, run "
+                   f"{' '.join(reload)} && {' '.join(start)}")
+    _first_steps(unit)
+
+
+def _first_steps(unit: Unit) -> None:
+    conf = "%E/gg/" + unit.slug
+    if unit.role == "runner" and not any(a.startswith("--enrol") for a in unit.extra):
+        typer.echo(f"it signs in with the config in its ConfigurationDirectory ({conf}): "
+                   "sign in there with GG_CONFIG_DIR=DIR gg login, or install with "
+                   "-- --enrol-file FILE")
+
+
+def _create_account(account: str, root: Optional[Path]) -> None:
+    argv = ["useradd", "--system", "--user-group", "--no-create-home",
+            "--shell", "/usr/sbin/nologin", account]
+    if root is not None:
+        typer.echo(f"with --root no account is created on this host: on the target, run "
+                   f"{' '.join(argv)}")
+        return
+    import pwd
+
+    try:
+        pwd.getpwnam(account)
+        typer.echo(f"account {account} exists already")
+        return
+    except KeyError:
+        pass
+    _run(argv)
+    typer.echo(f"created the system account {account}")
+
+
+def _run(argv: list[str]) -> None:
+    if shutil.which(argv[0]) is None:
+        raise CliError(f"{argv[0]} is not installed here: run {' '.join(argv)} where it is",
+                       Exit.FAILURE)
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CliError(f"{' '.join(argv)} failed: {(done.stderr or done.stdout).strip()}",
+                       Exit.FAILURE)
+
+
+def uninstall(
+    role: str = ROLE,
+    name: Optional[str] = NAME,
+    user: bool = USER,
+    pool: Optional[str] = typer.Option(None, "--pool", metavar="POOL", hidden=True),
+    root: Optional[Path] = ROOT,
+) -> None:
+    """Stop, disable and remove a unit gg install wrote (its state directory is kept)."""
+    unit = _unit(role, name, user, None, pool or "-", [])
+    path = unit.path(root, Path.home())
+    if not path.is_file():
+        raise CliError(f"there is no {path}: nothing to uninstall", Exit.NOT_FOUND)
+    scope = ["--user"] if user else []
+    if root is None and systemd_running():
+        _run(["systemctl", *scope, "disable", "--now", unit.file_name])
+    path.unlink()
+    if root is None and systemd_running():
+        _run(["systemctl", *scope, "daemon-reload"])
+    typer.echo(f"removed {path}; its state stays in %S/gg/{unit.slug} "
+               "(remove it by hand when no longer needed)")
+

@@ -1,0 +1,34 @@
+"""``gg demo`` stops its control plane and runners when it is terminated or its terminal
+closes (SIGTERM, SIGHUP), not only on Ctrl-C (issue 16)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import psutil
+import pytest
+
+from gg.launch import gg_argv
+from support import gone, wait_until
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_demo_stops_everything_it_started_on_sigterm_and_sighup(sig, tmp_path):
+    env = {**os.environ, "GG_CONFIG_DIR": str(tmp_path / "config")}
+    demo = subprocess.Popen(gg_argv("demo", "--stay"), env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in demo.stdout:
+            if "Ctrl-C here stops them" in line:
+                break
+        children = psutil.Process(demo.pid).children()
+        assert len(children) == 3  # the control plane and two runners
+        demo.send_signal(sig)
+        demo.wait(timeout=60)
+        wait_until(lambda: all(gone(c.pid) for c in children), 60,
+                   what="the demo's control plane and runners to stop")
+    finally:
+        if demo.poll() is None:
+            demo.kill()
