@@ -235,8 +235,8 @@ class Client:
     def runner(self, ref: str) -> r.RunnerDetail:
         return _one(r.RunnerDetail, self.request("GET", paths.RUNNER.format(ref=_segment(ref))))
 
-    def open_flight(self, body: dict) -> f.FlightDetail:
-        return _one(f.FlightDetail, self.request("POST", paths.FLIGHTS, json=body))
+    def open_flight(self, body: dict) -> f.FlightRow:
+        return _one(f.FlightRow, self.request("POST", paths.FLIGHTS, json=body))
 
     def flights(self, stage: str | None = None, limit: int = 200) -> list[f.FlightRow]:
         params: dict = {"limit": limit}

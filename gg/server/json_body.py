@@ -6,13 +6,22 @@ break every answer that carries it (a JSON encoder refuses it, a comparison with
 false), so it is answered 400 at the door in the one error shape, before any use case runs.
 Every router uses :class:`JsonRoute`, so every request body is read here, whatever model (or
 free-form field: readings, fact bodies, inventory) it is for.
+
+Bodies are parsed with orjson, which is strict already (no NaN, no infinities, no lone
+surrogates) and several times faster than ``json``. Two cases go the ``json`` way so that the
+answer is what it always was: a body orjson refuses (the refusal then names the offending
+word, or ``json`` reads what it always read), and a body with an integer of 19 digits or
+more (orjson reads integers beyond 64 bits as floats; ``json`` keeps them exact).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
+
+import orjson
 
 from fastapi import Request
 from fastapi.routing import APIRoute
@@ -31,8 +40,17 @@ def _finite(text: str) -> float:
     return value
 
 
+_LONG_INTEGER = re.compile(rb"\d{19}")
+
+
 def loads(raw: bytes | str) -> Any:
-    """``json.loads`` without NaN or infinities (see the module docstring)."""
+    """Strict JSON: ``json.loads`` without NaN or infinities (see the module docstring)."""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if not _LONG_INTEGER.search(data):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
     return json.loads(raw, parse_constant=_refuse, parse_float=_finite)
 
 
