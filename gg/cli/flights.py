@@ -62,8 +62,10 @@ def fly(
         return
     if not wait:
         typer.echo(flight.id)
-        if flight.waiting:
-            typer.echo(flight.waiting, err=True)
+        if flight.stage in (Stage.READY, Stage.GATED):  # the answer is the bare row
+            waiting = api.flight(flight.id).waiting
+            if waiting:
+                typer.echo(waiting, err=True)
         return
     print(f"{flight.id} opened", file=sys.stderr, flush=True)
     final = follow(api, flight.id, echo=not json_)

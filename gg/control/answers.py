@@ -162,7 +162,7 @@ def refs_set(core: Core, runner: Runner, refs: list[dict]) -> dict:
 async def opened(core: Core, person: dict, **fields: Any) -> dict:
     """Open a flight on the writer; its row (not the whole detail) once it is durable."""
     flight = await core.run(flights.open_flight, person, **fields)
-    return flights.row(core, flight.id, opener=person)
+    return flights.row(core, flight, opener=person)
 
 
 async def cancelled(core: Core, person: dict, flight_id: str) -> dict:

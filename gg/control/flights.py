@@ -158,25 +158,11 @@ def list_flights(core: Core, *, stage: str | None = None, limit: int = 200) -> l
     return [_view(values, snap.waiting_of(values), snap.names, people) for values in rows]
 
 
-def row(core: Core, flight_id: str, *, opener: dict | None = None) -> dict:
-    """One flight's row as the listing shows it: its record, its holder, and why it waits
-    (the runners are read only when it does wait)."""
-    now = core.now()
-    flight = core.store.flight(flight_id)
-    if flight is None:
-        raise NotFound(f"no flight {flight_id}")
-    waiting, names = None, {}
-    if flight.stage in (Stage.READY.value, Stage.GATED.value):
-        snap = Snapshot(core, now)
-        waiting, names = snap.waiting(flight), snap.names
-    elif flight.lease_runner is not None:
-        holder = core.store.runner(flight.lease_runner)
-        names = {holder.id: holder.name} if holder is not None else {}
-    if opener is not None and opener["id"] == flight.opened_by:
-        people = {opener["id"]: opener["name"]}
-    else:
-        people = {p["id"]: p["name"] for p in core.store.people()}
-    return view(flight, waiting, names, people)
+def row(core: Core, flight: Flight, *, opener: dict) -> dict:
+    """The row of a flight just opened, as ``opener`` opened it: its record, without the
+    waiting sentence (``waiting`` is null; ``GET`` the flight for it), which would cost a
+    look at every runner on the hot path of opening."""
+    return view(flight, None, {}, {opener["id"]: opener["name"]})
 
 
 def show_flight(core: Core, flight_id: str) -> dict:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import re
 import sqlite3
 import threading
 import time
@@ -30,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import orjson
 import sqlite_utils
 
 from gg.store.migrations import MIGRATIONS
@@ -320,7 +322,18 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
+_LONG_INTEGER = re.compile(r"\d{19}")
+
+
 def loads(text: str | None, default: Any = None) -> Any:
+    """A stored JSON value. orjson reads it several times faster than ``json``; what orjson
+    reads differently (an integer beyond 64 bits, a NaN that ``dumps`` let through) is read
+    by ``json`` as it always was."""
     if text is None or text == "":
         return default
+    if not _LONG_INTEGER.search(text):
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
     return json.loads(text)

@@ -51,8 +51,13 @@ def _opener(url: str, token: str, n: int, acks: Acks, stop: threading.Event) -> 
 
 def _runner(url: str, credential: str, name: str, acks: Acks, stop: threading.Event) -> None:
     with httpx.Client(base_url=url, timeout=10) as http:
+        checked_in = 0.0
         while not stop.is_set():
             try:
+                if time.monotonic() - checked_in > float(FAST["GG_CHECK_IN_INTERVAL"]):
+                    http.post("/v1/runner/check-in", headers=auth(credential),
+                              json={"free_slots": 1})  # stays online, as a runner does
+                    checked_in = time.monotonic()
                 r = http.post("/v1/runner/claim", headers=auth(credential),
                               json={"free_slots": 1, "wait": 1})
                 if r.status_code != 200:
