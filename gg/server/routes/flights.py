@@ -21,11 +21,11 @@ Wait = Annotated[float, Query(ge=0, le=60)]
 
 @router.post(paths.FLIGHTS, status_code=201, response_model=FlightRow)
 async def open_flight(body: FlightOpen, request: Request, person: dict = Depends(auth.person)) -> dict:
-    return await answers.opened(request.app.state.core, person, command=body.command, title=body.title,
-                          environment=body.environment, runner=body.runner, labels=body.labels,
-                          attended=body.attended, repo=body.repo, agent=body.agent,
-                          timeout=body.timeout, output_limit=body.output_limit,
-                          priority=body.priority.value)
+    return await answers.opened(
+        request.app.state.core, person, command=body.command, title=body.title,
+        environment=body.environment, runner=body.runner, labels=body.labels,
+        attended=body.attended, repo=body.repo, agent=body.agent, timeout=body.timeout,
+        output_limit=body.output_limit, priority=body.priority.value)
 
 
 @router.get(paths.FLIGHTS, response_model=list[FlightRow])
