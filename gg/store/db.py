@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import queue
-import re
 import sqlite3
 import threading
 import time
@@ -31,7 +30,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import orjson
 import sqlite_utils
 
 from gg.store.migrations import MIGRATIONS
@@ -304,6 +302,13 @@ class Database:
         cur = self.run(f"UPDATE {table} SET {sets} WHERE {key} = :_key", params)
         return cur.rowcount
 
+    def trace(self, callback: Callable[[str], None] | None) -> None:
+        """Every statement this thread's reads and the write connection run, to ``callback``
+        (None: stop)."""
+        self._write.set_trace_callback(callback)
+        if not self._memory:
+            self.conn.set_trace_callback(callback)
+
     def close(self) -> None:
         if self._writer is not None and not self._closed:
             self._closed = True
@@ -322,18 +327,7 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-_LONG_INTEGER = re.compile(r"\d{19}")
-
-
 def loads(text: str | None, default: Any = None) -> Any:
-    """A stored JSON value. orjson reads it several times faster than ``json``; what orjson
-    reads differently (an integer beyond 64 bits, a NaN that ``dumps`` let through) is read
-    by ``json`` as it always was."""
     if text is None or text == "":
         return default
-    if not _LONG_INTEGER.search(text):
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
     return json.loads(text)
