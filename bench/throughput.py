@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """End-to-end throughput: trivial flights per second with 1, 4 and 16 real runners.
 
-    python bench/throughput.py [--quick] [--runners 1,4,16] [--flights N] [--repeats R] [--json]
+    python bench/throughput.py [--quick] [--runners 16] [--flights N] [--repeats R] [--json]
 
 For each fleet size: a fresh control plane, that many ``gg runner up`` processes (one worker
 each), then N flights running ``true`` opened by 8 concurrent openers while the runners
 drain them. Throughput = N / (first ``opened_at`` → last ``info:flight:landed``), both
-stamped by the control plane. Every flight must land exactly once.
+stamped by the control plane. Every flight must land exactly once. The load average is
+recorded at the start of every run (the machine may be shared).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -31,7 +33,7 @@ def _auth(token: str) -> dict:
 
 def one_run(bench: Bench, flights: int, timeout: float) -> dict:
     token = bench.token
-    local = {}
+    local = {"load": round(os.getloadavg()[0], 2)}
 
     def opener(chunk: range) -> list[str]:
         with httpx.Client(base_url=bench.url, timeout=60) as http:
@@ -85,6 +87,7 @@ def run(sizes: list[int], flights: int, repeats: int) -> dict:
             "per_second": summary([r["per_second"] for r in runs], 1),
             "seconds": summary([r["seconds"] for r in runs], 2),
             "open_per_second": summary([flights / r["opened_in"] for r in runs], 1),
+            "loads": [r["load"] for r in runs],
         }
         print(f"{size} runner(s): {results[str(size)]['per_second']}", file=sys.stderr)
     return {"flights": flights, "repeats": repeats, "sizes": results}
@@ -95,26 +98,27 @@ def markdown(r: dict) -> str:
              f"concurrent clients while the fleet drains them, {r['repeats']} runs per fleet size "
              "(target: ≥ 300 flights/s with 16 runners).\n",
              "| runners (`gg runner up`, 1 worker each) | flights/s median | min | max | "
-             "seconds for all, median | opening alone, flights/s |",
-             "|---|---|---|---|---|---|"]
+             "seconds for all, median | opening alone, flights/s | load average at each run's start |",
+             "|---|---|---|---|---|---|---|"]
     for size, s in r["sizes"].items():
         p = s["per_second"]
         lines.append(f"| {size} | {p['p50']:g} | {p['min']:g} | {p['max']:g} | "
-                     f"{s['seconds']['p50']:g} | {s['open_per_second']['p50']:g} |")
+                     f"{s['seconds']['p50']:g} | {s['open_per_second']['p50']:g} | "
+                     f"{', '.join(f'{x:g}' for x in s['loads'])} |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="100 flights, 2 runs per size")
-    ap.add_argument("--runners", default="1,4,16")
+    ap.add_argument("--runners", default="16")
     ap.add_argument("--flights", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.runners.split(",") if x.strip()]
-    flights = args.flights or (100 if args.quick else 400)
+    flights = args.flights or (100 if args.quick else 2000)
     repeats = args.repeats or (2 if args.quick else 3)
     result = run(sizes, flights, repeats)
     text = markdown(result)

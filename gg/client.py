@@ -285,8 +285,8 @@ class Client:
         return _one(r.RunnerDetail, self.request("GET", paths.RUNNER_BY_FINGERPRINT,
                                                  params={"fingerprint": fingerprint}))
 
-    def open_flight(self, body: dict) -> f.FlightDetail:
-        return _one(f.FlightDetail, self.request("POST", paths.FLIGHTS, json=body))
+    def open_flight(self, body: dict) -> f.FlightRow:
+        return _one(f.FlightRow, self.request("POST", paths.FLIGHTS, json=body))
 
     def flights_page(self, stage: str | None = None, limit: int = 200,
                      cursor: str | None = None) -> f.FlightPage:

@@ -85,13 +85,17 @@ def fly(
         return
     if not wait:
         typer.echo(flight.id)
-        if flight.waiting:
-            typer.echo(flight.waiting, err=True)
+        if flight.stage in (Stage.READY, Stage.GATED):  # the answer is the bare row
+            waiting = api.flight(flight.id).waiting
+            if waiting:
+                typer.echo(waiting, err=True)
         return
     print(f"{flight.id} opened", file=sys.stderr, flush=True)
-    # the answer to an open carries no estimate (opening a burst stays cheap): ask once
+    # the answer to an open is the bare row (opening a burst stays cheap): why it waits and
+    # when it is expected to start are asked for once, then again as they move
+    waiting = flight.stage in (Stage.READY, Stage.GATED)
     final = follow(api, flight.id, echo=not json_,
-                   opened=api.flight(flight.id) if flight.waiting else flight)
+                   opened=api.flight(flight.id) if waiting else flight)
     if json_:
         emit_json(api.flight(flight.id))
     raise typer.Exit(exit_code_of(final, api if not json_ else None))

@@ -171,13 +171,14 @@ def refs_set(core: Core, runner: Runner, refs: list[dict]) -> dict:
 # -- flights -------------------------------------------------------------------------------------
 
 
-def opened(core: Core, person: dict, **fields: Any) -> dict:
-    return flights.show_flight(core, flights.open_flight(core, person, **fields).id,
-                               estimate=False)
+async def opened(core: Core, person: dict, **fields: Any) -> dict:
+    """Open a flight on the writer; its row (not the whole detail) once it is durable."""
+    flight = await core.run(flights.open_flight, person, **fields)
+    return flights.row(core, flight, opener=person)
 
 
-def cancelled(core: Core, person: dict, flight_id: str) -> dict:
-    flights.cancel(core, person, flight_id)
+async def cancelled(core: Core, person: dict, flight_id: str) -> dict:
+    await core.run(flights.cancel, person, flight_id)
     return flights.show_flight(core, flight_id)
 
 

@@ -6,9 +6,12 @@ persist in one transaction, then raise a signal so the server can wake parked re
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, TypeVar
 
 from gg import __version__, build_commit
 from gg.control.credential_cache import CredentialCache
@@ -20,26 +23,53 @@ from gg.settings import Settings
 from gg.store import Store
 
 CONTROL_PLANE = "control-plane"
+T = TypeVar("T")
+
+
+@dataclass
+class Fired:
+    """The signals a unit of work raised, held until its group commit is durable."""
+
+    ready: bool = False
+    flights: list[str] = field(default_factory=list)
+    events: bool = False
 
 
 @dataclass
 class Signals:
-    """In-process wake-ups. The server subscribes; use cases call after they commit."""
+    """In-process wake-ups. The server subscribes; use cases call after they commit.
+
+    A use case run by the writer (:meth:`Core.run`) has not committed when it returns (its
+    group commits after it), so its signals are held (:meth:`held`) and raised on the event
+    loop once the group commit is durable."""
 
     on_ready: list[Callable[[], None]] = field(default_factory=list)
     on_flight: list[Callable[[str], None]] = field(default_factory=list)
     on_event: list[Callable[[], None]] = field(default_factory=list)
     on_instruction: list[Callable[[str, str], None]] = field(default_factory=list)
+    _local: threading.local = field(default_factory=threading.local, repr=False)
 
     def ready_changed(self) -> None:
+        held = getattr(self._local, "held", None)
+        if held is not None:
+            held.ready = True
+            return
         for fn in self.on_ready:
             fn()
 
     def flight_changed(self, flight_id: str) -> None:
+        held = getattr(self._local, "held", None)
+        if held is not None:
+            held.flights.append(flight_id)
+            return
         for fn in self.on_flight:
             fn(flight_id)
 
     def event_added(self) -> None:
+        held = getattr(self._local, "held", None)
+        if held is not None:
+            held.events = True
+            return
         for fn in self.on_event:
             fn()
 
@@ -48,6 +78,23 @@ class Signals:
         server answers its parked claim with it (gg.server.dispatch.Dispatcher.instruct)."""
         for fn in self.on_instruction:
             fn(runner_id, kind)
+
+    def held(self, fn: Callable[[], T]) -> tuple[T, Fired]:
+        """Run ``fn`` holding back the signals it raises; what it returned, and them."""
+        fired = Fired()
+        self._local.held = fired
+        try:
+            return fn(), fired
+        finally:
+            self._local.held = None
+
+    def raise_all(self, fired: Fired) -> None:
+        if fired.ready:
+            self.ready_changed()
+        for flight_id in dict.fromkeys(fired.flights):
+            self.flight_changed(flight_id)
+        if fired.events:
+            self.event_added()
 
 
 @dataclass
@@ -71,6 +118,13 @@ class Core:
     turnaround: Summary = field(default_factory=Summary)
     credentials: CredentialCache | None = None  # runner credential checks (its module)
 
+    loop: asyncio.AbstractEventLoop | None = None
+    # The group commit's last step (the dispatcher's pass for parked claims), run by the
+    # writer inside a group whose units made a flight ready; returns what to do after the
+    # commit (told whether it held), or None.
+    tail: Callable[[], Callable[[bool], None] | None] | None = None
+    _group_ready: bool = False
+
     def __post_init__(self) -> None:
         if self.verdicts is None:
             self.verdicts = Verdicts(self.settings.meaning_deadline)
@@ -78,6 +132,52 @@ class Core:
             self.credentials = CredentialCache(self.settings.credential_cache_size,
                                                self.settings.credential_cache_ttl,
                                                lambda: self.clock())
+        self.store.db.before_commit = self._before_commit
+
+    async def run(self, fn: Callable[..., T], *args: Any, durable: bool = True,
+                  **kwargs: Any) -> T:
+        """``fn(core, *args, **kwargs)`` on the store's writer, in its next group commit;
+        what it returned, once that commit is durable (the event loop is not blocked).
+
+        Any use case can be run so, unchanged: its ``store.atomic()`` blocks become a
+        savepoint of the group, and its signals are raised on the loop after the commit.
+        ``durable=False`` for changes whose loss on a power cut is harmless (output facts):
+        such a group skips the fsync when nothing durable rides in it."""
+        loop = self.loop = asyncio.get_running_loop()
+
+        def unit() -> tuple[T, Fired]:
+            result, fired = self.signals.held(lambda: fn(self, *args, **kwargs))
+            if fired.ready:
+                self._group_ready = True
+            return result, fired
+
+        future = self.store.db.submit(unit, durable=durable)
+        future.add_done_callback(lambda f: self._after(loop, f))
+        result, _ = await asyncio.wrap_future(future)
+        return result
+
+    def _after(self, loop: asyncio.AbstractEventLoop, future: Future) -> None:
+        """The group committed: raise the unit's signals on the loop (even when its caller
+        is gone, so that a committed flight is never left unoffered)."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        _, fired = future.result()
+        loop.call_soon_threadsafe(self.signals.raise_all, fired)
+
+    def _before_commit(self) -> Callable[[bool], None] | None:
+        ready, self._group_ready = self._group_ready, False
+        if not ready or self.tail is None or self.loop is None:
+            return None
+        told, fired = self.signals.held(self.tail)
+        loop = self.loop
+
+        def after(ok: bool) -> None:
+            if ok:
+                loop.call_soon_threadsafe(self.signals.raise_all, fired)
+            if told is not None:
+                told(ok)
+
+        return after
 
     def now(self) -> float:
         return self.clock()

@@ -202,6 +202,13 @@ def list_flights(core: Core, *, stage: str | None = None, limit: int = 200,
     return {"items": items, "next_cursor": paging.make_cursor("f", last) if more else None}
 
 
+def row(core: Core, flight: Flight, *, opener: dict) -> dict:
+    """The row of a flight just opened, as ``opener`` opened it: its record, without the
+    waiting sentence (``waiting`` is null; ``GET`` the flight for it), which would cost a
+    look at every runner on the hot path of opening."""
+    return view(flight, None, {}, {opener["id"]: opener["name"]})
+
+
 def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
     now = core.now()
     record_due(core, now)

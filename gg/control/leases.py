@@ -100,6 +100,12 @@ def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases
     return out
 
 
+def may_offer(core: Core) -> bool:
+    """Whether a matching pass could grant anything now: a flight is ready or a lease due."""
+    due = core.store.next_lease_expiry()
+    return (due is not None and due <= core.now()) or core.store.any_ready()
+
+
 def next_expiry(core: Core) -> float | None:
     """When the earliest lease is due (the dispatcher arranges to look again then)."""
     return core.store.next_lease_expiry()

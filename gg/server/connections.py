@@ -16,8 +16,10 @@ idle sockets that never send a request exhaust them; the server then cannot acce
 - **One log line per episode**: reaching the cap, and failing to ``accept()`` (EMFILE and
   friends), are each logged when they start and when they end, never once per attempt.
 
-The seam is uvicorn's HTTP protocol class (h11): :func:`protocol_for` subclasses it, so the
-timeouts hold for every request the server reads. The server runs on asyncio's own loop.
+The seam is uvicorn's HTTP protocol class: :func:`protocol_for` subclasses it (httptools'
+parser where installed, h11 otherwise), so the timeouts hold for every request the server
+reads. The server runs on uvloop where installed (``uvicorn[standard]``), asyncio's loop
+otherwise.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ from typing import Callable
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+try:  # uvicorn[standard]: the C parser and loop; pure-Python ones otherwise
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as FastProtocol
+    import uvloop  # noqa: F401
+    LOOP = "uvloop"
+except ImportError:  # pragma: no cover - a bare install
+    FastProtocol, LOOP = H11Protocol, "asyncio"
 
 log = logging.getLogger("gg.server")
 
@@ -120,10 +129,10 @@ class Gate:
         loop.default_exception_handler(context)
 
 
-def protocol_for(gate: Gate) -> type[H11Protocol]:
-    """uvicorn's h11 protocol, admitted by ``gate`` and closed when headers are late."""
+def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
+    """uvicorn's HTTP protocol, admitted by ``gate`` and closed when headers are late."""
 
-    class Bounded(H11Protocol):
+    class Bounded(base):
         _refused = False
         _header_timer: asyncio.TimerHandle | None = None
 
@@ -215,7 +224,7 @@ def serve(app, host: str, port: int, settings, on_stopping: Callable[[], None],
     if warning:
         say(warning)
     gate = Gate(cap, settings.header_timeout)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", loop="asyncio",
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", loop=LOOP,
                             http=protocol_for(gate),
                             timeout_keep_alive=settings.keep_alive_timeout,
                             timeout_graceful_shutdown=0.5,

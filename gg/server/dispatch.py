@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from dataclasses import dataclass, field
 
 from gg.control import leases as lease_ops
@@ -30,11 +31,9 @@ class Parked:
     future: asyncio.Future
     order: int = field(default=0)
     instructable: bool = False  # a heartbeat claim: may be answered with an instruction
-
-
-def _time_up(future: asyncio.Future) -> None:
-    if not future.done():
-        future.set_result(None)  # nothing for you
+    in_pass: bool = False  # a pass (on the writer) may be granting it a flight right now
+    gone: bool = False  # its claim was answered or timed out: no pass may take it
+    settled: asyncio.Event | None = None  # set when the pass that took it is over
 
 
 class Dispatcher:
@@ -45,11 +44,15 @@ class Dispatcher:
         self.closing = False
         self._order = itertools.count()
         self._pass_scheduled = False
+        self._pass_running = False
+        self._again = False
         self._expiry_handle: asyncio.TimerHandle | None = None
         self._expiry_at: float | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()  # parked claims between the loop and the writer's tail
         core.signals.on_ready.append(self.poke)
         core.signals.on_instruction.append(self._instruct_soon)
+        core.tail = self._tail
 
     # -- the claim --------------------------------------------------------------------
 
@@ -61,7 +64,7 @@ class Dispatcher:
         if free_slots <= 0:
             self.release(runner_id)  # "stop claiming": a stopping runner frees its parked claim
             return None
-        got = lease_ops.try_claim(self.core, runner_id, free_slots)
+        got = await self.core.run(lease_ops.try_claim, runner_id, free_slots)
         if got is not None or wait <= 0 or free_slots <= 0 or self.closing:
             return got
         cap = self.core.settings.max_parked_claims
@@ -69,18 +72,27 @@ class Dispatcher:
             # A runner holds one claim at a time; more is a stale connection or a flood, and
             # every parked claim holds a socket. 429 makes the runner loop pause a moment.
             raise TooManyRequests(f"this runner already has {cap} parked claims; try again shortly")
-        parked = Parked(runner_id, self.loop.create_future(), next(self._order), instructable)
-        self.parked[parked.order] = parked
+        parked = Parked(runner_id, self.loop.create_future(), next(self._order),
+                        instructable, settled=asyncio.Event())
+        with self._lock:
+            self.parked[parked.order] = parked
         self._per_runner[runner_id] = self._per_runner.get(runner_id, 0) + 1
         self._arm_expiry_wake()
-        # One future and one timer a parked claim: no task or waiter set of asyncio.wait
-        # (docs/performance.md, "Parked claims").
-        timer = self.loop.call_later(wait, _time_up, parked.future)
+        if lease_ops.may_offer(self.core):
+            self.poke()  # a flight committed while this claim was on its way to parking
         try:
-            await parked.future  # a cancelled request cancels it too (nobody else does)
+            await asyncio.wait({parked.future}, timeout=wait)
+            while True:  # a pass granting it a flight decides its answer
+                with self._lock:
+                    if not parked.in_pass:
+                        parked.gone = True
+                        break
+                    parked.settled.clear()
+                await parked.settled.wait()
         finally:
-            timer.cancel()
-            self.parked.pop(parked.order, None)
+            with self._lock:
+                parked.gone = True
+                self.parked.pop(parked.order, None)
             left = self._per_runner.pop(runner_id, 1) - 1
             if left > 0:
                 self._per_runner[runner_id] = left
@@ -92,7 +104,7 @@ class Dispatcher:
     def release(self, runner_id: str) -> None:
         """Answer this runner's parked claims with "nothing for you" now."""
         for parked in list(self.parked.values()):
-            if parked.runner_id == runner_id and not parked.future.done():
+            if parked.runner_id == runner_id and not parked.future.done() and not parked.in_pass:
                 parked.future.set_result(None)
 
     def instruct(self, runner_id: str, kind: str) -> bool:
@@ -104,9 +116,11 @@ class Dispatcher:
         too, or be repeated until heard."""
         taken = False
         for parked in list(self.parked.values()):
-            if parked.runner_id == runner_id and parked.instructable and not parked.future.done():
-                parked.future.set_result(kind)
-                taken = True
+            with self._lock:  # a pass granting it a flight right now answers it instead
+                if (parked.runner_id == runner_id and parked.instructable and not parked.in_pass
+                        and not parked.future.done()):
+                    parked.future.set_result(kind)
+                    taken = True
         return taken
 
     def _instruct_soon(self, runner_id: str, kind: str) -> None:
@@ -118,7 +132,7 @@ class Dispatcher:
         and park no more."""
         self.closing = True
         for parked in list(self.parked.values()):
-            if not parked.future.done():
+            if not parked.future.done() and not parked.in_pass:
                 parked.future.set_result(None)
 
     @property
@@ -136,21 +150,73 @@ class Dispatcher:
 
     def _pass(self) -> None:
         self._pass_scheduled = False
-        waiting = [p for p in sorted(self.parked.values(), key=lambda p: p.order)
-                   if not p.future.done()]
-        if not waiting:
+        if self._pass_running:
+            self._again = True
             return
+        picks = self._pick()
+        if not picks:
+            self._arm_expiry_wake()
+            return
+        self._pass_running = True
+        self.loop.create_task(self._run_pass(picks))
+
+    def _pick(self) -> dict[str, Parked]:
+        """The first waiting claim of each parked runner, longest-parked first, marked as
+        taken by a pass (called on the loop, and by the writer for the group's tail)."""
         first_by_runner: dict[str, Parked] = {}
-        for p in waiting:
-            first_by_runner.setdefault(p.runner_id, p)
-        granted = lease_ops.match_parked(self.core, list(first_by_runner))
+        with self._lock:
+            for p in sorted(self.parked.values(), key=lambda p: p.order):
+                if p.gone or p.in_pass or p.future.done():
+                    continue
+                if p.runner_id not in first_by_runner:
+                    first_by_runner[p.runner_id] = p
+                    p.in_pass = True
+        return first_by_runner
+
+    async def _run_pass(self, picks: dict[str, Parked]) -> None:
+        granted: list = []
+        try:
+            granted = await self.core.run(lease_ops.match_parked, list(picks))
+        finally:
+            self._deliver(picks, granted)
+            self._pass_running = False
+        if self._again or (granted and len(self.parked) > len(picks)):
+            self._again = False
+            self.poke()  # woken meanwhile, or a runner with a second parked claim may take more
+        self._arm_expiry_wake()
+
+    def _deliver(self, picks: dict[str, Parked], granted: list) -> None:
+        """Hand the pass's grants to their claims (on the loop, after the commit)."""
         for flight, grant in granted:
-            parked = first_by_runner[grant.runner_id]
+            parked = picks[grant.runner_id]
             if not parked.future.done():
                 parked.future.set_result((flight, grant))
-        if granted and len(first_by_runner) < len(waiting):
-            self.poke()  # a runner with a second parked claim may take another
-        self._arm_expiry_wake()
+        for parked in picks.values():
+            parked.in_pass = False
+            parked.settled.set()
+
+    def _tail(self):
+        """The group commit's last step (writer thread): a flight became ready in this
+        group, so grant it to parked claims in the same commit (open and grant share one
+        fsync). Returns what to do once the commit is known to hold, or not."""
+        loop = self.loop
+        if loop is None or not self.parked or self.closing:
+            return None
+        picks = self._pick()
+        if not picks:
+            return None
+        try:
+            granted = lease_ops.match_parked(self.core, list(picks))
+        except BaseException:
+            loop.call_soon_threadsafe(self._deliver, picks, [])
+            raise
+
+        def told(ok: bool) -> None:
+            loop.call_soon_threadsafe(self._deliver, picks, granted if ok else [])
+            if ok and granted:
+                loop.call_soon_threadsafe(self.poke)  # a second parked claim may take more
+
+        return told
 
     def _arm_expiry_wake(self) -> None:
         """Look again when the earliest lease is due (clock comparison happens then)."""
@@ -171,7 +237,6 @@ class Dispatcher:
     def _expiry_due(self) -> None:
         self._expiry_handle = None
         self._expiry_at = None
-        self._pass_scheduled = True
         self._pass()
 
 
@@ -209,9 +274,11 @@ class Watch:
         too, or be repeated until heard."""
         taken = False
         for parked in list(self.parked.values()):
-            if parked.runner_id == runner_id and parked.instructable and not parked.future.done():
-                parked.future.set_result(kind)
-                taken = True
+            with self._lock:  # a pass granting it a flight right now answers it instead
+                if (parked.runner_id == runner_id and parked.instructable and not parked.in_pass
+                        and not parked.future.done()):
+                    parked.future.set_result(kind)
+                    taken = True
         return taken
 
     def _instruct_soon(self, runner_id: str, kind: str) -> None:

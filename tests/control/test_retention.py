@@ -133,11 +133,11 @@ def test_every_pruning_statement_walks_an_index_in_order_never_a_whole_table(cor
         landed(core, owner, runner)
     clock.advance(40 * DAY)
     statements: list[str] = []
-    core.store.db.conn.set_trace_callback(statements.append)
+    core.store.db.trace(statements.append)
     try:
         prune_until_done(core)
     finally:
-        core.store.db.conn.set_trace_callback(None)
+        core.store.db.trace(None)
     pruning = [s for s in statements if s.lstrip().upper().startswith(("SELECT", "DELETE"))]
     assert {"FROM facts", "FROM grants", "FROM events", "FROM flights"} <= {
         f"FROM {t}" for t in ("facts", "grants", "events", "flights")

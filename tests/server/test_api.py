@@ -147,3 +147,11 @@ def test_flights_listing_has_the_contract_fields_and_the_waiting_sentence(client
                 "waiting", "opened_by"):
         assert key in row
     assert row["waiting"] == "waiting: no runner advertises gpu=a100"
+
+
+def test_opening_a_flight_answers_its_row_not_its_whole_detail(client):
+    r = client.post("/v1/flights", json={"command": ["true"], "title": "t"}, headers=auth(client.owner))
+    assert r.status_code == 201, r.text
+    row = r.json()
+    assert row["stage"] == "ready" and row["title"] == "t" and row["opened_by_name"] == "owner"
+    assert "facts" not in row and "attempts" not in row  # not the detail a GET answers

@@ -91,9 +91,11 @@ def test_a_flight_for_a_repository_nobody_holds_a_credential_for_says_so(client)
     r = client.post("/v1/flights", json={"command": ["make"],
                                          "repo": "https://git.example.com/acme/ui.git"},
                     headers=auth(client.owner))
-    assert r.json()["waiting"] == ("waiting: no credential is registered for repository "
-                                   "git.example.com/acme/ui")
-    assert r.json()["remedy"] == "gg credential add --repo git.example.com/acme/ui"
+    assert r.status_code == 201 and r.json()["waiting"] is None  # the bare row: GET explains
+    shown = client.get(f"/v1/flights/{r.json()['id']}", headers=auth(client.owner)).json()
+    assert shown["waiting"] == ("waiting: no credential is registered for repository "
+                                "git.example.com/acme/ui")
+    assert shown["remedy"] == "gg credential add --repo git.example.com/acme/ui"
     leaky = client.post("/v1/flights", json={"command": ["make"],
                                              "repo": "https://bot:hunter2@git.example.com/a/b"},
                         headers=auth(client.owner))

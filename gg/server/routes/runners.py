@@ -99,22 +99,25 @@ async def claim(body: Claim, request: Request, runner: Runner = Depends(auth.run
 @router.post(paths.LEASE_RENEW, response_model=LeaseRenewed)
 async def renew(flight_id: str, body: Renew, request: Request,
                 runner: Runner = Depends(auth.runner)) -> dict:
-    return leases.renew(request.app.state.core, runner, flight_id, body.epoch)
+    return await request.app.state.core.run(leases.renew, runner, flight_id, body.epoch)
 
 
 @router.post(paths.LEASE_FACTS, response_model=FactsStored)
 async def report(flight_id: str, body: Report, request: Request,
                  runner: Runner = Depends(auth.runner)) -> dict:
     facts = [f.model_dump() for f in body.facts]
-    return leases.report(request.app.state.core, runner, flight_id, epoch=body.epoch, facts=facts)
+    # Output facts need not survive a power cut: their group may skip the fsync (a process
+    # crash loses nothing); the hand-back's durable commit covers them on disk.
+    return await request.app.state.core.run(leases.report, runner, flight_id, epoch=body.epoch,
+                                            facts=facts, durable=False)
 
 
 @router.post(paths.LEASE_HAND_BACK, response_model=HandedBack)
 async def hand_back(flight_id: str, body: HandBack, request: Request,
                     runner: Runner = Depends(auth.runner_handing_back)) -> dict:
-    return leases.hand_back(request.app.state.core, runner, flight_id, epoch=body.epoch,
-                            outcome=body.outcome, exit_code=body.exit_code, reason=body.reason,
-                            key=body.key)
+    return await request.app.state.core.run(
+        leases.hand_back, runner, flight_id, epoch=body.epoch, outcome=body.outcome,
+        exit_code=body.exit_code, reason=body.reason, key=body.key)
 
 
 @router.post(paths.RUNNER_GOODBYE, response_model=Ok)

@@ -1,0 +1,84 @@
+"""The write path: use cases run by the store's writer thread, committed in groups.
+
+Units queued together share one transaction and one commit; a unit that raises rolls back
+only its own writes; nobody hears a result before the commit that holds it returned; and the
+signals a unit raises reach the event loop only after that commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from gg.control import flights
+from gg.control.core import Core
+
+
+def _committed_flights(core: Core) -> set[str]:
+    """What another connection sees: only committed rows."""
+    conn = sqlite3.connect(core.store.db.path)
+    try:
+        return {row[0] for row in conn.execute("SELECT id FROM flights")}
+    finally:
+        conn.close()
+
+
+def test_units_queued_together_commit_as_one_group_and_a_failing_one_alone_rolls_back(core, owner):
+    db = core.store.db
+    before = db.groups
+    with core.store.atomic():  # hold the write lock: the writer must queue what arrives
+        futures = [db.submit(lambda i=i: flights.open_flight(core, owner, command=[f"echo {i}"]))
+                   for i in range(20)]
+
+        def fails():
+            flights.open_flight(core, owner, command=["echo doomed"])
+            raise RuntimeError("this unit fails after writing")
+
+        doomed = db.submit(fails)
+        futures += [db.submit(lambda: flights.open_flight(core, owner, command=["echo last"]))]
+        assert not any(f.done() for f in futures)  # nothing answered before its commit
+    opened = [f.result(timeout=30) for f in futures]
+    with pytest.raises(RuntimeError, match="fails after writing"):
+        doomed.result(timeout=30)
+    assert db.groups - before <= 2  # 22 units, at most two commits (one fsync each)
+    stored = _committed_flights(core)
+    assert {f.id for f in opened} <= stored
+    commands = [row[0] for row in sqlite3.connect(db.path).execute("SELECT command FROM flights")]
+    assert not any("doomed" in c for c in commands)  # its savepoint rolled back, only it
+
+
+def test_a_result_is_answered_only_once_its_commit_is_visible_to_everyone(core, owner):
+    seen = []
+
+    async def main():
+        flight = await core.run(flights.open_flight, owner, command=["true"])
+        seen.append(flight.id in _committed_flights(core))
+
+    asyncio.run(main())
+    assert seen == [True]
+
+
+def test_signals_of_a_unit_reach_the_loop_after_its_commit(core, owner):
+    heard: list[tuple[str, bool]] = []
+
+    def on_flight(flight_id: str) -> None:
+        heard.append((flight_id, flight_id in _committed_flights(core)))
+
+    core.signals.on_flight.append(on_flight)
+
+    async def main():
+        flight = await core.run(flights.open_flight, owner, command=["true"])
+        await core.run(flights.cancel, owner, flight.id)
+        await asyncio.sleep(0)  # let the loop run the signal it was handed
+        return flight.id
+
+    flight_id = asyncio.run(main())
+    assert heard == [(flight_id, True)]
+
+
+def test_an_old_style_use_case_still_runs_on_its_own_transaction_off_the_writer(core, owner):
+    flight = flights.open_flight(core, owner, command=["true"])  # no writer: atomic() as before
+    assert flight.id in _committed_flights(core)
+    assert core.store.flight(flight.id).stage == "ready"
