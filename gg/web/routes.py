@@ -240,7 +240,7 @@ async def _act(request: Request, fallback: str, do: Callable[[dict], Awaitable[o
 @router.post("/ui/flights/{flight_id}/cancel")
 async def cancel(flight_id: str, request: Request) -> Response:
     async def do(person):
-        return answers.cancelled(request.app.state.core, person, flight_id)
+        return await answers.cancelled(request.app.state.core, person, flight_id)
     return await _act(request, f"/ui/flights/{flight_id}", do)
 
 
