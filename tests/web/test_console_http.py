@@ -212,6 +212,7 @@ def test_the_pending_queue_shows_a_gate_and_the_flights_it_holds_until_it_is_cle
     held = browser.post("/v1/flights", json={"command": ["true"], "environment": "ui"},
                         headers=auth(owner)).json()
     assert held["stage"] == "gated"
+    held = browser.get(f"/v1/flights/{held['id']}", headers=auth(owner)).json()  # with its sentence
     sign_in(browser, owner)
     pending = browser.get("/ui/pending?part=1").text
     assert gate in pending and held["id"] in pending
