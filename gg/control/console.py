@@ -65,8 +65,8 @@ def sign_out(core: Core, person: dict, secret: str | None) -> None:
 
 def pending(core: Core) -> list[dict]:
     """Flights waiting on a person, oldest question first: each open gate, what it guards,
-    who may clear it and the flights it holds (with their waiting sentences). Approvals
-    join this queue when they land (an approval is a gate a person clears)."""
+    who may clear it and the flights it holds (with their waiting sentences). An approval is
+    such a gate; its flight gets approve and reject buttons."""
     held = {f["id"]: f for f in flights.list_flights(core, stage=Stage.GATED.value, limit=1000)["items"]}
     out = []
     for gate in sorted(gates.list_gates(core, "open"), key=lambda g: g["opened_at"]):

@@ -227,37 +227,48 @@ async def wait(request: Request, after: Annotated[int, Query(ge=0)] = 0,
 # -- actions -------------------------------------------------------------------------------------
 
 
-async def _act(request: Request, fallback: str, do: Callable[[dict], Awaitable[object]]) -> Response:
+async def _act(request: Request, fallback: str, do: Callable[[dict, dict], Awaitable[object]]) -> Response:
     async def make():
         fields = await guard.form(request)
         person = guard.person(request)
         guard.check_form(request, fields)
-        await do(person)
+        await do(person, fields)
         return _to(request, _back(fields, fallback))
     return await _answer(request, make)
 
 
 @router.post("/ui/flights/{flight_id}/cancel")
 async def cancel(flight_id: str, request: Request) -> Response:
-    async def do(person):
+    async def do(person, fields):
         return await answers.cancelled(request.app.state.core, person, flight_id)
     return await _act(request, f"/ui/flights/{flight_id}", do)
 
 
 @router.post("/ui/gates/{gate_id}/clear")
 async def clear_gate(gate_id: str, request: Request) -> Response:
-    async def do(person):
+    async def do(person, fields):
         return await answers.gate_cleared(request.app.state.core, person, gate_id)
     return await _act(request, "/ui/gates", do)
 
 
-# Approvals (SPEC 18) join here when they land: ``POST /ui/approvals/{id}/approve`` calling
-# the approvals use case, with its button in parts/pending.html next to "clear".
+@router.post("/ui/flights/{flight_id}/approve")
+async def approve(flight_id: str, request: Request) -> Response:
+    async def do(person, fields):
+        return answers.approved(request.app.state.core, person, flight_id)
+    return await _act(request, "/ui/pending", do)
+
+
+@router.post("/ui/flights/{flight_id}/reject")
+async def reject(flight_id: str, request: Request) -> Response:
+    async def do(person, fields):
+        reason = fields.get("reason", "").strip()[:500]
+        return answers.rejected(request.app.state.core, person, flight_id, reason or None)
+    return await _act(request, "/ui/pending", do)
 
 
 @router.post("/ui/runners/{ref}/{action}")
 async def runner_action(ref: str, action: str, request: Request) -> Response:
-    async def do(person):
+    async def do(person, fields):
         if action not in ACTIONS:
             raise NotFound(f"no action {action}: cordon, drain or resume")
         return answers.state_changed(request.app.state.core, person, ref, action)

@@ -263,3 +263,27 @@ def test_the_pools_page_shows_a_pool_s_maintainer_members_and_attestation_age(
     assert "ui-pool" in page and "maintainer keeper" in page
     assert "attested 75s ago" in page
     assert shown["members"] and all(m["name"] in page for m in shown["members"])
+
+
+def test_an_approval_is_given_or_refused_from_the_pending_queue_never_by_its_opener(
+        browser, owner):
+    ada = browser.post("/v1/people", json={"name": "ada", "admin": True},
+                       headers=auth(owner)).json()["token"]
+    first = browser.post("/v1/flights", json={"command": ["true"], "approval": True},
+                         headers=auth(owner)).json()["id"]
+    second = browser.post("/v1/flights", json={"command": ["true"], "approval": True},
+                          headers=auth(owner)).json()["id"]
+    sign_in(browser, owner)  # the opener, an admin: separation of duties still refuses
+    page = browser.get("/ui/pending?part=1").text
+    assert f"/ui/flights/{first}/approve" in page and f"/ui/flights/{second}/reject" in page
+    refused = _post(browser, f"/ui/flights/{first}/approve", back="/ui/pending")
+    assert refused.status_code == 403
+    assert "someone else must approve it" in html.unescape(refused.text)
+    assert browser.get(f"/v1/flights/{first}", headers=auth(owner)).json()["stage"] == "gated"
+    sign_in(browser, ada)
+    assert _post(browser, f"/ui/flights/{first}/approve", back="/ui/pending").status_code == 303
+    assert browser.get(f"/v1/flights/{first}", headers=auth(owner)).json()["stage"] == "ready"
+    assert _post(browser, f"/ui/flights/{second}/reject", back="/ui/pending",
+                 reason="not today").status_code == 303
+    ended = browser.get(f"/v1/flights/{second}", headers=auth(owner)).json()
+    assert (ended["stage"], ended["ended_reason"]) == ("cancelled", "rejected by ada: not today")
