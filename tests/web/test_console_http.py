@@ -287,3 +287,13 @@ def test_an_approval_is_given_or_refused_from_the_pending_queue_never_by_its_ope
                  reason="not today").status_code == 303
     ended = browser.get(f"/v1/flights/{second}", headers=auth(owner)).json()
     assert (ended["stage"], ended["ended_reason"]) == ("cancelled", "rejected by ada: not today")
+
+
+def test_a_waiting_flight_shows_its_start_estimate_or_why_there_is_none(browser, owner):
+    waiting = _open(browser, owner, "true")
+    shown = browser.get(f"/v1/flights/{waiting}", headers=auth(owner)).json()
+    said = shown["expected_start"] or shown["expected_start_basis"]
+    assert shown["waiting"] and said  # no runner at all: the basis says why there is no time
+    sign_in(browser, owner)
+    for page in ("/ui/flights", f"/ui/flights/{waiting}"):
+        assert html.escape(said) in browser.get(page).text
