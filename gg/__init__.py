@@ -12,7 +12,8 @@ def build_commit() -> str:
     """The commit this gg was built from, or ``unknown`` (docs/fleet-operations.md).
 
     In order: ``GG_BUILD_COMMIT`` (set by whoever builds an image or package from a tree
-    without git metadata); ``git rev-parse HEAD`` of the source tree when gg runs from a
+    without git metadata); the ``BUILD_COMMIT`` file a release build writes into the package
+    (scripts/build-pyz); ``git rev-parse HEAD`` of the source tree when gg runs from a
     checkout (also an editable install); the commit pip recorded for an install from a git
     URL (``direct_url.json``). A dirty checkout still reads as its HEAD commit."""
     import os
@@ -20,7 +21,20 @@ def build_commit() -> str:
     given = os.environ.get(BUILD_COMMIT_ENV, "").strip()
     if given:
         return given[:64]
-    return _checkout_commit() or _installed_commit() or "unknown"
+    return _packaged_commit() or _checkout_commit() or _installed_commit() or "unknown"
+
+
+BUILD_COMMIT_FILE = "BUILD_COMMIT"
+
+
+def _packaged_commit() -> str | None:
+    from pathlib import Path
+
+    try:
+        commit = (Path(__file__).resolve().parent / BUILD_COMMIT_FILE).read_text().strip()
+    except OSError:
+        return None
+    return commit if _hex(commit) else None
 
 
 def _checkout_commit() -> str | None:

@@ -31,6 +31,12 @@ PUBLIC = {
     ("gg/control/strategies.py", "was != digest"): "an image's content digest is public",
     ("gg/runner/fleet.py", "maintenance.store_digest(self.state_dir) != self._synced"):
         "a digest of the credential store's public references, never of a secret",
+    ("gg/control/removals.py", "token_status(t, now) == 'active'"): "a token's status word",
+    ("gg/control/removals.py", "len(tokens) != 1"): "how many tokens (for the sentence's grammar)",
+    ("gg/domain/groups.py", "tokens != 1"): "how many tokens (for the sentence's grammar)",
+    ("gg/domain/groups.py", "tokens == 1"): "how many tokens (for the sentence's grammar)",
+    ("gg/domain/runners.py", "stated_policy != policy_digest(runner.policy)"):
+        "a digest of the runner's policy, which an admin sets and every row shows",
 }
 
 

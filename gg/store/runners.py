@@ -71,7 +71,7 @@ class RunnerRows:
         with only the policy parsed, the cheap half of a check-in (a claim's heartbeat)."""
         row = self.db.one(
             "SELECT id, name, kind, admin_state, policy, last_seen_at, goodbye_at, retired_at,"
-            " credential_expires_at, offline_noted_at, checks_at, policy_changed_at,"
+            " credential_expires_at, offline_noted_at, checks_at, policy_changed_at, ephemeral,"
             " (capabilities IS NOT NULL AND capabilities NOT IN ('', '{}', 'null')) AS has_caps"
             " FROM runners WHERE id = ?", (runner_id,))
         if row is None:
@@ -79,6 +79,7 @@ class RunnerRows:
         data = dict(row)
         has_caps = bool(data.pop("has_caps"))
         data["policy"] = loads(data.get("policy"), {})
+        data["ephemeral"] = bool(data["ephemeral"])
         return Runner(**data), has_caps
 
     def runner_by_key(self, public_key: str) -> Runner | None:

@@ -50,7 +50,7 @@ def test_a_busy_runner_checks_in_in_full(fleet, tmp_path):
     gate = tmp_path / "go"
     api = fleet.api()
     api.open_flight({"command": ["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done"]})
-    wait_until(lambda: fleet.runner_row("busy")["flights"], what="the flight to be taken")
+    wait_until(lambda: fleet.runner_row("busy")["current_flights"], what="the flight to be taken")
     taken = time.time()
     wait_until(lambda: len([e for e in _paths(_sent(fleet, "busy"), "/check-in")
                             if e["at"] > taken]) >= 2, what="full check-ins while busy")

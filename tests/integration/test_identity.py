@@ -120,7 +120,7 @@ def test_a_live_runners_name_is_refused_to_another_machine_until_it_is_forgotten
     # Offline, the holder no longer blocks; forgotten, the name is free for good.
     first.stop()
     wait_until(lambda: not fleet.runner_row("web")["online"], what="web offline")
-    forgot = fleet.gg("runner", "forget", holder)
+    forgot = fleet.gg("runner", "forget", holder, "--yes")
     assert forgot.returncode == 0, forgot.stderr
     taken = second(fleet, "web", "taker")
     fleet.wait_online("web")

@@ -118,7 +118,8 @@ def test_the_pending_queue_shows_a_held_flight_s_sentence_and_an_admin_clears_it
     api = fleet.api()
     fleet.chart("ui")
     gate = api.request("POST", "/v1/environments", json={"name": "ui", "means": "false"})["gate"]
-    held = api.open_flight({"command": ["true"], "environment": "ui", "title": "held"})
+    opened = api.open_flight({"command": ["true"], "environment": "ui", "title": "held"})
+    held = api.flight(opened["id"])  # the open answers the row; the sentence is read after
     page = _signed_in(chromium, fleet)
     page.click('nav a[href="/ui/pending"]')
     playwright.expect(page.locator("#pending")).to_contain_text(held["waiting"])
