@@ -187,7 +187,8 @@ def expected_start(flight: Flight, queue: Queue, seats: list[Seat], history: His
 def _class_key(f: Flight, reservers: frozenset[str]) -> tuple:
     """Flights the matching rules cannot tell apart on any seat share one class."""
     return (tuple(sorted(f.requires.items())), f.runner_target,
-            f.opened_by if f.opened_by in reservers else None, f.repo, f.agent, f.kind)
+            f.opened_by if f.opened_by in reservers else None, f.repo, f.agent, f.kind,
+            f.group, tuple(sorted(f.where.items())))
 
 
 @dataclass

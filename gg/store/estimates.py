@@ -57,10 +57,11 @@ class EstimateRows:
         forward."""
         names = ("id", "opened_by", "opened_at", "stage", "title", "environment", "requires",
                  "runner_target", "repo", "agent", "kind", "priority", "attempt",
-                 "lease_runner", "lease_granted_at")
+                 "lease_runner", "lease_granted_at", "group", "where")
         cursor = self.db.conn.cursor()
         cursor.row_factory = None
-        cursor.execute(f"SELECT {', '.join(names)} FROM flights WHERE stage = ?", (stage,))
+        columns = ", ".join(f'"{n}"' for n in names)  # quoted: "group" and "where" are keywords
+        cursor.execute(f"SELECT {columns} FROM flights WHERE stage = ?", (stage,))
         decoded: dict[str, dict] = {}  # few distinct requirement sets: decode each once
         out = []
         for row in cursor.fetchall():
@@ -69,6 +70,8 @@ class EstimateRows:
             if text not in decoded:
                 decoded[text] = json.loads(text or "{}")
             data["requires"] = decoded[text]
+            where = data["where"]
+            data["where"] = {} if not where or where == "{}" else json.loads(where)
             out.append(data)
         return out
 

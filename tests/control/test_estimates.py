@@ -81,3 +81,20 @@ def test_a_flight_with_no_runner_or_behind_a_gate_gets_the_reason_not_a_time(cor
     assert estimates.fields(None, 0.0)["expected_start_basis"] is None
     gated = estimates.fields(estimates.estimates.no_estimate(GATED), 0.0)
     assert gated["expected_start_basis"] == GATED and gated["expected_start_at"] is None
+
+
+def test_a_flight_placed_in_a_group_without_runners_gets_no_time(core, owner, clock):
+    from gg.control import groups
+    from gg.domain.estimates import NOBODY
+
+    a = make_runner(core, owner, "a")  # in group default, and its kind of flight is measured
+    flights.open_flight(core, owner, command=["build"])
+    _fly(core, a, 30, clock)
+    groups.set_group(core, owner, "lab")  # nobody is in it
+    placed = flights.open_flight(core, owner, command=["build"], group="lab")
+    free = flights.open_flight(core, owner, command=["build"])
+    check_in(core, a)
+    in_lab, anywhere = (flights.show_flight(core, f.id) for f in (placed, free))
+    assert in_lab["expected_start_at"] is None
+    assert in_lab["expected_start_basis"] == NOBODY
+    assert anywhere["expected_start_at"] is not None  # runner a takes it
