@@ -108,7 +108,7 @@ def listing(args) -> int:
         return statistics.median(cpu), min(cpu), statistics.median(wall)
 
     seats = estimates.fleet_seats(core, core.now())
-    result = estimates.forecast(core, seats, core.now())
+    result = estimates.run_forecast(core, seats, core.now())
     known = sum(1 for e in result.estimates.values() if e.known)
     def first_page_without_estimates():
         # the same listing with the estimate step left out: what the estimate adds
@@ -123,7 +123,7 @@ def listing(args) -> int:
         "list_flights, first page (200 rows), without estimates (for comparison)":
             timed(first_page_without_estimates),
         "forecast of the whole queue (one run for every row)":
-            timed(lambda: estimates.forecast(core, seats, core.now())),
+            timed(lambda: estimates.run_forecast(core, seats, core.now())),
         "list_flights, first page (200 rows), estimates included":
             timed(lambda: json.dumps(flights.list_flights(core, limit=200))),
         "list_flights, all 10,000 rows, estimates included":

@@ -113,10 +113,13 @@ class Settings:
     # Start estimates (docs/waiting.md): each new duration fades a kind's older ones by
     # 1/ESTIMATE_WINDOW; at most ESTIMATE_KINDS kinds of flight are remembered (the ones
     # not seen longest are forgotten); the estimates flights started with are kept for
-    # ESTIMATE_RETAIN, for `gg estimate accuracy`.
+    # ESTIMATE_RETAIN, for `gg estimate accuracy`. A forecast of the whole queue is reused
+    # for ESTIMATE_REUSE seconds while no event was recorded (the pages of one listing, many
+    # people looking at once): 0 computes it for every read.
     estimate_window: int = 200
     estimate_kinds: int = 2000
     estimate_retain: float = 30 * 86400.0
+    estimate_reuse: float = 2.0
     high_priority: str = "admins"  # who may open a flight with --priority high: admins|everyone
     # Services (docs/services.md), told to the runner in each service's spec: the first
     # restart waits SERVICE_BACKOFF, doubling up to SERVICE_BACKOFF_CAP; a new generation must

@@ -116,6 +116,9 @@ class Core:
     # took to start the next waiting one (gg.control.estimates); memory only
     lease_ended: dict = field(default_factory=dict)
     turnaround: Summary = field(default_factory=Summary)
+    # (newest event seq, when, forecast): the last forecast of the whole queue, reused for
+    # ESTIMATE_REUSE seconds while no event was recorded (gg.control.estimates); memory only
+    last_forecast: tuple | None = None
     credentials: CredentialCache | None = None  # runner credential checks (its module)
 
     loop: asyncio.AbstractEventLoop | None = None

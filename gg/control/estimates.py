@@ -50,7 +50,21 @@ def outlooks(core: Core, now: float) -> list[PoolOutlook]:
 
 
 def forecast(core: Core, seats: list[Seat], now: float) -> Forecast:
-    """Every ready flight's estimate, from one run of the whole queue."""
+    """Every ready flight's estimate, from one run of the whole queue. The run is reused for
+    ESTIMATE_REUSE seconds while no event was recorded (every open, grant, report, drain or
+    liveness change records one), so the pages of one listing share one run."""
+    rows = core.store.events(after=0, limit=1, newest=True)
+    seq = rows[-1]["seq"] if rows else 0
+    kept = core.last_forecast
+    if kept is not None and kept[0] == seq and 0 <= now - kept[1] < core.settings.estimate_reuse:
+        return kept[2]
+    made = run_forecast(core, seats, now)
+    core.last_forecast = (seq, now, made)
+    return made
+
+
+def run_forecast(core: Core, seats: list[Seat], now: float) -> Forecast:
+    """One run of the whole queue, every time (what :func:`forecast` reuses)."""
     ready = [Flight(command=[], **values)
              for values in core.store.for_estimates(Stage.READY.value)]
     flying = [Flight(command=[], **values)

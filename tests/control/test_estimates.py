@@ -98,3 +98,23 @@ def test_a_flight_placed_in_a_group_without_runners_gets_no_time(core, owner, cl
     assert in_lab["expected_start_at"] is None
     assert in_lab["expected_start_basis"] == NOBODY
     assert anywhere["expected_start_at"] is not None  # runner a takes it
+
+
+def test_the_pages_of_one_listing_share_one_forecast_until_an_event_or_the_reuse_window(
+        core, owner, clock):
+    a = make_runner(core, owner, "a")
+    check_in(core, a)
+    for _ in range(3):
+        flights.open_flight(core, owner, command=["build"])
+    first = flights.list_flights(core, limit=1)
+    kept = core.last_forecast
+    second = flights.list_flights(core, limit=1, cursor=first["next_cursor"])
+    assert core.last_forecast is kept  # the second page reused the first page's run
+    assert second["items"][0]["expected_start_basis"] is not None
+    flights.open_flight(core, owner, command=["build"])  # an event: the queue changed
+    flights.list_flights(core, limit=1)
+    assert core.last_forecast is not kept
+    kept = core.last_forecast
+    clock.advance(core.settings.estimate_reuse)  # the window passed: looked at afresh
+    flights.list_flights(core, limit=1)
+    assert core.last_forecast is not kept
