@@ -11,7 +11,6 @@ running on this host, enabled and started. (``gg service …`` is about service 
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import subprocess

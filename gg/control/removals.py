@@ -15,7 +15,6 @@ from gg.control.core import Core
 from gg.control.people import require_admin
 from gg.domain.enrolment import token_status
 from gg.domain.events import EventKind
-from gg.domain.flights import Stage
 from gg.errors import Conflict, NotFound
 
 SHOWN = 5  # names listed in a refusal before "and N more"

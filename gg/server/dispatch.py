@@ -265,26 +265,6 @@ class Watch:
             if flight_id is not None and not bucket:
                 self._flights.pop(flight_id, None)
 
-    def instruct(self, runner_id: str, kind: str) -> bool:
-        """The seam for telling a runner something at once: answer its parked claim with the
-        instruction ``kind`` instead of a flight. Control code reaches it through
-        ``core.signals.instruct`` (any thread). True when a parked claim took it; when none is
-        parked, the runner hears it from the state at its next claim or check-in
-        (:func:`gg.domain.runners.instruction_at_claim`), so a new kind must be derivable there
-        too, or be repeated until heard."""
-        taken = False
-        for parked in list(self.parked.values()):
-            with self._lock:  # a pass granting it a flight right now answers it instead
-                if (parked.runner_id == runner_id and parked.instructable and not parked.in_pass
-                        and not parked.future.done()):
-                    parked.future.set_result(kind)
-                    taken = True
-        return taken
-
-    def _instruct_soon(self, runner_id: str, kind: str) -> None:
-        if self.loop is not None:
-            self.loop.call_soon_threadsafe(self.instruct, runner_id, kind)
-
     def release_all(self) -> None:
         """The server is stopping: end every long poll now (readers look once more)."""
         for bucket in [self._events, *self._flights.values()]:
