@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from gg.control import leases as lease_ops
 from gg.control.core import Core
 from gg.control.runners import notice_silence
 from gg.server import retention
@@ -37,6 +38,10 @@ async def watch(core: Core) -> None:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI):
+    # A restart honours every lease one LEASE_TTL counted from now, when the server is about
+    # to hear renewals, not from when the app was built (a loaded machine can take seconds
+    # between the two, and those seconds would come out of the runners' window).
+    lease_ops.honour_after_restart(app.state.core)
     tasks = [asyncio.create_task(watch(app.state.core)),
              asyncio.create_task(retention.duty(app.state.core))]
     outbox = getattr(app.state, "outbox", None)
