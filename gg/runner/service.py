@@ -16,19 +16,26 @@ renewal. The supervisor::
 
 With ``--port P`` the runner listens on P itself (:class:`Forwarder`) and forwards each
 connection to the serving generation's own loopback port, which the generation gets in
-``$PORT``. Each step is reported as a fact (``note`` with a ``service`` word). When the lease
+``$PORT``. Under ``egress: none`` the generation lives in a network namespace of its own
+(the sandbox's), so its loopback is not the runner's: the generation may listen on the Unix
+socket ``$SERVICE_SOCKET`` (a path in its workspace, which the runner sees too), and a runner
+allowed to enter other namespaces (root) also reaches ``127.0.0.1:$PORT`` inside the
+generation's namespace (:class:`Namespace`). Each step is reported as a fact (``note`` with a ``service`` word). When the lease
 is lost or the flight cancelled, every generation is stopped and the forwarder closed before
 anything else: a service never serves from two runners.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import queue
 import signal
 import socket
 import subprocess
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +53,80 @@ def free_loopback_port() -> int:
         return s.getsockname()[1]
 
 
+CLONE_NEWNET = 0x40000000
+SOCKET_NAME = ".service-{}.sock"  # in the workspace: $SERVICE_SOCKET of generation N
+
+
+def _net_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def namespace_of(pid: int) -> int | None:
+    """The pid of a process at or under ``pid`` whose network namespace is not ours (the
+    sandbox's), or None while there is none yet."""
+    import psutil
+
+    ours = _net_namespace(os.getpid())
+    try:
+        tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return None
+    for proc in tree:
+        theirs = _net_namespace(proc.pid)
+        if theirs is not None and theirs != ours:
+            return proc.pid
+    return None
+
+
+class Namespace:
+    """A thread that lives in another process's network namespace and opens connections there.
+
+    ``setns(2)`` moves only the calling thread; a socket keeps the namespace it was made in, so
+    connections made here serve the forwarder's other threads. Entering a namespace needs
+    CAP_SYS_ADMIN over it: a root runner has it, an unprivileged one does not (:meth:`enter`
+    says so with an OSError)."""
+
+    def __init__(self, pid: int):
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._entered: Future = Future()
+        self._fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        self._thread = threading.Thread(target=self._live, name=f"netns-{pid}", daemon=True)
+        self._thread.start()
+
+    def enter(self) -> None:
+        self._entered.result(timeout=10)
+
+    def connect(self, port: int, timeout: float) -> socket.socket:
+        answer: Future = Future()
+        self._requests.put((port, timeout, answer))
+        return answer.result(timeout=timeout + 5)
+
+    def close(self) -> None:
+        self._requests.put(None)
+
+    def _live(self) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        try:
+            if libc.setns(self._fd, CLONE_NEWNET) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, os.strerror(err))
+        except BaseException as exc:  # noqa: BLE001 - told to whoever waits on enter()
+            self._entered.set_exception(exc)
+            return
+        finally:
+            os.close(self._fd)
+        self._entered.set_result(None)
+        while (request := self._requests.get()) is not None:
+            port, timeout, answer = request
+            try:
+                answer.set_result(socket.create_connection(("127.0.0.1", port), timeout=timeout))
+            except BaseException as exc:  # noqa: BLE001 - the caller's to handle
+                answer.set_exception(exc)
+
+
 @dataclass
 class Generation:
     number: int
@@ -56,10 +137,51 @@ class Generation:
     started_wall: float = field(default_factory=time.time)
     ready: bool = False
     reader: threading.Thread | None = None
+    socket_path: Path | None = None  # $SERVICE_SOCKET, under egress none
+    namespace: Namespace | None = None  # entered on the first connection, when we may
 
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def connect(self, timeout: float) -> socket.socket:
+        """A connection to this generation: its loopback port, or under egress none its
+        socket (when it listens there) or its port inside its namespace."""
+        if self.socket_path is None:
+            return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        if self.socket_path.exists():
+            unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            unix.settimeout(timeout)
+            try:
+                _connect_unix(unix, self.socket_path)
+                return unix
+            except OSError:
+                unix.close()
+                raise
+        if self.namespace is None:
+            pid = namespace_of(self.proc.pid) if self.proc is not None else None
+            if pid is None:
+                raise ConnectionRefusedError("the generation's namespace is not there yet")
+            self.namespace = Namespace(pid)
+        self.namespace.enter()
+        return self.namespace.connect(self.port, timeout)
+
+    def close(self) -> None:
+        if self.namespace is not None:
+            self.namespace.close()
+
+
+def _connect_unix(sock: socket.socket, path: Path) -> None:
+    """Connect to a Unix socket at a path of any length (sun_path holds 107 bytes): through
+    the directory's descriptor when the path is longer."""
+    if len(os.fsencode(path)) < 100:
+        sock.connect(str(path))
+        return
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        sock.connect(f"/proc/self/fd/{fd}/{path.name}")
+    finally:
+        os.close(fd)
 
 
 class Forwarder:
@@ -68,16 +190,16 @@ class Forwarder:
     def __init__(self, port: int, host: str = "0.0.0.0"):
         self.sock = socket.create_server((host, port), backlog=256)
         self.sock.settimeout(POLL)
-        self.target: int | None = None
-        self.active: dict[int, int] = {}
+        self.target: Generation | None = None
+        self.active: dict[int, int] = {}  # open connections, by generation number
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._accept, name=f"forward-{port}", daemon=True)
         self._thread.start()
 
-    def open_to(self, port: int) -> int:
+    def open_to(self, number: int) -> int:
         with self._lock:
-            return self.active.get(port, 0)
+            return self.active.get(number, 0)
 
     def close(self) -> None:
         self._closed.set()
@@ -98,18 +220,18 @@ class Forwarder:
             with self._lock:
                 target = self.target
                 if target is not None:
-                    self.active[target] = self.active.get(target, 0) + 1
+                    self.active[target.number] = self.active.get(target.number, 0) + 1
             if target is None:
                 conn.close()  # nothing serves yet: refused, as a stopped service would be
                 continue
             threading.Thread(target=self._pipe, args=(conn, target), daemon=True).start()
 
-    def _pipe(self, conn: socket.socket, port: int) -> None:
+    def _pipe(self, conn: socket.socket, target: Generation) -> None:
         try:
-            upstream = socket.create_connection(("127.0.0.1", port), timeout=READY_CHECK_TIMEOUT)
+            upstream = target.connect(READY_CHECK_TIMEOUT)
         except OSError:
             conn.close()
-            self._done(port)
+            self._done(target.number)
             return
         upstream.settimeout(None)
         conn.settimeout(None)
@@ -122,11 +244,11 @@ class Forwarder:
                 s.close()
             except OSError:
                 pass
-        self._done(port)
+        self._done(target.number)
 
-    def _done(self, port: int) -> None:
+    def _done(self, number: int) -> None:
         with self._lock:
-            self.active[port] = self.active.get(port, 1) - 1
+            self.active[number] = self.active.get(number, 1) - 1
 
 
 def _copy(src: socket.socket, dst: socket.socket) -> None:
@@ -157,10 +279,6 @@ class Supervisor:
     def fly(self) -> str:
         run = self.run
         spec = run.service_spec or run.flight.service
-        if spec.get("port") is not None and (run.policy or {}).get("egress") == "none":
-            return run._hand_back(Outcome.RETURNED.value,
-                                  "this runner cannot forward --port into a sandbox without "
-                                  "a network (egress none); see docs/services.md")
         if spec.get("port") is not None:
             try:
                 self.forwarder = Forwarder(int(spec["port"]))
@@ -255,7 +373,7 @@ class Supervisor:
             return None
         new.ready = True
         if self.forwarder is not None:
-            self.forwarder.target = new.port  # new connections go to the new one at once
+            self.forwarder.target = new  # new connections go to the new one at once
         self._fact(services.SWITCHED, new.number, started_at=new.started_wall, ready=True)
         retire = threading.Thread(target=self._drain_and_stop, args=(old, spec["stop_grace"]),
                                   daemon=True)
@@ -265,7 +383,7 @@ class Supervisor:
 
     def _drain_and_stop(self, old: Generation, grace: float) -> None:
         deadline = time.monotonic() + grace
-        while self.forwarder is not None and self.forwarder.open_to(old.port) > 0 \
+        while self.forwarder is not None and self.forwarder.open_to(old.number) > 0 \
                 and time.monotonic() < deadline:
             time.sleep(POLL)
         self._stop(old, grace=grace)
@@ -277,8 +395,15 @@ class Supervisor:
         gen = Generation(number=spec["generation"], spec=spec, port=free_loopback_port())
         command = list(spec["command"])
         argv = ["/bin/sh", "-c", command[0]] if len(command) == 1 else command
-        gen.launch = run.launch_for(argv, self.workspace,
-                                    {**spec.get("env", {}), "PORT": str(gen.port)})
+        env = {**spec.get("env", {}), "PORT": str(gen.port)}
+        if (run.policy or {}).get("egress") == "none":
+            gen.socket_path = self.workspace / SOCKET_NAME.format(gen.number)
+            gen.socket_path.unlink(missing_ok=True)
+            # sun_path holds 107 bytes: a longer path is given relative to the workspace,
+            # where the generation starts
+            env["SERVICE_SOCKET"] = str(gen.socket_path) if len(
+                os.fsencode(gen.socket_path)) <= 107 else gen.socket_path.name
+        gen.launch = run.launch_for(argv, self.workspace, env)
         run.launch = gen.launch
         run._start(self.workspace)
         gen.proc, gen.started_wall = run.proc, time.time()
@@ -302,16 +427,16 @@ class Supervisor:
             return done.returncode == 0
         if spec.get("port") is not None:
             try:
-                socket.create_connection(("127.0.0.1", gen.port), timeout=1.0).close()
+                gen.connect(timeout=1.0).close()
                 return True
-            except OSError:
+            except (OSError, TimeoutError):
                 return False
         return gen.alive
 
     def _serve(self, gen: Generation) -> None:
         gen.ready = True
         if self.forwarder is not None:
-            self.forwarder.target = gen.port
+            self.forwarder.target = gen
         self._fact(services.READY, gen.number)
 
     def _stop(self, gen: Generation, grace: float) -> None:
@@ -333,6 +458,9 @@ class Supervisor:
                            stderr=subprocess.DEVNULL, check=False, timeout=30)
         if gen.reader is not None:
             gen.reader.join(timeout=5)
+        gen.close()
+        if gen.socket_path is not None:
+            gen.socket_path.unlink(missing_ok=True)
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -188,3 +188,50 @@ def test_a_runner_that_stops_hands_its_service_back_at_once(services_fleet):
     assert shown["stage"] == "ready"
     returned = [f["body"] for f in shown["facts"] if f["kind"] == "returned"]
     assert [b["reason"] for b in returned] == ["the runner is stopping"]
+
+
+# The same answer from perl (Debian's essential perl-base), which a sandbox can run whatever
+# Python the host has: on 127.0.0.1:$PORT inside the sandbox's own network namespace, or on
+# the Unix socket $SERVICE_SOCKET when UNIX=1.
+PERL_WEB = r"""exec perl -MIO::Socket::INET -MIO::Socket::UNIX -e '
+$s = $ENV{UNIX} ? IO::Socket::UNIX->new(Local => $ENV{SERVICE_SOCKET}, Listen => 64)
+               : IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => $ENV{PORT},
+                                       Listen => 64, ReuseAddr => 1);
+$s or die "cannot listen: $!";
+while ($c = $s->accept) { while (<$c>) { last if /^\r?\n$/ }
+  print $c "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n" . ($ENV{V} || "1"); close $c }'"""
+
+
+@pytest.fixture
+def offline_runner(services_fleet):
+    """r1 under ``egress: none``: every generation in a network namespace of its own."""
+    fleet = services_fleet
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    done = fleet.gg("runner", "policy", "r1", "--egress", "none")
+    assert done.returncode == 0, done.stderr
+    wait_until(lambda: "egress none" in fleet.log("r1"), what="the runner took the policy")
+    return fleet
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="entering the sandbox's namespace needs root")
+def test_a_port_is_forwarded_into_a_sandbox_without_network(offline_runner):
+    fleet = offline_runner
+    port = free_port()
+    flight = _fly(fleet, "--port", str(port), "--", PERL_WEB)
+    wait_until(lambda: _serving(fleet, flight, generation=1), what="generation 1 serving")
+    assert _get(port) == "1"
+    # an update reaches the new generation in its own namespace too
+    fleet.gg("service", "update", flight, "--set", "V=2", check=True)
+    wait_until(lambda: _serving(fleet, flight, generation=2), what="generation 2 serving")
+    wait_until(lambda: _get(port) == "2", what="new connections reach generation 2")
+    fleet.gg("cancel", flight, check=True)
+
+
+def test_a_service_under_egress_none_may_listen_on_its_socket(offline_runner):
+    fleet = offline_runner
+    port = free_port()
+    flight = _fly(fleet, "--port", str(port), "--", "UNIX=1 " + PERL_WEB)
+    wait_until(lambda: _serving(fleet, flight, generation=1), what="generation 1 serving")
+    assert _get(port) == "1"
+    fleet.gg("cancel", flight, check=True)
