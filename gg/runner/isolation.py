@@ -34,7 +34,10 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 import sys
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +60,10 @@ ENV_TREES = (config.ENV_STATE_DIR, config.ENV_CONFIG_DIR, config.ENV_DATA_DIR)
 # More trees to hide, os.pathsep-separated: a pool maintainer passes its own to its members.
 ENV_HIDE = "GG_HIDE"
 PASSWD = "/etc/passwd"
+# Bound directories whose files only their owner or group may read are looked through for them
+# (a root flight would read them otherwise: /etc/shadow, ssh host keys, /etc/ssl/private).
+PRIVATE_ROOTS = ("/etc",)
+PRIVATE_REFRESH = 30.0  # seconds a look through them is reused
 PROC = "/proc"
 _HOST_ONLY = frozenset({"PATH", "HOME", "PWD", "OLDPWD", "SHLVL", "HOSTNAME", "TMPDIR", "_",
                         "SSH_AUTH_SOCK", "DISPLAY", "XAUTHORITY", "DBUS_SESSION_BUS_ADDRESS"})
@@ -203,9 +210,56 @@ class Layout:
     read_write: tuple[tuple[Path, Path], ...]
     links: tuple[tuple[str, Path], ...]
     masks: tuple[Path, ...]
+    blanks: tuple[Path, ...] = ()  # files inside covered by /dev/null, bound nodev: unopenable
 
     def visible(self) -> list[Path]:
         return [dest for _, dest in (*self.read_only, *self.read_write)]
+
+
+_private_seen: dict[str, tuple[float, tuple[list[Path], list[Path]]]] = {}
+_private_lock = threading.Lock()
+
+
+def private_paths(root: str | Path, *, now: float | None = None) -> tuple[list[Path], list[Path]]:
+    """(directories, files) under ``root`` that others may not read: what only their owner or
+    group reads on the host stays out of a sandbox's sight, whatever uid the flight runs as.
+    A directory others cannot list or enter is one entry (nothing under it is looked at).
+    Reused for PRIVATE_REFRESH seconds (a look through /etc costs tens of milliseconds)."""
+    key = str(root)
+    now = time.monotonic() if now is None else now
+    with _private_lock:
+        seen = _private_seen.get(key)
+        if seen is not None and now - seen[0] < PRIVATE_REFRESH:
+            return seen[1]
+    dirs: list[Path] = []
+    files: list[Path] = []
+    for top, subdirs, names in os.walk(key):
+        keep = []
+        for name in subdirs:
+            path = os.path.join(top, name)
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue
+            if stat.S_ISLNK(mode):
+                continue
+            if mode & 0o005 != 0o005:
+                dirs.append(Path(path))
+            else:
+                keep.append(name)
+        subdirs[:] = keep
+        for name in names:
+            path = os.path.join(top, name)
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue
+            if stat.S_ISREG(mode) and not mode & 0o004:
+                files.append(Path(path))
+    found = (dirs, files)
+    with _private_lock:
+        _private_seen[key] = (now, found)
+    return found
 
 
 def layout(workspace: Path, *, env: Mapping[str, str], hidden: Iterable[Path] = (),
@@ -259,8 +313,14 @@ def layout(workspace: Path, *, env: Mapping[str, str], hidden: Iterable[Path] = 
                 masks.append(dest / real.relative_to(_real(src)))
         if tree in explicit or any(_inside(dest, tree) for _, dest in binds):
             masks.append(tree)
+    blanks: list[Path] = []
+    for root in PRIVATE_ROOTS:
+        if any(dest == Path(root) for _, dest in read_only):
+            private_dirs, private_files = private_paths(root)
+            masks += private_dirs
+            blanks += private_files
     masks = [m for m in dict.fromkeys(masks) if m != workspace]
-    return Layout(tuple(read_only), tuple(writable), tuple(links), tuple(masks))
+    return Layout(tuple(read_only), tuple(writable), tuple(links), tuple(masks), tuple(blanks))
 
 
 def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
@@ -284,6 +344,8 @@ def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
         mounts.append((len(dest.parts), 0, ["--bind", str(src), str(dest)]))
     for mask in plan.masks:
         mounts.append((len(mask.parts), 1, ["--tmpfs", str(mask)]))
+    for blank in plan.blanks:
+        mounts.append((len(blank.parts), 1, ["--ro-bind", "/dev/null", str(blank)]))
     for _, _, args in sorted(mounts, key=lambda m: (m[0], m[1])):
         argv += args
     # Read-only last, so the mount points for deeper binds already exist inside each mask.

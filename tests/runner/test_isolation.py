@@ -25,6 +25,7 @@ from gg.runner.isolation import (
     build,
     build_argv,
     layout,
+    private_paths,
 )
 
 from fleet_support import CONFINED
@@ -111,6 +112,42 @@ def test_state_dir_elsewhere_and_hidden_paths_are_masked(tmp_path, workspace):
                  SANDBOX, workspace, state, hidden=[config])
     assert "runner.key" not in result.stdout and "token" not in result.stdout
     assert "secret key" not in result.stdout and "ggp_person" not in result.stdout
+
+
+@needs_bwrap
+def test_what_only_its_owner_may_read_in_etc_is_blank_in_a_sandbox(workspace):
+    """A root runner's flight runs as root: /etc/shadow (and every /etc file others may not
+    read, every /etc directory others may not enter) must still be out of its sight."""
+    private_dirs, private_files = private_paths("/etc", now=0.0)
+    assert Path("/etc/shadow") in private_files  # Debian: root:shadow 0640
+    result = _sh("cat /etc/shadow; echo; cat /etc/passwd", SANDBOX, workspace)
+    assert "Permission denied" in result.stderr  # covered by a device it may not open
+    assert result.stdout.startswith("\n")  # nothing of /etc/shadow
+    assert "root:" in result.stdout  # what anyone may read is still there
+    for private in private_files:
+        shown = _sh(f"cat {private} 2>/dev/null | wc -c", SANDBOX, workspace)
+        assert shown.stdout.strip() == "0", (private, shown.stdout, shown.stderr)
+    for private in private_dirs:
+        shown = _sh(f"ls -A {private} | wc -l", SANDBOX, workspace)
+        assert shown.stdout.strip() == "0", (private, shown.stdout, shown.stderr)
+
+
+def test_private_paths_are_what_others_may_not_read(tmp_path):
+    root = tmp_path / "etc"
+    (root / "open").mkdir(parents=True)
+    (root / "closed").mkdir()
+    (root / "closed" / "inside").write_text("x")
+    (root / "open" / "key").write_text("secret")
+    (root / "open" / "conf").write_text("public")
+    (root / "open" / "link").symlink_to(root / "open" / "key")
+    os.chmod(root / "closed", 0o750)
+    os.chmod(root / "open" / "key", 0o640)
+    dirs, files = private_paths(root, now=1e9)
+    assert dirs == [root / "closed"] and files == [root / "open" / "key"]
+    os.chmod(root / "open" / "conf", 0o600)  # looked at again only after PRIVATE_REFRESH
+    assert private_paths(root, now=1e9 + 1)[1] == [root / "open" / "key"]
+    again = private_paths(root, now=1e9 + 1000)[1]
+    assert sorted(again) == [root / "open" / "conf", root / "open" / "key"]
 
 
 @needs_bwrap
