@@ -135,6 +135,16 @@ class History:
                 self._flies[kind] = self._flies[id(summary)]
         return self._flies[kind]
 
+    def between_flights(self, pool: str | None) -> tuple[float, float] | None:
+        """Mean and variance of a runner's turnaround (``pool`` None) or of a pool's warm-up;
+        None when not measured. Worked out once: the run asks after every flight."""
+        key = ("between", pool)
+        if key not in self._flies:
+            summary = self.turnaround if pool is None else self.warmups.get(pool)
+            self._flies[key] = (summary.remaining(0.0) if summary is not None
+                                and summary.count > 0 else None)
+        return self._flies[key]
+
     def of(self, flight: Flight | Waiting) -> Summary | None:
         return self.of_kind(kind_of(flight))
 
@@ -484,18 +494,17 @@ def _after_flight(pool: PoolOutlook | None, history: History, end: float,
     """When a slot takes its next flight after one ending at ``end``: after the runner's
     turnaround (hand-back to next start, as measured), and for a pool's member after it has
     warmed again (inside the pool's active hours)."""
-    if history.turnaround.count > 0:
-        gap, gap_var = history.turnaround.remaining(0.0)
-        end, var = end + gap, var + gap_var
+    gap = history.between_flights(None)
+    if gap is not None:
+        end, var = end + gap[0], var + gap[1]
     if pool is None:
         return end, var
-    warm = history.warmups.get(pool.name)
-    if warm is None or warm.count <= 0:
+    warm = history.between_flights(pool.name)
+    if warm is None:
         return None, var
     if pool.active_hours is not None and not pool.active_hours.contains(end):
         end = next_opening(pool.active_hours, end)
-    mean, wvar = warm.remaining(0.0)
-    return end + mean, var + wvar
+    return end + warm[0], var + warm[1]
 
 
 def next_opening(hours: ActiveHours, now: float) -> float:
