@@ -17,7 +17,10 @@ only a ``basis`` that says why. Times are spread by the variance of the duration
 the wait.
 
 Pure: :func:`expected_start` answers for one flight; a listing calls :func:`forecast` once
-and reads every row from it.
+and reads every row from it. A run goes only as far as the last flight its reader needs in the
+matcher's order (why that is safe: "the run" below), and it reads the ready flights as
+:class:`Waiting` tuples and each class of flights' seats once, so a queue of 10,000 costs tens
+of milliseconds, not a Flight and an Estimate per row.
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ class Waiting(NamedTuple):
     opened_at: float
     priority: str
     title: str  # the kind's title: the flight's title, else its command
+    # from here on: what the matching rules read (a class of flights, :func:`_class_key`)
     environment: str | None
     agent: str
     requires: tuple[tuple[str, str], ...]
@@ -315,9 +319,11 @@ def expected_start(flight: Flight, queue: Queue, seats: list[Seat], history: His
 
 
 def _class_key(w: Waiting, reservers: frozenset[str]) -> tuple:
-    """Flights the matching rules cannot tell apart on any seat share one class."""
-    return (w.requires, w.runner_target, w.opened_by if w.opened_by in reservers else None,
-            w.repo, w.agent, w.kind, w.group, w.where, w.environment)
+    """Flights the matching rules cannot tell apart on any seat share one class: the same
+    environment, agent, labels, target, repository, kind, group and ``where`` (the fields
+    of :class:`Waiting` from ``environment`` on), and the same opener where it reserved a
+    runner."""
+    return (w[5:], w[1] if w[1] in reservers else None)
 
 
 def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[PoolOutlook],
