@@ -10,6 +10,8 @@ its warm-up into its pool's (``gg.control.runners.check_in``). None of these add
 
 from __future__ import annotations
 
+from typing import Collection
+
 from gg.control import pool_look
 from gg.control.core import Core
 from gg.domain import estimates
@@ -49,29 +51,36 @@ def outlooks(core: Core, now: float) -> list[PoolOutlook]:
     return out
 
 
-def forecast(core: Core, seats: list[Seat], now: float) -> Forecast:
-    """Every ready flight's estimate, from one run of the whole queue. The run is reused for
+def forecast(core: Core, seats: list[Seat], now: float,
+             needed: Collection[str] | None = None) -> Forecast:
+    """The estimates of the ready flights ``needed`` (None: every one) and of every flight
+    ahead of them in the matcher's order, from one run of the queue. A run is reused for
     ESTIMATE_REUSE seconds while no event was recorded (every open, grant, report, drain or
-    liveness change records one), so the pages of one listing share one run."""
+    liveness change records one) when it went as far as this read needs, so the pages of one
+    listing share one run (the first page, the newest flights, are the last in the queue)."""
     rows = core.store.events(after=0, limit=1, newest=True)
     seq = rows[-1]["seq"] if rows else 0
     kept = core.last_forecast
     if kept is not None and kept[0] == seq and 0 <= now - kept[1] < core.settings.estimate_reuse:
-        return kept[2]
-    made = run_forecast(core, seats, now)
+        if kept[2].covers(needed):
+            return kept[2]
+        if needed is not None:  # go at least as far as the kept run, for the next reader
+            needed = [*needed, *kept[2].played[-1:]]
+    made = run_forecast(core, seats, now, needed)
     core.last_forecast = (seq, now, made)
     return made
 
 
-def run_forecast(core: Core, seats: list[Seat], now: float) -> Forecast:
-    """One run of the whole queue, every time (what :func:`forecast` reuses)."""
-    ready = [Flight(command=[], **values)
-             for values in core.store.for_estimates(Stage.READY.value)]
+def run_forecast(core: Core, seats: list[Seat], now: float,
+                 needed: Collection[str] | None = None) -> Forecast:
+    """One run of the queue, every time (what :func:`forecast` reuses): as far as the last of
+    ``needed`` in the matcher's order, or to its end."""
+    ready = core.store.waiting_for_estimates()
     flying = [Flight(command=[], **values)
               for values in core.store.for_estimates(Stage.FLYING.value)]
-    served = core.store.last_served({f.opened_by for f in ready})
+    served = core.store.last_served({w.opened_by for w in ready})
     return estimates.forecast(Queue(ready, flying, served), seats, history(core),
-                              outlooks(core, now), now)
+                              outlooks(core, now), now, needed=needed)
 
 
 def fields(estimate: Estimate | None, now: float) -> dict:
@@ -90,14 +99,15 @@ def add_to_rows(core: Core, rows: list[dict], seats: list[Seat], now: float) -> 
     when a row waits), and remember what was shown."""
     waiting = [r for r in rows if r["stage"] in (Stage.READY.value, Stage.GATED.value)]
     result = None
-    if any(r["stage"] == Stage.READY.value for r in waiting):
-        result = forecast(core, seats, now)
+    ready = [r["id"] for r in waiting if r["stage"] == Stage.READY.value]
+    if ready:  # played forward as far as the last of these rows in the matcher's order
+        result = forecast(core, seats, now, ready)
     for row in rows:
         est = None
         if row["stage"] == Stage.GATED.value:
             est = estimates.no_estimate(estimates.GATED)
         elif row["stage"] == Stage.READY.value and result is not None:
-            est = result.estimates.get(row["id"]) or estimates.no_estimate(estimates.NOBODY)
+            est = result.get(row["id"]) or estimates.no_estimate(estimates.NOBODY)
         row.update(fields(est, now))
         if est is not None and est.known:
             remember(core, row["id"], est, now)

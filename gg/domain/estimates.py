@@ -17,7 +17,10 @@ only a ``basis`` that says why. Times are spread by the variance of the duration
 the wait.
 
 Pure: :func:`expected_start` answers for one flight; a listing calls :func:`forecast` once
-and reads every row from it.
+and reads every row from it. A run goes only as far as the last flight its reader needs in the
+matcher's order (why that is safe: "the run" below), and it reads the ready flights as
+:class:`Waiting` tuples and each class of flights' seats once, so a queue of 10,000 costs tens
+of milliseconds, not a Flight and an Estimate per row.
 """
 
 from __future__ import annotations
@@ -26,12 +29,12 @@ import heapq
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Mapping
+from typing import Collection, Iterator, Mapping, NamedTuple
 from zoneinfo import ZoneInfo
 
 from gg.domain.durations import Summary
 from gg.domain.flights import Flight, Stage
-from gg.domain.matching import Seat, offerable, order
+from gg.domain.matching import Block, Seat, blockers, order
 from gg.domain.pool_planner import ActiveHours
 from gg.domain.pools import MEMBER_KIND
 from gg.domain.runners import Runner
@@ -72,11 +75,41 @@ def no_estimate(reason: str) -> Estimate:
     return Estimate(None, None, None, reason)
 
 
-def kind_of(flight: Flight) -> tuple[str, str, str]:
+def kind_of(flight: Flight | Waiting) -> tuple[str, str, str]:
     """What makes flights similar: the same title (which defaults to the command), the same
     environment and the same agent."""
+    if isinstance(flight, Waiting):
+        return (flight.title, flight.environment or "", flight.agent)
     return (flight.title or " ".join(flight.command)[:120], flight.environment or "",
             flight.agent)
+
+
+class Waiting(NamedTuple):
+    """A ready flight as the run reads it: a listing plays thousands forward, so each is a
+    tuple of the fields the matcher and the durations read (labels and ``where`` as sorted
+    pairs), not a :class:`Flight`; :func:`waiting` makes one of a flight."""
+
+    id: str
+    opened_by: str
+    opened_at: float
+    priority: str
+    title: str  # the kind's title: the flight's title, else its command
+    # from here on: what the matching rules read (a class of flights, :func:`_class_key`)
+    environment: str | None
+    agent: str
+    requires: tuple[tuple[str, str], ...]
+    runner_target: str | None
+    repo: str | None
+    kind: str
+    group: str | None
+    where: tuple[tuple[str, str], ...]
+
+
+def waiting(flight: Flight) -> Waiting:
+    return Waiting(flight.id, flight.opened_by, flight.opened_at, flight.priority,
+                   kind_of(flight)[0], flight.environment, flight.agent,
+                   tuple(sorted(flight.requires.items())), flight.runner_target, flight.repo,
+                   flight.kind, flight.group, tuple(sorted(flight.where.items())))
 
 
 @dataclass
@@ -90,20 +123,38 @@ class History:
     _wide: dict = field(default_factory=dict, repr=False)
     _flies: dict = field(default_factory=dict, repr=False)
 
-    def flies(self, flight: Flight) -> tuple[float, float] | None:
-        """Mean and variance of how long ``flight`` will fly once started (None: unknown);
-        worked out once per summary."""
-        summary = self.of(flight)
-        if summary is None:
-            return None
-        if id(summary) not in self._flies:  # many kinds share their neighbours' summary
-            self._flies[id(summary)] = summary.remaining(0.0)
-        return self._flies[id(summary)]
+    def flies(self, flight: Flight | Waiting) -> tuple[float, float] | None:
+        """Mean and variance of how long ``flight`` will fly once started (None: unknown)."""
+        return self.flies_kind(kind_of(flight))
 
-    def of(self, flight: Flight) -> Summary | None:
-        """The durations of flights like ``flight``: its own kind, else every kind of its
+    def flies_kind(self, kind: tuple[str, str, str]) -> tuple[float, float] | None:
+        """The same for a kind; worked out once per kind (the run asks once per flight)."""
+        if kind not in self._flies:
+            summary = self.of_kind(kind)
+            if summary is None:
+                self._flies[kind] = None
+            else:  # many kinds share their neighbours' summary: worked out once per summary
+                if id(summary) not in self._flies:
+                    self._flies[id(summary)] = summary.remaining(0.0)
+                self._flies[kind] = self._flies[id(summary)]
+        return self._flies[kind]
+
+    def between_flights(self, pool: str | None) -> tuple[float, float] | None:
+        """Mean and variance of a runner's turnaround (``pool`` None) or of a pool's warm-up;
+        None when not measured. Worked out once: the run asks after every flight."""
+        key = ("between", pool)
+        if key not in self._flies:
+            summary = self.turnaround if pool is None else self.warmups.get(pool)
+            self._flies[key] = (summary.remaining(0.0) if summary is not None
+                                and summary.count > 0 else None)
+        return self._flies[key]
+
+    def of(self, flight: Flight | Waiting) -> Summary | None:
+        return self.of_kind(kind_of(flight))
+
+    def of_kind(self, kind: tuple[str, str, str]) -> Summary | None:
+        """The durations of flights of ``kind``: its own, else every kind of its
         environment and agent, else none (unknown)."""
-        kind = kind_of(flight)
         own = self.durations.get(kind)
         if own is not None and own.count > 0:
             return own
@@ -143,17 +194,68 @@ class Queue:
     """The ready flights (the matcher's candidates), the flying ones, and when each opener
     was last served (the matcher's fair share)."""
 
-    ready: list[Flight]
+    ready: list[Flight] | list[Waiting]
     flying: list[Flight] = field(default_factory=list)
     served: Mapping[str, float] = field(default_factory=dict)
 
 
-@dataclass
-class Forecast:
-    """Every ready flight's estimate, from one run of the queue."""
+@dataclass(frozen=True)
+class _Played:
+    """What one run of the queue found, by place in the matcher's order (an estimate is made
+    of it only when a row is read)."""
 
-    estimates: dict[str, Estimate]
-    now: float
+    rank: dict[str, int]  # every ready flight -> its place in the matcher's order
+    ids: list[str]  # the flights played forward (places 0 .. horizon), by place
+    class_of: list[int]
+    at: list[float | None]  # when each place starts (None: the run never reached it)
+    var: list[float]
+    ahead: list[int]
+    runners: list[int]  # by class: the seats that could take it
+    reason: list[str]  # by class: why one the run never reached has no time
+
+
+class Forecast:
+    """The ready flights' estimates from one run of the queue, as far as the run went: the
+    flights at places ``0 .. horizon`` of the matcher's order (all of them unless the run
+    was asked for some only; those behind cannot change the start of those ahead)."""
+
+    def __init__(self, played: _Played, now: float) -> None:
+        self._played = played
+        self.now = now
+        self.estimates: Mapping[str, Estimate] = _Estimates(self)
+
+    @property
+    def horizon(self) -> int:
+        return len(self._played.ids) - 1
+
+    @property
+    def played(self) -> list[str]:
+        """The flights the run played forward, in the matcher's order."""
+        return self._played.ids
+
+    def covers(self, flight_ids: Collection[str] | None) -> bool:
+        """Whether this run answers for every one of ``flight_ids`` (None: every ready
+        flight); one that is not a ready flight of its queue has nothing to answer."""
+        rank, horizon = self._played.rank, self.horizon
+        if flight_ids is None:
+            return horizon == len(rank) - 1
+        return all(rank.get(fid, -1) <= horizon for fid in flight_ids)
+
+    def get(self, flight_id: str) -> Estimate | None:
+        """The estimate of a ready flight of the run's queue; None for any other flight."""
+        p = self._played
+        place = p.rank.get(flight_id)
+        if place is None:
+            return None
+        if place > self.horizon:
+            raise ValueError(f"flight {flight_id} lies behind the run's horizon")
+        k, t = p.class_of[place], p.at[place]
+        if t is None:
+            return no_estimate(p.reason[k])
+        var, ahead, runners = p.var[place], p.ahead[place], p.runners[k]
+        spread = max(Z * math.sqrt(var), SPREAD_SHARE * (t - self.now), SPREAD_MIN)
+        return Estimate(t, max(self.now, t - spread), t + spread, _basis(ahead, runners),
+                        ahead, runners)
 
     def of(self, flight: Flight, gated: bool = False) -> Estimate | None:
         """The estimate of ``flight``; None when it is not waiting."""
@@ -161,61 +263,99 @@ class Forecast:
             return no_estimate(GATED)
         if flight.stage != Stage.READY.value:
             return None
-        return self.estimates.get(flight.id) or no_estimate(NOBODY)
+        return self.get(flight.id) or no_estimate(NOBODY)
 
     def longest(self, environment_of: Mapping[str, str]) -> dict[str, float]:
         """Environment -> the longest estimated wait (seconds from now) among its flights."""
         out: dict[str, float] = {}
-        for fid, est in self.estimates.items():
-            if est.at is not None:
+        for fid, t in zip(self._played.ids, self._played.at):
+            if t is not None:
                 env = environment_of.get(fid, "")
-                out[env] = max(out.get(env, 0.0), est.at - self.now)
+                out[env] = max(out.get(env, 0.0), t - self.now)
         return out
+
+
+class _Estimates(Mapping):
+    """Flight id -> estimate of every flight the run played forward, made when read."""
+
+    def __init__(self, forecast: Forecast) -> None:
+        self._forecast = forecast
+
+    def __getitem__(self, flight_id: str) -> Estimate:
+        rank = self._forecast._played.rank.get(flight_id)
+        if rank is None or rank > self._forecast.horizon:
+            raise KeyError(flight_id)
+        return self._forecast.get(flight_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._forecast._played.ids)
+
+    def __len__(self) -> int:
+        return len(self._forecast._played.ids)
 
 
 def expected_start(flight: Flight, queue: Queue, seats: list[Seat], history: History,
                    pools: list[PoolOutlook], now: float) -> Estimate | None:
-    """When ``flight`` is expected to start (None: it is not waiting)."""
+    """When ``flight`` is expected to start (None: it is not waiting). The run stops at
+    ``flight``: the ones behind it in the matcher's order cannot change its start."""
     ready = queue.ready if any(f.id == flight.id for f in queue.ready) else [
         *queue.ready, flight] if flight.stage == Stage.READY.value else queue.ready
-    return forecast(replace(queue, ready=ready), seats, history, pools, now).of(flight)
+    return forecast(replace(queue, ready=ready), seats, history, pools, now,
+                    needed=(flight.id,)).of(flight)
 
 
 # --------------------------------------------------------------------------- the run
+#
+# Why a run may stop at the last flight the reader needs (place P in the matcher's order):
+# a freed slot takes the first flight at the head of the classes it may take. Played with
+# only the places up to P, a slot whose classes hold nothing up to P takes nothing; played
+# with every place, it takes one behind P. Either way no flight up to P moves: the heads
+# of its classes are already past P and heads only go forward, so that slot never takes a
+# flight up to P again; nor does it change another slot's choice (a class whose head is
+# past P loses to any head up to P) or count as "ahead" of one (its classes hold no flight
+# up to P any more). Slots are popped in the same order (ties keep their order of
+# arrival). Priorities, openers' turns, groups, reservations, pools, active hours and
+# drains all act through the order, the classes or the seats, which the cut leaves alone.
 
 
-def _class_key(f: Flight, reservers: frozenset[str]) -> tuple:
-    """Flights the matching rules cannot tell apart on any seat share one class."""
-    return (tuple(sorted(f.requires.items())), f.runner_target,
-            f.opened_by if f.opened_by in reservers else None, f.repo, f.agent, f.kind,
-            f.group, tuple(sorted(f.where.items())))
-
-
-@dataclass
-class _Slot:
-    seat: int  # index into the run's seats
-    pool: PoolOutlook | None  # the pool whose member this is: it warms again after a flight
+def _class_key(w: Waiting, reservers: frozenset[str]) -> tuple:
+    """Flights the matching rules cannot tell apart on any seat share one class: the same
+    environment, agent, labels, target, repository, kind, group and ``where`` (the fields
+    of :class:`Waiting` from ``environment`` on), and the same opener where it reserved a
+    runner."""
+    return (w[5:], w[1] if w[1] in reservers else None)
 
 
 def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[PoolOutlook],
-             now: float) -> Forecast:
-    """Play the queue forward once; every ready flight's estimate."""
+             now: float, *, needed: Collection[str] | None = None) -> Forecast:
+    """Play the queue forward once: every ready flight's estimate, or with ``needed`` only
+    as far as the last of those flights in the matcher's order (the same answers for them
+    and for every flight ahead of them)."""
     reservers = frozenset(s.runner.owner for s in seats if s.runner.reserved and s.runner.owner)
-    ordered = order(queue.ready, queue.served)
-    classes: dict[tuple, list[int]] = {}  # class -> positions in ``ordered``, oldest turn first
-    sample: dict[tuple, Flight] = {}
-    for pos, f in enumerate(ordered):
-        key = _class_key(f, reservers)
-        classes.setdefault(key, []).append(pos)
-        sample.setdefault(key, f)
+    ordered = order([f if isinstance(f, Waiting) else waiting(f) for f in queue.ready],
+                    queue.served)
+    rank = {w.id: i for i, w in enumerate(ordered)}
+    if needed is not None:
+        del ordered[max((rank[i] for i in needed if i in rank), default=-1) + 1:]
+    index: dict[tuple, int] = {}
+    members: list[list[int]] = []  # by class: places in ``ordered``, oldest turn first
+    sample: list[Waiting] = []
+    class_of: list[int] = []
+    for place, w in enumerate(ordered):
+        key = _class_key(w, reservers)
+        k = index.get(key)
+        if k is None:
+            k = index[key] = len(members)
+            members.append([])
+            sample.append(w)
+        members[k].append(place)
+        class_of.append(k)
+    n, n_classes = len(ordered), len(members)
     member_pool = {rid: p for p in pools for rid in p.members}
 
     # Every seat that could ever free a slot, and which classes each may take.
-    all_seats: list[Seat] = []
-    pools_of_seat: list[PoolOutlook | None] = []
-    for s in seats:
-        all_seats.append(s)
-        pools_of_seat.append(member_pool.get(s.runner.id))
+    all_seats: list[Seat] = list(seats)
+    pools_of_seat: list[PoolOutlook | None] = [member_pool.get(s.runner.id) for s in seats]
     heap: list[tuple[float, float, int, int]] = []  # (free at, variance, tie, seat)
     unknown: dict[int, str] = {}
     tie = 0
@@ -238,11 +378,11 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
             mean, var = warm.remaining(max(now - since, 0.0))
             heapq.heappush(heap, (max(since, now) + mean, var, tie, si))
             tie += 1
-    takes = _takes(all_seats, sample)
-    seats_taking = {k: 0 for k in classes}
+    takes = _takes(all_seats, sample) if n else [[] for _ in all_seats]
+    runners = [0] * n_classes
     for ks in takes:
         for k in ks:
-            seats_taking[k] += 1
+            runners[k] += 1
 
     # The slots of real seats: free now, or when the flight each one flies ends.
     flying_on: dict[str, list[Flight]] = {}
@@ -269,72 +409,90 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
             heapq.heappush(heap, (now, 0.0, tie, si))
             tie += 1
 
-    heads = {k: 0 for k in classes}
-    started = {k: 0 for k in classes}  # flights started so far on seats that take each class
-    estimates: dict[str, Estimate] = {}
-    left = len(ordered)
+    heads = [0] * n_classes
+    started = [0] * n_classes  # flights started so far on seats that take each class
+    at: list[float | None] = [None] * n
+    var_at = [0.0] * n
+    ahead_at = [0] * n
+    flies = history.flies_kind
+    left = n
     while heap and left:
         t, var, _, si = heapq.heappop(heap)
-        best = None
+        best, place = -1, n
         for k in takes[si]:
             h = heads[k]
-            if h < len(classes[k]) and (best is None or classes[k][h] < classes[best][heads[best]]):
-                best = k
-        if best is None:
+            m = members[k]
+            if h < len(m) and m[h] < place:
+                best, place = k, m[h]
+        if best < 0:
             continue  # nothing left this seat may take: it frees no one
-        f = ordered[classes[best][heads[best]]]
         heads[best] += 1
         left -= 1
-        ahead = started[best]
+        ahead_at[place] = started[best]
         for k in takes[si]:
             started[k] += 1
-        spread = max(Z * math.sqrt(var), SPREAD_SHARE * (t - now), SPREAD_MIN)
-        estimates[f.id] = Estimate(t, max(now, t - spread), t + spread,
-                                   _basis(ahead, seats_taking[best]), ahead, seats_taking[best])
-        flies = history.flies(f)
-        if flies is None:
+        at[place], var_at[place] = t, var
+        w = ordered[place]
+        took = flies((w.title, w.environment or "", w.agent))
+        if took is None:
             unknown[si] = UNMEASURED
             continue
-        mean, dvar = flies
-        end, end_var = _after_flight(pools_of_seat[si], history, t + mean, var + dvar)
+        end, end_var = _after_flight(pools_of_seat[si], history, t + took[0], var + took[1])
         if end is None:
             unknown[si] = UNWARMED.format(pool=pools_of_seat[si].name)
             continue
         heapq.heappush(heap, (end, end_var, tie, si))
         tie += 1
 
-    reason_of: dict[tuple, str] = {}  # class -> why a seat that could take it has no time
+    reason = [""] * n_classes  # by class: why a seat that could take it has no time
     for si in sorted(unknown):
         for k in takes[si]:
-            reason_of.setdefault(k, unknown[si])
-    for k, positions in classes.items():  # the flights the run never reached
-        if heads[k] >= len(positions):
-            continue
-        reason = reason_of.get(k, NOBODY)
-        for pos in positions[heads[k]:]:
-            estimates[ordered[pos].id] = no_estimate(reason)
-    return Forecast(estimates, now)
+            reason[k] = reason[k] or unknown[si]
+    reason = [r or NOBODY for r in reason]
+    return Forecast(_Played(rank, [w.id for w in ordered], class_of, at, var_at, ahead_at,
+                            runners, reason), now)
 
 
-def _takes(seats: list[Seat], sample: dict[tuple, Flight]) -> list[list[tuple]]:
-    """For each seat (with a free slot), the classes of flights the matcher may offer it. A
-    class sent to one runner is tried on that runner only, and a seat lacking a required
-    label is not asked: ``offerable`` would refuse both."""
-    free = [replace(s, live_leases=0) if s.live_leases else s for s in seats]
+def _as_flight(w: Waiting) -> Flight:
+    """A class's sample as a flight, for the matching rules."""
+    return Flight(id=w.id, command=[], opened_by=w.opened_by, opened_at=w.opened_at,
+                  title=w.title, environment=w.environment, requires=dict(w.requires),
+                  runner_target=w.runner_target, repo=w.repo, agent=w.agent, kind=w.kind,
+                  priority=w.priority, group=w.group, where=dict(w.where))
+
+
+def _takes(seats: list[Seat], sample: list[Waiting]) -> list[list[int]]:
+    """For each seat (once it has a free slot), the classes of flights the matcher may offer it:
+    worked out once per class, not per flight. A class sent to one runner is tried on that
+    runner only, and only the seats holding every label a class requires are asked (an
+    index of the seats by label): ``offerable`` would refuse the others."""
+    free = seats
     index = {s.runner.id: i for i, s in enumerate(free)}
-    takes: list[list[tuple]] = [[] for _ in free]
-    for k, f in sample.items():
-        if f.runner_target is not None:
-            i = index.get(f.runner_target)
+    by_label: dict[tuple[str, str], set[int]] = {}
+    for i, s in enumerate(free):
+        for item in s.usable_labels.items():
+            by_label.setdefault(item, set()).add(i)
+    everyone = range(len(free))
+    takes: list[list[int]] = [[] for _ in free]
+    for k, w in enumerate(sample):
+        if w.runner_target is not None:
+            i = index.get(w.runner_target)
             candidates = [] if i is None else [i]
+        elif w.requires:
+            holding = sorted((by_label.get(item, set()) for item in w.requires), key=len)
+            candidates = sorted(holding[0].intersection(*holding[1:]))
         else:
-            required = f.requires.items()
-            candidates = [i for i, s in enumerate(free)
-                          if all(s.usable_labels.get(key) == v for key, v in required)]
+            candidates = everyone
+        f = _as_flight(w)
         for i in candidates:
-            if offerable(f, free[i]):
+            if _could_take(f, free[i]):
                 takes[i].append(k)
     return takes
+
+
+def _could_take(flight: Flight, s: Seat) -> bool:
+    """``offerable`` once the seat has a free slot: nothing but its leases in the way."""
+    return s.runner.workers > 0 and all(b is Block.BUSY for b in blockers(flight, s))
 
 
 def _after_flight(pool: PoolOutlook | None, history: History, end: float,
@@ -342,18 +500,17 @@ def _after_flight(pool: PoolOutlook | None, history: History, end: float,
     """When a slot takes its next flight after one ending at ``end``: after the runner's
     turnaround (hand-back to next start, as measured), and for a pool's member after it has
     warmed again (inside the pool's active hours)."""
-    if history.turnaround.count > 0:
-        gap, gap_var = history.turnaround.remaining(0.0)
-        end, var = end + gap, var + gap_var
+    gap = history.between_flights(None)
+    if gap is not None:
+        end, var = end + gap[0], var + gap[1]
     if pool is None:
         return end, var
-    warm = history.warmups.get(pool.name)
-    if warm is None or warm.count <= 0:
+    warm = history.between_flights(pool.name)
+    if warm is None:
         return None, var
     if pool.active_hours is not None and not pool.active_hours.contains(end):
         end = next_opening(pool.active_hours, end)
-    mean, wvar = warm.remaining(0.0)
-    return end + mean, var + wvar
+    return end + warm[0], var + warm[1]
 
 
 def next_opening(hours: ActiveHours, now: float) -> float:

@@ -150,6 +150,9 @@ class Assignment:
     seat: Seat
 
 
+_RANK = {p.value: p.rank for p in Priority}  # a look-up per flight, not an enum call
+
+
 def order(flights: Iterable[Flight], served: Mapping[str, float] | None = None) -> list[Flight]:
     """The order the matcher offers ``flights`` in: highest priority first; within a
     priority, round robin between the people who opened them (each person's oldest waiting
@@ -160,14 +163,15 @@ def order(flights: Iterable[Flight], served: Mapping[str, float] | None = None) 
     served = served or {}
     given = list(flights)
     turns: dict[tuple[str, str], int] = {}
-    keyed = []
-    for i, f in sorted(enumerate(given), key=lambda pair: pair[1].opened_at):  # stable
+    keys = []
+    opened = [f.opened_at for f in given]
+    for i in sorted(range(len(given)), key=opened.__getitem__):  # stable
+        f = given[i]
         group = (f.priority, f.opened_by)
         turn = turns[group] = turns.get(group, 0) + 1
-        keyed.append(((Priority(f.priority).rank, turn, served.get(f.opened_by, -math.inf),
-                       f.opened_at, i), f))
-    keyed.sort(key=lambda pair: pair[0])
-    return [f for _, f in keyed]
+        keys.append((_RANK[f.priority], turn, served.get(f.opened_by, -math.inf), opened[i], i))
+    keys.sort()  # the last item, the place given, is unique: no two keys tie
+    return [given[key[4]] for key in keys]
 
 
 def assign(flights: Iterable[Flight], seats: list[Seat],

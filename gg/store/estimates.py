@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 from gg.domain.durations import Summary
+from gg.domain.estimates import Waiting
+from gg.domain.flights import Stage
 from gg.store.db import Database
 
 FLIGHT, WARMUP = "flight", "warmup"
@@ -73,6 +75,26 @@ class EstimateRows:
             where = data["where"]
             data["where"] = {} if not where or where == "{}" else json.loads(where)
             out.append(data)
+        return out
+
+    def waiting_for_estimates(self) -> list[Waiting]:
+        """Every ready flight as the estimator's run reads it: a tuple each, labels and
+        ``where`` decoded once per distinct text (a listing plays the whole queue forward)."""
+        cursor = self.db.conn.cursor()
+        cursor.row_factory = None
+        cursor.execute("SELECT id, opened_by, opened_at, priority, coalesce(title, ''), "
+                       'environment, agent, requires, runner_target, repo, kind, "group", '
+                       '"where" FROM flights WHERE stage = ?', (Stage.READY.value,))
+        pairs: dict[str | None, tuple] = {None: (), "": (), "{}": ()}
+        out = []
+        make = Waiting._make
+        for row in cursor.fetchall():
+            requires, where = row[7], row[12]
+            if requires not in pairs:
+                pairs[requires] = tuple(sorted(json.loads(requires).items()))
+            if where not in pairs:
+                pairs[where] = tuple(sorted(json.loads(where).items()))
+            out.append(make((*row[:7], pairs[requires], *row[8:12], pairs[where])))
         return out
 
     def last_served(self, openers: set[str]) -> dict[str, float]:

@@ -118,3 +118,21 @@ def test_the_pages_of_one_listing_share_one_forecast_until_an_event_or_the_reuse
     clock.advance(core.settings.estimate_reuse)  # the window passed: looked at afresh
     flights.list_flights(core, limit=1)
     assert core.last_forecast is not kept
+
+
+def test_a_read_plays_the_queue_only_as_far_as_its_flights_and_a_read_already_covered_reuses_it(
+        core, owner, clock):
+    a = make_runner(core, owner, "a")
+    check_in(core, a)
+    opened = [flights.open_flight(core, owner, command=["build"]) for _ in range(5)]
+    first = flights.show_flight(core, opened[0].id)
+    assert core.last_forecast[2].played == [opened[0].id]  # nothing behind it was played
+    assert first["expected_start_basis"] is not None
+    page = flights.list_flights(core, limit=2)  # the newest two: the last in the queue
+    assert core.last_forecast[2].played == [f.id for f in opened]
+    kept = core.last_forecast
+    again = flights.show_flight(core, opened[0].id)  # covered by the listing's run: reused
+    assert core.last_forecast is kept
+    assert again["expected_start_at"] == first["expected_start_at"]
+    assert [r["expected_start_basis"] for r in page["items"]] == [
+        kept[2].get(f.id).basis for f in opened[:2:-1]]
