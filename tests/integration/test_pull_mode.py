@@ -48,3 +48,117 @@ def test_an_attached_pull_runner_lands_a_flight(fleet, pulled):
     output = "".join(f["body"]["text"] for f in data["facts"] if f["kind"] == "output")
     assert output == "pulled\n"
     assert data["attempts"][0]["runner_name"] == "p1"
+
+
+# -- signed both ways -------------------------------------------------------------------------
+
+
+def _control_key(fleet):
+    """The control plane's private key, read from its store (the test stands in for a thief
+    of nothing: it needs a correctly signed request to replay)."""
+    import sqlite3
+
+    from gg import keys
+
+    db = sqlite3.connect(fleet.server.data_dir / "gg.sqlite3")
+    try:
+        (pem,) = db.execute("SELECT private_pem FROM control_key").fetchone()
+    finally:
+        db.close()
+    return keys.from_pem(pem)
+
+
+def _signed(key, method: str, path: str, body: bytes, *, stamp: float | None = None,
+            nonce: str | None = None) -> dict:
+    import time
+
+    from gg import keys
+    from gg.domain import pull as rules
+
+    stamp_text = f"{time.time() if stamp is None else stamp:.3f}"
+    nonce = nonce or rules.new_nonce()
+    return {rules.TIMESTAMP_HEADER: stamp_text, rules.NONCE_HEADER: nonce,
+            rules.SIGNATURE_HEADER: keys.sign(
+                key, rules.request_message(method, path, stamp_text, nonce, body)),
+            "content-type": "application/json"}
+
+
+def _post(runner: PullRunner, path: str, body: bytes, headers: dict):
+    import httpx
+
+    return httpx.post(runner.url + path, content=body, headers=headers, timeout=10,
+                      trust_env=False)
+
+
+def _answer_signed_by(runner_key: str, response, nonce: str) -> bool:
+    from gg import keys
+    from gg.domain import pull as rules
+
+    message = rules.answer_message(response.status_code, nonce,
+                                   response.headers[rules.TIMESTAMP_HEADER], response.content)
+    return keys.verify(runner_key, message, response.headers[rules.SIGNATURE_HEADER])
+
+
+def test_unsigned_wrongly_signed_stale_and_replayed_requests_are_refused_and_change_nothing(
+        fleet, pulled):
+    from gg import keys
+    from gg.domain import pull as rules
+
+    runner = pulled("p1")
+    assert _attach(fleet, runner).returncode == 0
+    runner_row = fleet.wait_online("p1")["p1"]
+    runner_key = fleet.api().runner("p1")["public_key_fingerprint"]
+    assert runner_key == runner.fingerprint()
+    import httpx
+
+    public_key = httpx.get(runner.url + rules.KEY_PATH, trust_env=False).json()["public_key"]
+    poll = json.dumps({"runner": runner_row["id"], "name": "p1"}).encode()
+
+    unsigned = _post(runner, rules.POLL_PATH, poll, {"content-type": "application/json"})
+    assert unsigned.status_code == 401
+    assert unsigned.json()["error"]["message"] == "the request is not signed"
+
+    # Another key tries to take the runner over: re-pin its own key, retire the runner.
+    thief = keys.generate()
+    repin = json.dumps({"control_key": keys.public_text(thief), "name": "p1"}).encode()
+    wrong = _post(runner, rules.ATTACH_PATH, repin,
+                  _signed(thief, "POST", rules.ATTACH_PATH, repin))
+    assert wrong.status_code == 401
+    retire = json.dumps({"runner": runner_row["id"], "checked_in": {},
+                         "retired": True}).encode()
+    headers = _signed(thief, "POST", rules.DELIVER_PATH, retire)
+    wrong = _post(runner, rules.DELIVER_PATH, retire, headers)
+    assert wrong.status_code == 401
+    assert "not signed by the control plane's key" in wrong.json()["error"]["message"]
+
+    # Even a refusal is answered signed by the runner's key, over the request's nonce.
+    assert _answer_signed_by(public_key, wrong, headers[rules.NONCE_HEADER])
+    assert not _answer_signed_by(keys.public_text(thief), wrong, headers[rules.NONCE_HEADER])
+
+    control = _control_key(fleet)
+    headers = _signed(control, "POST", rules.POLL_PATH, poll)
+    first = _post(runner, rules.POLL_PATH, poll, headers)
+    assert first.status_code == 200
+    replayed = _post(runner, rules.POLL_PATH, poll, headers)
+    assert replayed.status_code == 401
+    assert replayed.json()["error"]["message"] == "the request was replayed"
+    stale = _post(runner, rules.POLL_PATH, poll,
+                  _signed(control, "POST", rules.POLL_PATH, poll, stamp=1_000_000.0))
+    assert stale.status_code == 401
+
+    # Nothing changed: the real control plane still reaches it and it still flies.
+    flight_id = fleet.api().open_flight({"command": ["echo", "still mine"]})["id"]
+    data = wait_until(_landed(fleet, flight_id), what="the flight to land")
+    assert data["attempts"][0]["runner_name"] == "p1"
+    assert "retired" not in runner.output()
+
+
+def test_a_fingerprint_mismatch_at_attach_is_refused_and_registers_nothing(fleet, pulled):
+    runner = pulled("p1")
+    wrong = "SHA256:" + "A" * 43
+    refused = _attach(fleet, runner, "--fingerprint", wrong)
+    assert refused.returncode != 0
+    assert "not attached" in refused.stderr and runner.fingerprint() in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert fleet.runner_row("p1") is None
+    assert not (runner.state_dir / "control-plane.pub").exists()  # nothing pinned either
