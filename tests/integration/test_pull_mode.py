@@ -162,3 +162,65 @@ def test_a_fingerprint_mismatch_at_attach_is_refused_and_registers_nothing(fleet
     assert "Traceback" not in refused.stderr
     assert fleet.runner_row("p1") is None
     assert not (runner.state_dir / "control-plane.pub").exists()  # nothing pinned either
+
+
+# -- a runner that cannot dial out ------------------------------------------------------------
+
+
+def test_a_runner_that_cannot_dial_out_takes_renews_and_lands_flights(fleet, pulled, tmp_path):
+    """The runner lives in a network namespace of its own (only ``lo``); the one way in is
+    its listening port, forwarded from the host through a Unix socket. It proves it cannot
+    reach the control plane, then takes a flight that outlives several leases (renewed by the
+    control plane's polls) and lands it, and lands a second one after."""
+    why = netns_available()
+    if why is not None:
+        pytest.skip(why)
+    runner = pulled("p1", netns=True)
+    probe = runner.in_namespace(
+        "python3", "-c",
+        "import socket,sys\n"
+        "print([n for _, n in socket.if_nameindex()])\n"
+        f"try:\n socket.create_connection(('127.0.0.1', {fleet.server.port}), timeout=5)\n"
+        "except OSError as e:\n print('refused', type(e).__name__)\n"
+        "else:\n print('connected')\n")
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.splitlines() == ["['lo']", "refused ConnectionRefusedError"]
+    attached = _attach(fleet, runner, "--fingerprint", runner.fingerprint())
+    assert attached.returncode == 0, attached.stderr
+    fleet.wait_online("p1")
+    lease_ttl = float(fleet.env["GG_LEASE_TTL"])
+    api = fleet.api()
+    flight_id = api.open_flight({"command": ["sh", "-c",
+                                             f"sleep {3 * lease_ttl:g}; echo outlived"]})["id"]
+    data = wait_until(_landed(fleet, flight_id), timeout=60, what="the long flight to land")
+    assert len(data["attempts"]) == 1 and data["attempts"][0]["runner_name"] == "p1"
+    output = "".join(f["body"]["text"] for f in data["facts"] if f["kind"] == "output")
+    assert output == "outlived\n"
+    second = api.open_flight({"command": ["echo", "again"]})["id"]
+    again = wait_until(_landed(fleet, second), what="the second flight to land")
+    assert again["attempts"][0]["runner_name"] == "p1"
+    assert runner.proc.poll() is None  # still running, still unable to dial out
+
+
+def test_a_killed_pull_runners_flight_expires_and_another_runner_lands_it(fleet, pulled,
+                                                                           tmp_path):
+    runner = pulled("p1")
+    assert _attach(fleet, runner).returncode == 0
+    fleet.wait_online("p1")
+    marker = tmp_path / "first-attempt"
+    api = fleet.api()
+    flight_id = api.open_flight({"command": ["sh", "-c",
+                                             f"if [ -e {marker} ]; then echo second; "
+                                             f"else touch {marker}; sleep 600; fi"]})["id"]
+    wait_until(lambda: api.flight(flight_id)["stage"] == "flying" and marker.exists(),
+               what="p1 to fly it")
+    assert api.flight(flight_id)["attempts"][0]["runner_name"] == "p1"
+    runner.kill()
+    fleet.runner("r2")
+    data = wait_until(_landed(fleet, flight_id), timeout=60, what="r2 to land it")
+    attempts = data["attempts"]
+    assert [a["runner_name"] for a in attempts] == ["p1", "r2"]
+    assert data["epoch"] == 2
+    output = "".join(f["body"]["text"] for f in data["facts"] if f["kind"] == "output")
+    assert output == "second\n"
+    assert api.events(kind="info:flight:expired")
