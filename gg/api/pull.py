@@ -20,7 +20,7 @@ from gg.api.schemas import Answer, CheckIn, Fact, HandBack, Request
 RUNNER_ATTACH = "/v1/runners/attach"  # gg runner attach (admin)
 
 Url = Annotated[str, StringConstraints(min_length=8, max_length=500,
-                                       pattern=r"^https?://[^\s/]+(/[^\s]*)?$")]
+                                       pattern=r"^https?://([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/[!-~]*)?$")]
 
 
 class AttachAsk(Request):

@@ -43,6 +43,29 @@ def control_key_fingerprint(core: Core) -> str:
     return key_fingerprint(keys.public_text(signing_key(core)))
 
 
+def public_control_key(core: Core) -> str:
+    return keys.public_text(signing_key(core))
+
+
+def signed_headers(key: keys.Ed25519PrivateKey, method: str, path: str, body: bytes,
+                   now: float) -> tuple[dict[str, str], str]:
+    """The headers that sign one request to a listening runner, and the request's nonce."""
+    stamp, nonce = f"{now:.3f}", rules.new_nonce()
+    return {rules.TIMESTAMP_HEADER: stamp, rules.NONCE_HEADER: nonce,
+            rules.SIGNATURE_HEADER: keys.sign(
+                key, rules.request_message(method, path, stamp, nonce, body))}, nonce
+
+
+def answer_signed(runner_key: object, *, status: int, nonce: str, headers: Any, body: bytes,
+                  now: float, skew: float) -> bool:
+    """Whether an answer was signed by ``runner_key`` for the request with ``nonce``, lately."""
+    stamp = headers.get(rules.TIMESTAMP_HEADER, "")
+    return (isinstance(runner_key, str)
+            and keys.verify(runner_key, rules.answer_message(status, nonce, stamp, body),
+                            headers.get(rules.SIGNATURE_HEADER, ""))
+            and rules.fresh(stamp, now, skew))
+
+
 def check_attach(core: Core, person: dict, *, name: str, public_key: str,
                  fingerprint: str | None) -> str:
     """Whether ``person`` may attach a runner holding ``public_key`` as ``name``; returns the

@@ -25,7 +25,7 @@ from typing import Any, Callable
 from gg import __version__, keys
 from gg.api.pull import Delivery, PollAsk
 from gg.api.runners import CheckedIn, Claimed, LeaseRenewed
-from gg.client import ApiError, Unreachable
+from gg.client import RETRY_CALL, ApiError, Unreachable
 from gg.domain.flights import Outcome
 from gg.domain.health import effective_workers
 from gg.domain.identity import key_fingerprint
@@ -79,7 +79,7 @@ class Relay:
     def report(self, flight_id: str, epoch: int, facts: list[dict], **_: Any) -> None:
         self._put({"flight": flight_id, "epoch": epoch, "kind": "report", "facts": facts})
 
-    def hand_back(self, flight_id: str, body: dict, retry_for: float = 0.0, **_: Any) -> dict:
+    def hand_back(self, flight_id: str, body: dict, retry_for: float = RETRY_CALL, **_: Any) -> dict:
         seq = self._put({"flight": flight_id, "epoch": body["epoch"], "kind": "hand_back",
                          "hand_back": body})
         deadline = time.monotonic() + retry_for
@@ -100,7 +100,7 @@ class Relay:
                    "hand_back": {"epoch": epoch, "outcome": Outcome.RETURNED.value,
                                  "reason": reason, "key": f"{epoch}:hand-back"}})
 
-    def renew(self, flight_id: str, epoch: int, retry_for: float = 0.0,
+    def renew(self, flight_id: str, epoch: int, retry_for: float = RETRY_CALL,
               **_: Any) -> LeaseRenewed:
         """The next renewal the control plane makes for this flight (it renews each lease at
         every poll it gets through); Unreachable when none came within ``retry_for``."""

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from gg import __version__, keys
+from gg import __version__
 from gg.api.pull import Polled
 from gg.control import pull as pull_ops
 from gg.control.core import Core
@@ -40,7 +40,7 @@ MIN_GAP = 0.2  # seconds between two polling rounds woken by ready flights
 class PullFailed(GGError):
     """A listening runner could not be reached, or its answer was not its own."""
 
-    status = 502
+    status = 409
     code = "runner_unreachable"
 
 
@@ -49,10 +49,11 @@ class Link:
 
     def __init__(self, core: Core):
         self.core = core
-        self._key: keys.Ed25519PrivateKey | None = None
+        self._key = None
 
     @property
-    def key(self) -> keys.Ed25519PrivateKey:
+    def key(self):
+        """The control plane's signing key (from the store, read once)."""
         if self._key is None:
             self._key = pull_ops.signing_key(self.core)
         return self._key
@@ -64,15 +65,12 @@ class Link:
         the key exchange at attach). PullFailed when unreachable, refused or not signed."""
         method = "GET" if body is None else "POST"
         payload = b"" if body is None else json.dumps(body, default=str).encode()
-        stamp, nonce = f"{time.time():.3f}", rules.new_nonce()
-        headers = {rules.TIMESTAMP_HEADER: stamp, rules.NONCE_HEADER: nonce,
-                   rules.SIGNATURE_HEADER: keys.sign(
-                       self.key, rules.request_message(method, path, stamp, nonce, payload)),
-                   "content-type": "application/json", "user-agent": f"gg/{__version__}"}
+        headers, nonce = pull_ops.signed_headers(self.key, method, path, payload, time.time())
+        headers.update({"content-type": "application/json", "user-agent": f"gg/{__version__}"})
         try:
             response = await http.request(method, url.rstrip("/") + path, content=payload,
                                           headers=headers)
-        except httpx.HTTPError as exc:
+        except Exception as exc:  # refused, timed out, or an address httpx cannot use
             raise PullFailed(f"the runner at {url} could not be reached: "
                              f"{type(exc).__name__}") from None
         try:
@@ -81,14 +79,10 @@ class Link:
             raise PullFailed(f"the runner at {url} did not answer in JSON "
                              f"(HTTP {response.status_code})") from None
         signer = runner_key if runner_key is not None else (data or {}).get("public_key")
-        signed = rules.answer_message(response.status_code, nonce,
-                                      response.headers.get(rules.TIMESTAMP_HEADER, ""),
-                                      response.content)
-        if (not isinstance(signer, str)
-                or not keys.verify(signer, signed,
-                                   response.headers.get(rules.SIGNATURE_HEADER, ""))
-                or not rules.fresh(response.headers.get(rules.TIMESTAMP_HEADER, ""),
-                                   time.time(), self.core.settings.pull_signature_skew)):
+        if not pull_ops.answer_signed(signer, status=response.status_code, nonce=nonce,
+                                      headers=response.headers, body=response.content,
+                                      now=time.time(),
+                                      skew=self.core.settings.pull_signature_skew):
             raise PullFailed(f"the answer from {url} is not signed by the runner's key")
         if response.status_code >= 400:
             message = ((data or {}).get("error") or {}).get("message") or "refused"
@@ -127,7 +121,7 @@ class Poller:
             found = pull_ops.check_attach(self.core, person, name=name, public_key=public_key,
                                           fingerprint=fingerprint)
             await self.link.call(http, url, rules.ATTACH_PATH,
-                                 {"control_key": keys.public_text(self.link.key), "name": name},
+                                 {"control_key": pull_ops.public_control_key(self.core), "name": name},
                                  runner_key=public_key)
         runner = await self.core.run(pull_ops.attach, person, name=name, url=url,
                                      public_key=public_key)

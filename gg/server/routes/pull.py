@@ -6,17 +6,13 @@ from fastapi import APIRouter, Depends, Request
 
 from gg.api.pull import RUNNER_ATTACH, AttachAsk
 from gg.api.runners import Attached
-from gg.api.schemas import ErrorAnswer
 from gg.server import auth
 from gg.server.json_body import JsonRoute
 
 router = APIRouter(route_class=JsonRoute)
 
 
-@router.post(RUNNER_ATTACH, status_code=201, response_model=Attached,
-             responses={502: {"model": ErrorAnswer,
-                              "description": "The runner could not be reached, or its answer "
-                                             "was not signed by its key"}})
+@router.post(RUNNER_ATTACH, status_code=201, response_model=Attached)
 async def attach(body: AttachAsk, request: Request, person: dict = Depends(auth.person)) -> dict:
     return await request.app.state.poller.attach(person, url=body.url, name=body.name,
                                                  fingerprint=body.fingerprint)
