@@ -72,6 +72,7 @@ class Polled(Answer):
     check_in: CheckIn
     held: list[Held] = []
     outbox: list[OutboxEntry] = []
+    goodbye: bool = False  # it is stopping and holds nothing: offline now, not after a while
 
 
 class Refusal(Answer):

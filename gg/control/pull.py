@@ -165,7 +165,9 @@ async def polled(core: Core, runner: Runner, answer: Any, peer: str | None) -> d
     grants = []
     fresh = core.store.runner(runner.id) or runner
     free = min(body.free_slots, AUTO_CLAIMS)
-    if not retired and fresh.admin_state == AdminState.ACTIVE.value:
+    if answer.goodbye and not retired:  # a graceful stop: offline at once, as a goodbye says
+        runner_ops.goodbye(core, fresh)
+    elif not retired and fresh.admin_state == AdminState.ACTIVE.value:
         while free > 0:
             got = await core.run(leases.try_claim, runner.id, free)
             if got is None:

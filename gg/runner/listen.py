@@ -119,6 +119,8 @@ class Listener:
         if pinned is None:
             raise Refused(401, "unauthorized", "this runner is not attached yet")
         self.verify(method, path, headers, body, pinned)
+        if runner.said_goodbye.is_set():  # it said goodbye: not checked in again on its way out
+            raise Refused(409, "runner_stopping", "this runner is stopping")
         if path == rules.POLL_PATH:
             return 200, runner.poll(_parse(PollAsk, body))
         return 200, runner.deliver(_parse(Delivery, body))
@@ -179,10 +181,9 @@ class ListeningRunner:
                                "come back")
                     return 1
             runner.shut_down()
-            # What it handed back leaves with the next poll: keep answering a while.
-            deadline = time.monotonic() + runner.options.grace
-            while runner.relay.pending() and time.monotonic() < deadline:
-                time.sleep(0.2)
+            # What it handed back, and its goodbye, leave with the next polls: keep answering
+            # while the grace lasts (a control plane that does not come lets its leases run out).
+            runner.said_goodbye.wait(max(runner.options.grace, 1.0))
         finally:
             listener.close()
         runner.say("goodbye")

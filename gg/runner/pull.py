@@ -175,6 +175,7 @@ class PullRunner:
         self._inventory_sent: dict | None = None
         self._capabilities_sent: dict | None = None
         self._polled: dict = {}  # what the last poll sent, confirmed by its delivery
+        self.said_goodbye = threading.Event()  # a poll carrying the goodbye was delivered
 
     # -- the pinned control plane key -------------------------------------------------------
 
@@ -240,9 +241,11 @@ class PullRunner:
             check_in["labels"] = self.options.labels
         if self.capabilities != self._capabilities_sent:
             check_in["capabilities"] = self.capabilities
+        outbox = self.relay.pending()
+        goodbye = self.stopping and not held and not outbox
         self._polled = {"inventory": changed if "inventory" in check_in else None,
-                        "capabilities": check_in.get("capabilities")}
-        return {"check_in": check_in, "held": held, "outbox": self.relay.pending()}
+                        "capabilities": check_in.get("capabilities"), "goodbye": goodbye}
+        return {"check_in": check_in, "held": held, "outbox": outbox, "goodbye": goodbye}
 
     def deliver(self, delivery: Delivery) -> dict:
         """The control plane's answers to the last poll: applied in the order a dial-out
@@ -263,6 +266,8 @@ class PullRunner:
                 run._refused(_error(refusal), raise_=False)
         if delivery.retired and not self.retired:
             self._retire()
+        if self._polled.get("goodbye"):
+            self.said_goodbye.set()
         taken, refused = [], []
         for grant in delivery.grants:
             claimed = Claimed.model_validate(grant)

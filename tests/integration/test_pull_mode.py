@@ -48,6 +48,13 @@ def test_an_attached_pull_runner_lands_a_flight(fleet, pulled):
     output = "".join(f["body"]["text"] for f in data["facts"] if f["kind"] == "output")
     assert output == "pulled\n"
     assert data["attempts"][0]["runner_name"] == "p1"
+    shown = fleet.gg("runner", "show", "p1")
+    assert f"mode       pull, polled at {runner.url}" in shown.stdout
+    assert " pull " in fleet.gg("runners").stdout
+    runner.stop()  # a graceful stop: its goodbye leaves with the last poll
+    assert runner.proc.returncode == 0
+    assert fleet.api().events(kind="info:runner:goodbye", runner=row["id"])
+    assert fleet.runner_row("p1")["online"] is False
 
 
 # -- signed both ways -------------------------------------------------------------------------
