@@ -231,3 +231,58 @@ def test_a_killed_pull_runners_flight_expires_and_another_runner_lands_it(fleet,
     output = "".join(f["body"]["text"] for f in data["facts"] if f["kind"] == "output")
     assert output == "second\n"
     assert api.events(kind="info:flight:expired")
+
+
+def test_bad_listen_addresses_and_flags_are_one_sentence(tmp_path):
+    import os
+    import subprocess
+
+    from gg.launch import gg_argv
+
+    env = {**os.environ, "GG_STATE_DIR": str(tmp_path / "state"),
+           "GG_CONFIG_DIR": str(tmp_path / "config")}
+    for args, said in ((["--listen", "nowhere"], "--listen takes HOST:PORT"),
+                       (["--listen", "127.0.0.1:7400", "--once"], "never enrolled")):
+        done = subprocess.run(gg_argv("runner", "up", *args), env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode != 0
+        assert said in done.stderr and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_retired_pull_runner_stops_its_flight_hands_it_back_and_exits(fleet, pulled):
+    runner = pulled("p1")
+    assert _attach(fleet, runner).returncode == 0
+    fleet.wait_online("p1")
+    api = fleet.api()
+    flight_id = api.open_flight({"command": ["sleep", "600"]})["id"]
+    wait_until(lambda: api.flight(flight_id)["stage"] == "flying", what="p1 to fly it")
+    retired = fleet.gg("runner", "retire", "p1", "--yes")
+    assert retired.returncode == 0, retired.stderr
+    wait_until(lambda: runner.proc.poll() is not None, timeout=30, what="p1 to exit")
+    assert runner.proc.returncode == 1
+    assert "retired by an admin" in runner.output()
+    data = api.flight(flight_id)
+    assert data["stage"] == "ready" and data["epoch"] == 1  # handed back, not expired
+    assert not api.events(kind="info:flight:expired")
+
+
+def test_a_cancelled_flight_is_stopped_on_the_pull_runner_at_its_next_poll(fleet, pulled,
+                                                                          tmp_path):
+    runner = pulled("p1")
+    assert _attach(fleet, runner).returncode == 0
+    fleet.wait_online("p1")
+    api = fleet.api()
+    pid_file = tmp_path / "pid"
+    flight_id = api.open_flight({"command": ["sh", "-c",
+                                             f"echo $$ > {pid_file}; exec sleep 600"]})["id"]
+    wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(),
+               what="the flight's process")
+    pid = int(pid_file.read_text())
+    assert fleet.gg("cancel", flight_id).returncode == 0
+    from support import gone
+
+    wait_until(lambda: gone(pid), timeout=30, what="its process to be stopped")
+    assert api.flight(flight_id)["stage"] == "cancelled"
+    second = api.open_flight({"command": ["echo", "next"]})["id"]
+    wait_until(_landed(fleet, second), what="the next flight to land on p1")
