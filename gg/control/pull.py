@@ -47,7 +47,7 @@ def public_control_key(core: Core) -> str:
     return keys.public_text(signing_key(core))
 
 
-def signed_headers(key: keys.Ed25519PrivateKey, method: str, path: str, body: bytes,
+def signed_headers(key: keys.Ed25519PrivateKey, method: str, path: str, *, body: bytes,
                    now: float) -> tuple[dict[str, str], str]:
     """The headers that sign one request to a listening runner, and the request's nonce."""
     stamp, nonce = f"{now:.3f}", rules.new_nonce()

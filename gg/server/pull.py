@@ -65,7 +65,8 @@ class Link:
         the key exchange at attach). PullFailed when unreachable, refused or not signed."""
         method = "GET" if body is None else "POST"
         payload = b"" if body is None else json.dumps(body, default=str).encode()
-        headers, nonce = pull_ops.signed_headers(self.key, method, path, payload, time.time())
+        headers, nonce = pull_ops.signed_headers(self.key, method, path, body=payload,
+                                                  now=time.time())
         headers.update({"content-type": "application/json", "user-agent": f"gg/{__version__}"})
         try:
             response = await http.request(method, url.rstrip("/") + path, content=payload,
