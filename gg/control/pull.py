@@ -158,6 +158,8 @@ async def polled(core: Core, runner: Runner, answer: Any, peer: str | None) -> d
         if retired:  # told as a dial-out runner is told: stop it and hand it back
             refusals.append(_refusal(held.flight, runner_ops.retired_refusal(runner)))
             continue
+        if not _renewal_due(core, runner, held.flight, held.epoch):
+            continue
         try:
             renewals.append(await core.run(leases.renew, runner, held.flight, held.epoch))
         except GGError as exc:
@@ -176,6 +178,19 @@ async def polled(core: Core, runner: Runner, answer: Any, peer: str | None) -> d
             free -= 1
     return {"runner": runner.id, "checked_in": checked, "applied": applied,
             "refusals": refusals, "renewals": renewals, "grants": grants, "retired": retired}
+
+
+def _renewal_due(core: Core, runner: Runner, flight_id: str, epoch: int) -> bool:
+    """Whether to renew now: a lease of this runner's with no more than LEASE_RENEW_AT plus
+    one CHECK_IN_INTERVAL left (the next poll might come too late), or anything else (the
+    renewal then refuses it, as it would refuse the runner). A busy runner is polled often;
+    its leases are not rewritten at every poll."""
+    flight = core.store.flight(flight_id)
+    if flight is None or flight.lease_runner != runner.id or flight.epoch != epoch \
+            or flight.lease_expires_at is None:
+        return True
+    left = flight.lease_expires_at - core.now()
+    return left <= core.settings.lease_renew_at + core.settings.check_in_interval
 
 
 def _refusal(flight_id: str, exc: GGError, *, seq: int | None = None) -> dict:

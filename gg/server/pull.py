@@ -101,6 +101,8 @@ class Poller:
         self.link = Link(core)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+        self._pokes: dict[str, asyncio.Event] = {}  # runner id -> "poll it now"
+        self._wanted: set[str] = set()
         core.signals.on_ready.append(self.poke)
 
     def poke(self) -> None:
@@ -130,29 +132,65 @@ class Poller:
         return pull_ops.attached(self.core, runner, found)
 
     async def run(self) -> None:
+        """Keep one polling task per attached runner (a slow or unreachable runner delays
+        only its own polls), started when it is attached and ended when it is no longer
+        polled (forgotten, or retired and holding nothing)."""
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
+        tasks: dict[str, asyncio.Task] = {}
         async with self.link.client() as http:
-            while True:
-                started = time.monotonic()
-                try:
-                    runners = self.core.store.pull_runners()
-                    if runners:
-                        await asyncio.gather(*(self.poll(http, r) for r in runners))
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # a busy store must not end the polling
-                    log.warning("pull: %s: %s", type(exc).__name__, exc)
-                self._wake.clear()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(),
-                                           timeout=self.core.settings.check_in_interval)
-                gap = MIN_GAP - (time.monotonic() - started)
-                if gap > 0:
-                    await asyncio.sleep(gap)
+            try:
+                while True:
+                    try:
+                        wanted = {r.id: r for r in self.core.store.pull_runners()}
+                    except Exception as exc:  # a busy store must not end the polling
+                        log.warning("pull: %s: %s", type(exc).__name__, exc)
+                        wanted = {rid: None for rid in tasks}
+                    self._wanted = set(wanted)
+                    for rid, task in list(tasks.items()):
+                        if task.done():
+                            del tasks[rid]
+                    for rid in wanted:
+                        if rid not in tasks:
+                            self._pokes[rid] = asyncio.Event()
+                            tasks[rid] = asyncio.create_task(self._keep_polling(http, rid))
+                    for event in self._pokes.values():
+                        if self._wake.is_set():
+                            event.set()
+                    self._wake.clear()
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(),
+                                               timeout=self.core.settings.check_in_interval)
+            finally:
+                for task in tasks.values():
+                    task.cancel()
+                for task in tasks.values():
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+
+    async def _keep_polling(self, http: httpx.AsyncClient, runner_id: str) -> None:
+        """Poll one runner every CHECK_IN_INTERVAL; while it flies (it holds a lease or has
+        something to send), every PULL_BUSY_INTERVAL, so its output and hand-backs arrive
+        promptly; at once when a flight becomes ready (at most every MIN_GAP)."""
+        settings = self.core.settings
+        poke = self._pokes[runner_id]
+        while runner_id in self._wanted:
+            started = time.monotonic()
+            runner = self.core.store.runner(runner_id)
+            if runner is None:
+                return
+            busy = await self.poll(http, runner)
+            wait = settings.pull_busy_interval if busy else settings.check_in_interval
+            poke.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(poke.wait(), timeout=wait)
+            gap = MIN_GAP - (time.monotonic() - started)
+            if gap > 0:
+                await asyncio.sleep(gap)
 
     async def poll(self, http: httpx.AsyncClient, runner: Runner) -> bool:
-        """One poll of one runner; False when it could not be reached (nothing recorded)."""
+        """One poll of one runner; whether it is busy (it holds a lease or had something to
+        send). An unreachable runner is not busy: nothing is recorded, nothing renewed."""
         if not runner.url:
             return False
         try:
@@ -164,7 +202,7 @@ class Poller:
                                              urlsplit(runner.url).hostname)
             await self.link.call(http, runner.url, rules.DELIVER_PATH, delivery,
                                  runner_key=runner.public_key)
-            return True
+            return bool(answer.held or answer.outbox or delivery["grants"])
         except PullFailed as exc:
             log.info("pull: runner %s: %s", runner.name, exc.message)
         except Exception as exc:  # a bad answer is one runner's problem, not the poller's

@@ -84,10 +84,13 @@ def test_a_poll_checks_the_runner_in_grants_renews_and_takes_a_hand_back(core, o
     [grant] = got["grants"]
     assert grant["flight"]["id"] == opened.id and grant["lease"]["epoch"] == 1
     expires = grant["lease"]["expires_at"]
-    clock.advance(10)
+    clock.advance(10)  # plenty left: not rewritten at every poll
+    got = _poll(core, runner, free=0, held=[{"flight": opened.id, "epoch": 1}])
+    assert got["renewals"] == [] and got["refusals"] == []
+    clock.advance(20)  # within LEASE_RENEW_AT + CHECK_IN_INTERVAL of its end: renewed
     got = _poll(core, runner, free=0, held=[{"flight": opened.id, "epoch": 1}])
     [renewal] = got["renewals"]
-    assert renewal["expires_at"] == expires + 10 and got["grants"] == []
+    assert renewal["expires_at"] == expires + 30 and got["grants"] == []
     hand_back = {"seq": 1, "flight": opened.id, "epoch": 1, "kind": "hand_back",
                  "hand_back": {"epoch": 1, "outcome": "landed", "exit_code": 0,
                                "key": "1:hand-back"}}
