@@ -20,6 +20,7 @@ from gg.control.core import Core
 from gg.control.people import require_admin
 from gg.domain import pull as rules
 from gg.domain.events import EventKind
+from gg.domain.flights import Outcome
 from gg.domain.identity import key_fingerprint
 from gg.domain.runners import AdminState, Runner
 from gg.errors import BadRequest, Conflict, Forbidden, GGError
@@ -143,9 +144,8 @@ async def polled(core: Core, runner: Runner, answer: Any, peer: str | None) -> d
             elif entry.kind == "hand_back" and entry.hand_back is not None:
                 hb = entry.hand_back
                 await core.run(leases.hand_back, runner, entry.flight, epoch=hb.epoch,
-                               outcome=hb.outcome.value if hasattr(hb.outcome, "value")
-                               else hb.outcome, exit_code=hb.exit_code, reason=hb.reason,
-                               key=hb.key)
+                               outcome=Outcome(hb.outcome).value, exit_code=hb.exit_code,
+                               reason=hb.reason, key=hb.key)
             applied.append(entry.seq)
         except GGError as exc:
             applied.append(entry.seq)  # refused for good: the runner hears why

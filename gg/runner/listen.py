@@ -183,7 +183,8 @@ class ListeningRunner:
             runner.shut_down()
             # What it handed back, and its goodbye, leave with the next polls: keep answering
             # while the grace lasts (a control plane that does not come lets its leases run out).
-            runner.said_goodbye.wait(max(runner.options.grace, 1.0))
+            if runner.pinned() is not None:
+                runner.said_goodbye.wait(max(runner.options.grace, 1.0))
         finally:
             listener.close()
         runner.say("goodbye")

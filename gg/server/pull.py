@@ -28,6 +28,7 @@ from gg import __version__
 from gg.api.pull import Polled
 from gg.control import pull as pull_ops
 from gg.control.core import Core
+from gg.control.people import require_admin
 from gg.domain import pull as rules
 from gg.domain.runners import Runner
 from gg.errors import GGError
@@ -115,8 +116,6 @@ class Poller:
                      fingerprint: str | None) -> dict:
         """``gg runner attach``: fetch the runner's key (signed over our nonce, so it holds the
         private half), check and pin it, hand it the control plane's key, register the row."""
-        from gg.control.people import require_admin
-
         require_admin(person)
         async with self.link.client() as http:
             got = await self.link.call(http, url, rules.KEY_PATH, None, runner_key=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -184,7 +185,7 @@ def test_a_runner_that_cannot_dial_out_takes_renews_and_lands_flights(fleet, pul
         pytest.skip(why)
     runner = pulled("p1", netns=True)
     probe = runner.in_namespace(
-        "python3", "-c",
+        sys.executable, "-c",
         "import socket,sys\n"
         "print([n for _, n in socket.if_nameindex()])\n"
         f"try:\n socket.create_connection(('127.0.0.1', {fleet.server.port}), timeout=5)\n"
@@ -286,3 +287,19 @@ def test_a_cancelled_flight_is_stopped_on_the_pull_runner_at_its_next_poll(fleet
     assert api.flight(flight_id)["stage"] == "cancelled"
     second = api.open_flight({"command": ["echo", "next"]})["id"]
     wait_until(_landed(fleet, second), what="the next flight to land on p1")
+
+
+def test_a_runner_pinned_by_one_control_plane_refuses_another(make_fleet, tmp_path):
+    ours, theirs = make_fleet(), make_fleet()
+    runner = PullRunner(tmp_path, "p1", ours.env)
+    try:
+        wait_until(runner.fingerprint, what="p1 to listen")
+        assert _attach(ours, runner).returncode == 0
+        taken = _attach(theirs, runner)
+        assert taken.returncode != 0
+        assert "not signed by the control plane's key this runner pinned" in taken.stderr
+        assert theirs.runner_row("p1") is None
+        flight_id = ours.api().open_flight({"command": ["echo", "ours"]})["id"]
+        wait_until(_landed(ours, flight_id), what="the flight to land")
+    finally:
+        runner.stop()
