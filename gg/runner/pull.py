@@ -62,6 +62,7 @@ class Relay:
         self.done: dict[int, dict | None] = {}  # seq -> None (taken) or its refusal
         self.renewed: dict[str, tuple[int, dict]] = {}  # flight -> (count, LeaseRenewed)
         self.lease_refused: dict[str, dict] = {}  # flight -> refusal of its lease
+        self.consumed: dict[str, int] = {}  # flight -> renewals the lease keeper has seen
         self._seq = 0
 
     def _put(self, entry: dict) -> int:
@@ -102,16 +103,17 @@ class Relay:
 
     def renew(self, flight_id: str, epoch: int, retry_for: float = RETRY_CALL,
               **_: Any) -> LeaseRenewed:
-        """The next renewal the control plane makes for this flight (it renews each lease at
-        every poll it gets through); Unreachable when none came within ``retry_for``."""
+        """The newest renewal the control plane made for this flight that the lease keeper
+        has not seen yet, waiting for one (the control plane renews a lease at the first poll
+        it gets through once it is due); Unreachable when none came within ``retry_for``."""
         deadline = time.monotonic() + retry_for
         with self.lock:
-            seen = self.renewed.get(flight_id, (0, None))[0]
             while True:
                 if flight_id in self.lease_refused:
                     raise _error(self.lease_refused[flight_id])
                 count, renewal = self.renewed.get(flight_id, (0, None))
-                if count > seen:
+                if count > self.consumed.get(flight_id, 0):  # one the keeper has not seen
+                    self.consumed[flight_id] = count
                     return LeaseRenewed.model_validate(renewal)
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -138,6 +140,7 @@ class Relay:
     def forget(self, flight_id: str) -> None:
         with self.lock:
             self.renewed.pop(flight_id, None)
+            self.consumed.pop(flight_id, None)
             self.lease_refused.pop(flight_id, None)
 
 

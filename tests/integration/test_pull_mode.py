@@ -49,6 +49,10 @@ def test_an_attached_pull_runner_lands_a_flight(fleet, pulled):
     output = "".join(f["body"]["text"] for f in data["facts"] if f["kind"] == "output")
     assert output == "pulled\n"
     assert data["attempts"][0]["runner_name"] == "p1"
+    sent = [json.loads(line) for line in
+            (runner.state_dir / "sent.jsonl").read_text().splitlines()]
+    assert {(e["method"], e["path"]) for e in sent} >= {("ANSWER", "/v1/pull/poll"),
+                                                       ("ANSWER", "/v1/pull/deliver")}
     shown = fleet.gg("runner", "show", "p1")
     assert f"mode       pull, polled at {runner.url}" in shown.stdout
     assert " pull " in fleet.gg("runners").stdout
