@@ -25,6 +25,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from gg import __version__
 from gg.api import paths
+from gg.api.pull import RUNNER_ATTACH
 from gg.errors import GGError
 
 
@@ -378,6 +379,12 @@ class Client:
     def drain_labelled(self, labels: dict[str, str]) -> list[r.StateChange]:
         return _many(r.StateChange, self.request(
             "POST", paths.RUNNERS_DRAIN, json={"labels": labels}))
+
+    def attach_runner(self, url: str, name: str, fingerprint: str | None = None) -> r.Attached:
+        """``gg runner attach``: the control plane polls the pull-mode runner at ``url``."""
+        return _one(r.Attached, self.request(
+            "POST", RUNNER_ATTACH, json={"url": url, "name": name, "fingerprint": fingerprint},
+            timeout=60.0))
 
     def retire_runner(self, ref: str) -> r.Retired:
         return _one(r.Retired, self.request("POST", paths.RUNNER_RETIRE.format(ref=_segment(ref))))

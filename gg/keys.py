@@ -73,3 +73,20 @@ def verify(public_key: str, message: bytes, signature: str) -> bool:
         return True
     except (InvalidSignature, ValueError, TypeError):
         return False
+
+
+def generate() -> Ed25519PrivateKey:
+    """A fresh keypair kept by its caller (the control plane keeps its own in its store)."""
+    return Ed25519PrivateKey.generate()
+
+
+def private_pem(key: Ed25519PrivateKey) -> str:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode()
+
+
+def from_pem(text: str) -> Ed25519PrivateKey:
+    key = serialization.load_pem_private_key(text.encode(), password=None)
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ValueError("not an Ed25519 key")
+    return key

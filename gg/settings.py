@@ -131,6 +131,13 @@ class Settings:
     service_ready_timeout: float = 60.0
     service_stop_grace: float = 10.0
     service_degraded_after: int = 3
+    # Pull-mode runners (docs/runner-modes.md): a signed request or answer is good within
+    # PULL_SIGNATURE_SKEW of the receiver's clock, once; one call to a listening runner waits
+    # at most PULL_TIMEOUT. The control plane polls each attached runner every
+    # CHECK_IN_INTERVAL, and every PULL_BUSY_INTERVAL while it flies something.
+    pull_signature_skew: float = 60.0
+    pull_timeout: float = 10.0
+    pull_busy_interval: float = 1.0
     dev: bool = False
 
     @classmethod

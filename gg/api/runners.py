@@ -74,6 +74,9 @@ class RunnerRow(Answer):
     group_draining: bool = False
     group_attributes: dict[str, str] = {}
     group_exclusive: bool = False
+    # how it reaches the control plane (docs/runner-modes.md): dial, or pull at url
+    mode: str = "dial"
+    url: str | None = None
 
 
 class RunnerDetail(RunnerRow):
@@ -224,3 +227,11 @@ class LabelDispositions(Answer):
     online: bool
     labels: list[dict[str, Any]]
     computed_at: float | None = None
+
+
+class Attached(Answer):
+    """``gg runner attach``: the row of the runner the control plane now polls, the key
+    fingerprint it pinned, and the fingerprint of the control plane's key the runner pinned."""
+    runner: RunnerRow
+    fingerprint: str
+    control_key_fingerprint: str

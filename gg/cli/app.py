@@ -57,7 +57,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "hooks": (("hooks",), "The hooks (admin): where they POST and what they hear."),
     "server": (("server",), "The control plane: start it, or look after its store."),
     "person": (("people",), "People of the organisation."),
-    "runner": (("runners", "admin", "sent", "ownership", "pools", "groups"),
+    "runner": (("runners", "admin", "sent", "ownership", "pools", "groups", "pull"),
                "Run this machine as a runner, and look at runners."),
     "gate": (("gates",), "Gates: open questions that need a yes."),
     "environment": (("environments",), "Environments: charted names with a meaning."),

@@ -38,9 +38,22 @@ def up(
                                              "(env GG_ENROL_TOKEN)."),
     enrol_file: Optional[Path] = typer.Option(None, "--enrol-file", metavar="FILE",
                                               help="Read the enrolment token from FILE."),
+    listen: Optional[str] = typer.Option(None, "--listen", metavar="HOST:PORT",
+                                         help="Pull mode: serve on HOST:PORT and never dial "
+                                              "out; an admin attaches it with gg runner "
+                                              "attach (docs/runner-modes.md)."),
 ) -> None:
     """Run this machine as a runner until stopped (SIGTERM or Ctrl-C)."""
     from gg.cli.fleet import enrol_token
+
+    if listen is not None:
+        from gg.cli.pull import listen_up
+
+        if enrol or enrol_file or once:
+            raise CliError("--listen runs a pull-mode runner: it is attached by an admin, "
+                           "never enrolled, and has no --once", Exit.USAGE)
+        raise typer.Exit(listen_up(listen, name=name, labels=labels, workers=workers,
+                                   grace=grace))
     from gg.runner.loop import Runner, RunnerExit, RunnerOptions
 
     cfg = settings()
@@ -87,12 +100,12 @@ def _runners_table(rows):
         from rich.text import Text
 
         return Text("no runners yet: start one with gg runner up")
-    t = table("NAME", "ID", "STATE", "ONLINE", "HEALTH", "CHECKS", "LABELS", "FLIGHTS", "CPU", "MEM",
-              "SEEN", "SKEW")
+    t = table("NAME", "ID", "MODE", "STATE", "ONLINE", "HEALTH", "CHECKS", "LABELS", "FLIGHTS",
+              "CPU", "MEM", "SEEN", "SKEW")
     now = time.time()
     for r in rows:
         readings = r.readings
-        t.add_row(r.name, r.id, state(r.state), state(Liveness.of(r.online).value),
+        t.add_row(r.name, r.id, r.mode, state(r.state), state(Liveness.of(r.online).value),
                   state(r.health), state(r.checks_verdict or "-"),
                   ",".join(f"{k}={v}" for k, v in sorted(r.labels.items())) or "-",
                   " ".join(f.id for f in r.current_flights) or "-",
@@ -120,6 +133,7 @@ def show(ref: Optional[str] = typer.Argument(None, metavar="[RUNNER]", help="Run
         f"runner {r.name} ({r.id})" + (", ephemeral: one flight, then retired"
                                         if r.ephemeral else ""),
         f"  key        {r.public_key_fingerprint or '?'}",
+        f"  mode       {r.mode}" + (f", polled at {r.url}" if r.url else " (dials out)"),
         f"  state      {r.state}",
         f"  liveness   {Liveness.of(r.online).value} (last seen {ago(r.last_seen_at)})",
         f"  health     {r.health}" + "".join(f" ({note})" for note in r.health_notes),

@@ -107,6 +107,20 @@ def upsert_runner(core: Core, existing: Runner | None, *, public_key: str, field
     return runner.id
 
 
+def valid_name(name: str) -> bool:
+    return bool(_NAME.match(name or ""))
+
+
+def insert_keyed(core: Core, *, public_key: str, fields: dict, now: float) -> str:
+    """A new row for a key that holds no bearer credential (a pull-mode runner: the control
+    plane calls it, it never calls in), with its initial policy and health. Inside the
+    caller's transaction; returns the runner's id."""
+    values = {**fields, **health.initial(core, fields.get("started_workers") or 1)}
+    runner = Runner(id=tokens.new_id("r_"), public_key=public_key, created_at=now, **values)
+    core.store.insert_runner(runner, credential_hash=None, credential_fingerprint=None)
+    return runner.id
+
+
 def authenticate(core: Core, token: str | None, *, retired_may_hand_back: bool = False) -> Runner:
     """The runner holding ``token``; the same opaque 401 for every kind of refusal.
 

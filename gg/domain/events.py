@@ -14,6 +14,7 @@ class EventKind(StrEnum):
     # runners
     RUNNER_REGISTERED = "info:runner:registered"
     RUNNER_ENROLLED = "info:runner:enrolled"
+    RUNNER_ATTACHED = "info:runner:attached"
     RUNNER_GOODBYE = "info:runner:goodbye"
     RUNNER_RETIRED = "info:runner:retired"
     RUNNER_FORGOTTEN = "info:runner:forgotten"

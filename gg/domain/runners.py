@@ -91,6 +91,10 @@ class Runner:
     skew_checked_pair: str | None = None
     ephemeral: bool = False
     group: str = "default"  # its runner group (gg.domain.groups); exactly one
+    # How it reaches the control plane (gg.domain.pull): "dial" (it dials out) or "pull"
+    # (the control plane polls it at ``url``).
+    mode: str = "dial"
+    url: str | None = None
 
     @property
     def healthy(self) -> bool:

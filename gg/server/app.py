@@ -16,9 +16,10 @@ from gg.server import errors, liveness, metrics
 from gg.server.dispatch import Dispatcher, Watch
 from gg.server.hooks import Outbox
 from gg.server.json_body import JsonRoute
+from gg.server.pull import Poller
 from gg.server.limits import BodyLimit
 from gg.server.routes import (admin, approvals, fleet, flights, gates, groups, hooks, people,
-                              placement, pools, runners, services)
+                              placement, pools, pull, runners, services)
 from gg.settings import Settings
 from gg.store import Store, hold_data_dir, open_store
 from gg import web
@@ -40,10 +41,11 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.state.dispatcher = Dispatcher(core)
     app.state.watch = Watch(core)
     app.state.outbox = Outbox(core)
+    app.state.poller = Poller(core)  # pull-mode runners (docs/runner-modes.md)
     errors.install(app)
     errors.document(app)
     for module in (people, runners, flights, gates, fleet, admin, placement, pools, hooks,
-                   approvals, services, groups):
+                   approvals, services, groups, pull):
         app.include_router(module.router, responses=errors.REFUSALS)
     placement.install(app)
     web.install(app)  # the console's pages at / and /ui/ (docs/web-console.md)

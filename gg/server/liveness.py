@@ -47,6 +47,9 @@ async def lifespan(app: FastAPI):
     outbox = getattr(app.state, "outbox", None)
     if outbox is not None:  # the hooks' deliveries (gg.server.hooks)
         tasks.append(asyncio.create_task(outbox.run()))
+    poller = getattr(app.state, "poller", None)
+    if poller is not None:  # the pull-mode runners (gg.server.pull)
+        tasks.append(asyncio.create_task(poller.run()))
     try:
         yield
     finally:

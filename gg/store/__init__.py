@@ -25,6 +25,7 @@ from gg.store.metrics import MetricRows
 from gg.store.people import PeopleRows
 from gg.store.placement import PlacementRows
 from gg.store.pools import PoolRows
+from gg.store.pull import PullRows
 from gg.store.retention import RetentionRows
 from gg.store.runners import RunnerRows
 from gg.store.sessions import SessionRows
@@ -32,7 +33,7 @@ from gg.store.sessions import SessionRows
 
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows,
-            EstimateRows, ApprovalRows, GroupRows):
+            EstimateRows, ApprovalRows, GroupRows, PullRows):
     """The SQLite store (the embedded default)."""
 
     def __init__(self, path: Path | str):

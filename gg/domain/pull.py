@@ -1,0 +1,89 @@
+"""Pull mode: what the control plane and a listening runner sign, and when a signature is good.
+
+A pull-mode runner (``gg runner up --listen``) never dials out: the control plane calls it.
+Every request the control plane makes is signed with the control plane's Ed25519 key, and
+the runner checks it against the key it pinned at attach; every answer is signed with the
+runner's key, and the control plane checks it against the key it pinned at attach.
+
+What is signed (one line each, joined by newlines, UTF-8)::
+
+    request:  gg-pull-request  METHOD  PATH  TIMESTAMP  NONCE  SHA256(BODY)
+    answer:   gg-pull-answer   STATUS  REQUEST-NONCE  TIMESTAMP  SHA256(BODY)
+
+A request is good only within ``skew`` seconds of the receiver's clock and only once (its
+nonce is remembered for twice the skew, after which its timestamp is stale anyway). An answer
+names the nonce of the request it answers, so an old answer cannot stand for a new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass, field
+
+TIMESTAMP_HEADER = "x-gg-timestamp"
+NONCE_HEADER = "x-gg-nonce"
+SIGNATURE_HEADER = "x-gg-signature"
+
+KEY_PATH = "/v1/pull/key"
+ATTACH_PATH = "/v1/pull/attach"
+POLL_PATH = "/v1/pull/poll"
+DELIVER_PATH = "/v1/pull/deliver"
+
+MODE_DIAL = "dial"
+MODE_PULL = "pull"
+KIND = "pull"  # the runner row's kind: joined by attach, never by registration
+MAX_NONCES = 100_000  # remembered nonces; past it the oldest are forgotten first
+
+
+def digest(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+def request_message(method: str, path: str, timestamp: str, nonce: str, body: bytes) -> bytes:
+    return "\n".join(("gg-pull-request", method.upper(), path, timestamp, nonce,
+                      digest(body))).encode()
+
+
+def answer_message(status: int, request_nonce: str, timestamp: str, body: bytes) -> bytes:
+    return "\n".join(("gg-pull-answer", str(status), request_nonce, timestamp,
+                      digest(body))).encode()
+
+
+def new_nonce() -> str:
+    return secrets.token_hex(16)
+
+
+def fresh(timestamp: str, now: float, skew: float) -> bool:
+    """Whether a signed timestamp is within ``skew`` seconds of ``now``."""
+    try:
+        at = float(timestamp)
+    except (TypeError, ValueError):
+        return False
+    return abs(now - at) <= skew
+
+
+@dataclass
+class Nonces:
+    """The nonces seen lately: a nonce is accepted once while its timestamp could be fresh."""
+
+    skew: float
+    seen: dict[str, float] = field(default_factory=dict)
+
+    def accept(self, nonce: str, now: float) -> bool:
+        """True the first time ``nonce`` is seen (and remembers it); False for a replay."""
+        if not nonce or len(nonce) > 128:
+            return False
+        self._forget(now)
+        if nonce in self.seen:
+            return False
+        self.seen[nonce] = now
+        return True
+
+    def _forget(self, now: float) -> None:
+        horizon = now - 2 * self.skew
+        while self.seen:
+            oldest, at = next(iter(self.seen.items()))
+            if at >= horizon and len(self.seen) < MAX_NONCES:
+                return
+            del self.seen[oldest]

@@ -1,0 +1,52 @@
+"""What a pull-mode request and answer sign, and when a signature is still good."""
+
+from __future__ import annotations
+
+from gg import keys
+from gg.domain import pull as rules
+
+
+def test_a_request_signature_covers_method_path_time_nonce_and_body():
+    key = keys.generate()
+    public = keys.public_text(key)
+    message = rules.request_message("POST", "/v1/pull/poll", "100.000", "n1", b'{"a":1}')
+    signature = keys.sign(key, message)
+    assert keys.verify(public, message, signature)
+    for changed in (rules.request_message("GET", "/v1/pull/poll", "100.000", "n1", b'{"a":1}'),
+                    rules.request_message("POST", "/v1/pull/deliver", "100.000", "n1",
+                                          b'{"a":1}'),
+                    rules.request_message("POST", "/v1/pull/poll", "101.000", "n1", b'{"a":1}'),
+                    rules.request_message("POST", "/v1/pull/poll", "100.000", "n2", b'{"a":1}'),
+                    rules.request_message("POST", "/v1/pull/poll", "100.000", "n1", b'{"a":2}')):
+        assert not keys.verify(public, changed, signature)
+
+
+def test_an_answer_signature_names_the_request_it_answers():
+    key = keys.generate()
+    message = rules.answer_message(200, "request-nonce", "100.000", b"{}")
+    signature = keys.sign(key, message)
+    assert keys.verify(keys.public_text(key), message, signature)
+    assert not keys.verify(keys.public_text(key),
+                           rules.answer_message(200, "another", "100.000", b"{}"), signature)
+    assert not keys.verify(keys.public_text(key),
+                           rules.answer_message(401, "request-nonce", "100.000", b"{}"),
+                           signature)
+
+
+def test_a_timestamp_is_fresh_only_within_the_skew_either_way():
+    assert rules.fresh("1000.0", now=1030.0, skew=60)
+    assert rules.fresh("1060.0", now=1000.0, skew=60)
+    assert not rules.fresh("1000.0", now=1061.0, skew=60)
+    assert not rules.fresh("1061.0", now=1000.0, skew=60)
+    assert not rules.fresh("", now=1000.0, skew=60)
+    assert not rules.fresh("soon", now=1000.0, skew=60)
+
+
+def test_a_nonce_is_accepted_once_and_forgotten_only_after_its_time_is_stale():
+    nonces = rules.Nonces(skew=60)
+    assert nonces.accept("a", now=1000.0)
+    assert not nonces.accept("a", now=1001.0)
+    assert not nonces.accept("a", now=1000.0 + 119)  # its timestamp could still be fresh
+    assert nonces.accept("b", now=1000.0 + 121)
+    assert "a" not in nonces.seen  # stale by now: a replay is refused by its timestamp
+    assert not nonces.accept("", now=1200.0)

@@ -1,0 +1,79 @@
+"""The relay a pull-mode runner's flights talk to: what waits for the control plane's poll,
+and how its answers reach the flight as the ApiError a dial-out runner's request would get."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from gg.client import ApiError, Unreachable
+from gg.runner.pull import Relay
+from support import wait_until
+
+
+def _in_thread(fn):
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except Exception as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, box
+
+
+def test_reports_wait_in_the_outbox_until_a_delivery_says_they_were_taken():
+    relay = Relay()
+    relay.report("f1", 1, [{"kind": "output", "body": {"text": "a"}, "key": "1:output:1"}])
+    [entry] = relay.pending()
+    assert (entry["seq"], entry["flight"], entry["kind"]) == (1, "f1", "report")
+    relay.settle([1], [], [])
+    assert relay.pending() == []
+
+
+def test_a_hand_back_returns_once_taken_and_raises_the_refusal_it_got():
+    relay = Relay()
+    thread, box = _in_thread(lambda: relay.hand_back("f1", {"epoch": 1, "outcome": "landed"},
+                                                     retry_for=30))
+    wait_until(relay.pending, what="the hand-back in the outbox")
+    relay.settle([1], [], [])
+    thread.join(10)
+    assert box == {"value": {"flight": "f1"}}
+    thread, box = _in_thread(lambda: relay.hand_back("f2", {"epoch": 1, "outcome": "landed"},
+                                                     retry_for=30))
+    wait_until(relay.pending, what="the hand-back in the outbox")
+    relay.settle([2], [{"flight": "f2", "seq": 2, "status": 409, "code": "lease_superseded",
+                        "message": "superseded"}], [])
+    thread.join(10)
+    assert isinstance(box["error"], ApiError) and box["error"].status == 409
+
+
+def test_a_hand_back_nobody_fetched_is_unreachable_and_stays_in_the_outbox():
+    relay = Relay()
+    with pytest.raises(Unreachable):
+        relay.hand_back("f1", {"epoch": 1, "outcome": "landed"}, retry_for=0)
+    assert [e["kind"] for e in relay.pending()] == ["hand_back"]
+
+
+def test_a_renewal_is_the_newest_one_the_keeper_has_not_seen_or_its_refusal():
+    relay = Relay()
+    thread, box = _in_thread(lambda: relay.renew("f1", 1, retry_for=30))
+    relay.settle([], [], [{"flight": "f1", "epoch": 1, "expires_at": 160.0,
+                           "server_time": 100.0}])
+    thread.join(10)
+    assert box["value"].expires_at == 160.0
+    with pytest.raises(Unreachable):  # seen already: the keeper waits for a newer one
+        relay.renew("f1", 1, retry_for=0)
+    relay.settle([], [], [{"flight": "f1", "epoch": 1, "expires_at": 170.0,
+                           "server_time": 110.0}])
+    assert relay.renew("f1", 1, retry_for=0).expires_at == 170.0
+    relay.settle([], [{"flight": "f1", "seq": None, "status": 409, "code": "lease_superseded",
+                       "message": "superseded"}], [])
+    with pytest.raises(ApiError):
+        relay.renew("f1", 1, retry_for=30)
+    with pytest.raises(Unreachable):
+        relay.renew("f2", 1, retry_for=0)
