@@ -144,13 +144,15 @@ def test_who_may_open_a_console_is_decided_before_the_runner_hears_of_it(fleet):
 def test_a_parked_runner_is_told_of_a_console_at_once(make_fleet):
     # Check-ins and claims an hour apart: only the instruction on the parked claim can bring
     # the runner to the console within the join wait.
+    # A header timeout shorter than the console: the WebSocket must outlive it.
     fleet = make_fleet({"GG_CHECK_IN_INTERVAL": "3600", "GG_CLAIM_WAIT": "3600",
-                        "GG_OFFLINE_AFTER": "7200", "GG_CONSOLE_JOIN_WAIT": "30"})
+                        "GG_OFFLINE_AFTER": "7200", "GG_CONSOLE_JOIN_WAIT": "30",
+                        "GG_HEADER_TIMEOUT": "1"})
     fleet.runner("r1")
     fleet.wait_online("r1")
     wait_until(lambda: _parked(fleet), timeout=STEP,
                what="the runner's claim to park")
-    done = fleet.gg("console", "r1", "--", "sh", "-c", "echo told; exit 4")
+    done = fleet.gg("console", "r1", "--", "sh", "-c", "sleep 2; echo told; exit 4")
     assert done.returncode == 4, done.stderr
     assert "told" in done.stdout
     assert "was told a console waits" in done.stderr
