@@ -27,7 +27,7 @@ import sys
 import termios
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable
 
 from gg.api import consoles as wire
 from gg.api.consoles import ConsoleCall
@@ -35,8 +35,9 @@ from gg.client import ApiError, Unreachable
 from gg.runner import isolation
 from gg.runner.flight import SPAWNER, STOP_GRACE, kept
 
-if TYPE_CHECKING:  # the loop owns the consoles; no import at run time (no cycle)
-    from gg.runner.loop import Runner
+# The loop's runner (gg.runner.loop.Runner) owns the consoles; it is not imported here, so
+# that no runner module imports one that imports it back.
+Runner = Any
 
 READ_BYTES = 65_536
 
@@ -64,7 +65,7 @@ def exit_status(returncode: int) -> int:
 class Consoles:
     """The consoles this runner serves now; each named console is dialled once."""
 
-    def __init__(self, runner: "Runner") -> None:
+    def __init__(self, runner: Runner) -> None:
         self.runner = runner
         self.seen: set[str] = set()
         self.live: dict[str, ConsoleRun] = {}
@@ -100,7 +101,7 @@ class Consoles:
 
 
 class ConsoleRun:
-    def __init__(self, runner: "Runner", call: ConsoleCall,
+    def __init__(self, runner: Runner, call: ConsoleCall,
                  over: Callable[["ConsoleRun", bool], None]) -> None:
         self.runner = runner
         self.call = call
