@@ -156,6 +156,9 @@ class ConsoleRun:
                 launch = flight_run.launch_for(argv, workspace, {"TERM": call.term},
                                                terminal=True)
                 policy = flight_run.policy
+                joined = into_flight(flight_run, argv, launch)
+                if joined is not None:  # inside the flight's own sandbox
+                    launch, policy = joined, {**policy, "isolation": "joined"}
             else:
                 fresh = workspace = runner.state.workspaces / f"console-{call.id}"
                 shutil.rmtree(workspace, ignore_errors=True)
@@ -295,6 +298,70 @@ class ConsoleRun:
         if launch is not None and launch.cleanup:
             subprocess.run(launch.cleanup, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, check=False, timeout=30)
+
+
+def into_flight(flight_run, argv: list[str], launch: isolation.Launch) -> isolation.Launch | None:
+    """``argv`` run inside the running sandbox of ``flight_run``: its namespaces (user, mount,
+    pid, network, …) entered with ``nsenter``, then every capability that entering gave
+    dropped and no_new_privs set with ``setpriv`` before the command starts, so the console
+    holds no more than the flight does (docs/console.md). A container flight is joined with
+    the engine's ``exec``. None when the flight has no sandbox of its own to enter (isolation
+    none): the console then runs beside it, in its workspace, under its policy (``launch``)."""
+    isolation_level = (flight_run.policy or {}).get("isolation")
+    if isolation_level == "container" and flight_run.launch and flight_run.launch.container_name:
+        engine = flight_run.launch.argv[0]
+        return isolation.Launch(argv=[engine, "exec", "--interactive", "--tty", "--env",
+                                      f"TERM={launch.env.get('TERM', 'xterm')}",
+                                      flight_run.launch.container_name, *argv],
+                                env=launch.env, cwd=launch.cwd)
+    if isolation_level != "sandbox" or flight_run.proc is None:
+        return None
+    target, entered = _inside(flight_run.proc.pid)
+    if target is None:
+        raise isolation.IsolationUnavailable("the flight's sandbox is not running any more")
+    flags = [f"--{name}" for name in entered]
+    if "user" in entered:
+        flags.append("--preserve-credentials")
+    nsenter, setpriv = shutil.which("nsenter"), shutil.which("setpriv")
+    if not nsenter or not setpriv or not setpriv.startswith(("/usr/", "/bin/", "/sbin/")):
+        raise isolation.IsolationUnavailable("joining a flight's sandbox needs nsenter and "
+                                             "setpriv (util-linux) in the system directories")
+    # setpriv by its absolute path in the read-only system directories: nothing the flight can
+    # write is ever run while the console still holds what entering gave it
+    enter = [nsenter, "--target", str(target), *flags, f"--wd={launch.cwd}", "--",
+             setpriv, "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all",
+             "--bounding-set=-all", "--"]
+    return isolation.Launch(argv=[*enter, *isolation.on_terminal(argv)], env=launch.env,
+                            cwd=launch.cwd)
+
+
+_NAMESPACES = (("user", "user"), ("mnt", "mount"), ("pid", "pid"), ("net", "net"),
+               ("uts", "uts"), ("ipc", "ipc"))
+
+
+def _inside(pid: int) -> tuple[int | None, list[str]]:
+    """A process inside the sandbox started as ``pid`` (bubblewrap), and the namespaces it has
+    of its own (nsenter's names, the user namespace first)."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return None, []
+    for child in children:
+        entered = []
+        for proc_name, flag in _NAMESPACES:
+            try:
+                theirs = os.readlink(f"/proc/{child.pid}/ns/{proc_name}")
+                ours = os.readlink(f"/proc/self/ns/{proc_name}")
+            except OSError:
+                break
+            if theirs != ours:
+                entered.append(flag)
+        else:
+            if "mount" in entered and "pid" in entered:
+                return child.pid, entered
+    return None, []
 
 
 def _kill_group(pid: int, sig: int) -> None:

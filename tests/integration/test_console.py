@@ -188,7 +188,8 @@ def test_a_console_joins_an_attended_flight_only_while_it_flies(fleet):
     fleet.wait_online("r1")
     sandboxed(fleet, "r1")
     api = fleet.api()
-    flight = api.open_flight({"command": ["echo agent-notes > notes.txt; sleep 3600"],
+    flight = api.open_flight({"command": ["echo agent-notes > notes.txt; "
+                                          "echo flight-private > /tmp/flight-tmp; sleep 3600"],
                               "runner": "r1", "attended": True})
     wait_until(lambda: api.flight(flight["id"])["stage"] == "flying", timeout=STEP,
                what="the attended flight to fly")
@@ -206,8 +207,19 @@ def test_a_console_joins_an_attended_flight_only_while_it_flies(fleet):
         type_line(child, "echo in-$GG_FLIGHT")
         child.expect_exact(f"in-{flight['id']}")
         child.expect_exact(PROMPT)
-        type_line(child, "grep CapEff /proc/self/status")
-        child.expect(r"CapEff:\s+0000000000000000")
+        # inside the flight's own sandbox: its private /tmp, and its processes
+        type_line(child, "cat /tmp/flight-tmp")
+        child.expect_exact("flight-private")
+        child.expect_exact(PROMPT)
+        type_line(child, "cat /proc/[0-9]*/cmdline | tr '\\0' ' ' | grep -o 'sleep 36[0]0' "
+                         "| head -1 | sed s/sleep/seen/")
+        child.expect_exact("seen 3600")
+        child.expect_exact(PROMPT)
+        # entering it gave the console no more than the flight has
+        type_line(child, "grep -E 'CapEff|CapPrm|NoNewPrivs' /proc/self/status | tr -d ' \\t'")
+        child.expect_exact("CapPrm:0000000000000000")
+        child.expect_exact("CapEff:0000000000000000")
+        child.expect_exact("NoNewPrivs:1")
         child.expect_exact(PROMPT)
         type_line(child, "exit")
         child.expect(pexpect.EOF)
