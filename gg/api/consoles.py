@@ -23,10 +23,9 @@ Term = Annotated[str, StringConstraints(max_length=64, pattern=r"^[A-Za-z0-9._+-
 # Text frames (JSON objects), by their one key:
 #   person -> runner   {"resize": [rows, cols]}
 #   runner -> person   {"exit": status}              the command ended with this status
-#   server -> person   {"waiting": sentence}         the runner has not dialled in yet
-#                      {"joined": true}              it has: the terminal is live
+#   server -> person   {"joined": true}              the runner dialled in: the terminal is live
 #                      {"error": sentence}           the console ends without a command status
-RESIZE, EXIT, WAITING, JOINED, ERROR = "resize", "exit", "waiting", "joined", "error"
+RESIZE, EXIT, JOINED, ERROR = "resize", "exit", "joined", "error"
 
 
 class ConsoleOpen(Request):
@@ -46,6 +45,7 @@ class ConsoleOpened(Answer):
     state: str
     opened_at: float
     join_wait: float  # the runner must dial in within this many seconds
+    waiting: str  # how the runner hears of it, as a waiting sentence (gg.domain.machine_console)
 
 
 class ConsoleCall(Answer):

@@ -42,6 +42,8 @@ def console(
     rows, cols = _size()
     opened = api.open_console({"runner": runner, "command": list(command or []), "flight": flight,
                                "term": _term(), "rows": rows, "cols": cols})
+    sys.stderr.write(opened.waiting + "\n")
+    sys.stderr.flush()
     ws = api.dial_console(opened.id, "person")
     raise typer.Exit(Session(ws).run())
 
@@ -66,10 +68,7 @@ class Session:
                     _write_all(self.stdout, message)
                     continue
                 value = _json(message)
-                if wire.WAITING in value:
-                    sys.stderr.write(str(value[wire.WAITING]) + "\n")
-                    sys.stderr.flush()
-                elif wire.JOINED in value:
+                if wire.JOINED in value:
                     self._raw()
                     previous = signal.signal(signal.SIGWINCH, self._resized)
                     self._resized()  # the size may have changed while it waited

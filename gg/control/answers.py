@@ -273,10 +273,14 @@ async def labels_listed(core: Core) -> list[dict]:
 
 
 def console_opened(core: Core, person: dict, *, ref: str, command: list[str],
-                   flight: str | None, term: str, rows: int, cols: int) -> dict:
+                   flight: str | None, term: str, rows: int, cols: int,
+                   parked: Callable[[str], bool]) -> dict:
+    """The console, and how its runner hears of it: ``parked(runner_id)`` (the server's
+    dispatcher) says whether its claim is parked now, so the push reaches it at once."""
     session = machine_console.open_console(core, person, ref, command=command, flight_ref=flight,
                                            term=term or "xterm", rows=rows, cols=cols)
-    return {"id": session.id, "runner": session.runner_id,
+    told = parked(session.runner_id)  # read before the push (queued on this loop) answers it
+    return {"waiting": machine_console.waiting_sentence(core, session, told), "id": session.id, "runner": session.runner_id,
             "runner_name": machine_console.runner_name(core, session),
             "flight": session.flight_id, "state": session.state.value,
             "opened_at": session.opened_at, "join_wait": core.settings.console_join_wait}

@@ -30,7 +30,8 @@ async def open_console(body: wire.ConsoleOpen, request: Request,
                        person: dict = Depends(auth.person)) -> dict:
     return answers.console_opened(request.app.state.core, person, ref=body.runner,
                                   command=body.command, flight=body.flight, term=body.term,
-                                  rows=body.rows, cols=body.cols)
+                                  rows=body.rows, cols=body.cols,
+                                  parked=request.app.state.dispatcher.is_parked)
 
 
 @router.websocket(wire.CONSOLE_PERSON)
@@ -53,9 +54,6 @@ async def person_side(websocket: WebSocket, console_id: str) -> None:
     meeting.person_here.set()
     listen = asyncio.create_task(websocket.receive())
     try:
-        parked = app.state.dispatcher.is_parked(session.runner_id)
-        await relay.say(websocket, wire.WAITING,
-                        console_ops.waiting_sentence(core, session, parked))
         left = session.opened_at + core.settings.console_join_wait - core.now()
         await asyncio.wait({meeting.runner, listen}, timeout=max(0.0, left),
                            return_when=asyncio.FIRST_COMPLETED)
