@@ -38,6 +38,9 @@ def open_console(core: Core, person: dict, ref: str, *, command: list[str],
         why = rules.offline_refusal(runner, is_online(runner, now, core.settings.offline_after))
         if why:
             raise Conflict(why, code="runner_offline")
+        why = rules.feature_refusal(runner)
+        if why:
+            raise Conflict(why, code="console_unsupported")
         session = ConsoleSession(id=tokens.new_id("c_"), runner_id=runner.id,
                                  person_id=person["id"], person_name=person["name"],
                                  opened_at=now, command=list(command), flight_id=flight_ref,

@@ -24,6 +24,11 @@ from gg.domain.flights import Flight, Stage
 from gg.domain.runners import Runner
 
 
+# A runner that can serve consoles says so in its inventory's ``features``; an older one (or a
+# kind of runner without them) is refused with a sentence instead of leaving a console waiting.
+FEATURE = "console"
+
+
 class ConsoleState(StrEnum):
     WAITING = "waiting"
     JOINED = "joined"
@@ -97,6 +102,14 @@ def offline_refusal(runner: Runner, online: bool) -> str | None:
         return None
     return (f"runner {runner.name} is offline: a console reaches a runner only while it checks "
             f"in (start it again, then try again)")
+
+
+def feature_refusal(runner: Runner) -> str | None:
+    features = (runner.inventory or {}).get("features") or []
+    if isinstance(features, list) and FEATURE in features:
+        return None
+    return (f"runner {runner.name} runs a gg that serves no consoles: upgrade gg on it and "
+            f"restart it")
 
 
 def waiting_sentence(runner_name: str, parked: bool, check_in_interval: float) -> str:

@@ -20,7 +20,8 @@ def _open(core, person, ref="r1", **kw):
 def _runner(core, person, name="r1"):
     """A runner with a capability report on file (else its claims hear check_in first)."""
     runner = make_runner(core, person, name=name)
-    check_in(core, runner, capabilities={"isolation_levels": ["none"]})
+    check_in(core, runner, capabilities={"isolation_levels": ["none"]},
+             inventory={"features": ["console"]})
     return core.store.runner(runner.id)
 
 
@@ -92,3 +93,9 @@ def test_a_restart_closes_the_consoles_the_last_process_relayed(core, owner):
     consoles.join(core, core.store.runner(runner.id), session.id)
     assert consoles.close_left_open(core) == 1
     assert core.store.console(session.id).reason == consoles.RESTARTED
+
+
+def test_a_runner_whose_gg_serves_no_consoles_is_refused_with_a_sentence(core, owner):
+    make_runner(core, owner)  # its inventory names no features: an older gg
+    with pytest.raises(Conflict, match="runs a gg that serves no consoles: upgrade gg on it"):
+        _open(core, owner)

@@ -88,3 +88,10 @@ def test_the_person_reads_why_it_waits_and_why_it_ended():
         "waiting: runner r1 hears of the console at its next check-in (within 15s)")
     assert rules.not_joined_sentence("r1", 40).startswith(
         "runner r1 did not join the console within 40s")
+
+
+def test_only_a_runner_whose_inventory_names_the_console_feature_serves_consoles():
+    assert rules.feature_refusal(_runner(inventory={"features": ["console"]})) is None
+    assert rules.feature_refusal(_runner(inventory={})) == (
+        "runner r1 runs a gg that serves no consoles: upgrade gg on it and restart it")
+    assert rules.feature_refusal(_runner(inventory={"features": "console"})) is not None
