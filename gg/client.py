@@ -63,6 +63,7 @@ s = _lazy("gg.api.schemas")
 ap = _lazy("gg.api.approvals")
 gr = _lazy("gg.api.groups")
 sv = _lazy("gg.api.services")
+co = _lazy("gg.api.consoles")
 
 _RETRY_STATUSES = (502, 503, 504)
 
@@ -577,6 +578,47 @@ class Client:
     def fleet_stop(self, quiesce: bool) -> gr.FleetState:
         return _one(gr.FleetState, self.request(
             "POST", paths.FLEET_QUIESCE if quiesce else paths.FLEET_RESUME))
+
+    # -- consoles to a machine (docs/console.md) ---------------------------------------------
+
+    def open_console(self, body: dict) -> co.ConsoleOpened:
+        return _one(co.ConsoleOpened, self.request("POST", co.CONSOLES, json=body))
+
+    def dial_console(self, console_id: str, side: str, *, open_timeout: float = TIMEOUT):
+        """The console's WebSocket at the control plane (``side``: ``person`` or ``runner``),
+        a ``websockets.sync.client`` connection: the same server URL (``http`` becomes
+        ``ws``, ``https`` ``wss``), the same bearer token in the same header, the same TLS
+        verification (httpx's defaults, ``SSL_CERT_FILE`` included) and proxy environment as
+        every other request. Not retried: the caller decides (the runner dials again while
+        its check-ins keep naming the console)."""
+        from websockets.sync.client import connect
+
+        template = co.CONSOLE_PERSON if side == "person" else co.CONSOLE_RUNNER
+        path = template.format(console_id=_segment(console_id))
+        url = ws_url(self.server) + path
+        if self.on_send is not None:
+            self.on_send("WEBSOCKET", path, None, None)
+        headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
+        try:
+            return connect(url, additional_headers=headers, user_agent_header=f"gg/{__version__}",
+                           ssl=httpx.create_ssl_context() if url.startswith("wss:") else None,
+                           open_timeout=open_timeout, compression=None, max_size=2 ** 24)
+        except (OSError, TimeoutError) as exc:
+            raise Unreachable(f"cannot reach the control plane at {self.server} "
+                              f"({type(exc).__name__})") from None
+        except Exception as exc:  # the handshake was refused (websockets' InvalidStatus, …)
+            status = getattr(getattr(exc, "response", None), "status_code", 0) or 0
+            raise ApiError(status, "console_refused",
+                           f"the control plane refused the console connection ({exc})") from None
+
+
+def ws_url(server: str) -> str:
+    """The WebSocket URL of a control plane reached at ``server`` (http -> ws, https -> wss)."""
+    if server.startswith("https://"):
+        return "wss://" + server[len("https://"):]
+    if server.startswith("http://"):
+        return "ws://" + server[len("http://"):]
+    return server
 
 
 def _one(model: type[M], value: Any) -> M:

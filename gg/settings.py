@@ -110,6 +110,10 @@ class Settings:
     # a page's long poll is held at most CONSOLE_WAIT before the page looks again anyway.
     console_session_ttl: float = 12 * 3600.0
     console_wait: float = 20.0
+    # A console to a machine (docs/console.md): the runner must dial in within
+    # CONSOLE_JOIN_WAIT of the request (it hears of it on its parked claim at once, or at its
+    # next check-in, so keep this above CHECK_IN_INTERVAL), or the person is told it did not.
+    console_join_wait: float = 40.0
     # Start estimates (docs/waiting.md): each new duration fades a kind's older ones by
     # 1/ESTIMATE_WINDOW; at most ESTIMATE_KINDS kinds of flight are remembered (the ones
     # not seen longest are forgotten); the estimates flights started with are kept for

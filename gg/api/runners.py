@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from gg.api.consoles import ConsoleCall
 from gg.api.schemas import Answer, Protocol
 
 
@@ -120,6 +121,7 @@ class CheckedIn(Answer):
     server_time: float
     server_version: str
     profile: RunnerProfile | None = None  # enrolled runners: their profile
+    consoles: list[ConsoleCall] = []  # consoles waiting for it to dial in (docs/console.md)
 
 
 class FlightForRunner(Answer):
@@ -154,7 +156,7 @@ class Claimed(Answer):
 
 class Instruction(Answer):
     """What the control plane tells a runner at once (gg.domain.runners.Instruction)."""
-    kind: Literal["drain", "policy_changed", "check_in"]
+    kind: Literal["drain", "policy_changed", "check_in", "console"]
 
 
 class Instructed(Answer):

@@ -74,6 +74,8 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "reject": (("approvals",), "Refuse a flight's approval: it ends cancelled, with the reason."),
     "force": (("approvals",), "Clear every gate a person may clear on a flight at once (admin; "
                               "recorded)."),
+    "console": (("console",), "An interactive terminal on a runner, relayed through the control "
+                              "plane (its owner's; an admin's for organisation and open ones)."),
     "services": (("services",), "Every service: runner, generation, restarts, uptime, readiness."),
     "service": (("services",), "Services: flights their runner keeps running."),
     "groups": (("groups",), "Runner groups: attributes, bindings, exclusive, draining, how many "

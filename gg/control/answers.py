@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable
 
 from gg.control import (admin, approvals, credentials, enrolment, environments, estimates,
                         flights, gates, labels, maintenance, people, retention, runners)
+from gg.control import machine_console
 from gg.control.core import Core
 from gg.control.people import public_person
 from gg.control.views import flight_for_runner, runner_view, runners_view
@@ -266,3 +267,20 @@ async def labels_listed(core: Core) -> list[dict]:
     if await labels.settled(core):  # stale rows were recomputed: read the verdicts
         rows = labels.labels_view(core)
     return rows
+
+
+# -- consoles to a machine (docs/console.md) --------------------------------------------------
+
+
+def console_opened(core: Core, person: dict, *, ref: str, command: list[str],
+                   flight: str | None, term: str, rows: int, cols: int,
+                   parked: Callable[[str], bool]) -> dict:
+    """The console, and how its runner hears of it: ``parked(runner_id)`` (the server's
+    dispatcher) says whether its claim is parked now, so the push reaches it at once."""
+    session = machine_console.open_console(core, person, ref, command=command, flight_ref=flight,
+                                           term=term or "xterm", rows=rows, cols=cols)
+    told = parked(session.runner_id)  # read before the push (queued on this loop) answers it
+    return {"waiting": machine_console.waiting_sentence(core, session, told), "id": session.id, "runner": session.runner_id,
+            "runner_name": machine_console.runner_name(core, session),
+            "flight": session.flight_id, "state": session.state.value,
+            "opened_at": session.opened_at, "join_wait": core.settings.console_join_wait}

@@ -11,6 +11,7 @@ from gg.control import health, key_proof
 from gg.control import labels as label_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import identity, tokens
+from gg.domain import machine_console as console_rules
 from gg.domain.events import EventKind
 from gg.domain.pools import MEMBER_KIND
 from gg.domain.runners import (AdminState, Instruction, Runner, instruction_at_claim, is_online,
@@ -236,6 +237,7 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
             facts_changed=inventory is not None or capabilities is not None)
         note_silent_runners(core, now)
         cancelled = _ended_among(core, held)
+        consoles = _consoles_waiting(core, runner, now)
         runner = core.store.runner(runner.id)
     if more_work:
         core.signals.ready_changed()
@@ -253,9 +255,12 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
         "policy": runner.policy,
         "labels": runner.labels,
         "health": runner.health,
-        "check_in_interval": core.settings.check_in_interval,
+        "check_in_interval": console_rules.check_in_interval(
+            core.settings.check_in_interval, core.settings.console_check_in_interval,
+            bool(consoles)),
         "protocol": core.settings.protocol(),
         "directives": directives,
+        "consoles": consoles,
         "ended": cancelled,
         "server_time": now,
         "server_version": core.version,
@@ -286,7 +291,8 @@ def heartbeat(core: Core, runner: Runner, *, readings: dict, free_slots: int,
         told = instruction_at_claim(
             before, stated_policy=stated_policy, free_slots=free_slots, now=now,
             renew_window=core.settings.runner_credential_ttl / 3,
-            renews=before.kind != MEMBER_KIND, has_capabilities=has_capabilities)
+            renews=before.kind != MEMBER_KIND, has_capabilities=has_capabilities,
+            console_unheard=core.store.console_unheard(runner.id))
         values: dict = dict(last_seen_at=now, readings={**readings, "free_slots": free_slots},
                             peer_address=peer_address)
         if stated_policy is not None and told is None and not _pending(before):
@@ -297,6 +303,15 @@ def heartbeat(core: Core, runner: Runner, *, readings: dict, free_slots: int,
     if not is_online(before, now, core.settings.offline_after):
         core.signals.ready_changed()  # back: waiting flights may go to it
     return told
+
+
+def _consoles_waiting(core: Core, runner: Runner, now: float) -> list[dict]:
+    """The consoles waiting for ``runner`` (docs/console.md): named in its check-in answer so
+    it dials them, and noted as heard (its claims are no longer told of them)."""
+    waiting = core.store.consoles_waiting(runner.id)
+    core.store.mark_consoles_heard([s.id for s in waiting if s.heard_at is None], now)
+    return [{"id": s.id, "person": s.person_name, "command": s.command, "flight": s.flight_id,
+             "term": s.term, "rows": s.rows, "cols": s.cols} for s in waiting]
 
 
 def _pending(runner: Runner) -> bool:

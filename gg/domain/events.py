@@ -55,6 +55,9 @@ class EventKind(StrEnum):
     FLIGHT_FORCED = "info:flight:forced"  # an admin cleared every gate a person may clear on it
     # services (docs/services.md)
     SERVICE_UPDATED = "info:service:updated"
+    # consoles to a machine (docs/console.md)
+    CONSOLE_OPENED = "info:console:opened"
+    CONSOLE_CLOSED = "info:console:closed"
     # gates
     GATE_OPENED = "info:gate:opened"
     GATE_CLEARED = "info:gate:cleared"

@@ -137,11 +137,14 @@ class Instruction(StrEnum):
 
     ``drain``: take nothing new (finish what runs); ``policy_changed``: fetch the assigned policy
     (a full check-in) and apply it; ``check_in``: send a full check-in now (the credential is due
-    for renewal, or the control plane has no capability report on file)."""
+    for renewal, or the control plane has no capability report on file); ``console``: a console
+    waits to reach it: check in now (the answer names the console sessions to dial,
+    docs/console.md)."""
 
     DRAIN = "drain"
     POLICY_CHANGED = "policy_changed"
     CHECK_IN = "check_in"
+    CONSOLE = "console"
 
 
 def policy_digest(policy: dict) -> str:
@@ -152,14 +155,17 @@ def policy_digest(policy: dict) -> str:
 
 def instruction_at_claim(runner: Runner, *, stated_policy: str | None, free_slots: int, now: float,
                          renew_window: float, renews: bool,
-                         has_capabilities: bool) -> Instruction | None:
+                         has_capabilities: bool,
+                         console_unheard: bool = False) -> Instruction | None:
     """What a claim carrying a heartbeat is answered with at once, before it parks (None: park).
 
     A runner that should take nothing new hears ``drain``; one applying another policy than the
     assigned one hears ``policy_changed``; one whose credential is within ``renew_window`` of its
     expiry (``renews``: not a pool member, whose credential is never renewed), or that never sent
-    a capability report, hears ``check_in``. The rule holds whatever was pushed before, so an
-    instruction lost with a connection (or a restart) is heard on the next claim."""
+    a capability report, hears ``check_in``; one for which a console waits that no check-in
+    answer has named yet (``console_unheard``) hears ``console``. The rule holds whatever was
+    pushed before, so an instruction lost with a connection (or a restart) is heard on the next
+    claim."""
     draining = runner.admin_state in (AdminState.DRAINING.value, AdminState.DRAINED.value)
     if draining and free_slots > 0:
         return Instruction.DRAIN
@@ -170,4 +176,6 @@ def instruction_at_claim(runner: Runner, *, stated_policy: str | None, free_slot
         return Instruction.CHECK_IN
     if not has_capabilities:
         return Instruction.CHECK_IN
+    if console_unheard:
+        return Instruction.CONSOLE
     return None

@@ -134,6 +134,7 @@ class FlightRun:
     argv: list[str] | None = None  # enrolment: what the agent runs (gg.runner.repository)
     base: str | None = None  # enrolment: the commit the repository was cloned at
     service_spec: dict | None = None  # a service: the newest spec its renewals brought
+    workspace: Path | None = None  # while it flies: a console may join it (docs/console.md)
     _seq: int = 0
     _buffer: list = field(default_factory=list)
     _out: "_Output" = field(default_factory=lambda: _Output())  # the output cap (docs/operations.md)
@@ -145,7 +146,7 @@ class FlightRun:
 
     def run(self) -> str:
         """Fly it; returns what became of it: landed, failed, returned, lost or ended."""
-        workspace = self._fresh_workspace()
+        workspace = self.workspace = self._fresh_workspace()
         keeper = threading.Thread(target=self._keep_lease, name=f"lease-{self.id}", daemon=True)
         keeper.start()
         outcome = "lost"
@@ -232,9 +233,11 @@ class FlightRun:
         return self.launch_for(argv, workspace)
 
     def launch_for(self, argv: list[str], workspace: Path,
-                   extra_env: dict[str, str] | None = None) -> isolation.Launch:
+                   extra_env: dict[str, str] | None = None, *,
+                   terminal: bool = False) -> isolation.Launch:
         """``argv`` wrapped for the policy, with ``extra_env`` (a service's ``$PORT`` and
-        variables); IsolationUnavailable when the policy cannot be met."""
+        variables); IsolationUnavailable when the policy cannot be met. ``terminal``: a
+        console joining this flight (gg.runner.console), on a PTY of its own."""
         env = dict(os.environ)
         for key in list(env):
             if key.startswith("GG_") and key not in ("GG_IMAGE_ROOT",):
@@ -249,7 +252,9 @@ class FlightRun:
         try:
             return isolation.build(argv, policy=policy, workspace=workspace, env=env,
                                    state_dir=self.state_dir, capabilities=self.capabilities,
-                                   hidden=hidden, container_name=f"gg-{self.id}-{self.lease.epoch}")
+                                   hidden=hidden, terminal=terminal,
+                                   container_name=(f"gg-{self.id}-{self.lease.epoch}" if not terminal
+                                                   else None))
         except ValueError as exc:  # a policy or a hidden path this runner cannot use
             raise isolation.IsolationUnavailable(str(exc)) from None
 

@@ -11,6 +11,7 @@ import time
 import psutil
 
 from gg import __version__, build_commit
+from gg.domain.machine_console import FEATURE as CONSOLE
 
 _STARTED_AT = time.time()
 
@@ -34,6 +35,7 @@ def inventory(state_dir: str) -> dict:
         "pid": os.getpid(),
         "started_at": _STARTED_AT,
         "state_dir": state_dir,
+        "features": [CONSOLE],  # what this gg serves beyond flights (docs/console.md)
     }
 
 

@@ -355,8 +355,9 @@ def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
 
 
 def _container(command: list[str], engine: str, workspace: Path, env: Mapping[str, str],
-               cut_net: bool, image: str, name: str) -> Launch:
-    argv = [engine, "run", "--rm", "--name", name, "--security-opt", "no-new-privileges",
+               cut_net: bool, image: str, name: str, terminal: bool = False) -> Launch:
+    argv = [engine, "run", "--rm", *(["--interactive", "--tty"] if terminal else []),
+            "--name", name, "--security-opt", "no-new-privileges",
             "--volume", f"{workspace}:{CONTAINER_WORKSPACE}", "--workdir", CONTAINER_WORKSPACE,
             "--env", f"HOME={CONTAINER_WORKSPACE}"]
     if cut_net:
@@ -374,8 +375,13 @@ def _container(command: list[str], engine: str, workspace: Path, env: Mapping[st
 def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: Path,
           env: Mapping[str, str], state_dir: Path | None, capabilities: Mapping[str, Any],
           hidden: Iterable[Path] = (), image: str = DEFAULT_IMAGE,
-          container_name: str | None = None) -> Launch:
+          container_name: str | None = None, terminal: bool = False) -> Launch:
     """Wrap ``command`` for ``policy``; raise ``IsolationUnavailable`` if it cannot be met.
+
+    ``terminal``: the command runs on a console's PTY (docs/console.md): in a sandbox it is
+    started through :func:`on_terminal` inside, so its session and controlling terminal live
+    in the sandbox's pid namespace; a container gets ``--interactive --tty``; with isolation
+    ``none`` the caller starts the whole argv through :func:`on_terminal`.
 
     ``state_dir`` (the runner's keys and credentials), every ``hidden`` path (pass the
     runner's config dir) and every gg tree on the host are neither readable nor writable
@@ -393,7 +399,7 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
     if policy.isolation == "container":
         engine = str(capabilities["container_engine"])
         name = container_name or f"gg-{workspace.name[:40]}-{secrets.token_hex(4)}"
-        return _container(command, engine, workspace, out_env, cut_net, image, name)
+        return _container(command, engine, workspace, out_env, cut_net, image, name, terminal)
     if policy.isolation == "none":
         if not cut_net:
             return Launch(argv=list(command), env=out_env, cwd=workspace)
@@ -409,7 +415,25 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
     confinement = capabilities.get("confinement") or {}
     argv = sandbox_argv(_bwrap(capabilities), plan, workspace=workspace, cut_net=cut_net,
                         user_namespace=bool(confinement.get("user_namespace")))
+    if terminal:  # the console's PTY becomes the terminal of the session inside the sandbox
+        command = on_terminal(command)
     return Launch(argv=argv + ["--", *command], env=out_env, cwd=workspace)
+
+
+# A console's command runs first through this (standard library only, ``python -I -S``): its
+# session (a new one, unless it leads one already) takes the PTY on fd 0 as its controlling
+# terminal, then the command replaces it. Inside a sandbox that session is bubblewrap's new
+# one (``--new-session``), inside the sandbox's pid namespace, so the shell's job control
+# sees every process group it deals with; a ``TIOCSTI`` reaches only the console's own PTY.
+TERMINAL_LEADER = ("import fcntl, os, sys, termios\n"
+                   "try:\n    os.setsid()\nexcept OSError:\n    pass\n"
+                   "fcntl.ioctl(0, termios.TIOCSCTTY, 0)\n"
+                   "os.execvp(sys.argv[1], sys.argv[1:])")
+
+
+def on_terminal(command: list[str]) -> list[str]:
+    """``command`` run as the leader of a session whose terminal is its stdin (a PTY)."""
+    return [sys.executable, "-I", "-S", "-c", TERMINAL_LEADER, *command]
 
 
 def build_argv(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: Path,

@@ -31,6 +31,7 @@ from gg.domain.health import effective_workers
 from gg.domain.policy import Policy
 from gg.domain.runners import AdminState, Instruction, policy_digest
 from gg.runner import capabilities, inventory
+from gg.runner.console import Consoles
 from gg.runner.connection import ConnectionLog
 from gg.runner.fleet import FleetState, enrol
 from gg.runner.flight import STOP_GRACE, FlightRun, Lease
@@ -105,6 +106,7 @@ class Runner:
         self._extras_sent: dict | None = None
         self._heeded: str | None = None
         self._heeded_at = 0.0
+        self.consoles = Consoles(self)  # consoles to this machine (docs/console.md)
 
     @property
     def capacity(self) -> int:
@@ -166,6 +168,7 @@ class Runner:
             self.client.claim(0, 0, retry_for=RETRY_RELEASE)
         except (ApiError, Unreachable):
             pass
+        self.consoles.stop_all()
         running = [r for r in list(self.runs.values())]
         if running and self.retired:
             self.say(f"stopping {len(running)} flight(s) at once and handing them back")
@@ -308,8 +311,8 @@ class Runner:
         CHECK_IN_INTERVAL) can stand for this interval's check-in: a full one is sent when no
         claim is parked, when flights are held (their ends travel in its answer), or when the
         inventory, capabilities, labels, agents or a maintenance report have something new."""
-        if not self.claim_parked or self.runs:
-            return False
+        if not self.claim_parked or self.runs or self.consoles.named:
+            return False  # (a console named and not yet joined: its check-ins name it again)
         inv = inventory.inventory(str(self.state.path))
         if {k: v for k, v in inv.items() if k not in ("started_at",)} != self._inventory_sent:
             return False
@@ -346,6 +349,7 @@ class Runner:
             self._capabilities_sent = None  # the server has none on file: send them now
             self.check_now.set()
         self._apply(answer)
+        self.consoles.absorb(answer.consoles)  # dial each console waiting for this runner
         self.protocol.update(answer.protocol.model_dump())
         # Never back off longer than a quarter of the renewal slack: a lease must be renewed before it
         # runs out even when the control plane was away (5 s at the default 20 s slack).

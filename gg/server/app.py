@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from gg import __version__
 from gg.control import leases as lease_ops
+from gg.control import machine_console
 from gg.control.core import Core
 from gg.control.people import bootstrap
 from gg.server import errors, liveness, metrics
@@ -18,8 +19,9 @@ from gg.server.hooks import Outbox
 from gg.server.json_body import JsonRoute
 from gg.server.pull import Poller
 from gg.server.limits import BodyLimit
-from gg.server.routes import (admin, approvals, fleet, flights, gates, groups, hooks, people,
-                              placement, pools, pull, runners, services)
+from gg.server.relay import LocalRelay
+from gg.server.routes import (admin, approvals, consoles, fleet, flights, gates, groups, hooks,
+                              people, placement, pools, pull, runners, services)
 from gg.settings import Settings
 from gg.store import Store, hold_data_dir, open_store
 from gg import web
@@ -33,6 +35,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     if data_dir is not None:
         core.owner_token_path = bootstrap(core, data_dir)
     lease_ops.honour_after_restart(core)
+    machine_console.close_left_open(core)  # their relay ended with the last process
     app = FastAPI(title="gg control plane", version=__version__,
                   description="Runs work on a fleet of machines an organisation controls.",
                   lifespan=liveness.lifespan)
@@ -42,10 +45,11 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.state.watch = Watch(core)
     app.state.outbox = Outbox(core)
     app.state.poller = Poller(core)  # pull-mode runners (docs/runner-modes.md)
+    app.state.relay = LocalRelay()  # consoles' two sides meet here (docs/console.md)
     errors.install(app)
     errors.document(app)
     for module in (people, runners, flights, gates, fleet, admin, placement, pools, hooks,
-                   approvals, services, groups, pull):
+                   approvals, services, groups, pull, consoles):
         app.include_router(module.router, responses=errors.REFUSALS)
     placement.install(app)
     web.install(app)  # the console's pages at / and /ui/ (docs/web-console.md)
@@ -59,6 +63,7 @@ def stopping(app: FastAPI) -> None:
     so that no connection holds the shutdown up."""
     app.state.dispatcher.release_all()
     app.state.watch.release_all()
+    app.state.relay.close_all()
 
 
 def build(data_dir: Path, settings: Settings) -> tuple[FastAPI, Path | None]:

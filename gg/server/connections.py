@@ -134,6 +134,7 @@ def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
 
     class Bounded(base):
         _refused = False
+        _upgraded = False
         _header_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport) -> None:  # type: ignore[override]
@@ -153,11 +154,31 @@ def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
+            if self._upgraded:
+                return
             if self._in_request():
                 self._disarm()
                 gate.busy(self)
             elif self._header_timer is None:  # the first bytes of a request on a kept-alive
                 self._arm()                   # connection: its headers are due in time too
+
+        def handle_websocket_upgrade(self, *event) -> None:  # h11's passes the request
+            """A WebSocket (a console, docs/console.md) holds its connection for as long as it
+            lasts: no header timeout, never taken as idle, and counted until it closes."""
+            self._upgraded = True
+            self._disarm()
+            gate.busy(self)
+            super().handle_websocket_upgrade(*event)
+            ws = self.transport.get_protocol()
+            if ws is self:
+                return
+            lost = ws.connection_lost
+
+            def connection_lost(exc) -> None:
+                gate.forget(self)
+                lost(exc)
+
+            ws.connection_lost = connection_lost
 
         def on_response_complete(self) -> None:
             super().on_response_complete()

@@ -123,6 +123,11 @@ class Dispatcher:
                     taken = True
         return taken
 
+    def is_parked(self, runner_id: str) -> bool:
+        """Whether a heartbeat claim of this runner is parked (an instruction reaches it now)."""
+        return any(p.runner_id == runner_id and p.instructable and not p.future.done()
+                   for p in list(self.parked.values()))
+
     def _instruct_soon(self, runner_id: str, kind: str) -> None:
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.instruct, runner_id, kind)

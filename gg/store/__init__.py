@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from gg.store.approvals import ApprovalRows
+from gg.store.consoles import ConsoleRows
 from gg.store.db import Database
 from gg.store.estimates import EstimateRows
 from gg.store.events import EventRows
@@ -33,7 +34,8 @@ from gg.store.sessions import SessionRows
 
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows,
-            EstimateRows, ApprovalRows, GroupRows, PullRows):
+            EstimateRows, ApprovalRows, GroupRows, PullRows,
+            ConsoleRows):
     """The SQLite store (the embedded default)."""
 
     def __init__(self, path: Path | str):

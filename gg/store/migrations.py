@@ -532,3 +532,35 @@ def _pools_deleting(db: sqlite_utils.Database) -> None:
     """When ``gg pool delete`` asked for the pool to go: its plan is then to hold nothing, and
     the strategy is deleted once the maintainer attests an empty pool."""
     db.executescript("ALTER TABLE strategies ADD COLUMN deleting_at REAL;")
+
+
+# -- consoles to a machine (870-879) -------------------------------------------------------------
+
+
+@migration(870, "consoles to a machine")
+def _machine_consoles(db: sqlite_utils.Database) -> None:
+    """One row per console session (docs/console.md): who asked, on which runner (and flight),
+    the command, when the runner heard of it, joined, and when it closed with what status.
+    The open rows of a runner are what its check-in answer names and its claim is told of."""
+    db.executescript(
+        """
+        CREATE TABLE machine_consoles (
+            id TEXT PRIMARY KEY,
+            runner_id TEXT NOT NULL,
+            person_id TEXT NOT NULL,
+            person_name TEXT NOT NULL,
+            flight_id TEXT,
+            command TEXT NOT NULL DEFAULT '[]',
+            term TEXT NOT NULL DEFAULT 'xterm',
+            rows INTEGER NOT NULL DEFAULT 24,
+            cols INTEGER NOT NULL DEFAULT 80,
+            opened_at REAL NOT NULL,
+            heard_at REAL,
+            joined_at REAL,
+            closed_at REAL,
+            exit_code INTEGER,
+            reason TEXT
+        );
+        CREATE INDEX machine_consoles_open ON machine_consoles(runner_id) WHERE closed_at IS NULL;
+        """
+    )

@@ -42,3 +42,10 @@ def test_a_credential_near_its_end_or_no_capability_report_asks_for_a_full_check
 def test_the_policy_digest_ignores_key_order():
     assert policy_digest({"a": 1, "b": 2}) == policy_digest({"b": 2, "a": 1})
     assert policy_digest({"a": 1}) != policy_digest({"a": 2})
+
+
+def test_a_console_no_check_in_has_named_yet_is_told_on_the_claim():
+    assert _told(_runner(), console_unheard=True) is Instruction.CONSOLE
+    assert _told(_runner(), console_unheard=False) is None  # heard: its check-ins name it
+    # what must be heard first still comes first
+    assert _told(_runner(admin_state="draining"), console_unheard=True) is Instruction.DRAIN
