@@ -80,7 +80,8 @@ class Relay:
     def report(self, flight_id: str, epoch: int, facts: list[dict], **_: Any) -> None:
         self._put({"flight": flight_id, "epoch": epoch, "kind": "report", "facts": facts})
 
-    def hand_back(self, flight_id: str, body: dict, retry_for: float = RETRY_CALL, **_: Any) -> dict:
+    def hand_back(self, flight_id: str, body: dict, retry_for: float = RETRY_CALL,
+                  **_: Any) -> dict:
         seq = self._put({"flight": flight_id, "epoch": body["epoch"], "kind": "hand_back",
                          "hand_back": body})
         deadline = time.monotonic() + retry_for
