@@ -19,8 +19,10 @@ from gg.api.schemas import Answer, CheckIn, Fact, HandBack, Request
 
 RUNNER_ATTACH = "/v1/runners/attach"  # gg runner attach (admin)
 
-Url = Annotated[str, StringConstraints(min_length=8, max_length=500,
-                                       pattern=r"^https?://([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/[!-~]*)?$")]
+# http(s)://, a host name or address (IPv6 in brackets), an optional port, a printable path
+_URL = (r"^https?://([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])"
+        r"(:[0-9]{1,5})?(/[!-~]*)?$")
+Url = Annotated[str, StringConstraints(min_length=8, max_length=500, pattern=_URL)]
 
 
 class AttachAsk(Request):

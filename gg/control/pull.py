@@ -138,6 +138,8 @@ async def polled(core: Core, runner: Runner, answer: Any, peer: str | None) -> d
     applied, refusals = [], []
     for entry in answer.outbox:  # reports and hand-backs, fenced by epoch as ever
         try:
+            if entry.kind == "report" and retired:  # as its credential would be refused
+                raise runner_ops.retired_refusal(runner)
             if entry.kind == "report" and entry.facts:
                 await core.run(leases.report, runner, entry.flight, epoch=entry.epoch,
                                facts=[f.model_dump() for f in entry.facts], durable=False)

@@ -40,6 +40,7 @@ class Listener:
     def __init__(self, runner: PullRunner, host: str, port: int):
         self.runner = runner
         self.nonces = rules.Nonces(runner.settings.pull_signature_skew)
+        self.started_at = time.time()  # nonces live in memory: none from before are known
         self.nonce_lock = threading.Lock()
         listener = self
 
@@ -139,6 +140,9 @@ class Listener:
                                                "plane's key this runner pinned")
         if not rules.fresh(stamp, now, self.runner.settings.pull_signature_skew):
             raise Refused(401, "unauthorized", "the request's timestamp is stale")
+        if float(stamp) < self.started_at:  # its nonce could not be remembered: a replay?
+            raise Refused(401, "unauthorized", "the request was signed before this runner "
+                                               "started")
         with self.nonce_lock:
             if not self.nonces.accept(nonce, now):
                 raise Refused(401, "unauthorized", "the request was replayed")

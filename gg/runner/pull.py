@@ -80,7 +80,8 @@ class Relay:
     def report(self, flight_id: str, epoch: int, facts: list[dict], **_: Any) -> None:
         self._put({"flight": flight_id, "epoch": epoch, "kind": "report", "facts": facts})
 
-    def hand_back(self, flight_id: str, body: dict, retry_for: float = RETRY_CALL, **_: Any) -> dict:
+    def hand_back(self, flight_id: str, body: dict, retry_for: float = RETRY_CALL,
+                  **_: Any) -> dict:
         seq = self._put({"flight": flight_id, "epoch": body["epoch"], "kind": "hand_back",
                          "hand_back": body})
         deadline = time.monotonic() + retry_for
@@ -122,13 +123,18 @@ class Relay:
 
     # -- what a delivery brings -----------------------------------------------------------
 
-    def settle(self, applied: list[int], refusals: list[dict], renewals: list[dict]) -> None:
+    def settle(self, applied: list[int], refusals: list[dict],
+               renewals: list[dict]) -> set[int]:
+        """Drop what the control plane took, wake who waits for it; returns the hand-backs
+        among them (their refusals reach the flight through :meth:`hand_back`'s caller)."""
         by_seq = {r["seq"]: r for r in refusals if r.get("seq") is not None}
+        hand_backs = set()
         with self.lock:
             for seq in applied:
                 entry = self.outbox.pop(seq, None)
                 if entry is not None and entry["kind"] == "hand_back":
                     self.done[seq] = by_seq.get(seq)
+                    hand_backs.add(seq)
             for refusal in refusals:
                 if refusal.get("seq") is None:
                     self.lease_refused[refusal["flight"]] = refusal
@@ -136,6 +142,7 @@ class Relay:
                 count = self.renewed.get(renewal["flight"], (0, None))[0]
                 self.renewed[renewal["flight"]] = (count + 1, renewal)
             self.lock.notify_all()
+        return hand_backs
 
     def forget(self, flight_id: str) -> None:
         with self.lock:
@@ -255,7 +262,7 @@ class PullRunner:
         runner hears them (check-in, its reports, its leases, new grants)."""
         if delivery.checked_in:
             self._checked_in(CheckedIn.model_validate(delivery.checked_in))
-        self.relay.settle(delivery.applied, delivery.refusals, delivery.renewals)
+        hand_backs = self.relay.settle(delivery.applied, delivery.refusals, delivery.renewals)
         for renewal in delivery.renewals:
             run = self.runs.get(renewal["flight"])
             if run is not None:
@@ -265,7 +272,7 @@ class PullRunner:
                     run.service_spec = renewal["service"]
         for refusal in delivery.refusals:  # as the refused request's ApiError would
             run = self.runs.get(refusal["flight"])
-            if run is not None:
+            if run is not None and refusal.get("seq") not in hand_backs:
                 run._refused(_error(refusal), raise_=False)
         if delivery.retired and not self.retired:
             self._retire()

@@ -122,9 +122,8 @@ class Poller:
             public_key = str(got.get("public_key") or "")
             found = pull_ops.check_attach(self.core, person, name=name, public_key=public_key,
                                           fingerprint=fingerprint)
-            await self.link.call(http, url, rules.ATTACH_PATH,
-                                 {"control_key": pull_ops.public_control_key(self.core), "name": name},
-                                 runner_key=public_key)
+            pin = {"control_key": pull_ops.public_control_key(self.core), "name": name}
+            await self.link.call(http, url, rules.ATTACH_PATH, pin, runner_key=public_key)
         runner = await self.core.run(pull_ops.attach, person, name=name, url=url,
                                      public_key=public_key)
         self.poke()  # its first check-in now, not at the next interval

@@ -140,8 +140,17 @@ def test_a_retired_pull_runner_is_told_to_stop_and_may_hand_its_flight_back(core
     got = _poll(core, runner, free=1, held=[{"flight": opened.id, "epoch": 1}])
     assert got["retired"] and got["grants"] == [] and got["renewals"] == []
     assert [(r["flight"], r["code"]) for r in got["refusals"]] == [(opened.id, "runner_retired")]
-    back = {"seq": 1, "flight": opened.id, "epoch": 1, "kind": "hand_back",
-            "hand_back": {"epoch": 1, "outcome": "returned", "key": "1:hand-back"}}
+    late = {"seq": 1, "flight": opened.id, "epoch": 1, "kind": "report",
+            "facts": [{"kind": "output", "body": {"text": "late"}, "key": "1:output:9"}]}
+    landed = {"seq": 2, "flight": opened.id, "epoch": 1, "kind": "hand_back",
+              "hand_back": {"epoch": 1, "outcome": "landed", "key": "1:hand-back"}}
+    got = _poll(core, runner, free=0, held=[{"flight": opened.id, "epoch": 1}],
+                outbox=[late, landed])
+    assert {(r["seq"], r["code"]) for r in got["refusals"]} >= {(1, "runner_retired"),
+                                                               (2, "runner_retired")}
+    assert core.store.flight(opened.id).stage == "flying"  # it may only give it back
+    back = {"seq": 3, "flight": opened.id, "epoch": 1, "kind": "hand_back",
+            "hand_back": {"epoch": 1, "outcome": "returned", "key": "1:returned"}}
     got = _poll(core, runner, free=0, outbox=[back])
     assert got["refusals"] == [] and core.store.flight(opened.id).stage == "ready"
     assert core.store.pull_runners() == []  # nothing held: no longer polled

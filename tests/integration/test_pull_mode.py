@@ -165,7 +165,7 @@ def test_unsigned_wrongly_signed_stale_and_replayed_requests_are_refused_and_cha
     assert "retired" not in runner.output()
 
 
-def test_a_fingerprint_mismatch_at_attach_is_refused_and_registers_nothing(fleet, pulled):
+def test_attach_refuses_a_fingerprint_mismatch_an_unreachable_runner_and_a_member(fleet, pulled):
     runner = pulled("p1")
     wrong = "SHA256:" + "A" * 43
     refused = _attach(fleet, runner, "--fingerprint", wrong)
@@ -174,6 +174,14 @@ def test_a_fingerprint_mismatch_at_attach_is_refused_and_registers_nothing(fleet
     assert "Traceback" not in refused.stderr
     assert fleet.runner_row("p1") is None
     assert not (runner.state_dir / "control-plane.pub").exists()  # nothing pinned either
+    from gg.launch import free_port
+
+    nobody = fleet.gg("runner", "attach", f"http://127.0.0.1:{free_port()}", "--name", "p2")
+    assert nobody.returncode != 0 and "could not be reached" in nobody.stderr
+    assert "Traceback" not in nobody.stderr and fleet.runner_row("p2") is None
+    member = fleet.api().add_person("ada", False)["token"]
+    refused = fleet.gg("runner", "attach", runner.url, "--name", "p1", token=member)
+    assert refused.returncode != 0 and "only an admin" in refused.stderr
 
 
 # -- a runner that cannot dial out ------------------------------------------------------------
