@@ -11,7 +11,7 @@ import pexpect
 import psutil
 
 from gg.launch import gg_argv
-from support import wait_until
+from support import gone, wait_until
 
 PROMPT = "gg-console> "
 STEP = 20  # seconds one expected answer may take on a loaded machine
@@ -119,21 +119,21 @@ def test_who_may_open_a_console_is_decided_before_the_runner_hears_of_it(fleet):
     sam = api.add_person("sam", False)["token"]
 
     def refused(token: str, sentence: str) -> None:
-        done = fleet.gg("console", "r1", "--", "true", token=token)
+        done = fleet.gg("console", "r1", "--", "true", token=token, input="")
         assert done.returncode == 4, (done.returncode, done.stderr)
         assert sentence in done.stderr and "Traceback" not in done.stderr
 
     # a registered runner is the organisation's: a member is refused
     refused(mia, "runner r1 belongs to the organisation: only an admin may open a console")
     # an admin opens it, then makes it open; a member still must claim it first
-    assert fleet.gg("console", "r1", "--", "true", token=ada).returncode == 0
+    assert fleet.gg("console", "r1", "--", "true", token=ada, input="").returncode == 0
     api.set_ownership("r1", "open")
     refused(mia, "claim it first (gg runner claim r1)")
     fleet.api(mia).change_ownership("r1", "claim")
     # claimed by mia: an admin is refused, and so is a stranger; mia herself may
     refused(ada, "runner r1 is claimed by mia: only its owner may open a console on it")
     refused(sam, "runner r1 is claimed by mia: only its owner may open a console on it")
-    done = fleet.gg("console", "r1", "--", "sh", "-c", "exit 5", token=mia)
+    done = fleet.gg("console", "r1", "--", "sh", "-c", "exit 5", token=mia, input="")
     assert done.returncode == 5, done.stderr
     # only the two consoles that were allowed ever reached the runner
     opened = [e for e in console_events(fleet) if e["kind"] == "info:console:opened"]
@@ -152,7 +152,7 @@ def test_a_parked_runner_is_told_of_a_console_at_once(make_fleet):
     fleet.wait_online("r1")
     wait_until(lambda: _parked(fleet), timeout=STEP,
                what="the runner's claim to park")
-    done = fleet.gg("console", "r1", "--", "sh", "-c", "sleep 2; echo told; exit 4")
+    done = fleet.gg("console", "r1", "--", "sh", "-c", "sleep 2; echo told; exit 4", input="")
     assert done.returncode == 4, done.stderr
     assert "told" in done.stdout
     assert "was told a console waits" in done.stderr
@@ -173,7 +173,7 @@ def test_a_runner_that_does_not_join_leaves_a_sentence_not_a_hang(make_fleet):
     fleet.wait_online("r1")
     os.kill(runner.proc.pid, signal.SIGSTOP)  # alive to the control plane, deaf to it
     try:
-        done = fleet.gg("console", "r1", "--", "true")
+        done = fleet.gg("console", "r1", "--", "true", input="")
     finally:
         os.kill(runner.proc.pid, signal.SIGCONT)
     assert done.returncode == 1
@@ -228,12 +228,36 @@ def test_a_console_joins_an_attended_flight_only_while_it_flies(fleet):
     assert child.exitstatus == 0
     # a flight that is not attended, and one that no longer flies, are refused
     other = api.open_flight({"command": ["true"]})
-    done = fleet.gg("console", "r1", "--flight", other["id"], "--", "true")
+    done = fleet.gg("console", "r1", "--flight", other["id"], "--", "true", input="")
     assert done.returncode == 6 and "is not attended" in done.stderr, done.stderr
     api.cancel(flight["id"])
     wait_until(lambda: api.flight(flight["id"])["stage"] == "cancelled", timeout=STEP,
                what="the flight to end")
-    done = fleet.gg("console", "r1", "--flight", flight["id"], "--", "true")
+    done = fleet.gg("console", "r1", "--flight", flight["id"], "--", "true", input="")
     assert done.returncode == 6, done.stderr
     assert f"flight {flight['id']} is not flying on runner r1 (it is cancelled)" in done.stderr
 
+
+
+def test_a_runner_killed_under_a_console_leaves_a_sentence_and_no_process_behind(fleet):
+    runner = fleet.runner("r1")
+    fleet.wait_online("r1")
+    child = spawn(fleet, "r1", "--", "sh")
+    try:
+        type_line(child, f"PS1='{PROMPT}'")
+        child.expect_exact(PROMPT)
+        type_line(child, "echo pid-$$")
+        child.expect(r"pid-(\d+)")
+        shell = int(child.match.group(1))
+        child.expect_exact(PROMPT)
+        runner.proc.kill()
+        child.expect_exact("the console ended without the command's status: the runner went away")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 1
+    wait_until(lambda: gone(shell), timeout=STEP, what="the console's shell to die with its runner")
+    closed = wait_until(lambda: [e for e in console_events(fleet)
+                                 if e["kind"] == "info:console:closed"], timeout=STEP,
+                        what="the closed event")
+    assert closed[0]["body"]["reason"] == "the runner went away"

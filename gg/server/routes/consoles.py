@@ -68,6 +68,9 @@ async def person_side(websocket: WebSocket, console_id: str) -> None:
         await relay.say(websocket, wire.JOINED, True)
         ended = await relay.pump(websocket, runner_ws, first=listen)
         console_ops.close(core, console_id, exit_code=ended.exit_code, reason=ended.reason)
+        if ended.exit_code is None:  # no status to exit with: say why (a no-op if they left)
+            await relay.say(websocket, wire.ERROR,
+                            f"the console ended without the command's status: {ended.reason}")
         await relay.end(runner_ws)
     finally:
         if not listen.done():
