@@ -63,14 +63,12 @@ def fly(
                                         help="Attributes the runner's group must have."),
 ) -> None:
     """Open a flight."""
-    from gg.cli.groups import parse_pairs
-
     if priority not in PRIORITIES:
         raise CliError(f"--priority must be one of {', '.join(PRIORITIES)} (got {priority!r})",
                        Exit.USAGE)
     body = {"command": command, "title": title, "environment": env, "runner": runner,
             "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent,
-            "priority": priority, "group": group, "where": parse_pairs("--where", where)}
+            "priority": priority, "group": group, "where": _pairs("--where", where)}
     if (port is not None or ready_cmd is not None) and not service:
         raise CliError("--port and --ready-cmd are for a service: add --service", Exit.USAGE)
     if service:
@@ -105,6 +103,14 @@ def fly(
     if json_:
         emit_json(api.flight(flight.id, plain=True))
     raise typer.Exit(exit_code_of(final, api if not json_ else None))
+
+
+def _pairs(flag: str, text: str | None) -> dict[str, str]:
+    if not text:
+        return {}  # the usual case: no need to load the groups' parser
+    from gg.cli.groups import parse_pairs
+
+    return parse_pairs(flag, text)
 
 
 def _duration(flag: str, text: str) -> float:
