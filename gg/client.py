@@ -706,7 +706,8 @@ class PlainHttp:
         if held is not None:
             held.conn.close()
         if self._tls:
-            conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout)
+            conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout,
+                                               context=_tls_context())
         else:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
         self._local.held = _Held(conn)
@@ -748,6 +749,29 @@ class PlainAnswer:
 
     def json(self) -> Any:
         return _json.loads(self.content)
+
+
+_TLS: list = []
+
+
+def _tls_context():
+    """The certificates an HTTPS control plane is checked against, as httpx chose them: the
+    files ``SSL_CERT_FILE``/``SSL_CERT_DIR`` name when set, else certifi's bundle where it is
+    installed (a host without a CA store of its own still verifies), else the system's."""
+    if not _TLS:
+        import os
+        import ssl
+
+        context = ssl.create_default_context()
+        if not (os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR")):
+            try:
+                import certifi
+            except ImportError:
+                pass
+            else:
+                context.load_verify_locations(cafile=certifi.where())
+        _TLS.append(context)
+    return _TLS[0]
 
 
 def _unreachable(exc: Exception) -> bool:
