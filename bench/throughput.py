@@ -70,6 +70,20 @@ def one_run(bench: Bench, flights: int, timeout: float) -> dict:
     return local
 
 
+def cpu_split(bench: Bench) -> dict[str, float]:
+    """CPU seconds (user + system) so far: the server, the runner processes, and the flights'
+    own processes (the runners' reaped children: the launch, the isolation, the command)."""
+    import psutil
+
+    server = psutil.Process(bench.server.proc.pid).cpu_times()
+    out = {"server": server.user + server.system, "runners": 0.0, "flights": 0.0}
+    for r in bench.runners:
+        t = psutil.Process(r.proc.pid).cpu_times()
+        out["runners"] += t.user + t.system
+        out["flights"] += t.children_user + t.children_system
+    return out
+
+
 def run(sizes: list[int], flights: int, repeats: int) -> dict:
     results = {}
     for size in sizes:
@@ -80,7 +94,9 @@ def run(sizes: list[int], flights: int, repeats: int) -> dict:
                     bench.runner(f"r{i}")
                 bench.wait_online(size)
                 one_run(bench, min(flights, 20), 120)  # warm-up
+                before = cpu_split(bench)
                 runs = [one_run(bench, flights, 60 + flights / 2) for _ in range(repeats)]
+                after = cpu_split(bench)
             finally:
                 bench.stop()
         results[str(size)] = {
@@ -88,6 +104,9 @@ def run(sizes: list[int], flights: int, repeats: int) -> dict:
             "seconds": summary([r["seconds"] for r in runs], 2),
             "open_per_second": summary([flights / r["opened_in"] for r in runs], 1),
             "loads": [r["load"] for r in runs],
+            # CPU per flight, ms, over the measured runs (warm-up excluded)
+            "cpu_ms_per_flight": {k: round((after[k] - before[k]) * 1000 / (flights * repeats), 2)
+                                  for k in after},
         }
         print(f"{size} runner(s): {results[str(size)]['per_second']}", file=sys.stderr)
     return {"flights": flights, "repeats": repeats, "sizes": results}
@@ -105,6 +124,13 @@ def markdown(r: dict) -> str:
         lines.append(f"| {size} | {p['p50']:g} | {p['min']:g} | {p['max']:g} | "
                      f"{s['seconds']['p50']:g} | {s['open_per_second']['p50']:g} | "
                      f"{', '.join(f'{x:g}' for x in s['loads'])} |")
+    lines += ["", "CPU per flight (user + system, ms, over the measured runs):", "",
+              "| runners | `gg server` | the `gg runner up` processes | the flights' own processes "
+              "| all |", "|---|---|---|---|---|"]
+    for size, s in r["sizes"].items():
+        c = s["cpu_ms_per_flight"]
+        lines.append(f"| {size} | {c['server']:g} | {c['runners']:g} | {c['flights']:g} | "
+                     f"{round(sum(c.values()), 2):g} |")
     return "\n".join(lines)
 
 

@@ -20,6 +20,7 @@ from typer.core import TyperGroup  # noqa: E402
 
 from gg.cli.context import STATE, CliError, show_version
 from gg.cli.exits import Exit, for_status
+from gg.cli.values import plain_values
 from gg.errors import GGError, Unauthorized
 
 # Every command, in the order `gg --help` lists them: name -> (the modules whose ``register``
@@ -101,13 +102,26 @@ class LazyGroup(TyperGroup):
     def get_command(self, ctx, name: str):
         if name not in COMMANDS:
             return None
-        return load(name)
+        return _with_help(load(name), ctx)
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        _with_help(self, ctx)  # the global options (--server, --debug) are checked plainly too
+        return super().parse_args(ctx, args)
 
     def format_commands(self, ctx, formatter) -> None:
         limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
         rows = [(name, _short(help_, limit)) for name, (_, help_) in COMMANDS.items()]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _with_help(command, ctx):
+    """``command`` with its options, its --help among them (click makes that one on first
+    use, and keeps it), given plain checks (gg.cli.values)."""
+    if command is not None:
+        command.get_help_option(ctx)
+        plain_values(command)
+    return command
 
 
 def _short(text: str, limit: int) -> str:

@@ -6,17 +6,20 @@ import sys
 import time
 from typing import List, Optional
 
+from typing import TYPE_CHECKING
+
 import typer
 
-from gg.api.flights import FactsPage, FlightFact
 from gg.cli.context import (CliError, ago, client, console, emit_json, parse_labels, state,
                             table, words)
 from gg.cli.exits import Exit
-from gg.cli.groups import parse_pairs
 from gg.client import RETRY_FOLLOW, WAITING_POLL
 from gg.domain.flights import Priority, Stage
 from gg.domain.timeouts import describe as describe_duration
 from gg.settings import parse_size
+
+if TYPE_CHECKING:
+    from gg.api.flights import FactsPage, FlightFact
 
 STAGES = tuple(s.value for s in Stage)
 PRIORITIES = tuple(p.value for p in Priority)
@@ -65,7 +68,7 @@ def fly(
                        Exit.USAGE)
     body = {"command": command, "title": title, "environment": env, "runner": runner,
             "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent,
-            "priority": priority, "group": group, "where": parse_pairs("--where", where)}
+            "priority": priority, "group": group, "where": _pairs("--where", where)}
     if (port is not None or ready_cmd is not None) and not service:
         raise CliError("--port and --ready-cmd are for a service: add --service", Exit.USAGE)
     if service:
@@ -79,14 +82,15 @@ def fly(
     if output_limit is not None:
         body["output_limit"] = _size("--output-limit", output_limit)
     api = client()
-    flight = api.open_flight(body)
+    # the answers are only printed: read as sent, with no wire model (gg fly stays quick)
+    flight = api.open_flight(body, plain=True)
     if json_ and not wait:
         emit_json(flight)
         return
     if not wait:
         typer.echo(flight.id)
         if flight.stage in (Stage.READY, Stage.GATED):  # the answer is the bare row
-            waiting = api.flight(flight.id).waiting
+            waiting = api.flight(flight.id, plain=True).waiting
             if waiting:
                 typer.echo(waiting, err=True)
         return
@@ -95,10 +99,18 @@ def fly(
     # when it is expected to start are asked for once, then again as they move
     waiting = flight.stage in (Stage.READY, Stage.GATED)
     final = follow(api, flight.id, echo=not json_,
-                   opened=api.flight(flight.id) if waiting else flight)
+                   opened=api.flight(flight.id, plain=True) if waiting else flight)
     if json_:
-        emit_json(api.flight(flight.id))
+        emit_json(api.flight(flight.id, plain=True))
     raise typer.Exit(exit_code_of(final, api if not json_ else None))
+
+
+def _pairs(flag: str, text: str | None) -> dict[str, str]:
+    if not text:
+        return {}  # the usual case: no need to load the groups' parser
+    from gg.cli.groups import parse_pairs
+
+    return parse_pairs(flag, text)
 
 
 def _duration(flag: str, text: str) -> float:
@@ -131,7 +143,7 @@ def follow(api, flight_id: str, *, echo: bool = True, after: int = 0,
     while True:
         # while it waits, look again sooner: the estimate is printed again when it moves
         answer = api.facts(flight_id, after=after, wait=WAITING_POLL if waiting_now else 25.0,
-                           retry_for=RETRY_FOLLOW)
+                           retry_for=RETRY_FOLLOW, plain=True)
         for fact in answer.facts:
             after = fact.seq
             if echo:
@@ -140,7 +152,7 @@ def follow(api, flight_id: str, *, echo: bool = True, after: int = 0,
             return answer
         waiting_now = answer.stage in (Stage.READY, Stage.GATED)
         if waiting_now and not answer.facts and echo:
-            said_waiting, said_estimate = _say(api.flight(flight_id), said_waiting,
+            said_waiting, said_estimate = _say(api.flight(flight_id, plain=True), said_waiting,
                                                said_estimate)
 
 
@@ -175,7 +187,7 @@ def exit_code_of(answer: FactsPage, api=None) -> int:
     (with ``api``: the domain's reason and remedy)."""
     if answer.stage == Stage.LANDED:
         return int(Exit.OK)
-    ended = api.flight(answer.flight) if api is not None else None
+    ended = api.flight(answer.flight, plain=True) if api is not None else None
     if ended is not None and ended.ended:
         print(f"{answer.flight} {answer.stage}: {ended.ended}", file=sys.stderr)
         print(f"remedy: {ended.remedy}", file=sys.stderr)

@@ -30,8 +30,11 @@ from __future__ import annotations
 
 import ctypes
 import os
-import signal
 import sys
+
+# The signal module's C half: the same functions and numbers, without the enum classes the
+# module builds on import (half of this program's start-up, paid by every flight).
+import _signal as signal
 
 PR_SET_PDEATHSIG = 1
 PARENT_GONE = signal.SIGHUP  # what the kernel sends the reaper when the runner dies

@@ -94,3 +94,17 @@ def test_a_flight_outlives_the_thread_that_started_it():
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_the_reaper_starts_without_the_signal_modules_enum_classes():
+    """Every isolation-none flight starts a Python for its reaper: its start-up is per-flight
+    CPU, so it imports only what it needs (the signal module's C half, not its enums)."""
+    argv = kept(["true"])
+    argv[1:1] = ["-X", "importtime"]  # the reaper as the runner starts it, imports listed
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                          start_new_session=True)
+    assert done.returncode == 0, done.stderr
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()
+              if line.startswith("import time:")}
+    assert "ctypes" in loaded  # the listing is the reaper's own
+    assert "enum" not in loaded and "signal" not in loaded, sorted(loaded)
