@@ -604,7 +604,7 @@ class Client:
         """The console's WebSocket at the control plane (``side``: ``person`` or ``runner``),
         a ``websockets.sync.client`` connection: the same server URL (``http`` becomes
         ``ws``, ``https`` ``wss``), the same bearer token in the same header, the same TLS
-        verification (httpx's defaults, ``SSL_CERT_FILE`` included) and proxy environment as
+        verification (``SSL_CERT_FILE`` included) as
         every other request. Not retried: the caller decides (the runner dials again while
         its check-ins keep naming the console)."""
         from websockets.sync.client import connect
@@ -617,7 +617,7 @@ class Client:
         headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
         try:
             return connect(url, additional_headers=headers, user_agent_header=f"gg/{__version__}",
-                           ssl=httpx.create_ssl_context() if url.startswith("wss:") else None,
+                           ssl=_tls_context() if url.startswith("wss:") else None,
                            open_timeout=open_timeout, compression=None, max_size=2 ** 24)
         except (OSError, TimeoutError) as exc:
             raise Unreachable(f"cannot reach the control plane at {self.server} "
