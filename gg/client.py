@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from gg import __version__
 from gg.api import paths
-from gg.api.pull import RUNNER_ATTACH
 from gg.errors import GGError
 
 if TYPE_CHECKING:
@@ -400,7 +399,7 @@ class Client:
     def attach_runner(self, url: str, name: str, fingerprint: str | None = None) -> r.Attached:
         """``gg runner attach``: the control plane polls the pull-mode runner at ``url``."""
         return _one(r.Attached, self.request(
-            "POST", RUNNER_ATTACH, json={"url": url, "name": name, "fingerprint": fingerprint},
+            "POST", paths.RUNNER_ATTACH, json={"url": url, "name": name, "fingerprint": fingerprint},
             timeout=60.0))
 
     def retire_runner(self, ref: str) -> r.Retired:

@@ -69,3 +69,4 @@ RUNNER_GROUP = "/v1/runners/{ref}/group"
 FLEET = "/v1/fleet"
 FLEET_QUIESCE = "/v1/fleet/quiesce"
 FLEET_RESUME = "/v1/fleet/resume"
+RUNNER_ATTACH = "/v1/runners/attach"  # gg runner attach (admin; docs/runner-modes.md)

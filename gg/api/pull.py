@@ -15,9 +15,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints
 
 from gg.api.runners import CheckedIn, Claimed, LeaseRenewed
+from gg.api.paths import RUNNER_ATTACH  # noqa: F401 - gg runner attach (admin)
 from gg.api.schemas import Answer, CheckIn, Fact, HandBack, Request
-
-RUNNER_ATTACH = "/v1/runners/attach"  # gg runner attach (admin)
 
 # http(s)://, a host name or address (IPv6 in brackets), an optional port, a printable path
 _URL = (r"^https?://([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])"
