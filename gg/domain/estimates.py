@@ -87,7 +87,7 @@ def kind_of(flight: Flight | Waiting) -> tuple[str, str, str]:
 class Waiting(NamedTuple):
     """A ready flight as the run reads it: a listing plays thousands forward, so each is a
     tuple of the fields the matcher and the durations read (labels and ``where`` as sorted
-    pairs), not a :class:`Flight`; :func:`waiting` makes one of a flight."""
+    pairs), not a :class:`Flight`; :func:`as_waiting` makes one of a flight."""
 
     id: str
     opened_by: str
@@ -105,7 +105,7 @@ class Waiting(NamedTuple):
     where: tuple[tuple[str, str], ...]
 
 
-def waiting(flight: Flight) -> Waiting:
+def as_waiting(flight: Flight) -> Waiting:
     return Waiting(flight.id, flight.opened_by, flight.opened_at, flight.priority,
                    kind_of(flight)[0], flight.environment, flight.agent,
                    tuple(sorted(flight.requires.items())), flight.runner_target, flight.repo,
@@ -332,7 +332,7 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
     as far as the last of those flights in the matcher's order (the same answers for them
     and for every flight ahead of them)."""
     reservers = frozenset(s.runner.owner for s in seats if s.runner.reserved and s.runner.owner)
-    ordered = order([f if isinstance(f, Waiting) else waiting(f) for f in queue.ready],
+    ordered = order([f if isinstance(f, Waiting) else as_waiting(f) for f in queue.ready],
                     queue.served)
     rank = {w.id: i for i, w in enumerate(ordered)}
     if needed is not None:
