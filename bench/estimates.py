@@ -16,7 +16,8 @@ starts inside [low, high], the same for the last estimate before each start, and
 
 ``listing`` fills a store the way ``bench/placement.py`` does (10,000 ready flights, 1,000
 runners, every runner busy) plus a duration history, and times ``list_flights`` (the first
-page of 200 and all 10,000 rows, estimates included) and the forecast alone.
+page of 200 and all 10,000 rows, estimates included) and the forecast alone. The forecast is
+never reused between the timed calls (GG_ESTIMATE_REUSE 0): each one plays the queue.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def fill(root: Path, args):
     placement.fill(root / "data", args.runners, args.flights)
     placement.keep_online(root / "data")
     core = Core(store=open_store(root / "data"),
-                settings=Settings(offline_after=1e9, lease_ttl=1e9))
+                settings=Settings(offline_after=1e9, lease_ttl=1e9, estimate_reuse=0))
     # placement's fill leaves the runners without a capability report (degraded outside dev):
     # make them healthy, except its 20 degraded on purpose, and let each take the flight
     # sent to it, so every runner flies one flight and the queue must be played forward
@@ -92,7 +93,7 @@ def listing(args) -> int:
     if args.reuse:  # a store this command filled before (the fill takes minutes)
         root = Path(args.reuse)
         core = Core(store=open_store(root / "data"),
-                    settings=Settings(offline_after=1e9, lease_ttl=1e9))
+                    settings=Settings(offline_after=1e9, lease_ttl=1e9, estimate_reuse=0))
     else:
         root = Path(tempfile.mkdtemp(prefix="gg-bench-estimates-"))
         core = fill(root, args)

@@ -87,7 +87,7 @@ def kind_of(flight: Flight | Waiting) -> tuple[str, str, str]:
 class Waiting(NamedTuple):
     """A ready flight as the run reads it: a listing plays thousands forward, so each is a
     tuple of the fields the matcher and the durations read (labels and ``where`` as sorted
-    pairs), not a :class:`Flight`; :func:`waiting` makes one of a flight."""
+    pairs), not a :class:`Flight`; :func:`as_waiting` makes one of a flight."""
 
     id: str
     opened_by: str
@@ -105,7 +105,7 @@ class Waiting(NamedTuple):
     where: tuple[tuple[str, str], ...]
 
 
-def waiting(flight: Flight) -> Waiting:
+def as_waiting(flight: Flight) -> Waiting:
     return Waiting(flight.id, flight.opened_by, flight.opened_at, flight.priority,
                    kind_of(flight)[0], flight.environment, flight.agent,
                    tuple(sorted(flight.requires.items())), flight.runner_target, flight.repo,
@@ -332,7 +332,7 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
     as far as the last of those flights in the matcher's order (the same answers for them
     and for every flight ahead of them)."""
     reservers = frozenset(s.runner.owner for s in seats if s.runner.reserved and s.runner.owner)
-    ordered = order([f if isinstance(f, Waiting) else waiting(f) for f in queue.ready],
+    ordered = order([f if isinstance(f, Waiting) else as_waiting(f) for f in queue.ready],
                     queue.served)
     rank = {w.id: i for i, w in enumerate(ordered)}
     if needed is not None:
@@ -378,7 +378,7 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
             mean, var = warm.remaining(max(now - since, 0.0))
             heapq.heappush(heap, (max(since, now) + mean, var, tie, si))
             tie += 1
-    takes = _takes(all_seats, sample) if n else [[] for _ in all_seats]
+    takes = _takes(all_seats, sample, reservers) if n else [[] for _ in all_seats]
     runners = [0] * n_classes
     for ks in takes:
         for k in ks:
@@ -410,38 +410,49 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
             tie += 1
 
     heads = [0] * n_classes
+    head = [m[0] for m in members]  # by class: the place of its next flight (n: none left)
     started = [0] * n_classes  # flights started so far on seats that take each class
     at: list[float | None] = [None] * n
     var_at = [0.0] * n
     ahead_at = [0] * n
-    flies = history.flies_kind
+    flies, known = history.flies_kind, {}  # kind -> how long it flies (None: unknown)
+    gap = history.between_flights(None)
+    pop, push = heapq.heappop, heapq.heappush
     left = n
     while heap and left:
-        t, var, _, si = heapq.heappop(heap)
+        t, var, _, si = pop(heap)
         best, place = -1, n
-        for k in takes[si]:
-            h = heads[k]
-            m = members[k]
-            if h < len(m) and m[h] < place:
-                best, place = k, m[h]
+        seat_takes = takes[si]
+        for k in seat_takes:
+            if head[k] < place:
+                best, place = k, head[k]
         if best < 0:
             continue  # nothing left this seat may take: it frees no one
-        heads[best] += 1
+        h = heads[best] = heads[best] + 1
+        m = members[best]
+        head[best] = m[h] if h < len(m) else n
         left -= 1
         ahead_at[place] = started[best]
-        for k in takes[si]:
+        for k in seat_takes:
             started[k] += 1
         at[place], var_at[place] = t, var
         w = ordered[place]
-        took = flies((w.title, w.environment or "", w.agent))
+        kind = (w[4], w[5] or "", w[6])  # kind_of: title, environment, agent
+        took = known[kind] if kind in known else known.setdefault(kind, flies(kind))
         if took is None:
             unknown[si] = UNMEASURED
             continue
-        end, end_var = _after_flight(pools_of_seat[si], history, t + took[0], var + took[1])
-        if end is None:
-            unknown[si] = UNWARMED.format(pool=pools_of_seat[si].name)
-            continue
-        heapq.heappush(heap, (end, end_var, tie, si))
+        end, end_var = t + took[0], var + took[1]
+        pool = pools_of_seat[si]
+        if pool is None:  # _after_flight without a pool, inline: the run's busiest line
+            if gap is not None:
+                end, end_var = end + gap[0], end_var + gap[1]
+        else:
+            end, end_var = _after_flight(pool, history, end, end_var)
+            if end is None:
+                unknown[si] = UNWARMED.format(pool=pool.name)
+                continue
+        push(heap, (end, end_var, tie, si))
         tie += 1
 
     reason = [""] * n_classes  # by class: why a seat that could take it has no time
@@ -461,19 +472,22 @@ def _as_flight(w: Waiting) -> Flight:
                   priority=w.priority, group=w.group, where=dict(w.where))
 
 
-def _takes(seats: list[Seat], sample: list[Waiting]) -> list[list[int]]:
+def _takes(seats: list[Seat], sample: list[Waiting],
+           reservers: frozenset[str]) -> list[list[int]]:
     """For each seat (once it has a free slot), the classes of flights the matcher may offer it:
     worked out once per class, not per flight. A class sent to one runner is tried on that
     runner only, and only the seats holding every label a class requires are asked (an
-    index of the seats by label): ``offerable`` would refuse the others."""
-    free = seats
-    index = {s.runner.id: i for i, s in enumerate(free)}
+    index of the seats by label): ``offerable`` would refuse the others. A class sent to a
+    runner fares there as the same flights sent anywhere do (the target is the only field
+    told apart), so each seat answers once for both."""
+    index = {s.runner.id: i for i, s in enumerate(seats)}
     by_label: dict[tuple[str, str], set[int]] = {}
-    for i, s in enumerate(free):
+    for i, s in enumerate(seats):
         for item in s.usable_labels.items():
             by_label.setdefault(item, set()).add(i)
-    everyone = range(len(free))
-    takes: list[list[int]] = [[] for _ in free]
+    everyone = range(len(seats))
+    takes: list[list[int]] = [[] for _ in seats]
+    answered: dict[tuple, bool] = {}  # (the class but its target, seat) -> may take it
     for k, w in enumerate(sample):
         if w.runner_target is not None:
             i = index.get(w.runner_target)
@@ -483,9 +497,14 @@ def _takes(seats: list[Seat], sample: list[Waiting]) -> list[list[int]]:
             candidates = sorted(holding[0].intersection(*holding[1:]))
         else:
             candidates = everyone
-        f = _as_flight(w)
+        untargeted = (w[5:8], w[9:], w[1] if w[1] in reservers else None)
+        f = None
         for i in candidates:
-            if _could_take(f, free[i]):
+            ok = answered.get((untargeted, i))
+            if ok is None:
+                f = f or _as_flight(w)
+                ok = answered[(untargeted, i)] = _could_take(f, seats[i])
+            if ok:
                 takes[i].append(k)
     return takes
 

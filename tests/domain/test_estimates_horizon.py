@@ -68,13 +68,14 @@ def assert_each_flight_as_in_the_full_run(queue: Queue, seats, history, pools, n
 
 
 def test_priorities_and_openers_turns_stop_at_the_flight_read():
-    ready = [flight("f_low1", "unit", 1, priority="low"), flight("f_low2", "unit", 2, priority="low"),
+    ready = [flight("f_low1", "unit", 1, priority="low"),
+             flight("f_low2", "unit", 2, priority="low"),
              flight("f_a1", "unit", 3, by="p_a"), flight("f_a2", "build", 4, by="p_a"),
              flight("f_a3", "unit", 5, by="p_a"), flight("f_b1", "build", 6, by="p_b"),
              flight("f_hi", "unit", 7, priority="high", by="p_b"),
              flight("f_gpu", "unit", 8, env="gpu"), flight("f_b2", "unit", 9, by="p_b")]
-    queue = Queue(ready, [flying("x_1", "build", "r_1", 20), flying("x_g", "unit", "r_g", 5, "gpu")],
-                  served={"p_a": NOW - 5})
+    queue = Queue(ready, [flying("x_1", "build", "r_1", 20),
+                          flying("x_g", "unit", "r_g", 5, "gpu")], served={"p_a": NOW - 5})
     seats = [seat("r_1", live=1), seat("r_2", workers=2), seat("r_g", env="gpu", live=1)]
     history = History(durations(unit=summary(10, 12, 14), build=summary(60, 70, 90)))
     full = assert_each_flight_as_in_the_full_run(queue, seats, history, [])
