@@ -17,6 +17,7 @@ from gg.server.dispatch import Dispatcher, Watch
 from gg.server.hooks import Outbox
 from gg.server.json_body import JsonRoute
 from gg.server.limits import BodyLimit
+from gg.server.replicas import Replicas
 from gg.server.routes import (admin, approvals, fleet, flights, gates, groups, hooks, people,
                               placement, pools, runners, services)
 from gg.settings import Settings
@@ -40,6 +41,8 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.state.dispatcher = Dispatcher(core)
     app.state.watch = Watch(core)
     app.state.outbox = Outbox(core)
+    if Replicas.wanted(core):  # a store shared by replicas: wake-ups cross them
+        app.state.replicas = Replicas(core, app.state.dispatcher)
     errors.install(app)
     errors.document(app)
     for module in (people, runners, flights, gates, fleet, admin, placement, pools, hooks,

@@ -36,6 +36,7 @@ class Outbox:
         self._wake: asyncio.Event | None = None
         self._pruned_at = 0.0
         core.signals.on_event.append(self.poke)
+        core.signals.on_missed.append(self.poke)
 
     def poke(self) -> None:
         """An event was recorded: look at the outbox now rather than at the next poll."""

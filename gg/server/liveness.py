@@ -42,6 +42,9 @@ async def lifespan(app: FastAPI):
     # to hear renewals, not from when the app was built (a loaded machine can take seconds
     # between the two, and those seconds would come out of the runners' window).
     lease_ops.honour_after_restart(app.state.core)
+    replicas = getattr(app.state, "replicas", None)
+    if replicas is not None:  # wake-ups from the other replicas (gg.server.replicas)
+        replicas.start()
     tasks = [asyncio.create_task(watch(app.state.core)),
              asyncio.create_task(retention.duty(app.state.core))]
     outbox = getattr(app.state, "outbox", None)
@@ -55,3 +58,5 @@ async def lifespan(app: FastAPI):
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if replicas is not None:
+            replicas.stop()
