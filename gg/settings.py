@@ -131,6 +131,11 @@ class Settings:
     service_ready_timeout: float = 60.0
     service_stop_grace: float = 10.0
     service_degraded_after: int = 3
+    # Storage (docs/scale-out.md): a postgresql:// URL puts the control plane in that database,
+    # shared by every replica given the same URL; empty keeps SQLite in the data dir. Each
+    # replica reads through a pool of at most DATABASE_POOL connections (plus one writer).
+    database_url: str = ""
+    database_pool: int = 8
     dev: bool = False
 
     @classmethod
@@ -145,7 +150,9 @@ class Settings:
             if raw is None or raw == "":
                 continue
             try:
-                if f.name in _SIZES:
+                if f.name in _TEXTS:
+                    values[f.name] = raw
+                elif f.name in _SIZES:
                     values[f.name] = parse_size(raw)
                 elif f.name in CHOICES:
                     values[f.name] = _choice(raw, CHOICES[f.name])
@@ -170,6 +177,7 @@ class Settings:
         }
 
 
+_TEXTS = ("database_url",)  # taken as written
 _SIZES = ("output_limit_default", "output_limit_max", "output_tail")  # in bytes, or 512k, 10MB
 
 # The defaults themselves: what a runner uses until its first check-in tells it the server's.

@@ -13,11 +13,21 @@ import sys
 
 import pytest
 
+import pg_support
 from support import FAST, Clock, Fleet
 
 
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", help="also run the larger (slow) runs")
+
+
+def pytest_generate_tests(metafunc):
+    """A test module about storage semantics names the stores it runs on in ``STORES``
+    (``("sqlite", "postgresql")``): every test of it that uses ``store_kind`` (the ``core``
+    and ``app`` fixtures do) runs once on each."""
+    if "store_kind" in metafunc.fixturenames:
+        kinds = getattr(metafunc.module, "STORES", ("sqlite",))
+        metafunc.parametrize("store_kind", kinds, scope="function")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -68,3 +78,36 @@ def python() -> str:
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A throwaway PostgreSQL cluster for this test process (tests/pg_support.py)."""
+    bindir = pg_support.binaries()
+    if bindir is None:
+        pytest.skip("no PostgreSQL on this machine (initdb and pg_ctl: install the postgresql "
+                    "package, as .ci/run does)")
+    cluster = pg_support.Cluster(bindir).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster) -> str:
+    """The URL of a new, migrated database of its own for this test."""
+    return pg_cluster.new_database()
+
+
+@pytest.fixture
+def store_kind() -> str:
+    return "sqlite"
+
+
+@pytest.fixture
+def store_url(request, store_kind) -> str:
+    """Where ``store_kind``'s store lives: "" (SQLite in the data dir) or a PostgreSQL URL."""
+    if store_kind == "postgresql":
+        return request.getfixturevalue("pg_url")
+    return ""
