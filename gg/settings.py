@@ -136,6 +136,10 @@ class Settings:
     # replica reads through a pool of at most DATABASE_POOL connections (plus one writer).
     database_url: str = ""
     database_pool: int = 8
+    # Replicas (docs/scale-out.md): each background duty (the liveness watch, retention, the
+    # hooks' deliveries) is held by one replica for DUTY_TTL and renewed well before; a
+    # replica that went away hands its duties on within DUTY_TTL.
+    duty_ttl: float = 10.0
     dev: bool = False
 
     @classmethod

@@ -111,3 +111,22 @@ def store_url(request, store_kind) -> str:
     if store_kind == "postgresql":
         return request.getfixturevalue("pg_url")
     return ""
+
+
+@pytest.fixture
+def make_replicas(tmp_path, pg_cluster):
+    """``make_replicas(n, env)``: n real ``gg server`` replicas on one new PostgreSQL database
+    (tests/replica_support.py), stopped after the test with every runner started on them."""
+    from replica_support import ReplicaSet
+
+    made = []
+
+    def make(count: int = 2, env: dict[str, str] | None = None) -> ReplicaSet:
+        root = tmp_path / f"replicas{len(made)}"
+        replicas = ReplicaSet(root, pg_cluster.new_database(), count, {**FAST, **(env or {})})
+        made.append(replicas)
+        return replicas.start()
+
+    yield make
+    for replicas in made:
+        replicas.stop()

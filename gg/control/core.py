@@ -7,6 +7,7 @@ persist in one transaction, then raise a signal so the server can wake parked re
 from __future__ import annotations
 
 import asyncio
+import secrets
 import threading
 import time
 from concurrent.futures import Future
@@ -156,6 +157,8 @@ class Core:
     commit: str = field(default_factory=build_commit)  # gg.build_commit: version skew
     signals: Signals = field(default_factory=Signals)
     started_at: float = 0.0
+    # This server process's name among replicas (duties, wake-ups): new at every start.
+    replica: str = field(default_factory=lambda: secrets.token_hex(6))
     silence_scanned_at: float = 0.0
     owner_token_path: object = None
     verdicts: Verdicts | None = None  # the meanings' verdicts (gg.control.verdicts)

@@ -14,6 +14,7 @@ from gg.control.core import Core
 from gg.control.people import bootstrap
 from gg.server import errors, liveness, metrics
 from gg.server.dispatch import Dispatcher, Watch
+from gg.server.duties import Duties
 from gg.server.hooks import Outbox
 from gg.server.json_body import JsonRoute
 from gg.server.limits import BodyLimit
@@ -41,6 +42,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.state.dispatcher = Dispatcher(core)
     app.state.watch = Watch(core)
     app.state.outbox = Outbox(core)
+    app.state.duties = app.state.outbox.duties = Duties(core)
     if Replicas.wanted(core):  # a store shared by replicas: wake-ups cross them
         app.state.replicas = Replicas(core, app.state.dispatcher)
     errors.install(app)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gg.store.approvals import ApprovalRows
 from gg.store.db import Database
+from gg.store.duties import DutyRows
 from gg.store.estimates import EstimateRows
 from gg.store.events import EventRows
 from gg.store.fleet import FleetRows
@@ -38,7 +39,7 @@ def is_url(target: object) -> bool:
 
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows,
-            EstimateRows, ApprovalRows, GroupRows):
+            EstimateRows, ApprovalRows, GroupRows, DutyRows):
     """The store: SQLite at a path (the embedded default), PostgreSQL at a postgresql:// URL."""
 
     def __init__(self, target: Path | str, *, pool_size: int = 8):

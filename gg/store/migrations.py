@@ -5,7 +5,8 @@ Ranges keep parallel work apart: 1-99 core, 100-199 placement, 200-299 fleet ope
 610-619 people, 700-719 runner groups (gg/store/groups.py), 720-729 identity, 730-749
 approvals and services (gg/store/approvals.py), 760-769 web console sessions, 770-779 the
 operator's removals, 780-789 start estimates, 800-809 run-time limits, 810-819 output caps,
-820-829 priorities, 830-839 retention, 840-849 hooks, 850-869 the hot path.
+820-829 priorities, 830-839 retention, 840-849 hooks, 850-869 the hot path, 900-909
+control-plane replicas.
 """
 
 from __future__ import annotations
@@ -532,3 +533,22 @@ def _pools_deleting(db: sqlite_utils.Database) -> None:
     """When ``gg pool delete`` asked for the pool to go: its plan is then to hold nothing, and
     the strategy is deleted once the maintainer attests an empty pool."""
     db.executescript("ALTER TABLE strategies ADD COLUMN deleting_at REAL;")
+
+
+# -- control-plane replicas (900-909) -----------------------------------------------------------
+
+
+@migration(900, "duties held by one replica at a time")
+def _duties(db: sqlite_utils.Database) -> None:
+    """Who does each background duty (gg.control.duties): one row per duty, held by one
+    server process until ``until`` and renewed by it well before."""
+    db.executescript(
+        """
+        CREATE TABLE duties (
+            name TEXT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            renewed_at REAL NOT NULL,
+            until REAL NOT NULL
+        );
+        """
+    )
