@@ -6,7 +6,9 @@ replica's name so that it does not hear itself; every announcement heard from an
 replica is raised here on the event loop, exactly as if a use case had raised it locally:
 a flight opened on replica A answers a claim parked on replica B, an event recorded on A
 ends a ``gg events --follow`` served by B, and a drain decided on A reaches the runner whose
-claim is parked on B. With SQLite there is one server and none of this is set up.
+claim is parked on B. A runner credential that changed or died on A (renewed, superseded,
+retired, forgotten) is dropped from every replica's credential cache the same way. With
+SQLite there is one server and none of this is set up.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ class Replicas:
         self.listener: wakeups.Listener | None = None
         db = core.store.db
         core.signals.announce = lambda line: wakeups.announce(db, f"{self.name} {line}")
+        # a runner's credential changed or died here: every replica drops what it cached
+        core.credentials.on_forget = lambda runner_id: wakeups.announce(
+            db, f"{self.name} c {runner_id}")
         # a lease granted by another replica: claims parked here look when it is due
         core.signals.on_flight.append(dispatcher.lease_may_have_started)
 
@@ -48,12 +53,18 @@ class Replicas:
 
     def _heard(self, payload: str) -> None:  # the listener's thread
         sender, _, line = payload.partition(" ")
-        if sender == self.name or self.loop is None:
+        if sender == self.name:
+            return
+        if line.startswith("c "):  # the cache has a lock of its own: dropped here, at once
+            self.core.credentials.forget(line[2:], told=False)
+            return
+        if self.loop is None:
             return
         with contextlib.suppress(RuntimeError):  # the loop has closed
             self.loop.call_soon_threadsafe(self.core.signals.heard, line)
 
     def _missed(self) -> None:  # the listener's thread
+        self.core.credentials.clear()  # what it would have been told to forget is unknown
         if self.loop is not None:
             with contextlib.suppress(RuntimeError):
                 self.loop.call_soon_threadsafe(self.core.signals.missed)

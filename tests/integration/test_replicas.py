@@ -58,6 +58,24 @@ def test_an_instruction_reaches_a_runner_parked_on_another_replica(make_replicas
                what="the runner parked on replica 1 to hear the drain decided on replica 0")
 
 
+def test_a_runner_retired_on_one_replica_is_refused_by_another_at_once(make_replicas):
+    """Each replica caches runner credentials; the retirement on replica 0 drops replica 1's
+    entry (cached for ten minutes here), so its very next request there is refused."""
+    replicas = make_replicas(2, {"GG_CREDENTIAL_CACHE_TTL": "600"})
+    credential = Client(replicas.servers[1].url, replicas.owner_token()).register(
+        {"name": "leaving"}, new_key()).credential
+
+    def check_in() -> httpx.Response:
+        return httpx.post(replicas.servers[1].url + "/v1/runner/check-in", json={},
+                          headers={"authorization": f"Bearer {credential}"})
+
+    assert check_in().status_code == 200 and check_in().status_code == 200  # cached now
+    replicas.api(0).retire_runner("leaving")
+    refused = wait_until(lambda: (r := check_in()).status_code == 403 and r, 20,
+                         what="replica 1 to refuse the retired runner's credential")
+    assert refused.json()["error"]["code"] == "runner_retired"
+
+
 def test_followers_served_by_one_replica_hear_what_another_recorded(make_replicas, tmp_path):
     replicas = make_replicas(2, PARKED)
     replicas.runner("a", first=0, only=True)
