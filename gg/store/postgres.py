@@ -433,6 +433,16 @@ class PgDatabase:
 
     # -- small helpers ------------------------------------------------------------------
 
+    def copy_rows(self, table: str, columns: list[str], rows: list[tuple]) -> None:
+        """``rows`` into ``table`` with COPY, inside the current transaction."""
+        if not self._in_transaction():
+            raise RuntimeError("copy_rows runs inside atomic()")
+        names = ", ".join(f'"{c}"' for c in columns)
+        with self._write.cursor() as cursor:
+            with cursor.copy(f'COPY "{table}" ({names}) FROM STDIN') as copy:
+                for row in rows:
+                    copy.write_row(row)
+
     def trace(self, callback: Callable[[str], None] | None) -> None:
         """Every statement this database runs (as PostgreSQL reads it), to ``callback``."""
         self._trace = callback
