@@ -9,6 +9,7 @@ in-process apps are built with (``tests/control/conftest.py``, ``tests/server/co
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -27,6 +28,8 @@ def pytest_generate_tests(metafunc):
     and ``app`` fixtures do) runs once on each."""
     if "store_kind" in metafunc.fixturenames:
         kinds = getattr(metafunc.module, "STORES", ("sqlite",))
+        if os.environ.get("GG_TEST_STORES"):  # e.g. "sqlite,postgresql": every such test on each
+            kinds = tuple(k.strip() for k in os.environ["GG_TEST_STORES"].split(",") if k.strip())
         metafunc.parametrize("store_kind", kinds, scope="function")
 
 

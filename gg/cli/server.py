@@ -20,6 +20,7 @@ def register(app: typer.Typer) -> None:
     server_app.callback(invoke_without_command=True)(server)
     server_app.command("vacuum")(vacuum)
     server_app.command("backup")(backup)
+    server_app.command("migrate")(migrate)
     app.add_typer(server_app, name="server")
 
 
@@ -188,3 +189,37 @@ def vacuum(
         raise CliError(f"a gg server is running on {directory}; stop it, then vacuum",
                        Exit.CONFLICT) from None
     typer.echo(f"compacted {directory}: {before} bytes before, {after} bytes now")
+
+
+def migrate(
+    from_data_dir: Path = typer.Option(..., "--from-data-dir", metavar="DIR",
+                                       help="The stopped server's data dir (its gg.sqlite3)."),
+    to: str = typer.Option(..., "--to", metavar="URL",
+                           help="An empty PostgreSQL database (postgresql://...)."),
+) -> None:
+    """Move a control plane from SQLite into an empty PostgreSQL database: every flight,
+    event, person and runner (their tokens and credentials keep working). Then start each
+    replica with --database URL. The SQLite file is left as it was."""
+    import psycopg
+
+    from gg.server.vacuum import ServerRunning, TargetNotEmpty, move
+
+    if not to.startswith(("postgresql://", "postgres://")):
+        raise CliError("--to takes a postgresql:// URL", Exit.USAGE)
+    try:
+        copied = move(from_data_dir, to)
+    except FileNotFoundError:
+        raise CliError(f"there is no gg store in {from_data_dir}", Exit.NOT_FOUND) from None
+    except ServerRunning:
+        raise CliError(f"a gg server is running on {from_data_dir}; stop it first, so that "
+                       "nothing is written after the copy", Exit.CONFLICT) from None
+    except TargetNotEmpty:
+        raise CliError(f"the database {_safe_url(to)} is not empty; give an empty one (gg "
+                       "never writes over another store)", Exit.CONFLICT) from None
+    except psycopg.OperationalError as exc:
+        first = (str(exc).strip().splitlines() or ["no answer"])[0]
+        raise CliError(f"cannot reach the database {_safe_url(to)}: {first}",
+                       Exit.UNREACHABLE) from None
+    total = sum(copied.values())
+    typer.echo(f"copied {total} rows in {len(copied)} tables from {from_data_dir} to "
+               f"{_safe_url(to)}; start the server with --database URL")

@@ -149,7 +149,18 @@ def open_read_only(path: Path | str) -> sqlite3.Connection:
 
 def check(db_path: Path | str, *, lease_ttl: float, restarts: Sequence[Restart] = (),
           now: float | None = None, stuck_grace: float = 0.0) -> Report:
-    """Check every invariant against the SQLite store at ``db_path``."""
+    """Check every invariant against the SQLite store at ``db_path``, or the PostgreSQL
+    store at that ``postgresql://`` URL (read in one read-only REPEATABLE READ snapshot)."""
+    if isinstance(db_path, str) and db_path.startswith(("postgresql://", "postgres://")):
+        import psycopg
+
+        with psycopg.connect(db_path) as pg:
+            pg.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                return check_connection(pg, lease_ttl=lease_ttl, restarts=restarts, now=now,
+                                        stuck_grace=stuck_grace, dialect="postgresql")
+            finally:
+                pg.rollback()
     conn = open_read_only(db_path)
     try:
         return check_connection(conn, lease_ttl=lease_ttl, restarts=restarts, now=now,
@@ -446,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m gg.proof.invariants",
                                  description="Check the lease protocol's invariants in a gg store.")
-    ap.add_argument("db", help="the store's SQLite file (DATA_DIR/gg.sqlite3)")
+    ap.add_argument("db", help="the store's SQLite file (DATA_DIR/gg.sqlite3) or PostgreSQL URL")
     ap.add_argument("--lease-ttl", type=float, default=60.0)
     ap.add_argument("--restart", action="append", default=[], metavar="DOWN:UP",
                     help="a restart: wall-clock seconds the old process died and the new started")

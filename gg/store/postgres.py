@@ -234,6 +234,20 @@ class PgDatabase:
 
     # -- transactions -------------------------------------------------------------------
 
+    def _start(self, durable: bool) -> psycopg.Connection:
+        """Begin a write transaction on the write connection. A connection found dead at
+        BEGIN (the database restarted while it was idle) is made again at once: nothing was
+        written on it, so nothing is lost by starting over."""
+        conn = self._writable()
+        try:
+            self._begin(conn, durable)
+        except psycopg.OperationalError:
+            if not conn.broken:
+                raise
+            conn = self._writable()
+            self._begin(conn, durable)
+        return conn
+
     def _begin(self, conn: psycopg.Connection, durable: bool) -> None:
         conn.execute("BEGIN")
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
@@ -269,8 +283,7 @@ class PgDatabase:
                 local.unit_top = True
             return
         with self._lock:
-            conn = self._writable()
-            self._begin(conn, durable)
+            conn = self._start(durable)
             local.depth = 1
             try:
                 yield
@@ -347,8 +360,7 @@ class PgDatabase:
         local = self._local
         with self._lock:
             try:
-                conn = self._writable()
-                self._begin(conn, durable)
+                conn = self._start(durable)
                 local.depth = 1
                 for unit, _ in live:
                     outcomes.append(self._unit(conn, unit))
@@ -432,6 +444,16 @@ class PgDatabase:
         return applied
 
     # -- small helpers ------------------------------------------------------------------
+
+    def copy_rows(self, table: str, columns: list[str], rows: list[tuple]) -> None:
+        """``rows`` into ``table`` with COPY, inside the current transaction."""
+        if not self._in_transaction():
+            raise RuntimeError("copy_rows runs inside atomic()")
+        names = ", ".join(f'"{c}"' for c in columns)
+        with self._write.cursor() as cursor:
+            with cursor.copy(f'COPY "{table}" ({names}) FROM STDIN') as copy:
+                for row in rows:
+                    copy.write_row(row)
 
     def trace(self, callback: Callable[[str], None] | None) -> None:
         """Every statement this database runs (as PostgreSQL reads it), to ``callback``."""

@@ -84,3 +84,46 @@ def test_a_database_that_does_not_answer_is_one_sentence_not_a_traceback(tmp_pat
     assert done.returncode == 7, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"cannot reach the database {url}: "), lines
+
+
+def test_a_control_plane_moves_from_sqlite_to_postgresql_and_its_runner_carries_on(
+        make_fleet, pg_cluster):
+    fleet = make_fleet()  # SQLite in the data dir
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    api = fleet.api()
+    before = [api.open_flight({"command": ["echo", f"before {i}"]})["id"] for i in range(3)]
+    wait_until(lambda: all(api.flight(f)["stage"] == "landed" for f in before),
+               timeout=60, what="the first flights to land")
+    url = pg_cluster.new_database(migrated=False)
+    data_dir = str(fleet.server.data_dir)
+    running = fleet.gg("server", "migrate", "--from-data-dir", data_dir, "--to", url)
+    assert running.returncode == 6
+    assert running.stderr.strip() == (f"a gg server is running on {data_dir}; stop it first, "
+                                      "so that nothing is written after the copy")
+
+    fleet.server.stop()  # the runner process keeps running, waiting for its server
+    moved = fleet.gg("server", "migrate", "--from-data-dir", data_dir, "--to", url)
+    assert moved.returncode == 0, moved.stderr
+    assert moved.stdout.startswith("copied ") and url in moved.stdout
+    again = fleet.gg("server", "migrate", "--from-data-dir", data_dir, "--to", url)
+    assert again.returncode == 6
+    assert again.stderr.strip() == (f"the database {url} is not empty; give an empty one (gg "
+                                    "never writes over another store)")
+
+    fleet.server.env = {**fleet.server.env, "GG_DATABASE_URL": url}
+    fleet.server.start()  # same port, same owner token, the store now PostgreSQL
+    fleet.wait_online("r1")
+    after = api.open_flight({"command": ["echo", "after the move"]})["id"]
+    wait_until(lambda: api.flight(after)["stage"] == "landed", timeout=60,
+               what="a flight opened after the move to land on the same runner")
+    shown = api.flight(after)
+    assert shown["attempts"][0]["runner_name"] == "r1"
+    for i, flight_id in enumerate(before):  # the history came along
+        old = api.flight(flight_id)
+        assert old["stage"] == "landed"
+        assert "".join(f["body"]["text"] for f in old["facts"]
+                       if f["kind"] == "output") == f"before {i}\n"
+    assert [r["name"] for r in api.runners()] == ["r1"]
+    events = api.events(limit=1000)
+    assert len({e["seq"] for e in events}) == len(events)  # new events continue the sequence
