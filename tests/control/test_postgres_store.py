@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 
 import psycopg
+import pytest
 
 from gg.control import flights, leases
 from gg.control.core import Core
@@ -170,3 +171,45 @@ def test_only_a_transaction_that_says_so_commits_without_waiting_for_the_flush(p
         assert (durable, quick, again) == ("on", "off", "on")
     finally:
         store.close()
+
+
+def test_a_copied_store_holds_every_row_and_its_sequences_go_on_past_them(tmp_path, pg_cluster,
+                                                                          clock):
+    from gg.control import hooks
+    from gg.store import open_store
+    from gg.store.transfer import TargetNotEmpty, copy_store
+
+    settings = Settings(dev=True, claim_wait=30, lease_ttl=60, offline_after=45)
+    old = Core(store=open_store(tmp_path), settings=settings, clock=clock)
+    bootstrap(old, tmp_path)
+    owner = old.store.person_by_name("owner")
+    runner = make_runner(old, owner, "r1")
+    hooks.add_hook(old, owner, url="https://hooks.example/x", on="landed,failed")
+    opened = [flights.open_flight(old, owner, command=["echo", str(i)]) for i in range(3)]
+    assert leases.try_claim(old, runner.id) is not None
+    old.store.db.run("INSERT INTO hook_deliveries (id, hook_id, event_seq, kind, body, "
+                     "created_at, next_at) VALUES ('d1', 'h', 1, 'k', ?, 1, 1)", (b"\x00\xffok",))
+    tables = [r[0] for r in old.store.db.all(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+        "AND name != '_migrations'")]
+    counts = {t: old.store.db.one(f'SELECT count(*) FROM "{t}"')[0] for t in tables}
+    old.store.close()
+
+    url = pg_cluster.new_database(migrated=False)
+    copied = copy_store(tmp_path / "gg.sqlite3", url)
+    assert copied == counts
+    with pytest.raises(TargetNotEmpty):
+        copy_store(tmp_path / "gg.sqlite3", url)
+    new = Core(store=Store(url, pool_size=1), settings=settings, clock=clock)
+    try:
+        assert bootstrap(new, tmp_path / "elsewhere") is None  # the owner came along
+        assert new.store.person_by_name("owner")["id"] == owner["id"]
+        assert [f.id for f in new.store.flights(newest_first=False)] == [f.id for f in opened]
+        body = new.store.db.one("SELECT body FROM hook_deliveries WHERE id = 'd1'")[0]
+        assert bytes(body) == b"\x00\xffok"
+        last_event = max(e["seq"] for e in new.store.events(limit=10000))
+        later = flights.open_flight(new, owner, command=["echo", "after"])  # no key collides
+        assert new.store.flight(later.id) is not None
+        assert min(e["seq"] for e in new.store.events(after=last_event)) > last_event
+    finally:
+        new.store.close()

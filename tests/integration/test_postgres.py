@@ -88,7 +88,7 @@ def test_a_database_that_does_not_answer_is_one_sentence_not_a_traceback(tmp_pat
 
 def test_a_control_plane_moves_from_sqlite_to_postgresql_and_its_runner_carries_on(
         make_fleet, pg_cluster):
-    fleet = make_fleet()  # SQLite in the data dir
+    fleet = make_fleet({"GG_DATABASE_URL": ""})  # SQLite in the data dir
     fleet.runner("r1")
     fleet.wait_online("r1")
     api = fleet.api()
