@@ -48,6 +48,27 @@ def test_a_flight_opened_on_one_replica_answers_a_claim_parked_on_another(make_r
     assert shown["runner"] and len(shown["attempts"]) == 1
 
 
+def test_wake_ups_cross_again_after_the_listening_connections_were_cut(make_replicas):
+    import psycopg
+
+    replicas = make_replicas(2, PARKED)
+    replicas.runner("b", first=1, only=True)
+    wait_until(lambda: _sent(replicas, "b", "/claim"), what="its claim to park on replica 1")
+    listening = ("SELECT pid, backend_start FROM pg_stat_activity "
+                 "WHERE datname = current_database() AND query LIKE 'LISTEN%'")
+    with psycopg.connect(replicas.database_url, autocommit=True) as conn:
+        before = wait_until(lambda: (rows := conn.execute(listening).fetchall())
+                            and len(rows) == 2 and rows, what="both replicas listening")
+        for pid, _ in before:
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        wait_until(lambda: len({pid for pid, _ in conn.execute(listening).fetchall()}
+                               - {pid for pid, _ in before}) == 2, 30,
+                   what="both replicas listening again on new connections")
+    flight = replicas.api(0).open_flight({"command": ["echo", "again"]})["id"]
+    wait_until(lambda: replicas.api(1).flight(flight)["stage"] == "landed", 30,
+               what="the flight opened on replica 0 to land through replica 1")
+
+
 def test_an_instruction_reaches_a_runner_parked_on_another_replica(make_replicas):
     replicas = make_replicas(2, PARKED)
     replicas.runner("d", first=1, only=True)
