@@ -62,27 +62,33 @@ class Signals:
     _local: threading.local = field(default_factory=threading.local, repr=False)
 
     def ready_changed(self) -> None:
-        self._tell("r")
         held = getattr(self._local, "held", None)
         if held is not None:
+            if not held.ready:  # announced once per unit
+                self._tell("r")
             held.ready = True
             return
+        self._tell("r")
         self._ready()
 
     def flight_changed(self, flight_id: str) -> None:
-        self._tell(f"f {flight_id}")
         held = getattr(self._local, "held", None)
         if held is not None:
+            if flight_id not in held.flights:
+                self._tell(f"f {flight_id}")
             held.flights.append(flight_id)
             return
+        self._tell(f"f {flight_id}")
         self._flight(flight_id)
 
     def event_added(self) -> None:
-        self._tell("e")
         held = getattr(self._local, "held", None)
         if held is not None:
+            if not held.events:
+                self._tell("e")
             held.events = True
             return
+        self._tell("e")
         self._event()
 
     def instruct(self, runner_id: str, kind: str) -> None:
