@@ -29,6 +29,7 @@ def _prove(outcome) -> None:
     assert outcome.expired_events >= 1, why  # the killed runner's lease was lost and re-offered
 
 
+@pytest.mark.timeout(300)  # about a minute on a loaded 2-core machine; more when it is busier
 def test_chaos_across_three_replicas_every_flight_lands_once(tmp_path, pg_cluster):
     chaos = ReplicaChaos(tmp_path, pg_cluster.new_database(), ReplicaPlan())
     outcome = chaos.run()
