@@ -42,17 +42,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def _fleet_store(request) -> dict[str, str]:
-    """``GG_TEST_STORES=postgresql``: every real fleet's server keeps its store in a new
-    PostgreSQL database (the whole integration suite on PostgreSQL, on demand)."""
-    if os.environ.get("GG_TEST_STORES", "").strip() != "postgresql":
-        return {}
-    return {"GG_DATABASE_URL": request.getfixturevalue("pg_cluster").new_database()}
-
-
 @pytest.fixture
 def fleet(tmp_path, request):
-    f = Fleet(tmp_path, {**FAST, **_fleet_store(request)}).start()
+    f = Fleet(tmp_path, {**FAST, **pg_support.fleet_store(request)}).start()
     try:
         yield f
     finally:
@@ -72,7 +64,7 @@ def make_fleet(tmp_path, request):
     def make(env: dict[str, str] | None = None) -> Fleet:
         root = tmp_path / f"fleet{len(made)}"
         root.mkdir(parents=True, exist_ok=True)
-        f = Fleet(root, {**FAST, **_fleet_store(request), **(env or {})}).start()
+        f = Fleet(root, {**FAST, **pg_support.fleet_store(request), **(env or {})}).start()
         made.append(f)
         return f
 

@@ -116,3 +116,12 @@ class Cluster:
                           "-w", "stop")
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def fleet_store(request) -> dict[str, str]:
+    """The environment of a real fleet's server: with ``GG_TEST_STORES=postgresql`` its store
+    is a new PostgreSQL database (the whole integration suite on PostgreSQL, on demand);
+    otherwise nothing (SQLite in its data dir)."""
+    if os.environ.get("GG_TEST_STORES", "").strip() != "postgresql":
+        return {}
+    return {"GG_DATABASE_URL": request.getfixturevalue("pg_cluster").new_database()}

@@ -193,13 +193,16 @@ class PgDatabase:
     def _read(self, sql: str, params, rows=None) -> Result:
         if self._in_transaction():
             return self._execute(self._write, sql, params, rows=rows)
-        for attempt in (1, 2):  # a connection the database dropped meanwhile: once more
+        for attempt in (1, 2):
             try:
                 with self._pool.connection() as conn:
                     return self._execute(conn, sql, params, rows=rows)
             except psycopg.OperationalError:
                 if attempt == 2:
                     raise
+                # the database dropped connections (it restarted): the pool's idle ones are
+                # checked and the dead ones replaced, then the read runs once more
+                self._pool.check()
         raise AssertionError("unreachable")
 
     def one(self, sql: str, params: tuple | dict = ()):
