@@ -46,6 +46,9 @@ log = logging.getLogger("gg.store")
 WRITE_LOCK = 0x6767_0000_0001  # every write transaction, for its length
 MIGRATE_LOCK = 0x6767_0000_0002  # a replica migrating the schema at start
 
+_BEGIN_DURABLE = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+_BEGIN_QUICK = _BEGIN_DURABLE + "; SET LOCAL synchronous_commit TO OFF"
+
 
 class Row:
     """A row addressable by column name and by index, like ``sqlite3.Row``."""
@@ -252,10 +255,8 @@ class PgDatabase:
         return conn
 
     def _begin(self, conn: psycopg.Connection, durable: bool) -> None:
-        conn.execute("BEGIN")
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-        if not durable:
-            conn.execute("SET LOCAL synchronous_commit TO OFF")
+        """BEGIN, the write lock and the commit's durability in one round trip."""
+        conn.execute(_BEGIN_DURABLE if durable else _BEGIN_QUICK)
 
     @contextmanager
     def atomic(self, durable: bool = True) -> Iterator[None]:
