@@ -135,8 +135,9 @@ def test_a_writer_of_another_replica_waits_for_the_open_write_transaction(pg_url
             writer.start()
             with psycopg.connect(pg_url) as watch:
                 wait_until(lambda: watch.execute(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                    "AND NOT granted").fetchone()[0] == 1, what="B to wait for the write lock")
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                    "AND database = (SELECT oid FROM pg_database WHERE datname = "
+                    "current_database())").fetchone()[0] == 1, what="B to wait for the write lock")
             assert seen == [] and b.get_meta("b") is None
         writer.join(timeout=60)
         assert seen == ["first"] and b.get_meta("b") == "second"
