@@ -133,9 +133,12 @@ class Settings:
     service_degraded_after: int = 3
     # Storage (docs/scale-out.md): a postgresql:// URL puts the control plane in that database,
     # shared by every replica given the same URL; empty keeps SQLite in the data dir. Each
-    # replica reads through a pool of at most DATABASE_POOL connections (plus one writer).
+    # replica reads through a pool of at most DATABASE_POOL connections (plus one writer). A
+    # write transaction that sits idle for DATABASE_HOLD_TIMEOUT (its replica frozen or cut off
+    # mid-transaction) is ended by the database, which frees the write lock for the others.
     database_url: str = ""
     database_pool: int = 8
+    database_hold_timeout: float = 10.0
     # Replicas (docs/scale-out.md): each background duty (the liveness watch, retention, the
     # hooks' deliveries) is held by one replica for DUTY_TTL and renewed well before; a
     # replica that went away hands its duties on within DUTY_TTL.

@@ -9,6 +9,7 @@ Each test that asks gets a database of its own, copied from a template that was 
 
 from __future__ import annotations
 
+import atexit
 import glob
 import os
 import pwd
@@ -84,6 +85,7 @@ class Cluster:
             except RuntimeError:
                 if attempt == 4:
                     raise
+        atexit.register(self.stop)  # also when the session ends without its teardown
         import psycopg
 
         with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
@@ -110,6 +112,8 @@ class Cluster:
         return self.url(name)
 
     def stop(self) -> None:
+        if not self.root.exists():
+            return
         try:
             if (self.data / "postmaster.pid").exists():
                 self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate",

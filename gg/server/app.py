@@ -65,7 +65,8 @@ def stopping(app: FastAPI) -> None:
 
 
 def build(data_dir: Path, settings: Settings) -> tuple[FastAPI, Path | None]:
-    store = open_store(data_dir, settings.database_url, pool_size=settings.database_pool)
+    store = open_store(data_dir, settings.database_url, pool_size=settings.database_pool,
+                       hold_timeout=settings.database_hold_timeout)
     app = create_app(settings, store, data_dir=data_dir)
     # Held while the process lives: `gg server vacuum` refuses while any server holds it.
     app.state.data_dir_lock = hold_data_dir(data_dir)

@@ -69,3 +69,6 @@ def backup(data_dir: Path, to: Path) -> int:
         return store.backup_to(to)
     finally:
         store.close()
+
+
+__all__ = ["STORE_FILE", "ServerRunning", "TargetNotEmpty", "backup", "move", "vacuum"]

@@ -42,11 +42,11 @@ class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             EstimateRows, ApprovalRows, GroupRows, DutyRows):
     """The store: SQLite at a path (the embedded default), PostgreSQL at a postgresql:// URL."""
 
-    def __init__(self, target: Path | str, *, pool_size: int = 8):
+    def __init__(self, target: Path | str, *, pool_size: int = 8, hold_timeout: float = 10.0):
         if is_url(target):
             from gg.store.postgres import PgDatabase
 
-            self.db = PgDatabase(str(target), pool_size=pool_size)
+            self.db = PgDatabase(str(target), pool_size=pool_size, hold_timeout=hold_timeout)
         else:
             self.db = Database(target)
         self.db.migrate()
@@ -62,14 +62,15 @@ class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
         self.db.close()
 
 
-def open_store(data_dir: Path | str, database_url: str = "", *, pool_size: int = 8) -> Store:
+def open_store(data_dir: Path | str, database_url: str = "", *, pool_size: int = 8,
+               hold_timeout: float = 10.0) -> Store:
     """The store of a server whose data dir is ``data_dir``: the SQLite file in it, or the
     PostgreSQL database at ``database_url`` (the data dir then holds only the owner's token
     of a first start and the server's lock file)."""
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     if database_url:
-        store = Store(database_url, pool_size=pool_size)
+        store = Store(database_url, pool_size=pool_size, hold_timeout=hold_timeout)
     else:
         store = Store(data_dir / "gg.sqlite3")
     make_private(data_dir)

@@ -6,6 +6,14 @@ per distinct statement (the result is cached): ``?`` and ``:name`` placeholders,
 IGNORE``, ``json_each``, ``rowid``, ``INDEXED BY``, ``LIMIT -1``, the scalar two-argument
 ``max``/``min``, and in the schema (:func:`ddl`) ``AUTOINCREMENT``, ``REAL``, ``INTEGER``
 and ``BLOB``. A literal ``%`` becomes ``%%`` (psycopg's placeholders use it).
+
+What needs no translation, checked once for every statement of the store: no statement
+orders by a column that may be NULL (SQLite puts NULLs first, PostgreSQL last), none uses
+``strftime`` or ``julianday`` (times are REAL seconds compared as numbers), ``LIKE`` is used
+only on lower-case event kinds (SQLite's is case-blind), and flags are INTEGER columns on
+both (a Python bool is sent as 0/1, gg.store.postgres). A statement SQLite accepts but
+PostgreSQL does not (``SELECT *`` beside ``GROUP BY``) is written portably in the store
+instead of being translated here.
 """
 
 from __future__ import annotations

@@ -46,6 +46,9 @@ log = logging.getLogger("gg.store")
 WRITE_LOCK = 0x6767_0000_0001  # every write transaction, for its length
 MIGRATE_LOCK = 0x6767_0000_0002  # a replica migrating the schema at start
 
+_BEGIN_DURABLE = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+_BEGIN_QUICK = _BEGIN_DURABLE + "; SET LOCAL synchronous_commit TO OFF"
+
 
 class Row:
     """A row addressable by column name and by index, like ``sqlite3.Row``."""
@@ -133,10 +136,12 @@ def _configure(conn: psycopg.Connection) -> None:
 class PgDatabase:
     dialect = "postgresql"
 
-    def __init__(self, url: str, *, pool_size: int = 8, connect_timeout: float = 10.0):
+    def __init__(self, url: str, *, pool_size: int = 8, hold_timeout: float = 10.0,
+                 connect_timeout: float = 10.0):
         self.url = url
         self.path = url
         self._timeout = connect_timeout
+        self._hold_ms = int(hold_timeout * 1000)
         self._write = self._connect()
         self._lock = threading.RLock()  # held by whoever uses the write connection
         self._local = threading.local()  # per thread: transaction depth
@@ -154,9 +159,16 @@ class PgDatabase:
             configure=_configure, name="gg-readers")
 
     def _connect(self) -> psycopg.Connection:
+        """The write connection. Its transactions hold the write lock of every replica, so
+        one left idle past the hold timeout (a replica frozen mid-transaction) is ended by the
+        database (``idle_in_transaction_session_timeout``), freeing the lock; the replica's
+        commit then fails unanswered and its next transaction runs on a new connection."""
         conn = psycopg.connect(self.url, autocommit=True, row_factory=_row_factory,
                                connect_timeout=int(max(1, self._timeout)))
         _configure(conn)
+        if self._hold_ms > 0:
+            conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
+                         (str(self._hold_ms),))
         return conn
 
     def _writable(self) -> psycopg.Connection:
@@ -252,10 +264,8 @@ class PgDatabase:
         return conn
 
     def _begin(self, conn: psycopg.Connection, durable: bool) -> None:
-        conn.execute("BEGIN")
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-        if not durable:
-            conn.execute("SET LOCAL synchronous_commit TO OFF")
+        """BEGIN, the write lock and the commit's durability in one round trip."""
+        conn.execute(_BEGIN_DURABLE if durable else _BEGIN_QUICK)
 
     @contextmanager
     def atomic(self, durable: bool = True) -> Iterator[None]:

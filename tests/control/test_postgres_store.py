@@ -135,8 +135,9 @@ def test_a_writer_of_another_replica_waits_for_the_open_write_transaction(pg_url
             writer.start()
             with psycopg.connect(pg_url) as watch:
                 wait_until(lambda: watch.execute(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                    "AND NOT granted").fetchone()[0] == 1, what="B to wait for the write lock")
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                    "AND database = (SELECT oid FROM pg_database WHERE datname = "
+                    "current_database())").fetchone()[0] == 1, what="B to wait for the write lock")
             assert seen == [] and b.get_meta("b") is None
         writer.join(timeout=60)
         assert seen == ["first"] and b.get_meta("b") == "second"
@@ -220,3 +221,37 @@ def test_a_copied_store_holds_every_row_and_its_sequences_go_on_past_them(tmp_pa
         assert min(e["seq"] for e in new.store.events(after=last_event)) > last_event
     finally:
         new.store.close()
+
+
+def test_a_replica_frozen_inside_a_write_transaction_holds_the_others_up_only_briefly(pg_url):
+    """Replica A stops dead while it holds the write lock (its transaction idle); after the
+    hold timeout the database ends A's session, B writes on, and A's commit fails unanswered
+    instead of landing late; A's next transaction runs on a new connection."""
+    a = Store(pg_url, pool_size=1, hold_timeout=1.0)
+    b = Store(pg_url, pool_size=1)
+    frozen, thawed, outcome = threading.Event(), threading.Event(), []
+
+    def replica_a() -> None:
+        try:
+            with a.atomic():
+                a.set_meta("a", "never")
+                frozen.set()
+                thawed.wait(timeout=120)
+        except psycopg.Error as exc:
+            outcome.append(type(exc).__name__)
+
+    thread = threading.Thread(target=replica_a)
+    thread.start()
+    try:
+        assert frozen.wait(timeout=60)
+        b.set_meta("b", "written")  # waits at most about the hold timeout, then goes on
+        assert b.get_meta("b") == "written"
+        thawed.set()
+        thread.join(timeout=60)
+        assert outcome and b.get_meta("a") is None
+        a.set_meta("a", "later")
+        assert b.get_meta("a") == "later"
+    finally:
+        thawed.set()
+        a.close()
+        b.close()

@@ -5,6 +5,7 @@ server process started on the same database finds the same organisation and hist
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import psycopg
@@ -77,13 +78,17 @@ def test_a_database_url_that_is_not_postgresql_is_refused_in_one_sentence(tmp_pa
 
 
 def test_a_database_that_does_not_answer_is_one_sentence_not_a_traceback(tmp_path):
-    url = f"postgresql://gg@127.0.0.1:{free_port()}/nothing"
-    done = subprocess.run(gg_argv("server", "--data-dir", str(tmp_path), "--database", url,
-                                  "--listen", f"127.0.0.1:{free_port()}"),
+    port = free_port()
+    url = f"postgresql://gg:sekrit@127.0.0.1:{port}/nothing"
+    done = subprocess.run(gg_argv("server", "--data-dir", str(tmp_path), "--listen",
+                                  f"127.0.0.1:{free_port()}"),
+                          env={**os.environ, "GG_DATABASE_URL": url},
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 7, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"cannot reach the database {url}: "), lines
+    shown = f"postgresql://gg:***@127.0.0.1:{port}/nothing"  # never the password
+    assert len(lines) == 1 and lines[0].startswith(f"cannot reach the database {shown}: "), lines
+    assert "sekrit" not in done.stderr
 
 
 def test_a_control_plane_moves_from_sqlite_to_postgresql_and_its_runner_carries_on(
