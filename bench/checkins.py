@@ -2,6 +2,7 @@
 """Heartbeats: thousands of simulated runners at the real 15 s interval, each holding a claim.
 
     python bench/checkins.py [--quick] [--runners N] [--procs P] [--window S] [--json]
+                             [--database postgresql://… [--replicas N]]
 
 Each simulated runner speaks the real protocol over loopback: registered through
 ``POST /v1/runners`` with its own Ed25519 key, one full check-in (its capability report), then
@@ -20,6 +21,11 @@ Measured over ``--window`` seconds after one settling interval:
 - server CPU (share of one core) and RSS (psutil on the server's pid), the simulators' CPU;
 - parked claims (``gg_claims_parked``) and RSS per parked claim: (RSS with every claim parked
   − RSS with the fleet registered and none parked) / parked claims.
+
+With ``--database`` the store is PostgreSQL (a fresh database) and ``--replicas N`` spreads
+the simulated runners over N servers: simulator process i speaks to replica i (mod N), so
+each replica holds its share of the parked claims. The server figures are then the sum over
+the replicas (CPU, RSS, parked claims); PostgreSQL's own processes are not counted.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ import httpx  # noqa: E402
 import psutil  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
-from common import emit, summary, write_section  # noqa: E402
+from common import (check_store_options, emit, store_label, store_options, summary,  # noqa: E402
+                    write_section)
 
 from gg import __version__, keys  # noqa: E402
 
@@ -219,14 +226,31 @@ async def _simulate(url, credentials, interval, start_at, window_from, window_to
     return {"probes": probes, "overshoot": overshoot, "errors": errors, "cpu_s": cpu}
 
 
-def run(runners: int, procs: int, window: float, interval: float = 15.0) -> dict:
+class _Servers:
+    """Every replica's process, read as one (CPU times and RSS summed)."""
+
+    def __init__(self, pids: list[int]):
+        self.procs = [psutil.Process(pid) for pid in pids]
+
+    def cpu_times(self):
+        times = [p.cpu_times() for p in self.procs]
+        return type("Times", (), {"user": sum(t.user for t in times),
+                                  "system": sum(t.system for t in times)})
+
+    def memory_info(self):
+        return type("Memory", (), {"rss": sum(p.memory_info().rss for p in self.procs)})
+
+
+def run(runners: int, procs: int, window: float, interval: float = 15.0,
+        database: str | None = None, replicas: int = 1) -> dict:
     from common import Bench
 
     with tempfile.TemporaryDirectory(prefix="gg-bench-checkins-") as tmp:
         bench = Bench(Path(tmp), env={"GG_CHECK_IN_INTERVAL": str(interval), "GG_CLAIM_WAIT": "30",
-                                      "GG_OFFLINE_AFTER": str(3 * interval)}).start()
+                                      "GG_OFFLINE_AFTER": str(3 * interval)},
+                      database=database, replicas=replicas).start()
         try:
-            proc = psutil.Process(bench.server.proc.pid)
+            proc = _Servers([server.proc.pid for server in bench.servers])
             started = time.monotonic()
             credentials = asyncio.run(register(bench.url, bench.token, runners))
             took = time.monotonic() - started
@@ -238,7 +262,7 @@ def run(runners: int, procs: int, window: float, interval: float = 15.0) -> dict
             window_to = window_from + window
             out = multiprocessing.get_context("spawn").Queue()
             workers = [multiprocessing.get_context("spawn").Process(
-                target=simulate, args=(bench.url, credentials[i::procs], interval, start_at,
+                target=simulate, args=(bench.url_of(i), credentials[i::procs], interval, start_at,
                                        window_from, window_to, out)) for i in range(procs)]
             for w in workers:
                 w.start()
@@ -249,7 +273,8 @@ def run(runners: int, procs: int, window: float, interval: float = 15.0) -> dict
                 rss_max = max(rss_max, proc.memory_info().rss)
                 time.sleep(1.0)
             cpu_after, t_after = proc.cpu_times(), time.monotonic()
-            parked = scrape(bench.url).get("gg_claims_parked", 0.0)
+            parked = sum(scrape(server.url).get("gg_claims_parked", 0.0)
+                         for server in bench.servers)
             parts = [out.get(timeout=interval * 4 + 120) for _ in workers]
             for w in workers:
                 w.join(timeout=60)
@@ -270,6 +295,7 @@ def run(runners: int, procs: int, window: float, interval: float = 15.0) -> dict
                 "parked_claims": int(parked),
                 "kb_per_parked_claim": round((rss_max - empty_rss) / 1024 / parked, 1)
                 if parked else None,
+                "store": store_label(database, replicas),
             }
         finally:
             bench.stop()
@@ -278,6 +304,7 @@ def run(runners: int, procs: int, window: float, interval: float = 15.0) -> dict
 def markdown(r: dict) -> str:
     c, o = r["check_in_ms"], r["repark_overshoot_ms"]
     return "\n".join([
+        f"{r.get('store', 'SQLite, 1 server')}: "
         f"{r['runners']:,} simulated runners in {r['procs']} simulator processes, each holding "
         f"one parked claim that carries its readings and re-parks every {r['interval']:g} s "
         f"(≈ {r['heartbeats_per_s']:g} heartbeats/s); {r['window']:g} s measured after one "
@@ -307,14 +334,17 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--window", type=float, default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-write", action="store_true")
+    store_options(ap)
     args = ap.parse_args(argv)
+    check_store_options(args)
     runners = args.runners or (1000 if args.quick else 10_000)
     window = args.window or (20.0 if args.quick else 60.0)
-    result = run(runners, args.procs, window)
+    result = run(runners, args.procs, window, database=args.database, replicas=args.replicas)
     text = markdown(result)
     print(text, file=sys.stderr if args.json else sys.stdout)
     if not args.no_write:
-        write_section("checkins", text)
+        write_section("checkins" if not args.database
+                      else f"checkins-postgresql-{args.replicas}", text)
     emit(result, args.json)
     return result
 

@@ -88,19 +88,69 @@ def emit(result: dict, as_json: bool) -> None:
         print(json.dumps(result))
 
 
-class Bench:
-    """A real control plane (and optionally real runners) in a temporary folder."""
+def store_options(ap) -> None:
+    """``--database URL`` and ``--replicas N``: where the control plane keeps its store, and
+    how many ``gg server`` replicas share it."""
+    ap.add_argument("--database", metavar="URL", default=None,
+                    help="a PostgreSQL server (postgresql://USER@HOST:PORT/DB) on which each "
+                         "run creates a fresh database of its own and drops it afterwards "
+                         "(the user may create databases); default: SQLite in a temporary dir")
+    ap.add_argument("--replicas", type=int, default=1,
+                    help="gg server replicas sharing the store (more than 1 needs --database)")
 
-    def __init__(self, root: Path, env: dict[str, str] | None = None):
+
+def check_store_options(args) -> None:
+    if args.replicas < 1:
+        raise SystemExit("--replicas takes a number of at least 1")
+    if args.replicas > 1 and not args.database:
+        raise SystemExit("--replicas needs --database postgresql://… (SQLite serves one server)")
+    if args.database and not args.database.startswith(("postgresql://", "postgres://")):
+        raise SystemExit("--database takes a postgresql:// URL")
+
+
+def store_label(database: str | None, replicas: int) -> str:
+    """How a figure's store is named in docs/performance.md."""
+    if not database:
+        return "SQLite, 1 server"
+    return f"PostgreSQL, {replicas} replica{'s' if replicas != 1 else ''}"
+
+
+class Bench:
+    """A real control plane (and optionally real runners) in a temporary folder: one server
+    on SQLite, or ``replicas`` servers on a fresh PostgreSQL database made on ``database``'s
+    server (dropped by :meth:`stop`)."""
+
+    def __init__(self, root: Path, env: dict[str, str] | None = None, *,
+                 database: str | None = None, replicas: int = 1):
         self.root = root
-        self.env = env or {}
-        self.server = LocalServer(root / "data", free_port(), env=self.env, dev=True,
-                                  log=root / "server.log")
+        self.env = dict(env or {})
+        self._database_made: tuple[str, str] | None = None
+        if database:
+            self.database_url = self._fresh_database(database)
+            self.env["GG_DATABASE_URL"] = self.database_url
+        self.servers = [LocalServer(root / ("data" if i == 0 else f"data{i}"), free_port(),
+                                    env=self.env, dev=True,
+                                    log=root / ("server.log" if i == 0 else f"server{i}.log"))
+                        for i in range(max(1, replicas))]
+        self.server = self.servers[0]
         self.runners: list[LocalRunner] = []
         self.config = root / "config"
 
+    def _fresh_database(self, url: str) -> str:
+        import uuid
+        from urllib.parse import urlsplit, urlunsplit
+
+        import psycopg
+
+        name = "gg_bench_" + uuid.uuid4().hex[:12]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        self._database_made = (url, name)
+        return urlunsplit(urlsplit(url)._replace(path="/" + name))
+
     def start(self) -> "Bench":
-        self.server.start(timeout=60)
+        for server in self.servers:  # the first makes the organisation, the others find it
+            server.start(timeout=60)
         sign_in(self.config, self.server.url, self.server.owner_token())
         return self
 
@@ -108,13 +158,23 @@ class Bench:
     def url(self) -> str:
         return self.server.url
 
+    def url_of(self, i: int) -> str:
+        """Replica ``i`` (modulo their number)."""
+        return self.servers[i % len(self.servers)].url
+
+    def url_list(self, first: int = 0) -> str:
+        """Every replica's URL, comma-separated, replica ``first`` first (a runner's list)."""
+        urls = [s.url for s in self.servers]
+        first %= len(urls)
+        return ",".join(urls[first:] + urls[:first])
+
     @property
     def token(self) -> str:
         return self.server.owner_token()
 
-    def runner(self, name: str, workers: int = 1) -> LocalRunner:
-        r = LocalRunner(name, self.url, self.root / f"state-{name}", self.config, workers=workers,
-                        env=self.env, log=self.root / f"runner-{name}.log")
+    def runner(self, name: str, workers: int = 1, server: str | None = None) -> LocalRunner:
+        r = LocalRunner(name, server or self.url, self.root / f"state-{name}", self.config,
+                        workers=workers, env=self.env, log=self.root / f"runner-{name}.log")
         self.runners.append(r.start())
         return r
 
@@ -133,7 +193,15 @@ class Bench:
     def stop(self) -> None:
         for r in self.runners:
             r.stop(timeout=15)
-        self.server.stop()
+        for server in self.servers:
+            server.stop()
+        if self._database_made is not None:
+            import psycopg
+
+            url, name = self._database_made
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            self._database_made = None
 
 
 def git_commit() -> str:

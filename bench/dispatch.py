@@ -2,6 +2,7 @@
 """Dispatch latency: a flight accepted → a parked runner holds its lease.
 
     python bench/dispatch.py [--quick] [--flights N] [--json] [--no-write]
+                             [--database postgresql://… [--replicas N]]
 
 One flight at a time (command ``true``), always onto an idle runner whose claim is parked:
 
@@ -12,6 +13,11 @@ One flight at a time (command ``true``), always onto an idle runner whose claim 
   ``gg_claims_parked`` on ``/metrics`` confirms the claim is parked before each flight).
 - **end to end**: ``POST /v1/flights`` sent → the real runner's ``started`` fact seen by
   the client (long-poll on the flight's facts), and → ``landed`` seen.
+
+With ``--database`` the store is PostgreSQL (a fresh database); with ``--replicas N`` (N ≥ 2)
+the dispatch crosses replicas: the runner (real or simulated) is parked on the last replica
+and every flight is opened, and followed, on the first, so each figure includes the wake-up
+between them (NOTIFY on commit, heard by the other replica's LISTEN connection).
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
-from common import TABLE_HEAD, Bench, emit, proved, row, summary, write_section  # noqa: E402
+from common import (TABLE_HEAD, Bench, check_store_options, emit, proved, row,  # noqa: E402
+                    store_label, store_options, summary, write_section)
 
 
 def _auth(token: str) -> dict:
@@ -69,10 +76,11 @@ def follow_until(http: httpx.Client, flight_id: str, token: str, want_started: b
 def real_runner(bench: Bench, flights: int) -> dict:
     """Sequential flights onto one real ``gg runner up``."""
     token = bench.token
-    with httpx.Client(base_url=bench.url, timeout=30) as http:
+    with httpx.Client(base_url=bench.url, timeout=30) as http, \
+            httpx.Client(base_url=bench.url_of(-1), timeout=30) as parking:
         server, started, landed, ids = [], [], [], []
         for i in range(flights + 5):  # the first five warm up
-            wait_parked(http)
+            wait_parked(parking)
             sent = time.time()
             flight = http.post("/v1/flights", json={"command": ["true"]}, headers=_auth(token)).json()
             t_started = follow_until(http, flight["id"], token, want_started=True)
@@ -93,7 +101,8 @@ def real_runner(bench: Bench, flights: int) -> dict:
 def simulated_runner(bench: Bench, flights: int) -> dict:
     """Sequential flights onto a runner simulated here: POST answered → claim answered."""
     token = bench.token
-    with httpx.Client(base_url=bench.url, timeout=60) as http:
+    parking = httpx.Client(base_url=bench.url_of(-1), timeout=60)  # where the claim parks
+    with httpx.Client(base_url=bench.url, timeout=60) as http, parking:
         # Only this runner may take these flights: the real one is stopped first.
         reg = http.post("/v1/runners", headers=_auth(token),
                         json={"name": "simulated",
@@ -104,7 +113,7 @@ def simulated_runner(bench: Bench, flights: int) -> dict:
         done = threading.Event()
 
         def claimer() -> None:
-            with httpx.Client(base_url=bench.url, timeout=60) as own:
+            with httpx.Client(base_url=bench.url_of(-1), timeout=60) as own:
                 last_check_in = time.monotonic()
                 while not done.is_set():
                     if time.monotonic() - last_check_in > 10:
@@ -127,7 +136,7 @@ def simulated_runner(bench: Bench, flights: int) -> dict:
         samples, from_sent = [], []
         try:
             for i in range(flights + 5):
-                wait_parked(http)
+                wait_parked(parking)
                 sent = time.time()
                 flight = http.post("/v1/flights", json={"command": ["true"]}, headers=_auth(token))
                 accepted = time.time()
@@ -138,19 +147,19 @@ def simulated_runner(bench: Bench, flights: int) -> dict:
                 if i >= 5:
                     samples.append((got[flight_id] - accepted) * 1000)
                     from_sent.append((got[flight_id] - sent) * 1000)
-                while parked(http) < 1 and time.monotonic() < deadline:
+                while parked(parking) < 1 and time.monotonic() < deadline:
                     time.sleep(0.001)
         finally:
             done.set()
         return {"client_claim_ms": summary(samples, 2), "client_sent_claim_ms": summary(from_sent, 2)}
 
 
-def run(flights: int) -> dict:
+def run(flights: int, database: str | None = None, replicas: int = 1) -> dict:
     load = round(os.getloadavg()[0], 2)  # the machine may be shared: say how busy it was
     with tempfile.TemporaryDirectory(prefix="gg-bench-dispatch-") as tmp:
-        bench = Bench(Path(tmp)).start()
+        bench = Bench(Path(tmp), database=database, replicas=replicas).start()
         try:
-            bench.runner("real")
+            bench.runner("real", server=bench.url_of(-1))  # parked on the last replica
             bench.wait_online(1)
             result = real_runner(bench, flights)
             bench.runners[0].stop()
@@ -159,12 +168,17 @@ def run(flights: int) -> dict:
             bench.stop()
     result["flights"] = flights
     result["load"] = load
+    result["store"] = store_label(database, replicas)
+    result["crossing"] = replicas > 1
     return result
 
 
 def markdown(r: dict) -> str:
+    where = ("; the runner parked on the last replica, every flight opened on the first"
+             if r.get("crossing") else "")
     return "\n".join([
-        f"Dispatch latency, {r['flights']} sequential flights (`true`), each onto an idle runner "
+        f"Dispatch latency ({r.get('store', 'SQLite, 1 server')}{where}), {r['flights']} "
+        "sequential flights (`true`), each onto an idle runner "
         "whose claim was parked (target, POST sent → parked claim answered: median ≤ 10 ms, "
         f"p99 ≤ 30 ms). Load average at the run's start: {r['load']:g}.\n",
         TABLE_HEAD,
@@ -188,13 +202,16 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--flights", type=int, default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-write", action="store_true", help="do not touch docs/performance.md")
+    store_options(ap)
     args = ap.parse_args(argv)
+    check_store_options(args)
     flights = args.flights or (50 if args.quick else 200)
-    result = run(flights)
+    result = run(flights, args.database, args.replicas)
     text = markdown(result)
     print(text, file=sys.stderr if args.json else sys.stdout)
     if not args.no_write:
-        write_section("dispatch", text)
+        write_section("dispatch" if not args.database
+                      else f"dispatch-postgresql-{args.replicas}", text)
     emit(result, args.json)
     return result
 

@@ -2,12 +2,17 @@
 """End-to-end throughput: trivial flights per second with 1, 4 and 16 real runners.
 
     python bench/throughput.py [--quick] [--runners 16] [--flights N] [--repeats R] [--json]
+                               [--database postgresql://… [--replicas N]]
 
 For each fleet size: a fresh control plane, that many ``gg runner up`` processes (one worker
 each), then N flights running ``true`` opened by 8 concurrent openers while the runners
 drain them. Throughput = N / (first ``opened_at`` → last ``info:flight:landed``), both
 stamped by the control plane. Every flight must land exactly once. The load average is
 recorded at the start of every run (the machine may be shared).
+
+With ``--database`` the control plane keeps its store in PostgreSQL (a fresh database per
+fleet size) and ``--replicas N`` runs N servers on it: the openers take turns among the
+replicas, and runner i is given every replica's URL starting with replica i (mod N).
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
 
-from common import Bench, emit, summary, write_section  # noqa: E402
+from common import (Bench, check_store_options, emit, store_label, store_options, summary,  # noqa: E402
+                    write_section)
 
 
 def _auth(token: str) -> dict:
@@ -35,8 +41,8 @@ def one_run(bench: Bench, flights: int, timeout: float) -> dict:
     token = bench.token
     local = {"load": round(os.getloadavg()[0], 2)}
 
-    def opener(chunk: range) -> list[str]:
-        with httpx.Client(base_url=bench.url, timeout=60) as http:
+    def opener(k: int, chunk: range) -> list[str]:
+        with httpx.Client(base_url=bench.url_of(k), timeout=60) as http:  # openers take turns
             return [http.post("/v1/flights", json={"command": ["true"]},
                               headers=_auth(token)).json()["id"] for _ in chunk]
 
@@ -44,7 +50,7 @@ def one_run(bench: Bench, flights: int, timeout: float) -> dict:
     chunks = [range(i, min(i + per, flights)) for i in range(0, flights, per)]
     started = time.monotonic()
     with ThreadPoolExecutor(len(chunks)) as pool:
-        ids = [fid for part in pool.map(opener, chunks) for fid in part]
+        ids = [fid for part in pool.map(opener, range(len(chunks)), chunks) for fid in part]
     opened_in = time.monotonic() - started
     with httpx.Client(base_url=bench.url, timeout=60) as http:
         deadline = time.monotonic() + timeout
@@ -75,8 +81,10 @@ def cpu_split(bench: Bench) -> dict[str, float]:
     own processes (the runners' reaped children: the launch, the isolation, the command)."""
     import psutil
 
-    server = psutil.Process(bench.server.proc.pid).cpu_times()
-    out = {"server": server.user + server.system, "runners": 0.0, "flights": 0.0}
+    out = {"server": 0.0, "runners": 0.0, "flights": 0.0}
+    for s in bench.servers:  # every replica
+        t = psutil.Process(s.proc.pid).cpu_times()
+        out["server"] += t.user + t.system
     for r in bench.runners:
         t = psutil.Process(r.proc.pid).cpu_times()
         out["runners"] += t.user + t.system
@@ -84,14 +92,15 @@ def cpu_split(bench: Bench) -> dict[str, float]:
     return out
 
 
-def run(sizes: list[int], flights: int, repeats: int) -> dict:
+def run(sizes: list[int], flights: int, repeats: int, database: str | None = None,
+        replicas: int = 1) -> dict:
     results = {}
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix=f"gg-bench-tp{size}-") as tmp:
-            bench = Bench(Path(tmp)).start()
+            bench = Bench(Path(tmp), database=database, replicas=replicas).start()
             try:
                 for i in range(size):
-                    bench.runner(f"r{i}")
+                    bench.runner(f"r{i}", server=bench.url_list(i))
                 bench.wait_online(size)
                 one_run(bench, min(flights, 20), 120)  # warm-up
                 before = cpu_split(bench)
@@ -109,11 +118,13 @@ def run(sizes: list[int], flights: int, repeats: int) -> dict:
                                   for k in after},
         }
         print(f"{size} runner(s): {results[str(size)]['per_second']}", file=sys.stderr)
-    return {"flights": flights, "repeats": repeats, "sizes": results}
+    return {"flights": flights, "repeats": repeats, "sizes": results,
+            "store": store_label(database, replicas)}
 
 
 def markdown(r: dict) -> str:
-    lines = [f"End-to-end throughput: {r['flights']} flights running `true`, opened by 8 "
+    lines = [f"End-to-end throughput ({r.get('store', 'SQLite, 1 server')}): {r['flights']} "
+             "flights running `true`, opened by 8 "
              f"concurrent clients while the fleet drains them, {r['repeats']} runs per fleet size "
              "(target: ≥ 300 flights/s with 16 runners).\n",
              "| runners (`gg runner up`, 1 worker each) | flights/s median | min | max | "
@@ -142,15 +153,18 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-write", action="store_true")
+    store_options(ap)
     args = ap.parse_args(argv)
+    check_store_options(args)
     sizes = [int(x) for x in args.runners.split(",") if x.strip()]
     flights = args.flights or (100 if args.quick else 2000)
     repeats = args.repeats or (2 if args.quick else 3)
-    result = run(sizes, flights, repeats)
+    result = run(sizes, flights, repeats, args.database, args.replicas)
     text = markdown(result)
     print(text, file=sys.stderr if args.json else sys.stdout)
     if not args.no_write:
-        write_section("throughput", text)
+        write_section("throughput" if not args.database
+                      else f"throughput-postgresql-{args.replicas}", text)
     emit(result, args.json)
     return result
 

@@ -5,6 +5,13 @@ retried with exponential backoff and full jitter for as long as the caller allow
 (``retry_for`` seconds, or until ``stop`` is set); anything the server answered
 deliberately (4xx) is raised at once as :class:`ApiError`.
 
+Several control plane replicas: ``server`` may be a comma-separated list of URLs
+(``--server``, ``GG_SERVER``). A request goes to the replica that last answered (remembered
+for the whole process, per list). A connection that could not be made carried nothing, so
+the same attempt goes on to the next replica at once, whatever the caller's budget; a
+failure after the request may have reached a replica (a reset, a timeout, a 502/503/504)
+is an outcome unknown, retried only as the budget above allows, at the next replica.
+
 Every method returns the answer's model from ``gg.api`` (parsed with ``model_validate``), so
 callers read attributes; :meth:`Client.request` alone returns the raw JSON.
 
@@ -116,22 +123,88 @@ class Unreachable(GGError):
     code = "unreachable"
 
 
+def replicas(server: str) -> list[str]:
+    """The URLs of a ``--server`` value: one, or several separated by commas."""
+    return [part.strip().rstrip("/") for part in server.split(",") if part.strip()]
+
+
+def same_control_plane(a: str, b: str) -> bool:
+    """Whether two ``--server`` values name the same control plane: they share a replica
+    (a list that gained or lost a replica, or was reordered, still does)."""
+    return bool(set(replicas(a)) & set(replicas(b)))
+
+
+# The replica that last answered, per list of URLs (shared by every client of the process:
+# the runner's claim client and its other client learn from each other).
+_last_good: dict[tuple[str, ...], str] = {}
+_last_good_lock = threading.Lock()
+
+
+def _not_sent(exc: Exception) -> bool:
+    """The request never left: no connection was made."""
+    if isinstance(exc, TransportFailed):
+        return exc.kind in ("ConnectError", "ConnectTimeout")
+    httpx = sys.modules.get("httpx")  # a test's transport
+    return httpx is not None and isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout,
+                                                  httpx.PoolTimeout))
+
+
 class Client:
     def __init__(self, server: str, token: str | None = None, *, timeout: float = TIMEOUT,
                  stop: threading.Event | None = None, backoff_cap: float = BACKOFF_CAP,
                  on_send: SendHook | None = None, on_retry: RetryHook | None = None,
                  on_reached: Callable[[], None] | None = None):
-        self.server = server.rstrip("/")
+        self.servers = replicas(server) or [server.rstrip("/")]
+        self._list = tuple(self.servers)
         self.token = token
         self.on_send = on_send
         self.on_retry = on_retry  # the runner logs each failure and its retry's delay
         self.on_reached = on_reached  # ...and when an answer comes again
         self.stop = stop or threading.Event()
         self.backoff_cap = backoff_cap
-        self._http = PlainHttp(self.server, timeout, {"user-agent": f"gg/{__version__}"})
+        self._timeout = timeout
+        self._transports: dict[str, PlainHttp] = {}  # one per replica, made when first used
+        self._override = None  # a transport a test puts in place of every replica's
+
+    @property
+    def _http(self):
+        """The transport to the replica the next request goes to."""
+        return self._override or self._transport(self.server)
+
+    @_http.setter
+    def _http(self, transport) -> None:
+        self._override = transport
+
+    def _transport(self, base: str) -> "PlainHttp":
+        transport = self._transports.get(base)
+        if transport is None:
+            transport = self._transports[base] = PlainHttp(
+                base, self._timeout, {"user-agent": f"gg/{__version__}"})
+        return transport
+
+    @property
+    def server(self) -> str:
+        """The replica the next request goes to: the one that last answered."""
+        return _last_good.get(self._list, self.servers[0])
+
+    def _answered(self, base: str) -> None:
+        if _last_good.get(self._list) != base:
+            with _last_good_lock:
+                _last_good[self._list] = base
+
+    def _failed(self, base: str) -> None:
+        """``base`` failed: the next request goes to the replica after it (unless another
+        thread has moved on already)."""
+        if len(self.servers) == 1:
+            return
+        with _last_good_lock:
+            if _last_good.get(self._list, self.servers[0]) == base:
+                i = self.servers.index(base)
+                _last_good[self._list] = self.servers[(i + 1) % len(self.servers)]
 
     def close(self) -> None:
-        self._http.close()
+        for transport in [*self._transports.values(), *([self._override] if self._override else [])]:
+            transport.close()
 
     def request(self, method: str, path: str, *, json: Any = None, params: dict | None = None,
                 timeout: float | None = None, retry_for: float = 0.0, token: str | None = None) -> Any:
@@ -141,24 +214,37 @@ class Client:
         bearer = token or self.token
         if bearer:
             headers["authorization"] = f"Bearer {bearer}"
+        unsent = 0  # replicas in a row this attempt could not connect to
         while True:
+            base = self.server
             if self.on_send is not None:
                 self.on_send(method, path, params, json)
             try:
-                response = self._http.request(method, path, json=json, params=params,
+                http = self._override or self._transport(base)
+                response = http.request(method, path, json=json, params=params,
                                               headers=headers,
                                               **({} if timeout is None else {"timeout": timeout}))
             except Exception as exc:
                 if not _unreachable(exc):
                     raise
-                failure: Exception = Unreachable(f"cannot reach the control plane at {self.server} "
+                self._failed(base)
+                if _not_sent(exc):
+                    unsent += 1
+                    if unsent < len(self.servers) and not self.stop.is_set():
+                        continue  # nothing reached it: the same attempt, at the next replica
+                where = (base if unsent < 2 else
+                         "any of " + ", ".join(self.servers))
+                failure: Exception = Unreachable(f"cannot reach the control plane at {where} "
                                                  f"({getattr(exc, 'kind', type(exc).__name__)})")
             else:
                 if response.status_code not in _RETRY_STATUSES:
+                    self._answered(base)
                     if self.on_reached is not None:
                         self.on_reached()
                     return _decode(response)
+                self._failed(base)
                 failure = _error(response)
+            unsent = 0
             attempt += 1
             pause = random.uniform(0, min(self.backoff_cap, BACKOFF_BASE * 2 ** min(attempt, 10)))
             if self.stop.is_set() or time.monotonic() + pause > deadline:

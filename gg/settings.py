@@ -142,6 +142,18 @@ class Settings:
     pull_signature_skew: float = 60.0
     pull_timeout: float = 10.0
     pull_busy_interval: float = 1.0
+    # Storage (docs/scale-out.md): a postgresql:// URL puts the control plane in that database,
+    # shared by every replica given the same URL; empty keeps SQLite in the data dir. Each
+    # replica reads through a pool of at most DATABASE_POOL connections (plus one writer). A
+    # write transaction that sits idle for DATABASE_HOLD_TIMEOUT (its replica frozen or cut off
+    # mid-transaction) is ended by the database, which frees the write lock for the others.
+    database_url: str = ""
+    database_pool: int = 8
+    database_hold_timeout: float = 10.0
+    # Replicas (docs/scale-out.md): each background duty (the liveness watch, retention, the
+    # hooks' deliveries) is held by one replica for DUTY_TTL and renewed well before; a
+    # replica that went away hands its duties on within DUTY_TTL.
+    duty_ttl: float = 10.0
     dev: bool = False
 
     @classmethod
@@ -156,7 +168,9 @@ class Settings:
             if raw is None or raw == "":
                 continue
             try:
-                if f.name in _SIZES:
+                if f.name in _TEXTS:
+                    values[f.name] = raw
+                elif f.name in _SIZES:
                     values[f.name] = parse_size(raw)
                 elif f.name in CHOICES:
                     values[f.name] = _choice(raw, CHOICES[f.name])
@@ -181,6 +195,7 @@ class Settings:
         }
 
 
+_TEXTS = ("database_url",)  # taken as written
 _SIZES = ("output_limit_default", "output_limit_max", "output_tail")  # in bytes, or 512k, 10MB
 
 # The defaults themselves: what a runner uses until its first check-in tells it the server's.

@@ -9,15 +9,28 @@ in-process apps are built with (``tests/control/conftest.py``, ``tests/server/co
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
 
+import pg_support
 from support import FAST, Clock, Fleet
 
 
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", help="also run the larger (slow) runs")
+
+
+def pytest_generate_tests(metafunc):
+    """A test module about storage semantics names the stores it runs on in ``STORES``
+    (``("sqlite", "postgresql")``): every test of it that uses ``store_kind`` (the ``core``
+    and ``app`` fixtures do) runs once on each."""
+    if "store_kind" in metafunc.fixturenames:
+        kinds = getattr(metafunc.module, "STORES", ("sqlite",))
+        if os.environ.get("GG_TEST_STORES"):  # e.g. "sqlite,postgresql": every such test on each
+            kinds = tuple(k.strip() for k in os.environ["GG_TEST_STORES"].split(",") if k.strip())
+        metafunc.parametrize("store_kind", kinds, scope="function")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -30,8 +43,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
-def fleet(tmp_path):
-    f = Fleet(tmp_path, dict(FAST)).start()
+def fleet(tmp_path, request):
+    f = Fleet(tmp_path, {**FAST, **pg_support.fleet_store(request)}).start()
     try:
         yield f
     finally:
@@ -45,13 +58,13 @@ def fleet_env():
 
 
 @pytest.fixture
-def make_fleet(tmp_path):
+def make_fleet(tmp_path, request):
     made = []
 
     def make(env: dict[str, str] | None = None) -> Fleet:
         root = tmp_path / f"fleet{len(made)}"
         root.mkdir(parents=True, exist_ok=True)
-        f = Fleet(root, {**FAST, **(env or {})}).start()
+        f = Fleet(root, {**FAST, **pg_support.fleet_store(request), **(env or {})}).start()
         made.append(f)
         return f
 
@@ -68,3 +81,55 @@ def python() -> str:
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A throwaway PostgreSQL cluster for this test process (tests/pg_support.py)."""
+    bindir = pg_support.binaries()
+    if bindir is None:
+        pytest.skip("no PostgreSQL on this machine (initdb and pg_ctl: install the postgresql "
+                    "package, as .ci/run does)")
+    cluster = pg_support.Cluster(bindir).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster) -> str:
+    """The URL of a new, migrated database of its own for this test."""
+    return pg_cluster.new_database()
+
+
+@pytest.fixture
+def store_kind() -> str:
+    return "sqlite"
+
+
+@pytest.fixture
+def store_url(request, store_kind) -> str:
+    """Where ``store_kind``'s store lives: "" (SQLite in the data dir) or a PostgreSQL URL."""
+    if store_kind == "postgresql":
+        return request.getfixturevalue("pg_url")
+    return ""
+
+
+@pytest.fixture
+def make_replicas(tmp_path, pg_cluster):
+    """``make_replicas(n, env)``: n real ``gg server`` replicas on one new PostgreSQL database
+    (tests/replica_support.py), stopped after the test with every runner started on them."""
+    from replica_support import ReplicaSet
+
+    made = []
+
+    def make(count: int = 2, env: dict[str, str] | None = None) -> ReplicaSet:
+        root = tmp_path / f"replicas{len(made)}"
+        replicas = ReplicaSet(root, pg_cluster.new_database(), count, {**FAST, **(env or {})})
+        made.append(replicas)
+        return replicas.start()
+
+    yield make
+    for replicas in made:
+        replicas.stop()

@@ -163,7 +163,8 @@ app = typer.Typer(
 @app.callback()
 def _globals(
     server: Optional[str] = typer.Option(None, "--server", metavar="URL",
-                                         help="Control plane URL (env GG_SERVER)."),
+                                         help="Control plane URL, or several replicas' URLs separated "
+                                              "by commas (env GG_SERVER)."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
     version: bool = typer.Option(False, "--version", is_eager=True, callback=show_version,
                                  help="Print gg's version and exit."),

@@ -23,7 +23,8 @@ def register(app: typer.Typer) -> None:
 
 
 def login(
-    server: Optional[str] = typer.Option(None, "--server", metavar="URL", help="Control plane URL."),
+    server: Optional[str] = typer.Option(None, "--server", metavar="URL",
+                                        help="Control plane URL (replicas: comma-separated)."),
     token: Optional[str] = typer.Option(None, "--token", help="A ggp_ token (prefer --token-file)."),
     token_file: Optional[Path] = typer.Option(None, "--token-file", metavar="FILE"),
 ) -> None:

@@ -20,6 +20,7 @@ def register(app: typer.Typer) -> None:
     server_app.callback(invoke_without_command=True)(server)
     server_app.command("vacuum")(vacuum)
     server_app.command("backup")(backup)
+    server_app.command("migrate")(migrate)
     app.add_typer(server_app, name="server")
 
 
@@ -58,8 +59,13 @@ def server(
                                             help="Serve HTTPS with this certificate chain (PEM)."),
     tls_key: Optional[Path] = typer.Option(None, "--tls-key", metavar="FILE",
                                            help="The private key of --tls-cert (PEM)."),
+    database: Optional[str] = typer.Option(
+        None, "--database", metavar="URL",
+        help="Keep the control plane in this PostgreSQL database (postgresql://...), shared "
+             "by every replica given the same URL (env GG_DATABASE_URL; default: SQLite in "
+             "the data dir)."),
 ) -> None:
-    """Start the control plane (FastAPI on uvicorn, SQLite in WAL mode)."""
+    """Start the control plane (FastAPI on uvicorn; SQLite in WAL mode, or PostgreSQL)."""
     if ctx.invoked_subcommand is not None:
         return
     from gg import config
@@ -73,19 +79,56 @@ def server(
     windows = {name: value for name, value in (
         ("retain_flights", _window("--retain-flights", retain_flights)),
         ("retain_events", _window("--retain-events", retain_events))) if value is not None}
+    if database is not None:
+        windows["database_url"] = database
     try:
         settings = Settings.from_env(dev=dev, **windows)
     except ValueError as exc:
         raise CliError(str(exc), Exit.USAGE) from None
+    _check_database_url(settings.database_url)
     os.umask(0o077)  # everything the server writes (store, WAL, tokens) is the owner's alone
-    app, owner_token = build(directory, settings)
+    app, owner_token = _build(build, directory, settings)
     if owner_token is not None:
         print(f"gg: first start: organisation created; the owner's token is in {owner_token} "
               "(mode 0600)", file=sys.stderr)
     scheme = "https" if tls else "http"
-    print(f"gg: control plane on {scheme}://{host}:{port} (data in {directory})", file=sys.stderr)
+    where = (f"data in {_safe_url(settings.database_url)}" if settings.database_url
+             else f"data in {directory}")
+    print(f"gg: control plane on {scheme}://{host}:{port} ({where})", file=sys.stderr)
     serve(app, host, port, settings, on_stopping=lambda: stopping(app),
           say=lambda line: print(f"gg: {line}", file=sys.stderr), tls=tls)
+
+
+def _check_database_url(url: str) -> None:
+    if url and not url.startswith(("postgresql://", "postgres://")):
+        raise CliError("--database takes a postgresql:// URL (without one the store is SQLite "
+                       "in --data-dir)", Exit.USAGE)
+
+
+def _safe_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = (parts.username or "") + ":***"
+    return urlunsplit(parts._replace(netloc=user + "@" + netloc[-1]))
+
+
+def _build(build, directory: Path, settings):
+    """The app, or one sentence when its database cannot be reached."""
+    if not settings.database_url:
+        return build(directory, settings)
+    import psycopg
+
+    try:
+        return build(directory, settings)
+    except psycopg.OperationalError as exc:
+        first = (str(exc).strip().splitlines() or ["no answer"])[0]
+        raise CliError(f"cannot reach the database {_safe_url(settings.database_url)}: {first}",
+                       Exit.UNREACHABLE) from None
 
 
 def _tls(cert: Optional[Path], key: Optional[Path]) -> Optional[tuple[str, str]]:
@@ -146,3 +189,37 @@ def vacuum(
         raise CliError(f"a gg server is running on {directory}; stop it, then vacuum",
                        Exit.CONFLICT) from None
     typer.echo(f"compacted {directory}: {before} bytes before, {after} bytes now")
+
+
+def migrate(
+    from_data_dir: Path = typer.Option(..., "--from-data-dir", metavar="DIR",
+                                       help="The stopped server's data dir (its gg.sqlite3)."),
+    to: str = typer.Option(..., "--to", metavar="URL",
+                           help="An empty PostgreSQL database (postgresql://...)."),
+) -> None:
+    """Move a control plane from SQLite into an empty PostgreSQL database: every flight,
+    event, person and runner (their tokens and credentials keep working). Then start each
+    replica with --database URL. The SQLite file is left as it was."""
+    import psycopg
+
+    from gg.server.vacuum import ServerRunning, TargetNotEmpty, move
+
+    if not to.startswith(("postgresql://", "postgres://")):
+        raise CliError("--to takes a postgresql:// URL", Exit.USAGE)
+    try:
+        copied = move(from_data_dir, to)
+    except FileNotFoundError:
+        raise CliError(f"there is no gg store in {from_data_dir}", Exit.NOT_FOUND) from None
+    except ServerRunning:
+        raise CliError(f"a gg server is running on {from_data_dir}; stop it first, so that "
+                       "nothing is written after the copy", Exit.CONFLICT) from None
+    except TargetNotEmpty:
+        raise CliError(f"the database {_safe_url(to)} is not empty; give an empty one (gg "
+                       "never writes over another store)", Exit.CONFLICT) from None
+    except psycopg.OperationalError as exc:
+        first = (str(exc).strip().splitlines() or ["no answer"])[0]
+        raise CliError(f"cannot reach the database {_safe_url(to)}: {first}",
+                       Exit.UNREACHABLE) from None
+    total = sum(copied.values())
+    typer.echo(f"copied {total} rows in {len(copied)} tables from {from_data_dir} to "
+               f"{_safe_url(to)}; start the server with --database URL")

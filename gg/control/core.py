@@ -7,6 +7,7 @@ persist in one transaction, then raise a signal so the server can wake parked re
 from __future__ import annotations
 
 import asyncio
+import secrets
 import threading
 import time
 from concurrent.futures import Future
@@ -37,45 +38,100 @@ class Fired:
 
 @dataclass
 class Signals:
-    """In-process wake-ups. The server subscribes; use cases call after they commit.
+    """Wake-ups. The server subscribes; use cases call after they commit.
 
     A use case run by the writer (:meth:`Core.run`) has not committed when it returns (its
     group commits after it), so its signals are held (:meth:`held`) and raised on the event
-    loop once the group commit is durable."""
+    loop once the group commit is durable.
+
+    Replicas (docs/scale-out.md): when several servers share one database, ``announce`` is
+    set, and every signal is also handed to it as one short line (``r``: a flight may be
+    offerable; ``f ID``: a flight changed; ``e``: an event was recorded; ``i RUNNER KIND``:
+    an instruction for a runner) at the moment it is raised, that is inside the transaction
+    of a held unit, so the other replicas hear it only if and when it commits. What they
+    hear comes back through :meth:`heard`, which raises it here without announcing it again.
+    ``on_missed`` is called when announcements may have been lost (the listening connection
+    was re-made): whoever waits looks again."""
 
     on_ready: list[Callable[[], None]] = field(default_factory=list)
     on_flight: list[Callable[[str], None]] = field(default_factory=list)
     on_event: list[Callable[[], None]] = field(default_factory=list)
     on_instruction: list[Callable[[str, str], None]] = field(default_factory=list)
+    on_missed: list[Callable[[], None]] = field(default_factory=list)
+    announce: Callable[[str], None] | None = None
     _local: threading.local = field(default_factory=threading.local, repr=False)
 
     def ready_changed(self) -> None:
         held = getattr(self._local, "held", None)
         if held is not None:
+            if not held.ready:  # announced once per unit
+                self._tell("r")
             held.ready = True
             return
-        for fn in self.on_ready:
-            fn()
+        self._tell("r")
+        self._ready()
 
     def flight_changed(self, flight_id: str) -> None:
         held = getattr(self._local, "held", None)
         if held is not None:
+            if flight_id not in held.flights:
+                self._tell(f"f {flight_id}")
             held.flights.append(flight_id)
             return
-        for fn in self.on_flight:
-            fn(flight_id)
+        self._tell(f"f {flight_id}")
+        self._flight(flight_id)
 
     def event_added(self) -> None:
         held = getattr(self._local, "held", None)
         if held is not None:
+            if not held.events:
+                self._tell("e")
             held.events = True
             return
-        for fn in self.on_event:
-            fn()
+        self._tell("e")
+        self._event()
 
     def instruct(self, runner_id: str, kind: str) -> None:
         """Tell a runner something at once (an :class:`gg.domain.runners.Instruction`): the
-        server answers its parked claim with it (gg.server.dispatch.Dispatcher.instruct)."""
+        server holding its parked claim answers it with it
+        (gg.server.dispatch.Dispatcher.instruct), whichever replica that is."""
+        self._tell(f"i {runner_id} {kind}")
+        self._instruct(runner_id, kind)
+
+    def heard(self, line: str) -> None:
+        """Another replica's announcement (see the class): raised here, not announced again."""
+        what, _, rest = line.partition(" ")
+        if what == "r":
+            self._ready()
+        elif what == "f" and rest:
+            self._flight(rest)
+        elif what == "e":
+            self._event()
+        elif what == "i" and " " in rest:
+            runner_id, kind = rest.split(" ", 1)
+            self._instruct(runner_id, kind)
+
+    def missed(self) -> None:
+        for fn in self.on_missed:
+            fn()
+
+    def _tell(self, line: str) -> None:
+        if self.announce is not None:
+            self.announce(line)
+
+    def _ready(self) -> None:
+        for fn in self.on_ready:
+            fn()
+
+    def _flight(self, flight_id: str) -> None:
+        for fn in self.on_flight:
+            fn(flight_id)
+
+    def _event(self) -> None:
+        for fn in self.on_event:
+            fn()
+
+    def _instruct(self, runner_id: str, kind: str) -> None:
         for fn in self.on_instruction:
             fn(runner_id, kind)
 
@@ -89,12 +145,13 @@ class Signals:
             self._local.held = None
 
     def raise_all(self, fired: Fired) -> None:
+        """A held unit's signals, raised here once it committed (announced already)."""
         if fired.ready:
-            self.ready_changed()
+            self._ready()
         for flight_id in dict.fromkeys(fired.flights):
-            self.flight_changed(flight_id)
+            self._flight(flight_id)
         if fired.events:
-            self.event_added()
+            self._event()
 
 
 @dataclass
@@ -106,6 +163,8 @@ class Core:
     commit: str = field(default_factory=build_commit)  # gg.build_commit: version skew
     signals: Signals = field(default_factory=Signals)
     started_at: float = 0.0
+    # This server process's name among replicas (duties, wake-ups): new at every start.
+    replica: str = field(default_factory=lambda: secrets.token_hex(6))
     silence_scanned_at: float = 0.0
     owner_token_path: object = None
     verdicts: Verdicts | None = None  # the meanings' verdicts (gg.control.verdicts)

@@ -28,6 +28,9 @@ class CredentialCache:
         self._entries: OrderedDict[str, tuple[Runner, float]] = OrderedDict()
         self._lock = threading.Lock()
         self.generation = 0
+        # With replicas (gg.server.replicas): told every runner forgotten here, so that the
+        # other replicas drop their entries too (they call forget(..., told=False)).
+        self.on_forget: Callable[[str], None] | None = None
 
     def get(self, token_hash: str) -> Runner | None:
         if self.size <= 0:
@@ -56,12 +59,15 @@ class CredentialCache:
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
 
-    def forget(self, runner_id: str) -> None:
-        """Drop every entry naming ``runner_id`` (its credential changed or died)."""
+    def forget(self, runner_id: str, *, told: bool = True) -> None:
+        """Drop every entry naming ``runner_id`` (its credential changed or died), and tell
+        the other replicas to (``told=False``: they told us)."""
         with self._lock:
             self.generation += 1
             for key in [k for k, (r, _) in self._entries.items() if r.id == runner_id]:
                 del self._entries[key]
+        if told and self.on_forget is not None:
+            self.on_forget(runner_id)
 
     def clear(self) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ a grant that lost a race is dropped.
 from __future__ import annotations
 
 from gg.control import attended as attended_ops
+from gg.control import duties as duty_ops
 from gg.control import groups as group_ops
 from gg.control import runners as runner_ops
 from gg.control.core import CONTROL_PLANE, Core
@@ -282,6 +283,10 @@ def _settle_runner(core: Core, runner_id: str | None, now: float) -> None:
 
 
 def honour_after_restart(core: Core) -> int:
-    """Every flying lease gets at least one LEASE_TTL from now (no mass expiry)."""
+    """Every flying lease gets at least one LEASE_TTL from now (no mass expiry), unless
+    another replica was serving a moment ago: then the control plane never stopped (its
+    runners renewed with that replica), and only this process started."""
     with core.store.atomic():
+        if duty_ops.served_by_another(core):
+            return 0
         return core.store.honour_leases_after_restart(core.now(), core.settings.lease_ttl)

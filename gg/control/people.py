@@ -21,12 +21,15 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 
 
 def bootstrap(core: Core, data_dir: Path, org_name: str = "default") -> Path | None:
-    """First start: create the organisation and its owner; write DATA_DIR/owner-token."""
+    """First start: create the organisation and its owner; write DATA_DIR/owner-token. Once
+    per store: several servers starting together on one database make one owner (the
+    insert is conditional, in a write transaction that every replica takes in turn)."""
     with core.store.atomic():
         if core.store.organisation() is not None:
             return None
         now = core.now()
-        core.store.create_organisation(tokens.new_id("o_"), org_name, now)
+        if not core.store.create_organisation(tokens.new_id("o_"), org_name, now):
+            return None
         token = tokens.mint(tokens.PERSON)
         core.store.create_person(id=tokens.new_id("p_"), name="owner", role="admin",
                                  token_hash=tokens.digest(token),

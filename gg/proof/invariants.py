@@ -32,6 +32,12 @@ attempts_never_overlap     epoch e+1 was granted only after epoch e had ended by
                            a retired runner) or by the control plane's ``expired`` fact
                            recorded at or after the lease's expiry (the clock), never by
                            fiat (as retiring a runner once did)
+each_episode_once          what is recorded once per episode was recorded once, however
+                           many replicas looked: one ``info:flight:opened`` per flight, one
+                           ``info:flight:expired`` per (flight, epoch), one
+                           ``warn:runner:aged_out`` per (runner, last check-in), one
+                           ``warn:runner:version_skew`` per (runner, version pair), one
+                           ``warn:pool:stale`` per (pool, last attestation)
 =========================  ===============================================================
 
 Retention prunes history (docs/operations.md): an ended flight goes with its grants, facts
@@ -46,7 +52,8 @@ The checker knows nothing of gg's code: it reads the tables ``flights``, ``grant
 those columns; the one dialect-specific piece is reading a number out of a JSON ``body``
 column, :data:`JSON_NUMBER` (SQLite's ``json_extract``; for PostgreSQL use
 ``CAST(body::json->>'epoch' AS INTEGER)``), so a PostgreSQL store can be checked by
-passing its DB-API connection and ``dialect="postgresql"`` to :func:`check_connection`.
+passing its DB-API connection and ``dialect="postgresql"`` to :func:`check_connection`, or
+its URL to :func:`check_postgresql` (one read-only REPEATABLE READ snapshot).
 """
 
 from __future__ import annotations
@@ -71,6 +78,19 @@ JSON_REAL = {
     "sqlite": "CAST(json_extract({col}, '$.{key}') AS REAL)",
     "postgresql": "CAST(({col})::json->>'{key}' AS DOUBLE PRECISION)",
 }
+JSON_TEXT = {
+    "sqlite": "CAST(json_extract({col}, '$.{key}') AS TEXT)",
+    "postgresql": "(({col})::json->>'{key}')",
+}
+# Events recorded once per episode, and what names the episode besides the kind: columns of
+# ``events``, or (key, dialects) for a value read from its JSON body.
+EPISODES = (
+    ("info:flight:opened", ("e.flight_id",)),
+    ("info:flight:expired", ("e.flight_id", ("epoch", JSON_NUMBER))),
+    ("warn:runner:aged_out", ("e.runner_id", ("last_seen_at", JSON_REAL))),
+    ("warn:runner:version_skew", ("e.runner_id", ("pair", JSON_TEXT))),
+    ("warn:pool:stale", (("pool", JSON_TEXT), ("last_attested_at", JSON_REAL))),
+)
 
 
 @dataclass(frozen=True)
@@ -129,13 +149,40 @@ def open_read_only(path: Path | str) -> sqlite3.Connection:
 
 def check(db_path: Path | str, *, lease_ttl: float, restarts: Sequence[Restart] = (),
           now: float | None = None, stuck_grace: float = 0.0) -> Report:
-    """Check every invariant against the SQLite store at ``db_path``."""
+    """Check every invariant against the SQLite store at ``db_path``, or the PostgreSQL
+    store at that ``postgresql://`` URL (read in one read-only REPEATABLE READ snapshot)."""
+    if isinstance(db_path, str) and db_path.startswith(("postgresql://", "postgres://")):
+        import psycopg
+
+        with psycopg.connect(db_path) as pg:
+            pg.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                return check_connection(pg, lease_ttl=lease_ttl, restarts=restarts, now=now,
+                                        stuck_grace=stuck_grace, dialect="postgresql")
+            finally:
+                pg.rollback()
     conn = open_read_only(db_path)
     try:
         return check_connection(conn, lease_ttl=lease_ttl, restarts=restarts, now=now,
                                 stuck_grace=stuck_grace)
     finally:
         conn.close()
+
+
+def check_postgresql(url: str, *, lease_ttl: float, restarts: Sequence[Restart] = (),
+                     now: float | None = None, stuck_grace: float = 0.0) -> Report:
+    """Check every invariant against the PostgreSQL store at ``url``, in one read-only
+    REPEATABLE READ transaction (one snapshot of every table, as the SQLite check reads)."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        conn.read_only = True
+        try:
+            return check_connection(conn, lease_ttl=lease_ttl, restarts=restarts, now=now,
+                                    stuck_grace=stuck_grace, dialect="postgresql")
+        finally:
+            conn.rollback()
 
 
 def check_connection(conn, *, lease_ttl: float, restarts: Sequence[Restart] = (),
@@ -167,6 +214,7 @@ def check_connection(conn, *, lease_ttl: float, restarts: Sequence[Restart] = ()
 
 class _Queries:
     def __init__(self, dialect: str):
+        self.dialect = dialect
         self.epoch = JSON_NUMBER[dialect].format(col="e.body", key="epoch")
         self.expired_at = JSON_REAL[dialect].format(col="x.body", key="expired_at")
 
@@ -368,6 +416,20 @@ def _attempts_never_overlap(cur, q: _Queries, **_) -> Iterable[tuple[str | None,
                           f"{holder} neither handed it back nor let its lease expire")
 
 
+def _each_episode_once(cur, q: _Queries, **_) -> Iterable[tuple[str | None, str]]:
+    for kind, parts in EPISODES:
+        names = [p if isinstance(p, str) else p[1][q.dialect].format(col="e.body", key=p[0])
+                 for p in parts]
+        shown = [p if isinstance(p, str) else p[0] for p in parts]
+        for row in _rows(cur, f"""
+                SELECT {", ".join(names)}, count(*) FROM events e
+                 WHERE e.kind = '{kind}'
+                 GROUP BY {", ".join(names)} HAVING count(*) > 1"""):
+            flight_id = row[0] if parts[0] == "e.flight_id" else None
+            episode = ", ".join(f"{n.removeprefix('e.')} {v}" for n, v in zip(shown, row))
+            yield flight_id, f"{kind} was recorded {row[-1]} times for one episode ({episode})"
+
+
 def _outcome(body) -> str | None:
     import json
 
@@ -385,6 +447,7 @@ _CHECKS = (
     ("no_stale_reports", _no_stale_reports),
     ("no_expiry_after_restart", _no_expiry_after_restart),
     ("attempts_never_overlap", _attempts_never_overlap),
+    ("each_episode_once", _each_episode_once),
 )
 
 
@@ -394,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m gg.proof.invariants",
                                  description="Check the lease protocol's invariants in a gg store.")
-    ap.add_argument("db", help="the store's SQLite file (DATA_DIR/gg.sqlite3)")
+    ap.add_argument("db", help="the store's SQLite file (DATA_DIR/gg.sqlite3) or PostgreSQL URL")
     ap.add_argument("--lease-ttl", type=float, default=60.0)
     ap.add_argument("--restart", action="append", default=[], metavar="DOWN:UP",
                     help="a restart: wall-clock seconds the old process died and the new started")

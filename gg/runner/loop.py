@@ -24,7 +24,7 @@ from gg import __version__, keys
 from gg.api.runners import CheckedIn, Claimed, Instructed
 from gg.client import (BACKOFF_BASE, BACKOFF_CAP, RETRY_CALL, RETRY_FOREVER, RETRY_GOODBYE,
                        RETRY_JOIN, RETRY_REFRESH, RETRY_RELEASE, RETRY_STEP, ApiError, Client,
-                       Unreachable)
+                       Unreachable, same_control_plane)
 from gg.domain.flights import Outcome
 from gg.domain.identity import key_fingerprint
 from gg.domain.health import effective_workers
@@ -207,7 +207,7 @@ class Runner:
         if first_start:  # the one time it is told unasked: compare it with gg runner show
             self.say(f"this runner's key is new; its fingerprint is "
                      f"{key_fingerprint(keys.public_text(key))}")
-        if reg is not None and reg.server == self.options.server:
+        if reg is not None and same_control_plane(reg.server, self.options.server):
             if self.options.enrol_token:
                 self.say("this runner is registered already; the enrolment token was not spent")
             self.registration = reg

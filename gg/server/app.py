@@ -15,11 +15,13 @@ from gg.control.core import Core
 from gg.control.people import bootstrap
 from gg.server import errors, liveness, metrics
 from gg.server.dispatch import Dispatcher, Watch
+from gg.server.duties import Duties
 from gg.server.hooks import Outbox
 from gg.server.json_body import JsonRoute
 from gg.server.pull import Poller
 from gg.server.limits import BodyLimit
 from gg.server.relay import LocalRelay
+from gg.server.replicas import Replicas
 from gg.server.routes import (admin, approvals, consoles, fleet, flights, gates, groups, hooks,
                               people, placement, pools, pull, runners, services)
 from gg.settings import Settings
@@ -46,6 +48,9 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.state.outbox = Outbox(core)
     app.state.poller = Poller(core)  # pull-mode runners (docs/runner-modes.md)
     app.state.relay = LocalRelay()  # consoles' two sides meet here (docs/console.md)
+    app.state.duties = app.state.outbox.duties = Duties(core)
+    if Replicas.wanted(core):  # a store shared by replicas: wake-ups cross them
+        app.state.replicas = Replicas(core, app.state.dispatcher)
     errors.install(app)
     errors.document(app)
     for module in (people, runners, flights, gates, fleet, admin, placement, pools, hooks,
@@ -67,7 +72,8 @@ def stopping(app: FastAPI) -> None:
 
 
 def build(data_dir: Path, settings: Settings) -> tuple[FastAPI, Path | None]:
-    store = open_store(data_dir)
+    store = open_store(data_dir, settings.database_url, pool_size=settings.database_pool,
+                       hold_timeout=settings.database_hold_timeout)
     app = create_app(settings, store, data_dir=data_dir)
     # Held while the process lives: `gg server vacuum` refuses while any server holds it.
     app.state.data_dir_lock = hold_data_dir(data_dir)

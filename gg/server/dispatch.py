@@ -51,6 +51,7 @@ class Dispatcher:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()  # parked claims between the loop and the writer's tail
         core.signals.on_ready.append(self.poke)
+        core.signals.on_missed.append(self.poke)
         core.signals.on_instruction.append(self._instruct_soon)
         core.tail = self._tail
 
@@ -223,6 +224,17 @@ class Dispatcher:
 
         return told
 
+    def lease_may_have_started(self, flight_id: str) -> None:
+        """A flight changed, maybe granted by another replica (gg.server.replicas): with
+        claims parked here and no look at an expiry arranged, arrange one. A lease granted
+        now is due after every lease already looked for, so only the first needs a read."""
+        if self.parked and self._expiry_handle is None and self.loop is not None:
+            self.loop.call_soon_threadsafe(self._arm_if_unarmed)
+
+    def _arm_if_unarmed(self) -> None:
+        if self._expiry_handle is None:
+            self._arm_expiry_wake()
+
     def _arm_expiry_wake(self) -> None:
         """Look again when the earliest lease is due (clock comparison happens then)."""
         if self.loop is None:
@@ -253,6 +265,7 @@ class Watch:
         self._events: set[asyncio.Future] = set()
         core.signals.on_flight.append(self._flight_changed)
         core.signals.on_event.append(self._event_added)
+        core.signals.on_missed.append(self._look_again)
 
     async def flight(self, flight_id: str, timeout: float) -> None:
         await self._wait(self._flights.setdefault(flight_id, set()), timeout, flight_id)
@@ -281,6 +294,13 @@ class Watch:
         for fut in self._flights.get(flight_id, ()):
             if not fut.done():
                 fut.set_result(None)
+
+    def _look_again(self) -> None:
+        """Wake-ups may have been lost: every follower reads once more."""
+        for bucket in [self._events, *self._flights.values()]:
+            for fut in bucket:
+                if not fut.done():
+                    fut.set_result(None)
 
     def _event_added(self) -> None:
         for fut in self._events:

@@ -17,6 +17,7 @@ import logging
 import httpx
 
 from gg import __version__
+from gg.control import duties as duty_ops
 from gg.control import hooks as hook_ops
 from gg.control.core import Core
 from gg.domain import hooks as rules
@@ -35,7 +36,9 @@ class Outbox:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._pruned_at = 0.0
+        self.duties = None  # gg.server.duties: with replicas, one of them delivers
         core.signals.on_event.append(self.poke)
+        core.signals.on_missed.append(self.poke)
 
     def poke(self) -> None:
         """An event was recorded: look at the outbox now rather than at the next poll."""
@@ -51,6 +54,9 @@ class Outbox:
                                      trust_env=False,
                                      headers={"user-agent": f"gg/{__version__}"}) as http:
             while True:
+                if self.duties is not None and not self.duties.holds(duty_ops.HOOKS):
+                    await asyncio.sleep(self.core.settings.hook_poll)  # another replica delivers
+                    continue
                 try:
                     rows = hook_ops.due(self.core, BATCH)
                     if rows:

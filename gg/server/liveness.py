@@ -15,10 +15,12 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from gg.control import duties as duty_ops
 from gg.control import leases as lease_ops
 from gg.control.core import Core
 from gg.control.runners import notice_silence
 from gg.server import retention
+from gg.server.duties import Duties
 
 log = logging.getLogger("gg.server")
 
@@ -27,9 +29,11 @@ def period(core: Core) -> float:
     return min(5.0, max(0.2, core.settings.offline_after / 4))
 
 
-async def watch(core: Core) -> None:
+async def watch(core: Core, duties: Duties | None = None) -> None:
     while True:
         await asyncio.sleep(period(core))
+        if duties is not None and not duties.holds(duty_ops.LIVENESS):
+            continue  # another replica keeps this watch
         try:
             notice_silence(core)
         except Exception as exc:  # a busy store must not end the watch
@@ -42,8 +46,13 @@ async def lifespan(app: FastAPI):
     # to hear renewals, not from when the app was built (a loaded machine can take seconds
     # between the two, and those seconds would come out of the runners' window).
     lease_ops.honour_after_restart(app.state.core)
-    tasks = [asyncio.create_task(watch(app.state.core)),
-             asyncio.create_task(retention.duty(app.state.core))]
+    replicas = getattr(app.state, "replicas", None)
+    if replicas is not None:  # wake-ups from the other replicas (gg.server.replicas)
+        replicas.start()
+    duties: Duties = app.state.duties
+    tasks = [asyncio.create_task(duties.run()),
+             asyncio.create_task(watch(app.state.core, duties)),
+             asyncio.create_task(retention.duty(app.state.core, duties))]
     outbox = getattr(app.state, "outbox", None)
     if outbox is not None:  # the hooks' deliveries (gg.server.hooks)
         tasks.append(asyncio.create_task(outbox.run()))
@@ -58,3 +67,6 @@ async def lifespan(app: FastAPI):
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await duties.give_up()
+        if replicas is not None:
+            replicas.stop()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from gg.control import duties as duty_ops
 from gg.control import retention
 from gg.control.core import Core
 
@@ -28,9 +29,11 @@ async def prune_all(core: Core) -> int:
     return batches
 
 
-async def duty(core: Core) -> None:
+async def duty(core: Core, duties=None) -> None:
     while True:
         await asyncio.sleep(max(0.05, core.settings.retention_period))
+        if duties is not None and not duties.holds(duty_ops.RETENTION):
+            continue  # another replica prunes
         try:
             await prune_all(core)
         except Exception as exc:  # a busy store must not end the duty

@@ -1,4 +1,5 @@
-"""``gg server vacuum``: compacts the store's file while no server runs on it.
+"""``gg server vacuum``: compacts the store's file while no server runs on it (and ``gg server
+migrate``: moves that file's control plane into PostgreSQL, also only while none runs).
 
 Pruning frees pages inside the SQLite file but does not shrink it. ``VACUUM`` rewrites the
 file without its free pages, in place and in one transaction (a crash leaves the old file
@@ -13,12 +14,29 @@ from __future__ import annotations
 from pathlib import Path
 
 from gg.store import Store, hold_data_dir
+from gg.store.transfer import TargetNotEmpty, copy_store
 
 STORE_FILE = "gg.sqlite3"
 
 
 class ServerRunning(Exception):
     pass
+
+
+def move(data_dir: Path, url: str) -> dict[str, int]:
+    """Copy the stopped server's SQLite store at ``data_dir`` into the empty PostgreSQL
+    database at ``url`` (gg.store.transfer); the rows copied per table. FileNotFoundError
+    without a store, ServerRunning while a server runs on it, TargetNotEmpty for a database
+    that holds tables already. The SQLite file stays as it was (a way back)."""
+    if not (data_dir / STORE_FILE).is_file():
+        raise FileNotFoundError(str(data_dir / STORE_FILE))
+    lock = hold_data_dir(data_dir, alone=True)
+    if lock is None:
+        raise ServerRunning(str(data_dir))
+    try:
+        return copy_store(data_dir / STORE_FILE, url)
+    finally:
+        lock.close()
 
 
 def vacuum(data_dir: Path) -> tuple[int, int]:
@@ -51,3 +69,6 @@ def backup(data_dir: Path, to: Path) -> int:
         return store.backup_to(to)
     finally:
         store.close()
+
+
+__all__ = ["STORE_FILE", "ServerRunning", "TargetNotEmpty", "backup", "move", "vacuum"]

@@ -1,10 +1,11 @@
 """All SQL lives here, behind :class:`Store`.
 
 The control layer speaks only to the methods of :class:`Store` (rows in, domain objects
-out, no rules). A PostgreSQL implementation serves the same methods so several
-``gg server`` replicas can share one store; ``atomic()`` is then a transaction with
-``SELECT … FOR UPDATE SKIP LOCKED`` on the claim, and wake-ups cross replicas with
-LISTEN/NOTIFY.
+out, no rules). The store is SQLite in the data dir (:mod:`gg.store.db`, the embedded
+default) or, given a ``postgresql://`` URL, PostgreSQL (:mod:`gg.store.postgres`), which
+several ``gg server`` replicas share: the same methods, the same SQL translated in one place
+(:mod:`gg.store.dialect`), every write transaction serialised across replicas by an advisory
+lock (docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from gg.store.approvals import ApprovalRows
 from gg.store.consoles import ConsoleRows
 from gg.store.db import Database
+from gg.store.duties import DutyRows
 from gg.store.estimates import EstimateRows
 from gg.store.events import EventRows
 from gg.store.fleet import FleetRows
@@ -32,15 +34,28 @@ from gg.store.runners import RunnerRows
 from gg.store.sessions import SessionRows
 
 
+def is_url(target: object) -> bool:
+    """A PostgreSQL URL (rather than an SQLite file's path)."""
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows,
-            EstimateRows, ApprovalRows, GroupRows, PullRows,
-            ConsoleRows):
-    """The SQLite store (the embedded default)."""
+            EstimateRows, ApprovalRows, GroupRows, PullRows, ConsoleRows, DutyRows):
+    """The store: SQLite at a path (the embedded default), PostgreSQL at a postgresql:// URL."""
 
-    def __init__(self, path: Path | str):
-        self.db = Database(path)
+    def __init__(self, target: Path | str, *, pool_size: int = 8, hold_timeout: float = 10.0):
+        if is_url(target):
+            from gg.store.postgres import PgDatabase
+
+            self.db = PgDatabase(str(target), pool_size=pool_size, hold_timeout=hold_timeout)
+        else:
+            self.db = Database(target)
         self.db.migrate()
+
+    @property
+    def dialect(self) -> str:
+        return self.db.dialect
 
     def atomic(self, durable: bool = True):
         return self.db.atomic(durable)
@@ -49,10 +64,17 @@ class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
         self.db.close()
 
 
-def open_store(data_dir: Path | str) -> Store:
+def open_store(data_dir: Path | str, database_url: str = "", *, pool_size: int = 8,
+               hold_timeout: float = 10.0) -> Store:
+    """The store of a server whose data dir is ``data_dir``: the SQLite file in it, or the
+    PostgreSQL database at ``database_url`` (the data dir then holds only the owner's token
+    of a first start and the server's lock file)."""
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    store = Store(data_dir / "gg.sqlite3")
+    if database_url:
+        store = Store(database_url, pool_size=pool_size, hold_timeout=hold_timeout)
+    else:
+        store = Store(data_dir / "gg.sqlite3")
     make_private(data_dir)
     return store
 

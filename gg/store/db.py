@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -46,6 +47,8 @@ BeforeCommit = Callable[[], "Callable[[bool], None] | None"]
 
 
 class Database:
+    dialect = "sqlite"
+
     def __init__(self, path: Path | str):
         self.path = str(path)
         self._memory = self.path == ":memory:" or "mode=memory" in self.path
@@ -288,10 +291,18 @@ class Database:
         with self._lock:  # a statement on its own: the write connection, in turn
             return self._write.execute(sql, params)
 
-    def insert(self, table: str, values: dict[str, Any]) -> sqlite3.Cursor:
+    def tuples(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
+        """Rows as plain tuples (a long listing skips building a row object per line)."""
+        cursor = self.conn.cursor()
+        cursor.row_factory = None
+        return cursor.execute(sql, params).fetchall()
+
+    def insert(self, table: str, values: dict[str, Any], *,
+               returning: str | None = None) -> sqlite3.Cursor:
         cols = ", ".join(f'"{k}"' for k in values)  # quoted: some columns are keywords
         marks = ", ".join(":" + k for k in values)
-        return self.run(f"INSERT INTO {table} ({cols}) VALUES ({marks})", values)
+        tail = f" RETURNING {returning}" if returning else ""
+        return self.run(f"INSERT INTO {table} ({cols}) VALUES ({marks}){tail}", values)
 
     def update(self, table: str, key: str, key_value: Any, values: dict[str, Any]) -> int:
         if not values:
@@ -301,6 +312,16 @@ class Database:
         params["_key"] = key_value
         cur = self.run(f"UPDATE {table} SET {sets} WHERE {key} = :_key", params)
         return cur.rowcount
+
+    def size(self) -> int:
+        """The store's size on disk: the database file and its write-ahead log."""
+        total = 0
+        for path in (self.path, self.path + "-wal"):
+            try:
+                total += os.path.getsize(path)
+            except OSError:
+                pass
+        return total
 
     def trace(self, callback: Callable[[str], None] | None) -> None:
         """Every statement this thread's reads and the write connection run, to ``callback``

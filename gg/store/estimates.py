@@ -44,8 +44,10 @@ class EstimateRows:
         ``forget_before`` are forgotten (an index walk over the few that just aged out)."""
         self.db.run("DELETE FROM start_estimates WHERE started_at < ?", (forget_before,))
         self.db.run(
-            "INSERT OR REPLACE INTO start_estimates (flight_id, estimated_at, at, low, high, "
-            "started_at) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO start_estimates (flight_id, estimated_at, at, low, high, started_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (flight_id) DO UPDATE SET "
+            "estimated_at = excluded.estimated_at, at = excluded.at, low = excluded.low, "
+            "high = excluded.high, started_at = excluded.started_at",
             (flight_id, estimated_at, at, low, high, started_at))
 
     def start_estimates(self, since: float) -> list[dict]:
@@ -60,13 +62,10 @@ class EstimateRows:
         names = ("id", "opened_by", "opened_at", "stage", "title", "environment", "requires",
                  "runner_target", "repo", "agent", "kind", "priority", "attempt",
                  "lease_runner", "lease_granted_at", "group", "where")
-        cursor = self.db.conn.cursor()
-        cursor.row_factory = None
         columns = ", ".join(f'"{n}"' for n in names)  # quoted: "group" and "where" are keywords
-        cursor.execute(f"SELECT {columns} FROM flights WHERE stage = ?", (stage,))
         decoded: dict[str, dict] = {}  # few distinct requirement sets: decode each once
         out = []
-        for row in cursor.fetchall():
+        for row in self.db.tuples(f"SELECT {columns} FROM flights WHERE stage = ?", (stage,)):
             data = dict(zip(names, row))
             text = data["requires"]
             if text not in decoded:

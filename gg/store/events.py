@@ -15,8 +15,8 @@ class EventRows:
                   body: dict | None = None) -> int:
         cur = self.db.insert("events", {"kind": kind, "at": at, "actor": actor,
                                         "runner_id": runner_id, "flight_id": flight_id,
-                                        "body": dumps(body or {})})
-        return cur.lastrowid
+                                        "body": dumps(body or {})}, returning="seq")
+        return cur.fetchall()[0][0]
 
     def events(self, *, after: int = 0, kind: str | None = None, runner_id: str | None = None,
                flight_id: str | None = None, limit: int = 1000, newest: bool = False) -> list[dict]:

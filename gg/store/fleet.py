@@ -52,10 +52,14 @@ class FleetRows:
                   "in_force": dumps(record.in_force.to_dict()) if record.in_force else None,
                   "in_force_version": record.in_force_version,
                   "narrowed_by": record.narrowed_by, "gate_id": record.gate_id}
-        self.db.run("INSERT OR REPLACE INTO profiles (name, version, applied, applied_at, "
+        self.db.run("INSERT INTO profiles (name, version, applied, applied_at, "
                     "applied_by, in_force, in_force_version, narrowed_by, gate_id) VALUES "
                     "(:name, :version, :applied, :applied_at, :applied_by, :in_force, "
-                    ":in_force_version, :narrowed_by, :gate_id)", values)
+                    ":in_force_version, :narrowed_by, :gate_id) ON CONFLICT (name) DO UPDATE SET "
+                    "version = excluded.version, applied = excluded.applied, "
+                    "applied_at = excluded.applied_at, applied_by = excluded.applied_by, "
+                    "in_force = excluded.in_force, in_force_version = excluded.in_force_version, "
+                    "narrowed_by = excluded.narrowed_by, gate_id = excluded.gate_id", values)
 
     def add_profile_version(self, name: str, version: int, body: dict, changes: list[dict],
                             gate_id: str | None, at: float, by: str | None) -> None:

@@ -97,12 +97,10 @@ class FlightRows:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY seq DESC LIMIT ?"
         params.append(limit)
-        cursor = self.db.conn.cursor()
-        cursor.row_factory = None  # plain tuples: sqlite3.Row -> dict costs more than zip
-        cursor.execute(sql, tuple(params))
         requires: dict[str, dict] = {}  # few distinct requirement sets: decode each once
         out = []
-        for row in cursor.fetchall():
+        # plain tuples: a row object -> dict costs more than zip
+        for row in self.db.tuples(sql, tuple(params)):
             data = dict(zip(names, row))
             if with_seq:
                 data["_seq"] = row[-1]
@@ -154,11 +152,12 @@ class FlightRows:
         requirements, target, opener, repository, agent, kind), with how many share it."""
         if not priorities:
             return []
-        rows = self.db.all(
-            "SELECT *, count(*) AS how_many FROM flights WHERE stage = 'ready' AND priority IN "
+        rows = self.db.all(  # each kind's oldest flight stands for it
+            "SELECT f.*, k.how_many FROM flights AS f JOIN (SELECT min(seq) AS seq, "
+            "count(*) AS how_many FROM flights WHERE stage = 'ready' AND priority IN "
             f"({','.join('?' * len(priorities))}) "
             "GROUP BY priority, requires, runner_target, opened_by, repo, agent, kind, "
-            '"group", "where", environment',
+            '"group", "where", environment) AS k ON f.seq = k.seq ORDER BY f.seq',
             tuple(priorities))
         return [(flight_from_row(r), r["how_many"]) for r in rows]
 

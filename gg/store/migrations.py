@@ -5,7 +5,14 @@ Ranges keep parallel work apart: 1-99 core, 100-199 placement, 200-299 fleet ope
 610-619 people, 700-719 runner groups (gg/store/groups.py), 720-729 identity, 730-749
 approvals and services (gg/store/approvals.py), 760-769 web console sessions, 770-779 the
 operator's removals, 780-789 start estimates, 800-809 run-time limits, 810-819 output caps,
-820-829 priorities, 830-839 retention, 840-849 hooks, 850-869 the hot path.
+820-829 priorities, 830-839 retention, 840-849 hooks, 850-869 the hot path, 880-899 the
+PostgreSQL store, 900-909 control-plane replicas.
+
+Every migration runs on both stores. It is handed an object with ``executescript(script)``
+and ``execute(sql, params)`` only: sqlite_utils's Database on SQLite; on PostgreSQL an adapter
+(gg.store.postgres) that runs the same SQLite SQL with the schema's types translated
+(gg.store.dialect: ``INTEGER PRIMARY KEY AUTOINCREMENT``, ``REAL``, ``INTEGER``, ``BLOB``).
+Write new ones with those two calls and SQL both engines accept.
 """
 
 from __future__ import annotations
@@ -562,5 +569,24 @@ def _machine_consoles(db: sqlite_utils.Database) -> None:
             reason TEXT
         );
         CREATE INDEX machine_consoles_open ON machine_consoles(runner_id) WHERE closed_at IS NULL;
+        """
+    )
+
+
+# -- control-plane replicas (900-909) -----------------------------------------------------------
+
+
+@migration(900, "duties held by one replica at a time")
+def _duties(db: sqlite_utils.Database) -> None:
+    """Who does each background duty (gg.control.duties): one row per duty, held by one
+    server process until ``until`` and renewed by it well before."""
+    db.executescript(
+        """
+        CREATE TABLE duties (
+            name TEXT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            renewed_at REAL NOT NULL,
+            until REAL NOT NULL
+        );
         """
     )

@@ -12,8 +12,12 @@ class PeopleRows:
         row = self.db.one("SELECT * FROM organisation LIMIT 1")
         return dict(row) if row else None
 
-    def create_organisation(self, org_id: str, name: str, now: float) -> None:
-        self.db.insert("organisation", {"id": org_id, "name": name, "created_at": now})
+    def create_organisation(self, org_id: str, name: str, now: float) -> bool:
+        """Make the organisation unless one exists (one per store, however many servers
+        start on it together); True when this call made it."""
+        cur = self.db.run("INSERT INTO organisation (id, name, created_at) SELECT ?, ?, ? "
+                          "WHERE NOT EXISTS (SELECT 1 FROM organisation)", (org_id, name, now))
+        return cur.rowcount == 1
 
     def create_person(self, *, id: str, name: str, role: str, token_hash: str,
                       token_fingerprint: str, is_owner: bool, now: float,

@@ -110,8 +110,10 @@ class PoolRows:
     # -- maintainers --------------------------------------------------------------------
 
     def allow_maintainer(self, pool: str, runner_id: str, allowed_by: str, now: float) -> None:
-        self.db.run("INSERT OR REPLACE INTO pool_maintainers (pool, runner_id, allowed_by, "
-                    "allowed_at) VALUES (?, ?, ?, ?)", (pool, runner_id, allowed_by, now))
+        self.db.run("INSERT INTO pool_maintainers (pool, runner_id, allowed_by, allowed_at) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (pool, runner_id) DO UPDATE SET "
+                    "allowed_by = excluded.allowed_by, allowed_at = excluded.allowed_at",
+                    (pool, runner_id, allowed_by, now))
 
     def maintainer_allowed(self, pool: str, runner_id: str) -> bool:
         return self.db.one("SELECT 1 FROM pool_maintainers WHERE pool = ? AND runner_id = ?",

@@ -67,19 +67,14 @@ class RetentionRows:
                     "SET value = excluded.value", (EVENTS_PRUNED_BEFORE, repr(before)))
 
     def database_bytes(self) -> int:
-        """The store's size on disk: the database file and its write-ahead log."""
-        total = 0
-        for path in (self.db.path, self.db.path + "-wal"):
-            try:
-                total += os.path.getsize(path)
-            except OSError:
-                pass
-        return total
+        """The store's size: SQLite's file and write-ahead log, or PostgreSQL's database."""
+        return self.db.size()
 
     def backup_to(self, path) -> int:
         """Copy the whole store into the new SQLite file ``path`` with SQLite's online
         backup (other connections keep writing meanwhile; the copy is one snapshot, its own
-        write-ahead log folded in); the copy's size in bytes. The file is the owner's alone."""
+        write-ahead log folded in); the copy's size in bytes. The file is the owner's alone.
+        SQLite only: a PostgreSQL store is backed up with PostgreSQL's own tools."""
         import sqlite3
 
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -124,8 +124,9 @@ class RunnerRows:
         self.db.run("DELETE FROM runners WHERE id = ?", (runner_id,))
 
     def tombstone(self, public_key: str, runner_id: str, now: float) -> None:
-        self.db.run("INSERT OR REPLACE INTO runner_tombstones (public_key, runner_id, at) "
-                    "VALUES (?, ?, ?)", (public_key, runner_id, now))
+        self.db.run("INSERT INTO runner_tombstones (public_key, runner_id, at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (public_key) DO UPDATE SET runner_id = excluded.runner_id, "
+                    "at = excluded.at", (public_key, runner_id, now))
 
     def tombstoned(self, public_key: str) -> bool:
         return self.db.one("SELECT 1 FROM runner_tombstones WHERE public_key = ?",

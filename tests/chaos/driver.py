@@ -70,10 +70,10 @@ def _command(rng: random.Random, index: int) -> tuple[list[str], str, bool]:
 
 
 class Chaos:
-    def __init__(self, root: Path, plan: Plan):
+    def __init__(self, root: Path, plan: Plan, env: dict[str, str] | None = None):
         self.plan = plan
         self.rng = random.Random(plan.seed)
-        self.fleet = Fleet(root, {**FAST, "GG_MAX_EXPIRIES": "50"})
+        self.fleet = Fleet(root, {**FAST, "GG_MAX_EXPIRIES": "50", **(env or {})})
         self.restarts: list[Restart] = []
         self.acts = {"runner_killed": 0, "runner_stopped": 0, "server_killed": 0}
         self.expected: dict[str, str] = {}
@@ -221,7 +221,7 @@ class Chaos:
             api.close()
 
     def _judge(self, rows: list[dict]) -> Outcome:
-        db = self.fleet.server.data_dir / "gg.sqlite3"
+        db = self.fleet.env.get("GG_DATABASE_URL") or self.fleet.server.data_dir / "gg.sqlite3"
         report = check(db, lease_ttl=LEASE_TTL, restarts=self.restarts, stuck_grace=LEASE_TTL)
         api = self._api()
         try:

@@ -12,6 +12,7 @@ import os
 import pytest
 
 from chaos.driver import Chaos, Plan, landing_output
+from pg_support import fleet_store
 
 SEED = int(os.environ.get("GG_CHAOS_SEED", "20261129"))
 
@@ -34,8 +35,8 @@ def _prove(outcome) -> None:
     assert outcome.expired_events >= 1, why
 
 
-def test_chaos_small_every_invariant_holds(tmp_path):
-    outcome = Chaos(tmp_path, Plan(seed=SEED)).run()
+def test_chaos_small_every_invariant_holds(tmp_path, request):
+    outcome = Chaos(tmp_path, Plan(seed=SEED), env=fleet_store(request)).run()
     _prove(outcome)
     print(outcome.describe())
 

@@ -1,4 +1,5 @@
-"""Fixtures for the use-case tests: a real SQLite store, a hand-moved clock (``clock``, from
+"""Fixtures for the use-case tests: a real store (SQLite; PostgreSQL too in modules that
+name both in ``STORES``), a hand-moved clock (``clock``, from
 ``tests/conftest.py``), no server.
 
 ``core`` is bootstrapped (the owner exists, its token is in ``tmp_path``); a test file that
@@ -25,10 +26,14 @@ def settings() -> Settings:
 
 
 @pytest.fixture
-def core(tmp_path, clock, settings) -> Core:
-    c = Core(store=open_store(tmp_path), settings=settings, clock=clock)
+def core(tmp_path, clock, settings, store_url) -> Core:
+    """On SQLite in ``tmp_path``, or on a PostgreSQL database of its own when the test module
+    runs on both stores (``STORES``, tests/conftest.py)."""
+    c = Core(store=open_store(tmp_path, store_url), settings=settings, clock=clock)
     bootstrap(c, tmp_path)
-    return c
+    yield c
+    if store_url:
+        c.store.close()
 
 
 @pytest.fixture

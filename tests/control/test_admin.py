@@ -16,6 +16,8 @@ from gg.store import open_store
 from fleet_support import CONFINED
 from support import check_in, new_key, proof
 
+STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores
+
 SANDBOX_OK = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": True,
               "confinement": CONFINED}
 

@@ -9,6 +9,8 @@ from gg.errors import BadRequest, Conflict
 
 from placement_support import runner
 
+STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores
+
 
 def test_an_attended_flight_needs_a_runner(core, owner):
     with pytest.raises(BadRequest) as err:

@@ -12,6 +12,8 @@ from gg.domain.meanings import MeaningError
 from placement_support import LINUX, charted, runner
 from support import check_in
 
+STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores
+
 
 def test_a_malformed_meaning_is_refused_with_its_position_and_nothing_is_charted(core, owner):
     with pytest.raises(MeaningError) as err:

@@ -8,6 +8,8 @@ import pytest
 from gg.control import people
 from gg.domain.events import EventKind
 
+STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores
+
 
 def test_an_event_is_stored_and_filtered_by_its_unchanged_string(core, owner):
     people.add_person(core, owner, name="ada", admin=False)

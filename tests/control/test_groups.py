@@ -9,6 +9,8 @@ from gg.errors import Conflict, Forbidden
 from gg.store import open_store
 from support import check_in, make_runner
 
+STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores
+
 
 def test_only_an_admin_changes_groups_attributes_membership_or_the_fleet_stop(core, ada):
     for call in (lambda: groups.set_group(core, ada, "dc1"),
@@ -30,13 +32,13 @@ def test_narrowing_an_attributes_values_is_refused_while_a_group_uses_another(co
 
 
 def test_a_quiesced_fleet_grants_nothing_and_stays_quiesced_across_a_restart(core, owner,
-                                                                              tmp_path):
+                                                                              tmp_path, store_url):
     runner = make_runner(core, owner)
     check_in(core, runner)
     flights.open_flight(core, owner, command=["true"])
     groups.quiesce(core, owner)
     assert leases.try_claim(core, runner.id) is None
-    reopened = open_store(tmp_path)
+    reopened = open_store(tmp_path, store_url)
     assert reopened.fleet_stop()["quiesced_by"] == "owner"
     reopened.close()
     groups.resume(core, owner)

@@ -9,6 +9,8 @@ from gg.control import hooks
 from gg.domain.events import EventKind
 from gg.errors import Forbidden
 
+STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores
+
 
 def _add(core, owner, on="landed,failed", environment=None):
     hook, secret = hooks.add_hook(core, owner, url="http://127.0.0.1:9/h", on=on,

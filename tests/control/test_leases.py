@@ -10,6 +10,8 @@ from gg.settings import Settings
 
 from support import make_runner
 
+STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores
+
 
 @pytest.fixture
 def settings():

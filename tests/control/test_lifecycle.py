@@ -15,6 +15,8 @@ from gg.store import open_store
 
 from support import Clock, make_runner
 
+STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores
+
 
 @pytest.fixture
 def clock():

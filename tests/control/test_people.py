@@ -10,6 +10,8 @@ from gg.errors import Conflict, Forbidden, Unauthorized
 
 from support import make_runner
 
+STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores
+
 DAY = 86400.0
 
 

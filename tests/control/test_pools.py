@@ -26,6 +26,8 @@ from gg.settings import Settings
 from placement_support import charted
 from support import Clock, check_in, make_runner, proof
 
+STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores
+
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64
 NOON = datetime(2024, 6, 3, 12, 0, tzinfo=UTC).timestamp()

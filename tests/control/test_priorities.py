@@ -12,6 +12,8 @@ from gg.settings import Settings
 
 from support import check_in, make_runner
 
+STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores
+
 
 def fly(core, person, clock, **kw):
     clock.advance(1)

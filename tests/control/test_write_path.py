@@ -10,19 +10,29 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
+import psycopg
 import pytest
 
 from gg.control import flights
 from gg.control.core import Core
 
+STORES = ("sqlite", "postgresql")
 
-def _committed_flights(core: Core) -> set[str]:
+
+def _committed(core: Core, sql: str) -> list[tuple]:
     """What another connection sees: only committed rows."""
+    if core.store.dialect == "postgresql":
+        with psycopg.connect(core.store.db.url) as pg:
+            return pg.execute(sql).fetchall()
     conn = sqlite3.connect(core.store.db.path)
     try:
-        return {row[0] for row in conn.execute("SELECT id FROM flights")}
+        return conn.execute(sql).fetchall()
     finally:
         conn.close()
+
+
+def _committed_flights(core: Core) -> set[str]:
+    return {row[0] for row in _committed(core, "SELECT id FROM flights")}
 
 
 def test_units_queued_together_commit_as_one_group_and_a_failing_one_alone_rolls_back(core, owner):
@@ -45,7 +55,7 @@ def test_units_queued_together_commit_as_one_group_and_a_failing_one_alone_rolls
     assert db.groups - before <= 2  # 22 units, at most two commits (one fsync each)
     stored = _committed_flights(core)
     assert {f.id for f in opened} <= stored
-    commands = [row[0] for row in sqlite3.connect(db.path).execute("SELECT command FROM flights")]
+    commands = [row[0] for row in _committed(core, "SELECT command FROM flights")]
     assert not any("doomed" in c for c in commands)  # its savepoint rolled back, only it
 
 

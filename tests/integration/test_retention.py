@@ -52,7 +52,8 @@ def test_an_ended_flight_is_pruned_after_its_window_and_a_waiting_one_stays(make
 
 
 def test_vacuum_refuses_while_the_server_runs_and_compacts_once_it_is_stopped(make_fleet):
-    fleet = make_fleet({"GG_RETAIN_FLIGHTS": "1s", "GG_RETENTION_PERIOD": "0.2"})
+    fleet = make_fleet({"GG_RETAIN_FLIGHTS": "1s", "GG_RETENTION_PERIOD": "0.2",
+                        "GG_DATABASE_URL": ""})  # vacuum is SQLite's
     api = fleet.api()
     for i in range(40):
         flight = api.open_flight({"command": ["echo", "x" * 2000, str(i)]})

@@ -205,3 +205,21 @@ def test_a_flight_regranted_before_its_holder_stopped_is_caught(world):
     report = check(path, lease_ttl=TTL, now=clock.now)
     flagged = {v.flight_id for v in report.broken("attempts_never_overlap")}
     assert flagged == {ids["returned"], ids["expired"]}, report.summary()
+
+
+def test_an_episode_recorded_twice_is_caught(world):
+    """Two replicas that both noticed one expiry (or one silent runner) and both recorded it."""
+    core, owner, clock, path = world
+    ids = _history(core, owner, clock)
+    assert check(path, lease_ttl=TTL, now=clock.now).ok
+    _forge(path, "INSERT INTO events (kind, at, actor, flight_id, body) SELECT kind, at, actor, "
+                 "flight_id, body FROM events WHERE kind = 'info:flight:expired' AND flight_id = ?",
+           (ids["expired"],))
+    runner = core.store.runners_named("a")[0].id
+    for _ in range(2):
+        _forge(path, "INSERT INTO events (kind, at, actor, runner_id, body) VALUES "
+                     "('warn:runner:aged_out', ?, 'control-plane', ?, '{\"last_seen_at\": 5.5}')",
+               (clock.now, runner))
+    broken = check(path, lease_ttl=TTL, now=clock.now).broken("each_episode_once")
+    assert [v.flight_id for v in broken] == [ids["expired"], None], broken
+    assert "aged_out was recorded 2 times" in broken[1].detail

@@ -21,11 +21,15 @@ def settings() -> Settings:
 
 
 @pytest.fixture
-def client(tmp_path, clock, settings):
+def client(tmp_path, clock, settings, store_url):
     """A TestClient on a fresh app; ``client.owner`` is the owner's token, ``client.tmp`` the
-    data directory."""
-    app = create_app(settings, open_store(tmp_path), clock=clock, data_dir=tmp_path)
+    data directory. On PostgreSQL too in modules that name both stores in ``STORES``."""
+    store = open_store(tmp_path, store_url)
+    app = create_app(settings, store, clock=clock, data_dir=tmp_path)
     with TestClient(app) as c:
         c.owner = (tmp_path / "owner-token").read_text().strip()
         c.tmp = tmp_path
+        c.store = store
         yield c
+    if store_url:
+        store.close()

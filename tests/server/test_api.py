@@ -1,4 +1,5 @@
-"""The HTTP surface, in-process over httpx against the real app and a real SQLite file."""
+"""The HTTP surface, in-process over httpx against the real app and a real store (SQLite's
+file, and a PostgreSQL database)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 from gg.settings import Settings
 from fleet_support import CONFINED
 from support import auth, http_proof, new_key
+
+STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores
 
 
 @pytest.fixture
@@ -68,14 +71,28 @@ def test_a_persons_token_cannot_act_as_a_runner_nor_a_runners_as_a_person(client
     assert client.post("/v1/runner/check-in", json={}, headers=auth(reg["credential"])).status_code == 200
 
 
+def _everything_stored(store, tmp_path) -> bytes:
+    """SQLite's file and log as they are on disk; every cell of every PostgreSQL table."""
+    if store.dialect == "postgresql":
+        import psycopg
+
+        with psycopg.connect(store.db.url) as pg:
+            tables = [r[0] for r in pg.execute(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = current_schema()").fetchall()]
+            return "\n".join(str(row) for t in tables
+                             for row in pg.execute(f'SELECT * FROM "{t}"').fetchall()).encode()
+    raw = (tmp_path / "gg.sqlite3").read_bytes()
+    wal = tmp_path / "gg.sqlite3-wal"
+    return raw + (wal.read_bytes() if wal.exists() else b"")
+
+
 def test_tokens_are_prefixed_and_only_their_hash_is_stored(client, tmp_path):
     _, reg = register(client)
     person = client.post("/v1/people", json={"name": "ada"}, headers=auth(client.owner)).json()
     assert reg["credential"].startswith("ggr_") and person["token"].startswith("ggp_")
     assert client.owner.startswith("ggp_")
-    raw = (tmp_path / "gg.sqlite3").read_bytes()
-    wal = tmp_path / "gg.sqlite3-wal"
-    raw += wal.read_bytes() if wal.exists() else b""
+    raw = _everything_stored(client.store, tmp_path)
     for secret in (reg["credential"], person["token"], client.owner):
         assert secret.encode() not in raw
     assert oct((tmp_path / "owner-token").stat().st_mode)[-3:] == "600"

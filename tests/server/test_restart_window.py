@@ -14,9 +14,12 @@ from gg.store import open_store
 from support import check_in, make_runner
 
 
-def test_the_restart_window_starts_when_the_server_serves(tmp_path, clock):
+STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores
+
+
+def test_the_restart_window_starts_when_the_server_serves(tmp_path, clock, store_url):
     settings = Settings(lease_ttl=3.0, dev=True)
-    before = Core(store=open_store(tmp_path), settings=settings, clock=clock)
+    before = Core(store=open_store(tmp_path, store_url), settings=settings, clock=clock)
     people.bootstrap(before, tmp_path)
     owner = before.store.person_by_name("owner")
     a = make_runner(before, owner)
@@ -26,8 +29,9 @@ def test_the_restart_window_starts_when_the_server_serves(tmp_path, clock):
     before.store.close()
 
     clock.advance(300)  # the control plane was away
-    app = create_app(settings, open_store(tmp_path), clock=clock, data_dir=tmp_path)
+    app = create_app(settings, open_store(tmp_path, store_url), clock=clock, data_dir=tmp_path)
     clock.advance(2.5)  # a slow start-up: the app is built, the server does not serve yet
     with TestClient(app):
         expires = app.state.core.store.flight(flight.id).lease_expires_at
+    app.state.core.store.close()
     assert expires == clock.now + settings.lease_ttl

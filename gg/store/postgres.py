@@ -1,0 +1,515 @@
+"""The PostgreSQL connections: the same seam as :mod:`gg.store.db`, for many replicas.
+
+Several ``gg server`` processes (replicas) share one database. Each has ONE write connection
+served by a writer thread that commits in groups (:meth:`PgDatabase.submit`, exactly as the
+SQLite store does) and a pool of read connections.
+
+Serialising writers (docs/scale-out.md, "Isolation and locking"): every write transaction
+starts with ``pg_advisory_xact_lock(WRITE_LOCK)``, so writers of every replica take turns
+exactly as SQLite's ``BEGIN IMMEDIATE`` makes them, and a control use case's read-decide-write
+sees no other writer between its read and its write. Transactions run at READ COMMITTED:
+every statement after the lock sees every earlier writer's commit, which is all that
+serialisation needs (SERIALIZABLE would only add retries). Grants, renewals, reports and
+hand-backs stay conditional updates (``... WHERE stage = ? AND epoch = ?``, rowcount checked)
+as a second defence. A group holds the lock for one transaction; the group commit keeps the
+throughput (many units share one lock and one WAL flush).
+
+Durability: a group with a durable unit commits with ``synchronous_commit = on`` (the
+commit returns once the WAL is flushed, and on a synchronous standby when the operator set
+one up); a group of only ``durable=False`` units commits with it off.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import psycopg
+from psycopg.adapt import Dumper, Loader
+from psycopg.pq import Format, TransactionStatus
+from psycopg.rows import tuple_row
+from psycopg_pool import ConnectionPool
+
+from gg.store.db import GROUP_MAX, BeforeCommit
+from gg.store.dialect import ddl, split_script, translate
+from gg.store.migrations import MIGRATIONS
+
+log = logging.getLogger("gg.store")
+
+# gg's advisory lock keys (one bigint space per database, shared with anything else using
+# advisory locks there: these are "gg" in ASCII, then a number).
+WRITE_LOCK = 0x6767_0000_0001  # every write transaction, for its length
+MIGRATE_LOCK = 0x6767_0000_0002  # a replica migrating the schema at start
+
+_BEGIN_DURABLE = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+_BEGIN_QUICK = _BEGIN_DURABLE + "; SET LOCAL synchronous_commit TO OFF"
+
+
+class Row:
+    """A row addressable by column name and by index, like ``sqlite3.Row``."""
+
+    __slots__ = ("_index", "_values")
+
+    def __init__(self, index: dict[str, int], values: tuple):
+        self._index = index
+        self._values = values
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return self._values[self._index[key]]
+        return self._values[key]
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Row({dict(zip(self._index, self._values))!r})"
+
+
+def _row_factory(cursor):
+    description = cursor.description
+    if description is None:
+        return tuple
+    index: dict[str, int] = {}
+    for i, column in enumerate(description):  # a repeated name: the first column, as SQLite
+        index.setdefault(column.name, i)
+    return lambda values: Row(index, values)
+
+
+class Result:
+    """What a statement answered, fetched whole: the connection is free again at once."""
+
+    def __init__(self, rows: list, rowcount: int):
+        self._rows = rows
+        self.rowcount = rowcount
+        self.lastrowid = None
+
+    def fetchone(self):
+        return self._rows.pop(0) if self._rows else None
+
+    def fetchall(self) -> list:
+        rows, self._rows = self._rows, []
+        return rows
+
+    def __iter__(self):
+        return iter(self.fetchall())
+
+
+class _BoolAsInteger(Dumper):
+    """The schema keeps flags in INTEGER columns (as SQLite does): a Python bool goes as 0/1."""
+
+    format = Format.TEXT
+    oid = psycopg.adapters.types["int8"].oid
+
+    def dump(self, obj: bool) -> bytes:
+        return b"1" if obj else b"0"
+
+
+class _Number(Loader):
+    """``numeric`` (what ``sum`` of integers gives) as an int when whole, else a float: never
+    a Decimal, which JSON cannot carry."""
+
+    def load(self, data) -> int | float:
+        text = bytes(data).decode()
+        try:
+            return int(text)
+        except ValueError:
+            return float(text)
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    conn.adapters.register_dumper(bool, _BoolAsInteger)
+    conn.adapters.register_loader("numeric", _Number)
+
+
+class PgDatabase:
+    dialect = "postgresql"
+
+    def __init__(self, url: str, *, pool_size: int = 8, hold_timeout: float = 10.0,
+                 connect_timeout: float = 10.0):
+        self.url = url
+        self.path = url
+        self._timeout = connect_timeout
+        self._hold_ms = int(hold_timeout * 1000)
+        self._write = self._connect()
+        self._lock = threading.RLock()  # held by whoever uses the write connection
+        self._local = threading.local()  # per thread: transaction depth
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._closed = False
+        self._trace: Callable[[str], None] | None = None
+        self.before_commit: BeforeCommit | None = None
+        self.groups = 0
+        self.units = 0
+        self._pool = ConnectionPool(
+            url, min_size=1, max_size=max(1, pool_size), open=True, timeout=connect_timeout,
+            kwargs={"autocommit": True, "row_factory": _row_factory,
+                    "connect_timeout": int(max(1, connect_timeout))},
+            configure=_configure, name="gg-readers")
+
+    def _connect(self) -> psycopg.Connection:
+        """The write connection. Its transactions hold the write lock of every replica, so
+        one left idle past the hold timeout (a replica frozen mid-transaction) is ended by the
+        database (``idle_in_transaction_session_timeout``), freeing the lock; the replica's
+        commit then fails unanswered and its next transaction runs on a new connection."""
+        conn = psycopg.connect(self.url, autocommit=True, row_factory=_row_factory,
+                               connect_timeout=int(max(1, self._timeout)))
+        _configure(conn)
+        if self._hold_ms > 0:
+            conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
+                         (str(self._hold_ms),))
+        return conn
+
+    def _writable(self) -> psycopg.Connection:
+        """The write connection, made again when the last one broke (the database restarted
+        or the network dropped): the next transaction simply starts on a new one."""
+        if self._write.closed or self._write.broken:
+            try:
+                self._write.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._write = self._connect()
+        return self._write
+
+    @property
+    def conn(self) -> "_Reader":
+        """Statements on the write connection inside a transaction; otherwise on the pool."""
+        return _Reader(self)
+
+    def _in_transaction(self) -> bool:
+        return bool(getattr(self._local, "depth", 0))
+
+    # -- statements ---------------------------------------------------------------------
+
+    def _execute(self, conn: psycopg.Connection, sql: str, params, *, rows=None) -> Result:
+        text = translate(sql)
+        if self._trace is not None:
+            self._trace(text)
+        cursor = conn.cursor(row_factory=rows) if rows is not None else conn.cursor()
+        with cursor:
+            cursor.execute(text, params if params is not None else ())
+            fetched = cursor.fetchall() if cursor.description is not None else []
+            return Result(fetched, cursor.rowcount)
+
+    def _read(self, sql: str, params, rows=None) -> Result:
+        if self._in_transaction():
+            return self._execute(self._write, sql, params, rows=rows)
+        for attempt in (1, 2):
+            try:
+                with self._pool.connection() as conn:
+                    return self._execute(conn, sql, params, rows=rows)
+            except psycopg.OperationalError:
+                if attempt == 2:
+                    raise
+                # the database dropped connections (it restarted): the pool's idle ones are
+                # checked and the dead ones replaced, then the read runs once more
+                self._pool.check()
+        raise AssertionError("unreachable")
+
+    def one(self, sql: str, params: tuple | dict = ()):
+        return self._read(sql, params).fetchone()
+
+    def all(self, sql: str, params: tuple | dict = ()) -> list:
+        return self._read(sql, params).fetchall()
+
+    def tuples(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
+        """Rows as plain tuples (a long listing skips building a row object per line)."""
+        return self._read(sql, params, rows=tuple_row).fetchall()
+
+    def run(self, sql: str, params: tuple | dict = ()) -> Result:
+        if self._in_transaction():
+            return self._execute(self._write, sql, params)
+        with self.atomic():  # a statement on its own: a transaction of its own, in turn
+            return self._execute(self._write, sql, params)
+
+    def insert(self, table: str, values: dict[str, Any], *, returning: str | None = None) -> Result:
+        cols = ", ".join(f'"{k}"' for k in values)
+        marks = ", ".join(":" + k for k in values)
+        tail = f" RETURNING {returning}" if returning else ""
+        return self.run(f"INSERT INTO {table} ({cols}) VALUES ({marks}){tail}", values)
+
+    def update(self, table: str, key: str, key_value: Any, values: dict[str, Any]) -> int:
+        if not values:
+            return 0
+        sets = ", ".join(f'"{k}" = :{k}' for k in values)
+        params = dict(values)
+        params["_key"] = key_value
+        return self.run(f"UPDATE {table} SET {sets} WHERE {key} = :_key", params).rowcount
+
+    # -- transactions -------------------------------------------------------------------
+
+    def _start(self, durable: bool) -> psycopg.Connection:
+        """Begin a write transaction on the write connection. A connection found dead at
+        BEGIN (the database restarted while it was idle) is made again at once: nothing was
+        written on it, so nothing is lost by starting over."""
+        conn = self._writable()
+        try:
+            self._begin(conn, durable)
+        except psycopg.OperationalError:
+            if not conn.broken:
+                raise
+            conn = self._writable()
+            self._begin(conn, durable)
+        return conn
+
+    def _begin(self, conn: psycopg.Connection, durable: bool) -> None:
+        """BEGIN, the write lock and the commit's durability in one round trip."""
+        conn.execute(_BEGIN_DURABLE if durable else _BEGIN_QUICK)
+
+    @contextmanager
+    def atomic(self, durable: bool = True) -> Iterator[None]:
+        """One write transaction, serialised with every replica's writers (re-entrant; inside
+        a unit of a group commit, a savepoint of the group)."""
+        local = self._local
+        depth = getattr(local, "depth", 0)
+        if depth and not getattr(local, "unit_top", False):
+            local.depth = depth + 1
+            try:
+                yield
+            finally:
+                local.depth = depth
+            return
+        if depth:
+            local.unit_top = False
+            local.depth = depth + 1
+            self._write.execute("SAVEPOINT block")
+            try:
+                yield
+            except BaseException:
+                self._rollback_to("block")
+                raise
+            else:
+                self._write.execute("RELEASE block")
+            finally:
+                local.depth = depth
+                local.unit_top = True
+            return
+        with self._lock:
+            conn = self._start(durable)
+            local.depth = 1
+            try:
+                yield
+            except BaseException:
+                local.depth = 0
+                self._rollback(conn)
+                raise
+            else:
+                local.depth = 0
+                conn.execute("COMMIT")
+
+    def _rollback(self, conn: psycopg.Connection) -> None:
+        if conn.closed or conn.broken:
+            return
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            try:
+                conn.execute("ROLLBACK")
+            except psycopg.Error:
+                log.exception("rolling back")
+
+    def _rollback_to(self, name: str) -> None:
+        conn = self._write
+        if conn.closed or conn.broken:
+            return
+        conn.execute(f"ROLLBACK TO {name}")
+        conn.execute(f"RELEASE {name}")
+
+    # -- the group commit -----------------------------------------------------------------
+
+    def submit(self, unit: Callable[[], Any], *, durable: bool = True) -> Future:
+        future: Future = Future()
+        if self._closed:
+            future.set_exception(RuntimeError("the store is closed"))
+            return future
+        self._queue.put((unit, durable, future))
+        if self._writer is None:
+            with self._lock:
+                if self._writer is None:
+                    self._writer = threading.Thread(target=self._write_loop, daemon=True,
+                                                    name="gg-store-writer")
+                    self._writer.start()
+        return future
+
+    def _write_loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch = [item]
+            while len(batch) < GROUP_MAX:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._queue.put(None)
+                    break
+                batch.append(more)
+            try:
+                self._group(batch)
+            except BaseException as exc:  # never leave a caller waiting
+                log.exception("group commit failed")
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+
+    def _group(self, batch: list[tuple[Callable[[], Any], bool, Future]]) -> None:
+        live = [(unit, future) for unit, _, future in batch if future.set_running_or_notify_cancel()]
+        if not live:
+            return
+        durable = any(d for _, d, f in batch if f.running())
+        outcomes: list[tuple[bool, Any]] = []
+        told: Callable[[bool], None] | None = None
+        local = self._local
+        with self._lock:
+            try:
+                conn = self._start(durable)
+                local.depth = 1
+                for unit, _ in live:
+                    outcomes.append(self._unit(conn, unit))
+                    if conn.broken or conn.info.transaction_status != TransactionStatus.INTRANS:
+                        raise outcomes[-1][1] if not outcomes[-1][0] else RuntimeError(
+                            "the group commit's transaction was lost")
+                if self.before_commit is not None:
+                    ok, told = self._unit(conn, self.before_commit)
+                    if not ok:
+                        log.error("the group's last step failed: %r", told)
+                        told = None
+                local.depth = 0
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                local.depth = 0
+                self._rollback(self._write)
+                if told is not None:
+                    try:
+                        told(False)
+                    except Exception:  # noqa: BLE001
+                        log.exception("after a failed group commit")
+                for _, future in live:
+                    future.set_exception(exc)
+                return
+            finally:
+                local.depth = 0
+        self.groups += 1
+        self.units += len(live)
+        if told is not None:
+            try:
+                told(True)
+            except Exception:  # noqa: BLE001
+                log.exception("after the group commit")
+        for (_, future), (ok, value) in zip(live, outcomes):
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def _unit(self, conn: psycopg.Connection, unit: Callable[[], Any]) -> tuple[bool, Any]:
+        local = self._local
+        conn.execute("SAVEPOINT unit")
+        local.unit_top = True
+        try:
+            value = unit()
+        except BaseException as exc:  # noqa: BLE001 - handed to the unit's caller
+            if not conn.broken:
+                self._rollback_to("unit")
+            return False, exc
+        finally:
+            local.unit_top = False
+            local.depth = 1
+        conn.execute("RELEASE unit")
+        return True, value
+
+    # -- the schema -----------------------------------------------------------------------
+
+    def migrate(self) -> list[int]:
+        """Every migration not applied yet, in number order, under a session advisory lock:
+        replicas starting together migrate once (the others wait, then find nothing to do)."""
+        applied = []
+        with self._lock:
+            conn = self._writable()
+            conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
+            try:
+                conn.execute("CREATE TABLE IF NOT EXISTS _migrations "
+                             "(number BIGINT PRIMARY KEY, name TEXT, at DOUBLE PRECISION)")
+                done = {r[0] for r in conn.execute("SELECT number FROM _migrations").fetchall()}
+                for number in sorted(MIGRATIONS):
+                    if number in done:
+                        continue
+                    name, fn = MIGRATIONS[number]
+                    with self.atomic():
+                        fn(_Schema(self))
+                        self.run("INSERT INTO _migrations (number, name, at) VALUES (?, ?, ?)",
+                                 (number, name, time.time()))
+                    applied.append(number)
+            finally:
+                if not (conn.closed or conn.broken):
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
+        return applied
+
+    # -- small helpers ------------------------------------------------------------------
+
+    def copy_rows(self, table: str, columns: list[str], rows: list[tuple]) -> None:
+        """``rows`` into ``table`` with COPY, inside the current transaction."""
+        if not self._in_transaction():
+            raise RuntimeError("copy_rows runs inside atomic()")
+        names = ", ".join(f'"{c}"' for c in columns)
+        with self._write.cursor() as cursor:
+            with cursor.copy(f'COPY "{table}" ({names}) FROM STDIN') as copy:
+                for row in rows:
+                    copy.write_row(row)
+
+    def trace(self, callback: Callable[[str], None] | None) -> None:
+        """Every statement this database runs (as PostgreSQL reads it), to ``callback``."""
+        self._trace = callback
+
+    def size(self) -> int:
+        return self.one("SELECT pg_database_size(current_database())")[0]
+
+    def close(self) -> None:
+        if self._writer is not None and not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            if self._writer is not threading.current_thread():
+                self._writer.join(timeout=30)
+        self._closed = True
+        self._pool.close()
+        with self._lock:
+            self._write.close()
+
+
+class _Reader:
+    """``db.conn``: ``execute`` on the write connection inside a transaction, else the pool."""
+
+    def __init__(self, db: PgDatabase):
+        self._db = db
+
+    def execute(self, sql: str, params: tuple | dict = ()) -> Result:
+        return self._db._read(sql, params)
+
+
+class _Schema:
+    """What a migration is handed on PostgreSQL: ``executescript`` and ``execute`` with the
+    schema's SQLite types translated (:func:`gg.store.dialect.ddl`)."""
+
+    def __init__(self, db: PgDatabase):
+        self._db = db
+
+    def executescript(self, script: str) -> None:
+        for statement in split_script(script):
+            self._db.run(ddl(statement))
+
+    def execute(self, sql: str, params: tuple | dict = ()) -> Result:
+        return self._db.run(ddl(sql), params)
+
+
+__all__ = ["PgDatabase", "Row", "WRITE_LOCK", "MIGRATE_LOCK"]
