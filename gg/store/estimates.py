@@ -79,15 +79,13 @@ class EstimateRows:
     def waiting_for_estimates(self) -> list[Waiting]:
         """Every ready flight as the estimator's run reads it: a tuple each, labels and
         ``where`` decoded once per distinct text (a listing plays the whole queue forward)."""
-        cursor = self.db.conn.cursor()
-        cursor.row_factory = None
-        cursor.execute("SELECT id, opened_by, opened_at, priority, coalesce(title, ''), "
-                       'environment, agent, requires, runner_target, repo, kind, "group", '
-                       '"where" FROM flights WHERE stage = ?', (Stage.READY.value,))
+        rows = self.db.tuples("SELECT id, opened_by, opened_at, priority, coalesce(title, ''), "
+                              'environment, agent, requires, runner_target, repo, kind, "group", '
+                              '"where" FROM flights WHERE stage = ?', (Stage.READY.value,))
         pairs: dict[str | None, tuple] = {None: (), "": (), "{}": ()}
         out = []
         make = Waiting._make
-        for row in cursor.fetchall():
+        for row in rows:
             requires, where = row[7], row[12]
             if requires not in pairs:
                 pairs[requires] = tuple(sorted(json.loads(requires).items()))
