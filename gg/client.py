@@ -787,6 +787,9 @@ class PlainHttp:
                               "URL")
         self._tls = url.scheme == "https"
         self._prefix = url.path.rstrip("/")
+        self._proxy = _proxy_for(url.scheme, self._host)
+        if self._proxy is not None and not self._tls:  # a plain proxy is sent whole URLs
+            self._prefix = f"http://{url.netloc}{self._prefix}"
         self._timeout = timeout
         self._headers = headers
         self._local = threading.local()
@@ -798,6 +801,8 @@ class PlainHttp:
         if params:
             target += "?" + urllib.parse.urlencode({k: _query_value(v) for k, v in params.items()})
         sent = {**self._headers, **(headers or {})}
+        if self._proxy is not None and not self._tls:
+            sent.update(self._proxy[2])
         body = None
         if json is not None:
             body = _json.dumps(json, ensure_ascii=False, separators=(",", ":"),
@@ -839,11 +844,14 @@ class PlainHttp:
             return held.conn, held.conn.sock is not None
         if held is not None:
             held.conn.close()
+        host, port = (self._host, self._port) if self._proxy is None else self._proxy[:2]
         if self._tls:
-            conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout,
+            conn = http.client.HTTPSConnection(host, port, timeout=self._timeout,
                                                context=_tls_context())
+            if self._proxy is not None:  # through the proxy's CONNECT tunnel
+                conn.set_tunnel(self._host, self._port or 443, headers=self._proxy[2])
         else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            conn = http.client.HTTPConnection(host, port, timeout=self._timeout)
         self._local.held = _Held(conn)
         self._opened.add(conn)
         return conn, False
@@ -851,6 +859,29 @@ class PlainHttp:
     def close(self) -> None:
         for conn in list(self._opened):
             conn.close()
+
+
+def _proxy_for(scheme: str, host: str) -> "tuple[str, int, dict[str, str]] | None":
+    """The proxy the environment names for ``scheme`` (``HTTPS_PROXY``, ``HTTP_PROXY``,
+    ``ALL_PROXY``, lower case too) unless ``NO_PROXY`` exempts ``host``: (host, port, the
+    headers it wants, ``Proxy-Authorization`` when the URL carries a user)."""
+    import urllib.request
+
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass_environment(host, proxies):
+        return None
+    parts = urllib.parse.urlsplit(proxy if "://" in proxy else "http://" + proxy)
+    if not parts.hostname:
+        return None
+    headers: dict[str, str] = {}
+    if parts.username:
+        import base64
+
+        pair = (f"{urllib.parse.unquote(parts.username)}:"
+                f"{urllib.parse.unquote(parts.password or '')}")
+        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+    return parts.hostname, parts.port or 80, headers
 
 
 class TransportFailed(Exception):
