@@ -11,6 +11,8 @@ from gg.domain.runners import Instruction
 from gg.errors import Conflict, Forbidden
 from support import check_in, make_runner
 
+STORES = ("sqlite", "postgresql")  # console rows: storage semantics
+
 
 def _open(core, person, ref="r1", **kw):
     args = dict(command=["sh"], flight_ref=None, term="xterm", rows=24, cols=80)

@@ -17,11 +17,14 @@ from gg.errors import Conflict, Forbidden
 from gg.store import open_store
 from support import make_runner
 
+STORES = ("sqlite", "postgresql")  # the control plane key and pull rows: storage semantics
+
 
 def test_the_control_plane_key_is_made_once_per_database_and_kept_in_it(core, tmp_path,
-                                                                        clock, settings):
+                                                                        clock, settings,
+                                                                        store_url):
     first = keys.public_text(pull_ops.signing_key(core))
-    again = Core(store=open_store(tmp_path), settings=settings, clock=clock)
+    again = Core(store=open_store(tmp_path, store_url), settings=settings, clock=clock)
     assert keys.public_text(pull_ops.signing_key(again)) == first
     assert core.store.control_key()["public_key"] == first
     assert not core.store.add_control_key(keys.private_pem(keys.generate()),
