@@ -5,8 +5,8 @@ once: every rule that records something "once per episode" (an expiry, ``aged_ou
 version skew, an attended deadline, a stale pool, a drained fleet) reads and writes inside
 one write transaction, and write transactions of all replicas take turns, so the second
 replica to look finds the episode recorded. The background loops are a different matter:
-they would all do the same work (and the hooks' outbox would send each delivery from every
-replica). So each loop is a **duty**, held by one replica at a time through a row of the
+they would all do the same work (the hooks' outbox would send each delivery from every
+replica, and every replica would poll each pull-mode runner). So each loop is a **duty**, held by one replica at a time through a row of the
 ``duties`` table taken by a conditional write (:meth:`gg.store.Store.take_duty`): the holder
 renews it every :func:`renew_every` seconds for DUTY_TTL; when the holder goes away, another
 replica takes it over once DUTY_TTL has passed.
@@ -19,7 +19,8 @@ from gg.control.core import Core
 LIVENESS = "liveness"  # gg.server.liveness: aged_out of silent runners, due expiries
 RETENTION = "retention"  # gg.server.retention: pruning ended history
 HOOKS = "hooks"  # gg.server.hooks: the outbox's deliveries
-ALL = (LIVENESS, RETENTION, HOOKS)
+PULL = "pull"  # gg.server.pull: polling the attached pull-mode runners
+ALL = (LIVENESS, RETENTION, HOOKS, PULL)
 
 
 def renew_every(core: Core) -> float:

@@ -48,7 +48,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.state.outbox = Outbox(core)
     app.state.poller = Poller(core)  # pull-mode runners (docs/runner-modes.md)
     app.state.relay = LocalRelay()  # consoles' two sides meet here (docs/console.md)
-    app.state.duties = app.state.outbox.duties = Duties(core)
+    app.state.duties = app.state.outbox.duties = app.state.poller.duties = Duties(core)
     if Replicas.wanted(core):  # a store shared by replicas: wake-ups cross them
         app.state.replicas = Replicas(core, app.state.dispatcher)
     errors.install(app)

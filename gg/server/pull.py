@@ -26,6 +26,7 @@ import httpx
 
 from gg import __version__
 from gg.api.pull import Polled
+from gg.control import duties as duty_ops
 from gg.control import pull as pull_ops
 from gg.control.core import Core
 from gg.control.people import require_admin
@@ -104,6 +105,7 @@ class Poller:
         self._wake: asyncio.Event | None = None
         self._pokes: dict[str, asyncio.Event] = {}  # runner id -> "poll it now"
         self._wanted: set[str] = set()
+        self.duties = None  # gg.server.duties.Duties: with replicas, one of them polls
         core.signals.on_ready.append(self.poke)
 
     def poke(self) -> None:
@@ -140,7 +142,10 @@ class Poller:
             try:
                 while True:
                     try:
-                        wanted = {r.id: r for r in self.core.store.pull_runners()}
+                        if self.duties is not None and not self.duties.holds(duty_ops.PULL):
+                            wanted = {}  # another replica polls them
+                        else:
+                            wanted = {r.id: r for r in self.core.store.pull_runners()}
                     except Exception as exc:  # a busy store must not end the polling
                         log.warning("pull: %s: %s", type(exc).__name__, exc)
                         wanted = {rid: None for rid in tasks}

@@ -197,3 +197,26 @@ def test_each_duty_is_done_once_across_replicas(make_replicas):
         assert len(sent) == len(set(sent)) == len(wanted), "each delivery sent once"
     finally:
         receiver.stop()
+
+
+def test_a_pull_runner_is_polled_by_the_one_replica_holding_the_duty(make_replicas, tmp_path):
+    """Every replica has a poller; only the holder of the ``pull`` duty polls, so a pull-mode
+    runner is handed its flights by one replica, whichever served the attach or the open."""
+    import psycopg
+
+    from pull_support import PullRunner
+
+    replicas = make_replicas(2, {"GG_DUTY_TTL": "2"})
+    runner = PullRunner(tmp_path, "p1", replicas.env)
+    try:
+        wait_until(runner.fingerprint, what="the runner to listen")
+        attached = replicas.gg("runner", "attach", runner.url, "--name", "p1", replica=1)
+        assert attached.returncode == 0, attached.stderr
+        flight = replicas.api(0).open_flight({"command": ["echo", "pulled"]})["id"]
+        wait_until(lambda: replicas.api(1).flight(flight)["stage"] == "landed", 60,
+                   what="the flight to land through the pull runner")
+        with psycopg.connect(replicas.database_url) as db:
+            holders = db.execute("SELECT holder FROM duties WHERE name = 'pull'").fetchall()
+        assert len(holders) == 1
+    finally:
+        runner.stop()
