@@ -211,7 +211,7 @@ def day(args) -> int:
             if not drained and now >= drain_at:
                 http.post("/v1/runners/b/drain").raise_for_status()
                 drained = True
-            rows = http.get("/v1/flights", params={"stage": "ready", "limit": 1000}).json()
+            rows = http.get("/v1/flights", params={"stage": "ready", "limit": 1000}).json()["items"]
             read_at = time.time()
             reads += 1
             for row in rows:
@@ -223,7 +223,8 @@ def day(args) -> int:
                 first.setdefault(row["id"], seen)
                 last[row["id"]] = seen
             if not pending and not rows:
-                busy = http.get("/v1/flights", params={"stage": "flying", "limit": 1000}).json()
+                busy = http.get("/v1/flights",
+                                params={"stage": "flying", "limit": 1000}).json()["items"]
                 if not busy:
                     break
             time.sleep(1.0)
