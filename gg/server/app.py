@@ -51,6 +51,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.state.duties = app.state.outbox.duties = app.state.poller.duties = Duties(core)
     if Replicas.wanted(core):  # a store shared by replicas: wake-ups cross them
         app.state.replicas = Replicas(core, app.state.dispatcher)
+        app.state.relay = app.state.replicas.relay  # and so do consoles' two sides
     errors.install(app)
     errors.document(app)
     for module in (people, runners, flights, gates, fleet, admin, placement, pools, hooks,

@@ -7,18 +7,18 @@ ends. It never reads the terminal's bytes; it only watches for the runner's ``{"
 so that ``info:console:closed`` can carry the status.
 
 The seam is :class:`Relay`: ``meet`` (the console's meeting place, made by whichever side
-dials first: the runner hands its connection over there, the person's side relays from
-there) and ``forget``. :class:`LocalRelay` serves one server process, which is enough while
-the runner and the person reach the same process (one server, or sticky routing by console
-id). A relay across replicas (docs/console.md, "The relay") keeps the same two calls:
-``meet`` on replica B finds in the store that the meeting lives on replica A and hands back
-a meeting whose runner side forwards frames to A (a replica-to-replica WebSocket, or
-LISTEN/NOTIFY for the small frames); nothing in the routes or in control changes.
+dials first: the runner hands its connection over there with ``runner_came``, the person's
+side says ``person_came`` and relays from there) and ``forget``. :class:`LocalRelay` serves
+one server process. :class:`SharedRelay` serves replicas sharing a PostgreSQL store, where
+the two sides may reach different replicas: each replica says on the wake-up channel which
+side it holds, and when the other side is on another replica the frames cross by NOTIFY
+(docs/console.md, "The relay"). The routes and control are the same for both.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -36,6 +36,14 @@ class Meeting:
     runner: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     person_here: asyncio.Event = field(default_factory=asyncio.Event)
     over: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def person_came(self) -> None:
+        """The person's terminal is here (its side relays from this meeting)."""
+        self.person_here.set()
+
+    def runner_came(self, websocket: WebSocket) -> None:
+        """The runner's connection is here: the person's side relays to it."""
+        self.runner.set_result(websocket)
 
 
 class Relay(Protocol):
@@ -67,6 +75,190 @@ class LocalRelay:
     def close_all(self) -> None:
         for console_id in list(self.meetings):
             self.forget(console_id)
+
+
+DISCONNECT = {"type": "websocket.disconnect", "code": 1000}
+TO_RUNNER, TO_PERSON = "k", "s"  # keys go to the runner, the screen to the person
+FRAME_MAX = 6000  # base64 characters of a frame per notification (the rest is the header)
+
+
+@dataclass(eq=False)
+class SharedMeeting(Meeting):
+    """A meeting on one replica of several: which sides are here, and the far side's state."""
+
+    relay: "SharedRelay | None" = None
+    person_local: bool = False
+    runner_local: WebSocket | None = None
+    far: "FarRunner | None" = None  # the person is here, the runner on another replica
+    inbox: asyncio.Queue | None = None  # the runner is here, the person on another replica
+    answered: bool = False  # this side said again it is here, for a far side that came first
+    partial: list[str] = field(default_factory=list)
+
+    def person_came(self) -> None:
+        self.person_local = True
+        super().person_came()
+        self.relay.tell(self.console_id, "P")
+
+    def runner_came(self, websocket: WebSocket) -> None:
+        self.runner_local = websocket
+        super().runner_came(websocket)
+        self.relay.tell(self.console_id, "R")
+
+
+class FarRunner:
+    """The runner's side as the person's replica sees it when the runner is on another:
+    what :func:`pump` needs of a WebSocket, its frames crossing by NOTIFY."""
+
+    def __init__(self, relay: "SharedRelay", console_id: str):
+        self.relay = relay
+        self.console_id = console_id
+        self.application_state = WebSocketState.CONNECTED
+        self.frames: asyncio.Queue = asyncio.Queue()
+
+    async def receive(self) -> dict:
+        return await self.frames.get()
+
+    async def send_bytes(self, data: bytes) -> None:
+        self.relay.frame(self.console_id, TO_RUNNER, "b", data)
+
+    async def send_text(self, text: str) -> None:
+        self.relay.frame(self.console_id, TO_RUNNER, "t", text.encode())
+
+    async def close(self, code: int = 1000) -> None:
+        if self.application_state == WebSocketState.CONNECTED:
+            self.application_state = WebSocketState.DISCONNECTED
+            self.relay.tell(self.console_id, "X")
+
+
+class SharedRelay(LocalRelay):
+    """Replicas sharing a PostgreSQL store. Both sides on this replica meet as in
+    :class:`LocalRelay`. Otherwise each side's replica says it holds its side (``P``, ``R``)
+    on the wake-up channel, and says it again once when it hears the other (which may have
+    spoken before this side came); from then on the person's replica pumps against a
+    :class:`FarRunner` and the runner's replica bridges the runner's WebSocket: frames
+    (base64, cut to fit a notification) and the end (``X``) cross by NOTIFY. ``send`` is one
+    connection per replica, so each direction is heard in the order it was sent."""
+
+    def __init__(self, name: str, send):
+        super().__init__()
+        self.name = name
+        self.send = send
+        self.bridges: set[asyncio.Task] = set()
+
+    def meet(self, console_id: str) -> Meeting:
+        meeting = self.meetings.get(console_id)
+        if meeting is None:
+            meeting = self.meetings[console_id] = SharedMeeting(console_id, relay=self)
+        return meeting
+
+    def tell(self, console_id: str, what: str) -> None:
+        self.send(f"{self.name} console {console_id} {what}")
+
+    def frame(self, console_id: str, to: str, kind: str, data: bytes) -> None:
+        coded = base64.b64encode(data).decode()
+        pieces = [coded[i:i + FRAME_MAX] for i in range(0, len(coded), FRAME_MAX)] or [""]
+        for i, piece in enumerate(pieces):
+            more = "+" if i < len(pieces) - 1 else "."
+            self.tell(console_id, f"{to}{more}{kind}{piece}")
+
+    def forget(self, console_id: str) -> None:
+        meeting = self.meetings.get(console_id)
+        if isinstance(meeting, SharedMeeting) and meeting.far is not None:
+            if meeting.far.application_state == WebSocketState.CONNECTED:
+                meeting.far.application_state = WebSocketState.DISCONNECTED
+                self.tell(console_id, "X")
+        super().forget(console_id)
+
+    def heard(self, line: str) -> None:
+        """A line another replica said about a console (on the event loop)."""
+        console_id, _, what = line.partition(" ")
+        meeting = self.meetings.get(console_id)
+        if not isinstance(meeting, SharedMeeting) or not what:
+            return
+        if what == "R":  # the runner is on another replica
+            if meeting.person_local and not meeting.runner.done():
+                meeting.far = FarRunner(self, console_id)
+                meeting.runner.set_result(meeting.far)
+                self._answer(meeting, "P")
+        elif what == "P":  # the person is on another replica
+            ws = meeting.runner_local
+            if ws is not None and not meeting.person_here.is_set():
+                meeting.inbox = asyncio.Queue()
+                meeting.person_here.set()
+                task = asyncio.create_task(self._bridge(meeting, ws))
+                self.bridges.add(task)
+                task.add_done_callback(self.bridges.discard)
+                self._answer(meeting, "R")
+        elif what == "X":
+            self._end(meeting)
+        elif what[0] in (TO_RUNNER, TO_PERSON) and len(what) >= 3:
+            to, more, kind, piece = what[0], what[1], what[2], what[3:]
+            here = meeting.inbox if to == TO_RUNNER else (meeting.far.frames if meeting.far
+                                                          else None)
+            if here is None:
+                return
+            meeting.partial.append(piece)
+            if more == "+":
+                return
+            data = base64.b64decode("".join(meeting.partial))
+            meeting.partial.clear()
+            here.put_nowait({"type": "websocket.receive", "bytes": data} if kind == "b"
+                            else {"type": "websocket.receive", "text": data.decode()})
+
+    def missed(self) -> None:
+        """The listening connection was made again: frames may have been lost meanwhile, so
+        every console relayed across replicas ends here (its far side hears ``X``)."""
+        for console_id, meeting in list(self.meetings.items()):
+            if isinstance(meeting, SharedMeeting) and (meeting.far or meeting.inbox):
+                self.tell(console_id, "X")
+                self._end(meeting)
+
+    def _answer(self, meeting: SharedMeeting, what: str) -> None:
+        if not meeting.answered:
+            meeting.answered = True
+            self.tell(meeting.console_id, what)
+
+    def _end(self, meeting: SharedMeeting) -> None:
+        if meeting.far is not None:
+            meeting.far.application_state = WebSocketState.DISCONNECTED
+            meeting.far.frames.put_nowait(DISCONNECT)
+        if meeting.inbox is not None:
+            meeting.inbox.put_nowait(None)
+
+    async def _bridge(self, meeting: SharedMeeting, ws: WebSocket) -> None:
+        """The runner is here, the person on another replica: copy both ways until either
+        ends; the runner's route closes its WebSocket once ``over`` is set."""
+        console_id = meeting.console_id
+
+        async def keys() -> None:
+            while (message := await meeting.inbox.get()) is not None:
+                if message.get("bytes") is not None:
+                    await ws.send_bytes(message["bytes"])
+                else:
+                    await ws.send_text(message["text"])
+
+        async def screen() -> None:
+            while True:
+                message = await ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                if message.get("bytes") is not None:
+                    self.frame(console_id, TO_PERSON, "b", message["bytes"])
+                elif message.get("text") is not None:
+                    self.frame(console_id, TO_PERSON, "t", message["text"].encode())
+
+        tasks = [asyncio.create_task(keys()), asyncio.create_task(screen())]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            if tasks[1] in done:  # the runner went away (or its connection broke)
+                self.tell(console_id, "X")
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.meetings.get(console_id) is meeting:
+                del self.meetings[console_id]
+            meeting.over.set()
 
 
 @dataclass

@@ -7,8 +7,10 @@ replica is raised here on the event loop, exactly as if a use case had raised it
 a flight opened on replica A answers a claim parked on replica B, an event recorded on A
 ends a ``gg events --follow`` served by B, and a drain decided on A reaches the runner whose
 claim is parked on B. A runner credential that changed or died on A (renewed, superseded,
-retired, forgotten) is dropped from every replica's credential cache the same way. With
-SQLite there is one server and none of this is set up.
+retired, forgotten) is dropped from every replica's credential cache the same way. A
+console whose person and runner reached different replicas is relayed on the same channel
+(``gg.server.relay.SharedRelay``), sent on a connection of its own so that keystrokes never
+wait for a commit. With SQLite there is one server and none of this is set up.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import secrets
 
 from gg.control.core import Core
 from gg.server.dispatch import Dispatcher
+from gg.server.relay import SharedRelay
 from gg.store import wakeups
 
 
@@ -35,6 +38,9 @@ class Replicas:
             db, f"{self.name} c {runner_id}")
         # a lease granted by another replica: claims parked here look when it is due
         core.signals.on_flight.append(dispatcher.lease_may_have_started)
+        # consoles whose two sides reached different replicas
+        self.sender = wakeups.Sender(db.url, lost=lambda: self._on_loop(self.relay.missed))
+        self.relay = SharedRelay(self.name, self.sender.send)
 
     @staticmethod
     def wanted(core: Core) -> bool:
@@ -50,6 +56,12 @@ class Replicas:
         if self.listener is not None:
             self.listener.stop()
             self.listener = None
+        self.sender.stop()
+
+    def _on_loop(self, fn, *args) -> None:  # from a thread of ours
+        if self.loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed
+                self.loop.call_soon_threadsafe(fn, *args)
 
     def _heard(self, payload: str) -> None:  # the listener's thread
         sender, _, line = payload.partition(" ")
@@ -58,6 +70,9 @@ class Replicas:
         if line.startswith("c "):  # the cache has a lock of its own: dropped here, at once
             self.core.credentials.forget(line[2:], told=False)
             return
+        if line.startswith("console "):
+            self._on_loop(self.relay.heard, line[len("console "):])
+            return
         if self.loop is None:
             return
         with contextlib.suppress(RuntimeError):  # the loop has closed
@@ -65,6 +80,5 @@ class Replicas:
 
     def _missed(self) -> None:  # the listener's thread
         self.core.credentials.clear()  # what it would have been told to forget is unknown
-        if self.loop is not None:
-            with contextlib.suppress(RuntimeError):
-                self.loop.call_soon_threadsafe(self.core.signals.missed)
+        self._on_loop(self.core.signals.missed)
+        self._on_loop(self.relay.missed)

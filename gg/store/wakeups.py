@@ -16,6 +16,7 @@ nothing here is used with it.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from typing import Callable
 
@@ -43,6 +44,58 @@ def announce(db, line: str) -> None:
     except Exception as exc:  # noqa: BLE001 - the change committed; its callers hear so
         log.warning("announcing a wake-up to the other replicas: %s: %s",
                     type(exc).__name__, exc)
+
+
+class Sender:
+    """A connection of its own (autocommit, never the writer's: a keystroke does not wait for
+    a group commit) that announces lines in a thread, in the order :meth:`send` was called.
+    PostgreSQL delivers one session's notifications in the order they were sent, so every
+    listener hears these lines in that order. A line that cannot be sent after one fresh
+    connection is dropped and ``lost()`` called."""
+
+    def __init__(self, url: str, lost: Callable[[], None] = lambda: None):
+        self.url = url
+        self.lost = lost
+        self._lines: queue.SimpleQueue = queue.SimpleQueue()
+        self._conn = None
+        self._thread = threading.Thread(target=self._run, daemon=True, name="gg-wake-sender")
+        self._thread.start()
+
+    def send(self, line: str) -> None:
+        self._lines.put(line)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._lines.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while (line := self._lines.get()) is not None:
+            for attempt in (1, 2):
+                try:
+                    self._notify(line)
+                    break
+                except Exception as exc:  # noqa: BLE001 - the database went away
+                    self._close()
+                    if attempt == 2:
+                        log.warning("announcing to the other replicas: %s: %s",
+                                    type(exc).__name__, exc)
+                        self.lost()
+        self._close()
+
+    def _notify(self, line: str) -> None:
+        import psycopg
+
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        self._conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, line))
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._conn = None
 
 
 class Listener:

@@ -51,7 +51,7 @@ async def person_side(websocket: WebSocket, console_id: str) -> None:
     if session.state == ConsoleState.CLOSED or meeting.person_here.is_set():
         why = "closed" if session.state == ConsoleState.CLOSED else "in use by another terminal"
         return await _refuse(websocket, f"console {console_id} is {why}")
-    meeting.person_here.set()
+    meeting.person_came()
     listen = asyncio.create_task(websocket.receive())
     try:
         left = session.opened_at + core.settings.console_join_wait - core.now()
@@ -92,7 +92,7 @@ async def runner_side(websocket: WebSocket, console_id: str) -> None:
     meeting = meetings.meet(console_id)
     if meeting.runner.done():
         return await _refuse(websocket, f"console {console_id} has its runner already")
-    meeting.runner.set_result(websocket)
+    meeting.runner_came(websocket)
     try:  # the person dials right after opening it; the runner may be quicker
         await asyncio.wait_for(meeting.person_here.wait(), core.settings.console_join_wait)
     except asyncio.TimeoutError:
