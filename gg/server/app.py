@@ -37,7 +37,8 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     if data_dir is not None:
         core.owner_token_path = bootstrap(core, data_dir)
     lease_ops.honour_after_restart(core)
-    machine_console.close_left_open(core)  # their relay ended with the last process
+    if not Replicas.wanted(core):  # replicas: the others may still relay the open ones
+        machine_console.close_left_open(core)  # their relay ended with the last process
     app = FastAPI(title="gg control plane", version=__version__,
                   description="Runs work on a fleet of machines an organisation controls.",
                   lifespan=liveness.lifespan)

@@ -58,15 +58,23 @@ class Sender:
         self.lost = lost
         self._lines: queue.SimpleQueue = queue.SimpleQueue()
         self._conn = None
-        self._thread = threading.Thread(target=self._run, daemon=True, name="gg-wake-sender")
-        self._thread.start()
+        self._start = threading.Lock()
+        self._thread: threading.Thread | None = None  # started by the first line
 
     def send(self, line: str) -> None:
+        with self._start:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="gg-wake-sender")
+                self._thread.start()
         self._lines.put(line)
 
     def stop(self, timeout: float = 5.0) -> None:
-        self._lines.put(None)
-        self._thread.join(timeout)
+        with self._start:
+            thread = self._thread
+        if thread is not None:
+            self._lines.put(None)
+            thread.join(timeout)
 
     def _run(self) -> None:
         while (line := self._lines.get()) is not None:
