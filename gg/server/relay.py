@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from gg.api import consoles as wire
+from gg.store import wakeups
 
 
 @dataclass(eq=False)
@@ -79,7 +80,7 @@ class LocalRelay:
 
 DISCONNECT = {"type": "websocket.disconnect", "code": 1000}
 TO_RUNNER, TO_PERSON = "k", "s"  # keys go to the runner, the screen to the person
-FRAME_MAX = 6000  # base64 characters of a frame per notification (the rest is the header)
+FRAME_MAX = wakeups.PAYLOAD_MAX - 1000  # base64 characters per notification; then the header
 
 
 @dataclass(eq=False)

@@ -112,3 +112,18 @@ def test_the_person_leaving_ends_the_runners_side_on_the_other_replica(make_repl
     wait_until(lambda: not [p for p in psutil.process_iter(["cmdline"])
                             if p.info["cmdline"] == ["sleep", "3023"]],
                timeout=STEP, what="the console's command to end with the runner's side")
+
+
+def test_the_runner_going_away_ends_the_persons_side_on_the_other_replica(make_replicas):
+    replicas = make_replicas(2)
+    child = _far_console(replicas)
+    try:
+        replicas.runners[0].proc.kill()
+        child.expect_exact("the console ended without the command's status: the runner went away")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 1
+    closed = [e for e in _console_events(replicas, replica=0)
+              if e["kind"] == "info:console:closed"]
+    assert len(closed) == 1 and closed[0]["body"]["reason"] == "the runner went away", closed
