@@ -14,6 +14,7 @@ from gg.control import machine_console
 from gg.control.core import Core
 from gg.control.people import bootstrap
 from gg.server import errors, liveness, metrics
+from gg.server.claims import ClaimRoute
 from gg.server.dispatch import Dispatcher, Watch
 from gg.server.duties import Duties
 from gg.server.hooks import Outbox
@@ -62,6 +63,9 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     web.install(app)  # the console's pages at / and /ui/ (docs/web-console.md)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     metrics.install(app)  # outermost: counts every answer, 413s included
+    # A claim is answered ahead of the whole stack (a parked one holds no framework frames);
+    # built now, so nothing adds a middleware after this.
+    app.middleware_stack = ClaimRoute(app, app.build_middleware_stack())
     return app
 
 

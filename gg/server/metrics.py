@@ -145,17 +145,30 @@ class StoreCollector:
                 self.dispatch.observe(row["at"] - row["ready_at"])
 
 
-class RequestMetrics:
-    """ASGI middleware: requests and their duration per route template (never a raw path)."""
+class RequestCounts:
+    """Requests and their duration per route template (never a raw path), and check-ins."""
 
-    def __init__(self, app, registry: CollectorRegistry):
-        self.app = app
+    def __init__(self, registry: CollectorRegistry):
         self.requests = Counter("gg_http_requests", "HTTP requests answered.",
                                 ["route", "method", "status"], registry=registry)
         self.seconds = Histogram("gg_http_request_seconds", "Time to answer, per route.",
                                  ["route"], buckets=REQUEST_BUCKETS, registry=registry)
         self.check_ins = Counter("gg_runner_check_ins", "Runner check-ins accepted.",
                                  registry=registry)
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        self.requests.labels(route, method, str(status)).inc()
+        self.seconds.labels(route).observe(seconds)
+        if route == paths.RUNNER_CHECK_IN and status == 200:
+            self.check_ins.inc()
+
+
+class RequestMetrics:
+    """ASGI middleware: every request the app answers, counted in :class:`RequestCounts`."""
+
+    def __init__(self, app, counts: RequestCounts):
+        self.app = app
+        self.counts = counts
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -172,10 +185,8 @@ class RequestMetrics:
             await self.app(scope, receive, send_status)
         finally:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
-            self.requests.labels(route, scope.get("method", ""), str(status[0])).inc()
-            self.seconds.labels(route).observe(time.perf_counter() - started)
-            if route == paths.RUNNER_CHECK_IN and status[0] == 200:
-                self.check_ins.inc()
+            self.counts.observe(route, scope.get("method", ""), status[0],
+                                time.perf_counter() - started)
 
 
 def install(app: FastAPI) -> None:
@@ -183,7 +194,8 @@ def install(app: FastAPI) -> None:
     registry = CollectorRegistry(auto_describe=False)
     core: Core = app.state.core
     registry.register(StoreCollector(core, lambda: app.state.dispatcher.parked_count))
-    app.add_middleware(RequestMetrics, registry=registry)
+    app.state.request_metrics = RequestCounts(registry)  # the claim route counts there too
+    app.add_middleware(RequestMetrics, counts=app.state.request_metrics)
 
     @app.get(METRICS_PATH, include_in_schema=False)
     async def metrics(request: Request) -> Response:

@@ -1,0 +1,159 @@
+"""``POST /v1/runner/claim`` answered ahead of FastAPI, so that a parked claim stays small.
+
+A parked claim waits for work for up to ``GG_CLAIM_WAIT``; through FastAPI it held the
+framework's request, dependency and middleware frames all that time (about 30 KB a claim).
+:class:`ClaimRoute` wraps the app's middleware stack: it answers exactly that method and path
+itself and passes everything else on. It does what the route in ``routes/runners.py`` does
+(which stays registered, so the published schema documents it), in the same order:
+
+- the body is read here, within ``GG_MAX_BODY_BYTES``, as strict JSON (``json_body.loads``);
+- the runner's credential is checked (``runners.authenticate``, with its cache);
+- the body is validated with the ``Claim`` model;
+- the heartbeat, the instruction and ``dispatcher.claim`` run as in the route, and the answer
+  is serialised with the route's response model (``Claimed | Instructed``, or 204).
+
+Anything refused before a use case runs (an unusual content type, a body too large or not
+JSON, a bad credential, a body the model refuses) is handed to the app with the body replayed,
+so every refusal is the app's own answer, byte for byte. A refusal after that (a use case's
+``GGError``) is answered in the one error shape here. The request is counted in the request
+metrics under the route's template, as the route would be. The connection cap and timeouts
+apply below ASGI (``connections.py``), so they hold here unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from pydantic import TypeAdapter
+from starlette.responses import Response
+
+from gg.api import paths
+from gg.api.runners import Claimed, Instructed
+from gg.api.schemas import Claim
+from gg.control import answers, runners
+from gg.errors import GGError
+from gg.server import errors
+from gg.server.json_body import loads
+
+log = logging.getLogger("gg.server")
+
+_ANSWER = TypeAdapter(Claimed | Instructed)
+
+
+class ClaimRoute:
+    """ASGI: ``POST`` on :data:`paths.RUNNER_CLAIM` answered here, the rest by ``inner``."""
+
+    def __init__(self, app, inner):
+        self.state = app.state  # core, dispatcher, request metrics
+        self.inner = inner
+        self.max_bytes = self.state.core.settings.max_body_bytes
+
+    async def __call__(self, scope, receive, send):
+        if (scope["type"] != "http" or scope["path"] != paths.RUNNER_CLAIM
+                or scope["method"] != "POST"):
+            return await self.inner(scope, receive, send)
+        started = time.perf_counter()
+        status = await self._claim(scope, receive, send)
+        if status is not None:
+            self.state.request_metrics.observe(paths.RUNNER_CLAIM, "POST", status,
+                                               time.perf_counter() - started)
+
+    async def _claim(self, scope, receive, send) -> int | None:
+        """The status answered, or None where the app answered (and counted) it."""
+        token, read = _headers(scope, self.max_bytes)
+        if not read:
+            return await self.inner(scope, receive, send)
+        body, received = await self._body(receive)
+        if body is None:  # too large, or the connection went: the app answers as it would
+            return await self.inner(scope, _replay(received, receive), send)
+        core = self.state.core
+        try:
+            data = loads(body) if body else None
+            runner = runners.authenticate(core, token)
+            claim = Claim.model_validate(data, from_attributes=True)
+        except Exception:  # noqa: BLE001 - every refusal (or failure) is the app's own answer
+            return await self.inner(scope, _replay(received, receive), send)
+        del body, data, received
+        try:
+            answer = await self._answer(core, scope, runner, claim)
+        except GGError as exc:
+            headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+            answer = errors.error_response(exc.status, exc.code, exc.message, headers)
+        except Exception as exc:  # noqa: BLE001 - the one error shape, as the app's handler
+            log.error("internal error on POST %s: %s", paths.RUNNER_CLAIM, type(exc).__name__,
+                      exc_info=exc)
+            answer = errors.error_response(500, "internal", "the control plane hit an internal error")
+        await answer(scope, receive, send)
+        return answer.status_code
+
+    async def _answer(self, core, scope, runner, body: Claim) -> Response:
+        """The route's logic (``routes/runners.py`` ``claim``)."""
+        dispatcher = self.state.dispatcher
+        heartbeat = body.readings is not None
+        if heartbeat:  # the claim is the runner's check-in; it may be told something at once
+            client = scope.get("client")
+            told = runners.heartbeat(core, runner, readings=body.readings,
+                                     free_slots=body.free_slots,
+                                     peer_address=client[0] if client else None,
+                                     stated_policy=body.policy)
+            if told is not None and body.free_slots > 0:
+                dispatcher.release(runner.id)  # its older parked claim, if any
+                return _json(answers.instructed(told))
+        free_slots, wait = body.free_slots, answers.claim_wait(core, body.wait)
+        del body
+        got = await dispatcher.claim(runner.id, free_slots, wait, instructable=heartbeat)
+        if isinstance(got, str):
+            return _json(answers.instructed(got))
+        answer = answers.claimed(core, runner, got)
+        return Response(status_code=204) if answer is None else _json(answer)
+
+    async def _body(self, receive) -> tuple[bytes | None, list]:
+        """The whole body (None past the limit or on a disconnect) and the messages read."""
+        received, size = [], 0
+        while True:
+            message = await receive()
+            received.append(message)
+            if message["type"] != "http.request":
+                return None, received
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                return None, received
+            if not message.get("more_body", False):
+                break
+        if len(received) == 1:
+            return received[0].get("body", b""), received
+        return b"".join(m.get("body", b"") for m in received), received
+
+
+def _headers(scope, max_bytes: int) -> tuple[str | None, bool]:
+    """The bearer token, and whether this request is one to read here: a JSON body within a
+    declared length the app would accept (anything else is the app's to refuse). Where a
+    header comes twice, the first counts, as for the app."""
+    seen: dict[bytes, bytes] = {}
+    for name, value in scope["headers"]:
+        seen.setdefault(name, value)
+    header = seen.get(b"authorization", b"").decode("latin-1")
+    scheme, _, token = header.partition(" ")
+    token = token.strip() if scheme.lower() == "bearer" and token.strip() else None
+    content_type = seen.get(b"content-type", b"").decode("latin-1")
+    length = seen.get(b"content-length")
+    read = (content_type.partition(";")[0].strip().lower() == "application/json"
+            and (length is None or (length.isdigit() and int(length) <= max_bytes)))
+    return token, read
+
+
+def _replay(received: list, receive):
+    """A ``receive`` that gives back the messages already read, then reads on."""
+    pending = list(received)
+
+    async def replayed():
+        return pending.pop(0) if pending else await receive()
+
+    return replayed
+
+
+def _json(answer: dict) -> Response:
+    """Serialised as the route's response model serialises it (FastAPI's fast path)."""
+    return Response(_ANSWER.dump_json(_ANSWER.validate_python(answer), by_alias=True),
+                    media_type="application/json")
