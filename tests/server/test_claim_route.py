@@ -4,9 +4,7 @@ none of the framework's request objects while it waits."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
-import json
 import threading
 
 import pytest
