@@ -233,29 +233,26 @@ def private_paths(root: str | Path, *, now: float | None = None) -> tuple[list[P
             return seen[1]
     dirs: list[Path] = []
     files: list[Path] = []
-    for top, subdirs, names in os.walk(key):
-        keep = []
-        for name in subdirs:
-            path = os.path.join(top, name)
+
+    def look(directory: str) -> None:
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            return
+        for entry in entries:
             try:
-                mode = os.lstat(path).st_mode
+                mode = entry.stat(follow_symlinks=False).st_mode  # a link is never followed
             except OSError:
                 continue
-            if stat.S_ISLNK(mode):
-                continue
-            if mode & 0o005 != 0o005:
-                dirs.append(Path(path))
-            else:
-                keep.append(name)
-        subdirs[:] = keep
-        for name in names:
-            path = os.path.join(top, name)
-            try:
-                mode = os.lstat(path).st_mode
-            except OSError:
-                continue
-            if stat.S_ISREG(mode) and not mode & 0o004:
-                files.append(Path(path))
+            if stat.S_ISDIR(mode):
+                if mode & 0o005 != 0o005:
+                    dirs.append(Path(entry.path))
+                else:
+                    look(entry.path)
+            elif stat.S_ISREG(mode) and not mode & 0o004:
+                files.append(Path(entry.path))
+
+    look(key)
     found = (dirs, files)
     with _private_lock:
         _private_seen[key] = (now, found)
