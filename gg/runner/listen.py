@@ -14,6 +14,7 @@ pull mode, what the runner sends is what it answers.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,7 +41,10 @@ class Listener:
     def __init__(self, runner: PullRunner, host: str, port: int):
         self.runner = runner
         self.nonces = rules.Nonces(runner.settings.pull_signature_skew)
-        self.started_at = time.time()  # nonces live in memory: none from before are known
+        # Nonces live in memory: none from before are known. Stamps are signed to the
+        # millisecond (rounded), so the start is too (floored): a request signed in this
+        # runner's first millisecond is not mistaken for one from before it started.
+        self.started_at = math.floor(time.time() * 1000) / 1000
         self.nonce_lock = threading.Lock()
         listener = self
 

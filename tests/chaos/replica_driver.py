@@ -1,6 +1,7 @@
 """Chaos across replicas: three ``gg server`` replicas on one PostgreSQL database, runners
 spread over them, a stream of flights, and violence: one replica SIGKILLed (and started
-again) twice, one runner SIGKILLed while it holds a flight (and started again later).
+again) twice, one runner SIGKILLed while it holds a flight (and started again later). That flight runs
+long, so it is still held when the signal lands.
 
 Each act waits for a condition of the run (so many flights landed), never for a time, so the
 violence lands in the middle of the work however loaded the machine is. Afterwards the
@@ -34,6 +35,13 @@ class ReplicaPlan:
     flights: int = 300
     replica_kills: int = 2  # of the same replica, each followed by its restart
     settle: float = 240.0  # how long the fleet may take to finish everything
+    hold: float = 10.0  # how long the flight the runner is killed under runs
+
+    @property
+    def held(self) -> int:
+        """The flight whose runner is SIGKILLed: it runs ``hold`` seconds, not 0.2, so it
+        cannot land between being seen flying and its runner's death."""
+        return self.flights // 3
 
 
 @dataclass
@@ -67,6 +75,7 @@ class ReplicaChaos:
         self.acts: list[str] = []
         self.opened_by_replica: dict[int, int] = {}
         self._opening_failed: list[BaseException] = []
+        self.held_id: str | None = None
 
     def run(self) -> ReplicaOutcome:
         replicas = self.set.start()
@@ -98,10 +107,13 @@ class ReplicaChaos:
         try:
             for i in range(self.plan.flights):
                 first = i % self.plan.replicas
+                pause = self.plan.hold if i == self.plan.held else 0.2
                 flight = clients[first].request(
                     "POST", paths.FLIGHTS, retry_for=60.0,
-                    json={"command": ["sh", "-c", f"echo begin {i}; sleep 0.2; echo end {i}"]})
+                    json={"command": ["sh", "-c", f"echo begin {i}; sleep {pause}; echo end {i}"]})
                 self.expected[flight["id"]] = f"begin {i}\nend {i}\n"
+                if i == self.plan.held:
+                    self.held_id = flight["id"]
                 self.opened_by_replica[first] = self.opened_by_replica.get(first, 0) + 1
         except BaseException as exc:  # noqa: BLE001 - the test reports it
             self._opening_failed.append(exc)
@@ -126,7 +138,7 @@ class ReplicaChaos:
                 self.acts.append(f"replica {victim_replica} killed at {landed} landed")
                 self.set.restart(victim_replica)
             elif act == "runner":
-                killed = self._runner_holding_a_flight(api)
+                killed = self._runner_holding_the_held_flight(api)
                 killed.proc.send_signal(signal.SIGKILL)
                 killed.proc.wait()
                 self.acts.append(f"runner {killed.name} killed at {landed} landed")
@@ -134,12 +146,18 @@ class ReplicaChaos:
                 killed.start()
                 self.acts.append(f"runner {killed.name} started again")
 
-    def _runner_holding_a_flight(self, api: Client):
-        """A runner that holds a flight now, so its lease is lost with it."""
+    def _runner_holding_the_held_flight(self, api: Client):
+        """The runner flying the long flight now, so its lease is lost with it."""
         def holder():
-            flying = {f.get("runner_name") for f in _rows(api, stage="flying")}
-            return next((r for r in self.set.runners if r.name in flying and r.alive()), None)
-        return wait_until(holder, 60, interval=0.02, what="a runner holding a flight")
+            if self.held_id is None:
+                return None
+            row = api.request("GET", paths.FLIGHT.format(flight_id=self.held_id), retry_for=30.0)
+            assert row["stage"] in ("ready", "flying"), f"the held flight is {row['stage']}"
+            if row["stage"] != "flying":
+                return None
+            return next((r for r in self.set.runners
+                         if r.name == row.get("runner_name") and r.alive()), None)
+        return wait_until(holder, 120, interval=0.02, what="a runner holding the held flight")
 
     def _settle(self) -> list[dict]:
         api = self._client(0)

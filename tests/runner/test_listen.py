@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import httpx
@@ -69,6 +70,16 @@ def test_a_request_signed_before_the_runner_started_is_refused(door):
     refused = _post(listener, rules.POLL_PATH, POLL, headers)
     assert refused.status_code == 401
     assert "before this runner started" in refused.json()["error"]["message"]
+
+
+def test_a_request_signed_in_the_runners_first_millisecond_is_served(door):
+    control, runner, open_door = door
+    listener = open_door()
+    # Stamps carry milliseconds; one signed in the millisecond the runner started, after it
+    # started, reads as that millisecond and must not pass for one from before the start.
+    first_millisecond = math.floor(listener.started_at * 1000) / 1000
+    headers = _signed(control, rules.POLL_PATH, POLL, stamp=first_millisecond)
+    assert _post(listener, rules.POLL_PATH, POLL, headers).status_code == 200
 
 
 def test_a_body_changed_after_signing_is_refused(door):
