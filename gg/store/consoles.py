@@ -63,3 +63,12 @@ class ConsoleRows:
     def consoles_left_open(self) -> list[ConsoleSession]:
         rows = self.db.all("SELECT * FROM machine_consoles WHERE closed_at IS NULL")
         return [_session(r) for r in rows]
+
+    def prune_closed_consoles(self, closed_before: float, limit: int) -> int:
+        """Delete up to ``limit`` console sessions closed before ``closed_before``, oldest
+        first (an open session is never pruned, whatever its age)."""
+        cur = self.db.run(
+            "DELETE FROM machine_consoles WHERE id IN (SELECT id FROM machine_consoles "
+            "WHERE closed_at IS NOT NULL AND closed_at < ? ORDER BY closed_at LIMIT ?)",
+            (closed_before, limit))
+        return cur.rowcount

@@ -573,6 +573,15 @@ def _machine_consoles(db: sqlite_utils.Database) -> None:
     )
 
 
+@migration(879, "closed consoles by age")
+def _closed_consoles_by_age(db: sqlite_utils.Database) -> None:
+    """Closed console sessions are pruned by age with the events (``gg.control.retention``):
+    this index lets each batch walk the oldest closed ones first."""
+    db.executescript(
+        "CREATE INDEX machine_consoles_closed ON machine_consoles(closed_at) "
+        "WHERE closed_at IS NOT NULL;")
+
+
 # -- control-plane replicas (900-909) -----------------------------------------------------------
 
 

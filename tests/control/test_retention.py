@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from gg.control import flights, gates, leases, retention
+from gg.control import flights, gates, leases, machine_console, retention
+from gg.domain.machine_console import ConsoleSession
 from gg.proof.invariants import check
 from gg.settings import Settings
 
@@ -108,6 +109,30 @@ def test_events_go_by_their_own_window_and_the_checker_does_not_call_that_broken
     assert report.ok, report.summary()
 
 
+def _console(core, owner, runner, name: str) -> str:
+    session = ConsoleSession(id=f"c_{name}", runner_id=runner.id, person_id=owner["id"],
+                             person_name=owner["name"], opened_at=core.now())
+    core.store.add_console(session)
+    return session.id
+
+
+def test_console_sessions_closed_past_the_events_window_go_and_open_ones_stay(core, owner, clock):
+    runner = make_runner(core, owner, "r1")
+    core.settings = replace(core.settings, retain_flights=100 * DAY, retain_events=5 * DAY)
+    old = [_console(core, owner, runner, f"old{i}") for i in range(7)]  # more than one batch
+    for console_id in old:
+        machine_console.close(core, console_id, exit_code=0, reason=None)
+    still_open = _console(core, owner, runner, "open")
+    clock.advance(6 * DAY)
+    recent = _console(core, owner, runner, "recent")
+    machine_console.close(core, recent, exit_code=0, reason=None)
+    batches = prune_until_done(core)
+    assert sum(b.consoles for b in batches) == 7 and all(b.consoles <= 5 for b in batches)
+    assert all(core.store.console(c) is None for c in old)
+    assert core.store.console(still_open).closed_at is None  # open: never pruned, whatever its age
+    assert core.store.console(recent) is not None  # closed inside the window
+
+
 def test_every_batch_is_bounded_by_the_batch_size(core, owner, clock):
     runner = make_runner(core, owner, "r1")
     ids = [landed(core, owner, runner, outputs=12) for _ in range(4)]
@@ -135,6 +160,7 @@ def test_every_pruning_statement_walks_an_index_in_order_never_a_whole_table(cor
     runner = make_runner(core, owner, "r1")
     for _ in range(3):
         landed(core, owner, runner)
+    machine_console.close(core, _console(core, owner, runner, "closed"), exit_code=0, reason=None)
     clock.advance(40 * DAY)
     statements: list[str] = []
     core.store.db.trace(statements.append)
@@ -143,8 +169,8 @@ def test_every_pruning_statement_walks_an_index_in_order_never_a_whole_table(cor
     finally:
         core.store.db.trace(None)
     pruning = [s for s in statements if s.lstrip().upper().startswith(("SELECT", "DELETE"))]
-    assert {"FROM facts", "FROM grants", "FROM events", "FROM flights"} <= {
-        f"FROM {t}" for t in ("facts", "grants", "events", "flights")
+    assert {"FROM facts", "FROM grants", "FROM events", "FROM flights", "FROM machine_consoles"} <= {
+        f"FROM {t}" for t in ("facts", "grants", "events", "flights", "machine_consoles")
         if any(f"DELETE FROM {t}" in s for s in pruning)}, statements
     for sql in pruning:
         plan = [row[3] for row in core.store.db.all("EXPLAIN QUERY PLAN " + sql)]
