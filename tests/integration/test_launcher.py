@@ -5,6 +5,7 @@ come through unchanged, and one launcher serves many concurrent flights."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -116,3 +117,32 @@ def test_many_concurrent_flights_on_one_runner_share_its_launcher(fleet):
              for i in ids]
     assert [s["exit_code"] for s in shown] == [n % 4 for n in range(32)]
     assert len({_output(s) for s in shown}) == 1  # every one forked by the same launcher
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed")
+def test_a_sandboxed_flight_is_forked_by_the_launcher_and_dies_with_the_runner(fleet):
+    """bubblewrap is the launcher's child: its --die-with-parent ties the sandbox to the
+    launcher, which kills every group when the runner is SIGKILLed."""
+    runner = fleet.runner("a")
+    fleet.wait_online("a")
+    done = fleet.gg("runner", "policy", "a", "--isolation", "sandbox")
+    assert done.returncode == 0, done.stderr
+    wait_until(lambda: "isolation sandbox" in fleet.log("a"), what="the runner took the policy")
+    fleet.api().open_flight({"command": ["sleep 600 & sleep 600"]})
+
+    def sandbox() -> list[int]:
+        for launcher in psutil.Process(runner.proc.pid).children():
+            for child in launcher.children():
+                inside = child.children(recursive=True)
+                if child.name() == "bwrap" and sum(p.name() == "sleep" for p in inside) == 2:
+                    return [launcher.pid, child.pid, *(p.pid for p in inside)]
+        return []
+
+    found = wait_until(sandbox, timeout=60, what="the sandboxed flight to start")
+    try:
+        runner.proc.send_signal(signal.SIGKILL)
+        runner.proc.wait(timeout=10)
+        wait_until(lambda: all(gone(pid) for pid in found), timeout=10,
+                   what="the launcher and the whole sandbox to be gone")
+    finally:
+        _kill_left(found)

@@ -186,3 +186,19 @@ def test_the_launcher_kills_every_group_when_its_runner_is_killed(tmp_path):
             parent.kill()
             parent.wait()
         _kill_left(found)
+
+
+def test_sigterm_to_the_launcher_leaves_it_and_its_flights_running():
+    """A service manager's stop signals every process: the flights get their grace from
+    the runner, so the launcher does not end them early by dying of SIGTERM itself."""
+    proc = LAUNCHER.start(["sleep", "600"], env=None, cwd="/")
+    try:
+        launcher = LAUNCHER.pid()
+        os.kill(launcher, signal.SIGTERM)
+        os.kill(launcher, signal.SIGINT)
+        again = LAUNCHER.start(["sh", "-c", "exit 5"], env=None, cwd="/")
+        assert again.wait(timeout=30) == 5
+        assert LAUNCHER.pid() == launcher and proc.poll() is None
+    finally:
+        proc.kill()
+    assert proc.wait(timeout=30) == -signal.SIGKILL
