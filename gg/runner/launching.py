@@ -258,9 +258,11 @@ class Launcher:
         """
         env = dict(os.environ) if env is None else env
         if not SUPPORTED:
-            return self._spawner.popen(argv, env=env, cwd=cwd, stdin=stdin or subprocess.DEVNULL,
-                                       stdout=stdout or subprocess.DEVNULL,
-                                       stderr=stderr or subprocess.DEVNULL,
+            null = subprocess.DEVNULL
+            return self._spawner.popen(argv, env=env, cwd=cwd,
+                                       stdin=null if stdin is None else stdin,
+                                       stdout=null if stdout is None else stdout,
+                                       stderr=null if stderr is None else stderr,
                                        start_new_session=True)
         opened: list[int] = []
         reader = null = None
