@@ -77,11 +77,12 @@ def one_run(bench: Bench, flights: int, timeout: float) -> dict:
 
 
 def cpu_split(bench: Bench) -> dict[str, float]:
-    """CPU seconds (user + system) so far: the server, the runner processes, and the flights'
-    own processes (the runners' reaped children: the launch, the isolation, the command)."""
+    """CPU seconds (user + system) so far: the server, the runner processes, their launchers
+    (one long-lived process per runner that forks the flights), and the flights' own processes
+    (the reaped children of the runners and of their launchers: the isolation, the command)."""
     import psutil
 
-    out = {"server": 0.0, "runners": 0.0, "flights": 0.0}
+    out = {"server": 0.0, "runners": 0.0, "launchers": 0.0, "flights": 0.0}
     for s in bench.servers:  # every replica
         t = psutil.Process(s.proc.pid).cpu_times()
         out["server"] += t.user + t.system
@@ -89,6 +90,13 @@ def cpu_split(bench: Bench) -> dict[str, float]:
         t = psutil.Process(r.proc.pid).cpu_times()
         out["runners"] += t.user + t.system
         out["flights"] += t.children_user + t.children_system
+        for child in psutil.Process(r.proc.pid).children():  # the launcher, while it runs
+            try:
+                c = child.cpu_times()
+            except psutil.Error:
+                continue
+            out["launchers"] += c.user + c.system
+            out["flights"] += c.children_user + c.children_system
     return out
 
 
@@ -136,11 +144,12 @@ def markdown(r: dict) -> str:
                      f"{s['seconds']['p50']:g} | {s['open_per_second']['p50']:g} | "
                      f"{', '.join(f'{x:g}' for x in s['loads'])} |")
     lines += ["", "CPU per flight (user + system, ms, over the measured runs):", "",
-              "| runners | `gg server` | the `gg runner up` processes | the flights' own processes "
-              "| all |", "|---|---|---|---|---|"]
+              "| runners | `gg server` | the `gg runner up` processes | their launchers "
+              "| the flights' own processes | all |", "|---|---|---|---|---|---|"]
     for size, s in r["sizes"].items():
         c = s["cpu_ms_per_flight"]
-        lines.append(f"| {size} | {c['server']:g} | {c['runners']:g} | {c['flights']:g} | "
+        lines.append(f"| {size} | {c['server']:g} | {c['runners']:g} | "
+                     f"{c.get('launchers', 0):g} | {c['flights']:g} | "
                      f"{round(sum(c.values()), 2):g} |")
     return "\n".join(lines)
 

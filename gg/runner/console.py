@@ -23,7 +23,6 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import termios
 import threading
 from pathlib import Path
@@ -33,7 +32,8 @@ from gg.api import consoles as wire
 from gg.api.consoles import ConsoleCall
 from gg.client import ApiError, Unreachable
 from gg.runner import isolation
-from gg.runner.flight import SPAWNER, STOP_GRACE, kept
+from gg.runner.flight import STOP_GRACE
+from gg.runner.launching import LAUNCHER, LaunchedProcess, signal_group
 
 # The loop's runner (gg.runner.loop.Runner) owns the consoles; it is not imported here, so
 # that no runner module imports one that imports it back.
@@ -106,7 +106,7 @@ class ConsoleRun:
         self.runner = runner
         self.call = call
         self.over = over
-        self.proc: subprocess.Popen | None = None
+        self.proc: LaunchedProcess | subprocess.Popen | None = None
         self.master: int | None = None
         self.ws = None
         self.launch: isolation.Launch | None = None
@@ -207,12 +207,10 @@ class ConsoleRun:
         _set_size(master, self.call.rows, self.call.cols)
         argv = launch.argv
         if (policy or {}).get("isolation") == "none":
-            if sys.platform.startswith("linux"):
-                argv = kept(argv)  # dies with the runner, like a flight
-            argv = isolation.on_terminal(argv)  # outermost: the reaper's group keeps the PTY
-        try:
-            self.proc = SPAWNER.popen(argv, cwd=launch.cwd, env=launch.env, stdin=slave,
-                                      stdout=slave, stderr=slave, start_new_session=True)
+            argv = isolation.on_terminal(argv)  # the launched group's session takes the PTY
+        try:  # forked by the runner's launcher: dies with the runner, like a flight
+            self.proc = LAUNCHER.start(argv, env=launch.env, cwd=launch.cwd, stdin=slave,
+                                       stdout=slave, stderr=slave)
         finally:
             os.close(slave)
         self.launch = launch
@@ -288,11 +286,11 @@ class ConsoleRun:
             if proc is not None:
                 _kill_group(proc.pid, signal.SIGKILL)  # leftovers holding the terminal
             return
-        _kill_group(proc.pid, signal.SIGHUP)
+        _signal(proc, signal.SIGHUP)
         try:
             proc.wait(timeout=STOP_GRACE)
         except subprocess.TimeoutExpired:
-            _kill_group(proc.pid, signal.SIGKILL)
+            _signal(proc, signal.SIGKILL)
             proc.wait()
         launch = self.launch
         if launch is not None and launch.cleanup:
@@ -362,6 +360,13 @@ def _inside(pid: int) -> tuple[int | None, list[str]]:
             if "mount" in entered and "pid" in entered:
                 return child.pid, entered
     return None, []
+
+
+def _signal(proc: LaunchedProcess | subprocess.Popen, sig: int) -> None:
+    try:
+        signal_group(proc, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _kill_group(pid: int, sig: int) -> None:

@@ -11,9 +11,8 @@ is stopped at once (SIGTERM to its process group, SIGKILL after :data:`STOP_GRAC
 flight handed back ``returned``, the one request a retired runner may still make; only that
 acknowledgement (or the lease's expiry) makes the flight ready for another runner.
 
-The process runs in a session and process group of its own, forked from one long-lived thread
-(:class:`Spawner`); with isolation none, under :mod:`gg.runner.reaper`, so that it dies with
-the runner even when the runner is killed.
+The process runs in a session and process group of its own, forked by the runner's launcher
+(:mod:`gg.runner.launching`), so that it dies with the runner even when the runner is killed.
 
 A flight with a run-time limit (``flight.timeout``, counted from when this runner took it) is
 stopped the same way when it runs past it, and handed back ``failed`` with the reason
@@ -28,11 +27,9 @@ from __future__ import annotations
 
 import codecs
 import os
-import queue
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -45,58 +42,14 @@ from gg.domain.timeouts import timed_out_reason
 from gg.domain.output import TRUNCATED
 from gg.api.runners import FlightForRunner
 from gg.runner import isolation, repository
+from gg.runner.launching import LAUNCHER, SPAWNER, LaunchedProcess, signal_group
 
 FLUSH_EVERY = 0.2
 FLUSH_BYTES = 32_000
 REPORT_CHARS = 128_000  # output text per report, well under the server's body limit
 READ_BYTES = 65_536
 STOP_GRACE = 5.0  # seconds between SIGTERM and SIGKILL to a flight's process group
-REAPER = Path(__file__).with_name("reaper.py")
 RETIRED_REASON = "the runner was retired: it stopped the flight"
-
-
-class Spawner:
-    """Starts every flight process from one thread that lives as long as the runner process.
-
-    A parent-death signal (:mod:`gg.runner.reaper`) fires when the *thread* that forked the
-    child ends, not the process; a flight's own thread ends with the flight, so forking there
-    would tie the signal to the wrong thing. This thread never ends before the process does.
-    """
-
-    def __init__(self) -> None:
-        self._requests: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def popen(self, argv: list[str], **options: Any) -> subprocess.Popen:
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._serve, name="spawner", daemon=True)
-                self._thread.start()
-        done, box = threading.Event(), {}
-        self._requests.put((argv, options, box, done))
-        done.wait()
-        if "error" in box:
-            raise box["error"]
-        return box["proc"]
-
-    def _serve(self) -> None:
-        while True:
-            argv, options, box, done = self._requests.get()
-            try:
-                box["proc"] = subprocess.Popen(argv, **options)
-            except BaseException as exc:  # handed to the caller, never the end of this thread
-                box["error"] = exc
-            finally:
-                done.set()
-
-
-SPAWNER = Spawner()
-
-
-def kept(argv: list[str]) -> list[str]:
-    """``argv`` run under the reaper: its process group is killed when the runner dies."""
-    return [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), "--", *argv]
 
 
 @dataclass
@@ -127,7 +80,7 @@ class FlightRun:
     state_dir: Path | None = None
     hidden: list = field(default_factory=list)
     on_unmet: Callable[[str], None] | None = None
-    proc: subprocess.Popen | None = None
+    proc: LaunchedProcess | subprocess.Popen | None = None
     launch: isolation.Launch | None = None
     exit_code: int | None = None
     fleet: Any = None  # enrolment: gg.runner.fleet.FleetState (profile, agents, credentials)
@@ -259,16 +212,12 @@ class FlightRun:
             raise isolation.IsolationUnavailable(str(exc)) from None
 
     def _start(self, workspace: Path) -> None:
-        """Start the process in a session and process group of its own; with isolation none,
-        under the reaper (nothing else would end it if the runner were killed)."""
+        """Start the process in a session and process group of its own, forked by the
+        runner's launcher (gg.runner.launching): it dies with the runner, whatever the policy."""
         launch = self.launch
-        argv, env = launch.argv, launch.env
-        if (self.policy or {}).get("isolation") == "none" and sys.platform.startswith("linux"):
-            argv = kept(argv)  # PR_SET_PDEATHSIG is Linux's
         try:
-            self.proc = SPAWNER.popen(argv, cwd=launch.cwd, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      start_new_session=True)
+            self.proc = LAUNCHER.start(launch.argv, env=launch.env, cwd=launch.cwd,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         except OSError as exc:
             self.proc = SPAWNER.popen(["/bin/sh", "-c", f"echo {_quote(str(exc))} >&2; exit 127"],
                                       cwd=workspace, stdout=subprocess.PIPE,
@@ -278,7 +227,7 @@ class FlightRun:
         assert self.proc is not None
         self._read_output_of(self.proc)
 
-    def _read_output_of(self, proc: subprocess.Popen) -> None:
+    def _read_output_of(self, proc: LaunchedProcess | subprocess.Popen) -> None:
         assert proc.stdout is not None
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         for raw in iter(lambda: proc.stdout.read1(READ_BYTES), b""):
@@ -314,10 +263,10 @@ class FlightRun:
         if self.proc is None or self.proc.poll() is not None:
             return
         try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            signal_group(self.proc, signal.SIGTERM)
             self.proc.wait(timeout=STOP_GRACE)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            signal_group(self.proc, signal.SIGKILL)
             self.proc.wait()
         except ProcessLookupError:
             pass
@@ -387,7 +336,7 @@ class FlightRun:
             outcome, reason = Outcome.RETURNED.value, "the runner is stopping"
         else:
             outcome = (Outcome.LANDED if self.exit_code == 0 else Outcome.FAILED).value
-            reason = None
+            reason = getattr(self.proc, "note", None)  # the launcher died under it
         body = {"epoch": self.lease.epoch, "outcome": outcome, "exit_code": self.exit_code,
                 "reason": reason, "key": f"{self.lease.epoch}:hand-back"}
         try:

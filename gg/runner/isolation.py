@@ -7,11 +7,9 @@ isolation than the policy asks for.
 
 What each combination becomes::
 
-    none      + all    the command as is, cwd = workspace (the runner starts it under
-                       ``gg.runner.reaper``: own process group, killed when the runner dies)
+    none      + all    the command as is, cwd = workspace
     none      + none   bwrap --dev-bind / / --unshare-net  (the host as is, but an empty
-                       network namespace: only its own loopback, so egress is really cut),
-                       under the reaper too
+                       network namespace: only its own loopback, so egress is really cut)
     sandbox   + all    bwrap: an empty read-only root with only an allowlist bound in (the
                        workspace read-write, HOME in it; the system, the Python gg runs on,
                        gg itself and the PATH directories read-only; see ``layout``), a
@@ -24,6 +22,9 @@ What each combination becomes::
     container + all    ENGINE run --rm, workspace mounted at /workspace, image ``image``
     container + none   the same, plus --network none
     any       + allowlist  IsolationUnavailable("egress allowlist is not enforced yet")
+
+Whatever the policy, the runner's launcher (:mod:`gg.runner.launching`) forks what ``build``
+returns, in a process group of its own that is killed when the runner dies.
 
 Secrets in ``env`` never appear on a command line: bwrap and the plain command inherit the
 environment, and a container gets ``--env NAME`` (the engine client reads the value from its

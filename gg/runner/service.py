@@ -42,6 +42,7 @@ from pathlib import Path
 from gg.domain import services
 from gg.domain.flights import Outcome
 from gg.runner import isolation
+from gg.runner.launching import LaunchedProcess, signal_group
 
 POLL = 0.1  # seconds between looks at the processes, the readiness and the spec
 READY_CHECK_TIMEOUT = 5.0  # one --ready-cmd run, or one connection attempt, at most
@@ -132,7 +133,7 @@ class Generation:
     number: int
     spec: dict
     port: int
-    proc: subprocess.Popen | None = None
+    proc: LaunchedProcess | subprocess.Popen | None = None
     launch: isolation.Launch | None = None
     started_wall: float = field(default_factory=time.time)
     ready: bool = False
@@ -443,11 +444,11 @@ class Supervisor:
         proc = gen.proc
         if proc is not None and proc.poll() is None:
             try:
-                os.killpg(proc.pid, signal.SIGTERM)
+                signal_group(proc, signal.SIGTERM)
                 proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 try:
-                    os.killpg(proc.pid, signal.SIGKILL)
+                    signal_group(proc, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
                 proc.wait()

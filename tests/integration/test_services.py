@@ -193,7 +193,10 @@ def test_a_runner_that_stops_hands_its_service_back_at_once(services_fleet):
 # The same answer from perl (Debian's essential perl-base), which a sandbox can run whatever
 # Python the host has: on 127.0.0.1:$PORT inside the sandbox's own network namespace, or on
 # the Unix socket $SERVICE_SOCKET when UNIX=1.
+# SIGPIPE ignored: a readiness probe that connects and hangs up at once must not end the
+# server (a flight starts with SIGPIPE at its default, as from any shell).
 PERL_WEB = r"""exec perl -MIO::Socket::INET -MIO::Socket::UNIX -e '
+$SIG{PIPE} = "IGNORE";
 $s = $ENV{UNIX} ? IO::Socket::UNIX->new(Local => $ENV{SERVICE_SOCKET}, Listen => 64)
                : IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => $ENV{PORT},
                                        Listen => 64, ReuseAddr => 1);

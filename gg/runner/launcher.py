@@ -1,0 +1,209 @@
+"""The runner's launcher: one small long-lived process that forks every flight's process.
+
+A flight's process must die with the runner, even when the runner is SIGKILLed, and it
+must not cost a Python start of its own (a reaper per flight was half of a flight's CPU).
+So the runner starts this program once, and hands it each process to start over a Unix
+socket (:mod:`gg.runner.launching`)::
+
+    runner ──socket──> launcher ──fork──> flight A's process (session and group leader) ──> …
+                                 ──fork──> flight B's process …
+
+- The runner sends argv, environment and working directory, and the flight's stdin, stdout
+  and stderr as file descriptors (``SCM_RIGHTS``). The launcher forks; the child makes a
+  session and process group of its own, takes a parent-death SIGKILL tied to the launcher,
+  puts the three descriptors on 0, 1 and 2, restores the signals Python changed, and execs.
+  The launcher answers the pid, and when the child ends, its wait status (so the runner
+  reads the same exit code, or the same signal, as a child of its own).
+- The launcher holds a parent-death signal (``PR_SET_PDEATHSIG``) tied to the runner's
+  long-lived spawner thread, and reads the socket: when the runner dies (the signal, or the
+  socket's end of file, whichever comes first), the launcher SIGKILLs the process group of
+  every child it has not reaped, then exits. A launcher killed first takes its children
+  with it (their parent-death SIGKILL); the runner sees the socket end, SIGKILLs the rest
+  of their groups, reports those flights as killed (``-9``, with a note), and starts a new
+  launcher for the next one.
+- A graceful stop is the runner's: SIGTERM to the group, SIGKILL after its grace, sent
+  through the launcher (``signal``), which signals a group only while its leader is not yet
+  reaped, so a recycled pid is never hit. SIGTERM and SIGINT to the launcher itself are
+  ignored: a service manager's stop reaches the flights directly and they get their grace.
+
+What escapes: a process that leaves the group (``setsid``, a double fork into a new session)
+is not killed; only a sandbox's PID namespace contains those. A child that exits leaves the
+rest of its group alone, as before.
+
+The wire (``SOCK_SEQPACKET``, values in ``marshal``, the peer being the runner only)::
+
+    runner -> launcher   a message of N bytes: first packet = 4-byte N + up to CHUNK bytes
+                         (the descriptors ride on it), then packets of the rest
+                         ("start", ticket, argv, env, cwd) + fds 0, 1, 2
+                         ("signal", pid, signal number)
+    launcher -> runner   ("started", ticket, pid) · ("refused", ticket, message)
+                         ("ended", pid, wait status)
+
+The standard library only: the runner runs it by path
+(``python -I -S launcher.py RUNNER_PID SOCKET_FD``), without gg on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import marshal
+import os
+import select
+import socket
+import sys
+
+# The signal module's C half: the same functions and numbers, without the enum classes.
+import _signal as signal
+
+PR_SET_PDEATHSIG = 1
+PARENT_GONE = signal.SIGHUP  # what the kernel sends the launcher when the runner dies
+CHUNK = 32_768  # bytes of a message per packet, well under any socket buffer
+HEADER = 4
+# What the child puts back before exec: the handlers set here, and what Python ignores.
+RESTORED = (signal.SIGCHLD, signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE,
+            signal.SIGXFSZ)
+
+
+def _noop(*_args) -> None:
+    pass
+
+
+class Launcher:
+    def __init__(self, runner_pid: int, sock: socket.socket) -> None:
+        self.runner_pid = runner_pid
+        self.sock = sock
+        self.children: set[int] = set()  # started, not yet reaped: their groups are ours
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.me = os.getpid()
+
+    def pdeathsig(self, sig: int) -> bool:
+        return self.libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+
+    def kill_all(self) -> None:
+        for pid in list(self.children):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def serve(self) -> int:
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        for sig in (signal.SIGCHLD, PARENT_GONE, signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, _noop)  # a handler, so each one is written to the wakeup pipe
+        if not self.pdeathsig(PARENT_GONE):
+            print("the parent-death signal cannot be set here", file=sys.stderr)
+            return 127
+        poller = select.poll()
+        poller.register(self.sock.fileno(), select.POLLIN)
+        poller.register(wake_r, select.POLLIN)
+        try:
+            while os.getppid() == self.runner_pid:  # else the runner died before it was armed
+                for fd, _ in poller.poll():
+                    if fd == wake_r:
+                        try:
+                            os.read(wake_r, 512)
+                        except BlockingIOError:
+                            pass
+                        self.reap()
+                    elif not self.take():
+                        return 0  # the runner closed its end: it is gone
+        finally:
+            self.kill_all()
+        return 0
+
+    def reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.children.discard(pid)
+            self.send(("ended", pid, status))
+
+    def send(self, message: tuple) -> None:
+        try:
+            self.sock.send(marshal.dumps(message))
+        except OSError:
+            pass  # the runner is gone; the loop notices its end of file
+
+    def receive(self) -> tuple[tuple | None, list[int]]:
+        data, fds, _flags, _addr = socket.recv_fds(self.sock, HEADER + CHUNK, 3)
+        if not data:
+            return None, fds
+        size = int.from_bytes(data[:HEADER], "big")
+        parts = [data[HEADER:]]
+        got = len(parts[0])
+        while got < size:
+            more = self.sock.recv(CHUNK)
+            if not more:
+                return None, fds
+            parts.append(more)
+            got += len(more)
+        return marshal.loads(b"".join(parts)), fds
+
+    def take(self) -> bool:
+        message, fds = self.receive()
+        if message is None:
+            for fd in fds:
+                os.close(fd)
+            return False
+        if message[0] == "signal":
+            _, pid, sig = message
+            if pid in self.children:  # not reaped yet: the group id is still its own
+                try:
+                    os.killpg(pid, sig)
+                except OSError:
+                    pass
+        elif message[0] == "start":
+            _, ticket, argv, env, cwd = message
+            try:
+                pid = self.fork(argv, env, cwd, fds)
+            except OSError as exc:
+                self.send(("refused", ticket, f"cannot start a process: {exc.strerror}"))
+            else:
+                self.children.add(pid)
+                self.send(("started", ticket, pid))
+        for fd in fds:
+            os.close(fd)
+        return True
+
+    def fork(self, argv: list[str], env: dict[str, str], cwd: str, fds: list[int]) -> int:
+        pid = os.fork()
+        if pid:
+            return pid
+        try:  # the child: nothing here may return into the launcher's loop
+            for sig in RESTORED:
+                signal.signal(sig, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
+            os.setsid()
+            self.pdeathsig(signal.SIGKILL)
+            if os.getppid() != self.me:  # the launcher died before the signal was armed
+                os._exit(137)
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)  # dup2 leaves the copy inheritable
+            os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
+            try:
+                os.chdir(cwd)
+                os.execvpe(argv[0], argv, env)
+            except OSError as exc:
+                os.write(2, f"{argv[0]}: {exc.strerror}\n".encode("utf-8", "replace"))
+            os._exit(127)
+        except BaseException:
+            os._exit(127)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: launcher.py RUNNER_PID SOCKET_FD", file=sys.stderr)
+        return 127
+    sock = socket.socket(fileno=int(argv[2]))
+    return Launcher(int(argv[1]), sock).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
