@@ -106,6 +106,9 @@ class Lease:
     ttl: float
     renew_at: float
     local_expiry: float  # monotonic
+    # The `started` fact's bound (protocol); None: the control plane is older and takes it
+    # only as a report of its own, sent at once.
+    started_within: float | None = None
 
 
 @dataclass
@@ -139,6 +142,10 @@ class FlightRun:
     _buffer: list = field(default_factory=list)
     _out: "_Output" = field(default_factory=lambda: _Output())  # the output cap (docs/operations.md)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # The `started` fact not sent yet: (fact, monotonic time it started). It rides with the
+    # first report or the hand-back, or goes alone once ``lease.started_within`` passed.
+    _started: tuple[dict, float] | None = None
+    _reporting: threading.Lock = field(default_factory=threading.Lock)  # reports in order
 
     @property
     def id(self) -> str:
@@ -157,9 +164,8 @@ class FlightRun:
                 if self.on_unmet is not None:
                     self.on_unmet(exc.missing)
                 return self._hand_back_unmet(exc.missing)
-            self._report([{"kind": "started", "body": {"workspace": str(workspace),
-                                                       "pid": os.getpid(),
-                                                       "policy": self.policy or None}}])
+            self._started_now({"workspace": str(workspace), "pid": os.getpid(),
+                               "policy": self.policy or None})
             self.argv = repository.prepare(self, workspace)  # enrolment: agent, clone
             if self.argv is not None:  # the agent's command, under the same policy
                 self.launch = self._launch(workspace)
@@ -362,12 +368,71 @@ class FlightRun:
     def _report(self, facts: list[dict]) -> None:
         for fact in facts:
             fact.setdefault("key", f"{self.lease.epoch}:{fact['kind']}:{self._next()}")
+        with self._reporting:
+            started = self._take_started()
+            try:
+                self.client.report(self.id, self.lease.epoch, started + facts,
+                                   retry_for=self._patience())
+            except ApiError as exc:
+                self._keep_started(started)  # not stored: it goes with the next one
+                self._refused(exc)
+            except Unreachable:
+                self._keep_started(started)
+                # kept trying for a whole lease; the server will decide
+
+    # -- the `started` fact ---------------------------------------------------------------
+
+    def _started_now(self, body: dict) -> None:
+        """The flight started: say so with the first report or the hand-back, dated now
+        (docs/lease-protocol.md, "A flight's requests")."""
+        fact = {"kind": "started", "body": body, "key": f"{self.lease.epoch}:started:{self._next()}"}
+        if self.lease.started_within is None:
+            self._report([fact])
+            return
+        with self._lock:
+            self._started = (fact, time.monotonic())
+
+    def _take_started(self) -> list[dict]:
+        """The pending `started` fact (with how long ago it happened), once; else nothing."""
+        with self._lock:
+            pending, self._started = self._started, None
+        if pending is None:
+            return []
+        fact, at = pending
+        return [{**fact, "ago": round(max(0.0, time.monotonic() - at), 6)}]
+
+    def _keep_started(self, taken: list[dict]) -> None:
+        """A request that carried the `started` fact was not accepted: it stays pending."""
+        if taken:
+            fact = {k: v for k, v in taken[0].items() if k != "ago"}
+            with self._lock:
+                if self._started is None:
+                    self._started = (fact, time.monotonic() - taken[0]["ago"])
+
+    def _started_due(self) -> float | None:
+        """When the pending `started` fact must leave alone (monotonic), if one is pending."""
+        with self._lock:
+            pending = self._started
+        return None if pending is None else pending[1] + self.lease.started_within
+
+    def _send_started(self) -> None:
+        """The bound passed with nothing sent: the `started` fact alone, so watchers learn.
+        Skipped while a report or the hand-back is under way (it carries the fact)."""
+        if not self._reporting.acquire(blocking=False):
+            return
         try:
-            self.client.report(self.id, self.lease.epoch, facts, retry_for=self._patience())
-        except ApiError as exc:
-            self._refused(exc)
-        except Unreachable:
-            pass  # kept trying for a whole lease; the server will decide
+            started = self._take_started()
+            if not started:
+                return
+            try:
+                self.client.report(self.id, self.lease.epoch, started, retry_for=self._patience())
+            except ApiError as exc:
+                self._keep_started(started)
+                self._refused(exc, raise_=False)
+            except Unreachable:
+                self._keep_started(started)
+        finally:
+            self._reporting.release()
 
     def _hand_back_unmet(self, missing: str) -> str:
         """Nothing ran: give the flight back for a runner that can meet its policy."""
@@ -390,16 +455,26 @@ class FlightRun:
             reason = None
         body = {"epoch": self.lease.epoch, "outcome": outcome, "exit_code": self.exit_code,
                 "reason": reason, "key": f"{self.lease.epoch}:hand-back"}
-        try:
-            self.client.hand_back(self.id, body, retry_for=self._patience())
-        except ApiError as exc:
+        with self._reporting:  # after every report; it carries `started` if none did
+            started = self._take_started()
+            if started:
+                body["facts"] = started
+            try:
+                self.client.hand_back(self.id, body, retry_for=self._patience())
+            except (ApiError, Unreachable) as exc:
+                self._keep_started(started)
+                refused = exc
+            else:
+                refused = None
+        if refused is not None:
+            if isinstance(refused, Unreachable):
+                return "lost"
+            exc = refused
             if exc.code == "runner_retired" and not self.retired.is_set():
                 self.retire()  # retired just now: a retired runner may only give it back
                 return self._hand_back()
             self._refused(exc, raise_=False)
             return "ended" if self.ended_by_server.is_set() else "lost"
-        except Unreachable:
-            return "lost"
         return outcome
 
     def _refused(self, exc: ApiError, raise_: bool = True) -> None:
@@ -431,10 +506,18 @@ class FlightRun:
     # -- the lease keeper ----------------------------------------------------------------
 
     def _keep_lease(self) -> None:
+        """Renews the lease when LEASE_RENEW_AT of it remains; also sends the `started` fact
+        alone when nothing carried it within its bound."""
         while not self.lost.is_set():
             due = self.lease.local_expiry - self.lease.renew_at
-            if self.lost.wait(max(0.0, due - time.monotonic())):
+            started_due = self._started_due()
+            wake = due if started_due is None else min(due, started_due)
+            if self.lost.wait(max(0.0, wake - time.monotonic())):
                 return
+            if started_due is not None and time.monotonic() >= started_due:
+                self._send_started()
+            if time.monotonic() < due:
+                continue
             try:
                 sent = time.monotonic()
                 answer = self.client.renew(self.id, self.lease.epoch,
