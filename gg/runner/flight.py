@@ -1,8 +1,9 @@
 """Flying one flight: fresh workspace, the agent's process, output as facts, the lease kept.
 
 Three threads per flight: the process's output reader, the lease keeper (renews when
-LEASE_RENEW_AT of the lease remains) and this one, which waits for the process and hands
-the flight back. A refusal of the lease (409/404) ends the flight here at once: the
+LEASE_RENEW_AT of the lease remains, and sends the `started` fact alone when neither the
+first output nor the hand-back carried it within ``started_within``) and this one, which
+waits for the process and hands the flight back. A refusal of the lease (409/404) ends the flight here at once: the
 process is stopped and nothing more is reported, so a machine that stalled and came back
 cannot overwrite its replacement.
 
@@ -155,7 +156,6 @@ class FlightRun:
         """Fly it; returns what became of it: landed, failed, returned, lost or ended."""
         workspace = self.workspace = self._fresh_workspace()
         keeper = threading.Thread(target=self._keep_lease, name=f"lease-{self.id}", daemon=True)
-        keeper.start()
         outcome = "lost"
         try:
             try:
@@ -166,6 +166,7 @@ class FlightRun:
                 return self._hand_back_unmet(exc.missing)
             self._started_now({"workspace": str(workspace), "pid": os.getpid(),
                                "policy": self.policy or None})
+            keeper.start()  # after: it also sends `started` alone when its bound passes
             self.argv = repository.prepare(self, workspace)  # enrolment: agent, clone
             if self.argv is not None:  # the agent's command, under the same policy
                 self.launch = self._launch(workspace)

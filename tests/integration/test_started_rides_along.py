@@ -72,7 +72,8 @@ def test_a_flight_that_prints_sends_started_with_its_first_output(make_fleet):
 
 
 def test_a_slow_silent_flight_sends_started_alone_once_the_bound_passed(make_fleet):
-    fleet = make_fleet({"GG_STARTED_WITHIN": "0.3"})
+    # A long lease: the lease keeper's first renewal is 40 s away, so only the bound sends it.
+    fleet = make_fleet({"GG_STARTED_WITHIN": "0.3", "GG_LEASE_TTL": "60", "GG_LEASE_RENEW_AT": "20"})
     fleet.runner("r1")
     fleet.wait_online("r1")
     api = fleet.api()
