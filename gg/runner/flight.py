@@ -46,6 +46,7 @@ from gg.domain.timeouts import timed_out_reason
 from gg.domain.output import TRUNCATED
 from gg.api.runners import FlightForRunner
 from gg.runner import isolation, repository
+from gg.runner.started import PendingStarted
 
 FLUSH_EVERY = 0.2
 FLUSH_BYTES = 32_000
@@ -143,9 +144,9 @@ class FlightRun:
     _buffer: list = field(default_factory=list)
     _out: "_Output" = field(default_factory=lambda: _Output())  # the output cap (docs/operations.md)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    # The `started` fact not sent yet: (fact, monotonic time it started). It rides with the
-    # first report or the hand-back, or goes alone once ``lease.started_within`` passed.
-    _started: tuple[dict, float] | None = None
+    # The `started` fact not sent yet: it rides with the first report or the hand-back, or
+    # goes alone once ``lease.started_within`` passed.
+    _started: PendingStarted = field(default_factory=PendingStarted)
     _reporting: threading.Lock = field(default_factory=threading.Lock)  # reports in order
 
     @property
@@ -370,15 +371,15 @@ class FlightRun:
         for fact in facts:
             fact.setdefault("key", f"{self.lease.epoch}:{fact['kind']}:{self._next()}")
         with self._reporting:
-            started = self._take_started()
+            started = self._started.take()
             try:
                 self.client.report(self.id, self.lease.epoch, started + facts,
                                    retry_for=self._patience())
             except ApiError as exc:
-                self._keep_started(started)  # not stored: it goes with the next one
+                self._started.put_back(started)  # not stored: it goes with the next one
                 self._refused(exc)
             except Unreachable:
-                self._keep_started(started)
+                self._started.put_back(started)
                 # kept trying for a whole lease; the server will decide
 
     # -- the `started` fact ---------------------------------------------------------------
@@ -389,32 +390,12 @@ class FlightRun:
         fact = {"kind": "started", "body": body, "key": f"{self.lease.epoch}:started:{self._next()}"}
         if self.lease.started_within is None:
             self._report([fact])
-            return
-        with self._lock:
-            self._started = (fact, time.monotonic())
-
-    def _take_started(self) -> list[dict]:
-        """The pending `started` fact (with how long ago it happened), once; else nothing."""
-        with self._lock:
-            pending, self._started = self._started, None
-        if pending is None:
-            return []
-        fact, at = pending
-        return [{**fact, "ago": round(max(0.0, time.monotonic() - at), 6)}]
-
-    def _keep_started(self, taken: list[dict]) -> None:
-        """A request that carried the `started` fact was not accepted: it stays pending."""
-        if taken:
-            fact = {k: v for k, v in taken[0].items() if k != "ago"}
-            with self._lock:
-                if self._started is None:
-                    self._started = (fact, time.monotonic() - taken[0]["ago"])
+        else:
+            self._started.hold(fact)
 
     def _started_due(self) -> float | None:
-        """When the pending `started` fact must leave alone (monotonic), if one is pending."""
-        with self._lock:
-            pending = self._started
-        return None if pending is None else pending[1] + self.lease.started_within
+        within = self.lease.started_within
+        return None if within is None else self._started.due(within)
 
     def _send_started(self) -> None:
         """The bound passed with nothing sent: the `started` fact alone, so watchers learn.
@@ -422,16 +403,16 @@ class FlightRun:
         if not self._reporting.acquire(blocking=False):
             return
         try:
-            started = self._take_started()
+            started = self._started.take()
             if not started:
                 return
             try:
                 self.client.report(self.id, self.lease.epoch, started, retry_for=self._patience())
             except ApiError as exc:
-                self._keep_started(started)
+                self._started.put_back(started)
                 self._refused(exc, raise_=False)
             except Unreachable:
-                self._keep_started(started)
+                self._started.put_back(started)
         finally:
             self._reporting.release()
 
@@ -457,13 +438,13 @@ class FlightRun:
         body = {"epoch": self.lease.epoch, "outcome": outcome, "exit_code": self.exit_code,
                 "reason": reason, "key": f"{self.lease.epoch}:hand-back"}
         with self._reporting:  # after every report; it carries `started` if none did
-            started = self._take_started()
+            started = self._started.take()
             if started:
                 body["facts"] = started
             try:
                 self.client.hand_back(self.id, body, retry_for=self._patience())
             except (ApiError, Unreachable) as exc:
-                self._keep_started(started)
+                self._started.put_back(started)
                 refused = exc
             else:
                 refused = None
