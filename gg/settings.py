@@ -66,6 +66,9 @@ class Settings:
     maintenance_check_interval: float = 300.0
     pool_attestation_stale: float = 900.0
     max_expiries: int = 5
+    # A flight's `started` fact is sent with its first output or its hand-back, and alone
+    # only when neither has left the runner within this (docs/lease-protocol.md).
+    started_within: float = 0.5
     # Server-only settings (not protocol constants).
     max_body_bytes: int = 1_048_576
     header_timeout: float = 10.0  # a connection must send complete request headers within this
@@ -192,6 +195,7 @@ class Settings:
             "lease_ttl": self.lease_ttl,
             "lease_renew_at": self.lease_renew_at,
             "maintenance_check_interval": self.maintenance_check_interval,
+            "started_within": self.started_within,
         }
 
 

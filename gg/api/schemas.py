@@ -58,6 +58,10 @@ class Protocol(Answer):
     lease_ttl: float
     lease_renew_at: float
     maintenance_check_interval: float
+    # A flight's `started` fact rides with its first output or its hand-back; alone only if
+    # neither left within this (docs/lease-protocol.md, "A flight's requests"). None: an
+    # older control plane, which takes `started` only as a report of its own, sent at once.
+    started_within: float | None = None
 
 
 class Health(Answer):
@@ -151,6 +155,16 @@ class Fact(Request):
     kind: Literal["started", "output", "exit", "commit", "pushed", "note"]
     body: Json = {}
     key: Annotated[str | None, StringConstraints(max_length=128)] = None
+    # Seconds before this report that it happened (a `started` sent late, with the first
+    # output or the hand-back): the control plane dates it ``now - ago``, never before the
+    # grant. Seconds on the runner's own clock, so no two clocks are compared.
+    ago: Annotated[float | None, Field(ge=0, le=30 * 86400)] = None
+
+
+def _only_started(facts: list[Fact]) -> list[Fact]:
+    if any(f.kind != "started" for f in facts):
+        raise ValueError("a hand-back carries only the flight's started fact; report the rest")
+    return facts
 
 
 class Report(Request):
@@ -164,6 +178,9 @@ class HandBack(Request):
     exit_code: Annotated[int | None, Field(ge=-255, le=255)] = None
     reason: Annotated[str | None, StringConstraints(max_length=500)] = None
     key: Annotated[str | None, StringConstraints(max_length=128)] = None
+    # The `started` fact, when the flight ended before it was sent: stored in the hand-back's
+    # own transaction, after the same (flight, epoch) check, before the outcome.
+    facts: Annotated[list[Fact], Field(max_length=1), AfterValidator(_only_started)] = []
 
 
 class CredentialRenew(Request):

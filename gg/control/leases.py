@@ -189,14 +189,25 @@ def report(core: Core, runner: Runner, flight_id: str, *, epoch: int, facts: lis
         stored_bytes = output.admit(flight.output_bytes, limit, core.settings.output_tail, fresh)
         if stored_bytes != flight.output_bytes:
             core.store.update_flight(flight_id, output_bytes=stored_bytes)
-        for fact in facts:
-            if core.store.add_fact(flight_id=flight_id, epoch=epoch, runner_id=runner.id,
-                                   kind=fact["kind"], body=fact.get("body") or {}, at=now,
-                                   idem_key=fact.get("key")):
-                stored += 1
+        stored = _store_facts(core, flight, runner, epoch, facts, now)
     if stored:
         core.signals.flight_changed(flight_id)
     return {"stored": stored, "received": len(facts)}
+
+
+def _store_facts(core: Core, flight: Flight, runner: Runner, epoch: int, facts: list[dict],
+                 now: float) -> int:
+    """Append ``facts`` of the holder checked just before, in the caller's transaction; a
+    fact sent late (``ago``: a `started` that rode with the first output or the hand-back)
+    is dated when it happened, never before this epoch's grant."""
+    stored = 0
+    for fact in facts:
+        at = leases.fact_time(now, fact.get("ago"), flight.lease_granted_at)
+        if core.store.add_fact(flight_id=flight.id, epoch=epoch, runner_id=runner.id,
+                               kind=fact["kind"], body=fact.get("body") or {}, at=at,
+                               idem_key=fact.get("key")):
+            stored += 1
+    return stored
 
 
 def _repeat(core: Core, flight_id: str, fact: dict) -> bool:
@@ -206,13 +217,18 @@ def _repeat(core: Core, flight_id: str, fact: dict) -> bool:
 
 
 def hand_back(core: Core, runner: Runner, flight_id: str, *, epoch: int, outcome: str,
-              exit_code: int | None, reason: str | None, key: str | None) -> dict:
+              exit_code: int | None, reason: str | None, key: str | None,
+              facts: list[dict] | None = None) -> dict:
     """The holder ends its lease: landed, failed, or returned (ready again at once).
 
     A retired runner may still hand back, as ``returned``, a flight whose lease it holds:
     that is its acknowledgement that it stopped the flight, and only then (or when the
     lease expires) does the flight become ready for another runner. Anything else from a
     retired runner is refused with 403 ``runner_retired``.
+
+    ``facts`` (the flight's `started`, when it ended before that was sent) are stored after
+    the holder check and before the outcome, in this transaction: refused with it, or kept
+    with it.
     """
     if outcome not in (o.value for o in Outcome):
         raise BadRequest(f"outcome must be landed, failed or returned (got {outcome!r})")
@@ -231,6 +247,8 @@ def hand_back(core: Core, runner: Runner, flight_id: str, *, epoch: int, outcome
                 raise runner_ops.retired_refusal(runner) from None
         else:
             flight = _holding(core, runner, flight_id, epoch=epoch, now=now)
+        if facts:
+            _store_facts(core, flight, runner, epoch, facts, now)
         move(core, flight, Event(outcome), now, actor=f"runner:{runner.name}",
              runner_id=runner.id, exit_code=exit_code, reason=reason, key=key)
         _settle_runner(core, runner.id, now)

@@ -147,7 +147,8 @@ async def polled(core: Core, runner: Runner, answer: Any, peer: str | None) -> d
                 hb = entry.hand_back
                 await core.run(leases.hand_back, runner, entry.flight, epoch=hb.epoch,
                                outcome=Outcome(hb.outcome).value, exit_code=hb.exit_code,
-                               reason=hb.reason, key=hb.key)
+                               reason=hb.reason, key=hb.key,
+                               facts=[f.model_dump() for f in hb.facts])
             applied.append(entry.seq)
         except GGError as exc:
             applied.append(entry.seq)  # refused for good: the runner hears why

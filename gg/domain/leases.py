@@ -63,6 +63,15 @@ def check_holder(
     return flight
 
 
+def fact_time(now: float, ago: float | None, granted_at: float | None) -> float:
+    """When a reported fact happened: ``ago`` seconds (the runner's own clock) before it
+    arrived at ``now``, never before its epoch's grant nor after it arrived. A `started` that
+    rode with the first output or the hand-back keeps the time the flight started."""
+    if not ago:
+        return now
+    return max(now - ago, min(granted_at if granted_at is not None else now, now))
+
+
 def renewal_expiry(now: float, ttl: float) -> float:
     return now + ttl
 

@@ -1,8 +1,9 @@
 """Flying one flight: fresh workspace, the agent's process, output as facts, the lease kept.
 
 Three threads per flight: the process's output reader, the lease keeper (renews when
-LEASE_RENEW_AT of the lease remains) and this one, which waits for the process and hands
-the flight back. A refusal of the lease (409/404) ends the flight here at once: the
+LEASE_RENEW_AT of the lease remains, and sends the `started` fact alone when neither the
+first output nor the hand-back carried it within ``started_within``) and this one, which
+waits for the process and hands the flight back. A refusal of the lease (409/404) ends the flight here at once: the
 process is stopped and nothing more is reported, so a machine that stalled and came back
 cannot overwrite its replacement.
 
@@ -43,6 +44,7 @@ from gg.domain.output import TRUNCATED
 from gg.api.runners import FlightForRunner
 from gg.runner import isolation, repository
 from gg.runner.launching import LAUNCHER, SPAWNER, LaunchedProcess, signal_group
+from gg.runner.started import PendingStarted
 
 FLUSH_EVERY = 0.2
 FLUSH_BYTES = 32_000
@@ -59,6 +61,9 @@ class Lease:
     ttl: float
     renew_at: float
     local_expiry: float  # monotonic
+    # The `started` fact's bound (protocol); None: the control plane is older and takes it
+    # only as a report of its own, sent at once.
+    started_within: float | None = None
 
 
 @dataclass
@@ -92,6 +97,10 @@ class FlightRun:
     _buffer: list = field(default_factory=list)
     _out: "_Output" = field(default_factory=lambda: _Output())  # the output cap (docs/operations.md)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # The `started` fact not sent yet: it rides with the first report or the hand-back, or
+    # goes alone once ``lease.started_within`` passed.
+    _started: PendingStarted = field(default_factory=PendingStarted)
+    _reporting: threading.Lock = field(default_factory=threading.Lock)  # reports in order
 
     @property
     def id(self) -> str:
@@ -101,7 +110,6 @@ class FlightRun:
         """Fly it; returns what became of it: landed, failed, returned, lost or ended."""
         workspace = self.workspace = self._fresh_workspace()
         keeper = threading.Thread(target=self._keep_lease, name=f"lease-{self.id}", daemon=True)
-        keeper.start()
         outcome = "lost"
         try:
             try:
@@ -110,9 +118,9 @@ class FlightRun:
                 if self.on_unmet is not None:
                     self.on_unmet(exc.missing)
                 return self._hand_back_unmet(exc.missing)
-            self._report([{"kind": "started", "body": {"workspace": str(workspace),
-                                                       "pid": os.getpid(),
-                                                       "policy": self.policy or None}}])
+            self._started_now({"workspace": str(workspace), "pid": os.getpid(),
+                               "policy": self.policy or None})
+            keeper.start()  # after: it also sends `started` alone when its bound passes
             self.argv = repository.prepare(self, workspace)  # enrolment: agent, clone
             if self.argv is not None:  # the agent's command, under the same policy
                 self.launch = self._launch(workspace)
@@ -311,12 +319,51 @@ class FlightRun:
     def _report(self, facts: list[dict]) -> None:
         for fact in facts:
             fact.setdefault("key", f"{self.lease.epoch}:{fact['kind']}:{self._next()}")
+        with self._reporting:
+            started = self._started.take()
+            try:
+                self.client.report(self.id, self.lease.epoch, started + facts,
+                                   retry_for=self._patience())
+            except ApiError as exc:
+                self._started.put_back(started)  # not stored: it goes with the next one
+                self._refused(exc)
+            except Unreachable:
+                self._started.put_back(started)
+                # kept trying for a whole lease; the server will decide
+
+    # -- the `started` fact ---------------------------------------------------------------
+
+    def _started_now(self, body: dict) -> None:
+        """The flight started: say so with the first report or the hand-back, dated now
+        (docs/lease-protocol.md, "A flight's requests")."""
+        fact = {"kind": "started", "body": body, "key": f"{self.lease.epoch}:started:{self._next()}"}
+        if self.lease.started_within is None:
+            self._report([fact])
+        else:
+            self._started.hold(fact)
+
+    def _started_due(self) -> float | None:
+        within = self.lease.started_within
+        return None if within is None else self._started.due(within)
+
+    def _send_started(self) -> None:
+        """The bound passed with nothing sent: the `started` fact alone, so watchers learn.
+        Skipped while a report or the hand-back is under way (it carries the fact)."""
+        if not self._reporting.acquire(blocking=False):
+            return
         try:
-            self.client.report(self.id, self.lease.epoch, facts, retry_for=self._patience())
-        except ApiError as exc:
-            self._refused(exc)
-        except Unreachable:
-            pass  # kept trying for a whole lease; the server will decide
+            started = self._started.take()
+            if not started:
+                return
+            try:
+                self.client.report(self.id, self.lease.epoch, started, retry_for=self._patience())
+            except ApiError as exc:
+                self._started.put_back(started)
+                self._refused(exc, raise_=False)
+            except Unreachable:
+                self._started.put_back(started)
+        finally:
+            self._reporting.release()
 
     def _hand_back_unmet(self, missing: str) -> str:
         """Nothing ran: give the flight back for a runner that can meet its policy."""
@@ -339,16 +386,26 @@ class FlightRun:
             reason = getattr(self.proc, "note", None)  # the launcher died under it
         body = {"epoch": self.lease.epoch, "outcome": outcome, "exit_code": self.exit_code,
                 "reason": reason, "key": f"{self.lease.epoch}:hand-back"}
-        try:
-            self.client.hand_back(self.id, body, retry_for=self._patience())
-        except ApiError as exc:
+        with self._reporting:  # after every report; it carries `started` if none did
+            started = self._started.take()
+            if started:
+                body["facts"] = started
+            try:
+                self.client.hand_back(self.id, body, retry_for=self._patience())
+            except (ApiError, Unreachable) as exc:
+                self._started.put_back(started)
+                refused = exc
+            else:
+                refused = None
+        if refused is not None:
+            if isinstance(refused, Unreachable):
+                return "lost"
+            exc = refused
             if exc.code == "runner_retired" and not self.retired.is_set():
                 self.retire()  # retired just now: a retired runner may only give it back
                 return self._hand_back()
             self._refused(exc, raise_=False)
             return "ended" if self.ended_by_server.is_set() else "lost"
-        except Unreachable:
-            return "lost"
         return outcome
 
     def _refused(self, exc: ApiError, raise_: bool = True) -> None:
@@ -380,10 +437,18 @@ class FlightRun:
     # -- the lease keeper ----------------------------------------------------------------
 
     def _keep_lease(self) -> None:
+        """Renews the lease when LEASE_RENEW_AT of it remains; also sends the `started` fact
+        alone when nothing carried it within its bound."""
         while not self.lost.is_set():
             due = self.lease.local_expiry - self.lease.renew_at
-            if self.lost.wait(max(0.0, due - time.monotonic())):
+            started_due = self._started_due()
+            wake = due if started_due is None else min(due, started_due)
+            if self.lost.wait(max(0.0, wake - time.monotonic())):
                 return
+            if started_due is not None and time.monotonic() >= started_due:
+                self._send_started()
+            if time.monotonic() < due:
+                continue
             try:
                 sent = time.monotonic()
                 answer = self.client.renew(self.id, self.lease.epoch,

@@ -18,6 +18,7 @@ from gg.server.claims import ClaimRoute
 from gg.server.dispatch import Dispatcher, Watch
 from gg.server.duties import Duties
 from gg.server.hooks import Outbox
+from gg.server.lease_calls import LeaseCalls
 from gg.server.json_body import JsonRoute
 from gg.server.pull import Poller
 from gg.server.limits import BodyLimit
@@ -63,9 +64,10 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     web.install(app)  # the console's pages at / and /ui/ (docs/web-console.md)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     metrics.install(app)  # outermost: counts every answer, 413s included
-    # A claim is answered ahead of the whole stack (a parked one holds no framework frames);
-    # built now, so nothing adds a middleware after this.
-    app.middleware_stack = ClaimRoute(app, app.build_middleware_stack())
+    # A claim is answered ahead of the whole stack (a parked one holds no framework frames),
+    # and so are the lease calls every flight makes (renew, facts, hand-back: the framework
+    # cost more than their use cases); built now, so nothing adds a middleware after this.
+    app.middleware_stack = ClaimRoute(app, LeaseCalls(app, app.build_middleware_stack()))
     return app
 
 

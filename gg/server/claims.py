@@ -22,7 +22,6 @@ apply below ASGI (``connections.py``), so they hold here unchanged.
 
 from __future__ import annotations
 
-import logging
 import time
 
 from pydantic import TypeAdapter
@@ -32,11 +31,9 @@ from gg.api import paths
 from gg.api.runners import Claimed, Instructed
 from gg.api.schemas import Claim
 from gg.control import answers, runners
-from gg.errors import GGError
-from gg.server import errors
+from gg.server import ahead
+from gg.server.ahead import replay as _replay
 from gg.server.json_body import loads
-
-log = logging.getLogger("gg.server")
 
 _ANSWER = TypeAdapter(Claimed | Instructed)
 
@@ -61,10 +58,10 @@ class ClaimRoute:
 
     async def _claim(self, scope, receive, send) -> int | None:
         """The status answered, or None where the app answered (and counted) it."""
-        token, read = _headers(scope, self.max_bytes)
+        token, read = ahead.headers(scope, self.max_bytes)
         if not read:
             return await self.inner(scope, receive, send)
-        body, received = await self._body(receive)
+        body, received = await ahead.read_body(receive, self.max_bytes)
         if body is None:  # too large, or the connection went: the app answers as it would
             return await self.inner(scope, _replay(received, receive), send)
         core = self.state.core
@@ -77,13 +74,8 @@ class ClaimRoute:
         del body, data, received
         try:
             answer = await self._answer(core, scope, runner, claim)
-        except GGError as exc:
-            headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-            answer = errors.error_response(exc.status, exc.code, exc.message, headers)
-        except Exception as exc:  # noqa: BLE001 - the one error shape, as the app's handler
-            log.error("internal error on POST %s: %s", paths.RUNNER_CLAIM, type(exc).__name__,
-                      exc_info=exc)
-            answer = errors.error_response(500, "internal", "the control plane hit an internal error")
+        except Exception as exc:  # noqa: BLE001 - the one error shape, as the app's handlers
+            answer = ahead.failure(exc, "POST", paths.RUNNER_CLAIM)
         await answer(scope, receive, send)
         return answer.status_code
 
@@ -108,52 +100,6 @@ class ClaimRoute:
         answer = answers.claimed(core, runner, got)
         return Response(status_code=204) if answer is None else _json(answer)
 
-    async def _body(self, receive) -> tuple[bytes | None, list]:
-        """The whole body (None past the limit or on a disconnect) and the messages read."""
-        received, size = [], 0
-        while True:
-            message = await receive()
-            received.append(message)
-            if message["type"] != "http.request":
-                return None, received
-            size += len(message.get("body", b""))
-            if size > self.max_bytes:
-                return None, received
-            if not message.get("more_body", False):
-                break
-        if len(received) == 1:
-            return received[0].get("body", b""), received
-        return b"".join(m.get("body", b"") for m in received), received
-
-
-def _headers(scope, max_bytes: int) -> tuple[str | None, bool]:
-    """The bearer token, and whether this request is one to read here: a JSON body within a
-    declared length the app would accept (anything else is the app's to refuse). Where a
-    header comes twice, the first counts, as for the app."""
-    seen: dict[bytes, bytes] = {}
-    for name, value in scope["headers"]:
-        seen.setdefault(name, value)
-    header = seen.get(b"authorization", b"").decode("latin-1")
-    scheme, _, token = header.partition(" ")
-    token = token.strip() if scheme.lower() == "bearer" and token.strip() else None
-    content_type = seen.get(b"content-type", b"").decode("latin-1")
-    length = seen.get(b"content-length")
-    read = (content_type.partition(";")[0].strip().lower() == "application/json"
-            and (length is None or (length.isdigit() and int(length) <= max_bytes)))
-    return token, read
-
-
-def _replay(received: list, receive):
-    """A ``receive`` that gives back the messages already read, then reads on."""
-    pending = list(received)
-
-    async def replayed():
-        return pending.pop(0) if pending else await receive()
-
-    return replayed
-
 
 def _json(answer: dict) -> Response:
-    """Serialised as the route's response model serialises it (FastAPI's fast path)."""
-    return Response(_ANSWER.dump_json(_ANSWER.validate_python(answer), by_alias=True),
-                    media_type="application/json")
+    return ahead.answer(_ANSWER, answer)

@@ -141,3 +141,43 @@ def test_cancelling_a_flying_flight_tells_its_holder_it_ended(core, owner):
     with pytest.raises(Conflict) as err:
         leases.renew(core, a, f.id, 1)
     assert err.value.code == "flight_ended"
+
+
+def test_a_started_fact_sent_late_is_dated_when_it_started_never_before_the_grant(core, owner, clock):
+    a = make_runner(core, owner)
+    f = flights.open_flight(core, owner, command=["true"])
+    leases.try_claim(core, a.id)
+    granted_at = clock.now
+    clock.advance(5)
+    leases.report(core, a, f.id, epoch=1, facts=[
+        {"kind": "started", "body": {}, "key": "1:started:1", "ago": 2.0},
+        {"kind": "output", "body": {"text": "x"}, "key": "1:output:2"}])
+    clock.advance(1)
+    leases.hand_back(core, a, f.id, epoch=1, outcome="landed", exit_code=0, reason=None,
+                     key="1:hand-back", facts=[{"kind": "note", "body": {}, "ago": 99.0}])
+    at = {x["kind"]: x["at"] for x in core.store.facts(f.id)}
+    assert at["started"] == granted_at + 3 and at["output"] == granted_at + 5
+    assert at["note"] == granted_at  # never before the grant
+
+
+def test_a_hand_back_carries_started_in_its_own_transaction_and_a_stale_one_stores_nothing(core, owner, clock):
+    a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
+    f = flights.open_flight(core, owner, command=["true"])
+    leases.try_claim(core, a.id)
+    clock.advance(61)
+    runners.check_in(core, b, readings={}, inventory=None, capabilities=None, version=None,
+                     held=[], peer_address=None)
+    assert leases.try_claim(core, b.id)[1].epoch == 2  # a's lease expired: epoch 2 is b's
+    started = [{"kind": "started", "body": {"pid": 1}, "key": "1:started:1", "ago": 1.0}]
+    with pytest.raises(LeaseSuperseded):
+        leases.hand_back(core, a, f.id, epoch=1, outcome="landed", exit_code=0, reason=None,
+                         key="1:hand-back", facts=started)
+    assert [x["kind"] for x in core.store.facts(f.id)] == ["expired"]
+    clock.advance(2)
+    leases.hand_back(core, b, f.id, epoch=2, outcome="landed", exit_code=0, reason=None,
+                     key="2:hand-back", facts=[{**started[0], "key": "2:started:1"}])
+    facts = core.store.facts(f.id)
+    kinds = [x["kind"] for x in facts]
+    assert kinds.count("started") == 1 and kinds.index("started") < kinds.index("exit")
+    started_fact = next(x for x in facts if x["kind"] == "started")
+    assert started_fact["epoch"] == 2 and started_fact["at"] == clock.now - 1.0

@@ -80,3 +80,14 @@ def test_after_a_restart_every_lease_gets_at_least_one_ttl():
     assert leases.restart_floor(expires_at=105.0, now=100.0, ttl=60.0) == 160.0
     assert leases.restart_floor(expires_at=500.0, now=100.0, ttl=60.0) == 500.0
     assert leases.restart_floor(expires_at=10.0, now=100.0, ttl=60.0) == 160.0
+
+
+def test_a_fact_sent_late_is_dated_ago_before_it_arrived_within_its_epoch():
+    from gg.domain.leases import fact_time
+
+    assert fact_time(100.0, None, 90.0) == 100.0
+    assert fact_time(100.0, 0.0, 90.0) == 100.0
+    assert fact_time(100.0, 4.0, 90.0) == 96.0
+    assert fact_time(100.0, 40.0, 90.0) == 90.0  # never before the grant
+    assert fact_time(100.0, 4.0, None) == 100.0
+    assert fact_time(100.0, 4.0, 120.0) == 100.0  # never after it arrived

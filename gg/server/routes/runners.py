@@ -117,7 +117,8 @@ async def hand_back(flight_id: str, body: HandBack, request: Request,
                     runner: Runner = Depends(auth.runner_handing_back)) -> dict:
     return await request.app.state.core.run(
         leases.hand_back, runner, flight_id, epoch=body.epoch, outcome=body.outcome,
-        exit_code=body.exit_code, reason=body.reason, key=body.key)
+        exit_code=body.exit_code, reason=body.reason, key=body.key,
+        facts=[f.model_dump() for f in body.facts])
 
 
 @router.post(paths.RUNNER_GOODBYE, response_model=Ok)

@@ -1,0 +1,90 @@
+"""What the routes answered ahead of FastAPI share: the credential, the body, the answer.
+
+A few runner calls are answered by plain ASGI handlers wrapped around the app's middleware
+stack (``claims.py``: the claim, which parks; ``lease_calls.py``: renew, facts, hand-back,
+the calls every flight makes). Each does what its FastAPI route does (which stays registered,
+so the published schema documents it) with the same pieces, kept here once:
+
+- :func:`headers` reads the bearer token and says whether the request is one to read at all
+  (a JSON body within a declared length the app would accept); anything else is the app's;
+- :func:`read_body` reads the whole body within ``GG_MAX_BODY_BYTES`` (None past it, or when
+  the connection went), keeping the messages read so that :func:`replay` can hand the request
+  to the app unchanged: every refusal before a use case runs (a bad credential, a body that is
+  not JSON or that the model refuses) is the app's own answer, byte for byte;
+- :func:`failure` answers a use case's refusal (``GGError``) or crash in the one error shape,
+  as the app's exception handlers do;
+- :func:`answer` serialises a use case's answer with the route's response model, as FastAPI's
+  fast path does (pydantic's own JSON writer).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pydantic import TypeAdapter
+from starlette.responses import Response
+
+from gg.errors import GGError
+from gg.server import errors
+
+log = logging.getLogger("gg.server")
+
+
+def headers(scope, max_bytes: int) -> tuple[str | None, bool]:
+    """The bearer token, and whether this request is one to read here: a JSON body within a
+    declared length the app would accept (anything else is the app's to refuse). Where a
+    header comes twice, the first counts, as for the app."""
+    seen: dict[bytes, bytes] = {}
+    for name, value in scope["headers"]:
+        seen.setdefault(name, value)
+    header = seen.get(b"authorization", b"").decode("latin-1")
+    scheme, _, token = header.partition(" ")
+    token = token.strip() if scheme.lower() == "bearer" and token.strip() else None
+    content_type = seen.get(b"content-type", b"").decode("latin-1")
+    length = seen.get(b"content-length")
+    read = (content_type.partition(";")[0].strip().lower() == "application/json"
+            and (length is None or (length.isdigit() and int(length) <= max_bytes)))
+    return token, read
+
+
+async def read_body(receive, max_bytes: int) -> tuple[bytes | None, list]:
+    """The whole body (None past the limit or on a disconnect) and the messages read."""
+    received, size = [], 0
+    while True:
+        message = await receive()
+        received.append(message)
+        if message["type"] != "http.request":
+            return None, received
+        size += len(message.get("body", b""))
+        if size > max_bytes:
+            return None, received
+        if not message.get("more_body", False):
+            break
+    if len(received) == 1:
+        return received[0].get("body", b""), received
+    return b"".join(m.get("body", b"") for m in received), received
+
+
+def replay(received: list, receive):
+    """A ``receive`` that gives back the messages already read, then reads on."""
+    pending = list(received)
+
+    async def replayed():
+        return pending.pop(0) if pending else await receive()
+
+    return replayed
+
+
+def failure(exc: Exception, method: str, path: str) -> Response:
+    """A use case's refusal, or a crash, in the one error shape (``errors.install``)."""
+    if isinstance(exc, GGError):
+        extra = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return errors.error_response(exc.status, exc.code, exc.message, extra)
+    log.error("internal error on %s %s: %s", method, path, type(exc).__name__, exc_info=exc)
+    return errors.error_response(500, "internal", "the control plane hit an internal error")
+
+
+def answer(adapter: TypeAdapter, value) -> Response:
+    """Serialised as the route's response model serialises it (FastAPI's fast path)."""
+    return Response(adapter.dump_json(adapter.validate_python(value), by_alias=True),
+                    media_type="application/json")
