@@ -189,13 +189,13 @@ def report(core: Core, runner: Runner, flight_id: str, *, epoch: int, facts: lis
         stored_bytes = output.admit(flight.output_bytes, limit, core.settings.output_tail, fresh)
         if stored_bytes != flight.output_bytes:
             core.store.update_flight(flight_id, output_bytes=stored_bytes)
-        stored = _store_facts(core, flight, runner, epoch, facts, now)
+        stored = _store_facts(core, flight, runner, epoch=epoch, facts=facts, now=now)
     if stored:
         core.signals.flight_changed(flight_id)
     return {"stored": stored, "received": len(facts)}
 
 
-def _store_facts(core: Core, flight: Flight, runner: Runner, epoch: int, facts: list[dict],
+def _store_facts(core: Core, flight: Flight, runner: Runner, *, epoch: int, facts: list[dict],
                  now: float) -> int:
     """Append ``facts`` of the holder checked just before, in the caller's transaction; a
     fact sent late (``ago``: a `started` that rode with the first output or the hand-back)
@@ -248,7 +248,7 @@ def hand_back(core: Core, runner: Runner, flight_id: str, *, epoch: int, outcome
         else:
             flight = _holding(core, runner, flight_id, epoch=epoch, now=now)
         if facts:
-            _store_facts(core, flight, runner, epoch, facts, now)
+            _store_facts(core, flight, runner, epoch=epoch, facts=facts, now=now)
         move(core, flight, Event(outcome), now, actor=f"runner:{runner.name}",
              runner_id=runner.id, exit_code=exit_code, reason=reason, key=key)
         _settle_runner(core, runner.id, now)
