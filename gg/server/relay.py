@@ -346,5 +346,5 @@ async def end(ws: WebSocket, code: int = 1000) -> None:
     if ws.application_state == WebSocketState.CONNECTED:
         try:
             await ws.close(code)
-        except (RuntimeError, OSError):
-            pass
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            pass  # the other end is gone already: nothing left to close

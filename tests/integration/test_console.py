@@ -31,6 +31,15 @@ def type_line(child, line: str) -> None:
     child.send(line + "\r")
 
 
+def set_prompt(child) -> None:
+    """Make the remote shell's prompt PROMPT and wait for it. The line typed is quoted in two
+    pieces, so its echo (the local terminal's while the console waits, the remote one's
+    after) never reads as PROMPT: only the shell's own prompt does, once it has joined."""
+    half = len(PROMPT) // 2
+    type_line(child, f"PS1='{PROMPT[:half]}''{PROMPT[half:]}'")
+    child.expect_exact(PROMPT)
+
+
 def sandboxed(fleet, name: str) -> None:
     """Put runner ``name`` under the sandbox policy and wait until it applies it."""
     fleet.api().set_policy(name, isolation="sandbox")
@@ -50,8 +59,7 @@ def test_a_console_runs_a_shell_on_the_runners_pty_in_its_sandbox(fleet):
     child = spawn(fleet, "r1", "--", "sh")
     try:
         child.expect("waiting: runner r1")
-        type_line(child, f"PS1='{PROMPT}'")
-        child.expect_exact(PROMPT)
+        set_prompt(child)
         # a command and its output
         type_line(child, "echo answer-$((6*7))")
         child.expect_exact("answer-42")
@@ -198,8 +206,7 @@ def test_a_console_joins_an_attended_flight_only_while_it_flies(fleet):
         what="the flight to start")
     child = spawn(fleet, "r1", "--flight", flight["id"], "--", "sh")
     try:
-        type_line(child, f"PS1='{PROMPT}'")
-        child.expect_exact(PROMPT)
+        set_prompt(child)
         wait_until(lambda: (type_line(child, "cat notes.txt"),
                             child.expect_exact(["agent-notes", "No such file"]) == 0,
                             child.expect_exact(PROMPT))[1],
@@ -244,8 +251,7 @@ def test_a_runner_killed_under_a_console_leaves_a_sentence_and_no_process_behind
     fleet.wait_online("r1")
     child = spawn(fleet, "r1", "--", "sh")
     try:
-        type_line(child, f"PS1='{PROMPT}'")
-        child.expect_exact(PROMPT)
+        set_prompt(child)
         type_line(child, "echo pid-$$")
         child.expect(r"pid-(\d+)")
         shell = int(child.match.group(1))

@@ -10,7 +10,7 @@ import pexpect
 import psutil
 
 from gg.launch import gg_argv
-from integration.test_console import PROMPT, STEP, type_line
+from integration.test_console import PROMPT, STEP, set_prompt, type_line
 from support import wait_until
 
 
@@ -27,8 +27,7 @@ def _far_console(replicas):
     child = pexpect.spawn(argv[0], argv[1:], env=env, dimensions=(30, 100), timeout=STEP,
                           encoding="utf-8", codec_errors="replace")
     child.expect("waiting: runner far")
-    type_line(child, f"PS1='{PROMPT}'")
-    child.expect_exact(PROMPT)
+    set_prompt(child)
     return child
 
 
