@@ -25,6 +25,9 @@ from gg.control.core import Core
 from gg.errors import TooManyRequests
 
 
+_READ = object()  # _arm_expiry_wake: read when the earliest lease is due
+
+
 @dataclass(eq=False, slots=True)
 class Parked:
     runner_id: str
@@ -65,7 +68,10 @@ class Dispatcher:
         if free_slots <= 0:
             self.release(runner_id)  # "stop claiming": a stopping runner frees its parked claim
             return None
-        got = await self.core.run(lease_ops.try_claim, runner_id, free_slots)
+        got = None
+        offerable, due = lease_ops.offer_state(self.core)
+        if offerable:  # else nothing to take: no trip to the writer (a re-parked claim's case)
+            got = await self.core.run(lease_ops.try_claim, runner_id, free_slots)
         if got is not None or wait <= 0 or free_slots <= 0 or self.closing:
             return got
         cap = self.core.settings.max_parked_claims
@@ -78,9 +84,15 @@ class Dispatcher:
         with self._lock:
             self.parked[parked.order] = parked
         self._per_runner[runner_id] = self._per_runner.get(runner_id, 0) + 1
-        self._arm_expiry_wake()
-        if lease_ops.may_offer(self.core):
-            self.poke()  # a flight committed while this claim was on its way to parking
+        if offerable:  # the writer ran meanwhile: look again
+            self._arm_expiry_wake()
+            if lease_ops.may_offer(self.core):
+                self.poke()  # a flight committed while this claim was on its way to parking
+        else:
+            # Parked in the same step of the loop as the read above: a flight committed since
+            # that read raises its signal on the loop after this step, which finds this claim
+            # parked and pokes a pass; so the read stands for both looks.
+            self._arm_expiry_wake(due)
         try:
             await asyncio.wait({parked.future}, timeout=wait)
             while True:  # a pass granting it a flight decides its answer
@@ -159,9 +171,16 @@ class Dispatcher:
         if self._pass_running:
             self._again = True
             return
+        offerable, due = lease_ops.offer_state(self.core)
+        if not offerable:
+            # Nothing to grant (a runner came back, say): no pass over every parked claim.
+            # A flight committed after this read raises its signal on the loop later,
+            # which pokes again.
+            self._arm_expiry_wake(due)
+            return
         picks = self._pick()
         if not picks:
-            self._arm_expiry_wake()
+            self._arm_expiry_wake(due)
             return
         self._pass_running = True
         self.loop.create_task(self._run_pass(picks))
@@ -235,11 +254,13 @@ class Dispatcher:
         if self._expiry_handle is None:
             self._arm_expiry_wake()
 
-    def _arm_expiry_wake(self) -> None:
-        """Look again when the earliest lease is due (clock comparison happens then)."""
+    def _arm_expiry_wake(self, nxt: float | None | object = _READ) -> None:
+        """Look again when the earliest lease is due (clock comparison happens then);
+        ``nxt``: when that is, read in this step of the loop (else it is read here)."""
         if self.loop is None:
             return
-        nxt = lease_ops.next_expiry(self.core)
+        if nxt is _READ:
+            nxt = lease_ops.next_expiry(self.core)
         if nxt == self._expiry_at and self._expiry_handle is not None:
             return
         if self._expiry_handle is not None:
