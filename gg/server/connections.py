@@ -245,9 +245,14 @@ def serve(app, host: str, port: int, settings, on_stopping: Callable[[], None],
     if warning:
         say(warning)
     gate = Gate(cap, settings.header_timeout)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", loop=LOOP,
-                            http=protocol_for(gate),
-                            timeout_keep_alive=settings.keep_alive_timeout,
-                            timeout_graceful_shutdown=0.5,
-                            **({"ssl_certfile": tls[0], "ssl_keyfile": tls[1]} if tls else {}))
-    BoundedServer(config, gate, on_stopping).run()
+    BoundedServer(server_config(app, host, port, settings, gate, tls), gate, on_stopping).run()
+
+
+def server_config(app, host: str, port: int, settings, gate: Gate,
+                  tls: tuple[str, str] | None = None) -> uvicorn.Config:
+    """uvicorn's configuration: the gate's protocol, the timeouts and the listen backlog."""
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", loop=LOOP,
+                          http=protocol_for(gate), backlog=settings.listen_backlog,
+                          timeout_keep_alive=settings.keep_alive_timeout,
+                          timeout_graceful_shutdown=0.5,
+                          **({"ssl_certfile": tls[0], "ssl_keyfile": tls[1]} if tls else {}))
