@@ -36,7 +36,7 @@ class Parked:
     instructable: bool = False  # a heartbeat claim: may be answered with an instruction
     in_pass: bool = False  # a pass (on the writer) may be granting it a flight right now
     gone: bool = False  # its claim was answered or timed out: no pass may take it
-    settled: asyncio.Event | None = None  # set when the pass that took it is over
+    timed_out: bool = False  # its wait ended while a pass held it: that pass answers it
 
 
 class Dispatcher:
@@ -79,8 +79,7 @@ class Dispatcher:
             # A runner holds one claim at a time; more is a stale connection or a flood, and
             # every parked claim holds a socket. 429 makes the runner loop pause a moment.
             raise TooManyRequests(f"this runner already has {cap} parked claims; try again shortly")
-        parked = Parked(runner_id, self.loop.create_future(), next(self._order),
-                        instructable, settled=asyncio.Event())
+        parked = Parked(runner_id, self.loop.create_future(), next(self._order), instructable)
         with self._lock:
             self.parked[parked.order] = parked
         self._per_runner[runner_id] = self._per_runner.get(runner_id, 0) + 1
@@ -93,26 +92,31 @@ class Dispatcher:
             # that read raises its signal on the loop after this step, which finds this claim
             # parked and pokes a pass; so the read stands for both looks.
             self._arm_expiry_wake(due)
+        # What a parked claim holds while it waits: this frame, the record, its future and
+        # one timer (a parked claim is mostly memory: docs/performance.md, "Parked claims").
+        timer = self.loop.call_later(wait, self._timed_out, parked)
         try:
-            await asyncio.wait({parked.future}, timeout=wait)
-            while True:  # a pass granting it a flight decides its answer
-                with self._lock:
-                    if not parked.in_pass:
-                        parked.gone = True
-                        break
-                    parked.settled.clear()
-                await parked.settled.wait()
+            return await parked.future or None
         finally:
+            timer.cancel()
             with self._lock:
                 parked.gone = True
                 self.parked.pop(parked.order, None)
             left = self._per_runner.pop(runner_id, 1) - 1
             if left > 0:
                 self._per_runner[runner_id] = left
-        if parked.future.done() and not parked.future.cancelled() and parked.future.result():
-            return parked.future.result()
-        parked.future.cancel()
-        return None
+
+    def _timed_out(self, parked: Parked) -> None:
+        """A parked claim's wait is over: "nothing for you", unless a pass holds it right now
+        (then that pass answers it: a flight it granted, or nothing, :meth:`_deliver`)."""
+        with self._lock:
+            if parked.future.done():
+                return
+            if parked.in_pass:
+                parked.timed_out = True
+                return
+            parked.gone = True
+        parked.future.set_result(None)
 
     def release(self, runner_id: str) -> None:
         """Answer this runner's parked claims with "nothing for you" now."""
@@ -217,8 +221,12 @@ class Dispatcher:
             if not parked.future.done():
                 parked.future.set_result((flight, grant))
         for parked in picks.values():
-            parked.in_pass = False
-            parked.settled.set()
+            with self._lock:
+                parked.in_pass = False
+                if not parked.timed_out or parked.future.done():
+                    continue
+                parked.gone = True
+            parked.future.set_result(None)  # its wait ended during the pass, which gave nothing
 
     def _tail(self):
         """The group commit's last step (writer thread): a flight became ready in this
