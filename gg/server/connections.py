@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import logging
 import resource
 from typing import Callable
@@ -245,7 +246,21 @@ def serve(app, host: str, port: int, settings, on_stopping: Callable[[], None],
     if warning:
         say(warning)
     gate = Gate(cap, settings.header_timeout)
-    BoundedServer(server_config(app, host, port, settings, gate, tls), gate, on_stopping).run()
+    config = server_config(app, host, port, settings, gate, tls)
+    freeze_start_up()
+    BoundedServer(config, gate, on_stopping).run()
+
+
+def freeze_start_up() -> int:
+    """Take what start-up made (modules, the app, the settings: hundreds of thousands of
+    objects that live as long as the process) out of the garbage collector's sight; how many.
+
+    Python's full collection walks every tracked object. With a fleet of thousands holding
+    claims, a full collection found nothing to free yet stalled the loop for 300–700 ms, the
+    check-ins' p99; frozen, the start-up objects are no longer walked (docs/performance.md)."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
 
 
 def server_config(app, host: str, port: int, settings, gate: Gate,

@@ -267,3 +267,15 @@ def test_the_listen_backlog_is_a_setting_sized_for_a_fleet_reconnecting_at_once(
     assert server_config(None, "127.0.0.1", 0, Settings(), gate).backlog >= 4096
     settings = Settings.from_env({"GG_LISTEN_BACKLOG": "8192"})
     assert server_config(None, "127.0.0.1", 0, settings, gate).backlog == 8192
+
+
+def test_start_up_objects_are_frozen_out_of_the_collectors_full_walks():
+    import gc
+
+    from gg.server.connections import freeze_start_up
+
+    try:
+        assert freeze_start_up() > 0  # a full collection no longer walks them
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
