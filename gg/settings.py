@@ -74,6 +74,9 @@ class Settings:
     header_timeout: float = 10.0  # a connection must send complete request headers within this
     keep_alive_timeout: float = 5.0  # an idle keep-alive connection is closed after this
     max_connections: int = 0  # 0: from the file limit (gg.server.connections.default_cap)
+    # The listening socket's accept queue: a fleet of 10,000 runners reconnecting at once (a
+    # restart) must not find it full; the kernel caps it at net.core.somaxconn.
+    listen_backlog: int = 4096
     max_parked_claims: int = 4  # parked claims per runner; one more is answered 429 at once
     # Runner credential checks: a bounded cache from a token's hash to its runner, each entry
     # dropped at once when that credential is renewed, superseded or retired (and after this

@@ -16,6 +16,7 @@ from typing import Any, Callable, TypeVar
 
 from gg import __version__, build_commit
 from gg.control.credential_cache import CredentialCache
+from gg.control.heartbeats import HeartbeatWrites
 from gg.control.verdicts import Verdicts
 from gg.domain import hooks as hook_rules
 from gg.domain.durations import Summary
@@ -179,6 +180,8 @@ class Core:
     # ESTIMATE_REUSE seconds while no event was recorded (gg.control.estimates); memory only
     last_forecast: tuple | None = None
     credentials: CredentialCache | None = None  # runner credential checks (its module)
+    # heartbeats noted on the loop, written together by the writer (gg.control.heartbeats)
+    heartbeats: HeartbeatWrites = field(default_factory=HeartbeatWrites)
 
     loop: asyncio.AbstractEventLoop | None = None
     # The group commit's last step (the dispatcher's pass for parked claims), run by the
@@ -205,6 +208,14 @@ class Core:
         savepoint of the group, and its signals are raised on the loop after the commit.
         ``durable=False`` for changes whose loss on a power cut is harmless (output facts):
         such a group skips the fsync when nothing durable rides in it."""
+        result, _ = await asyncio.wrap_future(self.soon(fn, *args, durable=durable, **kwargs))
+        return result
+
+    def soon(self, fn: Callable[..., T], *args: Any, durable: bool = True,
+             **kwargs: Any) -> Future:
+        """:meth:`run` without waiting (called on the event loop): the writer's future of
+        (what ``fn`` returned, its signals), resolved after the commit; the signals are
+        raised on the loop after the commit whoever waits."""
         loop = self.loop = asyncio.get_running_loop()
 
         def unit() -> tuple[T, Fired]:
@@ -215,8 +226,7 @@ class Core:
 
         future = self.store.db.submit(unit, durable=durable)
         future.add_done_callback(lambda f: self._after(loop, f))
-        result, _ = await asyncio.wrap_future(future)
-        return result
+        return future
 
     def _after(self, loop: asyncio.AbstractEventLoop, future: Future) -> None:
         """The group committed: raise the unit's signals on the loop (even when its caller

@@ -103,8 +103,13 @@ def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases
 
 def may_offer(core: Core) -> bool:
     """Whether a matching pass could grant anything now: a flight is ready or a lease due."""
-    due = core.store.next_lease_expiry()
-    return (due is not None and due <= core.now()) or core.store.any_ready()
+    return offer_state(core)[0]
+
+
+def offer_state(core: Core) -> tuple[bool, float | None]:
+    """:func:`may_offer`, and when the earliest lease is due (:func:`next_expiry`): one read."""
+    due, ready = core.store.offer_state()
+    return ready or (due is not None and due <= core.now()), due
 
 
 def next_expiry(core: Core) -> float | None:

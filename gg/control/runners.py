@@ -279,30 +279,61 @@ def heartbeat(core: Core, runner: Runner, *, readings: dict, free_slots: int,
     """A claim that carries the runner's readings counts as its check-in: ``last_seen_at`` and
     the readings are written (no fsync, like a check-in), and the answer is the instruction the
     runner must hear before its claim parks, if any (:func:`instruction_at_claim`). A runner that
-    was offline and claims again is back: waiting flights may go to it."""
+    was offline and claims again is back: waiting flights may go to it.
+
+    Written here at once, in a transaction of its own; the server's claim handler uses
+    :func:`heartbeat_coalesced`, which writes many runners' heartbeats together."""
     now = core.now()
     with core.store.atomic(durable=False):
-        found = core.store.runner_for_heartbeat(runner.id)
-        if found is None:
-            raise Unauthorized()
-        before, has_capabilities = found
-        if is_retired(before):
-            raise retired_refusal(before)
-        told = instruction_at_claim(
-            before, stated_policy=stated_policy, free_slots=free_slots, now=now,
-            renew_window=core.settings.runner_credential_ttl / 3,
-            renews=before.kind != MEMBER_KIND, has_capabilities=has_capabilities,
-            console_unheard=core.store.console_unheard(runner.id))
-        values: dict = dict(last_seen_at=now, readings={**readings, "free_slots": free_slots},
-                            peer_address=peer_address)
-        if stated_policy is not None and told is None and not _pending(before):
-            # It applies the assigned policy with the capabilities last judged (a change to
-            # either would have brought a full check-in): that judgement is confirmed now.
-            values["checks_at"] = now
+        before, told, values = _heartbeat_read(core, runner, readings=readings,
+                                               free_slots=free_slots, now=now,
+                                               peer_address=peer_address,
+                                               stated_policy=stated_policy)
         core.store.update_runner(runner.id, **values)
     if not is_online(before, now, core.settings.offline_after):
         core.signals.ready_changed()  # back: waiting flights may go to it
     return told
+
+
+async def heartbeat_coalesced(core: Core, runner: Runner, *, readings: dict, free_slots: int,
+                              peer_address: str | None,
+                              stated_policy: str | None) -> Instruction | None:
+    """:func:`heartbeat` on the event loop, its write coalesced with other runners' (one
+    statement per group commit, gg.control.heartbeats): the reads it decides on are made on a
+    read connection (the loop never takes the write lock), and it returns once the heartbeat
+    is committed. Same answer, same rows written, same ``ready_changed`` when it is back."""
+    now = core.now()
+    before, told, values = _heartbeat_read(core, runner, readings=readings, free_slots=free_slots,
+                                           now=now, peer_address=peer_address,
+                                           stated_policy=stated_policy)
+    await core.heartbeats.note(core, runner.id, now, values["readings"], peer_address,
+                               values.get("checks_at"),
+                               came_back=not is_online(before, now, core.settings.offline_after))
+    return told
+
+
+def _heartbeat_read(core: Core, runner: Runner, *, readings: dict, free_slots: int, now: float,
+                    peer_address: str | None, stated_policy: str | None
+                    ) -> tuple[Runner, Instruction | None, dict]:
+    """The runner as stored, the instruction it must hear (if any), and what to write."""
+    found = core.store.runner_for_heartbeat(runner.id)
+    if found is None:
+        raise Unauthorized()
+    before, has_capabilities = found
+    if is_retired(before):
+        raise retired_refusal(before)
+    told = instruction_at_claim(
+        before, stated_policy=stated_policy, free_slots=free_slots, now=now,
+        renew_window=core.settings.runner_credential_ttl / 3,
+        renews=before.kind != MEMBER_KIND, has_capabilities=has_capabilities,
+        console_unheard=core.store.console_unheard(runner.id))
+    values: dict = dict(last_seen_at=now, readings={**readings, "free_slots": free_slots},
+                        peer_address=peer_address)
+    if stated_policy is not None and told is None and not _pending(before):
+        # It applies the assigned policy with the capabilities last judged (a change to
+        # either would have brought a full check-in): that judgement is confirmed now.
+        values["checks_at"] = now
+    return before, told, values
 
 
 def _consoles_waiting(core: Core, runner: Runner, now: float) -> list[dict]:

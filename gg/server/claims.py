@@ -9,7 +9,8 @@ itself and passes everything else on. It does what the route in ``routes/runners
 - the body is read here, within ``GG_MAX_BODY_BYTES``, as strict JSON (``json_body.loads``);
 - the runner's credential is checked (``runners.authenticate``, with its cache);
 - the body is validated with the ``Claim`` model;
-- the heartbeat, the instruction and ``dispatcher.claim`` run as in the route, and the answer
+- the heartbeat, the instruction and ``dispatcher.claim`` run as in the route (the heartbeat's
+  write coalesced with other runners', ``runners.heartbeat_coalesced``), and the answer
   is serialised with the route's response model (``Claimed | Instructed``, or 204).
 
 Anything refused before a use case runs (an unusual content type, a body too large or not
@@ -85,10 +86,9 @@ class ClaimRoute:
         heartbeat = body.readings is not None
         if heartbeat:  # the claim is the runner's check-in; it may be told something at once
             client = scope.get("client")
-            told = runners.heartbeat(core, runner, readings=body.readings,
-                                     free_slots=body.free_slots,
-                                     peer_address=client[0] if client else None,
-                                     stated_policy=body.policy)
+            told = await runners.heartbeat_coalesced(  # written with other runners' at once
+                core, runner, readings=body.readings, free_slots=body.free_slots,
+                peer_address=client[0] if client else None, stated_policy=body.policy)
             if told is not None and body.free_slots > 0:
                 dispatcher.release(runner.id)  # its older parked claim, if any
                 return _json(answers.instructed(told))

@@ -25,6 +25,9 @@ from gg.control.core import Core
 from gg.errors import TooManyRequests
 
 
+_READ = object()  # _arm_expiry_wake: read when the earliest lease is due
+
+
 @dataclass(eq=False, slots=True)
 class Parked:
     runner_id: str
@@ -33,7 +36,7 @@ class Parked:
     instructable: bool = False  # a heartbeat claim: may be answered with an instruction
     in_pass: bool = False  # a pass (on the writer) may be granting it a flight right now
     gone: bool = False  # its claim was answered or timed out: no pass may take it
-    settled: asyncio.Event | None = None  # set when the pass that took it is over
+    timed_out: bool = False  # its wait ended while a pass held it: that pass answers it
 
 
 class Dispatcher:
@@ -65,7 +68,10 @@ class Dispatcher:
         if free_slots <= 0:
             self.release(runner_id)  # "stop claiming": a stopping runner frees its parked claim
             return None
-        got = await self.core.run(lease_ops.try_claim, runner_id, free_slots)
+        got = None
+        offerable, due = lease_ops.offer_state(self.core)
+        if offerable:  # else nothing to take: no trip to the writer (a re-parked claim's case)
+            got = await self.core.run(lease_ops.try_claim, runner_id, free_slots)
         if got is not None or wait <= 0 or free_slots <= 0 or self.closing:
             return got
         cap = self.core.settings.max_parked_claims
@@ -73,34 +79,44 @@ class Dispatcher:
             # A runner holds one claim at a time; more is a stale connection or a flood, and
             # every parked claim holds a socket. 429 makes the runner loop pause a moment.
             raise TooManyRequests(f"this runner already has {cap} parked claims; try again shortly")
-        parked = Parked(runner_id, self.loop.create_future(), next(self._order),
-                        instructable, settled=asyncio.Event())
+        parked = Parked(runner_id, self.loop.create_future(), next(self._order), instructable)
         with self._lock:
             self.parked[parked.order] = parked
         self._per_runner[runner_id] = self._per_runner.get(runner_id, 0) + 1
-        self._arm_expiry_wake()
-        if lease_ops.may_offer(self.core):
-            self.poke()  # a flight committed while this claim was on its way to parking
+        if offerable:  # the writer ran meanwhile: look again
+            self._arm_expiry_wake()
+            if lease_ops.may_offer(self.core):
+                self.poke()  # a flight committed while this claim was on its way to parking
+        else:
+            # Parked in the same step of the loop as the read above: a flight committed since
+            # that read raises its signal on the loop after this step, which finds this claim
+            # parked and pokes a pass; so the read stands for both looks.
+            self._arm_expiry_wake(due)
+        # What a parked claim holds while it waits: this frame, the record, its future and
+        # one timer (a parked claim is mostly memory: docs/performance.md, "Parked claims").
+        timer = self.loop.call_later(wait, self._timed_out, parked)
         try:
-            await asyncio.wait({parked.future}, timeout=wait)
-            while True:  # a pass granting it a flight decides its answer
-                with self._lock:
-                    if not parked.in_pass:
-                        parked.gone = True
-                        break
-                    parked.settled.clear()
-                await parked.settled.wait()
+            return await parked.future or None
         finally:
+            timer.cancel()
             with self._lock:
                 parked.gone = True
                 self.parked.pop(parked.order, None)
             left = self._per_runner.pop(runner_id, 1) - 1
             if left > 0:
                 self._per_runner[runner_id] = left
-        if parked.future.done() and not parked.future.cancelled() and parked.future.result():
-            return parked.future.result()
-        parked.future.cancel()
-        return None
+
+    def _timed_out(self, parked: Parked) -> None:
+        """A parked claim's wait is over: "nothing for you", unless a pass holds it right now
+        (then that pass answers it: a flight it granted, or nothing, :meth:`_deliver`)."""
+        with self._lock:
+            if parked.future.done():
+                return
+            if parked.in_pass:
+                parked.timed_out = True
+                return
+            parked.gone = True
+        parked.future.set_result(None)
 
     def release(self, runner_id: str) -> None:
         """Answer this runner's parked claims with "nothing for you" now."""
@@ -159,9 +175,16 @@ class Dispatcher:
         if self._pass_running:
             self._again = True
             return
+        offerable, due = lease_ops.offer_state(self.core)
+        if not offerable:
+            # Nothing to grant (a runner came back, say): no pass over every parked claim.
+            # A flight committed after this read raises its signal on the loop later,
+            # which pokes again.
+            self._arm_expiry_wake(due)
+            return
         picks = self._pick()
         if not picks:
-            self._arm_expiry_wake()
+            self._arm_expiry_wake(due)
             return
         self._pass_running = True
         self.loop.create_task(self._run_pass(picks))
@@ -198,8 +221,12 @@ class Dispatcher:
             if not parked.future.done():
                 parked.future.set_result((flight, grant))
         for parked in picks.values():
-            parked.in_pass = False
-            parked.settled.set()
+            with self._lock:
+                parked.in_pass = False
+                if not parked.timed_out or parked.future.done():
+                    continue
+                parked.gone = True
+            parked.future.set_result(None)  # its wait ended during the pass, which gave nothing
 
     def _tail(self):
         """The group commit's last step (writer thread): a flight became ready in this
@@ -235,11 +262,13 @@ class Dispatcher:
         if self._expiry_handle is None:
             self._arm_expiry_wake()
 
-    def _arm_expiry_wake(self) -> None:
-        """Look again when the earliest lease is due (clock comparison happens then)."""
+    def _arm_expiry_wake(self, nxt: float | None | object = _READ) -> None:
+        """Look again when the earliest lease is due (clock comparison happens then);
+        ``nxt``: when that is, read in this step of the loop (else it is read here)."""
         if self.loop is None:
             return
-        nxt = lease_ops.next_expiry(self.core)
+        if nxt is _READ:
+            nxt = lease_ops.next_expiry(self.core)
         if nxt == self._expiry_at and self._expiry_handle is not None:
             return
         if self._expiry_handle is not None:

@@ -170,6 +170,12 @@ class FlightRows:
             "ORDER BY lease_expires_at LIMIT ?", (now, limit))
         return [flight_from_row(r) for r in rows]
 
+    def offer_state(self) -> tuple[float | None, bool]:
+        """:meth:`next_lease_expiry` and :meth:`any_ready` in one read."""
+        row = self.db.one("SELECT (SELECT min(lease_expires_at) FROM flights WHERE stage = "
+                          "'flying'), EXISTS (SELECT 1 FROM flights WHERE stage = 'ready')")
+        return (row[0], bool(row[1])) if row else (None, False)
+
     def next_lease_expiry(self) -> float | None:
         row = self.db.one("SELECT min(lease_expires_at) FROM flights WHERE stage = 'flying'")
         return row[0] if row else None

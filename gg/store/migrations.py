@@ -573,6 +573,17 @@ def _machine_consoles(db: sqlite_utils.Database) -> None:
     )
 
 
+# -- heartbeats at fleet scale (871-878; 879: consoles again) --------------------------------------------------------
+
+
+@migration(871, "runners by mode")
+def _runners_by_mode(db: sqlite_utils.Database) -> None:
+    """The pull-mode poller reads the runners it polls (``mode = 'pull'``) whenever a flight
+    may have become ready, which a fleet's check-ins signal many times a second: an index
+    makes that read a look-up instead of a scan of every runner."""
+    db.execute("CREATE INDEX runners_mode ON runners(mode)")
+
+
 @migration(879, "closed consoles by age")
 def _closed_consoles_by_age(db: sqlite_utils.Database) -> None:
     """Closed console sessions are pruned by age with the events (``gg.control.retention``):

@@ -12,6 +12,8 @@ from gg.store.db import Database, dumps, loads
 _JSON = ("labels", "inventory", "capabilities", "readings", "policy", "policy_override",
          "agents", "credential_refs", "profile_in_force")  # the last three: enrolment
 _FIELDS = {f.name for f in dataclasses.fields(Runner)}
+# Runners whose heartbeats one statement writes (5 parameters each: within SQLite's limit)
+HEARTBEATS_PER_STATEMENT = 1000
 
 
 def runner_from_row(row) -> Runner:
@@ -50,6 +52,26 @@ class RunnerRows:
         if "public_key" in values:  # a pool member's next cycle brings a fresh key
             encoded["public_key_fingerprint"] = key_fingerprint(values["public_key"] or "")
         return self.db.update("runners", "id", runner_id, encoded)
+
+    def record_heartbeats(self, beats: list[tuple[str, float, dict, str | None, float | None]]
+                          ) -> int:
+        """Many runners' heartbeats, each (runner id, last seen at, readings, peer address,
+        checks confirmed at or None to keep them), written by one UPDATE per
+        :data:`HEARTBEATS_PER_STATEMENT` runners (``UPDATE … FROM`` a ``VALUES`` list): the
+        rows changed. One row per runner id (the caller keeps the newest)."""
+        changed = 0
+        for start in range(0, len(beats), HEARTBEATS_PER_STATEMENT):
+            chunk = beats[start:start + HEARTBEATS_PER_STATEMENT]
+            rows = ", ".join(["(?, CAST(? AS DOUBLE PRECISION), ?, ?,"
+                              " CAST(? AS DOUBLE PRECISION))"] * len(chunk))
+            params = tuple(v for rid, seen, readings, peer, checks in chunk
+                           for v in (rid, seen, dumps(readings), peer, checks))
+            changed += self.db.run(  # a VALUES list's columns are column1… in both stores
+                "UPDATE runners SET last_seen_at = beat.column2, readings = beat.column3, "
+                "peer_address = beat.column4, "
+                "checks_at = COALESCE(beat.column5, runners.checks_at) "
+                f"FROM (VALUES {rows}) AS beat WHERE runners.id = beat.column1", params).rowcount
+        return changed
 
     def runner_by_fingerprint(self, fingerprint: str) -> Runner | None:
         """The runner whose key has this fingerprint, retired or not (one key, one row)."""

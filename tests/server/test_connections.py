@@ -257,3 +257,25 @@ def test_accept_errors_are_logged_once_per_episode(caplog):
         gate.loop_exception(None, context)
         assert len(caplog.records) == 3  # a new episode is logged again
 
+
+
+def test_the_listen_backlog_is_a_setting_sized_for_a_fleet_reconnecting_at_once():
+    from gg.server.connections import server_config
+    from gg.settings import Settings
+
+    gate = Gate(16, 1.0)
+    assert server_config(None, "127.0.0.1", 0, Settings(), gate).backlog >= 4096
+    settings = Settings.from_env({"GG_LISTEN_BACKLOG": "8192"})
+    assert server_config(None, "127.0.0.1", 0, settings, gate).backlog == 8192
+
+
+def test_start_up_objects_are_frozen_out_of_the_collectors_full_walks():
+    import gc
+
+    from gg.server.connections import freeze_start_up
+
+    try:
+        assert freeze_start_up() > 0  # a full collection no longer walks them
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
