@@ -94,7 +94,8 @@ class Runner:
         self._inventory_sent: dict | None = None
         self.fleet = FleetState(self.state.path, self.client, say)  # enrolment
         self.fleet.refresh = lambda: self._check_in_once(retry_for=RETRY_REFRESH)
-        self.policy: dict = {}
+        self.policy: dict = {}  # replaced whole when it changes, never changed in place
+        self._capacity_of: tuple[dict | None, int] = (None, options.workers)
         self.admin_state: str | None = None
         self._health_said: str | None = None
         self.capabilities: dict | None = None
@@ -107,16 +108,21 @@ class Runner:
         self._heeded: str | None = None
         self._heeded_at = 0.0
         self.consoles = Consoles(self)  # consoles to this machine (docs/console.md)
+        self.readings = inventory.Readings()  # sampled at most once a second
 
     @property
     def capacity(self) -> int:
         """Worker slots to fill now: a lowered policy applies at once, raising needs a restart."""
-        if not self.policy:
+        policy = self.policy
+        if not policy:
             return self.workers
-        try:
-            return effective_workers(Policy.from_dict(self.policy), self.workers)
-        except ValueError:
-            return self.workers
+        if self._capacity_of[0] is not policy:  # worked out once per policy it is sent
+            try:
+                slots = effective_workers(Policy.from_dict(policy), self.workers)
+            except ValueError:
+                slots = self.workers
+            self._capacity_of = (policy, slots)
+        return self._capacity_of[1]
 
     # -- life ------------------------------------------------------------------------------
 
@@ -323,7 +329,7 @@ class Runner:
     def _check_in_once(self, retry_for: float) -> CheckedIn:
         inv = inventory.inventory(str(self.state.path))
         changed = {k: v for k, v in inv.items() if k not in ("started_at",)}
-        body = {"free_slots": max(0, self.capacity - self.taken), "readings": inventory.readings(),
+        body = {"free_slots": max(0, self.capacity - self.taken), "readings": self.readings(),
                 "version": __version__, "held": list(self.runs), "workers": self.workers}
         if changed != self._inventory_sent:
             body["inventory"] = inv
@@ -432,7 +438,7 @@ class Runner:
             self.claim_parked = True
             try:
                 answer = self.claim_client.claim(
-                    free, wait, readings=inventory.readings(), policy=policy_digest(self.policy),
+                    free, wait, readings=self.readings(), policy=policy_digest(self.policy),
                     retry_for=RETRY_FOREVER)
             except Unreachable:
                 continue
@@ -495,7 +501,8 @@ class Runner:
             self.taken += 1
             self.runs[run.id] = run
         thread = threading.Thread(target=self._fly, args=(run,), name=f"flight-{run.id}", daemon=True)
-        self.threads.append(thread)
+        self.threads = [t for t in self.threads if t.is_alive()] + [thread]  # (the flights'
+        # that ended are forgotten: a runner flies millions in its life)
         thread.start()
 
     def _fly(self, run: FlightRun) -> None:
