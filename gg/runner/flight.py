@@ -1,9 +1,12 @@
 """Flying one flight: fresh workspace, the agent's process, output as facts, the lease kept.
 
-Three threads per flight: the process's output reader, the lease keeper (renews when
-LEASE_RENEW_AT of the lease remains, and sends the `started` fact alone when neither the
-first output nor the hand-back carried it within ``started_within``) and this one, which
-waits for the process and hands the flight back. A refusal of the lease (409/404) ends the flight here at once: the
+Up to three threads per flight: this one (the runner's, kept for its next flight), which
+waits for the process and hands the flight back; the process's output reader, started only
+when the output is still open at the first flush (until then this thread reads it, so a quick
+flight needs none); and the lease keeper (renews when LEASE_RENEW_AT of the lease remains, and
+sends the `started` fact alone when neither the first output nor the hand-back carried it
+within ``started_within``), started by the runner's alarm thread (:mod:`gg.runner.alarm`)
+only when it first has something to do, so a flight over before then has none. A refusal of the lease (409/404) ends the flight here at once: the
 process is stopped and nothing more is reported, so a machine that stalled and came back
 cannot overwrite its replacement.
 
