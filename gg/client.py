@@ -767,12 +767,18 @@ def _maybe(model: type[M], value: Any) -> M | None:
     return None if value is None else model.model_validate(value)
 
 
+IDLE_KEPT = 8  # idle keep-alive connections a transport keeps for the next requests
+
+
 class PlainHttp:
-    """The transport: ``http.client``, one keep-alive connection per thread (closed when the
-    thread ends), answering what :meth:`Client.request` reads (a status and the JSON). A
-    kept-alive connection the server closed while it was idle is opened again once for the
-    same request (the server never read it); every other failure is one of :attr:`errors`,
-    which the client retries within the caller's ``retry_for``."""
+    """The transport: ``http.client`` over keep-alive connections, answering what
+    :meth:`Client.request` reads (a status and the JSON). A request takes an idle connection
+    (the one used last) or opens one, and gives it back once its answer is read, so threads
+    that come and go (a runner's flights) share a few connections instead of each opening
+    its own; at most :data:`IDLE_KEPT` idle ones are kept. A kept-alive connection the
+    server closed while it was idle is opened again once for the same request (the server
+    never read it); every other failure is one of :attr:`errors`, which the client retries
+    within the caller's ``retry_for``."""
 
     errors = (OSError, http.client.HTTPException)  # each raised as a TransportFailed
 
@@ -792,8 +798,9 @@ class PlainHttp:
             self._prefix = f"http://{url.netloc}{self._prefix}"
         self._timeout = timeout
         self._headers = headers
-        self._local = threading.local()
-        self._opened: weakref.WeakSet = weakref.WeakSet()  # close() closes every thread's
+        self._idle: list[http.client.HTTPConnection] = []  # the last one given back last
+        self._lock = threading.Lock()
+        self._opened: weakref.WeakSet = weakref.WeakSet()  # close() closes those in use too
 
     def request(self, method: str, path: str, *, json: Any = None, params: dict | None = None,
                 headers: dict | None = None, timeout: float | None = None) -> "PlainAnswer":
@@ -812,6 +819,7 @@ class PlainHttp:
         for fresh in (False, True):
             conn, reused = self._connection(fresh)
             conn.timeout = wait
+            kept = False
             try:
                 if conn.sock is None:
                     conn.connect()
@@ -824,7 +832,9 @@ class PlainHttp:
             try:
                 conn.request(method, target, body=body, headers=sent)
                 response = conn.getresponse()
-                return PlainAnswer(response.status, response.read())
+                answer = PlainAnswer(response.status, response.read())
+                kept = not response.will_close
+                return answer
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
                 conn.close()
                 if not reused or fresh:
@@ -836,14 +846,18 @@ class PlainHttp:
             except BaseException:
                 conn.close()
                 raise
+            finally:
+                self._give_back(conn, kept)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _connection(self, fresh: bool) -> "tuple[http.client.HTTPConnection, bool]":
-        held = getattr(self._local, "held", None)
-        if held is not None and not fresh:
-            return held.conn, held.conn.sock is not None
-        if held is not None:
-            held.conn.close()
+        """An idle connection (True: it was used before) or, when there is none or
+        ``fresh`` is asked, a new one (False)."""
+        if not fresh:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is not None:
+                return conn, conn.sock is not None
         host, port = (self._host, self._port) if self._proxy is None else self._proxy[:2]
         if self._tls:
             conn = http.client.HTTPSConnection(host, port, timeout=self._timeout,
@@ -852,11 +866,22 @@ class PlainHttp:
                 conn.set_tunnel(self._host, self._port or 443, headers=self._proxy[2])
         else:
             conn = http.client.HTTPConnection(host, port, timeout=self._timeout)
-        self._local.held = _Held(conn)
         self._opened.add(conn)
         return conn, False
 
+    def _give_back(self, conn: http.client.HTTPConnection, kept: bool) -> None:
+        """``conn`` after a request: idle for the next one when its answer was read whole
+        and the server keeps it open, else closed."""
+        if kept and conn.sock is not None:
+            with self._lock:
+                if len(self._idle) < IDLE_KEPT:
+                    self._idle.append(conn)
+                    return
+        conn.close()
+
     def close(self) -> None:
+        with self._lock:
+            self._idle.clear()
         for conn in list(self._opened):
             conn.close()
 
@@ -891,18 +916,6 @@ class TransportFailed(Exception):
     def __init__(self, kind: str):
         super().__init__(kind)
         self.kind = kind
-
-
-class _Held:
-    """A thread's connection, closed when the thread ends (its thread-local slot is freed)."""
-
-    __slots__ = ("conn", "__weakref__")
-
-    def __init__(self, conn: http.client.HTTPConnection):
-        self.conn = conn
-
-    def __del__(self) -> None:
-        self.conn.close()
 
 
 class PlainAnswer:

@@ -1,9 +1,12 @@
 """Flying one flight: fresh workspace, the agent's process, output as facts, the lease kept.
 
-Three threads per flight: the process's output reader, the lease keeper (renews when
-LEASE_RENEW_AT of the lease remains, and sends the `started` fact alone when neither the
-first output nor the hand-back carried it within ``started_within``) and this one, which
-waits for the process and hands the flight back. A refusal of the lease (409/404) ends the flight here at once: the
+Up to three threads per flight: this one (the runner's, kept for its next flight), which
+waits for the process and hands the flight back; the process's output reader, started only
+when the output is still open at the first flush (until then this thread reads it, so a quick
+flight needs none); and the lease keeper (renews when LEASE_RENEW_AT of the lease remains, and
+sends the `started` fact alone when neither the first output nor the hand-back carried it
+within ``started_within``), started by the runner's alarm thread (:mod:`gg.runner.alarm`)
+only when it first has something to do, so a flight over before then has none. A refusal of the lease (409/404) ends the flight here at once: the
 process is stopped and nothing more is reported, so a machine that stalled and came back
 cannot overwrite its replacement.
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -43,6 +47,7 @@ from gg.domain.timeouts import timed_out_reason
 from gg.domain.output import TRUNCATED
 from gg.api.runners import FlightForRunner
 from gg.runner import isolation, repository
+from gg.runner.alarm import ALARM
 from gg.runner.launching import LAUNCHER, SPAWNER, LaunchedProcess, signal_group
 from gg.runner.started import PendingStarted
 
@@ -109,21 +114,25 @@ class FlightRun:
     def run(self) -> str:
         """Fly it; returns what became of it: landed, failed, returned, lost or ended."""
         workspace = self.workspace = self._fresh_workspace()
-        keeper = threading.Thread(target=self._keep_lease, name=f"lease-{self.id}", daemon=True)
+        keeping = None
         outcome = "lost"
         try:
             try:
-                self.launch = self._launch(workspace)
+                launched_for = self._argv()
+                self.launch = self.launch_for(launched_for, workspace)
             except isolation.IsolationUnavailable as exc:
                 if self.on_unmet is not None:
                     self.on_unmet(exc.missing)
                 return self._hand_back_unmet(exc.missing)
             self._started_now({"workspace": str(workspace), "pid": os.getpid(),
                                "policy": self.policy or None})
-            keeper.start()  # after: it also sends `started` alone when its bound passes
+            # After: the keeper also sends `started` alone when its bound passes. It starts
+            # when it first has something to do, so a flight over before that has no keeper
+            # thread at all (the runner's one alarm thread waits for every flight's).
+            keeping = ALARM.at(self._keeper_wake(), self._start_keeper)
             self.argv = repository.prepare(self, workspace)  # enrolment: agent, clone
-            if self.argv is not None:  # the agent's command, under the same policy
-                self.launch = self._launch(workspace)
+            if self.argv is not None and self.argv != launched_for:  # the agent's command,
+                self.launch = self._launch(workspace)  # under the same policy
             if self.returning.is_set():  # refused (retired) or stopping before it started
                 return self._hand_back()
             if self.flight.kind == "service" and self.flight.service:
@@ -132,9 +141,13 @@ class FlightRun:
                 outcome = service.fly(self, workspace)
                 return outcome
             self._start(workspace)
-            reader = threading.Thread(target=self._read_output, name=f"out-{self.id}", daemon=True)
-            reader.start()
             last_flush = time.monotonic()
+            decoder = codecs.getincrementaldecoder("utf-8")("replace")
+            reader = None  # a quick flight's output is read here, by the flight's own thread
+            if not self._read_quickly(self.proc, decoder, last_flush + FLUSH_EVERY):
+                reader = threading.Thread(target=self._read_output_of, args=(self.proc, decoder),
+                                          name=f"out-{self.id}", daemon=True)
+                reader.start()
             while self.proc.poll() is None:
                 if self.lost.is_set() or self.ended_by_server.is_set() or self.returning.is_set():
                     self._stop_process()
@@ -148,7 +161,8 @@ class FlightRun:
                     self._flush()
                     last_flush = time.monotonic()
                 self._wait_proc(FLUSH_EVERY)
-            reader.join(timeout=10)
+            if reader is not None:
+                reader.join(timeout=10)
             self._flush(final=True)
             self.exit_code = self.proc.returncode
             if not (self.lost.is_set() or self.returning.is_set() or self.timed_out.is_set()):
@@ -160,9 +174,10 @@ class FlightRun:
             self._stop_process()
             outcome = "ended" if self.ended_by_server.is_set() else "lost"
         finally:
+            ALARM.cancel(keeping)  # not started yet: it never will be
             self.lost.set()  # stops the keeper
             self._stop_process()  # never leave it running behind a flight that is over here
-            shutil.rmtree(workspace, ignore_errors=True)
+            _remove(workspace)
         return outcome
 
     def retire(self) -> None:
@@ -183,15 +198,22 @@ class FlightRun:
 
     def _fresh_workspace(self) -> Path:
         path = self.workspace_root / f"{self.id}-{self.lease.epoch}"
-        shutil.rmtree(path, ignore_errors=True)
-        path.mkdir(parents=True, mode=0o700)
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:  # left by a runner that died under this attempt
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir(parents=True, mode=0o700)
+        except FileNotFoundError:  # the first flight: the workspaces directory is made too
+            path.mkdir(parents=True, mode=0o700)
         return path
+
+    def _argv(self) -> list[str]:
+        command = list(self.flight.command)
+        return self.argv or (["/bin/sh", "-c", command[0]] if len(command) == 1 else command)
 
     def _launch(self, workspace: Path) -> isolation.Launch:
         """The command wrapped for the policy; IsolationUnavailable when it cannot be met."""
-        command = list(self.flight.command)
-        argv = self.argv or (["/bin/sh", "-c", command[0]] if len(command) == 1 else command)
-        return self.launch_for(argv, workspace)
+        return self.launch_for(self._argv(), workspace)
 
     def launch_for(self, argv: list[str], workspace: Path,
                    extra_env: dict[str, str] | None = None, *,
@@ -231,16 +253,35 @@ class FlightRun:
                                       cwd=workspace, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, start_new_session=True)
 
-    def _read_output(self) -> None:
-        assert self.proc is not None
-        self._read_output_of(self.proc)
-
-    def _read_output_of(self, proc: LaunchedProcess | subprocess.Popen) -> None:
+    def _read_output_of(self, proc: LaunchedProcess | subprocess.Popen, decoder=None) -> None:
+        """Read ``proc``'s output to its end (on a thread of its own while the flight's
+        thread waits for the process); ``decoder``: the one a first read used."""
         assert proc.stdout is not None
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        decoder = decoder or codecs.getincrementaldecoder("utf-8")("replace")
         for raw in iter(lambda: proc.stdout.read1(READ_BYTES), b""):
             self._take(decoder.decode(raw))
         self._take(decoder.decode(b"", final=True))
+
+    def _read_quickly(self, proc: LaunchedProcess | subprocess.Popen, decoder,
+                      until: float) -> bool:
+        """Read ``proc``'s output on this thread until it closes (True: all of it is read)
+        or until ``until`` (monotonic) passes or the flight must stop (False: a reader thread
+        goes on with the same ``decoder``). Most flights end well within that, and need no
+        reader thread of their own."""
+        assert proc.stdout is not None
+        poller = select.poll()
+        poller.register(proc.stdout.fileno(), select.POLLIN)
+        while not (self.lost.is_set() or self.ended_by_server.is_set()
+                   or self.returning.is_set()):
+            left = until - time.monotonic()
+            if left <= 0 or not poller.poll(left * 1000):
+                return False
+            raw = proc.stdout.read1(READ_BYTES)  # readable: returns at once
+            if not raw:
+                self._take(decoder.decode(b"", final=True))
+                return True
+            self._take(decoder.decode(raw))
+        return False
 
     def _take(self, text: str) -> None:
         """Buffer output to send while the flight's room lasts; past it, keep only the tail."""
@@ -436,6 +477,18 @@ class FlightRun:
 
     # -- the lease keeper ----------------------------------------------------------------
 
+    def _keeper_wake(self) -> float:
+        """When the keeper first has something to do (monotonic): renew, or send `started`."""
+        due = self.lease.local_expiry - self.lease.renew_at
+        started_due = self._started_due()
+        return due if started_due is None else min(due, started_due)
+
+    def _start_keeper(self) -> None:
+        """Called by the alarm when the keeper's first moment came and the flight still flies."""
+        if not self.lost.is_set():
+            threading.Thread(target=self._keep_lease, name=f"lease-{self.id}",
+                             daemon=True).start()
+
     def _keep_lease(self) -> None:
         """Renews the lease when LEASE_RENEW_AT of it remains; also sends the `started` fact
         alone when nothing carried it within its bound."""
@@ -475,6 +528,14 @@ class FlightRun:
 
 class _Lost(Exception):
     pass
+
+
+def _remove(workspace: Path) -> None:
+    """The workspace, gone: most are left empty, and one ``rmdir`` is all they need."""
+    try:
+        os.rmdir(workspace)
+    except OSError:
+        shutil.rmtree(workspace, ignore_errors=True)
 
 
 @dataclass

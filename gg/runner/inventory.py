@@ -43,3 +43,25 @@ def readings() -> dict:
     memory = psutil.virtual_memory()
     return {"cpu_percent": psutil.cpu_percent(interval=None), "memory_percent": memory.percent,
             "memory_available": memory.available}
+
+
+READINGS_EVERY = 1.0  # seconds: a busy runner claims many times a second
+
+
+class Readings:
+    """The host's readings, taken at most once every ``every`` seconds: a claim carries them
+    each time, and a runner flying many short flights claims far more often than the readings
+    change (``cpu_percent`` is then also measured over a second, not since the last claim)."""
+
+    def __init__(self, every: float = READINGS_EVERY, take=readings,
+                 clock=time.monotonic) -> None:
+        self.every = every
+        self._take, self._clock = take, clock
+        self._last: tuple[float, dict] | None = None
+
+    def __call__(self) -> dict:
+        now = self._clock()
+        last = self._last
+        if last is None or now - last[0] >= self.every or now < last[0]:
+            last = self._last = (now, self._take())
+        return dict(last[1])

@@ -2,8 +2,9 @@
 
 Threads: the main thread waits for a stop (SIGTERM, Ctrl-C, retirement, ``--once``);
 the check-in thread reports liveness at the interval the server answers; the claim thread
-holds one long-poll claim open whenever a worker slot is free; each flight flies in a
-thread of its own (:mod:`gg.runner.flight`). Every loop stops by itself when ``stop`` is set.
+holds one long-poll claim open whenever a worker slot is free; each flight flies on a thread of
+:class:`Workers` (one kept waiting for the next flight once its own is over; :mod:`gg.runner.flight`).
+Every loop stops by itself when ``stop`` is set.
 
 Policy travels down: the check-in answer (and each grant) carries the assigned policy; the
 runner fills ``min(policy.workers, started workers)`` slots and runs every flight under the
@@ -85,7 +86,7 @@ class Runner:
         self.protocol = DEFAULTS.protocol()
         self.workers = options.workers
         self.runs: dict[str, FlightRun] = {}
-        self.threads: list[threading.Thread] = []
+        self.flight_threads = Workers(self._fly)  # the threads flights fly on
         self.slots = threading.Condition()
         self.taken = 0
         self.exit_reason: str | None = None
@@ -94,7 +95,8 @@ class Runner:
         self._inventory_sent: dict | None = None
         self.fleet = FleetState(self.state.path, self.client, say)  # enrolment
         self.fleet.refresh = lambda: self._check_in_once(retry_for=RETRY_REFRESH)
-        self.policy: dict = {}
+        self.policy: dict = {}  # replaced whole when it changes, never changed in place
+        self._capacity_of: tuple[dict | None, int] = (None, options.workers)
         self.admin_state: str | None = None
         self._health_said: str | None = None
         self.capabilities: dict | None = None
@@ -107,16 +109,21 @@ class Runner:
         self._heeded: str | None = None
         self._heeded_at = 0.0
         self.consoles = Consoles(self)  # consoles to this machine (docs/console.md)
+        self.readings = inventory.Readings()  # sampled at most once a second
 
     @property
     def capacity(self) -> int:
         """Worker slots to fill now: a lowered policy applies at once, raising needs a restart."""
-        if not self.policy:
+        policy = self.policy
+        if not policy:
             return self.workers
-        try:
-            return effective_workers(Policy.from_dict(self.policy), self.workers)
-        except ValueError:
-            return self.workers
+        if self._capacity_of[0] is not policy:  # worked out once per policy it is sent
+            try:
+                slots = effective_workers(Policy.from_dict(policy), self.workers)
+            except ValueError:
+                slots = self.workers
+            self._capacity_of = (policy, slots)
+        return self._capacity_of[1]
 
     # -- life ------------------------------------------------------------------------------
 
@@ -180,12 +187,10 @@ class Runner:
         if running and not self.exit_reason:
             self.say(f"stopping: letting {len(running)} flight(s) finish "
                      f"(up to {self.options.grace:g}s)")
-        for t in list(self.threads):
-            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        self._wait_for_flights(deadline)
         for run in list(self.runs.values()):
             run.returning.set()
-        for t in list(self.threads):
-            t.join(timeout=STOP_GRACE + 10)
+        self._wait_for_flights(time.monotonic() + STOP_GRACE + 10)
         retired = self.retired
         if not retired:
             try:
@@ -197,6 +202,15 @@ class Runner:
         if self.exit_reason == EPHEMERAL_SENTENCE:  # it did what it was enrolled for
             return 0
         return 1 if retired else 0
+
+    def _wait_for_flights(self, deadline: float) -> None:
+        """Until every flight was handed back (or ``deadline``, monotonic, passed)."""
+        with self.slots:
+            while self.runs:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self.slots.wait(left)
 
     # -- registration and credential ----------------------------------------------------------
 
@@ -323,7 +337,7 @@ class Runner:
     def _check_in_once(self, retry_for: float) -> CheckedIn:
         inv = inventory.inventory(str(self.state.path))
         changed = {k: v for k, v in inv.items() if k not in ("started_at",)}
-        body = {"free_slots": max(0, self.capacity - self.taken), "readings": inventory.readings(),
+        body = {"free_slots": max(0, self.capacity - self.taken), "readings": self.readings(),
                 "version": __version__, "held": list(self.runs), "workers": self.workers}
         if changed != self._inventory_sent:
             body["inventory"] = inv
@@ -432,7 +446,7 @@ class Runner:
             self.claim_parked = True
             try:
                 answer = self.claim_client.claim(
-                    free, wait, readings=inventory.readings(), policy=policy_digest(self.policy),
+                    free, wait, readings=self.readings(), policy=policy_digest(self.policy),
                     retry_for=RETRY_FOREVER)
             except Unreachable:
                 continue
@@ -494,9 +508,7 @@ class Runner:
         with self.slots:
             self.taken += 1
             self.runs[run.id] = run
-        thread = threading.Thread(target=self._fly, args=(run,), name=f"flight-{run.id}", daemon=True)
-        self.threads.append(thread)
-        thread.start()
+        self.flight_threads.fly(run)
 
     def _fly(self, run: FlightRun) -> None:
         self.say(f"{run.id}: taken (attempt {run.flight.attempt}, epoch {run.lease.epoch}): "
@@ -514,6 +526,56 @@ class Runner:
             self.slots.notify_all()
         if self.options.once:
             self.request_stop()
+
+
+WORKER_IDLE = 60.0  # seconds a flight's thread waits for the next flight before it ends
+
+
+class _Worker:
+    __slots__ = ("run", "wake")
+
+    def __init__(self, run) -> None:
+        self.run = run
+        self.wake = threading.Event()
+
+
+class Workers:
+    """The threads flights fly on. A thread whose flight is over waits up to ``idle_for``
+    seconds for the next one, so a busy runner starts no thread per flight; a new thread is
+    started only when none is waiting. Every thread is a daemon: a flight stuck past the
+    runner's stop grace never holds the process up."""
+
+    def __init__(self, fly: Callable[[FlightRun], None], idle_for: float = WORKER_IDLE) -> None:
+        self._fly, self._idle_for = fly, idle_for
+        self._lock = threading.Lock()
+        self._idle: list[_Worker] = []  # the one that waited least is handed the next flight
+        self.started = 0  # threads started in all (for tests and diagnostics)
+
+    def fly(self, run: FlightRun) -> None:
+        with self._lock:
+            if self._idle:
+                worker = self._idle.pop()
+                worker.run = run
+                worker.wake.set()
+                return
+            self.started += 1
+        threading.Thread(target=self._serve, args=(_Worker(run),), name="flights",
+                         daemon=True).start()
+
+    def _serve(self, worker: _Worker) -> None:
+        while True:
+            run, worker.run = worker.run, None
+            self._fly(run)
+            del run  # nothing of the flight is kept while the thread waits
+            with self._lock:
+                worker.wake.clear()
+                self._idle.append(worker)
+            worker.wake.wait(self._idle_for)
+            with self._lock:
+                if worker.run is None:  # none came: this thread ends
+                    if worker in self._idle:
+                        self._idle.remove(worker)
+                    return
 
 
 def _labels(labels: dict[str, str]) -> str:

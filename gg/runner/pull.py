@@ -338,7 +338,7 @@ class PullRunner:
             return False
         thread = threading.Thread(target=self._fly, args=(run,), name=f"flight-{run.id}",
                                   daemon=True)
-        self.threads.append(thread)
+        self.threads = [t for t in self.threads if t.is_alive()] + [thread]  # ended: forgotten
         thread.start()
         return True
 

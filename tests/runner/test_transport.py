@@ -1,12 +1,14 @@
 """The one client's transport over a real control plane: a connection kept alive between
-requests, and one the server closed while idle opened again for the next request."""
+requests (whichever thread sends them), and one the server closed while idle opened again for
+the next request."""
 
 from __future__ import annotations
 
 import select
 import socket
+import threading
 
-from gg.client import Client
+from gg.client import IDLE_KEPT, Client
 from support import wait_until
 
 
@@ -15,14 +17,50 @@ def _closed_by_peer(sock: socket.socket) -> bool:
     return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
 
 
+def _idle_socket(api: Client) -> socket.socket | None:
+    idle = api._http._idle
+    return idle[-1].sock if idle else None
+
+
 def test_a_request_after_the_server_closed_the_idle_connection_is_sent_on_a_new_one(fleet):
     api = Client(fleet.url, fleet.server.owner_token())
     assert api.health().ok
-    first = api._http._local.held.conn.sock
+    first = _idle_socket(api)
     assert first is not None  # kept alive for the next request
     assert api.whoami().person.name == "owner"
-    assert api._http._local.held.conn.sock is first  # ...and used by it
+    assert _idle_socket(api) is first  # ...and used by it
     # the server closes a connection idle for its keep-alive timeout (5 s by default)
     wait_until(lambda: _closed_by_peer(first), timeout=60)
     assert api.whoami().person.name == "owner"  # no retry budget: sent once, on a new one
-    assert api._http._local.held.conn.sock is not first
+    assert _idle_socket(api) is not first
+
+
+def test_threads_that_come_and_go_share_one_kept_alive_connection(fleet):
+    """A runner sends each flight's hand-back from the flight's own thread: the connection
+    outlives the thread, so a flight opens no connection of its own."""
+    api = Client(fleet.url, fleet.server.owner_token())
+    assert api.health().ok
+    first = _idle_socket(api)
+    assert first is not None
+    seen = []
+    for _ in range(3):  # one thread after another, as flights are
+        thread = threading.Thread(target=lambda: seen.append(api.whoami().person.name))
+        thread.start()
+        thread.join()
+    assert seen == ["owner"] * 3
+    assert _idle_socket(api) is first and len(api._http._idle) == 1
+    assert first.fileno() != -1  # still open: no thread closed it when it ended
+
+
+def test_threads_at_once_are_all_answered_and_few_idle_connections_are_kept(fleet):
+    api = Client(fleet.url, fleet.server.owner_token())
+    names = []
+    threads = [threading.Thread(target=lambda: names.append(api.whoami().person.name))
+               for _ in range(IDLE_KEPT + 4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert names == ["owner"] * len(threads)
+    assert 1 <= len(api._http._idle) <= IDLE_KEPT
+    assert all(conn.sock is not None for conn in api._http._idle)
