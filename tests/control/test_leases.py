@@ -181,3 +181,32 @@ def test_a_hand_back_carries_started_in_its_own_transaction_and_a_stale_one_stor
     assert kinds.count("started") == 1 and kinds.index("started") < kinds.index("exit")
     started_fact = next(x for x in facts if x["kind"] == "started")
     assert started_fact["epoch"] == 2 and started_fact["at"] == clock.now - 1.0
+
+
+def test_a_grant_and_a_hand_back_answer_the_row_as_stored_without_reading_it_again(core, owner, clock):
+    """The claim's flight is the row the compare-and-set left (built from the change, not
+    read back), and the hand-back's stage is the stage it wrote: both equal the store's."""
+    a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
+    f = flights.open_flight(core, owner, command=["true"], title="t", timeout=30)
+    statements: list[str] = []
+    core.store.db.trace(statements.append)
+    try:
+        flight, grant = leases.try_claim(core, a.id)
+    finally:
+        core.store.db.trace(None)
+    assert flight == core.store.flight(f.id)
+    assert (flight.stage, flight.epoch, flight.lease_runner) == ("flying", grant.epoch, a.id)
+    assert not any(s.startswith("SELECT * FROM flights WHERE id") for s in statements), statements
+    returned = leases.hand_back(core, a, f.id, epoch=1, outcome="returned", exit_code=None,
+                                reason="no credential", key="1:hand-back")
+    assert returned["stage"] == core.store.flight(f.id).stage == "ready"
+    flight, grant = leases.try_claim(core, b.id)
+    assert flight == core.store.flight(f.id) and grant.epoch == 2
+    landed = leases.hand_back(core, b, f.id, epoch=2, outcome="landed", exit_code=0,
+                              reason=None, key="2:hand-back",
+                              facts=[{"kind": "started", "ago": 0.5}])
+    assert landed == {"flight": f.id, "stage": "landed", "repeat": False}
+    assert core.store.flight(f.id).stage == "landed"
+    again = leases.hand_back(core, b, f.id, epoch=2, outcome="landed", exit_code=0,
+                             reason=None, key="2:hand-back")
+    assert again == {"flight": f.id, "stage": "landed", "repeat": True}
