@@ -290,6 +290,9 @@ def _settle_runner(core: Core, runner_id: str | None, now: float) -> None:
     group_ops.note_drained(core, now)  # a quiesced fleet whose last flight just ended
     if runner_id is None:
         return
+    state = core.store.runner_state(runner_id)  # the whole row only when it matters
+    if state is None or (state[0] != AdminState.DRAINING.value and not state[1]):
+        return
     runner = core.store.runner(runner_id)
     if runner is not None and runner.ephemeral:  # one flight, then retired
         if not core.store.live_leases(now, [runner_id]).get(runner_id, 0):

@@ -202,11 +202,41 @@ def test_a_grant_and_a_hand_back_answer_the_row_as_stored_without_reading_it_aga
     assert returned["stage"] == core.store.flight(f.id).stage == "ready"
     flight, grant = leases.try_claim(core, b.id)
     assert flight == core.store.flight(f.id) and grant.epoch == 2
-    landed = leases.hand_back(core, b, f.id, epoch=2, outcome="landed", exit_code=0,
-                              reason=None, key="2:hand-back",
-                              facts=[{"kind": "started", "ago": 0.5}])
+    statements.clear()
+    core.store.db.trace(statements.append)
+    try:
+        landed = leases.hand_back(core, b, f.id, epoch=2, outcome="landed", exit_code=0,
+                                  reason=None, key="2:hand-back",
+                                  facts=[{"kind": "started", "ago": 0.5}])
+    finally:
+        core.store.db.trace(None)
+    flight_reads = [s for s in statements if s.startswith("SELECT * FROM flights WHERE id")]
+    assert len(flight_reads) == 1, statements  # read once, not again for the holder check
+    # an active runner's lease ending needs its state, not its whole row
+    assert not any(s.startswith("SELECT * FROM runners") for s in statements), statements
     assert landed == {"flight": f.id, "stage": "landed", "repeat": False}
     assert core.store.flight(f.id).stage == "landed"
     again = leases.hand_back(core, b, f.id, epoch=2, outcome="landed", exit_code=0,
                              reason=None, key="2:hand-back")
     assert again == {"flight": f.id, "stage": "landed", "repeat": True}
+
+
+def test_a_claims_answer_carries_the_policy_in_force_at_the_grant_from_its_column(core, owner):
+    """The runner was read when its claim parked; the answer carries the policy as stored
+    at the grant, read from its column alone (not the whole row)."""
+    from gg.control import answers
+
+    a = make_runner(core, owner, "a")
+    parked = core.store.runner(a.id)
+    flights.open_flight(core, owner, command=["true"])
+    got = leases.try_claim(core, a.id)
+    core.store.update_runner(a.id, policy={**parked.policy, "workers": 3})
+    statements: list[str] = []
+    core.store.db.trace(statements.append)
+    try:
+        answer = answers.claimed(core, parked, got)
+    finally:
+        core.store.db.trace(None)
+    assert answer["policy"] == {**parked.policy, "workers": 3} != parked.policy
+    assert answer["lease"]["epoch"] == 1 and answer["flight"]["id"] == got[0].id
+    assert not any(s.startswith("SELECT * FROM runners") for s in statements), statements
