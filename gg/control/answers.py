@@ -111,9 +111,9 @@ def claimed(core: Core, runner: Runner, got: tuple[Flight, Grant] | None) -> dic
     if got is None:
         return None
     flight, grant = got
-    fresh = core.store.runner(runner.id)  # the policy in force at the grant, not at parking
+    fresh = core.store.runner_policy(runner.id)  # in force at the grant, not at parking
     return {"flight": flight_for_runner(flight, core.settings),
-            "policy": fresh.policy if fresh else runner.policy,
+            "policy": fresh if fresh is not None else runner.policy,
             "lease": {"epoch": grant.epoch, "expires_at": grant.expires_at,
                       "granted_at": grant.granted_at},
             "protocol": core.settings.protocol()}

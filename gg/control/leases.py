@@ -18,7 +18,7 @@ from gg.control.core import CONTROL_PLANE, Core
 from gg.control.lifecycle import move
 from gg.domain import leases, output
 from gg.domain.events import EventKind
-from gg.domain.flights import Event, Flight, Outcome, Priority
+from gg.domain.flights import Event, Flight, Outcome, Priority, Stage, changed
 from gg.domain.groups import Placement
 from gg.domain.matching import Assignment, Seat, assign, seat
 from gg.domain.runners import AdminState, Runner, after_lease_ended
@@ -155,16 +155,20 @@ def _apply(core: Core, plan: list[Assignment], now: float) -> list[tuple[Flight,
             continue
         change = move(core, a.flight, Event.GRANTED, now, actor=f"runner:{runner.name}",
                       runner_id=runner.id, ttl=core.settings.lease_ttl)
-        if change is not None:
-            out.append((core.store.flight(a.flight.id), change.grant))
+        if change is not None:  # the row as the compare-and-set left it, without reading it
+            out.append((changed(a.flight, change), change.grant))
             if runner.ephemeral:
                 took_one.add(runner.id)
                 runner_ops.after_ephemeral_grant(core, runner, now)
     return out
 
 
-def _holding(core: Core, runner: Runner, flight_id: str, *, epoch: int, now: float) -> Flight:
-    flight = core.store.flight(flight_id)
+def _holding(core: Core, runner: Runner, flight_id: str, *, epoch: int, now: float,
+             flight: Flight | None = None) -> Flight:
+    """The flight if ``runner`` holds its lease at ``epoch`` now, else the refusal. ``flight``:
+    the row as this transaction read it already (not read again)."""
+    if flight is None:
+        flight = core.store.flight(flight_id)
     held = core.store.held_epochs(flight_id, runner.id) if flight else set()
     return leases.check_holder(flight, runner.id, epoch, now, held)
 
@@ -240,24 +244,25 @@ def hand_back(core: Core, runner: Runner, flight_id: str, *, epoch: int, outcome
     now = core.now()
     retired = runner_ops.is_retired(runner)
     with core.store.atomic():
-        flight = core.store.flight(flight_id)
-        if _repeat_of_accepted(core, flight, runner, epoch=epoch, outcome=outcome, key=key):
-            return {"flight": flight_id, "stage": flight.stage, "repeat": True}
+        read = core.store.flight(flight_id)
+        if _repeat_of_accepted(core, read, runner, epoch=epoch, outcome=outcome, key=key):
+            return {"flight": flight_id, "stage": read.stage, "repeat": True}
         if retired:  # the stop acknowledgement: its own live lease, returned, nothing else
             if outcome != Outcome.RETURNED.value:
                 raise runner_ops.retired_refusal(runner)
             try:
-                flight = _holding(core, runner, flight_id, epoch=epoch, now=now)
+                flight = _holding(core, runner, flight_id, epoch=epoch, now=now, flight=read)
             except GGError:
                 raise runner_ops.retired_refusal(runner) from None
         else:
-            flight = _holding(core, runner, flight_id, epoch=epoch, now=now)
+            flight = _holding(core, runner, flight_id, epoch=epoch, now=now, flight=read)
         if facts:
             _store_facts(core, flight, runner, epoch=epoch, facts=facts, now=now)
-        move(core, flight, Event(outcome), now, actor=f"runner:{runner.name}",
-             runner_id=runner.id, exit_code=exit_code, reason=reason, key=key)
+        change = move(core, flight, Event(outcome), now, actor=f"runner:{runner.name}",
+                      runner_id=runner.id, exit_code=exit_code, reason=reason, key=key)
         _settle_runner(core, runner.id, now)
-        stage = core.store.flight(flight_id).stage
+        stage = (Stage(change.to).value if change is not None
+                 else core.store.flight(flight_id).stage)
     if outcome == Outcome.RETURNED.value:
         core.signals.ready_changed()
     core.signals.flight_changed(flight_id)
@@ -289,6 +294,9 @@ def _settle_runner(core: Core, runner_id: str | None, now: float) -> None:
     """
     group_ops.note_drained(core, now)  # a quiesced fleet whose last flight just ended
     if runner_id is None:
+        return
+    state = core.store.runner_state(runner_id)  # the whole row only when it matters
+    if state is None or (state[0] != AdminState.DRAINING.value and not state[1]):
         return
     runner = core.store.runner(runner_id)
     if runner is not None and runner.ephemeral:  # one flight, then retired

@@ -45,7 +45,7 @@ is born ``gated`` or ``ready`` (:func:`opened`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from gg.domain.events import EventKind, flight_ended
@@ -251,6 +251,12 @@ class Change:
 def edges(stage: str, event: Event) -> frozenset[Stage]:
     """The stages ``event`` may move a ``stage`` flight to (empty: it may not happen)."""
     return frozenset(t for s, e, t in TRANSITIONS if s == stage and e == event)
+
+
+def changed(flight: Flight, change: Change) -> Flight:
+    """``flight`` as ``change`` leaves it: what the store's compare-and-set wrote, so a
+    caller that applied it need not read the row again."""
+    return replace(flight, **{**change.values, "stage": Stage(change.to).value})
 
 
 def opened(*, held: bool, **fields) -> Flight:

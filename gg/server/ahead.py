@@ -1,9 +1,10 @@
 """What the routes answered ahead of FastAPI share: the credential, the body, the answer.
 
-A few runner calls are answered by plain ASGI handlers wrapped around the app's middleware
-stack (``claims.py``: the claim, which parks; ``lease_calls.py``: renew, facts, hand-back,
-the calls every flight makes). Each does what its FastAPI route does (which stays registered,
-so the published schema documents it) with the same pieces, kept here once:
+A few calls are answered by plain ASGI handlers wrapped around the app's middleware stack
+(``claims.py``: the claim, which parks; ``lease_calls.py``: renew, facts, hand-back, the calls
+every flight makes; ``open_call.py``: a person's open of a flight). Each does what its FastAPI
+route does (which stays registered, so the published schema documents it) with the same
+pieces, kept here once:
 
 - :func:`headers` reads the bearer token and says whether the request is one to read at all
   (a JSON body within a declared length the app would accept); anything else is the app's;
@@ -84,7 +85,7 @@ def failure(exc: Exception, method: str, path: str) -> Response:
     return errors.error_response(500, "internal", "the control plane hit an internal error")
 
 
-def answer(adapter: TypeAdapter, value) -> Response:
+def answer(adapter: TypeAdapter, value, status: int = 200) -> Response:
     """Serialised as the route's response model serialises it (FastAPI's fast path)."""
     return Response(adapter.dump_json(adapter.validate_python(value), by_alias=True),
-                    media_type="application/json")
+                    status_code=status, media_type="application/json")

@@ -19,6 +19,7 @@ from gg.server.dispatch import Dispatcher, Watch
 from gg.server.duties import Duties
 from gg.server.hooks import Outbox
 from gg.server.lease_calls import LeaseCalls
+from gg.server.open_call import OpenRoute
 from gg.server.json_body import JsonRoute
 from gg.server.pull import Poller
 from gg.server.limits import BodyLimit
@@ -66,8 +67,10 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     metrics.install(app)  # outermost: counts every answer, 413s included
     # A claim is answered ahead of the whole stack (a parked one holds no framework frames),
     # and so are the lease calls every flight makes (renew, facts, hand-back: the framework
-    # cost more than their use cases); built now, so nothing adds a middleware after this.
-    app.middleware_stack = ClaimRoute(app, LeaseCalls(app, app.build_middleware_stack()))
+    # cost more than their use cases), and so is a person's open of a flight (the same);
+    # built now, so nothing adds a middleware after this.
+    app.middleware_stack = ClaimRoute(app, LeaseCalls(app, OpenRoute(
+        app, app.build_middleware_stack())))
     return app
 
 

@@ -83,6 +83,19 @@ class RunnerRows:
         row = self.db.one("SELECT * FROM runners WHERE id = ?", (runner_id,))
         return runner_from_row(row) if row else None
 
+    def runner_policy(self, runner_id: str) -> dict | None:
+        """The runner's policy in force (None: no such runner): a claim's answer reads only
+        this, not the whole row with its inventory and capabilities."""
+        row = self.db.one("SELECT policy FROM runners WHERE id = ?", (runner_id,))
+        return loads(row[0], {}) if row else None
+
+    def runner_state(self, runner_id: str) -> tuple[str, bool] | None:
+        """(admin state, ephemeral) of a runner, or None: what ending a lease looks at before
+        it needs the whole row (a draining or ephemeral runner)."""
+        row = self.db.one("SELECT admin_state, ephemeral FROM runners WHERE id = ?",
+                          (runner_id,))
+        return (row[0], bool(row[1])) if row else None
+
     def runners_named(self, name: str) -> list[Runner]:
         rows = self.db.all("SELECT * FROM runners WHERE name = ? AND retired_at IS NULL", (name,))
         return [runner_from_row(r) for r in rows]

@@ -181,3 +181,62 @@ def test_a_hand_back_carries_started_in_its_own_transaction_and_a_stale_one_stor
     assert kinds.count("started") == 1 and kinds.index("started") < kinds.index("exit")
     started_fact = next(x for x in facts if x["kind"] == "started")
     assert started_fact["epoch"] == 2 and started_fact["at"] == clock.now - 1.0
+
+
+def test_a_grant_and_a_hand_back_answer_the_row_as_stored_without_reading_it_again(core, owner, clock):
+    """The claim's flight is the row the compare-and-set left (built from the change, not
+    read back), and the hand-back's stage is the stage it wrote: both equal the store's."""
+    a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
+    f = flights.open_flight(core, owner, command=["true"], title="t", timeout=30)
+    statements: list[str] = []
+    core.store.db.trace(statements.append)
+    try:
+        flight, grant = leases.try_claim(core, a.id)
+    finally:
+        core.store.db.trace(None)
+    assert flight == core.store.flight(f.id)
+    assert (flight.stage, flight.epoch, flight.lease_runner) == ("flying", grant.epoch, a.id)
+    assert not any(s.startswith("SELECT * FROM flights WHERE id") for s in statements), statements
+    returned = leases.hand_back(core, a, f.id, epoch=1, outcome="returned", exit_code=None,
+                                reason="no credential", key="1:hand-back")
+    assert returned["stage"] == core.store.flight(f.id).stage == "ready"
+    flight, grant = leases.try_claim(core, b.id)
+    assert flight == core.store.flight(f.id) and grant.epoch == 2
+    statements.clear()
+    core.store.db.trace(statements.append)
+    try:
+        landed = leases.hand_back(core, b, f.id, epoch=2, outcome="landed", exit_code=0,
+                                  reason=None, key="2:hand-back",
+                                  facts=[{"kind": "started", "ago": 0.5}])
+    finally:
+        core.store.db.trace(None)
+    flight_reads = [s for s in statements if s.startswith("SELECT * FROM flights WHERE id")]
+    assert len(flight_reads) == 1, statements  # read once, not again for the holder check
+    # an active runner's lease ending needs its state, not its whole row
+    assert not any(s.startswith("SELECT * FROM runners") for s in statements), statements
+    assert landed == {"flight": f.id, "stage": "landed", "repeat": False}
+    assert core.store.flight(f.id).stage == "landed"
+    again = leases.hand_back(core, b, f.id, epoch=2, outcome="landed", exit_code=0,
+                             reason=None, key="2:hand-back")
+    assert again == {"flight": f.id, "stage": "landed", "repeat": True}
+
+
+def test_a_claims_answer_carries_the_policy_in_force_at_the_grant_from_its_column(core, owner):
+    """The runner was read when its claim parked; the answer carries the policy as stored
+    at the grant, read from its column alone (not the whole row)."""
+    from gg.control import answers
+
+    a = make_runner(core, owner, "a")
+    parked = core.store.runner(a.id)
+    flights.open_flight(core, owner, command=["true"])
+    got = leases.try_claim(core, a.id)
+    core.store.update_runner(a.id, policy={**parked.policy, "workers": 3})
+    statements: list[str] = []
+    core.store.db.trace(statements.append)
+    try:
+        answer = answers.claimed(core, parked, got)
+    finally:
+        core.store.db.trace(None)
+    assert answer["policy"] == {**parked.policy, "workers": 3} != parked.policy
+    assert answer["lease"]["epoch"] == 1 and answer["flight"]["id"] == got[0].id
+    assert not any(s.startswith("SELECT * FROM runners") for s in statements), statements

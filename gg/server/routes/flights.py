@@ -22,13 +22,19 @@ Wait = Annotated[float, Query(ge=0, le=60)]
 
 @router.post(paths.FLIGHTS, status_code=201, response_model=FlightRow)
 async def open_flight(body: FlightOpen, request: Request, person: dict = Depends(auth.person)) -> dict:
-    return await answers.opened(
-        request.app.state.core, person, command=body.command, title=body.title,
-        environment=body.environment, runner=body.runner, labels=body.labels,
-        attended=body.attended, repo=body.repo, agent=body.agent, timeout=body.timeout,
-        output_limit=body.output_limit, priority=body.priority.value, approval=body.approval,
-        approver=body.approver, service=body.service.model_dump() if body.service else None,
-        group=body.group, where=body.where)
+    # Answered ahead of the framework (gg/server/open_call.py); registered for the schema.
+    return await answers.opened(request.app.state.core, person, **opening(body))
+
+
+def opening(body: FlightOpen) -> dict:
+    """The open's body as the use case's arguments (this route and ``open_call.py``)."""
+    return dict(
+        command=body.command, title=body.title, environment=body.environment,
+        runner=body.runner, labels=body.labels, attended=body.attended, repo=body.repo,
+        agent=body.agent, timeout=body.timeout, output_limit=body.output_limit,
+        priority=body.priority.value, approval=body.approval, approver=body.approver,
+        service=body.service.model_dump() if body.service else None, group=body.group,
+        where=body.where)
 
 
 @router.get(paths.FLIGHTS, response_model=FlightPage)
