@@ -21,6 +21,7 @@ pieces, kept here once:
 from __future__ import annotations
 
 import logging
+import time
 
 from pydantic import TypeAdapter
 from starlette.responses import Response
@@ -89,3 +90,35 @@ def answer(adapter: TypeAdapter, value, status: int = 200) -> Response:
     """Serialised as the route's response model serialises it (FastAPI's fast path)."""
     return Response(adapter.dump_json(adapter.validate_python(value), by_alias=True),
                     status_code=status, media_type="application/json")
+
+
+class Route:
+    """ASGI: the ``POST`` requests :meth:`match` picks are answered by :meth:`answer`, ahead
+    of the framework, and counted in the request metrics under their route's template;
+    everything else goes to ``inner`` (the app's middleware stack, or another Route)."""
+
+    def __init__(self, app, inner):
+        self.state = app.state  # core, dispatcher, request metrics
+        self.inner = inner
+        self.max_bytes = self.state.core.settings.max_body_bytes
+
+    def match(self, path: str) -> tuple[str, tuple] | None:
+        """(the route's template, what :meth:`answer` takes after ``send``) for a path
+        answered here, else None."""
+        raise NotImplementedError
+
+    async def answer(self, scope, receive, send, *args) -> int | None:
+        """The status answered, or None where the app answered (and counted) it."""
+        raise NotImplementedError
+
+    async def __call__(self, scope, receive, send):
+        matched = (self.match(scope["path"])
+                   if scope["type"] == "http" and scope["method"] == "POST" else None)
+        if matched is None:
+            return await self.inner(scope, receive, send)
+        template, args = matched
+        started = time.perf_counter()
+        status = await self.answer(scope, receive, send, *args)
+        if status is not None:
+            self.state.request_metrics.observe(template, "POST", status,
+                                               time.perf_counter() - started)

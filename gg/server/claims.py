@@ -23,7 +23,6 @@ apply below ASGI (``connections.py``), so they hold here unchanged.
 
 from __future__ import annotations
 
-import time
 
 from pydantic import TypeAdapter
 from starlette.responses import Response
@@ -39,26 +38,13 @@ from gg.server.json_body import loads
 _ANSWER = TypeAdapter(Claimed | Instructed)
 
 
-class ClaimRoute:
+class ClaimRoute(ahead.Route):
     """ASGI: ``POST`` on :data:`paths.RUNNER_CLAIM` answered here, the rest by ``inner``."""
 
-    def __init__(self, app, inner):
-        self.state = app.state  # core, dispatcher, request metrics
-        self.inner = inner
-        self.max_bytes = self.state.core.settings.max_body_bytes
+    def match(self, path: str) -> tuple[str, tuple] | None:
+        return (paths.RUNNER_CLAIM, ()) if path == paths.RUNNER_CLAIM else None
 
-    async def __call__(self, scope, receive, send):
-        if (scope["type"] != "http" or scope["path"] != paths.RUNNER_CLAIM
-                or scope["method"] != "POST"):
-            return await self.inner(scope, receive, send)
-        started = time.perf_counter()
-        status = await self._claim(scope, receive, send)
-        if status is not None:
-            self.state.request_metrics.observe(paths.RUNNER_CLAIM, "POST", status,
-                                               time.perf_counter() - started)
-
-    async def _claim(self, scope, receive, send) -> int | None:
-        """The status answered, or None where the app answered (and counted) it."""
+    async def answer(self, scope, receive, send) -> int | None:
         token, read = ahead.headers(scope, self.max_bytes)
         if not read:
             return await self.inner(scope, receive, send)

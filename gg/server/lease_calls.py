@@ -25,7 +25,6 @@ its route's template.
 
 from __future__ import annotations
 
-import time
 
 from pydantic import TypeAdapter
 
@@ -47,11 +46,8 @@ _CALLS = {
 }
 
 
-def _call(scope) -> tuple[str, str] | None:
+def _call(path: str) -> tuple[str, str] | None:
     """(flight id, the call's last path part) for a lease call this answers, else None."""
-    if scope["type"] != "http" or scope["method"] != "POST":
-        return None
-    path = scope["path"]
     if not path.startswith(_PREFIX):
         return None
     flight_id, _, call = path[len(_PREFIX):].partition("/")
@@ -60,27 +56,14 @@ def _call(scope) -> tuple[str, str] | None:
     return flight_id, call
 
 
-class LeaseCalls:
+class LeaseCalls(ahead.Route):
     """ASGI: the lease calls answered here, the rest by ``inner``."""
 
-    def __init__(self, app, inner):
-        self.state = app.state  # core, request metrics
-        self.inner = inner
-        self.max_bytes = self.state.core.settings.max_body_bytes
+    def match(self, path: str) -> tuple[str, tuple] | None:
+        call = _call(path)
+        return None if call is None else (_CALLS[call[1]][0], call)
 
-    async def __call__(self, scope, receive, send):
-        call = _call(scope)
-        if call is None:
-            return await self.inner(scope, receive, send)
-        started = time.perf_counter()
-        template = _CALLS[call[1]][0]
-        status = await self._lease_call(scope, receive, send, *call)
-        if status is not None:
-            self.state.request_metrics.observe(template, "POST", status,
-                                               time.perf_counter() - started)
-
-    async def _lease_call(self, scope, receive, send, flight_id: str, call: str) -> int | None:
-        """The status answered, or None where the app answered (and counted) it."""
+    async def answer(self, scope, receive, send, flight_id: str, call: str) -> int | None:
         template, model, retired_may = _CALLS[call]
         token, read = ahead.headers(scope, self.max_bytes)
         if not read:

@@ -26,7 +26,6 @@ one error shape here. The request is counted in the request metrics under the ro
 
 from __future__ import annotations
 
-import time
 
 from pydantic import TypeAdapter
 
@@ -41,26 +40,13 @@ from gg.server.routes.flights import opening
 _ROW = TypeAdapter(FlightRow)
 
 
-class OpenRoute:
+class OpenRoute(ahead.Route):
     """ASGI: ``POST`` on :data:`paths.FLIGHTS` answered here, the rest by ``inner``."""
 
-    def __init__(self, app, inner):
-        self.state = app.state  # core, request metrics
-        self.inner = inner
-        self.max_bytes = self.state.core.settings.max_body_bytes
+    def match(self, path: str) -> tuple[str, tuple] | None:
+        return (paths.FLIGHTS, ()) if path == paths.FLIGHTS else None
 
-    async def __call__(self, scope, receive, send):
-        if (scope["type"] != "http" or scope["path"] != paths.FLIGHTS
-                or scope["method"] != "POST"):
-            return await self.inner(scope, receive, send)
-        started = time.perf_counter()
-        status = await self._open(scope, receive, send)
-        if status is not None:
-            self.state.request_metrics.observe(paths.FLIGHTS, "POST", status,
-                                               time.perf_counter() - started)
-
-    async def _open(self, scope, receive, send) -> int | None:
-        """The status answered, or None where the app answered (and counted) it."""
+    async def answer(self, scope, receive, send) -> int | None:
         token, read = ahead.headers(scope, self.max_bytes)
         if not read or token is None:
             return await self.inner(scope, receive, send)
