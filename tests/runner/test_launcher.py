@@ -63,6 +63,16 @@ def test_the_signals_python_changes_are_restored_before_exec():
     assert out.split() == [b"SigIgn:", b"0000000000000000", b"y"]
 
 
+def test_a_launched_process_holds_its_three_descriptors_and_never_the_launchers_socket():
+    """The launcher's socket starts processes outside any sandbox: a flight that held it
+    could ask for one. The child closes every descriptor past stderr before exec."""
+    code, out = _run(["sh", "-c", "exec ls -l /proc/self/fd"])
+    assert code == 0, out
+    held = {line.split()[-3] for line in out.decode().splitlines() if "->" in line}
+    assert held <= {"0", "1", "2", "3"}, out  # 3: the listing's own look at /proc/self/fd
+    assert b"socket:" not in out, out  # stdout and stderr here are a pipe, stdin /dev/null
+
+
 def test_a_large_environment_arrives_whole():
     env = {"PATH": os.environ["PATH"], **{f"BIG{i}": str(i) * 100_000 for i in range(4)}}
     assert _run(["sh", "-c", "echo ${#BIG0} ${#BIG3}"], env) == (0, b"100000 100000\n")
