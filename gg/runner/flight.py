@@ -530,6 +530,21 @@ class _Lost(Exception):
     pass
 
 
+def fly_saying(run: FlightRun, say: Callable[[str], None]) -> str:
+    """Run ``run`` on this thread and say what it became; a bug in one flight is said and
+    reads ``lost``, never taking the runner (dial-out or listening) down with it."""
+    say(f"{run.id}: taken (attempt {run.flight.attempt}, epoch {run.lease.epoch}): "
+        f"{run.flight.title}")
+    try:
+        outcome = run.run()
+    except Exception as exc:  # noqa: BLE001 - said, and the flight reads lost
+        outcome = "lost"
+        say(f"{run.id}: {type(exc).__name__}: {exc}")
+    detail = f" (exit {run.exit_code})" if run.exit_code is not None else ""
+    say(f"{run.id}: {outcome}{detail}")
+    return outcome
+
+
 def _remove(workspace: Path) -> None:
     """The workspace, gone: most are left empty, and one ``rmdir`` is all they need."""
     try:

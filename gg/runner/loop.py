@@ -35,7 +35,7 @@ from gg.runner import capabilities, inventory
 from gg.runner.console import Consoles
 from gg.runner.connection import ConnectionLog
 from gg.runner.fleet import FleetState, enrol
-from gg.runner.flight import STOP_GRACE, FlightRun, Lease
+from gg.runner.flight import STOP_GRACE, FlightRun, Lease, fly_saying
 from gg.runner.sent import SentLog
 from gg.runner.state import Registration, StateDir
 from gg.settings import DEFAULTS
@@ -511,15 +511,7 @@ class Runner:
         self.flight_threads.fly(run)
 
     def _fly(self, run: FlightRun) -> None:
-        self.say(f"{run.id}: taken (attempt {run.flight.attempt}, epoch {run.lease.epoch}): "
-                 f"{run.flight.title}")
-        try:
-            outcome = run.run()
-        except Exception as exc:  # a bug in one flight must not take the runner down
-            outcome = "lost"
-            self.say(f"{run.id}: {type(exc).__name__}: {exc}")
-        detail = f" (exit {run.exit_code})" if run.exit_code is not None else ""
-        self.say(f"{run.id}: {outcome}{detail}")
+        fly_saying(run, self.say)
         with self.slots:
             self.taken -= 1
             self.runs.pop(run.id, None)

@@ -32,7 +32,7 @@ from gg.domain.identity import key_fingerprint
 from gg.domain.policy import Policy
 from gg.domain.runners import AdminState
 from gg.runner import capabilities, inventory
-from gg.runner.flight import STOP_GRACE, FlightRun, Lease
+from gg.runner.flight import STOP_GRACE, FlightRun, Lease, fly_saying
 from gg.runner.sent import SentLog
 from gg.runner.state import StateDir
 from gg.settings import DEFAULTS, Settings
@@ -353,15 +353,7 @@ class PullRunner:
         self._capabilities_sent = None
 
     def _fly(self, run: FlightRun) -> None:
-        self.say(f"{run.id}: taken (attempt {run.flight.attempt}, epoch {run.lease.epoch}): "
-                 f"{run.flight.title}")
-        try:
-            outcome = run.run()
-        except Exception as exc:  # a bug in one flight must not take the runner down
-            outcome = "lost"
-            self.say(f"{run.id}: {type(exc).__name__}: {exc}")
-        detail = f" (exit {run.exit_code})" if run.exit_code is not None else ""
-        self.say(f"{run.id}: {outcome}{detail}")
+        fly_saying(run, self.say)
         with self.lock:
             self.runs.pop(run.id, None)
         self.relay.forget(run.id)
