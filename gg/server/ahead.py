@@ -28,6 +28,7 @@ from starlette.responses import Response
 
 from gg.errors import GGError
 from gg.server import errors
+from gg.server.json_body import loads
 
 log = logging.getLogger("gg.server")
 
@@ -107,9 +108,35 @@ class Route:
         answered here, else None."""
         raise NotImplementedError
 
+    def accept(self, token: str | None, data, *args):
+        """The caller and the body checked (credential, then the route's model), as what
+        :meth:`respond` takes; any exception hands the request to the app, so that every
+        refusal before the use case is the app's own answer, byte for byte."""
+        raise NotImplementedError
+
+    async def respond(self, scope, accepted, *args) -> Response:
+        """The use case's answer (a use case's refusal: any GGError)."""
+        raise NotImplementedError
+
     async def answer(self, scope, receive, send, *args) -> int | None:
         """The status answered, or None where the app answered (and counted) it."""
-        raise NotImplementedError
+        token, readable = headers(scope, self.max_bytes)
+        if not readable:
+            return await self.inner(scope, receive, send)
+        raw, received = await read_body(receive, self.max_bytes)
+        if raw is None:  # too large, or the connection went: the app answers as it would
+            return await self.inner(scope, replay(received, receive), send)
+        try:
+            accepted = self.accept(token, loads(raw) if raw else None, *args)
+        except Exception:  # noqa: BLE001 - every refusal (or failure) is the app's own answer
+            return await self.inner(scope, replay(received, receive), send)
+        del raw, received  # a parked claim keeps only what it was accepted as
+        try:
+            response = await self.respond(scope, accepted, *args)
+        except Exception as exc:  # noqa: BLE001 - the one error shape, as the app's handlers
+            response = failure(exc, "POST", scope["path"])
+        await response(scope, receive, send)
+        return response.status_code
 
     async def __call__(self, scope, receive, send):
         matched = (self.match(scope["path"])

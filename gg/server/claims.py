@@ -32,8 +32,6 @@ from gg.api.runners import Claimed, Instructed
 from gg.api.schemas import Claim
 from gg.control import answers, runners
 from gg.server import ahead
-from gg.server.ahead import replay as _replay
-from gg.server.json_body import loads
 
 _ANSWER = TypeAdapter(Claimed | Instructed)
 
@@ -44,27 +42,13 @@ class ClaimRoute(ahead.Route):
     def match(self, path: str) -> tuple[str, tuple] | None:
         return (paths.RUNNER_CLAIM, ()) if path == paths.RUNNER_CLAIM else None
 
-    async def answer(self, scope, receive, send) -> int | None:
-        token, read = ahead.headers(scope, self.max_bytes)
-        if not read:
-            return await self.inner(scope, receive, send)
-        body, received = await ahead.read_body(receive, self.max_bytes)
-        if body is None:  # too large, or the connection went: the app answers as it would
-            return await self.inner(scope, _replay(received, receive), send)
-        core = self.state.core
-        try:
-            data = loads(body) if body else None
-            runner = runners.authenticate(core, token)
-            claim = Claim.model_validate(data, from_attributes=True)
-        except Exception:  # noqa: BLE001 - every refusal (or failure) is the app's own answer
-            return await self.inner(scope, _replay(received, receive), send)
-        del body, data, received
-        try:
-            answer = await self._answer(core, scope, runner, claim)
-        except Exception as exc:  # noqa: BLE001 - the one error shape, as the app's handlers
-            answer = ahead.failure(exc, "POST", paths.RUNNER_CLAIM)
-        await answer(scope, receive, send)
-        return answer.status_code
+    def accept(self, token, data):
+        return (runners.authenticate(self.state.core, token),
+                Claim.model_validate(data, from_attributes=True))
+
+    async def respond(self, scope, accepted) -> Response:
+        runner, claim = accepted
+        return await self._answer(self.state.core, scope, runner, claim)
 
     async def _answer(self, core, scope, runner, body: Claim) -> Response:
         """The route's logic (``routes/runners.py`` ``claim``)."""

@@ -33,7 +33,7 @@ from gg.api.runners import FactsStored, HandedBack, LeaseRenewed
 from gg.api.schemas import HandBack, Renew, Report
 from gg.control import leases, runners
 from gg.server import ahead
-from gg.server.json_body import loads
+from starlette.responses import Response
 
 _PREFIX, _, _ = paths.LEASE_RENEW.partition("{flight_id}")
 _RENEWED, _STORED, _HANDED = (TypeAdapter(LeaseRenewed), TypeAdapter(FactsStored),
@@ -63,28 +63,14 @@ class LeaseCalls(ahead.Route):
         call = _call(path)
         return None if call is None else (_CALLS[call[1]][0], call)
 
-    async def answer(self, scope, receive, send, flight_id: str, call: str) -> int | None:
-        template, model, retired_may = _CALLS[call]
-        token, read = ahead.headers(scope, self.max_bytes)
-        if not read:
-            return await self.inner(scope, receive, send)
-        raw, received = await ahead.read_body(receive, self.max_bytes)
-        if raw is None:  # too large, or the connection went: the app answers as it would
-            return await self.inner(scope, ahead.replay(received, receive), send)
-        core = self.state.core
-        try:
-            data = loads(raw) if raw else None
-            runner = runners.authenticate(core, token, retired_may_hand_back=retired_may)
-            body = model.model_validate(data)
-        except Exception:  # noqa: BLE001 - every refusal (or failure) is the app's own answer
-            return await self.inner(scope, ahead.replay(received, receive), send)
-        del raw, data, received
-        try:
-            answer = await self._answer(core, call, runner, flight_id, body)
-        except Exception as exc:  # noqa: BLE001 - the one error shape, as the app's handlers
-            answer = ahead.failure(exc, "POST", scope["path"])
-        await answer(scope, receive, send)
-        return answer.status_code
+    def accept(self, token, data, flight_id: str, call: str):
+        _, model, retired_may = _CALLS[call]
+        return (runners.authenticate(self.state.core, token, retired_may_hand_back=retired_may),
+                model.model_validate(data))
+
+    async def respond(self, scope, accepted, flight_id: str, call: str) -> Response:
+        runner, body = accepted
+        return await self._answer(self.state.core, call, runner, flight_id, body)
 
     @staticmethod
     async def _answer(core, call: str, runner, flight_id: str, body):

@@ -34,7 +34,7 @@ from gg.api.flights import FlightRow
 from gg.api.schemas import FlightOpen
 from gg.control import answers, people
 from gg.server import ahead
-from gg.server.json_body import loads
+from starlette.responses import Response
 from gg.server.routes.flights import opening
 
 _ROW = TypeAdapter(FlightRow)
@@ -46,25 +46,11 @@ class OpenRoute(ahead.Route):
     def match(self, path: str) -> tuple[str, tuple] | None:
         return (paths.FLIGHTS, ()) if path == paths.FLIGHTS else None
 
-    async def answer(self, scope, receive, send) -> int | None:
-        token, read = ahead.headers(scope, self.max_bytes)
-        if not read or token is None:
-            return await self.inner(scope, receive, send)
-        raw, received = await ahead.read_body(receive, self.max_bytes)
-        if raw is None:  # too large, or the connection went: the app answers as it would
-            return await self.inner(scope, ahead.replay(received, receive), send)
-        core = self.state.core
-        try:
-            data = loads(raw) if raw else None
-            person = people.authenticate_person(core, token)
-            body = FlightOpen.model_validate(data)
-        except Exception:  # noqa: BLE001 - every refusal (or failure) is the app's own answer
-            return await self.inner(scope, ahead.replay(received, receive), send)
-        del raw, data, received
-        try:
-            answer = ahead.answer(_ROW, await answers.opened(core, person, **opening(body)),
-                                  status=201)
-        except Exception as exc:  # noqa: BLE001 - the one error shape, as the app's handlers
-            answer = ahead.failure(exc, "POST", paths.FLIGHTS)
-        await answer(scope, receive, send)
-        return answer.status_code
+    def accept(self, token, data):
+        return (people.authenticate_person(self.state.core, token),
+                FlightOpen.model_validate(data))
+
+    async def respond(self, scope, accepted) -> Response:
+        person, body = accepted
+        return ahead.answer(_ROW, await answers.opened(self.state.core, person, **opening(body)),
+                            status=201)
