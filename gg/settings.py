@@ -31,6 +31,13 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024 ** 2, "mb": 1024 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 
 
+def _whole(text: str) -> int:
+    """A whole number; ValueError with a plain sentence when ``text`` is not one."""
+    if not re.fullmatch(r"\s*[+-]?\d+\s*", text):
+        raise ValueError(f"{text!r} is not a whole number")
+    return int(text)
+
+
 def parse_size(text: str) -> int:
     """Bytes in ``text`` (``512k``, ``10MB``, ``1g``: units of 1024); ValueError with a plain
     sentence when it is not a size."""
@@ -181,7 +188,7 @@ class Settings:
                 elif f.name in CHOICES:
                     values[f.name] = _choice(raw, CHOICES[f.name])
                 elif f.type in (int, "int"):
-                    values[f.name] = int(raw)
+                    values[f.name] = _whole(raw)
                 else:
                     values[f.name] = parse_duration(raw)
             except ValueError as exc:

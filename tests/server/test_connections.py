@@ -17,6 +17,7 @@ import threading
 
 import httpx
 import psutil
+import pytest
 
 from gg.launch import LocalServer, free_port
 from gg.server.connections import CAP_CEILING, Gate, default_cap, plan_cap
@@ -267,6 +268,15 @@ def test_the_listen_backlog_is_a_setting_sized_for_a_fleet_reconnecting_at_once(
     assert server_config(None, "127.0.0.1", 0, Settings(), gate).backlog >= 4096
     settings = Settings.from_env({"GG_LISTEN_BACKLOG": "8192"})
     assert server_config(None, "127.0.0.1", 0, settings, gate).backlog == 8192
+
+
+def test_a_count_setting_that_is_not_a_whole_number_is_refused_in_one_sentence():
+    from gg.settings import Settings
+
+    with pytest.raises(ValueError) as refused:
+        Settings.from_env({"GG_LISTEN_BACKLOG": "abc"})
+    assert str(refused.value) == "GG_LISTEN_BACKLOG: 'abc' is not a whole number"
+    assert Settings.from_env({"GG_LISTEN_BACKLOG": " 8192 "}).listen_backlog == 8192
 
 
 def test_start_up_objects_are_frozen_out_of_the_collectors_full_walks():
