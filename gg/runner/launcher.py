@@ -81,10 +81,22 @@ class Launcher:
 
     def kill_all(self) -> None:
         for pid in list(self.children):
+            self.signal_group(pid, signal.SIGKILL)
+
+    def signal_group(self, pid: int, sig: int) -> None:
+        """``sig`` to the group child ``pid`` leads; to the child alone while it has not made
+        its group yet (it is forked and answered at once, and makes its session only when it
+        first runs). Either way ``sig`` is not lost: the child holds every signal blocked
+        until its own handlers are the defaults again."""
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
             try:
-                os.killpg(pid, signal.SIGKILL)
+                os.kill(pid, sig)
             except OSError:
                 pass
+        except OSError:
+            pass
 
     def serve(self) -> int:
         wake_r, wake_w = os.pipe()
@@ -155,10 +167,7 @@ class Launcher:
         if message[0] == "signal":
             _, pid, sig = message
             if pid in self.children:  # not reaped yet: the group id is still its own
-                try:
-                    os.killpg(pid, sig)
-                except OSError:
-                    pass
+                self.signal_group(pid, sig)
         elif message[0] == "start":
             _, ticket, argv, env, cwd = message
             try:
@@ -173,8 +182,12 @@ class Launcher:
         return True
 
     def fork(self, argv: list[str], env: dict[str, str], cwd: str, fds: list[int]) -> int:
+        # Every signal is held across the fork: one sent to the child before it has put its
+        # handlers back (a stop that comes at once) waits for the defaults, then acts.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         pid = os.fork()
         if pid:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
             return pid
         try:  # the child: nothing here may return into the launcher's loop
             for sig in RESTORED:
@@ -184,6 +197,7 @@ class Launcher:
             self.pdeathsig(signal.SIGKILL)
             if os.getppid() != self.me:  # the launcher died before the signal was armed
                 os._exit(137)
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal held till now acts here
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)  # dup2 leaves the copy inheritable
             os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)

@@ -212,3 +212,23 @@ def test_sigterm_to_the_launcher_leaves_it_and_its_flights_running():
     finally:
         proc.kill()
     assert proc.wait(timeout=30) == -signal.SIGKILL
+
+
+def test_a_stop_sent_the_moment_a_process_is_started_is_never_lost():
+    """The launcher answers a start as soon as it has forked, before the child has made its
+    own process group or put its signal handlers back: a SIGTERM or SIGKILL sent in that
+    moment (a flight cancelled at once) still ends the process, as the signal it was."""
+    def started_and_stopped_at_once(n: int):
+        sig = signal.SIGKILL if n % 2 else signal.SIGTERM
+        proc = LAUNCHER.start(["sleep", "600"], env=None, cwd="/")
+        proc.send_signal(sig)
+        try:
+            return proc.wait(timeout=30) == -sig
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)  # the stop was lost: do not leave it behind
+            proc.wait(timeout=30)
+            return False
+
+    with ThreadPoolExecutor(16) as pool:
+        ended = list(pool.map(started_and_stopped_at_once, range(2000)))
+    assert ended.count(False) == 0
