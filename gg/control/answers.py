@@ -20,8 +20,8 @@ from gg.control.views import flight_for_runner, runner_view, runners_view
 from gg.domain import estimates as estimate_rules
 from gg.domain.flights import Flight
 from gg.domain.leases import Grant
-from gg.domain.runners import Runner, is_online
-from gg.errors import NotFound
+from gg.domain.runners import Runner, RunnerIdentity, is_online
+from gg.errors import NotFound, Unauthorized
 
 WaitFor = Callable[[float], Awaitable[None]]
 
@@ -77,7 +77,7 @@ def runner_by_fingerprint(core: Core, fingerprint: str) -> dict:
     return runner_view(core, runners.by_fingerprint(core, fingerprint), detail=True)
 
 
-async def checked_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | None,
+async def checked_in(core: Core, runner: Runner | RunnerIdentity, *, readings: dict, inventory: dict | None,
                      capabilities: dict | None, version: str | None, held: list[str],
                      peer_address: str | None, workers: int | None,
                      labels_stated: dict[str, str] | None, agents: list[str] | None,
@@ -85,7 +85,9 @@ async def checked_in(core: Core, runner: Runner, *, readings: dict, inventory: d
                      credentials_digest: str | None = None) -> dict:
     """A check-in: the core's, then enrolment's (agents before, the maintenance report after);
     a runner that came back online may take waiting flights."""
-    runner = core.store.runner(runner.id) or runner  # fresh: the credential check may be cached
+    runner = core.store.runner(runner.id)  # its row: the credential check is cached
+    if runner is None:  # forgotten since the check
+        raise Unauthorized()
     was_online = is_online(runner, core.now(), core.settings.offline_after)
     extra = enrolment.on_check_in(core, runner, agents=agents)
     answer = runners.check_in(core, runner, readings=readings, inventory=inventory,
@@ -106,14 +108,16 @@ def claim_wait(core: Core, asked: float | None) -> float:
     return core.settings.claim_wait if asked is None else min(asked, core.settings.claim_wait)
 
 
-def claimed(core: Core, runner: Runner, got: tuple[Flight, Grant] | None) -> dict | None:
+def claimed(core: Core, runner: RunnerIdentity, got: tuple[Flight, Grant] | None) -> dict | None:
     """The answer to a claim that was granted ``got`` (None: nothing for you)."""
     if got is None:
         return None
     flight, grant = got
-    fresh = core.store.runner_policy(runner.id)  # in force at the grant, not at parking
+    policy = core.store.runner_policy(runner.id)  # in force at the grant, not at parking
+    if policy is None:  # forgotten since it parked: its lease expires and the flight goes on
+        raise Unauthorized()
     return {"flight": flight_for_runner(flight, core.settings),
-            "policy": fresh if fresh is not None else runner.policy,
+            "policy": policy,
             "lease": {"epoch": grant.epoch, "expires_at": grant.expires_at,
                       "granted_at": grant.granted_at},
             "protocol": core.settings.protocol()}

@@ -6,9 +6,10 @@ credential stops naming that runner as it did: renewed, superseded by a new regi
 enrolment, a member's credential cut, the runner retired or forgotten (the use cases that do
 so call :meth:`CredentialCache.forget`). A read that began before such a drop never refills
 the cache with what it read (a generation count guards the fill), and every entry is dropped
-after ``credential_cache_ttl`` in any case. What is cached is a snapshot of the runner's row
-for identity (id, name, kind, credential expiry, retired or not); routes that need its
-changing fields read them fresh (a check-in, a claim's heartbeat).
+after ``credential_cache_ttl`` in any case. What is cached is the runner's identity only
+(:class:`~gg.domain.runners.RunnerIdentity`: id, name, kind, credential expiry, retired or
+not, ~0.3 KB), never its row: routes that need its changing fields read them fresh (a
+check-in, a claim's heartbeat, a pool maintainer's calls).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import threading
 from collections import OrderedDict
 from typing import Callable
 
-from gg.domain.runners import Runner
+from gg.domain.runners import RunnerIdentity
 
 
 class CredentialCache:
@@ -25,14 +26,14 @@ class CredentialCache:
         self.size = size
         self.ttl = ttl
         self.clock = clock
-        self._entries: OrderedDict[str, tuple[Runner, float]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[RunnerIdentity, float]] = OrderedDict()
         self._lock = threading.Lock()
         self.generation = 0
         # With replicas (gg.server.replicas): told every runner forgotten here, so that the
         # other replicas drop their entries too (they call forget(..., told=False)).
         self.on_forget: Callable[[str], None] | None = None
 
-    def get(self, token_hash: str) -> Runner | None:
+    def get(self, token_hash: str) -> RunnerIdentity | None:
         if self.size <= 0:
             return None
         with self._lock:
@@ -46,7 +47,7 @@ class CredentialCache:
             self._entries.move_to_end(token_hash)
             return runner
 
-    def put(self, token_hash: str, runner: Runner, generation: int) -> None:
+    def put(self, token_hash: str, runner: RunnerIdentity, generation: int) -> None:
         """Keep ``runner`` for ``token_hash``, unless something was forgotten since the read
         that found it began (``generation`` is :attr:`generation` as it was then)."""
         if self.size <= 0:

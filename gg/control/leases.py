@@ -21,7 +21,7 @@ from gg.domain.events import EventKind
 from gg.domain.flights import Event, Flight, Outcome, Priority, Stage, changed
 from gg.domain.groups import Placement
 from gg.domain.matching import Assignment, Seat, assign, seat
-from gg.domain.runners import AdminState, Runner, after_lease_ended
+from gg.domain.runners import AdminState, Runner, RunnerIdentity, after_lease_ended
 from gg.errors import BadRequest, GGError
 
 def expire_due(core: Core, now: float) -> int:
@@ -163,7 +163,7 @@ def _apply(core: Core, plan: list[Assignment], now: float) -> list[tuple[Flight,
     return out
 
 
-def _holding(core: Core, runner: Runner, flight_id: str, *, epoch: int, now: float,
+def _holding(core: Core, runner: Runner | RunnerIdentity, flight_id: str, *, epoch: int, now: float,
              flight: Flight | None = None) -> Flight:
     """The flight if ``runner`` holds its lease at ``epoch`` now, else the refusal. ``flight``:
     the row as this transaction read it already (not read again)."""
@@ -173,7 +173,7 @@ def _holding(core: Core, runner: Runner, flight_id: str, *, epoch: int, now: flo
     return leases.check_holder(flight, runner.id, epoch, now, held)
 
 
-def renew(core: Core, runner: Runner, flight_id: str, epoch: int) -> dict:
+def renew(core: Core, runner: Runner | RunnerIdentity, flight_id: str, epoch: int) -> dict:
     now = core.now()
     with core.store.atomic():
         expired = expire_due(core, now)
@@ -186,7 +186,8 @@ def renew(core: Core, runner: Runner, flight_id: str, epoch: int) -> dict:
             "service": flight.service}
 
 
-def report(core: Core, runner: Runner, flight_id: str, *, epoch: int, facts: list[dict]) -> dict:
+def report(core: Core, runner: Runner | RunnerIdentity, flight_id: str, *, epoch: int,
+           facts: list[dict]) -> dict:
     now = core.now()
     stored = 0
     with core.store.atomic():
@@ -204,8 +205,8 @@ def report(core: Core, runner: Runner, flight_id: str, *, epoch: int, facts: lis
     return {"stored": stored, "received": len(facts)}
 
 
-def _store_facts(core: Core, flight: Flight, runner: Runner, *, epoch: int, facts: list[dict],
-                 now: float) -> int:
+def _store_facts(core: Core, flight: Flight, runner: Runner | RunnerIdentity, *, epoch: int,
+                 facts: list[dict], now: float) -> int:
     """Append ``facts`` of the holder checked just before, in the caller's transaction; a
     fact sent late (``ago``: a `started` that rode with the first output or the hand-back)
     is dated when it happened, never before this epoch's grant."""
@@ -225,8 +226,8 @@ def _repeat(core: Core, flight_id: str, fact: dict) -> bool:
     return key is not None and core.store.fact_with_key(flight_id, key) is not None
 
 
-def hand_back(core: Core, runner: Runner, flight_id: str, *, epoch: int, outcome: str,
-              exit_code: int | None, reason: str | None, key: str | None,
+def hand_back(core: Core, runner: Runner | RunnerIdentity, flight_id: str, *, epoch: int,
+              outcome: str, exit_code: int | None, reason: str | None, key: str | None,
               facts: list[dict] | None = None) -> dict:
     """The holder ends its lease: landed, failed, or returned (ready again at once).
 
@@ -270,8 +271,8 @@ def hand_back(core: Core, runner: Runner, flight_id: str, *, epoch: int, outcome
     return {"flight": flight_id, "stage": stage, "repeat": False}
 
 
-def _repeat_of_accepted(core: Core, flight: Flight | None, runner: Runner, *, epoch: int,
-                        outcome: str, key: str | None) -> bool:
+def _repeat_of_accepted(core: Core, flight: Flight | None, runner: Runner | RunnerIdentity, *,
+                        epoch: int, outcome: str, key: str | None) -> bool:
     """An identical repeat of an accepted hand-back is harmless (a lost answer retried)."""
     if flight is None or runner.id not in (flight.lease_runner,):
         return False

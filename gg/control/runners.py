@@ -14,8 +14,8 @@ from gg.domain import identity, tokens
 from gg.domain import machine_console as console_rules
 from gg.domain.events import EventKind
 from gg.domain.pools import MEMBER_KIND
-from gg.domain.runners import (AdminState, Instruction, Runner, instruction_at_claim, is_online,
-                               silently_gone)
+from gg.domain.runners import (AdminState, Instruction, Runner, RunnerIdentity,
+                               instruction_at_claim, is_online, silently_gone)
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -122,8 +122,10 @@ def insert_keyed(core: Core, *, public_key: str, fields: dict, now: float) -> st
     return runner.id
 
 
-def authenticate(core: Core, token: str | None, *, retired_may_hand_back: bool = False) -> Runner:
-    """The runner holding ``token``; the same opaque 401 for every kind of refusal.
+def authenticate(core: Core, token: str | None, *,
+                 retired_may_hand_back: bool = False) -> RunnerIdentity:
+    """Who holds ``token`` (cached: a hit reads nothing); the same opaque 401 for every kind
+    of refusal. :func:`authenticate_row` when the caller needs the runner's row.
 
     A retired runner's credential is refused with 403 ``runner_retired`` (so its process
     stops for good), except where ``retired_may_hand_back``: the hand-back route, where the
@@ -140,7 +142,7 @@ def authenticate(core: Core, token: str | None, *, retired_may_hand_back: bool =
         found = core.store.runner_by_credential(wanted)
         if found is None or not tokens.same_digest(found[1], wanted):
             raise Unauthorized()
-        runner = found[0]
+        runner = RunnerIdentity.of(found[0])
         cache.put(wanted, runner, generation)
     if is_retired(runner) and not retired_may_hand_back:
         raise retired_refusal(runner)
@@ -149,11 +151,19 @@ def authenticate(core: Core, token: str | None, *, retired_may_hand_back: bool =
     return runner
 
 
-def is_retired(runner: Runner) -> bool:
+def authenticate_row(core: Core, token: str | None) -> Runner:
+    """:func:`authenticate`, then the runner's row as it is now (its policy, labels, key…)."""
+    runner = core.store.runner(authenticate(core, token).id)
+    if runner is None:  # forgotten since the check
+        raise Unauthorized()
+    return runner
+
+
+def is_retired(runner: Runner | RunnerIdentity) -> bool:
     return runner.retired_at is not None or runner.admin_state == AdminState.RETIRED.value
 
 
-def retired_refusal(runner: Runner | None = None) -> Forbidden:
+def retired_refusal(runner: Runner | RunnerIdentity | None = None) -> Forbidden:
     if runner is not None and runner.ephemeral:
         return Forbidden(EPHEMERAL_RETIRED, code="runner_retired")
     return Forbidden("this runner was retired by an admin: its credential is dead",
@@ -184,7 +194,7 @@ def after_ephemeral_flight(core: Core, runner: Runner, now: float) -> None:
                reason="ephemeral: its one flight ended")
 
 
-def challenge(core: Core, runner: Runner) -> dict:
+def challenge(core: Core, runner: Runner | RunnerIdentity) -> dict:
     _refuse_member_renewal(runner)
     nonce = secrets.token_urlsafe(32)
     with core.store.atomic():
@@ -274,7 +284,7 @@ def _warmed(core: Core, runner: Runner, now: float) -> None:
         estimate_ops.on_first_check_in(core, member.pool, member.cycle_started_at, now)
 
 
-def heartbeat(core: Core, runner: Runner, *, readings: dict, free_slots: int,
+def heartbeat(core: Core, runner: Runner | RunnerIdentity, *, readings: dict, free_slots: int,
               peer_address: str | None, stated_policy: str | None) -> Instruction | None:
     """A claim that carries the runner's readings counts as its check-in: ``last_seen_at`` and
     the readings are written (no fsync, like a check-in), and the answer is the instruction the
@@ -295,8 +305,8 @@ def heartbeat(core: Core, runner: Runner, *, readings: dict, free_slots: int,
     return told
 
 
-async def heartbeat_coalesced(core: Core, runner: Runner, *, readings: dict, free_slots: int,
-                              peer_address: str | None,
+async def heartbeat_coalesced(core: Core, runner: Runner | RunnerIdentity, *, readings: dict,
+                              free_slots: int, peer_address: str | None,
                               stated_policy: str | None) -> Instruction | None:
     """:func:`heartbeat` on the event loop, its write coalesced with other runners' (one
     statement per group commit, gg.control.heartbeats): the reads it decides on are made on a
@@ -312,8 +322,9 @@ async def heartbeat_coalesced(core: Core, runner: Runner, *, readings: dict, fre
     return told
 
 
-def _heartbeat_read(core: Core, runner: Runner, *, readings: dict, free_slots: int, now: float,
-                    peer_address: str | None, stated_policy: str | None
+def _heartbeat_read(core: Core, runner: Runner | RunnerIdentity, *, readings: dict,
+                    free_slots: int, now: float, peer_address: str | None,
+                    stated_policy: str | None
                     ) -> tuple[Runner, Instruction | None, dict]:
     """The runner as stored, the instruction it must hear (if any), and what to write."""
     found = core.store.runner_for_heartbeat(runner.id)
@@ -351,7 +362,7 @@ def _pending(runner: Runner) -> bool:
             and (runner.checks_at is None or runner.policy_changed_at > runner.checks_at))
 
 
-def _refuse_member_renewal(runner: Runner) -> None:
+def _refuse_member_renewal(runner: Runner | RunnerIdentity) -> None:
     """A pool member's credential (MEMBER_CREDENTIAL_TTL) is never renewed: its pool replaces
     the member before the credential ends (gg.domain.pool_planner, Replace)."""
     if runner.kind == MEMBER_KIND:
@@ -359,7 +370,7 @@ def _refuse_member_renewal(runner: Runner) -> None:
                         "member before it ends", code="member_not_renewed")
 
 
-def goodbye(core: Core, runner: Runner) -> None:
+def goodbye(core: Core, runner: Runner | RunnerIdentity) -> None:
     with core.store.atomic():
         core.store.update_runner(runner.id, goodbye_at=core.now())
         core.event(EventKind.RUNNER_GOODBYE, actor=_actor(runner), runner_id=runner.id)
@@ -458,5 +469,5 @@ def _note_skew(core: Core, runner: Runner, *, skew: str, version: str | None,
                    server_version=core.version, server_commit=core.commit)
 
 
-def _actor(runner: Runner) -> str:
+def _actor(runner: Runner | RunnerIdentity) -> str:
     return f"runner:{runner.name}"

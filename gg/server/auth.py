@@ -10,7 +10,7 @@ from fastapi import Request
 
 from gg.control import people, runners
 from gg.domain import tokens
-from gg.domain.runners import Runner
+from gg.domain.runners import Runner, RunnerIdentity
 from gg.errors import Forbidden, Unauthorized
 
 
@@ -41,11 +41,17 @@ async def person_only(request: Request) -> dict:
 
 
 async def runner(request: Request) -> Runner:
+    """The runner's row, as it is now: for the routes that read its policy, labels or key."""
+    return runners.authenticate_row(request.app.state.core, bearer(request))
+
+
+async def runner_identity(request: Request) -> RunnerIdentity:
+    """Who the runner is (a cached credential check, no store read): the lease calls."""
     return runners.authenticate(request.app.state.core, bearer(request))
 
 
-async def runner_handing_back(request: Request) -> Runner:
-    """As :func:`runner`, but a retired runner passes: its hand-back of a flight it still
-    holds acknowledges the stop (the use case refuses it anything else)."""
+async def runner_handing_back(request: Request) -> RunnerIdentity:
+    """As :func:`runner_identity`, but a retired runner passes: its hand-back of a flight it
+    still holds acknowledges the stop (the use case refuses it anything else)."""
     return runners.authenticate(request.app.state.core, bearer(request),
                                 retired_may_hand_back=True)

@@ -8,7 +8,7 @@ import pytest
 from gg import keys
 from gg.control import admin, runners
 from gg.control.credential_cache import CredentialCache
-from gg.domain.runners import Runner
+from gg.domain.runners import Runner, RunnerIdentity
 from gg.errors import Forbidden, Unauthorized
 from support import new_key, proof
 
@@ -28,6 +28,20 @@ def test_a_second_check_reads_the_cache_not_the_store(core, owner):
     core.store.runner_by_credential = lambda h: calls.append(h) or real(h)
     assert runners.authenticate(core, credential).id == runner.id
     assert calls == []
+
+
+def test_the_cache_holds_who_a_credential_names_not_the_runners_row(core, owner):
+    """10,000 cached credentials must not hold 10,000 rows with their inventories: the cache
+    keeps the identity; a route that needs the row reads it as it is now."""
+    runner, credential, _ = _register(core, owner)
+    core.store.update_runner(runner.id, inventory={"hostname": "h" * 4000},
+                             labels={"zone": "a"})
+    who = runners.authenticate(core, credential)
+    assert who == RunnerIdentity.of(core.store.runner(runner.id))
+    assert not hasattr(who, "inventory") and not hasattr(who, "__dict__")
+    core.store.update_runner(runner.id, labels={"zone": "b"})  # the cache is not told
+    assert runners.authenticate(core, credential) is who  # a hit
+    assert runners.authenticate_row(core, credential).labels == {"zone": "b"}
     with pytest.raises(Unauthorized):
         runners.authenticate(core, credential[:-2] + "xx")  # a near miss is a miss, then a 401
 

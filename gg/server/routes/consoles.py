@@ -85,7 +85,7 @@ async def runner_side(websocket: WebSocket, console_id: str) -> None:
     core, meetings = app.state.core, app.state.relay
     await websocket.accept()
     try:
-        runner = runners.authenticate(core, auth.bearer(websocket))
+        runner = runners.authenticate_row(core, auth.bearer(websocket))
         console_ops.join(core, runner, console_id)
     except GGError as exc:
         return await _refuse(websocket, exc.message)

@@ -13,7 +13,7 @@ from gg.api.runners import (Challenge, CheckedIn, Claimed, CredentialRenewed, Fa
 from gg.api.schemas import (CheckIn, Claim, CredentialRenew, HandBack, KeyNonceAsk, Ok, Renew,
                             Report, RunnerRegister)
 from gg.control import answers, key_proof, leases, runners
-from gg.domain.runners import Runner
+from gg.domain.runners import Runner, RunnerIdentity
 from gg.errors import BadRequest
 from gg.server import auth
 from gg.server.json_body import JsonRoute
@@ -54,7 +54,8 @@ async def runner_by_fingerprint(request: Request, fingerprint: str = Query(max_l
 
 
 @router.post(paths.RUNNER_CHECK_IN, response_model=CheckedIn)
-async def check_in(body: CheckIn, request: Request, runner: Runner = Depends(auth.runner)) -> dict:
+async def check_in(body: CheckIn, request: Request,
+                   runner: RunnerIdentity = Depends(auth.runner_identity)) -> dict:
     report = _maintenance(body.maintenance) if body.maintenance is not None else None
     return await answers.checked_in(
         request.app.state.core, runner, readings=body.readings, inventory=body.inventory,
@@ -77,7 +78,8 @@ def _maintenance(report: dict) -> MaintenanceReport:
 
 @router.post(paths.RUNNER_CLAIM, response_model=Claimed | Instructed,
              responses={204: {"description": "nothing for you"}})
-async def claim(body: Claim, request: Request, runner: Runner = Depends(auth.runner)):
+async def claim(body: Claim, request: Request,
+                runner: RunnerIdentity = Depends(auth.runner_identity)):
     core = request.app.state.core
     heartbeat = body.readings is not None
     if heartbeat:  # the claim is the runner's check-in; it may be told something at once
@@ -98,13 +100,13 @@ async def claim(body: Claim, request: Request, runner: Runner = Depends(auth.run
 
 @router.post(paths.LEASE_RENEW, response_model=LeaseRenewed)
 async def renew(flight_id: str, body: Renew, request: Request,
-                runner: Runner = Depends(auth.runner)) -> dict:
+                runner: RunnerIdentity = Depends(auth.runner_identity)) -> dict:
     return await request.app.state.core.run(leases.renew, runner, flight_id, body.epoch)
 
 
 @router.post(paths.LEASE_FACTS, response_model=FactsStored)
 async def report(flight_id: str, body: Report, request: Request,
-                 runner: Runner = Depends(auth.runner)) -> dict:
+                 runner: RunnerIdentity = Depends(auth.runner_identity)) -> dict:
     facts = [f.model_dump() for f in body.facts]
     # Output facts need not survive a power cut: their group may skip the fsync (a process
     # crash loses nothing); the hand-back's durable commit covers them on disk.
@@ -114,7 +116,7 @@ async def report(flight_id: str, body: Report, request: Request,
 
 @router.post(paths.LEASE_HAND_BACK, response_model=HandedBack)
 async def hand_back(flight_id: str, body: HandBack, request: Request,
-                    runner: Runner = Depends(auth.runner_handing_back)) -> dict:
+                    runner: RunnerIdentity = Depends(auth.runner_handing_back)) -> dict:
     return await request.app.state.core.run(
         leases.hand_back, runner, flight_id, epoch=body.epoch, outcome=body.outcome,
         exit_code=body.exit_code, reason=body.reason, key=body.key,
@@ -122,14 +124,16 @@ async def hand_back(flight_id: str, body: HandBack, request: Request,
 
 
 @router.post(paths.RUNNER_GOODBYE, response_model=Ok)
-async def goodbye(request: Request, runner: Runner = Depends(auth.runner)) -> dict:
+async def goodbye(request: Request,
+                  runner: RunnerIdentity = Depends(auth.runner_identity)) -> dict:
     runners.goodbye(request.app.state.core, runner)
     request.app.state.dispatcher.release(runner.id)
     return {"ok": True}
 
 
 @router.post(paths.RUNNER_CHALLENGE, response_model=Challenge)
-async def challenge(request: Request, runner: Runner = Depends(auth.runner)) -> dict:
+async def challenge(request: Request,
+                    runner: RunnerIdentity = Depends(auth.runner_identity)) -> dict:
     return runners.challenge(request.app.state.core, runner)
 
 
