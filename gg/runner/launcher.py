@@ -9,18 +9,22 @@ socket (:mod:`gg.runner.launching`)::
                                  ──fork──> flight B's process …
 
 - The runner sends argv, environment and working directory, and the flight's stdin, stdout
-  and stderr as file descriptors (``SCM_RIGHTS``). The launcher forks; the child makes a
-  session and process group of its own, takes a parent-death SIGKILL tied to the launcher,
-  puts the three descriptors on 0, 1 and 2, restores the signals Python changed, and execs.
-  The launcher answers the pid, and when the child ends, its wait status (so the runner
-  reads the same exit code, or the same signal, as a child of its own).
+  and stderr as file descriptors (``SCM_RIGHTS``). The launcher spawns the command
+  (``posix_spawn``: the kernel holds the launcher until the child has exec'd, so no copy of
+  the launcher is made and touched): the child makes a session and process group of its
+  own, puts the three descriptors on 0, 1 and 2, restores the signals Python changed, and
+  execs, the program found on the flight's own ``PATH``. The launcher answers the pid, and
+  when the child ends, its wait status (so the runner reads the same exit code, or the same
+  signal, as a child of its own). A command that cannot be spawned (not found, not
+  executable, a working directory that is not there) is forked instead, and the fork says
+  why on the flight's stderr and exits 127, as a shell would; that child also takes a
+  parent-death SIGKILL tied to the launcher, which a spawned child cannot.
 - The launcher holds a parent-death signal (``PR_SET_PDEATHSIG``) tied to the runner's
   long-lived spawner thread, and reads the socket: when the runner dies (the signal, or the
   socket's end of file, whichever comes first), the launcher SIGKILLs the process group of
   every child it has not reaped, then exits. A launcher killed first takes its children
-  with it (their parent-death SIGKILL); the runner sees the socket end, SIGKILLs the rest
-  of their groups, reports those flights as killed (``-9``, with a note), and starts a new
-  launcher for the next one.
+  with it: the runner sees the socket end, SIGKILLs each of their groups, reports those
+  flights as killed (``-9``, with a note), and starts a new launcher for the next one.
 - A graceful stop is the runner's: SIGTERM to the group, SIGKILL after its grace, sent
   through the launcher (``signal``), which signals a group only while its leader is not yet
   reaped, so a recycled pid is never hit. SIGTERM and SIGINT to the launcher itself are
@@ -145,6 +149,8 @@ class Launcher:
 
     def receive(self) -> tuple[tuple | None, list[int]]:
         data, fds, _flags, _addr = socket.recv_fds(self.sock, HEADER + CHUNK, 3)
+        for fd in fds:  # a spawned command gets them only as the 0, 1 and 2 it is given
+            os.set_inheritable(fd, False)
         if not data:
             return None, fds
         size = int.from_bytes(data[:HEADER], "big")
@@ -171,7 +177,7 @@ class Launcher:
         elif message[0] == "start":
             _, ticket, argv, env, cwd = message
             try:
-                pid = self.fork(argv, env, cwd, fds)
+                pid = self.start(argv, env, cwd, fds)
             except OSError as exc:
                 self.send(("refused", ticket, f"cannot start a process: {exc.strerror}"))
             else:
@@ -180,6 +186,19 @@ class Launcher:
         for fd in fds:
             os.close(fd)
         return True
+
+    def start(self, argv: list[str], env: dict[str, str], cwd: str, fds: list[int]) -> int:
+        """Spawn ``argv``; fork it where spawning fails, so that its child says why."""
+        program = find(argv[0], env)
+        if program is not None:
+            try:
+                os.chdir(cwd)  # this process has one thread: the child starts here
+                return os.posix_spawn(
+                    program, argv, env, setsid=True, setsigdef=RESTORED,
+                    file_actions=[(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate(fds)])
+            except OSError:
+                pass
+        return self.fork(argv, env, cwd, fds)
 
     def fork(self, argv: list[str], env: dict[str, str], cwd: str, fds: list[int]) -> int:
         # Every signal is held across the fork: one sent to the child before it has put its
@@ -211,10 +230,22 @@ class Launcher:
             os._exit(127)
 
 
+def find(name: str, env: dict[str, str]) -> str | None:
+    """The file ``name`` execs as, searched on the flight's own ``PATH`` (as ``execvpe``
+    does), or None when there is none to run."""
+    candidates = [name] if os.path.dirname(name) else [
+        os.path.join(folder, name) for folder in os.get_exec_path(env)]
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print("usage: launcher.py RUNNER_PID SOCKET_FD", file=sys.stderr)
         return 127
+    os.set_inheritable(int(argv[2]), False)  # no command it starts may hold the runner's end
     sock = socket.socket(fileno=int(argv[2]))
     return Launcher(int(argv[1]), sock).serve()
 

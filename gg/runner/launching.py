@@ -7,10 +7,9 @@ again after it died; :class:`LaunchedProcess` is what the flight holds, shaped l
 ``subprocess.Popen`` (``pid``, ``poll``, ``wait(timeout)``, ``returncode``, ``stdout``) with
 ``send_signal`` going to the process group.
 
-When the launcher dies under running flights (killed by hand, say), their processes die
-with it (a parent-death SIGKILL) and the runner SIGKILLs the rest of each one's group: each
-ends as ``-SIGKILL`` with :data:`LAUNCHER_DIED` as its ``note`` (the reason its flight fails
-with), and the next flight starts a new launcher.
+When the launcher dies under running flights (killed by hand, say), the runner SIGKILLs each
+one's process group: each ends as ``-SIGKILL`` with :data:`LAUNCHER_DIED` as its ``note``
+(the reason its flight fails with), and the next flight starts a new launcher.
 
 The parent-death signals follow the thread that forked: the launcher is started from
 :data:`SPAWNER`'s thread, which lives as long as the runner process, and forks every
@@ -276,13 +275,14 @@ class Launcher:
             out = null if stdout is None else stdout
             err = out if stderr == STDOUT else (null if stderr is None else stderr)
             fds = [null if stdin is None else stdin, out, err]
+            where = os.path.abspath(cwd)  # the launcher's own folder is not the runner's
             channel = self.channel()
             try:
-                proc = channel.start(argv, env, str(cwd), fds)
+                proc = channel.start(argv, env, where, fds)
             except OSError:
                 if channel.alive:
                     raise
-                proc = self.channel().start(argv, env, str(cwd), fds)  # it had just died
+                proc = self.channel().start(argv, env, where, fds)  # it had just died
         except BaseException:
             if reader is not None:
                 os.close(reader)
