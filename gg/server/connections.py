@@ -34,6 +34,8 @@ from typing import Callable
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from gg.server.one_send import OneSend
+
 try:  # uvicorn[standard]: the C parser and loop; pure-Python ones otherwise
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as FastProtocol
     import uvloop  # noqa: F401
@@ -143,7 +145,7 @@ def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
                 self._refused = True
                 transport.abort()
                 return
-            super().connection_made(transport)
+            super().connection_made(OneSend(transport, self.loop))  # a response, one send
             self._arm()
 
         def connection_lost(self, exc) -> None:

@@ -289,3 +289,30 @@ def test_start_up_objects_are_frozen_out_of_the_collectors_full_walks():
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def _data_segments_in(sock: socket.socket) -> int:
+    """Segments that carried data into ``sock`` (Linux's tcp_info ``tcpi_data_segs_in``)."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    return int.from_bytes(info[152:156], sys.byteorder)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's tcp_info")
+def test_an_answer_leaves_in_one_segment_head_and_body_together(tmp_path):
+    """uvicorn writes a response's head and body separately; each would leave as a send and
+    a segment of its own (two system calls on the server, two wake-ups for the client)."""
+    server = _server(tmp_path, {})
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as client:
+            for _ in range(3):  # every answer on a kept-alive connection, not only the first
+                before = _data_segments_in(client)
+                client.sendall(b"GET /v1/health HTTP/1.1\r\nHost: gg\r\n\r\n")
+                seen = b""
+                while not seen.endswith(b"}"):
+                    chunk = client.recv(4096)
+                    assert chunk, seen
+                    seen += chunk
+                assert seen.startswith(b"HTTP/1.1 200") and b'"ok"' in seen
+                assert _data_segments_in(client) - before == 1
+    finally:
+        server.stop()
