@@ -206,6 +206,7 @@ class Settings:
             "lease_renew_at": self.lease_renew_at,
             "maintenance_check_interval": self.maintenance_check_interval,
             "started_within": self.started_within,
+            "hand_back_claims": True,
         }
 
 

@@ -181,6 +181,8 @@ class HandedBack(Answer):
     flight: str
     stage: str
     repeat: bool
+    # With ``claim_next``: the next flight granted to this runner in the same call, if any.
+    next: Claimed | None = None
 
 
 class Challenge(Answer):

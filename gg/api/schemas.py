@@ -62,6 +62,10 @@ class Protocol(Answer):
     # neither left within this (docs/lease-protocol.md, "A flight's requests"). None: an
     # older control plane, which takes `started` only as a report of its own, sent at once.
     started_within: float | None = None
+    # The hand-back takes ``claim_next``: the flight's slot is filled at once with the next
+    # flight, in the hand-back's answer (docs/lease-protocol.md, "A flight's requests").
+    # False: an older control plane; the runner claims again on its own.
+    hand_back_claims: bool = False
 
 
 class Health(Answer):
@@ -181,6 +185,9 @@ class HandBack(Request):
     # The `started` fact, when the flight ended before it was sent: stored in the hand-back's
     # own transaction, after the same (flight, epoch) check, before the outcome.
     facts: Annotated[list[Fact], Field(max_length=1), AfterValidator(_only_started)] = []
+    # Free slots to fill at once: the answer's ``next`` is a flight granted to this runner in
+    # the same call (a claim that does not park), or null when none is ready for it now.
+    claim_next: Annotated[int, Field(ge=0, le=256)] = 0
 
 
 class CredentialRenew(Request):

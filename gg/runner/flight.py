@@ -45,7 +45,7 @@ from gg.client import ApiError, Client, RETRY_FLIGHT_MIN, Unreachable
 from gg.domain.flights import Outcome
 from gg.domain.timeouts import timed_out_reason
 from gg.domain.output import TRUNCATED
-from gg.api.runners import FlightForRunner
+from gg.api.runners import Claimed, FlightForRunner
 from gg.runner import isolation, repository
 from gg.runner.alarm import ALARM
 from gg.runner.launching import LAUNCHER, SPAWNER, LaunchedProcess, signal_group
@@ -85,6 +85,10 @@ class FlightRun:
     timed_out: threading.Event = field(default_factory=threading.Event)
     taken_at: float = field(default_factory=time.monotonic)  # the limit counts from here
     on_retired: Callable[[], None] | None = None  # the runner stops everything, for good
+    # The hand-back asks for the next flight at once (free slots, 0: not now) and keeps it
+    # here: one request a flight fewer (docs/lease-protocol.md, "A flight's requests").
+    claim_next: Callable[[], int] | None = None
+    next: Claimed | None = None
     policy: dict = field(default_factory=dict)
     capabilities: dict = field(default_factory=dict)
     state_dir: Path | None = None
@@ -431,13 +435,18 @@ class FlightRun:
             started = self._started.take()
             if started:
                 body["facts"] = started
+            wanted = (self.claim_next() if self.claim_next is not None
+                      and outcome != Outcome.RETURNED.value else 0)
+            if wanted > 0:
+                body["claim_next"] = wanted
             try:
-                self.client.hand_back(self.id, body, retry_for=self._patience())
+                handed = self.client.hand_back(self.id, body, retry_for=self._patience())
             except (ApiError, Unreachable) as exc:
                 self._started.put_back(started)
                 refused = exc
             else:
                 refused = None
+                self.next = handed.next
         if refused is not None:
             if isinstance(refused, Unreachable):
                 return "lost"

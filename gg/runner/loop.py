@@ -485,6 +485,13 @@ class Runner:
             self.stop.wait(interval)
 
     def _take(self, answer: Claimed) -> None:
+        run = self._taken(answer)
+        if run is not None:
+            self.flight_threads.fly(run)
+
+    def _taken(self, answer: Claimed) -> FlightRun | None:
+        """The flight ``answer`` granted, counted as taken; None when it went straight back
+        (granted while this runner stops)."""
         flight = answer.flight
         lease = answer.lease
         ttl = lease.expires_at - lease.granted_at
@@ -495,7 +502,9 @@ class Runner:
                         policy=answer.policy or self.policy,
                         capabilities=self.capabilities or {}, state_dir=self.state.path,
                         hidden=list(self.options.hidden), on_unmet=self.policy_unmet,
-                        on_retired=lambda: self.request_stop(RETIRED_SENTENCE, retired=True))
+                        on_retired=lambda: self.request_stop(RETIRED_SENTENCE, retired=True),
+                        claim_next=(self._next_wanted if answer.protocol.hand_back_claims
+                                    else None))
         if self.stop.is_set():  # granted while stopping: give it straight back
             try:
                 self.client.hand_back(flight.id, {"epoch": lease.epoch, "outcome": Outcome.RETURNED,
@@ -504,18 +513,27 @@ class Runner:
                                       retry_for=RETRY_CALL)
             except (ApiError, Unreachable):
                 pass
-            return
+            return None
         with self.slots:
             self.taken += 1
             self.runs[run.id] = run
-        self.flight_threads.fly(run)
+        return run
+
+    def _next_wanted(self) -> int:
+        """Slots a hand-back asks to fill at once: its own, unless nothing new may be taken."""
+        return 0 if self.stop.is_set() or self.draining or self.options.once else 1
 
     def _fly(self, run: FlightRun) -> None:
-        fly_saying(run, self.say)
-        with self.slots:
-            self.taken -= 1
-            self.runs.pop(run.id, None)
-            self.slots.notify_all()
+        while run is not None:
+            fly_saying(run, self.say)
+            # The hand-back's answer may carry the next flight: this thread flies it too,
+            # counted as taken before this one's slot frees (no claim races for the slot).
+            following = self._taken(run.next) if run.next is not None else None
+            with self.slots:
+                self.taken -= 1
+                self.runs.pop(run.id, None)
+                self.slots.notify_all()
+            run = following
         if self.options.once:
             self.request_stop()
 

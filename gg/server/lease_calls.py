@@ -31,7 +31,7 @@ from pydantic import TypeAdapter
 from gg.api import paths
 from gg.api.runners import FactsStored, HandedBack, LeaseRenewed
 from gg.api.schemas import HandBack, Renew, Report
-from gg.control import leases, runners
+from gg.control import answers, leases, runners
 from gg.server import ahead
 from starlette.responses import Response
 
@@ -72,8 +72,7 @@ class LeaseCalls(ahead.Route):
         runner, body = accepted
         return await self._answer(self.state.core, call, runner, flight_id, body)
 
-    @staticmethod
-    async def _answer(core, call: str, runner, flight_id: str, body):
+    async def _answer(self, core, call: str, runner, flight_id: str, body):
         """The routes' logic (``routes/runners.py`` ``renew``, ``report``, ``hand_back``)."""
         if call == "renew":
             return ahead.answer(_RENEWED, await core.run(leases.renew, runner, flight_id,
@@ -84,7 +83,20 @@ class LeaseCalls(ahead.Route):
             facts = [f.model_dump() for f in body.facts]
             return ahead.answer(_STORED, await core.run(
                 leases.report, runner, flight_id, epoch=body.epoch, facts=facts, durable=False))
-        return ahead.answer(_HANDED, await core.run(
-            leases.hand_back, runner, flight_id, epoch=body.epoch, outcome=body.outcome,
-            exit_code=body.exit_code, reason=body.reason, key=body.key,
-            facts=[f.model_dump() for f in body.facts]))
+        return ahead.answer(_HANDED, await handed_back(core, self.state.dispatcher, runner,
+                                                       flight_id, body))
+
+
+async def handed_back(core, dispatcher, runner, flight_id: str, body: HandBack) -> dict:
+    """The hand-back, then, with ``claim_next``, a claim that does not park: the runner's
+    next flight in the same answer (``next``), one request a flight fewer. Not for a repeat,
+    nor for a retired runner's last word (``routes/runners.py`` ``hand_back`` too)."""
+    answer = await core.run(
+        leases.hand_back, runner, flight_id, epoch=body.epoch, outcome=body.outcome,
+        exit_code=body.exit_code, reason=body.reason, key=body.key,
+        facts=[f.model_dump() for f in body.facts])
+    if body.claim_next > 0 and not answer["repeat"] and not runners.is_retired(runner):
+        got = await dispatcher.claim(runner.id, body.claim_next, 0)
+        if got is not None:
+            answer["next"] = answers.claimed(core, runner, got)
+    return answer

@@ -149,9 +149,63 @@ def test_answers_are_the_routes_own_and_counted_under_their_templates(client):
     renewed, stored, again, handed, repeat = (r.json() for r in answers["ours"])
     assert renewed["epoch"] == 1 and renewed["expires_at"] > renewed["server_time"]
     assert (stored, again) == ({"stored": 2, "received": 2}, {"stored": 0, "received": 1})
-    assert handed == {"flight": handed["flight"], "stage": "landed", "repeat": False}
+    assert handed == {"flight": handed["flight"], "stage": "landed", "repeat": False,
+                      "next": None}  # no claim_next asked: no next flight
     assert repeat["repeat"] is True
     assert b", " not in answers["ours"][0].content  # compact, as FastAPI's
     metrics = [line for line in client.get("/metrics").text.splitlines()
                if line.startswith("gg_http_requests_total") and "/hand-back" in line]
     assert any("{flight_id}" in line and 'status="200"' in line for line in metrics), metrics
+
+
+def test_a_hand_back_asking_for_the_next_flight_carries_it_in_its_answer(client):
+    """``claim_next``: the slot the flight frees is filled at once, in the hand-back's own
+    answer (one request a flight fewer); nothing ready, a repeat, a draining runner or a
+    retired runner's last word get no next flight. The ahead route and the app agree."""
+    framework = _framework(client)
+    for who in ("ours", "theirs"):
+        http = client if who == "ours" else framework
+        credential = _runner(client, who)
+        first = _flying(client, credential)
+        queued = client.post("/v1/flights", json={"command": ["true"]},
+                             headers=auth(client.owner)).json()["id"]
+        body = {"epoch": 1, "outcome": "landed", "exit_code": 0, "key": "1:hand-back",
+                "claim_next": 1}
+        handed = http.post(f"/v1/runner/flights/{first}/hand-back", json=body,
+                           headers=auth(credential))
+        assert handed.status_code == 200, handed.text
+        following = handed.json()["next"]
+        assert following["flight"]["id"] == queued and following["lease"]["epoch"] == 1
+        assert following["policy"] and following["protocol"]["hand_back_claims"] is True
+        seen = client.get(f"/v1/flights/{queued}", headers=auth(client.owner)).json()
+        assert seen["stage"] == "flying", seen
+        again = http.post(f"/v1/runner/flights/{first}/hand-back", json=body,
+                          headers=auth(credential)).json()
+        assert again["repeat"] is True and again["next"] is None  # a repeat changes nothing
+        client.post("/v1/flights", json={"command": ["true"]}, headers=auth(client.owner))
+        nothing = http.post(f"/v1/runner/flights/{queued}/hand-back", json={
+            **body, "claim_next": 0}, headers=auth(credential)).json()
+        assert nothing["next"] is None  # not asked: the queued flight stays for a claim
+        taken = client.post("/v1/runner/claim", json={"wait": 0}, headers=auth(credential))
+        assert taken.status_code == 200
+        third = taken.json()["flight"]["id"]
+        assert client.post(f"/v1/runners/{who}/drain", headers=auth(client.owner)
+                           ).status_code == 200
+        waiting = client.post("/v1/flights", json={"command": ["true"]},
+                              headers=auth(client.owner)).json()["id"]
+        drained = http.post(f"/v1/runner/flights/{third}/hand-back", json=body,
+                            headers=auth(credential)).json()
+        assert drained["repeat"] is False and drained["next"] is None
+        assert client.post(f"/v1/flights/{waiting}/cancel", json={},
+                           headers=auth(client.owner)).status_code == 200  # not the next one's
+    gone = _runner(client, "gone")
+    held = _flying(client, gone)
+    waiting = client.post("/v1/flights", json={"command": ["true"]},
+                          headers=auth(client.owner)).json()["id"]
+    assert client.post("/v1/runners/gone/retire", headers=auth(client.owner)).status_code == 200
+    last_word = client.post(f"/v1/runner/flights/{held}/hand-back", headers=auth(gone), json={
+        "epoch": 1, "outcome": "returned", "key": "1:hand-back", "claim_next": 1})
+    assert last_word.status_code == 200 and last_word.json()["next"] is None
+    seen = client.get(f"/v1/flights/{waiting}", headers=auth(client.owner)).json()
+    assert seen["stage"] != "flying"
+    assert client.get("/v1/runner/claim").status_code == 405

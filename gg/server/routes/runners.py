@@ -17,6 +17,7 @@ from gg.domain.runners import Runner, RunnerIdentity
 from gg.errors import BadRequest
 from gg.server import auth
 from gg.server.json_body import JsonRoute
+from gg.server.lease_calls import handed_back
 
 router = APIRouter(route_class=JsonRoute)
 
@@ -117,10 +118,8 @@ async def report(flight_id: str, body: Report, request: Request,
 @router.post(paths.LEASE_HAND_BACK, response_model=HandedBack)
 async def hand_back(flight_id: str, body: HandBack, request: Request,
                     runner: RunnerIdentity = Depends(auth.runner_handing_back)) -> dict:
-    return await request.app.state.core.run(
-        leases.hand_back, runner, flight_id, epoch=body.epoch, outcome=body.outcome,
-        exit_code=body.exit_code, reason=body.reason, key=body.key,
-        facts=[f.model_dump() for f in body.facts])
+    return await handed_back(request.app.state.core, request.app.state.dispatcher, runner,
+                             flight_id, body)
 
 
 @router.post(paths.RUNNER_GOODBYE, response_model=Ok)
