@@ -214,6 +214,11 @@ def test_a_state_dir_named_only_in_another_runners_environment_is_hidden(tmp_pat
     # Another runner on this host: its state dir is known only from its own environment.
     neighbour = subprocess.Popen(["sleep", "120"], env={**os.environ, "GG_STATE_DIR": str(other)})
     try:
+        # Popen returns once exec has begun; the kernel shows the new environment only a
+        # moment later (an empty /proc/PID/environ until then): wait for the neighbour itself.
+        environ = Path(f"/proc/{neighbour.pid}/environ")
+        wait_until(lambda: b"GG_STATE_DIR=" in environ.read_bytes(),
+                   what="the neighbour's environment to be readable")
         assert other in isolation.gg_trees(environ={})
         result = _run(_launch(_reader([other]), workspace, env=_env(tools)))
     finally:
