@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import threading
 import urllib.request
 
@@ -237,4 +238,73 @@ def test_a_service_under_egress_none_may_listen_on_its_socket(offline_runner):
     flight = _fly(fleet, "--port", str(port), "--", "UNIX=1 " + PERL_WEB)
     wait_until(lambda: _serving(fleet, flight, generation=1), what="generation 1 serving")
     assert _get(port) == "1"
+    fleet.gg("cancel", flight, check=True)
+
+
+def test_a_ready_command_decides_when_a_service_is_ready(services_fleet, tmp_path):
+    """``--ready-cmd``: the service is ready only once the command exits 0, however long the
+    process has been running."""
+    fleet = services_fleet
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    go = tmp_path / "go"
+    flight = _fly(fleet, "--ready-cmd", f"test -f {go}", "--", "exec sleep 1000")
+    started = wait_until(lambda: (r := _row(fleet, flight)) and r["generation"] == 1 and r,
+                         what="generation 1 started")
+    assert not started["ready"]
+    facts = fleet.api().flight(flight)["facts"]
+    assert not [f for f in facts if f["body"].get("service") == "ready"]
+    go.touch()
+    assert wait_until(lambda: _serving(fleet, flight, generation=1), what="ready")["ready"]
+    fleet.gg("cancel", flight, check=True)
+
+
+def test_the_old_generation_serves_its_open_connections_until_they_end(make_fleet, tmp_path):
+    """An update switches new connections at once; the old generation keeps those it holds
+    and is stopped (SIGTERM) once they end, not before (a grace of 60 s here)."""
+    fleet = make_fleet({**FAST_SERVICES, "GG_SERVICE_STOP_GRACE": "60"})
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    port = free_port()
+    flight = _fly(fleet, "--port", str(port), "--", f"echo $$ > {tmp_path}/pid$V; " + WEB)
+    wait_until(lambda: _serving(fleet, flight, generation=1), what="generation 1 serving")
+    old = int(wait_until(lambda: (tmp_path / "pid").exists() and
+                         (tmp_path / "pid").read_text().strip(), what="generation 1's pid"))
+    held = socket.create_connection(("127.0.0.1", port), timeout=30)  # to generation 1
+    try:
+        wait_until(lambda: _get(port) == "1", what="generation 1 answering")
+        fleet.gg("service", "update", flight, "--set", "V=2", check=True)
+        wait_until(lambda: _serving(fleet, flight, generation=2), what="generation 2 serving")
+        assert _get(port) == "2"  # a new connection reaches the new generation at once
+        assert _alive(old)  # still holding the open connection, within its grace
+        held.sendall(b"GET /which HTTP/1.0\r\n\r\n")
+        assert held.makefile("rb").read().endswith(b"\r\n\r\n1")  # answered by generation 1
+    finally:
+        held.close()
+    wait_until(lambda: not _alive(old), what="generation 1 stopped once its connection ended")
+    assert _get(port) == "2"
+    fleet.gg("cancel", flight, check=True)
+
+
+def test_an_old_generation_that_ignores_sigterm_is_killed_after_its_grace(services_fleet,
+                                                                         tmp_path):
+    """Stopping a generation is SIGTERM, the grace (3 s here), then SIGKILL to its group."""
+    fleet = services_fleet
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    port = free_port()
+    termed = tmp_path / "termed"
+    # generation 1 notes SIGTERM and goes on; its web server child dies of it (the group)
+    stubborn = (f"echo $$ > {tmp_path}/pid; trap 'echo term >> {termed}' TERM; "
+                'python3 -m http.server "$PORT" --bind 127.0.0.1 & '
+                "while :; do sleep 0.1; done")
+    flight = _fly(fleet, "--port", str(port), "--", stubborn)
+    wait_until(lambda: _serving(fleet, flight, generation=1), what="generation 1 serving")
+    old = int(wait_until(lambda: (tmp_path / "pid").exists() and
+                         (tmp_path / "pid").read_text().strip(), what="generation 1's pid"))
+    fleet.gg("service", "update", flight, "--", WEB, check=True)
+    wait_until(lambda: _serving(fleet, flight, generation=2), what="generation 2 serving")
+    wait_until(lambda: not _alive(old), what="generation 1 killed after its grace")
+    assert termed.read_text() == "term\n"  # asked first, then killed
+    assert _get(port) == "1"  # the new generation (its $V unset) answers
     fleet.gg("cancel", flight, check=True)
