@@ -13,6 +13,8 @@ from gg.store.estimates import FLIGHT
 
 from support import check_in, make_runner
 
+STORES = ("sqlite", "postgresql")  # storage: history folded in the final report's transaction
+
 
 @pytest.fixture
 def settings():

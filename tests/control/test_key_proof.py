@@ -15,6 +15,8 @@ from gg.settings import Settings
 from fleet_support import UI
 from support import new_key, proof
 
+STORES = ("sqlite", "postgresql")  # storage semantics: a nonce is spent once in the store
+
 
 @pytest.fixture
 def settings():

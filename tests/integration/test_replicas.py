@@ -220,3 +220,28 @@ def test_a_pull_runner_is_polled_by_the_one_replica_holding_the_duty(make_replic
         assert len(holders) == 1
     finally:
         runner.stop()
+
+
+def test_a_web_console_session_made_on_one_replica_works_on_another_and_ends_on_both(
+        make_replicas):
+    """Console sessions are rows of the shared database: nothing is sticky, so a browser
+    sent to either replica by a load balancer stays signed in, and signing out ends it on
+    every replica."""
+    from console_support import form_token
+
+    replicas = make_replicas(2)
+    first, second = replicas.urls
+    with httpx.Client(timeout=30, follow_redirects=False) as browser:  # one cookie jar
+        page = browser.get(first + "/ui/login")
+        signed = browser.post(first + "/ui/login", headers={"origin": first}, data={
+            "token": replicas.owner_token(), "form_token": form_token(page.text)})
+        assert signed.status_code == 303, signed.text
+        assert browser.get(first + "/ui/flights").status_code == 200
+        there = browser.get(second + "/ui/flights")
+        assert there.status_code == 200, there.headers.get("location")
+        out = browser.post(second + "/ui/logout", headers={"origin": second}, data={
+            "form_token": form_token(there.text)})
+        assert out.status_code == 303 and out.headers["location"] == "/ui/login"
+        for url in (first, second):
+            gone = browser.get(url + "/ui/flights")
+            assert gone.status_code == 303 and gone.headers["location"] == "/ui/login"
