@@ -122,6 +122,12 @@ class Unreachable(GGError):
     status = 0
     code = "unreachable"
 
+    def __init__(self, message: str, *, where: str | None = None):
+        super().__init__(message)
+        # the control plane no request reached (None: not said): a connection refused, reset
+        # or dropped mid-answer all mean that it cannot be reached there
+        self.where = where
+
 
 def replicas(server: str) -> list[str]:
     """The URLs of a ``--server`` value: one, or several separated by commas."""
@@ -234,8 +240,9 @@ class Client:
                         continue  # nothing reached it: the same attempt, at the next replica
                 where = (base if unsent < 2 else
                          "any of " + ", ".join(self.servers))
-                failure: Exception = Unreachable(f"cannot reach the control plane at {where} "
-                                                 f"({getattr(exc, 'kind', type(exc).__name__)})")
+                failure: Exception = Unreachable(
+                    f"cannot reach the control plane at {where} "
+                    f"({getattr(exc, 'kind', type(exc).__name__)})", where=where)
             else:
                 if response.status_code not in _RETRY_STATUSES:
                     self._answered(base)

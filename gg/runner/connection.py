@@ -4,7 +4,9 @@ The client (``gg.client``) decides every retry; this log only tells the operator
 failure of an episode at once, with the delay before the next try; a different failure when
 the reason changes (the server went from refusing connections to answering 503); and, once an
 answer comes again, that it did and after how many failed attempts. The same failure retried
-again and again is said once, so a long outage is a few lines, not thousands.
+again and again is said once, so a long outage is a few lines, not thousands. Every way of
+not reaching the same control plane is one reason: a server that stops drops the connection
+it was answering on (a protocol error), then refuses new ones; that is one outage, said once.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ class ConnectionLog:
 
     def retry(self, failure: Exception, pause: float) -> None:
         sentence = getattr(failure, "message", None) or str(failure)
+        where = getattr(failure, "where", None)
+        reason = sentence if where is None else f"unreachable at {where}"
         with self._lock:
             self._failures += 1
-            if sentence == self._said:
+            if reason == self._said:
                 return
-            self._said = sentence
+            self._said = reason
             count = self._failures
         self.say(f"{sentence}; retrying in {pause:.1f}s"
                  + (f" ({count} failed attempts so far)" if count > 1 else "")
