@@ -16,10 +16,11 @@ def _sent(fleet, name: str) -> list[dict]:
 
 def test_queued_flights_come_with_the_hand_backs_not_with_claims(make_fleet):
     fleet = make_fleet()
-    fleet.runner("r1")
-    fleet.wait_online("r1")
     api = fleet.api()
-    flights = [api.open_flight({"command": ["sleep 0.3"]})["id"] for _ in range(5)]
+    # All five wait before the runner starts: each hand-back finds the next one ready,
+    # however slowly this machine opens them.
+    flights = [api.open_flight({"command": ["sleep 0.1"]})["id"] for _ in range(5)]
+    fleet.runner("r1")
     wait_until(lambda: all(api.flight(f)["stage"] == "landed" for f in flights), timeout=60,
                what="the five flights to land")
     sent = _sent(fleet, "r1")
