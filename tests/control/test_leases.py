@@ -19,6 +19,17 @@ def settings():
     return Settings(lease_ttl=60, max_expiries=3, dev=True)
 
 
+
+def _a_lease_ran_out(core, owner, clock):
+    """Runners a and b, and a flight whose lease a held and let run out; b is checked in."""
+    a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
+    f = flights.open_flight(core, owner, command=["true"])
+    leases.try_claim(core, a.id)
+    clock.advance(61)
+    runners.check_in(core, b, readings={}, inventory=None, capabilities=None, version=None,
+                     held=[], peer_address=None)
+    return a, b, f
+
 def test_a_claim_grants_epoch_one_and_a_second_claim_gets_nothing(core, owner):
     a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
     f = flights.open_flight(core, owner, command=["true"])
@@ -28,12 +39,7 @@ def test_a_claim_grants_epoch_one_and_a_second_claim_gets_nothing(core, owner):
 
 
 def test_an_expired_lease_is_recorded_by_the_next_look_and_re_offered_with_a_new_epoch(core, owner, clock):
-    a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
-    f = flights.open_flight(core, owner, command=["true"])
-    leases.try_claim(core, a.id)
-    clock.advance(61)
-    runners.check_in(core, b, readings={}, inventory=None, capabilities=None, version=None,
-                     held=[], peer_address=None)
+    a, b, f = _a_lease_ran_out(core, owner, clock)
     flight, grant = leases.try_claim(core, b.id)
     assert grant.epoch == 2 and flight.attempt == 2 and flight.expiries == 1
     facts = core.store.facts(f.id)
@@ -161,12 +167,7 @@ def test_a_started_fact_sent_late_is_dated_when_it_started_never_before_the_gran
 
 
 def test_a_hand_back_carries_started_in_its_own_transaction_and_a_stale_one_stores_nothing(core, owner, clock):
-    a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
-    f = flights.open_flight(core, owner, command=["true"])
-    leases.try_claim(core, a.id)
-    clock.advance(61)
-    runners.check_in(core, b, readings={}, inventory=None, capabilities=None, version=None,
-                     held=[], peer_address=None)
+    a, b, f = _a_lease_ran_out(core, owner, clock)
     assert leases.try_claim(core, b.id)[1].epoch == 2  # a's lease expired: epoch 2 is b's
     started = [{"kind": "started", "body": {"pid": 1}, "key": "1:started:1", "ago": 1.0}]
     with pytest.raises(LeaseSuperseded):

@@ -47,6 +47,16 @@ def _kill_left(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+
+def _kill_runner_and_see_gone(runner, found: list[int], what: str) -> None:
+    """SIGKILL the runner; every pid in ``found`` must be gone soon after."""
+    try:
+        runner.proc.send_signal(signal.SIGKILL)
+        runner.proc.wait(timeout=10)
+        wait_until(lambda: all(gone(pid) for pid in found), timeout=10, what=f"{what} to be gone")
+    finally:
+        _kill_left(found)
+
 def test_a_killed_runner_leaves_no_flight_process_group_behind(fleet, tmp_path):
     runner = fleet.runner("a", workers=3)
     fleet.wait_online("a")
@@ -60,13 +70,8 @@ def test_a_killed_runner_leaves_no_flight_process_group_behind(fleet, tmp_path):
     assert len(launchers) == 1  # one launcher forks every flight of the runner
     assert psutil.Process(next(iter(launchers))).ppid() == runner.proc.pid
     assert not any(gone(pid) for pid in found)
-    try:
-        runner.proc.send_signal(signal.SIGKILL)
-        runner.proc.wait(timeout=10)
-        wait_until(lambda: all(gone(pid) for pid in found), timeout=10,
-                   what="the launcher, every flight's process and their children to be gone")
-    finally:
-        _kill_left(found)
+    _kill_runner_and_see_gone(runner, found,
+                              "the launcher, every flight's process and their children")
 
 
 def test_a_killed_launcher_fails_its_flight_with_a_note_and_the_next_flight_runs(fleet,
@@ -139,10 +144,4 @@ def test_a_sandboxed_flight_is_forked_by_the_launcher_and_dies_with_the_runner(f
         return []
 
     found = wait_until(sandbox, timeout=60, what="the sandboxed flight to start")
-    try:
-        runner.proc.send_signal(signal.SIGKILL)
-        runner.proc.wait(timeout=10)
-        wait_until(lambda: all(gone(pid) for pid in found), timeout=10,
-                   what="the launcher and the whole sandbox to be gone")
-    finally:
-        _kill_left(found)
+    _kill_runner_and_see_gone(runner, found, "the launcher and the whole sandbox")

@@ -27,14 +27,19 @@ def _started_only(request: dict) -> bool:
     return request["path"].endswith("/facts") and [f["kind"] for f in facts] == ["started"]
 
 
-def test_a_quiet_flight_sends_started_with_its_hand_back_dated_when_it_started(make_fleet):
+
+def _flown(make_fleet, command: str) -> tuple[dict, list[dict]]:
+    """``command`` flown to its landing on one runner that holds `started` up to 60 s: the
+    flight as shown, and every request the runner sent about it."""
     fleet = make_fleet({"GG_STARTED_WITHIN": "60"})
     fleet.runner("r1")
     fleet.wait_online("r1")
     api = fleet.api()
-    flight = api.open_flight({"command": ["sleep 1"]})
-    shown = _landed(api, flight["id"])
-    sent = _sent(fleet, "r1", flight["id"])
+    flight = api.open_flight({"command": [command]})
+    return _landed(api, flight["id"]), _sent(fleet, "r1", flight["id"])
+
+def test_a_quiet_flight_sends_started_with_its_hand_back_dated_when_it_started(make_fleet):
+    shown, sent = _flown(make_fleet, "sleep 1")
     assert not any(r["path"].endswith("/facts") for r in sent), sent  # no report of its own
     hand_back = next(r for r in sent if r["path"].endswith("/hand-back"))
     assert [f["kind"] for f in hand_back["body"]["facts"]] == ["started"]
@@ -53,13 +58,7 @@ def test_a_quiet_flight_sends_started_with_its_hand_back_dated_when_it_started(m
 
 
 def test_a_flight_that_prints_sends_started_with_its_first_output(make_fleet):
-    fleet = make_fleet({"GG_STARTED_WITHIN": "60"})
-    fleet.runner("r1")
-    fleet.wait_online("r1")
-    api = fleet.api()
-    flight = api.open_flight({"command": ["echo hello; sleep 1; echo bye"]})
-    shown = _landed(api, flight["id"])
-    sent = _sent(fleet, "r1", flight["id"])
+    shown, sent = _flown(make_fleet, "echo hello; sleep 1; echo bye")
     reports = [r for r in sent if r["path"].endswith("/facts")]
     assert reports and not any(_started_only(r) for r in reports), reports
     first = [f["kind"] for f in reports[0]["body"]["facts"]]
