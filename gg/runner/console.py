@@ -208,7 +208,7 @@ class ConsoleRun:
         argv = launch.argv
         if (policy or {}).get("isolation") == "none":
             argv = isolation.on_terminal(argv)  # the launched group's session takes the PTY
-        try:  # forked by the runner's launcher: dies with the runner, like a flight
+        try:  # started by the runner's launcher: dies with the runner, like a flight
             self.proc = LAUNCHER.start(argv, env=launch.env, cwd=launch.cwd, stdin=slave,
                                        stdout=slave, stderr=slave)
         finally:

@@ -15,7 +15,7 @@ is stopped at once (SIGTERM to its process group, SIGKILL after :data:`STOP_GRAC
 flight handed back ``returned``, the one request a retired runner may still make; only that
 acknowledgement (or the lease's expiry) makes the flight ready for another runner.
 
-The process runs in a session and process group of its own, forked by the runner's launcher
+The process runs in a session and process group of its own, started by the runner's launcher
 (:mod:`gg.runner.launching`), so that it dies with the runner even when the runner is killed.
 
 A flight with a run-time limit (``flight.timeout``, counted from when this runner took it) is
@@ -246,7 +246,7 @@ class FlightRun:
             raise isolation.IsolationUnavailable(str(exc)) from None
 
     def _start(self, workspace: Path) -> None:
-        """Start the process in a session and process group of its own, forked by the
+        """Start the process in a session and process group of its own, started by the
         runner's launcher (gg.runner.launching): it dies with the runner, whatever the policy."""
         launch = self.launch
         try:

@@ -1,4 +1,4 @@
-"""The runner's launcher: one small long-lived process that forks every flight's process.
+"""The runner's launcher: one small long-lived process that starts every flight's process.
 
 A flight's process must die with the runner, even when the runner is SIGKILLed, and it
 must not cost a Python start of its own (a reaper per flight was half of a flight's CPU).

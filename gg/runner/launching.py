@@ -12,7 +12,7 @@ one's process group: each ends as ``-SIGKILL`` with :data:`LAUNCHER_DIED` as its
 (the reason its flight fails with), and the next flight starts a new launcher.
 
 The parent-death signals follow the thread that forked: the launcher is started from
-:data:`SPAWNER`'s thread, which lives as long as the runner process, and forks every
+:data:`SPAWNER`'s thread, which lives as long as the runner process, and starts every
 flight from its own single thread.
 """
 

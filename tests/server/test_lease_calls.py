@@ -80,6 +80,9 @@ def test_every_refusal_before_the_use_case_is_the_apps_own_answer(client):
             (good, b'{"epoch": 1, "facts": [{"kind": "exit", "ago": 1}], "outcome": "landed"}'),
             (good, b'{"epoch": 1, "outcome": "landed", "facts": [{"kind": "output"}]}'),
             (good, b'{"epoch": 1, "facts": [{"kind": "started", "ago": -1}]}'),
+            (good, b'{"epoch": 1, "outcome": "landed", "claim_next": -1}'),
+            (good, b'{"epoch": 1, "outcome": "landed", "claim_next": 257}'),
+            (good, b'{"epoch": 1, "outcome": "landed", "claim_next": "one"}'),
             (good, b'{"epoch": 1, "pad": "' + b"x" * 5000 + b'"}'),  # past the body limit
             (auth(credential) | {"content-type": "text/plain"}, body),
             (auth(credential), body),  # no content type
