@@ -169,9 +169,10 @@ class Core:
     silence_scanned_at: float = 0.0
     owner_token_path: object = None
     verdicts: Verdicts | None = None  # the meanings' verdicts (gg.control.verdicts)
-    # flight id -> (shown at, at, low, high): the last start estimate shown for a waiting
-    # flight, kept beside its start by the grant (gg.control.estimates); memory only
-    shown_estimates: dict = field(default_factory=dict)
+    # flight id -> (at, low, high): the start estimate this replica last wrote
+    # as shown for a waiting flight, so that showing it again writes nothing
+    # (gg.control.estimates); memory only, and losing it costs one write
+    written_estimates: dict = field(default_factory=dict)
     # runner id -> when it last handed a flight back, and the summary of the time it then
     # took to start the next waiting one (gg.control.estimates); memory only
     lease_ended: dict = field(default_factory=dict)

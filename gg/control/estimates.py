@@ -1,11 +1,14 @@
 """Start estimates: read what the estimator needs, once per listing, and check it afterwards.
 
 Estimates are computed when someone reads (``gg show``, ``gg flights``, ``/metrics``), never
-on the claim path. What the claim path does is cheap: the grant's own transaction pops the
-estimate last shown for that flight from memory (:attr:`Core.shown_estimates`) and keeps it
-beside the start, and a flight's final report folds its duration into its kind's summary
-(both in :func:`gg.control.lifecycle.move`); a pool member's first check-in of a cycle folds
-its warm-up into its pool's (``gg.control.runners.check_in``). None of these adds a commit.
+on the claim path. A read that shows a flight a new estimate writes it (``shown_estimates``,
+one non-durable unit of the writer for the whole page) before it answers, so that whichever
+replica grants the flight, even after a restart, finds what its person was shown. What the
+claim path does is cheap: the grant's own transaction moves the estimate last shown beside
+the start (one indexed statement when none was shown), and a flight's final report folds its
+duration into its kind's summary (both in :func:`gg.control.lifecycle.move`); a pool
+member's first check-in of a cycle folds its warm-up into its pool's
+(``gg.control.runners.check_in``). None of these adds a commit.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from gg.domain.matching import Seat, seat
 from gg.domain.pools import SETTLING
 from gg.store.estimates import FLIGHT, WARMUP
 
-_SHOWN_MAX = 100_000  # estimates remembered in memory at most (the oldest shown are dropped)
+_WRITTEN_MAX = 100_000  # estimates this replica remembers having written (the oldest dropped)
 ENDED = (Event.LANDED, Event.FAILED)  # a final report: the flight flew its whole course
 HANDED_BACK = (Event.LANDED, Event.FAILED, Event.RETURNED)
 
@@ -96,12 +99,13 @@ def fields(estimate: Estimate | None, now: float) -> dict:
 
 def add_to_rows(core: Core, rows: list[dict], seats: list[Seat], now: float) -> None:
     """Add the estimate fields to flight rows, from one forecast for all of them (made only
-    when a row waits), and remember what was shown."""
+    when a row waits), and keep what was shown."""
     waiting = [r for r in rows if r["stage"] in (Stage.READY.value, Stage.GATED.value)]
     result = None
     ready = [r["id"] for r in waiting if r["stage"] == Stage.READY.value]
     if ready:  # played forward as far as the last of these rows in the matcher's order
         result = forecast(core, seats, now, ready)
+    shown = []
     for row in rows:
         est = None
         if row["stage"] == Stage.GATED.value:
@@ -110,16 +114,33 @@ def add_to_rows(core: Core, rows: list[dict], seats: list[Seat], now: float) -> 
             est = result.get(row["id"]) or estimates.no_estimate(estimates.NOBODY)
         row.update(fields(est, now))
         if est is not None and est.known:
-            remember(core, row["id"], est, now)
+            shown.append((row["id"], est))
+    if shown:
+        keep_shown(core, shown, now)
 
 
-def remember(core: Core, flight_id: str, estimate: Estimate, now: float) -> None:
-    """The last estimate shown for a flight, kept in memory until it starts."""
-    shown = core.shown_estimates
-    shown.pop(flight_id, None)
-    shown[flight_id] = (now, estimate.at, estimate.low, estimate.high)
-    while len(shown) > _SHOWN_MAX:
-        shown.pop(next(iter(shown)))
+def keep_shown(core: Core, shown: list[tuple[str, Estimate]], now: float) -> None:
+    """Write the estimates just shown that moved (by more than a second, or a twentieth of
+    the wait) from what this replica last wrote for their flights: a flight shown about the
+    same estimate again keeps the time it was first shown so. Waits for the writer's
+    non-durable commit, so a person who saw an estimate can count on its being checked
+    afterwards; a read whose estimates were all written already costs nothing."""
+    written = core.written_estimates
+    new = []
+    for flight_id, est in shown:
+        said = (est.at, est.low, est.high)
+        before = written.get(flight_id)
+        slack = max(1.0, (est.at - now) / 20)
+        if before is None or any(abs(x - y) > slack for x, y in zip(said, before)):
+            new.append((flight_id, now, est.at, est.low, est.high))
+            written.pop(flight_id, None)
+            written[flight_id] = said
+    while len(written) > _WRITTEN_MAX:
+        written.pop(next(iter(written)))
+    if new:
+        forget_before = now - core.settings.estimate_retain
+        core.store.db.submit(lambda: core.store.show_estimates(new, forget_before=forget_before),
+                             durable=False).result()
 
 
 # --------------------------------------------------------------------------- the claim's part
@@ -128,21 +149,17 @@ def remember(core: Core, flight_id: str, estimate: Estimate, now: float) -> None
 def on_change(core: Core, flight: Flight, event: Event, now: float, *,
               runner_id: str | None = None) -> None:
     """Inside the transaction of ``move``: a grant keeps the estimate the flight was last
-    shown (and, in memory, how long its runner took from its last hand-back to this start
-    while the flight waited); a final report folds the flight's duration into its kind's
-    summary."""
+    shown beside its start (and, in memory, how long its runner took from its last hand-back
+    to this start while the flight waited); a final report folds the flight's duration into
+    its kind's summary."""
     if event in HANDED_BACK and flight.lease_runner:
         core.lease_ended[flight.lease_runner] = now
     if event == Event.GRANTED:
         ended = core.lease_ended.pop(runner_id, None)
         if ended is not None and flight.opened_at <= ended:  # it waited for this runner
             core.turnaround = core.turnaround.add(now - ended, core.settings.estimate_window)
-        shown = core.shown_estimates.pop(flight.id, None)
-        if shown is not None:
-            estimated_at, at, low, high = shown
-            core.store.record_start_estimate(
-                flight.id, estimated_at=estimated_at, at=at, low=low, high=high,
-                started_at=now, forget_before=now - core.settings.estimate_retain)
+        core.written_estimates.pop(flight.id, None)  # waiting again later: written anew
+        core.store.started_with_estimate(flight.id, now)
     elif event in ENDED and flight.stage == Stage.FLYING.value and flight.lease_granted_at:
         core.store.add_duration(FLIGHT, estimates.kind_of(flight), now - flight.lease_granted_at,
                                 window=core.settings.estimate_window,

@@ -37,18 +37,35 @@ class EstimateRows:
         return {(r["title"], r["environment"], r["agent"]): Summary.from_json(r["weights"])
                 for r in self.db.all("SELECT * FROM durations WHERE what = ?", (what,))}
 
-    def record_start_estimate(self, flight_id: str, *, estimated_at: float, at: float,
-                              low: float, high: float, started_at: float,
-                              forget_before: float) -> None:
-        """Keep the estimate ``flight_id`` started with; those of starts before
-        ``forget_before`` are forgotten (an index walk over the few that just aged out)."""
+    def show_estimates(self, shown: list[tuple[str, float, float, float, float]], *,
+                       forget_before: float) -> None:
+        """Keep the estimates just shown (flight id, shown at, at, low, high), each replacing
+        the one its flight was shown before; shown estimates of flights that did not start
+        and started ones, both older than ``forget_before``, are forgotten (index walks over
+        the few that just aged out)."""
+        self.db.run("DELETE FROM shown_estimates WHERE estimated_at < ?", (forget_before,))
         self.db.run("DELETE FROM start_estimates WHERE started_at < ?", (forget_before,))
+        for values in shown:
+            self.db.run(
+                "INSERT INTO shown_estimates (flight_id, estimated_at, at, low, high) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (flight_id) DO UPDATE SET "
+                "estimated_at = excluded.estimated_at, at = excluded.at, low = excluded.low, "
+                "high = excluded.high", values)
+
+    def started_with_estimate(self, flight_id: str, started_at: float) -> bool:
+        """In a grant's transaction: the estimate ``flight_id`` was last shown (by any replica)
+        moves beside its start. One statement when it was never shown."""
+        row = self.db.run("DELETE FROM shown_estimates WHERE flight_id = ? "
+                          "RETURNING estimated_at, at, low, high", (flight_id,)).fetchone()
+        if row is None:
+            return False
         self.db.run(
             "INSERT INTO start_estimates (flight_id, estimated_at, at, low, high, started_at) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (flight_id) DO UPDATE SET "
             "estimated_at = excluded.estimated_at, at = excluded.at, low = excluded.low, "
             "high = excluded.high, started_at = excluded.started_at",
-            (flight_id, estimated_at, at, low, high, started_at))
+            (flight_id, row[0], row[1], row[2], row[3], started_at))
+        return True
 
     def start_estimates(self, since: float) -> list[dict]:
         return [dict(r) for r in self.db.all(

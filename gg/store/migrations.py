@@ -502,6 +502,26 @@ def _start_estimates(db: sqlite_utils.Database) -> None:
 # -- identity you can check (720-729) --------------------------------------------------------
 
 
+@migration(781, "start estimates shown, kept in the store")
+def _shown_estimates(db: sqlite_utils.Database) -> None:
+    """``shown_estimates``: the last estimate a waiting flight was shown, written by the read
+    that showed it, so that any replica's grant finds it and a restart does not forget it; the
+    grant moves it into ``start_estimates``. Additive: a replica of the version before keeps
+    its estimates in memory beside it."""
+    db.executescript(
+        """
+        CREATE TABLE shown_estimates (
+            flight_id TEXT PRIMARY KEY,
+            estimated_at REAL NOT NULL,
+            at REAL NOT NULL,
+            low REAL NOT NULL,
+            high REAL NOT NULL
+        );
+        CREATE INDEX shown_estimates_age ON shown_estimates(estimated_at);
+        """
+    )
+
+
 @migration(720, "runner identity: skew noted, ephemeral runners and tokens")
 def _identity(db: sqlite_utils.Database) -> None:
     """``skew_checked_pair``: the last version pair a check-in looked up, so a runner's

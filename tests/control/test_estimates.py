@@ -7,8 +7,10 @@ import re
 import pytest
 
 from gg.control import estimates, flights, leases
+from gg.control.core import Core
 from gg.domain.estimates import GATED, kind_of
 from gg.settings import Settings
+from gg.store import open_store
 from gg.store.estimates import FLIGHT
 
 from support import check_in, make_runner
@@ -71,6 +73,77 @@ def test_the_estimate_shown_is_kept_at_the_grant_and_checked_by_accuracy(core, o
     assert report["starts"] == 1 and report["inside"] == 1
     assert 0 < report["median_error"] < 3 and report["median_wait"] == pytest.approx(32)
     assert estimates.accuracy(core, clock.now + 1)["starts"] == 0
+
+
+def test_the_estimate_shown_by_one_server_is_kept_by_the_grant_of_another_or_after_a_restart(
+        core, owner, clock, tmp_path, store_url):
+    """Shown estimates live in the store: a replica (or the same server started again) that
+    grants the flight finds what its person was shown, and showing it again unchanged writes
+    nothing new."""
+    a = make_runner(core, owner, "a")
+    for _ in range(2):
+        flights.open_flight(core, owner, command=["build"])
+        _fly(core, a, 30, clock)
+    flying = flights.open_flight(core, owner, command=["build"])
+    check_in(core, a)
+    leases.try_claim(core, a.id)
+    waiting = flights.open_flight(core, owner, command=["build"])
+    shown = flights.show_flight(core, waiting.id)
+    first_shown_at = clock.now
+    clock.advance(2)
+    assert flights.show_flight(core, waiting.id)["expected_start_at"] == pytest.approx(
+        shown["expected_start_at"], abs=0.5)  # the same estimate, shown again
+
+    other = Core(store=open_store(tmp_path, store_url), settings=core.settings, clock=clock)
+    try:
+        assert other.written_estimates == {}  # nothing in this one's memory
+        clock.advance(28)
+        check_in(other, a)
+        leases.hand_back(other, a, flying.id, epoch=1, outcome="landed", exit_code=0,
+                         reason=None, key=None)
+        assert leases.try_claim(other, a.id)[0].id == waiting.id
+        report = estimates.accuracy(other, None)
+        assert report["starts"] == 1 and report["inside"] == 1
+        assert report["median_wait"] == pytest.approx(clock.now - first_shown_at)
+        assert estimates.accuracy(core, None)["starts"] == 1  # one store: both servers see it
+    finally:
+        if store_url:
+            other.store.close()
+
+
+def test_a_flight_shown_an_estimate_waits_again_and_its_next_start_keeps_the_new_one(
+        core, owner, clock):
+    a = make_runner(core, owner, "a")
+    flights.open_flight(core, owner, command=["build"])
+    _fly(core, a, 30, clock)
+    flying = flights.open_flight(core, owner, command=["build"])
+    check_in(core, a)
+    leases.try_claim(core, a.id)
+    waiting = flights.open_flight(core, owner, command=["build"])
+    flights.show_flight(core, waiting.id)
+    clock.advance(30)
+    check_in(core, a)
+    leases.hand_back(core, a, flying.id, epoch=1, outcome="landed", exit_code=0, reason=None,
+                     key=None)
+    flight, grant = leases.try_claim(core, a.id)
+    assert flight.id == waiting.id
+    # handed back as returned: it waits again, behind a new flight that flies first
+    blocker = flights.open_flight(core, owner, command=["build"], priority="high")
+    leases.hand_back(core, a, waiting.id, epoch=grant.epoch, outcome="returned", exit_code=None,
+                     reason="machine going away", key=None)
+    check_in(core, a)
+    assert leases.try_claim(core, a.id)[0].id == blocker.id
+    again = flights.show_flight(core, waiting.id)
+    assert again["expected_start_at"] is not None
+    shown_again_at = clock.now
+    clock.advance(30)
+    check_in(core, a)
+    leases.hand_back(core, a, blocker.id, epoch=1, outcome="landed", exit_code=0, reason=None,
+                     key=None)
+    assert leases.try_claim(core, a.id)[0].id == waiting.id
+    kept = {r["flight_id"]: r for r in core.store.start_estimates(0)}
+    assert kept[waiting.id]["estimated_at"] == pytest.approx(shown_again_at)
+    assert kept[waiting.id]["at"] == pytest.approx(again["expected_start_at"])
 
 
 def test_a_flight_with_no_runner_or_behind_a_gate_gets_the_reason_not_a_time(core, owner):

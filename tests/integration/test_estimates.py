@@ -74,3 +74,36 @@ def test_an_estimate_is_shown_in_show_flights_json_and_fly_wait_and_checked_afte
     bad = fleet.gg("estimate", "accuracy", "--since", "soon")
     assert bad.returncode != 0 and bad.stderr.strip().startswith("--since: 'soon' is not a duration")
     api.cancel(unknown)
+
+
+def test_fly_wait_prints_the_estimate_again_when_the_queue_ahead_moves(fleet, tmp_path):
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    api = fleet.api()
+    nap = api.open_flight({"command": ["sleep 0.5"], "title": "nap"})["id"]
+    wait_until(lambda: landed(api, nap), what="a nap to land")
+    blocker = api.open_flight({"command": ["sleep 300"], "title": "nap"})["id"]
+    wait_until(lambda: api.flight(blocker)["stage"] == "flying", what="the blocker to fly")
+    ahead = [api.open_flight({"command": ["sleep 0.5"], "title": "nap"})["id"] for _ in range(2)]
+
+    said = tmp_path / "fly.err"
+    env = {**os.environ, **fleet.env, "GG_CONFIG_DIR": str(fleet.config_dir),
+           "GG_SERVER": fleet.url}
+    with open(said, "w") as err:
+        flying = subprocess.Popen(gg_argv("fly", "--wait", "--title", "nap", "--", "sleep 0.5"),
+                                  env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    try:
+        wait_until(lambda: "(2 flights ahead on 1 runner)" in said.read_text(), timeout=60,
+                   what="gg fly --wait to print its estimate behind two flights")
+        api.cancel(ahead[0])  # one fewer ahead: the estimate moves, and is printed again
+        wait_until(lambda: "(1 flight ahead on 1 runner)" in said.read_text(), timeout=60,
+                   what="gg fly --wait to print the estimate again behind one flight")
+        api.cancel(blocker)
+        flying.wait(timeout=120)
+    finally:
+        flying.kill()
+    text = said.read_text()
+    assert flying.returncode == 0, text
+    estimates_said = [line for line in text.splitlines() if ESTIMATE.fullmatch(line)]
+    assert len(estimates_said) >= 2 and len(set(estimates_said)) == len(estimates_said), text
+    assert text.index("waiting: ") < text.index("expected to start"), text  # why, then when

@@ -10,8 +10,12 @@ import sqlite3
 from fastapi.testclient import TestClient
 
 from console_support import ORIGIN, form_token, sign_in
+from gg.control import leases
 from gg.domain import tokens
-from support import auth
+from gg.server.app import create_app
+from gg.settings import Settings
+from gg.store import open_store
+from support import auth, check_in, make_runner
 
 PAGES = ("/ui/flights", "/ui/runners", "/ui/pools", "/ui/gates", "/ui/pending", "/ui/events")
 
@@ -297,3 +301,35 @@ def test_a_waiting_flight_shows_its_start_estimate_or_why_there_is_none(browser,
     sign_in(browser, owner)
     for page in ("/ui/flights", f"/ui/flights/{waiting}"):
         assert html.escape(said) in browser.get(page).text
+
+
+def test_a_waiting_flight_with_runners_and_history_shows_when_it_is_expected_to_start(
+        tmp_path, clock):
+    """The row and the flight's page give the time (not only the basis) when there is one:
+    a --dev server (a runner without a sandbox takes work), one runner, builds that landed."""
+    app = create_app(Settings(dev=True), open_store(tmp_path), clock=clock, data_dir=tmp_path)
+    owner = (tmp_path / "owner-token").read_text().strip()
+    with TestClient(app, base_url=ORIGIN) as browser:
+        _expected_start_shown(app.state.core, browser, owner, clock)
+
+
+def _expected_start_shown(core, browser, owner, clock):
+    runner = make_runner(core, core.store.person_by_name("owner"), "r1")
+    for _ in range(2):  # the history: two builds of 30 s that landed
+        built = _open(browser, owner, "build")
+        check_in(core, runner)
+        _, grant = leases.try_claim(core, runner.id)
+        clock.advance(30)
+        leases.hand_back(core, runner, built, epoch=grant.epoch, outcome="landed", exit_code=0,
+                         reason=None, key=None)
+    _open(browser, owner, "build")
+    check_in(core, runner)
+    leases.try_claim(core, runner.id)  # flying: the one below waits for it
+    waiting = _open(browser, owner, "build")
+    shown = browser.get(f"/v1/flights/{waiting}", headers=auth(owner)).json()
+    assert shown["expected_start_at"] is not None
+    said = shown["expected_start"]
+    assert re.fullmatch(r"expected to start in ~\d+ s \(0 flights ahead on 1 runner\)", said)
+    sign_in(browser, owner)
+    for page in ("/ui/flights", f"/ui/flights/{waiting}"):
+        assert f'<p class="estimate">{html.escape(said)}</p>' in browser.get(page).text
