@@ -112,6 +112,22 @@ def cpu_split(bench: Bench) -> dict[str, float]:
     return out
 
 
+def write_turns(bench: Bench) -> dict[str, float]:
+    """The writers' group commits so far, summed over every replica (``/metrics``): how many,
+    the units they carried, and their seconds by phase."""
+    import re
+
+    out = {"commits": 0.0, "units": 0.0, "begin": 0.0, "work": 0.0, "commit": 0.0}
+    for server in bench.servers:
+        text = httpx.get(f"{server.url}/metrics", timeout=60).text
+        out["commits"] += float(re.search(r"^gg_store_commits_total (\S+)$", text, re.M)[1])
+        out["units"] += float(re.search(r"^gg_store_commit_units_total (\S+)$", text, re.M)[1])
+        for phase in ("begin", "work", "commit"):
+            out[phase] += float(re.search(
+                rf'^gg_store_commit_seconds_total{{phase="{phase}"}} (\S+)$', text, re.M)[1])
+    return out
+
+
 def settle(below: float = 2.0, longest: float = 120.0) -> None:
     """Wait (at most ``longest`` seconds) until the 1-minute load average is under ``below``:
     back-to-back runs would otherwise each start on the load the one before left."""
@@ -131,15 +147,18 @@ def run(sizes: list[int], flights: int, repeats: int, database: str | None = Non
                     bench.runner(f"r{i}", server=bench.url_list(i))
                 bench.wait_online(size)
                 one_run(bench, min(flights, 20), 120)  # warm-up
-                runs, spent = [], {}
+                runs, spent, turns = [], {}, {}
                 for _ in range(repeats):
                     settle()  # each run starts on a machine its predecessor no longer loads
-                    before = cpu_split(bench)
+                    before, turns_before = cpu_split(bench), write_turns(bench)
                     runs.append(one_run(bench, flights, 60 + flights / 2))
-                    after = cpu_split(bench)
+                    after, turns_after = cpu_split(bench), write_turns(bench)
                     spent = {k: spent.get(k, 0.0) + after[k] - before[k] for k in after}
+                    turns = {k: turns.get(k, 0.0) + turns_after[k] - turns_before[k]
+                             for k in turns_after}
             finally:
                 bench.stop()
+        commits = max(turns["commits"], 1.0)
         results[str(size)] = {
             "per_second": summary([r["per_second"] for r in runs], 1),
             "seconds": summary([r["seconds"] for r in runs], 2),
@@ -148,6 +167,17 @@ def run(sizes: list[int], flights: int, repeats: int, database: str | None = Non
             # CPU per flight, ms, over the measured runs (warm-up and settling excluded)
             "cpu_ms_per_flight": {k: round(v * 1000 / (flights * repeats), 2)
                                   for k, v in spent.items()},
+            # the writers' group commits over the measured runs (every replica's, summed; the
+            # bench's own reads of the event feed commit nothing)
+            "write_turns": {
+                "commits_per_flight": round(turns["commits"] / (flights * repeats), 2),
+                "units_per_commit": round(turns["units"] / commits, 2),
+                "ms_per_commit": {k: round(turns[k] * 1000 / commits, 3)
+                                  for k in ("begin", "work", "commit")},
+                "writer_ms_per_flight": round(
+                    sum(turns[k] for k in ("begin", "work", "commit")) * 1000
+                    / (flights * repeats), 3),
+            },
         }
         print(f"{size} runner(s): {results[str(size)]['per_second']}", file=sys.stderr)
     return {"flights": flights, "repeats": repeats, "sizes": results,
@@ -175,6 +205,19 @@ def markdown(r: dict) -> str:
         lines.append(f"| {size} | {c['server']:g} | {c['runners']:g} | "
                      f"{c.get('launchers', 0):g} | {c['flights']:g} | "
                      f"{round(sum(c.values()), 2):g} |")
+    lines += ["", "The writers' group commits over the measured runs (`/metrics`, every "
+              "replica's summed):", "",
+              "| runners | commits a flight | units a commit | a commit's ms: begin (the write "
+              "lock) / work / commit (the flush) | the writer's ms a flight |",
+              "|---|---|---|---|---|"]
+    for size, s in r["sizes"].items():
+        w = s.get("write_turns")
+        if w is None:
+            continue
+        ms = w["ms_per_commit"]
+        lines.append(f"| {size} | {w['commits_per_flight']:g} | {w['units_per_commit']:g} | "
+                     f"{ms['begin']:g} / {ms['work']:g} / {ms['commit']:g} | "
+                     f"{w['writer_ms_per_flight']:g} |")
     return "\n".join(lines)
 
 

@@ -16,7 +16,8 @@ Where each figure comes from:
   ready flights of each environment (the one place an environment's name appears here: an
   operator asks "which queue is slow", and the name is what answers it);
 - counted in memory by this process (reset on restart, as Prometheus counters may be):
-  requests and their duration per route template, runner check-ins, parked claims now.
+  requests and their duration per route template, runner check-ins, parked claims now, and
+  the writer's group commits (how many, the units they carried, their seconds by phase).
 """
 
 from __future__ import annotations
@@ -113,6 +114,23 @@ class StoreCollector:
         yield self.dispatch.family("gg_flight_dispatch_seconds",
                                    "From the moment a flight last became offerable (opened, "
                                    "returned, expired, its gate cleared) to each lease grant.")
+        yield from self._write_turns()
+
+    def _write_turns(self) -> Iterable:
+        """This process's group commits (gg.store.db.WriteTurns): how many units each carries
+        and where a commit's time goes, for an operator asking why writes are slow."""
+        turns = self.core.store.db.turns
+        yield CounterMetricFamily("gg_store_commits", "Group commits of this server's writer.",
+                                  value=turns.commits)
+        yield CounterMetricFamily("gg_store_commit_units", "Units of work (an open, a claim, a "
+                                  "report…) those group commits carried.", value=turns.units)
+        spent = CounterMetricFamily(
+            "gg_store_commit_seconds", "Seconds the writer spent in its group commits, by "
+            "phase: begin (on PostgreSQL: waiting for every replica's write lock), work (the "
+            "units' statements), commit (the durable flush).", labels=["phase"])
+        for phase in ("begin", "work", "commit"):
+            spent.add_metric([phase], getattr(turns, phase))
+        yield spent
 
     def _runners(self, now: float) -> GaugeMetricFamily:
         counts: dict[tuple[str, str, str], int] = {}

@@ -38,6 +38,26 @@ from gg.store.migrations import MIGRATIONS
 log = logging.getLogger("gg.store")
 
 GROUP_MAX = 256  # units in one group commit (the rest go into the next one)
+
+
+class WriteTurns:
+    """What the writer's group commits cost so far, for ``/metrics``: how many, the units
+    they carried, and the seconds spent beginning them (on PostgreSQL: waiting for every
+    replica's write lock), running their units, and committing (the durable flush)."""
+
+    __slots__ = ("commits", "units", "begin", "work", "commit")
+
+    def __init__(self) -> None:
+        self.commits = self.units = 0
+        self.begin = self.work = self.commit = 0.0
+
+    def add(self, units: int, started: float, begun: float, worked: float,
+            committed: float) -> None:
+        self.commits += 1
+        self.units += units
+        self.begin += begun - started
+        self.work += worked - begun
+        self.commit += committed - worked
 _PRAGMAS = ("journal_mode=WAL", "synchronous=FULL", "busy_timeout=10000", "foreign_keys=ON",
             "temp_store=MEMORY", "cache_size=-32000")
 
@@ -60,8 +80,7 @@ class Database:
         self._writer: threading.Thread | None = None
         self._closed = False
         self.before_commit: BeforeCommit | None = None
-        self.groups = 0  # group commits so far, and the units they carried
-        self.units = 0
+        self.turns = WriteTurns()
         self.db = sqlite_utils.Database(self._write)
 
     def _connect(self) -> sqlite3.Connection:
@@ -198,7 +217,9 @@ class Database:
             if not durable:
                 conn.execute("PRAGMA synchronous=NORMAL")
             try:
+                started = time.perf_counter()
                 conn.execute("BEGIN IMMEDIATE")
+                begun = time.perf_counter()
                 local.depth = 1
                 for unit, _ in live:
                     outcomes.append(self._unit(conn, unit))
@@ -211,7 +232,9 @@ class Database:
                         log.error("the group's last step failed: %r", told)
                         told = None
                 local.depth = 0
+                worked = time.perf_counter()
                 conn.execute("COMMIT")
+                self.turns.add(len(live), started, begun, worked, time.perf_counter())
             except BaseException as exc:
                 local.depth = 0
                 if conn.in_transaction:
@@ -228,8 +251,6 @@ class Database:
                 local.depth = 0
                 if not durable:
                     conn.execute("PRAGMA synchronous=FULL")
-        self.groups += 1
-        self.units += len(live)
         if told is not None:
             try:
                 told(True)

@@ -35,7 +35,7 @@ from psycopg.pq import Format, TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
-from gg.store.db import GROUP_MAX, BeforeCommit
+from gg.store.db import GROUP_MAX, BeforeCommit, WriteTurns
 from gg.store.dialect import ddl, split_script, translate
 from gg.store.migrations import MIGRATIONS
 
@@ -150,8 +150,7 @@ class PgDatabase:
         self._closed = False
         self._trace: Callable[[str], None] | None = None
         self.before_commit: BeforeCommit | None = None
-        self.groups = 0
-        self.units = 0
+        self.turns = WriteTurns()
         self._pool = ConnectionPool(
             url, min_size=1, max_size=max(1, pool_size), open=True, timeout=connect_timeout,
             kwargs={"autocommit": True, "row_factory": _row_factory,
@@ -321,8 +320,7 @@ class PgDatabase:
         conn = self._write
         if conn.closed or conn.broken:
             return
-        conn.execute(f"ROLLBACK TO {name}")
-        conn.execute(f"RELEASE {name}")
+        conn.execute(f"ROLLBACK TO {name}; RELEASE {name}")
 
     # -- the group commit -----------------------------------------------------------------
 
@@ -373,8 +371,11 @@ class PgDatabase:
         local = self._local
         with self._lock:
             try:
+                started = time.perf_counter()
                 conn = self._start(durable)
+                begun = time.perf_counter()
                 local.depth = 1
+                local.savepoint = False
                 for unit, _ in live:
                     outcomes.append(self._unit(conn, unit))
                     if conn.broken or conn.info.transaction_status != TransactionStatus.INTRANS:
@@ -386,7 +387,9 @@ class PgDatabase:
                         log.error("the group's last step failed: %r", told)
                         told = None
                 local.depth = 0
+                worked = time.perf_counter()
                 conn.execute("COMMIT")
+                self.turns.add(len(live), started, begun, worked, time.perf_counter())
             except BaseException as exc:
                 local.depth = 0
                 self._rollback(self._write)
@@ -400,8 +403,6 @@ class PgDatabase:
                 return
             finally:
                 local.depth = 0
-        self.groups += 1
-        self.units += len(live)
         if told is not None:
             try:
                 told(True)
@@ -414,19 +415,23 @@ class PgDatabase:
                 future.set_exception(value)
 
     def _unit(self, conn: psycopg.Connection, unit: Callable[[], Any]) -> tuple[bool, Any]:
+        """One unit of the group under a savepoint of its own. A unit that succeeded leaves
+        its savepoint to the next one, which releases it in the same round trip as it makes
+        its own (the last is released by the COMMIT): one round trip a unit, not two."""
         local = self._local
-        conn.execute("SAVEPOINT unit")
+        conn.execute("RELEASE unit; SAVEPOINT unit" if local.savepoint else "SAVEPOINT unit")
+        local.savepoint = True
         local.unit_top = True
         try:
             value = unit()
         except BaseException as exc:  # noqa: BLE001 - handed to the unit's caller
+            local.savepoint = False
             if not conn.broken:
                 self._rollback_to("unit")
             return False, exc
         finally:
             local.unit_top = False
             local.depth = 1
-        conn.execute("RELEASE unit")
         return True, value
 
     # -- the schema -----------------------------------------------------------------------

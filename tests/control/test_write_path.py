@@ -37,7 +37,7 @@ def _committed_flights(core: Core) -> set[str]:
 
 def test_units_queued_together_commit_as_one_group_and_a_failing_one_alone_rolls_back(core, owner):
     db = core.store.db
-    before = db.groups
+    before = db.turns.commits
     with core.store.atomic():  # hold the write lock: the writer must queue what arrives
         futures = [db.submit(lambda i=i: flights.open_flight(core, owner, command=[f"echo {i}"]))
                    for i in range(20)]
@@ -52,7 +52,7 @@ def test_units_queued_together_commit_as_one_group_and_a_failing_one_alone_rolls
     opened = [f.result(timeout=30) for f in futures]
     with pytest.raises(RuntimeError, match="fails after writing"):
         doomed.result(timeout=30)
-    assert db.groups - before <= 2  # 22 units, at most two commits (one fsync each)
+    assert db.turns.commits - before <= 2  # 22 units, at most two commits (one fsync each)
     stored = _committed_flights(core)
     assert {f.id for f in opened} <= stored
     commands = [row[0] for row in _committed(core, "SELECT command FROM flights")]

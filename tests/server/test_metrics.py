@@ -120,3 +120,18 @@ def test_the_longest_expected_wait_is_gauged_per_environment(client, clock):
     longest = _scrape(client)[GAUGE]
     assert list(longest) == [(("environment", ""),)]
     assert 50 < longest[(("environment", ""),)] < 70
+
+
+def test_the_writers_group_commits_are_counted_with_their_units_and_seconds_by_phase(client):
+    before = _scrape(client)
+    a, _ = _runner(client, "a")
+    for i in range(3):
+        client.post("/v1/flights", json={"command": [f"echo {i}"]}, headers=auth(client.owner))
+    assert client.post("/v1/runner/claim", json={"wait": 0}, headers=auth(a)).status_code == 200
+    m = _scrape(client)
+    commits = m["gg_store_commits_total"][()] - before["gg_store_commits_total"][()]
+    units = m["gg_store_commit_units_total"][()] - before["gg_store_commit_units_total"][()]
+    assert commits >= 1 and units >= 4 and units >= commits  # three opens and a claim, at least
+    spent = {phase: m["gg_store_commit_seconds_total"][(("phase", phase),)]
+             for phase in ("begin", "work", "commit")}
+    assert all(seconds >= 0 for seconds in spent.values()) and spent["work"] > 0
