@@ -14,10 +14,11 @@ event. It reports the median absolute error against the median actual wait, the 
 starts inside [low, high], the same for the last estimate before each start, and what
 ``gg estimate accuracy`` (the server's own record of last estimates) says.
 
-``listing`` fills a store the way ``bench/placement.py`` does (10,000 ready flights, 1,000
-runners, every runner busy) plus a duration history, and times ``list_flights`` (the first
-page of 200 and all 10,000 rows, estimates included) and the forecast alone. The forecast is
-never reused between the timed calls (GG_ESTIMATE_REUSE 0): each one plays the queue.
+``listing`` fills a store the way ``bench/placement.py`` does with ``busy`` (10,000 ready
+flights, 1,000 healthy runners each flying one flight, and a duration history), and times
+``list_flights`` (the first page of 200 and all 10,000 rows, estimates included) and the
+forecast alone. The forecast is never reused between the timed calls (GG_ESTIMATE_REUSE 0):
+each one plays the queue.
 """
 
 from __future__ import annotations
@@ -45,40 +46,21 @@ import httpx  # noqa: E402
 def fill(root: Path, args):
     import placement
 
-    from gg.control import leases
     from gg.control.core import Core
     from gg.launch import LocalServer, free_port
     from gg.settings import Settings
     from gg.store import open_store
-    from gg.store.estimates import FLIGHT
 
     started = time.perf_counter()
     # placement.fill bootstraps its own owner: a server must have made the store first
     server = LocalServer(root / "data", free_port(), log=root / "server.log")
     server.start()
     server.stop()
-    placement.fill(root / "data", args.runners, args.flights)
+    # every runner healthy and flying one flight, and a history for every kind in the queue
+    placement.fill(root / "data", args.runners, args.flights, busy=True)
     placement.keep_online(root / "data")
     core = Core(store=open_store(root / "data"),
                 settings=Settings(offline_after=1e9, lease_ttl=1e9, estimate_reuse=0))
-    # placement's fill leaves the runners without a capability report (degraded outside dev):
-    # make them healthy, except its 20 degraded on purpose, and let each take the flight
-    # sent to it, so every runner flies one flight and the queue must be played forward
-    with core.store.atomic():
-        core.store.db.run("UPDATE runners SET health = 'ok' WHERE health NOT LIKE '%bwrap%'")
-    for r in core.store.runners():
-        leases.try_claim(core, r.id)
-    rng = random.Random(2)
-    now = core.now()
-    with core.store.atomic():  # a history: every kind the queue holds has finished before
-        for env in placement.ENVIRONMENTS:
-            for _ in range(30):
-                core.store.add_duration(FLIGHT, ("make test", env, "shell"),
-                                        rng.lognormvariate(4, 0.5), window=200, keep=2000,
-                                        now=now)
-        for _ in range(30):
-            core.store.add_duration(FLIGHT, ("sleep 1", "", "shell"), rng.uniform(50, 150),
-                                    window=200, keep=2000, now=now)
     print(f"filled {args.runners} runners, {args.flights} ready flights and a history in "
           f"{time.perf_counter() - started:.0f}s", file=sys.stderr)
     return core
