@@ -172,9 +172,11 @@ class Bench:
     def token(self) -> str:
         return self.server.owner_token()
 
-    def runner(self, name: str, workers: int = 1, server: str | None = None) -> LocalRunner:
+    def runner(self, name: str, workers: int = 1, server: str | None = None,
+               labels: str | None = None) -> LocalRunner:
         r = LocalRunner(name, server or self.url, self.root / f"state-{name}", self.config,
-                        workers=workers, env=self.env, log=self.root / f"runner-{name}.log")
+                        labels=labels, workers=workers, env=self.env,
+                        log=self.root / f"runner-{name}.log")
         self.runners.append(r.start())
         return r
 
