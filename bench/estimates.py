@@ -310,6 +310,11 @@ def day(args) -> int:
     result = {"flights": len(kind_of), "reads": reads,
               "first": judge(first, starts), "last": judge(last, starts),
               "pool": judge({f: seen for f, seen in first.items() if f in on_pool}, starts),
+              # where the first estimates miss (in the JSON only): the drain is not foreseen
+              "across_drain": judge({f: seen for f, seen in first.items()
+                                     if seen[0] < start + drain_at < starts.get(f, 0)}, starts),
+              "by_kind": {k: judge({f: seen for f, seen in first.items() if kind_of[f] == k},
+                                   starts) for k in KINDS},
               "pool_flights": sum(1 for k in kind_of.values() if KINDS[k][0] == POOL_ENV),
               "waited_on_pool": len(on_pool),
               "member_cycles": sum(1 for e in joins if e["body"].get("pool") == POOL),
