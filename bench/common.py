@@ -63,8 +63,11 @@ def command_line() -> str:
     return "python " + " ".join(shlex.quote(a) for a in [str(shown), *sys.argv[1:]])
 
 
+LOAD_AT_START = os.getloadavg()[0]  # when the benchmark's process started, not when it writes
+
+
 def machine() -> str:
-    load = os.getloadavg()[0]
+    load = LOAD_AT_START
     return (f"{os.cpu_count()} cores, Python {platform.python_version()}, "
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load:.2f} at start")
 
@@ -172,9 +175,11 @@ class Bench:
     def token(self) -> str:
         return self.server.owner_token()
 
-    def runner(self, name: str, workers: int = 1, server: str | None = None) -> LocalRunner:
+    def runner(self, name: str, workers: int = 1, server: str | None = None,
+               labels: str | None = None) -> LocalRunner:
         r = LocalRunner(name, server or self.url, self.root / f"state-{name}", self.config,
-                        workers=workers, env=self.env, log=self.root / f"runner-{name}.log")
+                        labels=labels, workers=workers, env=self.env,
+                        log=self.root / f"runner-{name}.log")
         self.runners.append(r.start())
         return r
 

@@ -4,10 +4,14 @@
     python bench/listing.py [--flights 10000] [--runners 1000] [--limit 200] [--repeat 15]
 
 Fills a real control plane's store with ``--runners`` online runners of varied labels and
-``--flights`` ready flights whose requirements none of them meets in different ways (the same
-fill as bench/placement.py), so every row of the page carries its waiting sentence. Then times
-``GET /v1/flights`` (the first page, ``--limit`` rows, every waiting reason and start estimate
-computed) over HTTP as ``gg flights`` asks for it, and following the cursor to the second page.
+``--flights`` ready flights (the fill of bench/placement.py with ``busy``): every runner is
+healthy and flies one flight, so the ready flights wait on runners that will free up (or, in
+other ways, on runners that cannot take them) and every row of the page carries its waiting
+sentence; a history of durations gives the flights the runners can take a start estimate
+(``expected_start_at``). Then times ``GET /v1/flights`` (the first page, ``--limit`` rows,
+every waiting reason and start estimate computed) over HTTP as ``gg flights`` asks for it,
+and following the cursor to the second page. A first page with no row whose start is
+estimated measures nothing worth having: the bench then stops with one sentence.
 
 Every timed request plays the queue forward afresh: the server runs with GG_ESTIMATE_REUSE=0,
 so no request is answered from the run of the one before (on a live queue every open and grant
@@ -53,7 +57,7 @@ def main(argv: list[str] | None = None) -> dict:
                               "GG_ESTIMATE_REUSE": "0"})
     server.start()
     try:
-        fill(root / "data", args.runners, args.flights)
+        fill(root / "data", args.runners, args.flights, busy=True)
         keep_online(root / "data")
         load = os.getloadavg()[0]
         http = httpx.Client(base_url=server.url, timeout=120,
@@ -67,7 +71,12 @@ def main(argv: list[str] | None = None) -> dict:
 
         first = page()
         waiting = [r["waiting"] for r in first["items"] if r["waiting"]]
-        estimated = [r for r in first["items"] if r["expected_start_basis"]]
+        estimated = [r for r in first["items"] if r["expected_start_at"] is not None]
+        print(f"first page: {len(first['items'])} rows, {len(estimated)} with an estimated "
+              "start time", flush=True)
+        if not estimated:
+            raise SystemExit("the first page has no row with an estimated start time, so it "
+                             "would time a listing without estimates; check the fill")
         proc = psutil.Process(server.proc.pid)
 
         def server_cpu() -> float:
@@ -80,6 +89,8 @@ def main(argv: list[str] | None = None) -> dict:
             t = time.perf_counter()
             got = page()
             firsts.append((time.perf_counter() - t) * 1000)
+            if not any(r["expected_start_at"] is not None for r in got["items"]):
+                raise SystemExit("a timed first page had no row with an estimated start time")
             firsts_cpu.append((server_cpu() - c) * 1000)
             t = time.perf_counter()
             page(got["next_cursor"])
@@ -113,9 +124,10 @@ def main(argv: list[str] | None = None) -> dict:
             flights.list_flights(paging, limit=args.limit, cursor=got["next_cursor"])
             reused.append((time.process_time() - t) * 1000)
         text = "\n".join([
-            f"{args.flights:,} ready flights × {args.runners:,} online runners; a page of "
-            f"{args.limit} rows, {len(waiting)} of them with their waiting sentence "
-            f"({len(set(waiting))} distinct) and {len(estimated)} with their start estimate; "
+            f"{args.flights:,} ready flights × {args.runners:,} online runners, each flying "
+            f"one flight; a page of {args.limit} rows, {len(waiting)} of them with their "
+            f"waiting sentence ({len(set(waiting))} distinct) and {len(estimated)} with an "
+            "estimated start time; "
             f"every request plays the queue afresh (GG_ESTIMATE_REUSE=0); load average "
             f"{load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end "
             "(target: first page ≤ 300 ms over HTTP).\n", TABLE_HEAD,

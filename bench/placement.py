@@ -3,8 +3,9 @@
     PYTHONPATH=. python bench/placement.py [--flights 10000] [--runners 1000] [--repeat 7] [--groups]
 
 Starts a real ``gg server`` on loopback with its SQLite file in a temporary folder, fills
-its store through the control layer (runners registered and checked in, every runner
-holding one flying flight so nothing is offerable, then the ready flights), and times:
+its store through the control layer (runners registered and checked in without a capability
+report, so degraded and offered nothing, each sent one flight, then the ready flights; the
+listing benches fill it with ``busy``, see :func:`fill`), and times:
 
 - ``GET /v1/flights?limit=10000`` over HTTP, body read as bytes (what `gg flights` waits for);
 - the same listing computed in-process by ``gg.control.flights.list_flights`` on the same
@@ -36,11 +37,14 @@ from gg.control import flights, key_proof, leases, people, runners
 from gg.control.core import Core
 from gg.domain import tokens
 from gg.domain.flights import Flight, required_labels
+from gg.domain.runners import HealthState
 from gg.launch import LocalServer, free_port
 from gg.settings import Settings
 from gg.store import open_store
+from gg.store.estimates import FLIGHT
 
 ENVIRONMENTS = [f"env{i}" for i in range(10)]
+LONG_LEASE = 1e9  # seconds: a busy fill's leases never run out while a bench reads them
 
 
 def proof(core) -> dict:
@@ -78,9 +82,18 @@ def placement_of(rng: random.Random, env: str) -> dict:
 
 
 def fill(data_dir: Path, n_runners: int, n_flights: int, seed: int = 1,
-         with_groups: bool = False) -> None:
+         with_groups: bool = False, busy: bool = False) -> None:
+    """Register the runners, saturate them, and open the ready flights.
+
+    ``busy``: the runners are healthy, so each really flies the flight sent to it (on a
+    lease that outlives any bench) and the queue waits on runners that will free up, not
+    on their health; a history of durations is added for every kind the queue holds, so
+    the waiting flights get a start estimate. Without it, a runner has no capability
+    report (degraded), so nothing flies and no waiting flight has an estimate.
+    """
     rng = random.Random(seed)
-    core = Core(store=open_store(data_dir), settings=Settings())
+    core = Core(store=open_store(data_dir),
+                settings=Settings(lease_ttl=LONG_LEASE) if busy else Settings())
     owner = core.store.person_by_name("owner")
     folks = [owner] + [people.add_person(core, owner, f"p{i}", admin=False)[0] for i in range(19)]
     made = []
@@ -93,6 +106,9 @@ def fill(data_dir: Path, n_runners: int, n_flights: int, seed: int = 1,
     for r in made:
         runners.check_in(core, r, readings={}, inventory=None, capabilities=None, version=None,
                          held=[], peer_address=None)
+    if busy:  # a capability report in hand: what keeps them from flying is their leases
+        with core.store.atomic():
+            core.store.db.run("UPDATE runners SET health = ?", (HealthState.OK.value,))
     # Saturate: every runner holds one live lease, so no ready flight is offerable.
     for r in made:
         flights.open_flight(core, owner, command=["sleep", "1"], runner=r.id)
@@ -117,7 +133,25 @@ def fill(data_dir: Path, n_runners: int, n_flights: int, seed: int = 1,
                 opened_at=now + i * 1e-6, title=f"make test {i}", environment=env,
                 requires=required_labels(env), runner_target=target,
                 **(placement_of(rng, env) if with_groups else {})))
+    if busy:
+        add_history(core, rng)
     core.store.close()
+
+
+def add_history(core: Core, rng: random.Random) -> None:
+    """Durations of finished flights for every kind the fill opens: its ready flights
+    (titled ``make test N``: each borrows its environment's durations) and the flights the
+    runners fly."""
+    now = core.now()
+    with core.store.atomic():
+        for env in ENVIRONMENTS:
+            for _ in range(30):
+                core.store.add_duration(FLIGHT, ("make test", env, "shell"),
+                                        rng.lognormvariate(4, 0.5), window=200, keep=2000,
+                                        now=now)
+        for _ in range(30):
+            core.store.add_duration(FLIGHT, ("sleep 1", "", "shell"), rng.uniform(50, 150),
+                                    window=200, keep=2000, now=now)
 
 
 def keep_online(data_dir: Path) -> None:

@@ -166,9 +166,13 @@ def on_change(core: Core, flight: Flight, event: Event, now: float, *,
                                 keep=core.settings.estimate_kinds, now=now)
 
 
-def on_first_check_in(core: Core, pool: str, started_at: float, now: float) -> None:
+def on_first_check_in(core: Core, pool: str, runner_id: str, started_at: float,
+                      now: float) -> None:
     """A pool member checked in for the first time since it started (or reset): its
-    warm-up, in the check-in's own transaction."""
+    warm-up, in the check-in's own transaction. Its last hand-back is forgotten: the time
+    from there to its next flight is its reset and warm-up, which the estimate adds as the
+    pool's, not a runner's turnaround (counted as one, it would stretch every runner's)."""
+    core.lease_ended.pop(runner_id, None)
     core.store.add_duration(WARMUP, (pool, "", ""), now - started_at,
                             window=core.settings.estimate_window,
                             keep=core.settings.estimate_kinds, now=now)

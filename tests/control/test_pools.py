@@ -429,6 +429,26 @@ def test_a_members_warm_up_is_measured_at_its_first_check_in_and_estimates_the_n
     assert abs(shown["expected_start_at"] - (clock.now + 40)) < 4
 
 
+def test_a_members_reset_and_warm_up_between_flights_is_not_a_runners_turnaround(
+        core, owner, keeper, clock):
+    member, code = start_member(core, keeper)
+    runner, _ = join(core, code)
+    check_in(core, runner)
+    attest(core, keeper, [member["id"]])
+    flown = flights.open_flight(core, owner, command=["true"], environment="ui")
+    _, grant = leases.try_claim(core, runner.id)
+    waiting = flights.open_flight(core, owner, command=["true"], environment="ui")
+    clock.advance(5)
+    leases.hand_back(core, runner, flown.id, epoch=grant.epoch, outcome="landed", exit_code=0,
+                     reason=None, key=None)
+    answer, _ = members.act(core, keeper, "ui-pool", "reset", member_id=member["id"])
+    clock.advance(40)  # the member boots again: the pool's warm-up, measured as such
+    again, _ = join(core, answer["code"])
+    check_in(core, again)
+    assert leases.try_claim(core, again.id)[0].id == waiting.id
+    assert core.turnaround.count == 0  # it would add ~40 s after every runner's flight
+
+
 def test_a_member_cannot_join_under_a_name_a_live_runner_holds(core, owner, keeper):
     member, code = start_member(core, keeper)
     person_made = make_runner(core, owner, name=member["name"])  # the name was taken first
