@@ -366,8 +366,20 @@ class Client:
             json={"epoch": epoch, "facts": facts}, **kw))
 
     def hand_back(self, flight_id: str, body: dict, **kw) -> r.HandedBack:
-        return _one(r.HandedBack, self.request(
-            "POST", paths.LEASE_HAND_BACK.format(flight_id=flight_id), json=body, **kw))
+        """The hand-back. A runner sends ``claim_next`` only when its grant's protocol said
+        ``hand_back_claims``, but during a rolling upgrade the grant may come from a replica
+        of the new version and the hand-back reach one of the previous version, which
+        refuses a body field it does not know (400, before anything is stored): it is then
+        sent again without it, and the runner claims its next flight itself
+        (docs/scale-out.md, "upgrades with two adjacent versions side by side")."""
+        path = paths.LEASE_HAND_BACK.format(flight_id=flight_id)
+        try:
+            return _one(r.HandedBack, self.request("POST", path, json=body, **kw))
+        except ApiError as exc:
+            if exc.status != 400 or "claim_next" not in body:
+                raise
+        older = {k: v for k, v in body.items() if k != "claim_next"}
+        return _one(r.HandedBack, self.request("POST", path, json=older, **kw))
 
     def goodbye(self, **kw) -> s.Ok:
         return _one(s.Ok, self.request("POST", paths.RUNNER_GOODBYE, **kw))

@@ -35,7 +35,7 @@ def test_queued_flights_come_with_the_hand_backs_not_with_claims(make_fleet):
 
 
 def test_a_control_plane_that_does_not_say_it_takes_claim_next_is_never_sent_it():
-    """An older control plane refuses a body field it does not know (422): the runner sends
+    """An older control plane refuses a body field it does not know (400): the runner sends
     ``claim_next`` only where the grant's protocol says ``hand_back_claims``."""
     from gg.api.runners import Claimed
     from gg.settings import Settings
