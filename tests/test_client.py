@@ -103,3 +103,31 @@ def test_a_registration_is_kept_when_the_list_of_replicas_changes():
     assert same_control_plane("http://a:1", "http://b:2,http://a:1")
     assert same_control_plane("http://a:1,http://b:2", "http://b:2/")
     assert not same_control_plane("http://a:1", "http://b:2")
+
+
+def test_a_hand_back_refused_for_its_claim_next_is_sent_again_without_it(fleet):
+    """A replica of the version before hand-backs could carry the next flight refuses the
+    field (400, nothing stored); the client sends the hand-back again without it, so the
+    flight lands once instead of flying again when its lease runs out. A ``claim_next`` out
+    of range is refused the same way by this version, which is what plays the old replica."""
+    import httpx
+
+    from support import http_proof
+
+    owner = fleet.server.owner_token()
+    with httpx.Client(base_url=fleet.url, timeout=30) as http:
+        registered = http.post("/v1/runners", json={"name": "r1", **http_proof(http, "register")},
+                               headers={"authorization": f"Bearer {owner}"})
+        assert registered.status_code == 201, registered.text
+    credential = registered.json()["credential"]
+    runner = Client(fleet.url, credential)
+    runner.check_in({"capabilities": {"isolation": ["none"]}})
+    opened = fleet.api().open_flight({"command": ["true"]})["id"]
+    claimed = runner.claim(free_slots=1, wait=0)
+    assert claimed.flight.id == opened
+    body = {"epoch": claimed.lease.epoch, "outcome": "landed", "exit_code": 0,
+            "key": "1:hand-back", "claim_next": 100_000}
+    handed = runner.hand_back(opened, body)
+    assert handed.repeat is False and handed.next is None
+    flight = fleet.api().flight(opened)
+    assert flight["stage"] == "landed" and len(flight["attempts"]) == 1

@@ -11,9 +11,10 @@ itself is the previous version). So the test keeps its meaning as migrations are
 installed dependencies: ``PYTHONPATH`` names the extracted folder and ``PYTHONSAFEPATH`` keeps
 the working directory (this tree's own ``gg``) off the path.
 
-Without such a commit (a shallow clone, or the newest migration already in the root commit)
-the test fails and says why; it skips only in a source tree that is not a git checkout at all
-(an unpacked sdist), which has no history to take a previous version from.
+Without such a commit (the newest migration already in the root commit) the test fails and
+says why. It skips, saying why, only where there is no history to take a previous version
+from: a source tree that is not a git checkout at all (an unpacked sdist), or a shallow clone
+(``.ci/run`` fetches the whole history of one first).
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ LEASE_TTL = float(FAST["GG_LEASE_TTL"])
 
 
 def _git(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
-                          timeout=60)
+    # safe.directory: a checkout owned by another user than the one testing is still read
+    return subprocess.run(["git", "-c", f"safe.directory={ROOT}", "-C", str(ROOT), *args],
+                          capture_output=True, text=True, timeout=60)
 
 
 def _migrations_at(commits: list[str]) -> dict[str, set[int]]:
@@ -87,12 +89,13 @@ def previous_version() -> str:
                 f"commit {commit[:12]} registers migrations {sorted(found[commit] - current)} "
                 f"that this tree does not: migrations are append-only")
             return commit
-    shallow = _git("rev-parse", "--is-shallow-repository").stdout.strip() == "true"
+    if _git("rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+        pytest.skip(f"this clone is shallow (down to {commits[-1][:12]}, every commit with all "
+                    f"of this tree's migrations): fetch its whole history (git fetch "
+                    f"--unshallow, as .ci/run does) to run the previous version beside this one")
     pytest.fail(
         f"every commit in this checkout's history, down to {commits[-1][:12]}, already has "
-        f"all of this tree's migrations, so there is no previous version to upgrade from"
-        + (": the clone is shallow, fetch its whole history (git fetch --unshallow)"
-           if shallow else ""))
+        f"all of this tree's migrations, so there is no previous version to upgrade from")
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class Previous:
     commit: str
     env: dict[str, str]  # what runs its gg: added to a process's environment
     migrations: frozenset[int]
+    claims_next: bool  # its protocol says hand_back_claims: a hand-back may ask for the next
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +112,8 @@ def previous(tmp_path_factory) -> Previous:
     environment imports (from this tree's directory, where ``gg`` would be this one)."""
     commit = previous_version()
     where = tmp_path_factory.mktemp("previous")
-    archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", commit, "gg"],
+    archive = subprocess.Popen(["git", "-c", f"safe.directory={ROOT}", "-C", str(ROOT),
+                                "archive", commit, "gg"],
                                stdout=subprocess.PIPE)
     subprocess.run(["tar", "-x", "-C", str(where)], stdin=archive.stdout, check=True, timeout=60)
     archive.stdout.close()
@@ -118,13 +123,14 @@ def previous(tmp_path_factory) -> Previous:
     # Run from this tree, where a plain `python -m gg` would find this tree's gg first.
     probe = subprocess.run(
         [sys.executable, "-c", "import json, gg, gg.store; from gg.store.migrations import "
-         "MIGRATIONS; print(json.dumps([gg.__file__, sorted(MIGRATIONS)]))"],
+         "MIGRATIONS; from gg.settings import Settings; print(json.dumps([gg.__file__, "
+         "sorted(MIGRATIONS), bool(Settings().protocol().get('hand_back_claims'))]))"],
         env={**os.environ, **env}, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0, probe.stderr
-    loaded, numbers = json.loads(probe.stdout)
+    loaded, numbers, claims_next = json.loads(probe.stdout)
     assert Path(loaded).is_relative_to(where), f"the previous version ran {loaded}"
     assert set(numbers) < set(MIGRATIONS), (commit, numbers)
-    return Previous(commit, env, frozenset(numbers))
+    return Previous(commit, env, frozenset(numbers), claims_next)
 
 
 # -- the upgrade ------------------------------------------------------------------------------
@@ -256,8 +262,10 @@ def test_a_rolling_upgrade_from_the_previous_version_lands_every_flight_once(upg
     (up.tmp_path / "go").touch()
     up.landed(held, 0, "the held flights to land through the old replica")
     up.every_pairing(everyone, "every flight of the mixed fleet to land")
-    # A new runner granted its flights by the old replica never asks it for claim_next.
-    assert all("claim_next" not in body for _, body in _hand_backs(up.tmp_path, "new-a"))
+    # A new runner granted its flights by an old replica that does not know claim_next never
+    # asks it for one.
+    if not previous.claims_next:
+        assert all("claim_next" not in body for _, body in _hand_backs(up.tmp_path, "new-a"))
 
     # 3. A flight granted by the new replica is handed back through the old one (the new
     #    one went away mid-flight; a balancer spreading requests does the same).
@@ -269,15 +277,19 @@ def test_a_rolling_upgrade_from_the_previous_version_lands_every_flight_once(upg
     (up.tmp_path / "cross").touch()
     up.landed([crossing], 0, "the flight granted by the new replica to land through the old")
     assert len(replicas.api(0).flight(crossing)["attempts"]) == 1, "it flew again"
-    # It asked for its next flight, a field the old replica does not know: sent again without
-    # (the sent log has every attempt, one at the stopped replica too if it was tried first).
+    # It asked for its next flight: an old replica that does not know the field refused it,
+    # and it was sent again without (the sent log has every attempt, one at the stopped
+    # replica too if it was tried first); one that knows it answered it.
     asked = [body.get("claim_next") for flight, body in _hand_backs(up.tmp_path, "new-b")
              if flight == crossing]
-    assert asked[-1] is None and set(asked[:-1]) == {1}, asked
+    if previous.claims_next:
+        assert set(asked) == {1}, asked
+    else:
+        assert asked[-1] is None and set(asked[:-1]) == {1}, asked
     b.start(timeout=60)
 
     # 4. The previous version restarted against the newer schema starts and serves.
-    _answered_well(a, "the old replica", hand_backs_refused=1)
+    _answered_well(a, "the old replica", hand_backs_refused=0 if previous.claims_next else 1)
     a.stop()
     a.start(timeout=60)
     assert _commit(a) == previous.commit and _applied(url) == set(MIGRATIONS)
