@@ -64,7 +64,8 @@ class ClaimRoute(ahead.Route):
                 return _json(answers.instructed(told))
         free_slots, wait = body.free_slots, answers.claim_wait(core, body.wait)
         del body
-        got = await dispatcher.claim(runner.id, free_slots, wait, instructable=heartbeat)
+        got = await dispatcher.claim(runner.id, free_slots, wait, instructable=heartbeat,
+                                     parked_on=scope)
         if isinstance(got, str):
             return _json(answers.instructed(got))
         answer = answers.claimed(core, runner, got)

@@ -45,6 +45,10 @@ except ImportError:  # pragma: no cover - a bare install
 
 log = logging.getLogger("gg.server")
 
+# An ASGI scope key: a request that holds its connection open (a parked claim) may put here
+# what to do if the connection is lost before it is answered (the client went away).
+ON_LOST = "gg.on_connection_lost"
+
 CAP_CEILING = 65_536  # idle connections cost memory too; above this, raise it explicitly
 _ACCEPT_FAILED = "socket.accept() out of system resource"  # asyncio's message, all versions
 
@@ -153,6 +157,10 @@ def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
                 return
             self._disarm()
             gate.forget(self)
+            if self._in_request():  # gone before its answer: a parked claim stops waiting
+                on_lost = (self.scope or {}).get(ON_LOST)
+                if on_lost is not None:
+                    on_lost()
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:

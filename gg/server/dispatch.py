@@ -19,10 +19,12 @@ import asyncio
 import itertools
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 
 from gg.control import leases as lease_ops
 from gg.control.core import Core
 from gg.errors import TooManyRequests
+from gg.server.connections import ON_LOST
 
 
 _READ = object()  # _arm_expiry_wake: read when the earliest lease is due
@@ -61,9 +63,13 @@ class Dispatcher:
     # -- the claim --------------------------------------------------------------------
 
     async def claim(self, runner_id: str, free_slots: int, wait: float, *,
-                    instructable: bool = False):
+                    instructable: bool = False,
+                    parked_on: dict | None = None):
         """A flight and its grant, an instruction (only to an ``instructable`` claim, see
-        :meth:`instruct`), or None: nothing for you."""
+        :meth:`instruct`), or None: nothing for you. ``parked_on``: the request's ASGI scope;
+        a claim that parks puts there (``connections.ON_LOST``) how to stop waiting, so that
+        a runner gone while parked (its connection lost) is offered nothing: a flight granted
+        to it would only fly again once its lease ran out."""
         self.loop = asyncio.get_running_loop()
         if free_slots <= 0:
             self.release(runner_id)  # "stop claiming": a stopping runner frees its parked claim
@@ -95,6 +101,8 @@ class Dispatcher:
         # What a parked claim holds while it waits: this frame, the record, its future and
         # one timer (a parked claim is mostly memory: docs/performance.md, "Parked claims").
         timer = self.loop.call_later(wait, self._timed_out, parked)
+        if parked_on is not None:
+            parked_on[ON_LOST] = partial(self._timed_out, parked)
         try:
             return await parked.future or None
         finally:

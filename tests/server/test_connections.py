@@ -316,3 +316,34 @@ def test_an_answer_leaves_in_one_segment_head_and_body_together(tmp_path):
                 assert _data_segments_in(client) - before == 1
     finally:
         server.stop()
+
+
+# -- a runner gone while its claim is parked ---------------------------------------------------
+
+def test_a_claim_whose_connection_is_lost_while_parked_is_offered_nothing(tmp_path):
+    """A runner that stops (or dies) while its claim is parked: the flight opened next is not
+    granted to the dead connection (it would fly only once that lease ran out) but waits for a
+    runner that is there, and is granted at epoch 1."""
+    server = _server(tmp_path, {"GG_DEV": "1", "GG_LEASE_TTL": "600"})
+    try:
+        credential = _runner_credential(server)
+        body = b'{"free_slots": 1, "wait": 60}'
+        held = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        held.sendall(b"POST /v1/runner/claim HTTP/1.1\r\nhost: gg\r\n"
+                     b"authorization: Bearer " + credential.encode() + b"\r\n"
+                     b"content-type: application/json\r\n"
+                     b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        wait_until(lambda: _parked(server) == 1, what="the claim to park")
+        held.close()  # the runner is gone
+        wait_until(lambda: _parked(server) == 0, what="the lost claim to stop waiting")
+        owner = {"authorization": f"Bearer {server.owner_token()}"}
+        flight = httpx.post(server.url + "/v1/flights", json={"command": ["true"]},
+                            headers=owner, timeout=10).json()["id"]
+        seen = httpx.get(f"{server.url}/v1/flights/{flight}", headers=owner, timeout=10).json()
+        assert seen["stage"] == "ready", seen
+        taken = httpx.post(server.url + "/v1/runner/claim", json={"free_slots": 1, "wait": 0},
+                           headers={"authorization": f"Bearer {credential}"}, timeout=10)
+        assert taken.status_code == 200, taken.text
+        assert (taken.json()["flight"]["id"], taken.json()["lease"]["epoch"]) == (flight, 1)
+    finally:
+        server.stop()

@@ -92,7 +92,8 @@ async def claim(body: Claim, request: Request,
             return answers.instructed(told)
     got = await request.app.state.dispatcher.claim(runner.id, body.free_slots,
                                                    answers.claim_wait(core, body.wait),
-                                                   instructable=heartbeat)
+                                                   instructable=heartbeat,
+                                                   parked_on=request.scope)
     if isinstance(got, str):
         return answers.instructed(got)
     answer = answers.claimed(core, runner, got)
