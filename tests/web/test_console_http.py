@@ -101,6 +101,24 @@ def test_no_console_path_answers_a_server_error(browser, owner):
     assert all("Traceback" not in a.text for a in asked)
 
 
+def test_a_nul_character_in_what_a_page_is_asked_is_refused_on_both_stores(browser, owner):
+    """PostgreSQL's text cannot hold U+0000: a page or form naming one is a plain 400 page on
+    both stores (it was a server error on PostgreSQL), and nothing is changed."""
+    ada = browser.post("/v1/people", json={"name": "ada", "admin": True},
+                       headers=auth(owner)).json()["token"]
+    held = browser.post("/v1/flights", json={"command": ["true"], "approval": True},
+                        headers=auth(owner)).json()["id"]
+    sign_in(browser, ada)
+    asked = [browser.get(p) for p in ("/ui/flights/f_%00", "/ui/flights/f_%00?part=1",
+                                      "/ui/wait?flight=f_%00")]
+    asked += [post_form(browser, p) for p in ("/ui/flights/f_%00/cancel", "/ui/gates/g_%00/clear",
+                                               "/ui/runners/r%00/cordon")]
+    asked.append(post_form(browser, f"/ui/flights/{held}/reject", reason="not\x00today"))
+    assert [a.status_code for a in asked] == [400] * len(asked)
+    assert all("NUL character" in a.text for a in asked)
+    assert browser.get(f"/v1/flights/{held}", headers=auth(owner)).json()["stage"] == "gated"
+
+
 def test_an_admin_cordons_drains_and_resumes_a_runner_from_the_console(browser, owner, app):
     from gg.control.people import authenticate_person
     from support import make_runner
