@@ -82,6 +82,18 @@ def test_a_nul_character_is_refused_with_400_on_both_stores(client):
     assert opened.status_code == 201 and opened.json()["command"] == command
 
 
+def test_a_seq_past_64_bits_is_refused_with_400_on_both_stores(client):
+    """An event's or a fact's seq is a 64-bit integer: ``after`` one past the largest is a
+    400 (SQLite, which cannot bind it, answered 500)."""
+    owner = auth(client.owner)
+    flight = client.post("/v1/flights", json={"command": ["true"]}, headers=owner).json()["id"]
+    largest = 2**63 - 1
+    for path in ("/v1/events?after={}", f"/v1/flights/{flight}/facts?after={{}}"):
+        assert client.get(path.format(largest), headers=owner).status_code == 200
+        refused = client.get(path.format(largest + 1), headers=owner)
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_request"
+
+
 def test_a_persons_token_cannot_act_as_a_runner_nor_a_runners_as_a_person(client):
     _, reg = register(client)
     assert client.post("/v1/runner/check-in", json={}, headers=auth(client.owner)).status_code == 401

@@ -89,10 +89,13 @@ def test_no_console_path_answers_a_server_error(browser, owner):
     asked = [browser.get(p) for p in ("/", "/ui", *PAGES)]  # signed out: to the sign-in
     sign_in(browser, owner)
     token = page_token(browser)
+    flight = open_flight(browser, owner, "true")
+    past = 2**63  # one past the largest seq: SQLite cannot even bind it
     asked += [browser.get(p) for p in (
         *PAGES, "/ui/flights?stage=bogus", "/ui/flights/f_nope", "/ui/gates?status=bogus",
         "/ui/static/../app.py", "/ui/static/nope.js", "/ui/static/gg.py", "/ui/wait?after=-1",
-        "/ui/wait?flight=f_nope", "/ui/flights/f_nope?part=1")]
+        "/ui/wait?flight=f_nope", "/ui/flights/f_nope?part=1", f"/ui/wait?after={past}",
+        f"/ui/wait?flight={flight}&facts={past}")]
     asked += [browser.post(p, data={"form_token": token}, headers={"origin": ORIGIN})
               for p in ("/ui/flights/f_nope/cancel", "/ui/gates/g_nope/clear",
                         "/ui/runners/nobody/cordon", "/ui/runners/nobody/explode")]
