@@ -10,11 +10,28 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from gg.client import Client
 from gg.launch import LocalRunner, LocalServer, free_port, gg_argv, sign_in
 from support import WireJson
+
+
+@dataclass
+class LocalMaintainer(LocalRunner):
+    """A real ``gg runner maintain POOL`` process, started and stopped as a runner is."""
+
+    pool: str = ""
+
+    def start(self) -> "LocalMaintainer":
+        env = {**os.environ, "GG_STATE_DIR": str(self.state_dir),
+               "GG_CONFIG_DIR": str(self.config_dir), **self.env}
+        out = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            gg_argv("--server", self.server, "runner", "maintain", self.pool, "--name", self.name),
+            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return self
 
 
 class ReplicaSet:
@@ -59,6 +76,16 @@ class ReplicaSet:
                              log=self.root / f"runner-{name}.log")
         self.runners.append(runner.start())
         return runner
+
+    def maintainer(self, pool: str, name: str, *, first: int = 0) -> LocalRunner:
+        """``gg runner maintain POOL`` using replica ``first`` first; its state dir is the same
+        every time ``name`` is started, so a restarted maintainer keeps its registration."""
+        maintainer = LocalMaintainer(name, self.url_list(first), self.root / f"state-{name}",
+                                     self.config_dir, pool=pool,
+                                     env={**self.env, "GG_IMAGES_DIR": str(self.root / "images")},
+                                     log=self.root / f"runner-{name}.log")
+        self.runners.append(maintainer.start())
+        return maintainer
 
     def log(self, name: str) -> str:
         path = self.root / f"runner-{name}.log"

@@ -92,6 +92,10 @@ class EventKind(StrEnum):
 
 EVENT_KINDS = tuple(k.value for k in EventKind)
 
+# The largest seq an event or a fact can have: a 64-bit integer on both stores. A reader's
+# ``after`` past it is refused, never handed to SQLite (which cannot bind a larger integer).
+SEQ_MAX = 2**63 - 1
+
 # A flight handed back with a final outcome records the event of that outcome.
 # (Keyed by the outcome's value: gg.domain.flights records these, so this module imports none of it.)
 ENDED_BY = {"landed": EventKind.FLIGHT_LANDED, "failed": EventKind.FLIGHT_FAILED}

@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterator
 
 import sqlite_utils
 
+from gg.errors import BadRequest
 from gg.store.migrations import MIGRATIONS
 
 log = logging.getLogger("gg.store")
@@ -64,6 +65,20 @@ _PRAGMAS = ("journal_mode=WAL", "synchronous=FULL", "busy_timeout=10000", "forei
 # A hook run by the writer inside each group after its units, in a savepoint of its own; it
 # returns a function told after the commit whether it held (True) or not (False), or None.
 BeforeCommit = Callable[[], "Callable[[bool], None] | None"]
+
+NUL_REFUSED = ("text with a NUL character (U+0000) is not accepted: remove it (a name, an id, "
+               "a title or a reason never needs one)")
+
+
+def refuse_nul(params: tuple | list | dict) -> None:
+    """Refuse a statement whose text holds U+0000, on both stores. PostgreSQL's text cannot
+    hold it (psycopg will not send it), so without this the same request would be stored or
+    looked up on SQLite and crash on PostgreSQL; refused on both, it means the same on both:
+    400, whatever the route. JSON columns (fact and event bodies, commands) are kept escaped,
+    so a flight's output may still carry a NUL byte."""
+    for value in params.values() if isinstance(params, dict) else params:
+        if type(value) is str and "\x00" in value:
+            raise BadRequest(NUL_REFUSED)
 
 
 class Database:
@@ -301,12 +316,15 @@ class Database:
     # -- small helpers ------------------------------------------------------------------
 
     def one(self, sql: str, params: tuple | dict = ()) -> sqlite3.Row | None:
+        refuse_nul(params)
         return self.conn.execute(sql, params).fetchone()
 
     def all(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+        refuse_nul(params)
         return self.conn.execute(sql, params).fetchall()
 
     def run(self, sql: str, params: tuple | dict = ()) -> sqlite3.Cursor:
+        refuse_nul(params)
         if getattr(self._local, "depth", 0):
             return self._write.execute(sql, params)
         with self._lock:  # a statement on its own: the write connection, in turn
@@ -314,6 +332,7 @@ class Database:
 
     def tuples(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
         """Rows as plain tuples (a long listing skips building a row object per line)."""
+        refuse_nul(params)
         cursor = self.conn.cursor()
         cursor.row_factory = None
         return cursor.execute(sql, params).fetchall()

@@ -35,7 +35,7 @@ from psycopg.pq import Format, TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
-from gg.store.db import GROUP_MAX, BeforeCommit, WriteTurns
+from gg.store.db import GROUP_MAX, BeforeCommit, WriteTurns, refuse_nul
 from gg.store.dialect import ddl, split_script, translate
 from gg.store.migrations import MIGRATIONS
 
@@ -192,6 +192,8 @@ class PgDatabase:
     # -- statements ---------------------------------------------------------------------
 
     def _execute(self, conn: psycopg.Connection, sql: str, params, *, rows=None) -> Result:
+        if params:
+            refuse_nul(params)
         text = translate(sql)
         if self._trace is not None:
             self._trace(text)

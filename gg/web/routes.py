@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from gg.control import answers, console, flights, gates, pools
 from gg.domain import console as rules
+from gg.domain.events import SEQ_MAX
 from gg.errors import GGError, NotFound, Unauthorized
 from gg.web import guard, render
 
@@ -199,8 +200,9 @@ async def events_page(request: Request) -> Response:
 
 
 @router.get("/ui/wait")
-async def wait(request: Request, after: Annotated[int, Query(ge=0)] = 0,
-               flight: str | None = None, facts: Annotated[int, Query(ge=0)] = 0) -> Response:
+async def wait(request: Request, after: Annotated[int, Query(ge=0, le=SEQ_MAX)] = 0,
+               flight: str | None = None,
+               facts: Annotated[int, Query(ge=0, le=SEQ_MAX)] = 0) -> Response:
     """Held until something a page shows may have changed (a new event; for a flight's page,
     new output or a new stage), or CONSOLE_WAIT passed: then the page looks again."""
     core = request.app.state.core

@@ -104,6 +104,17 @@ def test_a_retried_report_is_stored_once(core, owner):
     assert len(core.store.facts(f.id)) == 1
 
 
+def test_output_with_a_nul_byte_is_stored_as_sent_on_both_stores(core, owner):
+    """Text columns refuse U+0000 (PostgreSQL's cannot hold it); a fact's body is JSON, kept
+    escaped, so a program's output may carry one on either store."""
+    a = make_runner(core, owner)
+    f = flights.open_flight(core, owner, command=["true"])
+    leases.try_claim(core, a.id)
+    fact = {"kind": "output", "body": {"text": "a\x00b\n"}, "key": "1:output:1"}
+    assert leases.report(core, a, f.id, epoch=1, facts=[fact])["stored"] == 1
+    assert [x["body"]["text"] for x in core.store.facts(f.id)] == ["a\x00b\n"]
+
+
 def test_a_runner_may_touch_only_the_flights_it_holds(core, owner):
     a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
     f = flights.open_flight(core, owner, command=["true"])

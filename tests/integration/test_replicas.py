@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 
 import httpx
 
@@ -245,3 +246,63 @@ def test_a_web_console_session_made_on_one_replica_works_on_another_and_ends_on_
         for url in (first, second):
             gone = browser.get(url + "/ui/flights")
             assert gone.status_code == 303 and gone.headers["location"] == "/ui/login"
+
+
+STALE_POOL = {"environment": "ui", "inventory": {"name": "ui-pool", "size": 1, "warm": 0},
+              "image": {"ref": "ui-image", "digest": "sha256:" + "c" * 64}}
+
+
+def test_a_stale_pool_is_recorded_once_per_episode_across_replicas(make_replicas):
+    """Three replicas, each asked for the pools over and over at the same time while the
+    pool's maintainer is silent: ``warn:pool:stale`` is recorded by whichever looks first,
+    once per episode (a stale episode is the time after one last attestation), never once per
+    replica; the maintainer back, then silent again, is one more episode, recorded once."""
+    replicas = make_replicas(3, {"GG_POOL_ATTESTATION_STALE": "3"})
+    admin = replicas.api(0)
+    admin.clear_gate(admin.request("POST", "/v1/environments",
+                                   json={"name": "ui", "means": "true"})["gate"])
+    admin.clear_gate(admin.apply_strategy("ui", STALE_POOL)["gate"]["id"])
+    refused = replicas.maintainer("ui-pool", "keeper")  # registers, then is refused the pool
+    assert refused.proc.wait(timeout=60) == 4, replicas.log("keeper")
+    admin.allow_maintainer("ui-pool", "keeper")
+
+    def stale_events(i: int) -> list[dict]:
+        return [e for e in replicas.api(i).events(kind="warn:pool:stale", limit=1000)
+                if e["body"]["pool"] == "ui-pool"]
+
+    def silent_episode(first: int) -> float:
+        """The maintainer attests through replica ``first``, then goes silent (SIGKILL)
+        while every replica is asked for the pools at once, until each has seen the pool
+        stale; the last attestation, which names the episode."""
+        keeper = replicas.maintainer("ui-pool", "keeper", first=first)
+        before = replicas.api(first).pool("ui-pool")["last_attested_at"]
+        wait_until(lambda: replicas.api(first).pool("ui-pool")["last_attested_at"] != before,
+                   60, what="the maintainer to attest")
+        keeper.proc.send_signal(signal.SIGKILL)
+        keeper.proc.wait()
+        looks = [_in_background(lambda i=i: _look_until_stale(replicas.api(i)))
+                 for i in range(3)]
+        wait_until(lambda: all(looks), 90, what="every replica to see the pool stale")
+        return replicas.api(first).pool("ui-pool")["last_attested_at"]
+
+    first = silent_episode(0)
+    second = silent_episode(1)
+    assert second > first
+    for i in range(3):  # each replica answers the same events: one per episode
+        episodes = [e["body"]["last_attested_at"] for e in stale_events(i)]
+        assert episodes.count(first) == 1 and episodes.count(second) == 1, episodes
+        assert len(episodes) == len(set(episodes)), f"an episode recorded twice: {episodes}"
+
+
+def _look_until_stale(api, more: int = 5) -> bool:
+    """Ask for the pools until ``ui-pool`` is stale, then ``more`` times again: each look
+    records the episode if nobody did yet."""
+    def stale():
+        [pool] = [p for p in api.pools() if p["name"] == "ui-pool"]
+        return pool["attested_age"] is not None and pool["attested_age"] > 3
+
+    wait_until(stale, 60, interval=0.02, what="the pool to be stale")
+    for _ in range(more):
+        api.pools()
+        api.pool("ui-pool")
+    return True

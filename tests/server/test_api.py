@@ -64,6 +64,36 @@ def test_invalid_utf8_and_wrong_types_are_4xx(client):
     assert wrong.status_code == 400
 
 
+def test_a_nul_character_is_refused_with_400_on_both_stores(client):
+    """PostgreSQL's text cannot hold U+0000, so neither store keeps or looks up text with one:
+    the same 400 on both (PostgreSQL answered 500, SQLite stored it or answered 404)."""
+    owner = auth(client.owner)
+    asked = [client.post("/v1/flights", json={"command": ["true"], "title": "a\x00b"},
+                         headers=owner),
+             client.post("/v1/flights", json={"command": ["echo", "a\x00b"]}, headers=owner),
+             client.get("/v1/flights/f_%00", headers=owner),
+             client.get("/v1/gates/g_%00", headers=owner),
+             client.get("/v1/events?runner=r%00", headers=owner)]
+    assert [a.status_code for a in asked] == [400] * len(asked)
+    assert {a.json()["error"]["code"] for a in asked} == {"bad_request"}
+    assert client.get("/v1/flights", headers=owner).json()["items"] == []
+    command = ["printf", "a\x00b"]  # inside JSON (a command, a fact's body) it is kept escaped
+    opened = client.post("/v1/flights", json={"command": command, "title": "nul"}, headers=owner)
+    assert opened.status_code == 201 and opened.json()["command"] == command
+
+
+def test_a_seq_past_64_bits_is_refused_with_400_on_both_stores(client):
+    """An event's or a fact's seq is a 64-bit integer: ``after`` one past the largest is a
+    400 (SQLite, which cannot bind it, answered 500)."""
+    owner = auth(client.owner)
+    flight = client.post("/v1/flights", json={"command": ["true"]}, headers=owner).json()["id"]
+    largest = 2**63 - 1
+    for path in ("/v1/events?after={}", f"/v1/flights/{flight}/facts?after={{}}"):
+        assert client.get(path.format(largest), headers=owner).status_code == 200
+        refused = client.get(path.format(largest + 1), headers=owner)
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_request"
+
+
 def test_a_persons_token_cannot_act_as_a_runner_nor_a_runners_as_a_person(client):
     _, reg = register(client)
     assert client.post("/v1/runner/check-in", json={}, headers=auth(client.owner)).status_code == 401

@@ -1,6 +1,7 @@
-"""Fixtures for the console's HTTP tests: the real app in-process over a real SQLite file,
-with the hand-moved clock, and a way to sign in as a browser does (the sign-in page's form
-token, then the form post from this origin)."""
+"""Fixtures for the console's HTTP tests: the real app in-process over a real store (an SQLite
+file; a PostgreSQL database of its own too in modules that name both stores in ``STORES``,
+tests/conftest.py), with the hand-moved clock, and a way to sign in as a browser does (the
+sign-in page's form token, then the form post from this origin)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,24 @@ from console_support import ORIGIN
 
 
 @pytest.fixture
-def app(tmp_path, clock):
-    return create_app(Settings(), open_store(tmp_path), clock=clock, data_dir=tmp_path)
+def settings() -> Settings:
+    """A page's long poll that finds nothing new answers after 2 s rather than 20: the page
+    then looks again, and a test that waits it out waits less."""
+    return Settings(console_wait=2.0)
 
 
 @pytest.fixture
-def owner(tmp_path) -> str:
+def app(tmp_path, clock, settings, store_url):
+    """The app; the owner is made on its first start (on PostgreSQL: once per database) and
+    its token written into ``tmp_path`` either way."""
+    store = open_store(tmp_path, store_url)
+    yield create_app(settings, store, clock=clock, data_dir=tmp_path)
+    if store_url:
+        store.close()
+
+
+@pytest.fixture
+def owner(tmp_path, app) -> str:
     return (tmp_path / "owner-token").read_text().strip()
 
 

@@ -13,11 +13,13 @@ from gg.api.events import Event
 from gg.api.flights import EstimateAccuracy, FactsPage, FlightDetail, FlightPage, FlightRow
 from gg.api.schemas import FlightOpen
 from gg.control import answers, flights
+from gg.domain.events import SEQ_MAX
 from gg.server import auth
 from gg.server.json_body import JsonRoute
 
 router = APIRouter(route_class=JsonRoute)
 Wait = Annotated[float, Query(ge=0, le=60)]
+After = Annotated[int, Query(ge=0, le=SEQ_MAX)]  # a seq: an event's or a fact's
 
 
 @router.post(paths.FLIGHTS, status_code=201, response_model=FlightRow)
@@ -59,7 +61,7 @@ async def show_flight(flight_id: str, request: Request, person: dict = Depends(a
 
 @router.get(paths.FLIGHT_FACTS, response_model=FactsPage)
 async def follow_facts(flight_id: str, request: Request, person: dict = Depends(auth.person),
-                       after: Annotated[int, Query(ge=0)] = 0, wait: Wait = 0) -> dict:
+                       after: After = 0, wait: Wait = 0) -> dict:
     """Facts after ``after``; with ``wait`` the request is held until one arrives or the flight ends."""
     watch = request.app.state.watch
     return await answers.facts_after(request.app.state.core, flight_id, after=after, wait=wait,
@@ -80,7 +82,7 @@ async def estimate_accuracy(request: Request, person: dict = Depends(auth.person
 
 @router.get(paths.EVENTS, response_model=list[Event])
 async def events(request: Request, person: dict = Depends(auth.person),
-                 after: Annotated[int, Query(ge=0)] = 0, kind: str | None = None,
+                 after: After = 0, kind: str | None = None,
                  runner: str | None = None, flight: str | None = None,
                  limit: Annotated[int, Query(ge=1, le=10000)] = 1000, wait: Wait = 0) -> list[dict]:
     return await answers.events_after(request.app.state.core, after=after, kind=kind,
