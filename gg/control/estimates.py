@@ -166,7 +166,7 @@ def on_change(core: Core, flight: Flight, event: Event, now: float, *,
                                 keep=core.settings.estimate_kinds, now=now)
 
 
-def on_first_check_in(core: Core, pool: str, runner_id: str, started_at: float,
+def on_first_check_in(core: Core, pool: str, *, runner_id: str, started_at: float,
                       now: float) -> None:
     """A pool member checked in for the first time since it started (or reset): its
     warm-up, in the check-in's own transaction. Its last hand-back is forgotten: the time

@@ -281,8 +281,8 @@ def _warmed(core: Core, runner: Runner, now: float) -> None:
     """A member's first check-in since its cycle began: its pool's warm-up, measured."""
     member = core.store.member_of_runner(runner.id)
     if member is not None and member.cycle_started_at is not None:
-        estimate_ops.on_first_check_in(core, member.pool, runner.id, member.cycle_started_at,
-                                       now)
+        estimate_ops.on_first_check_in(core, member.pool, runner_id=runner.id,
+                                       started_at=member.cycle_started_at, now=now)
 
 
 def heartbeat(core: Core, runner: Runner | RunnerIdentity, *, readings: dict, free_slots: int,
