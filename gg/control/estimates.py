@@ -192,8 +192,10 @@ def fleet_seats(core: Core, now: float) -> list[Seat]:
     """Every runner's seat as the matcher sees it now (usable labels, live leases, online)."""
     live = core.store.live_leases(now)
     refuted = core.store.refuted_by_runner()
+    maintainers = core.store.maintainer_ids()  # they fly nothing: no seat
     return [seat(r, now, core.settings.offline_after, live.get(r.id, 0),
-                 refuted.get(r.id, frozenset())) for r in core.store.runners()]
+                 refuted.get(r.id, frozenset())) for r in core.store.runners()
+            if r.id not in maintainers]
 
 
 def longest_waits(core: Core) -> dict[str, float]:

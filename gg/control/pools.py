@@ -225,6 +225,25 @@ def note_stale_pools(core: Core, now: float) -> int:
     return noted
 
 
+def stale_due(core: Core, now: float) -> bool:
+    """Whether some pool's stale episode is not recorded yet (a read; the liveness watch
+    asks it every few seconds and writes only when it is so)."""
+    stale = core.settings.pool_attestation_stale
+    return any(stale_event_due(r.last_attested_at, r.in_force_at, r.stale_noted_at, now, stale)
+               for r in core.store.strategies(in_force=True))
+
+
+def notice_stale_pools(core: Core) -> int:
+    """:func:`note_stale_pools` now, as a unit of the writer (the liveness watch): a pool
+    whose maintainer went silent is recorded even when nobody lists the pools, so its
+    ``pool.stale`` hooks fire."""
+    with core.store.atomic():
+        noted = note_stale_pools(core, core.now())
+    if noted:
+        core.signals.event_added()
+    return noted
+
+
 def list_pools(core: Core) -> list[dict]:
     now = core.now()
     with core.store.atomic():

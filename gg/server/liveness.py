@@ -1,9 +1,12 @@
-"""The liveness watch: records a runner going silent even when nobody else is looking.
+"""The liveness watch: records a runner going silent, and a pool's maintainer going silent,
+even when nobody else is looking.
 
 Going offline is a clock comparison (``now - last_seen_at >= OFFLINE_AFTER``), and whoever
 looks first records ``warn:runner:aged_out`` once per offline episode: a check-in of any
 runner, a listing of runners, or this watch, which looks a few times per OFFLINE_AFTER so
-that ``gg events --follow`` sees the episode promptly on an otherwise idle fleet.
+that ``gg events --follow`` sees the episode promptly on an otherwise idle fleet. A pool
+whose last attestation is older than POOL_ATTESTATION_STALE is recorded the same way
+(``warn:pool:stale``, once per episode): by a listing of pools, or by this watch.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from fastapi import FastAPI
 
 from gg.control import duties as duty_ops
 from gg.control import leases as lease_ops
+from gg.control import pools as pool_ops
 from gg.control.core import Core
 from gg.control.runners import notice_silence
 from gg.server import retention
@@ -36,6 +40,8 @@ async def watch(core: Core, duties: Duties | None = None) -> None:
             continue  # another replica keeps this watch
         try:
             notice_silence(core)
+            if pool_ops.stale_due(core, core.now()):  # a read; the write only when due
+                await core.run(pool_ops.notice_stale_pools)
         except Exception as exc:  # a busy store must not end the watch
             log.warning("liveness watch: %s: %s", type(exc).__name__, exc)
 

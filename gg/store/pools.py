@@ -75,6 +75,13 @@ class PoolRows:
             sql += " WHERE in_force IS NOT NULL"
         return [strategy_from_row(r) for r in self.db.all(sql + " ORDER BY name")]
 
+    def maintainer_ids(self) -> frozenset[str]:
+        """The runners allowed to maintain a pool, or maintaining one (an enrolled host whose
+        profile has the maintain role): ``gg runner maintain`` processes, which fly nothing."""
+        return frozenset(r[0] for r in self.db.all(
+            "SELECT runner_id FROM pool_maintainers UNION "
+            "SELECT maintainer_id FROM strategies WHERE maintainer_id IS NOT NULL"))
+
     # -- members ------------------------------------------------------------------------
 
     def insert_member(self, member: PoolMember) -> None:

@@ -534,3 +534,22 @@ def test_an_environment_is_refused_while_flights_or_the_root_use_it(core, owner)
     environments.apply_root(core, owner, {"environments": []})
     assert removals.remove_environment(core, owner, "ui")["deleted"] is True
     assert core.store.environment("ui") is None
+
+
+def test_a_pools_maintainer_flies_nothing_so_no_wait_or_estimate_counts_on_it(core, owner,
+                                                                              keeper):
+    """``gg runner maintain`` registers as a runner (one worker, no labels) but never claims:
+    a flight it could match waits for a runner that flies, and says so."""
+    from gg.control import estimates
+    from gg.control import flights as flight_ops
+
+    waiting = flight_ops.open_flight(core, owner, command=["true"])
+    shown = flight_ops.show_flight(core, waiting.id)
+    assert "keeper" not in shown["waiting"] and "next claim" not in shown["waiting"], shown
+    assert shown["expected_start_at"] is None and shown["expected_start_basis"]
+    flier = make_runner(core, owner, name="flier")
+    shown = flight_ops.show_flight(core, waiting.id)
+    assert "flier" in shown["waiting"], shown  # a runner that flies is the one named
+    assert shown["expected_start_basis"].endswith("on 1 runner"), shown
+    assert estimates.fleet_seats(core, core.now())[0].runner.id == flier.id
+    assert len(estimates.fleet_seats(core, core.now())) == 1

@@ -306,3 +306,34 @@ def _look_until_stale(api, more: int = 5) -> bool:
         api.pools()
         api.pool("ui-pool")
     return True
+
+
+def test_a_stale_pool_is_recorded_once_with_nobody_looking(make_replicas):
+    """Nobody lists the pools: the liveness watch of whichever replica holds it records the
+    silent maintainer's episode, once, so a ``pool.stale`` hook fires on a fleet nobody
+    watches."""
+    replicas = make_replicas(2, {"GG_POOL_ATTESTATION_STALE": "3"})
+    admin = replicas.api(0)
+    admin.clear_gate(admin.request("POST", "/v1/environments",
+                                   json={"name": "ui", "means": "true"})["gate"])
+    admin.clear_gate(admin.apply_strategy("ui", STALE_POOL)["gate"]["id"])
+    refused = replicas.maintainer("ui-pool", "keeper")
+    assert refused.proc.wait(timeout=60) == 4, replicas.log("keeper")
+    admin.allow_maintainer("ui-pool", "keeper")
+    keeper = replicas.maintainer("ui-pool", "keeper")
+
+    def attested() -> list[dict]:  # the events feed: reading it records nothing
+        return [e for e in admin.events(kind="info:pool:attested", limit=1000)
+                if e["body"].get("pool") == "ui-pool"]
+
+    wait_until(attested, 60, what="the maintainer to attest")
+    keeper.proc.send_signal(signal.SIGKILL)
+    keeper.proc.wait()
+
+    def stale_events(i: int) -> list[dict]:
+        return [e for e in replicas.api(i).events(kind="warn:pool:stale", limit=1000)
+                if e["body"]["pool"] == "ui-pool"]
+
+    wait_until(lambda: stale_events(0), 60, what="the stale pool to be recorded, unasked")
+    for i in range(2):
+        assert len(stale_events(i)) == 1, stale_events(i)
