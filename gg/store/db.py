@@ -323,6 +323,12 @@ class Database:
         refuse_nul(params)
         return self.conn.execute(sql, params).fetchall()
 
+    def all_kept(self, table: str, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
+        """Rows of a small table that seldom changes, which PostgreSQL's store keeps for the
+        rest of a write transaction (gg.store.postgres); here a read costs microseconds, so it
+        is simply read."""
+        return self.all(sql, params)
+
     def run(self, sql: str, params: tuple | dict = ()) -> sqlite3.Cursor:
         refuse_nul(params)
         if getattr(self._local, "depth", 0):

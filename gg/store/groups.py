@@ -69,7 +69,8 @@ class GroupRows:
         return _group(row) if row else None
 
     def groups(self) -> list[Group]:
-        return [_group(r) for r in self.db.all("SELECT * FROM runner_groups ORDER BY name")]
+        rows = self.db.all_kept("runner_groups", "SELECT * FROM runner_groups ORDER BY name")
+        return [_group(r) for r in rows]
 
     def ensure_group(self, name: str, now: float) -> bool:
         """Make the row of group ``name`` if it is absent; True when it was made."""
@@ -145,8 +146,8 @@ class GroupRows:
     # -- the fleet-wide stop ----------------------------------------------------------------
 
     def fleet_stop(self) -> dict | None:
-        row = self.db.one("SELECT * FROM fleet_stop WHERE id = 1")
-        return dict(row) if row else None
+        rows = self.db.all_kept("fleet_stop", "SELECT * FROM fleet_stop WHERE id = 1")
+        return dict(rows[0]) if rows else None
 
     def quiesce(self, now: float, by: str) -> bool:
         cur = self.db.run("INSERT OR IGNORE INTO fleet_stop (id, quiesced_at, quiesced_by) "

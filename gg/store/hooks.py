@@ -28,7 +28,7 @@ class HookRows:
 
     def hooks(self, *, removed: bool = False) -> list[dict]:
         where = "" if removed else "WHERE removed_at IS NULL"
-        rows = self.db.all(f"SELECT * FROM hooks {where} ORDER BY created_at, id")
+        rows = self.db.all_kept("hooks", f"SELECT * FROM hooks {where} ORDER BY created_at, id")
         return [_hook(r) for r in rows]
 
     def remove_hook(self, hook_id: str, now: float) -> bool:

@@ -48,6 +48,7 @@ MIGRATE_LOCK = 0x6767_0000_0002  # a replica migrating the schema at start
 
 _BEGIN_DURABLE = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
 _BEGIN_QUICK = _BEGIN_DURABLE + "; SET LOCAL synchronous_commit TO OFF"
+NOTES_A_STATEMENT = 500  # notifications sent by one statement at a commit
 
 
 class Row:
@@ -197,6 +198,9 @@ class PgDatabase:
         text = translate(sql)
         if self._trace is not None:
             self._trace(text)
+        kept = getattr(self._local, "kept", None)
+        if kept and not text.startswith("SELECT"):
+            self._forget_kept(kept, text)
         cursor = conn.cursor(row_factory=rows) if rows is not None else conn.cursor()
         with cursor:
             cursor.execute(text, params if params is not None else ())
@@ -223,6 +227,26 @@ class PgDatabase:
 
     def all(self, sql: str, params: tuple | dict = ()) -> list:
         return self._read(sql, params).fetchall()
+
+    def all_kept(self, table: str, sql: str, params: tuple = ()) -> list:
+        """Rows of ``table``, a small table that seldom changes (the fleet-wide stop, the
+        hooks, the groups), read once per write transaction however many of its units ask:
+        while this transaction holds the write lock no replica can change the table, and a
+        statement of its own that writes to it (or a savepoint rolled back) forgets what was
+        kept. Outside a write transaction it is an ordinary read."""
+        if not self._in_transaction():
+            return self.all(sql, params)
+        kept = self._local.kept
+        key = (table, sql, params)
+        rows = kept.get(key)
+        if rows is None:
+            rows = kept[key] = self._execute(self._write, sql, params).fetchall()
+        return list(rows)
+
+    @staticmethod
+    def _forget_kept(kept: dict, text: str) -> None:
+        for key in [k for k in kept if k[0] in text]:
+            del kept[key]
 
     def tuples(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
         """Rows as plain tuples (a long listing skips building a row object per line)."""
@@ -266,7 +290,27 @@ class PgDatabase:
 
     def _begin(self, conn: psycopg.Connection, durable: bool) -> None:
         """BEGIN, the write lock and the commit's durability in one round trip."""
+        self._local.kept = {}
+        self._local.notes = []
         conn.execute(_BEGIN_DURABLE if durable else _BEGIN_QUICK)
+
+    def notify_at_commit(self, channel: str, payload: str) -> None:
+        """A notification of this write transaction, sent with every other one it holds in
+        one statement just before its COMMIT (one round trip a group commit, not one a
+        wake-up); a savepoint rolled back takes back its own, as PostgreSQL's would."""
+        self._local.notes.append((channel, payload))
+
+    def _commit(self, conn: psycopg.Connection) -> None:
+        notes = list(dict.fromkeys(self._local.notes))  # PostgreSQL sends a repeated one once
+        self._local.notes = []
+        self._local.kept = {}
+        for at in range(0, len(notes), NOTES_A_STATEMENT):
+            chunk = notes[at:at + NOTES_A_STATEMENT]
+            text = "SELECT " + ", ".join(["pg_notify(%s, %s)"] * len(chunk))
+            if self._trace is not None:
+                self._trace(text)
+            conn.execute(text, [value for note in chunk for value in note])
+        conn.execute("COMMIT")
 
     @contextmanager
     def atomic(self, durable: bool = True) -> Iterator[None]:
@@ -285,10 +329,12 @@ class PgDatabase:
             local.unit_top = False
             local.depth = depth + 1
             self._write.execute("SAVEPOINT block")
+            noted = len(local.notes)
             try:
                 yield
             except BaseException:
                 self._rollback_to("block")
+                del local.notes[noted:]
                 raise
             else:
                 self._write.execute("RELEASE block")
@@ -307,7 +353,7 @@ class PgDatabase:
                 raise
             else:
                 local.depth = 0
-                conn.execute("COMMIT")
+                self._commit(conn)
 
     def _rollback(self, conn: psycopg.Connection) -> None:
         if conn.closed or conn.broken:
@@ -319,6 +365,7 @@ class PgDatabase:
                 log.exception("rolling back")
 
     def _rollback_to(self, name: str) -> None:
+        self._local.kept = {}
         conn = self._write
         if conn.closed or conn.broken:
             return
@@ -390,7 +437,7 @@ class PgDatabase:
                         told = None
                 local.depth = 0
                 worked = time.perf_counter()
-                conn.execute("COMMIT")
+                self._commit(conn)
                 self.turns.add(len(live), started, begun, worked, time.perf_counter())
             except BaseException as exc:
                 local.depth = 0
@@ -424,10 +471,12 @@ class PgDatabase:
         conn.execute("RELEASE unit; SAVEPOINT unit" if local.savepoint else "SAVEPOINT unit")
         local.savepoint = True
         local.unit_top = True
+        noted = len(local.notes)
         try:
             value = unit()
         except BaseException as exc:  # noqa: BLE001 - handed to the unit's caller
             local.savepoint = False
+            del local.notes[noted:]
             if not conn.broken:
                 self._rollback_to("unit")
             return False, exc

@@ -1,10 +1,11 @@
 """Wake-ups between replicas: PostgreSQL's NOTIFY to announce, one LISTEN connection to hear.
 
 A replica announces each wake-up (``gg.control.core.Signals``) on one channel with
-``pg_notify``. Inside a transaction PostgreSQL holds the notification until COMMIT and drops
-it on ROLLBACK (also of a savepoint), so a replica hears only what committed, and hears it
-after it committed: a claim woken by it reads the change. Outside a transaction it is sent
-at once.
+``pg_notify``. Inside a transaction the store holds the line and sends the transaction's
+lines in one statement just before its COMMIT (``PgDatabase.notify_at_commit``); PostgreSQL
+delivers them when it commits, and a rollback (also of a savepoint) takes them back, so a
+replica hears only what committed, and hears it after it committed: a claim woken by it reads
+the change. Outside a transaction it is sent at once.
 
 Each replica keeps one connection that LISTENs (:class:`Listener`, a thread of its own) and
 hands every line heard to a callback. When that connection breaks it is made again; since
@@ -37,7 +38,7 @@ def announce(db, line: str) -> None:
     if len(line.encode()) > PAYLOAD_MAX:
         return  # ids are short; a line this long is nobody's wake-up
     if getattr(db._local, "depth", 0):
-        db.one("SELECT pg_notify(?, ?)", (CHANNEL, line))
+        db.notify_at_commit(CHANNEL, line)
         return
     try:
         db.one("SELECT pg_notify(?, ?)", (CHANNEL, line))

@@ -14,7 +14,7 @@ from gg.control import flights, leases
 from gg.control.core import Core
 from gg.control.people import bootstrap
 from gg.settings import Settings
-from gg.store import Store
+from gg.store import Store, wakeups
 from gg.store.dialect import ddl, translate
 from gg.store.migrations import MIGRATIONS
 
@@ -255,3 +255,127 @@ def test_a_replica_frozen_inside_a_write_transaction_holds_the_others_up_only_br
         thawed.set()
         a.close()
         b.close()
+
+
+def test_a_group_commit_sends_its_wake_ups_in_one_statement_and_a_failed_unit_none(pg_url):
+    """Every wake-up a group commit's units announce goes out in one statement before its
+    COMMIT, in the order announced; a unit that failed takes its own back, as its savepoint's
+    rollback takes back its rows. Heard by a real LISTEN connection."""
+    store = Store(pg_url, pool_size=1)
+    heard: list[str] = []
+    listener = wakeups.Listener(pg_url, heard.append, lambda: None).start()
+    sent: list[str] = []
+    try:
+        assert listener.listening.wait(30)
+        store.db.trace(sent.append)
+        first_in = threading.Event()
+        release = threading.Event()
+
+        def announcing(line: str, fail: bool = False, hold: bool = False):
+            def unit():
+                wakeups.announce(store.db, line)
+                if hold:
+                    first_in.set()
+                    assert release.wait(30)
+                if fail:
+                    raise ValueError(line)
+                return line
+            return unit
+
+        first = store.db.submit(announcing("one", hold=True))
+        assert first_in.wait(30)  # the first group is inside its unit: the next three queue
+        rest = [store.db.submit(announcing("two")), store.db.submit(announcing("three", fail=True)),
+                store.db.submit(announcing("two")), store.db.submit(announcing("four"))]
+        commits = store.db.turns.commits
+        release.set()
+        assert first.result(30) == "one"
+        assert [f.exception(30) is None for f in rest] == [True, False, True, True]
+        assert store.db.turns.commits == commits + 2  # "one", then the other four together
+        wait_until(lambda: len(heard) >= 3, what="the wake-ups to be heard")
+        assert heard == ["one", "two", "four"]  # a repeated line is sent once, as PostgreSQL does
+        assert sum("pg_notify" in s for s in sent) == 2  # one statement a group commit
+    finally:
+        store.db.trace(None)
+        listener.stop()
+        store.close()
+
+
+def test_a_kept_small_table_is_read_once_a_transaction_and_never_stale(pg_url):
+    """The groups, the hooks and the fleet-wide stop are read once per write transaction
+    however many of its units ask; a write of the transaction's own to the table, or a
+    savepoint rolled back, makes the next read go to the database again."""
+    store = Store(pg_url, pool_size=1)
+    sent: list[str] = []
+    try:
+        store.db.trace(sent.append)
+        with store.atomic():
+            assert store.groups() == store.groups() == [store.group("default")]
+            assert sum("FROM runner_groups ORDER BY" in s for s in sent) == 1
+            assert store.fleet_stop() is None and store.fleet_stop() is None
+            assert sum("FROM fleet_stop" in s for s in sent) == 1
+            store.ensure_group("builders", 1.0)
+            store.quiesce(2.0, "ops")
+            assert [g.name for g in store.groups()] == ["builders", "default"]
+            assert store.fleet_stop()["quiesced_by"] == "ops"
+        # units of one group commit: the second's savepoint is rolled back, and the third
+        # reads the table again rather than what the second had seen
+        held, release = threading.Event(), threading.Event()
+        first = store.db.submit(lambda: (held.set(), release.wait(30)))
+        assert held.wait(30)
+
+        def failing():
+            store.ensure_group("testers", 3.0)
+            assert [g.name for g in store.groups()] == ["builders", "default", "testers"]
+            raise ValueError("undo")
+
+        units = [store.db.submit(lambda: [g.name for g in store.groups()]),
+                 store.db.submit(failing),
+                 store.db.submit(lambda: [g.name for g in store.groups()])]
+        commits = store.db.turns.commits
+        release.set()
+        first.result(30)
+        assert units[0].result(30) == ["builders", "default"]
+        assert isinstance(units[1].exception(30), ValueError)
+        assert units[2].result(30) == ["builders", "default"]
+        assert store.db.turns.commits == commits + 2
+        with store.atomic():  # a new transaction reads afresh
+            before = sum("FROM runner_groups ORDER BY" in s for s in sent)
+            assert [g.name for g in store.groups()] == ["builders", "default"]
+            assert sum("FROM runner_groups ORDER BY" in s for s in sent) == before + 1
+        assert [g.name for g in store.groups()] == ["builders", "default"]  # outside one: a plain read
+    finally:
+        store.db.trace(None)
+        store.close()
+
+
+def test_a_claims_read_of_the_queue_does_not_grow_with_the_flights_that_landed(pg_url, tmp_path,
+                                                                               clock):
+    """The heads of the ready queue are read as one short index range per (priority, opener):
+    with 3,000 landed flights and 5 ready, the read touches a few rows of ``flights``, not every
+    one (PostgreSQL's planner ran the portable form as a filter over the whole table, so a claim
+    cost more with every flight ever opened). Counted by PostgreSQL itself, in the transaction."""
+    core = Core(store=Store(pg_url, pool_size=2), settings=Settings(dev=True), clock=clock)
+    try:
+        bootstrap(core, tmp_path)
+        owner = core.store.person_by_name("owner")
+        first = flights.open_flight(core, owner, command=["true"])
+        with psycopg.connect(pg_url, autocommit=True) as pg:
+            columns = [c for (c,) in pg.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'flights' "
+                "AND column_name NOT IN ('seq', 'id', 'stage')")]
+            listed = ", ".join(f'"{c}"' for c in columns)
+            pg.execute(f"INSERT INTO flights (id, stage, {listed}) SELECT 'old-' || g, "
+                       f"'landed', {listed} FROM flights, generate_series(1, 3000) AS g "
+                       "WHERE id = %s", (first.id,))
+            pg.execute("ANALYZE flights")
+        for _ in range(4):
+            flights.open_flight(core, owner, command=["true"])
+        with core.store.atomic():
+            ready, _, _ = core.store.ready_turns(8)
+            read = core.store.db.one(
+                "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
+                "FROM pg_stat_xact_user_tables WHERE relname = 'flights'")[0]
+        assert len(ready) == 5
+        assert read < 100, f"the queue's heads read {read} rows of flights"
+    finally:
+        core.store.close()
