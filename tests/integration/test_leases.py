@@ -111,8 +111,12 @@ def test_a_stalled_runner_is_fenced_off_and_then_carries_on(fleet):
     finally:
         stalled.proc.send_signal(signal.SIGCONT)
     assert [a["runner_name"] for a in shown["attempts"]] == ["stalled", "replacement"]
-    wait_until(lambda: "lease refused" in fleet.log("stalled")
-               or "lost" in fleet.log("stalled"), timeout=20, what="the stalled runner to be refused")
+    # Resumed, the stalled runner hears it no longer holds the flight in whichever answer
+    # comes first: its renewal refused, its report or hand-back refused (the flight reads
+    # lost there), or its check-in's list of the flights it held that ended meanwhile.
+    fenced = ("lease refused", f"{flight['id']}: lost", f"{flight['id']}: ended by the control plane")
+    wait_until(lambda: any(said in fleet.log("stalled") for said in fenced), timeout=20,
+               what="the stalled runner to be refused")
     after = api.flight(flight["id"])
     # The replacement's result stands: one exit, from epoch 2, and no fact from epoch 1
     # was accepted after the lease expired.
