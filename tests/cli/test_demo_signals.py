@@ -16,7 +16,8 @@ from support import gone, wait_until
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_demo_stops_everything_it_started_on_sigterm_and_sighup(sig, tmp_path):
-    env = {**os.environ, "GG_CONFIG_DIR": str(tmp_path / "config")}
+    # the demo keeps its folder for the person to read: here it is made in the test's own
+    env = {**os.environ, "GG_CONFIG_DIR": str(tmp_path / "config"), "TMPDIR": str(tmp_path)}
     demo = subprocess.Popen(gg_argv("demo", "--stay"), env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
