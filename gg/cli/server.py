@@ -220,6 +220,17 @@ def migrate(
         first = (str(exc).strip().splitlines() or ["no answer"])[0]
         raise CliError(f"cannot reach the database {_safe_url(to)}: {first}",
                        Exit.UNREACHABLE) from None
-    total = sum(copied.values())
-    typer.echo(f"copied {total} rows in {len(copied)} tables from {from_data_dir} to "
+    except psycopg.Error as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise CliError(f"the copy into {_safe_url(to)} failed: {first}; nothing was kept there "
+                       "(it is empty again) and the SQLite store is as it was",
+                       Exit.FAILURE) from None
+    if copied.nul_replaced:
+        where = ", ".join(f"{column} ({n})" for column, n in sorted(copied.nul_replaced.items()))
+        n = sum(copied.nul_replaced.values())
+        typer.echo(f"{n} text value{'s' if n != 1 else ''} held a NUL character (U+0000), "
+                   "which PostgreSQL's text cannot hold: each was copied with U+FFFD in its "
+                   f"place: {where}")
+    total = sum(copied.rows.values())
+    typer.echo(f"copied {total} rows in {len(copied.rows)} tables from {from_data_dir} to "
                f"{_safe_url(to)}; start the server with --database URL")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gg.store import Store, hold_data_dir
-from gg.store.transfer import TargetNotEmpty, copy_store
+from gg.store.transfer import Copied, TargetNotEmpty, copy_store
 
 STORE_FILE = "gg.sqlite3"
 
@@ -23,9 +23,9 @@ class ServerRunning(Exception):
     pass
 
 
-def move(data_dir: Path, url: str) -> dict[str, int]:
+def move(data_dir: Path, url: str) -> Copied:
     """Copy the stopped server's SQLite store at ``data_dir`` into the empty PostgreSQL
-    database at ``url`` (gg.store.transfer); the rows copied per table. FileNotFoundError
+    database at ``url`` (gg.store.transfer); what it copied. FileNotFoundError
     without a store, ServerRunning while a server runs on it, TargetNotEmpty for a database
     that holds tables already. The SQLite file stays as it was (a way back)."""
     if not (data_dir / STORE_FILE).is_file():

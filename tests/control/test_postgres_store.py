@@ -205,7 +205,7 @@ def test_a_copied_store_holds_every_row_and_its_sequences_go_on_past_them(tmp_pa
 
     url = pg_cluster.new_database(migrated=False)
     copied = copy_store(tmp_path / "gg.sqlite3", url)
-    assert copied == counts
+    assert copied.rows == counts and copied.nul_replaced == {}
     with pytest.raises(TargetNotEmpty):
         copy_store(tmp_path / "gg.sqlite3", url)
     new = Core(store=Store(url, pool_size=1), settings=settings, clock=clock)
@@ -379,3 +379,38 @@ def test_a_claims_read_of_the_queue_does_not_grow_with_the_flights_that_landed(p
         assert read < 100, f"the queue's heads read {read} rows of flights"
     finally:
         core.store.close()
+
+
+def _store_holding_nul(path, *keys: str) -> None:
+    """An SQLite store with attributes whose text holds U+0000, as one written before gg
+    refused it could (sqlite3 itself takes such text as a parameter)."""
+    import sqlite3
+
+    from gg.store import open_store
+
+    open_store(path).close()
+    with sqlite3.connect(path / "gg.sqlite3") as raw:
+        raw.executemany("INSERT INTO attributes (key, allowed, set_at, set_by) VALUES (?, ?, ?, ?)",
+                        [(key, "[]", 1.0, "ops\x00") for key in keys])
+
+
+def test_a_copied_store_whose_text_holds_nul_gets_it_as_u_fffd_and_says_where(tmp_path, pg_cluster):
+    from gg.store.transfer import copy_store
+
+    _store_holding_nul(tmp_path, "zone\x00a")
+    url = pg_cluster.new_database(migrated=False)
+    copied = copy_store(tmp_path / "gg.sqlite3", url)
+    assert copied.nul_replaced == {"attributes.key": 1, "attributes.set_by": 1}
+    with psycopg.connect(url) as pg:
+        assert pg.execute("SELECT key, set_by FROM attributes").fetchall() == [("zone\ufffda",
+                                                                                 "ops\ufffd")]
+
+
+def test_a_copy_that_fails_leaves_the_target_empty_for_another_try(tmp_path, pg_cluster):
+    from gg.store.transfer import copy_store, target_is_empty
+
+    _store_holding_nul(tmp_path, "zone\x00", "zone\ufffd")  # the same key once copied
+    url = pg_cluster.new_database(migrated=False)
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        copy_store(tmp_path / "gg.sqlite3", url)
+    assert target_is_empty(url)

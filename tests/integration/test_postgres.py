@@ -111,6 +111,7 @@ def test_a_control_plane_moves_from_sqlite_to_postgresql_and_its_runner_carries_
     moved = fleet.gg("server", "migrate", "--from-data-dir", data_dir, "--to", url)
     assert moved.returncode == 0, moved.stderr
     assert moved.stdout.startswith("copied ") and url in moved.stdout
+    assert "NUL" not in moved.stdout  # nothing was changed on the way
     again = fleet.gg("server", "migrate", "--from-data-dir", data_dir, "--to", url)
     assert again.returncode == 6
     assert again.stderr.strip() == (f"the database {url} is not empty; give an empty one (gg "
@@ -132,3 +133,43 @@ def test_a_control_plane_moves_from_sqlite_to_postgresql_and_its_runner_carries_
     assert [r["name"] for r in api.runners()] == ["r1"]
     events = api.events(limit=1000)
     assert len({e["seq"] for e in events}) == len(events)  # new events continue the sequence
+
+
+def test_gg_server_migrate_says_what_it_changed_and_a_failed_copy_leaves_nothing(tmp_path,
+                                                                                 pg_cluster):
+    """A store written before gg refused U+0000 may hold it in a title or a name: the move
+    copies it as U+FFFD and says where. A copy that fails all the same is one sentence, exit
+    1, and the database is empty again, so the next try is not refused as 'not empty'."""
+    import sqlite3
+
+    from gg.store import open_store
+
+    def store_with(directory, *keys):
+        directory.mkdir()
+        open_store(directory).close()
+        with sqlite3.connect(directory / "gg.sqlite3") as raw:
+            raw.executemany("INSERT INTO attributes (key, allowed, set_at, set_by) "
+                            "VALUES (?, '[]', 1.0, 'ops')", [(k,) for k in keys])
+        return str(directory)
+
+    def migrate(data_dir, url):
+        return subprocess.run(gg_argv("server", "migrate", "--from-data-dir", data_dir,
+                                      "--to", url), capture_output=True, text=True, timeout=120)
+
+    url = pg_cluster.new_database(migrated=False)
+    clashing = store_with(tmp_path / "clashing", "zone\x00", "zone\ufffd")
+    failed = migrate(clashing, url)
+    assert failed.returncode == 1, failed.stderr
+    lines = failed.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"the copy into {url} failed: "), lines
+    assert lines[0].endswith("nothing was kept there (it is empty again) and the SQLite store "
+                             "is as it was")
+
+    fine = store_with(tmp_path / "fine", "zone\x00b")
+    moved = migrate(fine, url)  # the same database: it was left empty
+    assert moved.returncode == 0, moved.stderr
+    assert moved.stdout.splitlines()[0] == (
+        "1 text value held a NUL character (U+0000), which PostgreSQL's text cannot hold: "
+        "each was copied with U+FFFD in its place: attributes.key (1)")
+    with psycopg.connect(url) as pg:
+        assert pg.execute("SELECT key FROM attributes").fetchall() == [("zone\ufffdb",)]
