@@ -246,10 +246,11 @@ def notice_stale_pools(core: Core) -> int:
 
 def list_pools(core: Core) -> list[dict]:
     now = core.now()
-    with core.store.atomic():
-        noted = note_stale_pools(core, now)
-    if noted:
-        core.signals.event_added()
+    if stale_due(core, now):  # a read; the write transaction only when there is one to note
+        with core.store.atomic():
+            noted = note_stale_pools(core, now)
+        if noted:
+            core.signals.event_added()
     snap = Snapshot(core, now)
     ready = core.store.flights(stages=(Stage.READY.value,), limit=100000, newest_first=False)
     return [_pool_view(core, record, snap=snap, ready=ready, now=now)

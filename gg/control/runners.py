@@ -397,14 +397,26 @@ def note_silent_runners(core: Core, now: float, *, every: float = 1.0) -> int:
     return noted
 
 
+def silence_due(core: Core, now: float) -> bool:
+    """Whether some runner's offline episode is not recorded yet: a read, so that whoever
+    looks opens a write transaction only when there is something to write."""
+    offline_after = core.settings.offline_after
+    return any(silently_gone(runner, now, offline_after)
+               for runner in core.store.silent_candidates(now - offline_after))
+
+
 def notice_silence(core: Core) -> int:
     """:func:`note_silent_runners` in its own transaction, waking anyone following events.
 
     Called when someone lists runners and by the server's liveness watch, so an offline
-    episode is recorded even when no other runner checks in.
+    episode is recorded even when no other runner checks in. Nothing to record (nearly
+    always): a read, and no write transaction.
     """
+    now = core.now()
+    if not silence_due(core, now):
+        return 0
     with core.store.atomic():
-        noted = note_silent_runners(core, core.now())
+        noted = note_silent_runners(core, now)
     if noted:
         core.signals.event_added()
     return noted

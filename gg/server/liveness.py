@@ -22,7 +22,7 @@ from gg.control import duties as duty_ops
 from gg.control import leases as lease_ops
 from gg.control import pools as pool_ops
 from gg.control.core import Core
-from gg.control.runners import notice_silence
+from gg.control.runners import notice_silence, silence_due
 from gg.server import retention
 from gg.server.duties import Duties
 
@@ -39,8 +39,10 @@ async def watch(core: Core, duties: Duties | None = None) -> None:
         if duties is not None and not duties.holds(duty_ops.LIVENESS):
             continue  # another replica keeps this watch
         try:
-            notice_silence(core)
-            if pool_ops.stale_due(core, core.now()):  # a read; the write only when due
+            # reads on the loop; the writes, when due, in the writer's turn (never the loop's)
+            if silence_due(core, core.now()):
+                await core.run(notice_silence)
+            if pool_ops.stale_due(core, core.now()):
                 await core.run(pool_ops.notice_stale_pools)
         except Exception as exc:  # a busy store must not end the watch
             log.warning("liveness watch: %s: %s", type(exc).__name__, exc)

@@ -292,7 +292,10 @@ class PgDatabase:
         """BEGIN, the write lock and the commit's durability in one round trip."""
         self._local.kept = {}
         self._local.notes = []
-        conn.execute(_BEGIN_DURABLE if durable else _BEGIN_QUICK)
+        begin = _BEGIN_DURABLE if durable else _BEGIN_QUICK
+        if self._trace is not None:
+            self._trace(begin)
+        conn.execute(begin)
 
     def notify_at_commit(self, channel: str, payload: str) -> None:
         """A notification of this write transaction, sent with every other one it holds in

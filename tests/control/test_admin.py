@@ -337,6 +337,25 @@ def test_a_silent_runner_ages_out_once_per_offline_episode(core, clock):
     assert len(kinds(core, "warn:runner:aged_out", r.id)) == 2
 
 
+def test_looking_for_silent_runners_writes_only_when_one_is_due(core, clock):
+    """The liveness watch asks every few seconds and every runner listing asks too: with
+    nothing to record it is a read, and no write transaction (which on PostgreSQL would wait
+    for every replica's write lock on the caller's thread, the event loop)."""
+    r, _ = make_runner(core)
+    said: list[str] = []
+    core.store.db.trace(said.append)
+    try:
+        clock.advance(10)
+        assert runners.notice_silence(core) == 0
+        assert not [s for s in said if s.lstrip().upper().startswith(("BEGIN", "UPDATE", "INSERT"))]
+        clock.advance(36)
+        assert runners.notice_silence(core) == 1
+        assert [s for s in said if s.lstrip().upper().startswith("BEGIN")]
+    finally:
+        core.store.db.trace(None)
+    assert len(kinds(core, "warn:runner:aged_out", r.id)) == 1
+
+
 def test_a_goodbye_is_not_an_age_out(core, clock):
     r, _ = make_runner(core)
     runners.goodbye(core, core.store.runner(r.id))
