@@ -224,15 +224,10 @@ class WarmingPool:
 
     def stop(self) -> None:
         """The maintainer, then its members (they outlive it by design)."""
+        from gg.launch import stop_process
         from gg.pool.drivers.process import ProcessDriver
 
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, timeout=15)
         driver = ProcessDriver(self.state / "members", self.images, stop_grace=5.0)
         for member_id in driver.members():  # only the processes this maintainer recorded
             driver.remove(member_id)

@@ -57,14 +57,23 @@ class LocalServer:
         return (self.data_dir / "owner-token").read_text().strip()
 
     def stop(self, sig: int = 15, timeout: float = 10.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(sig)
+        stop_process(self.proc, sig, timeout)
+
+
+def stop_process(proc: subprocess.Popen | None, sig: int = 15,
+                 timeout: float = 10.0) -> int | None:
+    """Stop ``proc`` (a no-op when it already ended): ``sig``, then SIGKILL after ``timeout``
+    seconds; its exit status."""
+    if proc is None:
+        return None
+    if proc.poll() is None:
         try:
-            self.proc.wait(timeout=timeout)
+            proc.send_signal(sig)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            proc.kill()
+            proc.wait()
+    return proc.returncode
 
 
 def _limit_files(limit: int | tuple[int, int]) -> None:
@@ -116,16 +125,7 @@ class LocalRunner:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, sig: int = 15, timeout: float = 30.0) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            try:
-                self.proc.send_signal(sig)
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return stop_process(self.proc, sig, timeout)
 
 
 def sign_in(config_dir: Path, server: str, token: str) -> None:

@@ -199,7 +199,9 @@ def migrate(
 ) -> None:
     """Move a control plane from SQLite into an empty PostgreSQL database: every flight,
     event, person and runner (their tokens and credentials keep working). Then start each
-    replica with --database URL. The SQLite file is left as it was."""
+    replica with --database URL. The SQLite file is left as it was. Text holding a NUL
+    character (U+0000), which PostgreSQL cannot store, is copied as U+FFFD and said; a copy
+    that fails leaves the database empty."""
     import psycopg
 
     from gg.server.vacuum import ServerRunning, TargetNotEmpty, move

@@ -20,7 +20,7 @@ from gg.control.core import Core
 from gg.domain import estimates
 from gg.domain.estimates import Estimate, Forecast, History, PoolOutlook, Queue
 from gg.domain.flights import Event, Flight, Stage
-from gg.domain.matching import Seat, seat
+from gg.domain.matching import OPEN, Placement, Seat, seat
 from gg.domain.pools import SETTLING
 from gg.store.estimates import FLIGHT, WARMUP
 
@@ -120,18 +120,16 @@ def add_to_rows(core: Core, rows: list[dict], seats: list[Seat], now: float) -> 
 
 
 def keep_shown(core: Core, shown: list[tuple[str, Estimate]], now: float) -> None:
-    """Write the estimates just shown that moved (by more than a second, or a twentieth of
-    the wait) from what this replica last wrote for their flights: a flight shown about the
-    same estimate again keeps the time it was first shown so. Waits for the writer's
+    """Write the estimates just shown that moved (``gg.domain.estimates.moved``) from what
+    this replica last wrote for their flights: a flight shown about the same estimate again
+    keeps the time it was first shown so. Waits for the writer's
     non-durable commit, so a person who saw an estimate can count on its being checked
     afterwards; a read whose estimates were all written already costs nothing."""
     written = core.written_estimates
     new = []
     for flight_id, est in shown:
         said = (est.at, est.low, est.high)
-        before = written.get(flight_id)
-        slack = max(1.0, (est.at - now) / 20)
-        if before is None or any(abs(x - y) > slack for x, y in zip(said, before)):
+        if estimates.moved(written.get(flight_id), said, now):
             new.append((flight_id, now, est.at, est.low, est.high))
             written.pop(flight_id, None)
             written[flight_id] = said
@@ -188,13 +186,17 @@ def accuracy(core: Core, since: float | None) -> dict:
     return {"since": since, **estimates.accuracy(core.store.start_estimates(since))}
 
 
-def fleet_seats(core: Core, now: float) -> list[Seat]:
-    """Every runner's seat as the matcher sees it now (usable labels, live leases, online)."""
+def fleet_seats(core: Core, now: float, *, runners: list | None = None,
+                placement: Placement = OPEN) -> list[Seat]:
+    """Every runner's seat as the matcher sees it now (usable labels, live leases, online,
+    its group's ``placement``), of ``runners`` (default: all of them) less the pools'
+    maintainers: ``gg runner maintain`` flies nothing, so no flight waits for it."""
     live = core.store.live_leases(now)
     refuted = core.store.refuted_by_runner()
-    maintainers = core.store.maintainer_ids()  # they fly nothing: no seat
+    maintainers = core.store.maintainer_ids()
     return [seat(r, now, core.settings.offline_after, live.get(r.id, 0),
-                 refuted.get(r.id, frozenset())) for r in core.store.runners()
+                 refuted.get(r.id, frozenset()), placement)
+            for r in (core.store.runners() if runners is None else runners)
             if r.id not in maintainers]
 
 

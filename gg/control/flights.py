@@ -115,13 +115,9 @@ class Snapshot:
         self.core = core
         self.now = now
         runners = core.store.runners()
-        live = core.store.live_leases(now)
-        refuted = core.store.refuted_by_runner()
         self.placement = group_ops.placement(core)
-        maintainers = core.store.maintainer_ids()  # they fly nothing: no seat
-        self.seats: list[Seat] = [seat(r, now, core.settings.offline_after, live.get(r.id, 0),
-                                       refuted.get(r.id, frozenset()), self.placement)
-                                  for r in runners if r.id not in maintainers]
+        self.seats: list[Seat] = estimate_ops.fleet_seats(core, now, runners=runners,
+                                                          placement=self.placement)
         self.names = {r.id: r.name for r in runners}
         self._by_id = {s.runner.id: s for s in self.seats}
         self.open_gates = {g.id: g for g in core.store.gates(status="open", limit=100000)}

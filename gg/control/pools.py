@@ -234,23 +234,24 @@ def stale_due(core: Core, now: float) -> bool:
 
 
 def notice_stale_pools(core: Core) -> int:
-    """:func:`note_stale_pools` now, as a unit of the writer (the liveness watch): a pool
-    whose maintainer went silent is recorded even when nobody lists the pools, so its
-    ``pool.stale`` hooks fire."""
+    """:func:`note_stale_pools` in its own transaction, waking anyone following events.
+    Called when someone lists the pools and by the liveness watch (as a unit of the
+    writer), so a pool whose maintainer went silent is recorded even when nobody looks and
+    its ``pool.stale`` hooks fire. Nothing to record (nearly always): a read, and no write
+    transaction."""
+    now = core.now()
+    if not stale_due(core, now):
+        return 0
     with core.store.atomic():
-        noted = note_stale_pools(core, core.now())
+        noted = note_stale_pools(core, now)
     if noted:
         core.signals.event_added()
     return noted
 
 
 def list_pools(core: Core) -> list[dict]:
+    notice_stale_pools(core)
     now = core.now()
-    if stale_due(core, now):  # a read; the write transaction only when there is one to note
-        with core.store.atomic():
-            noted = note_stale_pools(core, now)
-        if noted:
-            core.signals.event_added()
     snap = Snapshot(core, now)
     ready = core.store.flights(stages=(Stage.READY.value,), limit=100000, newest_first=False)
     return [_pool_view(core, record, snap=snap, ready=ready, now=now)

@@ -575,6 +575,22 @@ def sentence(estimate: Estimate | None, now: float) -> str | None:
 # --------------------------------------------------------------------------- checked afterwards
 
 
+MOVED_MIN = 1.0  # seconds: an estimate closer than this to the one shown before is the same
+MOVED_SHARE = 0.05  # ... or closer than this share of the wait still ahead
+
+
+def moved(before: tuple[float, float, float] | None, now_said: tuple[float, float, float],
+          now: float) -> bool:
+    """Whether an estimate (at, low, high) shown ``now`` says something new beside the one
+    shown before (None: none was): any of its three times moved by more than a second, or a
+    twentieth of the wait ahead. One that did not keeps the moment it was first shown, so a
+    person refreshing a page is judged on what they saw first."""
+    if before is None:
+        return True
+    slack = max(MOVED_MIN, (now_said[0] - now) * MOVED_SHARE)
+    return any(abs(x - y) > slack for x, y in zip(now_said, before))
+
+
 def accuracy(rows: list[dict]) -> dict:
     """How the estimates flights started with compared with their starts: ``rows`` of
     ``at``, ``low``, ``high``, ``estimated_at`` and ``started_at``. The error is

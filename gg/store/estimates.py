@@ -9,6 +9,8 @@ from gg.domain.estimates import Waiting
 from gg.domain.flights import Stage
 from gg.store.db import Database
 
+SHOWN_A_STATEMENT = 500  # shown estimates written by one statement (5 values each)
+
 FLIGHT, WARMUP = "flight", "warmup"
 
 
@@ -45,12 +47,15 @@ class EstimateRows:
         the few that just aged out)."""
         self.db.run("DELETE FROM shown_estimates WHERE estimated_at < ?", (forget_before,))
         self.db.run("DELETE FROM start_estimates WHERE started_at < ?", (forget_before,))
-        for values in shown:
+        shown = list({values[0]: values for values in shown}.values())  # once a flight
+        for at in range(0, len(shown), SHOWN_A_STATEMENT):  # a page's in one statement
+            chunk = shown[at:at + SHOWN_A_STATEMENT]
             self.db.run(
-                "INSERT INTO shown_estimates (flight_id, estimated_at, at, low, high) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (flight_id) DO UPDATE SET "
-                "estimated_at = excluded.estimated_at, at = excluded.at, low = excluded.low, "
-                "high = excluded.high", values)
+                "INSERT INTO shown_estimates (flight_id, estimated_at, at, low, high) VALUES "
+                + ", ".join(["(?, ?, ?, ?, ?)"] * len(chunk))
+                + " ON CONFLICT (flight_id) DO UPDATE SET estimated_at = excluded.estimated_at, "
+                "at = excluded.at, low = excluded.low, high = excluded.high",
+                tuple(v for values in chunk for v in values))
 
     def started_with_estimate(self, flight_id: str, started_at: float) -> bool:
         """In a grant's transaction: the estimate ``flight_id`` was last shown (by any replica)

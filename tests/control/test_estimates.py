@@ -32,6 +32,18 @@ def _fly(core, runner, seconds, clock, outcome="landed"):
     return flight
 
 
+def _one_waits_behind_one_flying(core, owner, clock, *, history: int):
+    """Runner ``a`` after ``history`` 30-second builds, flying one more, with one waiting."""
+    a = make_runner(core, owner, "a")
+    for _ in range(history):
+        flights.open_flight(core, owner, command=["build"])
+        _fly(core, a, 30, clock)
+    flying = flights.open_flight(core, owner, command=["build"])
+    check_in(core, a)
+    leases.try_claim(core, a.id)
+    return a, flying, flights.open_flight(core, owner, command=["build"])
+
+
 def test_a_final_report_folds_the_duration_into_its_kinds_summary_and_a_return_does_not(
         core, owner, clock):
     a = make_runner(core, owner, "a")
@@ -46,14 +58,7 @@ def test_a_final_report_folds_the_duration_into_its_kinds_summary_and_a_return_d
 
 
 def test_the_estimate_shown_is_kept_at_the_grant_and_checked_by_accuracy(core, owner, clock):
-    a = make_runner(core, owner, "a")
-    for _ in range(3):
-        flights.open_flight(core, owner, command=["build"])
-        _fly(core, a, 30, clock)
-    flying = flights.open_flight(core, owner, command=["build"])
-    check_in(core, a)
-    leases.try_claim(core, a.id)
-    waiting = flights.open_flight(core, owner, command=["build"])
+    a, flying, waiting = _one_waits_behind_one_flying(core, owner, clock, history=3)
     shown = flights.show_flight(core, waiting.id)
     assert abs(shown["expected_start_at"] - (clock.now + 30)) < 3
     assert shown["expected_start_low"] <= shown["expected_start_at"] <= shown["expected_start_high"]
@@ -80,14 +85,7 @@ def test_the_estimate_shown_by_one_server_is_kept_by_the_grant_of_another_or_aft
     """Shown estimates live in the store: a replica (or the same server started again) that
     grants the flight finds what its person was shown, and showing it again unchanged writes
     nothing new."""
-    a = make_runner(core, owner, "a")
-    for _ in range(2):
-        flights.open_flight(core, owner, command=["build"])
-        _fly(core, a, 30, clock)
-    flying = flights.open_flight(core, owner, command=["build"])
-    check_in(core, a)
-    leases.try_claim(core, a.id)
-    waiting = flights.open_flight(core, owner, command=["build"])
+    a, flying, waiting = _one_waits_behind_one_flying(core, owner, clock, history=2)
     shown = flights.show_flight(core, waiting.id)
     first_shown_at = clock.now
     clock.advance(2)
@@ -113,13 +111,7 @@ def test_the_estimate_shown_by_one_server_is_kept_by_the_grant_of_another_or_aft
 
 def test_a_flight_shown_an_estimate_waits_again_and_its_next_start_keeps_the_new_one(
         core, owner, clock):
-    a = make_runner(core, owner, "a")
-    flights.open_flight(core, owner, command=["build"])
-    _fly(core, a, 30, clock)
-    flying = flights.open_flight(core, owner, command=["build"])
-    check_in(core, a)
-    leases.try_claim(core, a.id)
-    waiting = flights.open_flight(core, owner, command=["build"])
+    a, flying, waiting = _one_waits_behind_one_flying(core, owner, clock, history=1)
     flights.show_flight(core, waiting.id)
     clock.advance(30)
     check_in(core, a)
@@ -144,6 +136,27 @@ def test_a_flight_shown_an_estimate_waits_again_and_its_next_start_keeps_the_new
     kept = {r["flight_id"]: r for r in core.store.start_estimates(0)}
     assert kept[waiting.id]["estimated_at"] == pytest.approx(shown_again_at)
     assert kept[waiting.id]["at"] == pytest.approx(again["expected_start_at"])
+
+
+def test_a_page_of_new_estimates_is_written_in_one_statement_and_an_unmoved_one_not_again(
+        core, owner, clock):
+    a = make_runner(core, owner, "a")
+    flights.open_flight(core, owner, command=["build"])
+    _fly(core, a, 30, clock)
+    check_in(core, a)
+    waiting = [flights.open_flight(core, owner, command=["build"]).id for _ in range(5)]
+    said: list[str] = []
+    core.store.db.trace(said.append)
+    try:
+        rows = flights.list_flights(core)["items"]
+        clock.advance(0.5)
+        flights.list_flights(core)  # the same estimates, half a second on: nothing to write
+    finally:
+        core.store.db.trace(None)
+    assert sum(r["expected_start_at"] is not None for r in rows) == 5
+    assert sum("INSERT INTO shown_estimates" in s for s in said) == 1
+    kept = dict(core.store.db.tuples("SELECT flight_id, at FROM shown_estimates"))
+    assert sorted(kept) == sorted(waiting)
 
 
 def test_a_flight_with_no_runner_or_behind_a_gate_gets_the_reason_not_a_time(core, owner):

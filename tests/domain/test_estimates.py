@@ -8,7 +8,7 @@ import pytest
 
 from gg.domain.durations import Summary
 from gg.domain.estimates import (GATED, NOBODY, UNMEASURED, UNWARMED, History, PoolOutlook,
-                                 Queue, expected_start, forecast, next_opening, sentence)
+                                 Queue, expected_start, forecast, moved, next_opening, sentence)
 from gg.domain.flights import Flight
 from gg.domain.matching import Seat
 from gg.domain.pool_planner import parse_active_hours
@@ -155,3 +155,18 @@ def test_a_member_seat_warms_again_after_its_flight():
     out = forecast(Queue(ready=[a, b]), [member], seen, [pool], NOW)
     assert out.estimates["f_1"].at == NOW
     assert close(out.estimates["f_2"].at - NOW, 50)
+
+
+def test_an_estimate_shown_again_is_new_only_when_it_moved_by_a_second_or_a_twentieth_of_the_wait():
+    now = 1000.0
+    assert moved(None, (now + 30, now + 20, now + 40), now)  # never shown: new
+    near = (now + 10, now + 8, now + 12)  # ten seconds ahead: a second of slack
+    assert not moved(near, (now + 10.9, now + 8, now + 12), now)
+    assert moved(near, (now + 11.2, now + 8, now + 12), now)
+    shown = (now + 30, now + 20, now + 40)  # half a minute ahead: ~1.5 s of slack
+    assert not moved(shown, (now + 31.4, now + 20, now + 40), now)
+    assert moved(shown, (now + 33, now + 20, now + 40), now)
+    assert moved(shown, (now + 30, now + 17.5, now + 40), now)  # the range moved
+    far = (now + 600, now + 500, now + 700)  # ten minutes ahead: 30 s of slack
+    assert not moved(far, (now + 620, now + 520, now + 720), now)
+    assert moved(far, (now + 640, now + 500, now + 700), now)

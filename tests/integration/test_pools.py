@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gg.launch import gg_argv
+from gg.launch import gg_argv, stop_process
 
 from support import FAST, Fleet, cli, wait_until
 
@@ -96,13 +96,7 @@ class Pool:
         return path.read_text() if path.exists() else ""
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, timeout=15)
         for pid in self.member_pids().values():  # members outlive their maintainer by design
             for sig in (signal.SIGTERM, signal.SIGKILL):
                 try:
