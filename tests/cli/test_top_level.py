@@ -1,0 +1,44 @@
+"""The top level reads like the rest: a typo gets a suggestion although commands load lazily,
+and ``--show-completion SHELL`` prints that shell's script (issue 24, point 9)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from gg.launch import gg_argv
+
+
+def gg(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(gg_argv(*args), capture_output=True, text=True, timeout=60)
+
+
+def test_a_top_level_typo_is_told_the_command_it_meant():
+    done = gg("fligths")
+    assert done.returncode == 2
+    assert done.stderr.strip() == "gg: No such command 'fligths'. Did you mean 'flights'?"
+    assert "Traceback" not in done.stderr
+
+
+def test_a_word_like_no_command_gets_no_suggestion():
+    done = gg("zzzzqqq")
+    assert done.returncode == 2
+    assert "Did you mean" not in done.stderr
+
+
+@pytest.mark.parametrize("shell,marker", [("bash", "complete -o default -F"),
+                                          ("zsh", "#compdef gg"),
+                                          ("fish", "complete --command gg")])
+def test_show_completion_prints_the_named_shells_script(shell, marker):
+    done = gg("--show-completion", shell)
+    assert done.returncode == 0, done.stderr
+    assert marker in done.stdout
+    assert "_GG_COMPLETE" in done.stdout
+
+
+def test_show_completion_refuses_a_shell_it_does_not_know():
+    done = gg("--show-completion", "tcsh")
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("--show-completion takes one of bash, zsh, fish, powershell, "
+                                   "pwsh (got 'tcsh')")
