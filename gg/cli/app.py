@@ -264,6 +264,13 @@ def _sentence(exc: GGError) -> str:
     """The server's refusal of a signed-in person's token is opaque on purpose; say here what
     the usual causes are and what to do."""
     if getattr(exc, "status", None) == 401 and exc.message == Unauthorized().message:
+        from gg import config
+
+        if os.environ.get(config.ENV_TOKEN):  # gg login would not help: the variable wins
+            return (f"the token in {config.ENV_TOKEN} was not accepted (it may have expired "
+                    "or been rotated, or its person removed): set "
+                    f"{config.ENV_TOKEN} to a live token, or unset it to use the sign-in "
+                    "gg login keeps")
         return ("the token was not accepted (it may have expired or been rotated, or its person "
                 "removed): sign in again with gg login --server URL --token-file FILE")
     return exc.message

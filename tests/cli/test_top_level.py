@@ -42,3 +42,30 @@ def test_show_completion_refuses_a_shell_it_does_not_know():
     assert done.returncode == 2
     assert done.stderr.strip() == ("--show-completion takes one of bash, zsh, fish, powershell, "
                                    "pwsh (got 'tcsh')")
+
+
+def test_an_expired_gg_token_names_the_variable_instead_of_gg_login(fleet):
+    done = fleet.gg("flights", token="ggp_" + "x" * 40)
+    assert done.returncode == 3
+    assert done.stderr.strip() == (
+        "the token in GG_TOKEN was not accepted (it may have expired or been rotated, or its "
+        "person removed): set GG_TOKEN to a live token, or unset it to use the sign-in gg "
+        "login keeps")
+
+
+def test_event_and_fact_words_read_as_people_read_them():
+    import time
+
+    from gg.cli.context import words
+
+    assert words({}) == ""
+    at = 1803000000
+    assert words({"token_expires_at": at, "n": 3, "sub": {}}) == (
+        f'token_expires_at="{time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))}" n=3 sub=-')
+
+
+def test_an_uptime_reads_with_one_decimal():
+    from gg.domain.timeouts import describe
+
+    assert describe(5.34274) == "5.3s"
+    assert describe(0.25) == "250ms"
