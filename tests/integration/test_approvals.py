@@ -123,6 +123,10 @@ def test_an_environment_and_the_root_envelope_require_approvals(fleet):
     assert fleet.gg("environment", "approval", "prod", "required", check=True).returncode == 0
     envs = {e["name"]: e for e in fleet.api().environments()}
     assert (envs["prod"]["approval"], envs["ui"]["approval"]) == ("required", "none")
+    shown = fleet.gg("environment", "show", "prod", check=True).stdout  # what the docs say
+    assert "  approval   required" in shown.splitlines()
+    listed = fleet.gg("environments", check=True).stdout
+    assert "APPROVAL" in listed and "required" in listed
     in_prod = _fly(fleet, "--env", "prod", "--", "true", token=bob)
     in_ui = _fly(fleet, "--env", "ui", "--", "true", token=bob)
     assert _stage(fleet, in_prod) == "gated"
