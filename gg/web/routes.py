@@ -80,8 +80,8 @@ async def login(request: Request) -> Response:
                 request.app.state.core, fields.get("token", ""),
                 replacing=guard.session_secret(request))
         except Unauthorized:
-            raise Unauthorized("that token was not accepted: paste the person token `gg login` "
-                               "uses (it starts with ggp_), or ask an admin for a new one") from None
+            raise Unauthorized("that token was not accepted: paste the person token that gg "
+                               "login uses (it starts with ggp_), or ask an admin for a new one") from None
         response = _to(request, "/ui/flights")
         guard.set_session(response, request, secret,
                           request.app.state.core.settings.console_session_ttl)
