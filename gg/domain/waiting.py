@@ -196,6 +196,7 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
               if not any(b in PLACEMENT_BLOCKS for b in found[s.runner.id])]
     if advertising and not placed:
         return _placement_waiting(flight, advertising, found, label)
+    narrowed = len(placed) < len(advertising)  # some runners are out of its groups' reach
     advertising = placed
     # enrolment: a runner that could never do this work does not count as advertising it
     fit = [s for s in advertising if Block.UNFIT not in found[s.runner.id]]
@@ -222,6 +223,10 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
                 "or open the flight without --runner",
             )
         subject = f"every runner that advertises {label}" if label else "every runner"
+        if flight.group is not None or narrowed:  # not every runner: those it may go to
+            names = sorted({s.group.name for s in advertising})
+            subject = (f"every runner of group{'s' if len(names) > 1 else ''} "
+                       f"{', '.join(names)}" + (f" that advertises {label}" if label else ""))
         if words == ["in a draining group"]:
             groups = sorted({s.group.name for s in advertising})
             return Waiting(
