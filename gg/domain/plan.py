@@ -105,6 +105,7 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
         items.append(placed)
     capacity = _capacity_item(flight, live, target, facts)
     items.append(capacity)
+    startable = capacity.held and flight.stage == Stage.READY.value
     if waiting is not None and waiting.code == PRIORITY:  # the same count, the same condition
         behind = ahead_of(flight, [target] if target is not None else live, ctx)
         items.append(Item("no flight of higher priority is ahead of it", False,
@@ -116,7 +117,7 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
         items.append(Item("an attended flight is taken within CLAIM_WAIT of opening", left > 0,
                           note=(f"{max(left, 0):.0f}s left; otherwise it fails as "
                                 "not taken promptly")))
-    return Plan(flight.id, flight.stage, capacity.held, waiting, items)
+    return Plan(flight.id, flight.stage, startable, waiting, items)
 
 
 def _state(flight: Flight, ctx: Context) -> str:
@@ -250,6 +251,13 @@ def _capacity_item(flight: Flight, live: list[Seat], target: Seat | None,
     free = [s for s in live if not found[s.runner.id]]
     if free:
         return Item(need, True, note=f"runner {free[0].runner.name} will take it at its next claim")
+    # A gated flight is not a want of runners: one that only waits for the items above to
+    # hold is capacity enough (the remedy is those items, never "gg runner up").
+    waiting_only = [s for s in live if found[s.runner.id] == [Block.NOT_READY]]
+    if waiting_only:
+        return Item(need.removesuffix(" now"), True,
+                    note=f"runner {waiting_only[0].runner.name} will take it once the items "
+                         "above hold")
     candidates = [s for s in live if Block.LABELS not in found[s.runner.id]
                   and Block.NOT_TARGET not in found[s.runner.id]
                   and not any(b in PLACEMENT_BLOCKS for b in found[s.runner.id])]
