@@ -167,12 +167,31 @@ def _say(shown, said_waiting: str | None, said_estimate: str | None) -> tuple:
     return said_waiting, said_estimate
 
 
+class _Line:
+    """Whether the output shown so far ends inside a line: a note then starts on a line of its
+    own (stdout and stderr share the terminal; a note glued to the last line read as output)."""
+
+    open = False
+
+
+def _note_line() -> None:
+    """End the open line on stderr, so stdout stays exactly what the flight printed."""
+    if _Line.open:
+        sys.stderr.write("\n")
+        _Line.open = False
+
+
 def _echo_fact(fact: FlightFact) -> None:
     body = fact.body
     if fact.kind == "output":
-        sys.stdout.write(body.get("text", ""))
+        text = body.get("text", "")
+        sys.stdout.write(text)
         sys.stdout.flush()
-    elif fact.kind == "expired":
+        if text:
+            _Line.open = not text.endswith("\n")
+        return
+    _note_line()
+    if fact.kind == "expired":
         print(f"-- lease expired (runner {body.get('runner')}); the flight goes back to ready",
               file=sys.stderr, flush=True)
     elif fact.kind == "returned":
@@ -284,7 +303,8 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
         lines.append(f"  {f.waiting or f.ended}")
         if f.expected_start:
             lines.append(f"  {f.expected_start}")
-        lines.append(f"  remedy: {f.remedy}")
+        if f.remedy and f"gg show {f.id}" not in f.remedy:  # not "run what you just ran"
+            lines.append(f"  remedy: {f.remedy}")
     for a in f.attempts:
         lines.append(f"  attempt {a.attempt}: {a.runner_name} (epoch {a.epoch}), "
                      f"{ago(a.granted_at)}")

@@ -69,3 +69,22 @@ def test_an_uptime_reads_with_one_decimal():
 
     assert describe(5.34274) == "5.3s"
     assert describe(0.25) == "250ms"
+
+
+def test_a_truncation_note_starts_on_a_line_of_its_own_and_stdout_stays_exact(capsys):
+    from gg.api.flights import FlightFact
+    from gg.cli.flights import _echo_fact
+
+    def fact(seq, kind, body):
+        return FlightFact(seq=seq, flight_id="f_1", epoch=1, runner_id="r_1", kind=kind,
+                          body=body, at=0.0)
+
+    _echo_fact(fact(1, "output", {"text": "0123456789abcdef\n0123"}))
+    _echo_fact(fact(2, "note", {"text": "output truncated after 22 bytes",
+                                "truncated_after": 22}))
+    out, err = capsys.readouterr()
+    assert out == "0123456789abcdef\n0123"
+    assert err == "\n-- output truncated after 22 bytes\n"
+    _echo_fact(fact(3, "output", {"text": "whole line\n"}))
+    _echo_fact(fact(4, "note", {"text": "again", "truncated_after": 1}))
+    assert capsys.readouterr().err == "-- again\n"
