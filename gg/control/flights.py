@@ -192,9 +192,10 @@ def list_flights(core: Core, *, stage: str | None = None, limit: int = 200,
     people = {p["id"]: p["name"] for p in core.store.people()}
     last = rows[-1]["_seq"] if rows else None
     items = []
+    names = with_past_names(core, snap.names, [v["lease_runner"] for v in rows])
     for values in rows:
         del values["_seq"]
-        items.append(_view(values, snap.waiting_of(values), snap.names, people))
+        items.append(_view(values, snap.waiting_of(values), names, people))
     estimate_ops.add_to_rows(core, items, snap.seats, now)  # one forecast for every row
     return {"items": items, "next_cursor": paging.make_cursor("f", last) if more else None}
 
@@ -214,7 +215,8 @@ def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
         raise NotFound(f"no flight {flight_id}")
     snap = Snapshot(core, now)
     people = {p["id"]: p["name"] for p in core.store.people()}
-    out = view(flight, snap.waiting(flight), snap.names, people)
+    out = view(flight, snap.waiting(flight),
+               with_past_names(core, snap.names, [flight.lease_runner]), people)
     if estimate:  # the queue played forward: for one who reads, not for every open
         estimate_ops.add_to_rows(core, [out], snap.seats, now)
     else:
@@ -231,16 +233,26 @@ def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
         out["stopping"] = stopping_sentence(retired)
     out["facts"] = core.store.facts(flight_id)
     grants = core.store.grants(flight_id)
-    names = dict(snap.names)
-    for g in grants:  # a retired runner keeps its name in the flight's history
-        if g["runner_id"] not in names:
-            gone = core.store.runner(g["runner_id"])
-            names[g["runner_id"]] = gone.name if gone is not None else g["runner_id"]
+    names = with_past_names(core, snap.names, [g["runner_id"] for g in grants])
     out["attempts"] = [
         {"attempt": i + 1, "epoch": g["epoch"], "runner": g["runner_id"],
          "runner_name": names[g["runner_id"]], "granted_at": g["granted_at"]}
         for i, g in enumerate(grants)
     ]
+    return out
+
+
+def with_past_names(core: Core, names: dict[str, str], ids: list[str | None]) -> dict[str, str]:
+    """``names`` (the live runners') plus the names of the runners among ``ids`` that are no
+    longer live: a retired runner, a removed pool member, keeps its name in the flights it
+    flew (its row is kept for history); one that was forgotten reads as its id."""
+    missing = {i for i in ids if i and i not in names}
+    if not missing:
+        return names
+    out = dict(names)
+    for runner_id in missing:
+        gone = core.store.runner(runner_id)
+        out[runner_id] = gone.name if gone is not None else runner_id
     return out
 
 
