@@ -81,7 +81,7 @@ class Fleet:
     def api(self, token: str | None = None) -> WireJson:
         return WireJson(Client(self.url, token or self.server.owner_token()))
 
-    def runner(self, name: str, labels: str | None = None, workers: int = 1,
+    def runner(self, name: str, labels: str | None = None, workers: int | None = 1,
                extra: list[str] | None = None, env: dict | None = None) -> LocalRunner:
         runner = LocalRunner(name, self.url, self.root / f"state-{name}", self.config_dir,
                              labels=labels, workers=workers, extra=extra or [],

@@ -30,7 +30,10 @@ def up(
     name: Optional[str] = typer.Option(None, "--name", help="Runner name (default: host name)."),
     labels: Optional[str] = typer.Option(None, "--labels", metavar="k=v,...",
                                          help="Labels this runner advertises."),
-    workers: int = typer.Option(1, "--workers", min=1, max=256, help="Concurrent flights."),
+    workers: Optional[int] = typer.Option(
+        None, "--workers", min=1, max=256,
+        help="Concurrent flights at most (default: what the runner's policy last said, "
+             "else 1)."),
     once: bool = typer.Option(False, "--once", help="Take one flight, then exit."),
     grace: float = typer.Option(30.0, "--grace", min=0, help="Seconds running flights get to finish on stop."),
     enrol: Optional[str] = typer.Option(None, "--enrol", metavar="TOKEN",
@@ -52,7 +55,7 @@ def up(
         if enrol or enrol_file or once:
             raise CliError("--listen runs a pull-mode runner: it is attached by an admin, "
                            "never enrolled, and has no --once", Exit.USAGE)
-        raise typer.Exit(listen_up(listen, name=name, labels=labels, workers=workers,
+        raise typer.Exit(listen_up(listen, name=name, labels=labels, workers=workers or 1,
                                    grace=grace))
     from gg.runner.loop import Runner, RunnerExit, RunnerOptions
 

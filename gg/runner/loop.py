@@ -61,7 +61,7 @@ class RunnerOptions:
     state_dir: Path
     name: str
     labels: dict[str, str] = field(default_factory=dict)
-    workers: int = 1
+    workers: int | None = None  # None: the policy's (remembered from the last start), else 1
     once: bool = False
     grace: float = 30.0
     person_token: str | None = None
@@ -84,7 +84,10 @@ class Runner:
         self.client = Client(options.server, stop=self.stop, **hooks)
         self.claim_client = Client(options.server, stop=self.stop, **hooks)
         self.protocol = DEFAULTS.protocol()
-        self.workers = options.workers
+        # Policy travels down whole: without --workers the runner starts with the workers its
+        # policy last said (kept in its state dir), so a raise takes effect at the next start
+        # without a change to the host's command line.
+        self.workers = options.workers or self.state.policy_workers() or 1
         self.runs: dict[str, FlightRun] = {}
         self.flight_threads = Workers(self._fly)  # the threads flights fly on
         self.slots = threading.Condition()
@@ -96,7 +99,7 @@ class Runner:
         self.fleet = FleetState(self.state.path, self.client, say)  # enrolment
         self.fleet.refresh = lambda: self._check_in_once(retry_for=RETRY_REFRESH)
         self.policy: dict = {}  # replaced whole when it changes, never changed in place
-        self._capacity_of: tuple[dict | None, int] = (None, options.workers)
+        self._capacity_of: tuple[dict | None, int] = (None, self.workers)
         self.admin_state: str | None = None
         self._health_said: str | None = None
         self.capabilities: dict | None = None
@@ -396,6 +399,7 @@ class Runner:
             if self.policy:
                 self.say("policy is now " + ", ".join(f"{k} {v}" for k, v in sorted(policy.items())))
             self.policy = dict(policy)
+            self.state.remember_policy_workers(policy.get("workers"))
             with self.slots:
                 self.slots.notify_all()
         state = answer.admin_state
