@@ -71,7 +71,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "strategy": (("strategies",), "Pool strategies: how a pool is furnished and bounded."),
     "hook": (("hooks",), "Hooks: signed POSTs to a URL when flights end (admin)."),
     "approve": (("approvals",), "Approve a flight waiting for approval (an admin or its named "
-                                "approver; never its opener)."),
+                                "approver; never its opener, nor whoever changed it)."),
     "reject": (("approvals",), "Refuse a flight's approval: it ends cancelled, with the reason."),
     "force": (("approvals",), "Clear every gate a person may clear on a flight at once (admin; "
                               "recorded)."),

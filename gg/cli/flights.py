@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from typing import List, Optional
@@ -299,6 +300,7 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
         lines.append(f"  {f.stopping}")
     if f.exit_code is not None:
         lines.append(f"  exit      {f.exit_code}")
+    lines.extend(_approval_lines(f))
     if f.waiting or f.ended:
         lines.append(f"  {f.waiting or f.ended}")
         if f.expected_start:
@@ -323,6 +325,25 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
     if follow_ and not Stage(f.stage).final:
         final = follow(api, flight_id, after=last)
         raise typer.Exit(exit_code_of(final, api))
+
+
+def _approval_lines(f) -> list[str]:
+    """What it runs (the digest), what was approved, and the approval it waits for, with
+    what changed (docs/approvals.md)."""
+    a = f.approval
+    if a is None:
+        return []
+    lines = [f"  digest    {a.digest}"]
+    if a.approved is not None:
+        lines.append(f"  approved  {a.approved.digest} by {a.approved.by}"
+                     + (f", {ago(a.approved.at)}" if a.approved.at else ""))
+    w = a.waiting
+    if w is not None:
+        what = "a change" if w.change else "it"
+        lines.append(f"  approval  {what} waits for {w.who_may_clear} (gate {w.gate}): "
+                     f"approving runs {w.digest}: {shlex.join(w.command)}")
+        lines.extend(f"  changed   by {w.changed_by}: {c}" for c in w.changes)
+    return lines
 
 
 def cancel(flight_id: str = typer.Argument(..., metavar="FLIGHT"),

@@ -193,8 +193,8 @@ def estimate_accuracy(core: Core, since: float | None) -> dict:
     return {**report, "sentence": estimate_rules.accuracy_sentence(report)}
 
 
-def approved(core: Core, person: dict, flight_id: str) -> dict:
-    approvals.approve(core, person, flight_id)
+def approved(core: Core, person: dict, flight_id: str, digest: str | None = None) -> dict:
+    approvals.approve(core, person, flight_id, digest)
     return flights.show_flight(core, flight_id)
 
 

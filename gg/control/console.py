@@ -7,8 +7,10 @@ exactly what they see and may do with ``gg``; only the session is the console's 
 
 from __future__ import annotations
 
+from gg.control import approvals as approval_ops
 from gg.control import flights, gates, people
 from gg.control.core import Core
+from gg.domain import approvals
 from gg.domain import console as rules
 from gg.domain import tokens
 from gg.domain.events import EventKind
@@ -71,6 +73,11 @@ def pending(core: Core) -> list[dict]:
     out = []
     for gate in sorted(gates.list_gates(core, "open"), key=lambda g: g["opened_at"]):
         gate["flights"] = [held[f] for f in gate["flights_held"] if f in held]
+        gate["asked"] = None
+        if gate["kind"] == approvals.KIND and gate["flight_id"]:
+            flight = core.store.flight(gate["flight_id"])  # what approving runs, and the change
+            if flight is not None and not flight.final:
+                gate["asked"] = approval_ops.asked_for(core.store.gate(gate["id"]), flight)
         out.append(gate)
     return out
 

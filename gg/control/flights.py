@@ -15,7 +15,7 @@ from gg.control import runners as runner_ops
 from gg.control import services as service_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
-from gg.domain import fitness, output, paging, timeouts, tokens
+from gg.domain import fitness, output, paging, specs, timeouts, tokens
 from gg.domain.flights import (Event, Flight, Priority, Stage, opened, priority_refusal,
                                required_labels)
 from gg.domain.events import EventKind
@@ -61,18 +61,18 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
         limit = None if spec is not None else timeouts.limit_for(
             timeout, _default_timeout(core, environment), core.settings.flight_timeout_max)
         flight_id = tokens.new_id("f_")
-        approval_gate = approval_ops.gate_for_new_flight(
+        values = dict(id=flight_id, command=list(command), opened_by=person["id"], opened_at=now,
+                      title=title or " ".join(command)[:120], environment=environment,
+                      requires=required_labels(environment, labels), runner_target=target,
+                      attended=attended, repo=repo, agent=agent, timeout=limit,
+                      output_limit=kept, priority=Priority(priority).value,
+                      kind="service" if spec is not None else "work", service=spec,
+                      group=group, where=dict(where or {}))
+        approval_gate = approval_ops.gate_for_new_flight(  # for this exact spec
             core, person, flight_id=flight_id, asked=approval, approver=approver,
-            environment=environment)
+            environment=environment, digest=specs.digest(specs.what_runs(Flight(**values))))
         behind = behind + ([approval_gate] if approval_gate else [])
-        flight = opened(held=bool(behind), id=flight_id, command=list(command),
-                        opened_by=person["id"], opened_at=now,
-                        title=title or " ".join(command)[:120], environment=environment,
-                        requires=required_labels(environment, labels), runner_target=target,
-                        attended=attended, repo=repo, agent=agent, gates=behind,
-                        timeout=limit, output_limit=kept, priority=Priority(priority).value,
-                        kind="service" if spec is not None else "work", service=spec,
-                        group=group, where=dict(where or {}))
+        flight = opened(held=bool(behind), gates=behind, **values)
         core.store.insert_flight(flight)
         core.event(EventKind.FLIGHT_OPENED, actor=person["name"], flight_id=flight.id, at=now,
                    title=flight.title)
@@ -231,6 +231,7 @@ def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
     if retired is not None:
         out["runner_name"] = retired
         out["stopping"] = stopping_sentence(retired)
+    out["approval"] = approval_ops.approval_view(core, flight)
     out["facts"] = core.store.facts(flight_id)
     grants = core.store.grants(flight_id)
     names = with_past_names(core, snap.names, [g["runner_id"] for g in grants])

@@ -255,8 +255,9 @@ async def clear_gate(gate_id: str, request: Request) -> Response:
 
 @router.post("/ui/flights/{flight_id}/approve")
 async def approve(flight_id: str, request: Request) -> Response:
-    async def do(person, fields):
-        return answers.approved(request.app.state.core, person, flight_id)
+    async def do(person, fields):  # the digest the page showed: a spec changed since is refused
+        return answers.approved(request.app.state.core, person, flight_id,
+                                fields.get("digest") or None)
     return await _act(request, "/ui/pending", do)
 
 

@@ -280,3 +280,30 @@ def _expected_start_shown(core, browser, owner, clock):
     sign_in(browser, owner)
     for page in ("/ui/flights", f"/ui/flights/{waiting}"):
         assert f'<p class="estimate">{html.escape(said)}</p>' in browser.get(page).text
+
+
+def test_a_changed_flight_shows_its_change_and_an_approval_for_what_was_shown_before_is_refused(
+        browser, owner):
+    ada = browser.post("/v1/people", json={"name": "ada", "admin": True},
+                       headers=auth(owner)).json()["token"]
+    opened = browser.post("/v1/flights", json={"command": ["echo harmless"], "approval": True,
+                                               "service": {}}, headers=auth(owner))
+    assert opened.status_code == 201, opened.text
+    flight = opened.json()["id"]
+    sign_in(browser, ada)
+    before = re.search(r'name="digest" value="([^"]+)"', browser.get("/ui/pending?part=1").text)
+    changed = browser.post(f"/v1/services/{flight}/update", json={"command": ["echo pwned"]},
+                           headers=auth(owner))
+    assert changed.status_code == 200 and changed.json()["approval"], changed.text
+    digest = browser.get(f"/v1/flights/{flight}", headers=auth(ada)).json()["approval"]["digest"]
+    change = "changed by owner: command: `'echo harmless'` -> `'echo pwned'`"
+    for path in ("/ui/pending?part=1", f"/ui/flights/{flight}?part=1"):
+        page = html.unescape(browser.get(path).text)
+        assert digest in page and "echo pwned" in page and change in page, path
+    refused = post_form(browser, f"/ui/flights/{flight}/approve", back="/ui/pending",
+                        digest=before.group(1))
+    assert refused.status_code == 409 and "changed since you looked" in html.unescape(refused.text)
+    assert post_form(browser, f"/ui/flights/{flight}/approve", back="/ui/pending",
+                     digest=digest).status_code == 303
+    shown = browser.get(f"/v1/flights/{flight}", headers=auth(ada)).json()
+    assert (shown["stage"], shown["approval"]["approved"]["digest"]) == ("ready", digest)
