@@ -38,15 +38,17 @@ from gg.domain.labels import (
     refuted_pairs,
 )
 from gg.domain.meanings import Meaning, facts_from_inventory
+from gg.domain.pull import KIND as PULL_KIND
 from gg.domain.runners import Runner, is_online
 from gg.errors import BadRequest
 
 log = logging.getLogger("gg.server")
 _ROUNDS = 8  # settle rounds in a row at most (facts that keep changing wait for a check-in)
 
-# Only a registered runner states its own labels; enrolled machines and pool members get
-# theirs from their profile or strategy, so a check-in cannot change them.
-SELF_LABELLED = ("registered",)
+# Only a registered or pull-mode runner states its own labels (`gg runner up [--listen]
+# --labels`); enrolled machines and pool members get theirs from their profile or strategy,
+# so a check-in cannot change them.
+SELF_LABELLED = ("registered", PULL_KIND)
 
 
 def checked(labels: dict[str, str] | None) -> dict[str, str]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gg.domain.flights import Flight, Stage
+from gg.domain.pull import KIND as PULL_KIND
 from gg.domain.runners import Runner
 
 
@@ -105,6 +106,10 @@ def offline_refusal(runner: Runner, online: bool) -> str | None:
 
 
 def feature_refusal(runner: Runner) -> str | None:
+    if runner.kind == PULL_KIND:  # the relay is dialled by the runner; this one never dials
+        return (f"runner {runner.name} is a pull-mode runner: it never dials out, so no "
+                "console can reach it; open one on a runner that dials in (gg runners shows "
+                "each one's mode)")
     features = (runner.inventory or {}).get("features") or []
     if isinstance(features, list) and FEATURE in features:
         return None

@@ -315,3 +315,17 @@ def test_a_runner_pinned_by_one_control_plane_refuses_another(make_fleet, tmp_pa
         wait_until(_landed(ours, flight_id), what="the flight to land")
     finally:
         runner.stop()
+
+
+def test_a_pull_runner_advertises_its_labels_and_a_console_to_it_is_refused_at_once(fleet,
+                                                                                    pulled):
+    runner = pulled("p1", labels="zone=dmz")
+    assert _attach(fleet, runner, "--fingerprint", runner.fingerprint()).returncode == 0
+    fleet.wait_online("p1")
+    wait_until(lambda: fleet.runner_row("p1")["labels"] == {"zone": "dmz"},
+               what="the pull runner's stated labels")
+    flight_id = fleet.api().open_flight({"command": ["true"], "labels": {"zone": "dmz"}})["id"]
+    wait_until(_landed(fleet, flight_id), what="the dmz flight to land on p1")
+    refused = fleet.gg("console", "p1", "--", "true", timeout=30)
+    assert refused.returncode != 0
+    assert "is a pull-mode runner: it never dials out" in refused.stderr
