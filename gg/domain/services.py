@@ -14,7 +14,11 @@ What happened is reported as facts of kind ``note`` with a ``service`` word in t
 :func:`status` reads a service's state back from them, for ``gg services``.
 
 A service never lands: it runs until it is cancelled (or its lease is lost, when it is
-re-placed like any flight).
+re-placed like any flight). The control plane keeps in the spec what its placements reported
+(:func:`remember`): ``last_ready`` (the generation, command and environment that last got
+ready) and ``failed`` (generations that never did), so a service re-placed after a failed
+update starts from the generation that served, not the one that never got ready
+(:func:`to_start`).
 """
 
 from __future__ import annotations
@@ -101,3 +105,36 @@ def status(facts: list[dict], *, epoch: int, wanted: int, degraded_after: int) -
     else:
         health = "starting"
     return Status(generation, restarts, ready, started_at, last_exit, health, update)
+
+
+# What the spec keeps of its history: records of what ran, not settings of what runs.
+HISTORY = ("last_ready", "failed")
+
+
+def remember(spec: dict, facts: list[dict]) -> dict | None:
+    """``spec`` with what a placement reported (a generation ready, an update that never got
+    ready), or None when nothing of it changed."""
+    new = dict(spec)
+    for fact in facts:
+        body = fact.get("body") or {}
+        word, generation = body.get("service"), body.get("generation")
+        if not isinstance(generation, int):
+            continue
+        if word == READY and generation == new["generation"] and \
+                (new.get("last_ready") or {}).get("generation") != generation:
+            new["last_ready"] = {"generation": generation, "command": list(new["command"]),
+                                 "env": dict(new.get("env") or {})}
+        elif word == UPDATE_FAILED and generation not in new.get("failed", []):
+            new["failed"] = sorted([*new.get("failed", []), generation])
+    return new if new != spec else None
+
+
+def to_start(spec: dict) -> dict:
+    """What a placement starts first: the newest generation, unless it never got ready and an
+    older one did; then that one (the newest stays wanted, and is not tried again)."""
+    last = spec.get("last_ready")
+    if spec["generation"] in spec.get("failed", []) and last \
+            and last.get("generation", spec["generation"]) < spec["generation"]:
+        return {**spec, "generation": last["generation"], "command": list(last["command"]),
+                "env": dict(last.get("env") or {})}
+    return spec

@@ -32,6 +32,8 @@ def what_runs(flight: Any) -> dict:
     if service is not None:
         service.pop("generation", None)
         service.pop("command", None)
+        for kept in ("last_ready", "failed"):  # what ran, recorded; not what runs
+            service.pop(kept, None)
     return {"command": command, "environment": flight.environment,
             "requires": dict(flight.requires), "runner": flight.runner_target,
             "group": flight.group, "where": dict(flight.where), "repo": flight.repo,

@@ -279,7 +279,10 @@ class Supervisor:
 
     def fly(self) -> str:
         run = self.run
-        spec = run.service_spec or run.flight.service
+        # A generation that never got ready is not where a new placement starts: the one
+        # that last served is (the control plane keeps both in the spec).
+        spec = services.to_start(run.service_spec or run.flight.service)
+        self.failed.update(spec.get("failed", []))
         if spec.get("port") is not None:
             try:
                 self.forwarder = Forwarder(int(spec["port"]))

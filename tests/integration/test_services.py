@@ -154,6 +154,28 @@ def test_an_update_that_never_gets_ready_leaves_the_old_one_serving(services_fle
     fleet.gg("cancel", flight, check=True)
 
 
+def test_a_service_whose_update_failed_is_re_placed_with_the_generation_that_served(
+        services_fleet):
+    fleet = services_fleet
+    runners = {"r1": fleet.runner("r1"), "r2": fleet.runner("r2")}
+    fleet.wait_online("r1", "r2")
+    port = free_port()
+    flight = _fly(fleet, "--port", str(port), "--", WEB)
+    first = wait_until(lambda: _serving(fleet, flight, generation=1), what="generation 1")
+    fleet.gg("service", "update", flight, "--", "exec sleep 1000", check=True)
+    wait_until(lambda: ((_row(fleet, flight) or {}).get("update") or "").startswith("failed"),
+               what="the update failed")
+    holder, other = first["runner_name"], ({"r1", "r2"} - {first["runner_name"]}).pop()
+    runners[holder].stop(sig=signal.SIGKILL)
+    moved = wait_until(lambda: _serving(fleet, flight, runner_name=other), timeout=60,
+                       what="re-placed on the other runner, serving")
+    assert (moved["generation"], moved["wanted_generation"]) == (1, 2)
+    assert _get(port) == "1"  # the generation that served, not the one that never got ready
+    spec = fleet.api().flight(flight)["service"]
+    assert spec["failed"] == [2] and spec["last_ready"]["generation"] == 1
+    fleet.gg("cancel", flight, check=True)
+
+
 def test_a_service_is_replaced_when_its_runner_dies_and_never_serves_twice(services_fleet,
                                                                           tmp_path):
     fleet = services_fleet
