@@ -238,9 +238,14 @@ class FlightRun:
             raise isolation.IsolationUnavailable(f"{FLIGHTS_AS_ROOT}: {exc}") from None
 
     def _hand_over(self, workspace: Path) -> None:
-        """The workspace (and the clone in it) to the flight's identity, before it starts."""
-        if self.identity is not None:
-            flight_identity.hand_over(workspace, self.identity)
+        """The workspace (and the clone in it) to the flight's identity, before it starts;
+        a pool member's machine (``GG_IMAGE_ROOT``, bound read-write) too."""
+        if self.identity is None:
+            return
+        flight_identity.hand_over(workspace, self.identity)
+        image_root = os.environ.get("GG_IMAGE_ROOT")
+        if image_root and os.path.isdir(image_root) and os.path.abspath(image_root) != "/":
+            flight_identity.hand_over(Path(image_root), self.identity)
 
     def _argv(self) -> list[str]:
         command = list(self.flight.command)

@@ -151,10 +151,18 @@ def runs_as_root() -> bool:
     return os.geteuid() == 0
 
 
+WORKSPACE_MODE = 0o711
+
+
 def hand_over(root: Path, identity: Identity) -> None:
     """``root`` and everything under it owned by ``identity``, links included but never
-    followed (``lchown``): a link planted there cannot hand a host file to the flight."""
+    followed (``lchown``): a link planted there cannot hand a host file to the flight.
+
+    ``root`` itself is left ``0711``: only its owner lists, reads or writes it, but bubblewrap,
+    which enters it as a root without capabilities before the flight takes its identity, may
+    pass through it."""
     os.lchown(root, identity.uid, identity.gid)
+    os.chmod(root, WORKSPACE_MODE)
     for folder, dirs, files in os.walk(root, followlinks=False):
         for name in (*dirs, *files):
             try:

@@ -333,6 +333,31 @@ def layout(workspace: Path, *, env: Mapping[str, str], hidden: Iterable[Path] = 
     return Layout(tuple(read_only), tuple(writable), tuple(links), tuple(masks), tuple(blanks))
 
 
+def _passages(plan: Layout) -> list[Path]:
+    """The directories bubblewrap would make on the way to a bound path or a mask (which it
+    makes as the runner's umask says, 0700 under root's usual one): made 0755 instead, so the
+    flight identity reaches what is bound for it (a Python under /root, a workspace under the
+    masked state dir). Those inside a bound host directory are the host's own, left alone."""
+    binds = [dest for _, dest in (*plan.read_only, *plan.read_write)]
+    ends = [*binds, *plan.masks, *plan.blanks]
+    taken = set(ends) | {Path(path) for _, path in plan.links}
+    mounts = [(bound, True) for bound in binds] + [(mask, False) for mask in plan.masks]
+    out: set[Path] = set()
+    for end in ends:
+        for folder in end.parents:
+            if folder == Path("/") or folder in taken or folder == Path("/tmp"):
+                continue
+            if any(_inside(folder, Path(link)) for _, link in plan.links):
+                continue
+            # what it lies in, deepest first: a host directory bound in (its own), or a
+            # mask's or the root's tmpfs (made by bubblewrap)
+            under = [(len(path.parts), host) for path, host in mounts if _inside(folder, path)]
+            if under and max(under)[1]:
+                continue
+            out.add(folder)
+    return sorted(out)
+
+
 def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
                  user_namespace: bool, drop_to: Identity | None = None) -> list[str]:
     """bwrap's arguments for ``plan``, up to (not including) ``--`` and the command.
@@ -368,6 +393,8 @@ def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
         mounts.append((len(mask.parts), 1, ["--tmpfs", str(mask)]))
     for blank in plan.blanks:
         mounts.append((len(blank.parts), 1, ["--ro-bind", "/dev/null", str(blank)]))
+    for folder in _passages(plan):
+        mounts.append((len(folder.parts), 2, ["--perms", "0755", "--dir", str(folder)]))
     for _, _, args in sorted(mounts, key=lambda m: (m[0], m[1])):
         argv += args
     # Read-only last, so the mount points for deeper binds already exist inside each mask.
