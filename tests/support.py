@@ -250,3 +250,15 @@ def refusal(response) -> tuple:
     """What a refused request is told: status, JSON body and ``WWW-Authenticate``, to
     compare two refusals whole."""
     return response.status_code, response.json(), response.headers.get("www-authenticate")
+
+
+def flight_workspace(path: Path) -> Path:
+    """``path`` made and handed to the flight identity a launch built without one runs as (a
+    root runner's first flight uid; nothing to do for any other runner), as a runner hands
+    its flights' workspaces over."""
+    from gg.runner.flight_identity import hand_over, runs_as_root, shared
+
+    path.mkdir(parents=True, exist_ok=True)
+    if runs_as_root():
+        hand_over(path, shared().first())
+    return path

@@ -117,6 +117,17 @@ def feature_refusal(runner: Runner) -> str | None:
             f"restart it")
 
 
+def identity(session: ConsoleSession, runner: Runner) -> str:
+    """Whom the console's command runs as, for the record: a console joining a flight takes
+    the flight's identity; one to the machine itself runs as the runner's user, which is host
+    root when the runner's capability report says it runs as root (docs/isolation.md)."""
+    if session.flight_id:
+        return "the flight's identity"
+    if (runner.capabilities or {}).get("runs_as_root"):
+        return "host root"
+    return "the runner's user"
+
+
 def waiting_sentence(runner_name: str, parked: bool, check_in_interval: float) -> str:
     """What the person reads while the console waits for the runner to dial in."""
     if parked:

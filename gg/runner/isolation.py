@@ -45,8 +45,10 @@ from pathlib import Path
 from typing import Any
 
 from gg import config
-from gg.domain.health import first_missing
+from gg.domain.health import FLIGHTS_AS_ROOT, first_missing
 from gg.domain.policy import Policy
+from gg.runner import flight_identity as identities
+from gg.runner.flight_identity import Identity
 
 DEFAULT_IMAGE = "docker.io/library/python:3.11-slim"
 CONTAINER_WORKSPACE = "/workspace"
@@ -66,6 +68,16 @@ PASSWD = "/etc/passwd"
 PRIVATE_ROOTS = ("/etc",)
 PRIVATE_REFRESH = 30.0  # seconds a look through them is reused
 PROC = "/proc"
+# Bound read-only over the sandbox's own /proc: a flight never writes a host sysctl (a
+# core_pattern runs its handler as host root) nor triggers a SysRq, whatever its uid.
+# Bound over /proc, they also forbid any fresh proc mount inside (the kernel refuses one
+# where the existing /proc is not fully visible).
+READ_ONLY_PROC = ("/proc/sys", "/proc/sysrq-trigger")
+# What bubblewrap keeps for a root runner's flight, only so that setpriv can take the flight
+# identity; setpriv then empties every set (bounding, inheritable, ambient) before the command.
+DROP_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
+# setpriv is run from the read-only system directories only, never from a flight's PATH.
+SETPRIV_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
 _HOST_ONLY = frozenset({"PATH", "HOME", "PWD", "OLDPWD", "SHLVL", "HOSTNAME", "TMPDIR", "_",
                         "SSH_AUTH_SOCK", "DISPLAY", "XAUTHORITY", "DBUS_SESSION_BUS_ADDRESS"})
 
@@ -321,18 +333,55 @@ def layout(workspace: Path, *, env: Mapping[str, str], hidden: Iterable[Path] = 
     return Layout(tuple(read_only), tuple(writable), tuple(links), tuple(masks), tuple(blanks))
 
 
+def _passages(plan: Layout) -> list[Path]:
+    """The directories bubblewrap would make on the way to a bound path or a mask (which it
+    makes as the runner's umask says, 0700 under root's usual one): made 0755 instead, so the
+    flight identity reaches what is bound for it (a Python under /root, a workspace under the
+    masked state dir). Those inside a bound host directory are the host's own, left alone."""
+    binds = [dest for _, dest in (*plan.read_only, *plan.read_write)]
+    ends = [*binds, *plan.masks, *plan.blanks]
+    taken = set(ends) | {Path(path) for _, path in plan.links}
+    mounts = [(bound, True) for bound in binds] + [(mask, False) for mask in plan.masks]
+    out: set[Path] = set()
+    for end in ends:
+        for folder in end.parents:
+            if folder == Path("/") or folder in taken or folder == Path("/tmp"):
+                continue
+            if any(_inside(folder, Path(link)) for _, link in plan.links):
+                continue
+            # what it lies in, deepest first: a host directory bound in (its own), or a
+            # mask's or the root's tmpfs (made by bubblewrap)
+            under = [(len(path.parts), host) for path, host in mounts if _inside(folder, path)]
+            if under and max(under)[1]:
+                continue
+            out.add(folder)
+    return sorted(out)
+
+
 def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
-                 user_namespace: bool) -> list[str]:
-    """bwrap's arguments for ``plan``, up to (not including) ``--`` and the command."""
+                 user_namespace: bool, drop_to: Identity | None = None) -> list[str]:
+    """bwrap's arguments for ``plan``, up to (not including) ``--`` and the command.
+
+    ``drop_to`` (a root runner's flight): no user namespace (one made by root maps its root to
+    host root), and bubblewrap keeps only what :func:`drop_argv` needs to change uid; the
+    command must then be started through ``drop_argv(drop_to)``.
+    """
     argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid"]
-    if user_namespace:
+    if user_namespace and drop_to is None:
         argv.append("--unshare-user")
     argv += ["--cap-drop", "ALL"]
+    if drop_to is not None:
+        for cap in DROP_CAPS:
+            argv += ["--cap-add", cap]
     if cut_net:
         argv.append("--unshare-net")
     for target, path in plan.links:
         argv += ["--symlink", target, str(path)]
-    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    argv += ["--dev", "/dev", "--proc", "/proc"]
+    for path in READ_ONLY_PROC:  # the kernel's knobs: read-only over the sandbox's own /proc
+        if os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+    argv += ["--perms", "1777", "--tmpfs", "/tmp"]
     # Outer paths before inner ones: a workspace inside a masked state dir is bound after the
     # mask, a mask inside a bound directory after the bind; at one path, the bind first.
     mounts: list[tuple[int, int, list[str]]] = []
@@ -344,6 +393,8 @@ def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
         mounts.append((len(mask.parts), 1, ["--tmpfs", str(mask)]))
     for blank in plan.blanks:
         mounts.append((len(blank.parts), 1, ["--ro-bind", "/dev/null", str(blank)]))
+    for folder in _passages(plan):
+        mounts.append((len(folder.parts), 2, ["--perms", "0755", "--dir", str(folder)]))
     for _, _, args in sorted(mounts, key=lambda m: (m[0], m[1])):
         argv += args
     # Read-only last, so the mount points for deeper binds already exist inside each mask.
@@ -353,11 +404,14 @@ def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
 
 
 def _container(command: list[str], engine: str, workspace: Path, env: Mapping[str, str],
-               cut_net: bool, image: str, name: str, terminal: bool = False) -> Launch:
+               cut_net: bool, image: str, name: str, terminal: bool = False,
+               drop_to: Identity | None = None) -> Launch:
     argv = [engine, "run", "--rm", *(["--interactive", "--tty"] if terminal else []),
-            "--name", name, "--security-opt", "no-new-privileges",
-            "--volume", f"{workspace}:{CONTAINER_WORKSPACE}", "--workdir", CONTAINER_WORKSPACE,
-            "--env", f"HOME={CONTAINER_WORKSPACE}"]
+            "--name", name, "--security-opt", "no-new-privileges"]
+    if drop_to is not None:  # a root engine's container root is host root: never a flight's
+        argv += ["--user", f"{drop_to.uid}:{drop_to.gid}", "--cap-drop", "ALL"]
+    argv += ["--volume", f"{workspace}:{CONTAINER_WORKSPACE}", "--workdir", CONTAINER_WORKSPACE,
+             "--env", f"HOME={CONTAINER_WORKSPACE}"]
     if cut_net:
         argv += ["--network", "none"]
     passed = {k: v for k, v in env.items() if k not in _HOST_ONLY}
@@ -373,8 +427,15 @@ def _container(command: list[str], engine: str, workspace: Path, env: Mapping[st
 def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: Path,
           env: Mapping[str, str], state_dir: Path | None, capabilities: Mapping[str, Any],
           hidden: Iterable[Path] = (), image: str = DEFAULT_IMAGE,
-          container_name: str | None = None, terminal: bool = False) -> Launch:
+          container_name: str | None = None, terminal: bool = False,
+          identity: Identity | None = None, as_runner: bool = False) -> Launch:
     """Wrap ``command`` for ``policy``; raise ``IsolationUnavailable`` if it cannot be met.
+
+    ``identity``: who a root runner's flight runs as (its worker slot's flight identity,
+    :mod:`gg.runner.flight_identity`; by default the first of the runner's range). A root runner's
+    sandbox or container never runs a command as root, except with ``as_runner`` (an admin's
+    console to the machine itself, which says so: docs/console.md). A runner that is not root
+    runs everything as itself.
 
     ``terminal``: the command runs on a console's PTY (docs/console.md): in a sandbox it is
     started through :func:`on_terminal` inside, so its session and controlling terminal live
@@ -394,10 +455,16 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
     workspace = Path(os.path.abspath(workspace))
     cut_net = policy.egress == "none"
     out_env = dict(env)
+    drop_to = None
+    if identities.runs_as_root() and not as_runner and policy.isolation != "none":
+        drop_to = identity or identities.shared().first()
+        if drop_to.uid == 0 or drop_to.gid == 0:
+            raise IsolationUnavailable(FLIGHTS_AS_ROOT)
     if policy.isolation == "container":
         engine = str(capabilities["container_engine"])
         name = container_name or f"gg-{workspace.name[:40]}-{secrets.token_hex(4)}"
-        return _container(command, engine, workspace, out_env, cut_net, image, name, terminal)
+        return _container(command, engine, workspace, out_env, cut_net, image, name, terminal,
+                          drop_to)
     if policy.isolation == "none":
         if not cut_net:
             return Launch(argv=list(command), env=out_env, cwd=workspace)
@@ -412,10 +479,31 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
     out_env["TMPDIR"] = "/tmp"
     confinement = capabilities.get("confinement") or {}
     argv = sandbox_argv(_bwrap(capabilities), plan, workspace=workspace, cut_net=cut_net,
-                        user_namespace=bool(confinement.get("user_namespace")))
+                        user_namespace=bool(confinement.get("user_namespace")), drop_to=drop_to)
     if terminal:  # the console's PTY becomes the terminal of the session inside the sandbox
         command = on_terminal(command)
+    if drop_to is not None:
+        command = [*drop_argv(drop_to), *command]
     return Launch(argv=argv + ["--", *command], env=out_env, cwd=workspace)
+
+
+def setpriv_path() -> str:
+    """util-linux's setpriv, from the read-only system directories (bound in every sandbox);
+    IsolationUnavailable when there is none: a root runner's flight cannot drop root."""
+    for folder in SETPRIV_DIRS:
+        path = os.path.join(folder, "setpriv")
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise IsolationUnavailable(f"{FLIGHTS_AS_ROOT}: setpriv (util-linux) is not installed")
+
+
+def drop_argv(identity: Identity) -> list[str]:
+    """What a command is started through to become ``identity``: uid and gid, no
+    supplementary group, every capability set empty (bounding, inheritable, ambient; the
+    permitted and effective go with root), no_new_privs, then exec."""
+    return [setpriv_path(), f"--reuid={identity.uid}", f"--regid={identity.gid}",
+            "--clear-groups", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all",
+            "--no-new-privs", "--"]
 
 
 # A console's command runs first through this (standard library only, ``python -I -S``): its

@@ -36,6 +36,7 @@ from gg.runner.console import Consoles
 from gg.runner.connection import ConnectionLog
 from gg.runner.fleet import FleetState, enrol
 from gg.runner.flight import STOP_GRACE, FlightRun, Lease, fly_saying
+from gg.runner.flight_identity import FlightIdentities, flight_range, runs_as_root
 from gg.runner.sent import SentLog
 from gg.runner.state import Registration, StateDir
 from gg.settings import DEFAULTS
@@ -68,6 +69,7 @@ class RunnerOptions:
     enrol_token: str | None = None  # enrolment: spent once, on the first start
     hidden: list[Path] = field(default_factory=list)  # masked in sandboxes (the config dir)
     member_code: str | None = None  # a pool member's one-time ggm_ code (GG_MEMBER_CODE)
+    flight_uids: str | None = None  # BASE[:COUNT]: a root runner's flight uids (flight_identity)
 
 
 class Runner:
@@ -88,6 +90,9 @@ class Runner:
         # policy last said (kept in its state dir), so a raise takes effect at the next start
         # without a change to the host's command line.
         self.workers = options.workers or self.state.policy_workers() or 1
+        # A root runner's flights run as one flight identity per worker slot (flight_identity).
+        self.identities = (FlightIdentities(flight_range(options.flight_uids), self.workers)
+                           if runs_as_root() else None)
         self.runs: dict[str, FlightRun] = {}
         self.flight_threads = Workers(self._fly)  # the threads flights fly on
         self.slots = threading.Condition()
@@ -389,7 +394,8 @@ class Runner:
         return answer
 
     def _probe(self) -> None:
-        self.capabilities = capabilities.probe()
+        self.capabilities = capabilities.probe(
+            flight_identity=self.identities.first() if self.identities else None)
         self._probed_at = time.monotonic()
 
     def _apply(self, answer: CheckedIn) -> None:
@@ -506,6 +512,7 @@ class Runner:
                         policy=answer.policy or self.policy,
                         capabilities=self.capabilities or {}, state_dir=self.state.path,
                         hidden=list(self.options.hidden), on_unmet=self.policy_unmet,
+                        identities=self.identities,
                         on_retired=lambda: self.request_stop(RETIRED_SENTENCE, retired=True),
                         claim_next=(self._next_wanted if answer.protocol.hand_back_claims
                                     else None))
