@@ -15,7 +15,7 @@ from gg.control import runners as runner_ops
 from gg.control import services as service_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
-from gg.domain import fitness, output, paging, specs, timeouts, tokens
+from gg.domain import approvals, fitness, output, paging, specs, timeouts, tokens
 from gg.domain.flights import (Event, Flight, Priority, Stage, opened, priority_refusal,
                                required_labels)
 from gg.domain.events import EventKind
@@ -126,6 +126,7 @@ class Snapshot:
         self._reservers = {r.owner for r in runners if r.reserved}
         self.pool_reasons = pool_look.waiting_reasons(core, now)
         self._cache: dict = {}
+        self._admins: set[str] | None = None  # read the first time an approval asks
         self._higher: dict[int, list[tuple[Flight, int]]] = {}
 
     def waiting(self, flight: Flight) -> Waiting | None:
@@ -155,12 +156,24 @@ class Snapshot:
         return self._cache[key]
 
     def context(self, flight: Flight) -> Context:
-        gates = [OpenGate(g.id, g.guards, g.cleared_by_words, g.kind)
+        gates = [OpenGate(g.id, g.guards, g.cleared_by_words, g.kind,
+                          nobody_may=self._nobody_may_approve(g, flight))
                  for g in (self.open_gates.get(gid) for gid in flight.gates) if g is not None]
         missing = fitness.credential_missing_for(flight.repo, (s.runner for s in self.seats))
         return Context(open_gates=gates, runner_names=self.names, credential_missing_for=missing,
                        pool_reason=pool_look.reason_for(self.pool_reasons, flight),
                        higher=self.higher(flight), quiesced_by=self.placement.quiesced_by)
+
+    def _nobody_may_approve(self, gate, flight: Flight) -> bool:
+        """An approval that no live person may give: no named approver, and every admin
+        opened the flight or changed it (people are read once, only when asked)."""
+        if gate.kind != approvals.KIND or gate.payload.get("approver"):
+            return False
+        if self._admins is None:
+            self._admins = {p["id"] for p in self.core.store.people(removed=False)
+                            if p["role"] == "admin"}
+        barred = {flight.opened_by, gate.payload.get("changed_by")}
+        return not (self._admins - barred)
 
     def higher(self, flight: Flight) -> list[tuple[Flight, int]]:
         """Ready flights of higher priority than ``flight`` (read once per priority)."""

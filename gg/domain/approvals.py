@@ -151,8 +151,15 @@ def rejected_reason(actor: str, reason: str | None) -> str:
     return f"rejected by {actor}" + (f": {reason}" if reason else "")
 
 
-def waiting(flight_id: str, who: str) -> tuple[str, str]:
-    """The waiting sentence of a flight behind its approval, and its remedy."""
+def waiting(flight_id: str, who: str, *, nobody_may: bool = False) -> tuple[str, str]:
+    """The waiting sentence of a flight behind its approval, and its remedy. ``nobody_may``:
+    no person who may approve it exists (the only admin opened or changed it), so telling
+    anyone to run ``gg approve`` would only be refused."""
+    if nobody_may:
+        return (f"waiting: needs approval by {who}, and nobody may give it: every admin "
+                "opened or changed it",
+                "an admin adds a second admin (gg person add NAME --admin), who approves it "
+                f"with gg approve {flight_id}; or cancel it: gg cancel {flight_id}")
     return (f"waiting: needs approval by {who}: gg approve {flight_id}",
             f"{who} approves it with gg approve {flight_id}, or refuses it with "
             f"gg reject {flight_id} --reason WHY")

@@ -70,6 +70,7 @@ class OpenGate:
     guards: str
     cleared_by: str  # who may clear it: "an admin", "the flight's opener", "the machine itself"
     kind: str = ""  # the gate's kind; an ``approval`` gate has its own sentence
+    nobody_may: bool = False  # no person exists who may clear it (an approval's only admin)
 
 
 @dataclass
@@ -110,7 +111,8 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
     if ctx.open_gates:
         gate = ctx.open_gates[0]
         if gate.kind == approvals.KIND:
-            return Waiting("approval", *approvals.waiting(flight.id, gate.cleared_by))
+            return Waiting("approval", *approvals.waiting(flight.id, gate.cleared_by,
+                                                          nobody_may=gate.nobody_may))
         remedy = (f"{gate.cleared_by} clears it when it confirms the item"
                   if gate.cleared_by == "the machine itself"  # maintenance: no person can
                   else f"{gate.cleared_by} can clear it: gg gate clear {gate.id}")
