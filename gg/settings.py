@@ -81,6 +81,11 @@ class Settings:
     header_timeout: float = 10.0  # a connection must send complete request headers within this
     keep_alive_timeout: float = 5.0  # an idle keep-alive connection is closed after this
     max_connections: int = 0  # 0: from the file limit (gg.server.connections.default_cap)
+    # Connections one peer address may hold with no whole request in hand (idle, half a
+    # request, a body still arriving, a WebSocket); 0: a quarter of the cap. Behind a proxy,
+    # raise it to the cap (docs/server.md).
+    max_connections_per_source: int = 0
+    body_timeout: float = 30.0  # a request's whole body must arrive within this of its headers
     # The listening socket's accept queue: a fleet of 10,000 runners reconnecting at once (a
     # restart) must not find it full; the kernel caps it at net.core.somaxconn.
     listen_backlog: int = 4096
