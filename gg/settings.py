@@ -108,7 +108,9 @@ class Settings:
     hook_backoff_cap: float = 300.0
     hook_poll: float = 1.0
     hook_retain: float = 30 * 86400.0  # delivered rows (and their answers) are kept this long
-    max_key_nonces: int = 10_000  # unspent key-proof nonces at once; more are refused with 429
+    # Key-proof nonces one address may ask for a minute (POST /v1/key-nonces needs no token);
+    # more are answered 429. A nonce stores nothing until it is spent (docs/enrolment.md).
+    key_nonce_rate: int = 120
     # The longest a flight may run (gg fly --timeout, docs/operations.md); 0: no maximum.
     # With a maximum, a flight that names no limit (and whose environment has none) gets it.
     flight_timeout_max: float = 0.0

@@ -70,7 +70,7 @@ class Fleet:
         self.runners: list[LocalRunner] = []
 
     def start(self) -> "Fleet":
-        self.server.start()
+        self.server.start(timeout=60)  # a loaded CI machine can take 20 s to import and start
         sign_in(self.config_dir, self.server.url, self.server.owner_token())
         return self
 

@@ -24,6 +24,7 @@ from gg.server.json_body import JsonRoute
 from gg.server.pull import Poller
 from gg.server.html_guard import HtmlGuard
 from gg.server.limits import BodyLimit
+from gg.server.source_rate import SourceRate
 from gg.server.relay import LocalRelay
 from gg.server.replicas import Replicas
 from gg.server.routes import (admin, approvals, consoles, fleet, flights, gates, groups, hooks,
@@ -56,6 +57,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.state.outbox = Outbox(core)
     app.state.poller = Poller(core)  # pull-mode runners (docs/runner-modes.md)
     app.state.relay = LocalRelay()  # consoles' two sides meet here (docs/console.md)
+    app.state.nonce_rate = SourceRate(settings.key_nonce_rate)  # anonymous asks, per address
     app.state.duties = app.state.outbox.duties = app.state.poller.duties = Duties(core)
     if Replicas.wanted(core):  # a store shared by replicas: wake-ups cross them
         app.state.replicas = Replicas(core, app.state.dispatcher)

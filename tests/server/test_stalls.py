@@ -14,8 +14,9 @@ import time
 
 import httpx
 
+from gg import keys
 from gg.launch import LocalServer, free_port
-from support import accept_queue, wait_until
+from support import accept_queue, new_key, wait_until
 
 # Each attacker process opens COUNT sockets from SOURCE to the server and sends PAYLOAD on
 # each (then holds them all open until its stdin closes), printing how many it opened.
@@ -175,3 +176,21 @@ def test_a_body_that_does_not_arrive_whole_in_time_is_answered_408_and_closed(tm
     finally:
         server.stop()
     _quiet_log(tmp_path)
+
+
+def test_a_key_nonce_flood_from_one_address_leaves_a_real_registration_working(make_fleet):
+    # GG_MAX_KEY_NONCES stands for the pool of unspent nonces an older server kept (10,000):
+    # set small, a short flood would have filled it. Now a nonce stores nothing until spent.
+    fleet = make_fleet({"GG_MAX_KEY_NONCES": "500"})
+    public = keys.public_text(new_key())
+    stranger = httpx.HTTPTransport(local_address=STRANGER)
+    with httpx.Client(base_url=fleet.url, transport=stranger, timeout=10) as http:
+        statuses = [http.post("/v1/key-nonces", json={"purpose": "register",
+                                                       "public_key": public}).status_code
+                    for _ in range(600)]
+    assert statuses.count(429) >= 400, statuses  # the flood is limited at its address
+    refused = httpx.post(fleet.url + "/v1/key-nonces", transport=stranger, timeout=10,
+                         json={"purpose": "register", "public_key": public})
+    assert refused.json()["error"]["code"] == "too_many_requests"
+    fleet.runner("after-the-flood")  # a real `gg runner up`, from another address
+    fleet.wait_online("after-the-flood", timeout=60)
