@@ -81,6 +81,11 @@ class Settings:
     header_timeout: float = 10.0  # a connection must send complete request headers within this
     keep_alive_timeout: float = 5.0  # an idle keep-alive connection is closed after this
     max_connections: int = 0  # 0: from the file limit (gg.server.connections.default_cap)
+    # Connections one peer address may hold with no whole request in hand (idle, half a
+    # request, a body still arriving, a WebSocket); 0: a quarter of the cap. Behind a proxy,
+    # raise it to the cap (docs/server.md).
+    max_connections_per_source: int = 0
+    body_timeout: float = 30.0  # a request's whole body must arrive within this of its headers
     # The listening socket's accept queue: a fleet of 10,000 runners reconnecting at once (a
     # restart) must not find it full; the kernel caps it at net.core.somaxconn.
     listen_backlog: int = 4096
@@ -103,7 +108,9 @@ class Settings:
     hook_backoff_cap: float = 300.0
     hook_poll: float = 1.0
     hook_retain: float = 30 * 86400.0  # delivered rows (and their answers) are kept this long
-    max_key_nonces: int = 10_000  # unspent key-proof nonces at once; more are refused with 429
+    # Key-proof nonces one address may ask for a minute (POST /v1/key-nonces needs no token);
+    # more are answered 429. A nonce stores nothing until it is spent (docs/enrolment.md).
+    key_nonce_rate: int = 120
     # The longest a flight may run (gg fly --timeout, docs/operations.md); 0: no maximum.
     # With a maximum, a flight that names no limit (and whose environment has none) gets it.
     flight_timeout_max: float = 0.0

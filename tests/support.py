@@ -70,7 +70,7 @@ class Fleet:
         self.runners: list[LocalRunner] = []
 
     def start(self) -> "Fleet":
-        self.server.start()
+        self.server.start(timeout=60)  # a loaded CI machine can take 20 s to import and start
         sign_in(self.config_dir, self.server.url, self.server.owner_token())
         return self
 
@@ -262,3 +262,12 @@ def flight_workspace(path: Path) -> Path:
     if runs_as_root():
         hand_over(path, shared().first())
     return path
+
+
+def accept_queue(port: int) -> int | None:
+    """Connections the kernel completed that the server has not accepted yet (Linux)."""
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        fields = line.split()
+        if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":  # LISTEN
+            return int(fields[4].split(":")[1], 16)
+    return None
