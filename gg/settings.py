@@ -94,6 +94,12 @@ class Settings:
     # how long one evaluation may run in a worker process before it reads "took too long".
     meaning_cost_limit: int = 10_000
     meaning_deadline: float = 0.25
+    # A runner's never-seen facts are evaluated NEW_FACTS_BURST times at once, then once every
+    # NEW_FACTS_EVERY (its labels keep their last verdicts meanwhile); a check-in waits at
+    # most CHECK_IN_VERDICT_WAIT for its own new facts' verdicts, which land on their own.
+    new_facts_burst: int = 3
+    new_facts_every: float = 10.0
+    check_in_verdict_wait: float = 0.5
     # Hooks (docs/operations.md): one attempt (connect, send, the whole answer) ends at
     # HOOK_TIMEOUT, and reads at most HOOK_ANSWER_LIMIT bytes of the answer; a failed
     # delivery is tried again after HOOK_BACKOFF, doubling, at most HOOK_BACKOFF_CAP apart,
