@@ -17,8 +17,8 @@ Two ways in:
 - :meth:`Verdicts.decide` is synchronous, for the use cases (which run in one transaction).
   On the event loop's thread a cache miss never waits: it answers ``Verdict.PENDING``, and
   ``gg.control.labels.settle`` evaluates the runner's misses off the loop and recomputes
-  it, each runner by a task of its own and within its allowance of new facts. Elsewhere (a test, a tool) it waits for the worker,
-  at most the deadline.
+  it, each runner by a task of its own and within its allowance of new facts. Elsewhere
+  (a test, a tool) it waits for the worker, at most the deadline.
 - :meth:`Verdicts.evaluate` is a coroutine: a daemon thread waits for the worker (at most
   as many threads as workers), so neither the loop nor the server's exit ever waits for CEL.
 """

@@ -1,5 +1,6 @@
 """The console's pure rules: a session works until its expiry and while the person token it
-was made with is still its person's, and works; a form token is derived from the session and matches only its own; who may cancel."""
+was made with is still its person's, and works; a form token is derived from the session and
+matches only its own; who may cancel."""
 
 from __future__ import annotations
 
