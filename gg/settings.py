@@ -99,11 +99,19 @@ class Settings:
     # how long one evaluation may run in a worker process before it reads "took too long".
     meaning_cost_limit: int = 10_000
     meaning_deadline: float = 0.25
-    # Hooks (docs/operations.md): one POST waits at most HOOK_TIMEOUT; a failed delivery is
-    # tried again after HOOK_BACKOFF, doubling, at most HOOK_BACKOFF_CAP apart, for as long
-    # as the hook exists; the outbox is looked at every HOOK_POLL when nothing wakes it, and
-    # delivered rows older than HOOK_RETAIN are forgotten.
+    # A runner's never-seen facts are evaluated NEW_FACTS_BURST times at once, then once every
+    # NEW_FACTS_EVERY (its labels keep their last verdicts meanwhile); a check-in waits at
+    # most CHECK_IN_VERDICT_WAIT for its own new facts' verdicts, which land on their own.
+    new_facts_burst: int = 3
+    new_facts_every: float = 10.0
+    check_in_verdict_wait: float = 0.5
+    # Hooks (docs/operations.md): one attempt (connect, send, the whole answer) ends at
+    # HOOK_TIMEOUT, and reads at most HOOK_ANSWER_LIMIT bytes of the answer; a failed
+    # delivery is tried again after HOOK_BACKOFF, doubling, at most HOOK_BACKOFF_CAP apart,
+    # for as long as the hook exists; the outbox is looked at every HOOK_POLL when nothing
+    # wakes it, and delivered rows older than HOOK_RETAIN are forgotten.
     hook_timeout: float = 10.0
+    hook_answer_limit: int = 64 * 1024
     hook_backoff: float = 1.0
     hook_backoff_cap: float = 300.0
     hook_poll: float = 1.0
@@ -218,7 +226,8 @@ class Settings:
 
 
 _TEXTS = ("database_url",)  # taken as written
-_SIZES = ("output_limit_default", "output_limit_max", "output_tail")  # in bytes, or 512k, 10MB
+# in bytes, or 512k, 10MB
+_SIZES = ("output_limit_default", "output_limit_max", "output_tail", "hook_answer_limit")
 
 # The defaults themselves: what a runner uses until its first check-in tells it the server's.
 DEFAULTS = Settings()

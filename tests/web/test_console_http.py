@@ -76,6 +76,27 @@ def test_removing_a_person_ends_their_console_sessions(browser, owner, app):
     assert _sessions(app) == []  # its row gone at its next use
 
 
+def test_rotating_a_person_s_token_ends_the_console_sessions_made_with_the_old_one_at_once(
+        browser, owner, app):
+    added = browser.post("/v1/people", json={"name": "mo", "admin": False},
+                         headers=auth(owner)).json()
+    sign_in(browser, added["token"])
+    kept = browser.cookies["gg_session"]
+    assert browser.get("/ui/flights", follow_redirects=False).status_code == 200
+    assert browser.get("/ui/wait").status_code == 200
+    rotated = browser.post("/v1/people/mo/token", json={}, headers=auth(owner))
+    assert rotated.status_code == 200, rotated.text
+    gone = browser.get("/ui/flights", follow_redirects=False)
+    assert gone.status_code == 303 and gone.headers["location"] == "/ui/login"
+    browser.cookies.set("gg_session", kept)  # a copy kept of the old cookie
+    assert browser.get("/ui/wait").status_code == 401
+    assert _sessions(app) == []  # its row gone at its next use
+    browser.cookies.clear()  # the copy set by hand would shadow the next session's cookie
+    again = sign_in(browser, rotated.json()["token"])  # the new token signs in as usual
+    assert again.status_code == 303, again.text
+    assert browser.get("/ui/flights", follow_redirects=False).status_code == 200
+
+
 def test_a_member_cannot_cancel_another_persons_flight_from_the_console(browser, owner):
     member = browser.post("/v1/people", json={"name": "mo", "admin": False},
                           headers=auth(owner)).json()["token"]
