@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 
 from gg import keys
+from gg.control.control_key import signing_key
 from gg.control.core import Core
 from gg.domain import key_nonces, tokens
 from gg.errors import BadRequest
@@ -60,8 +61,6 @@ def _secret(core: Core) -> bytes:
     sharing the store holds, so a nonce one replica issued is spent at another."""
     secret = getattr(core, "key_nonce_secret", None)
     if secret is None:
-        from gg.control.pull import signing_key  # (pull imports the runners' use cases)
-
         pem = keys.private_pem(signing_key(core))
         pem = pem if isinstance(pem, bytes) else pem.encode()
         secret = core.key_nonce_secret = hashlib.sha256(b"gg-key-nonce\0" + pem).digest()

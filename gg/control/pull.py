@@ -16,6 +16,7 @@ from typing import Any
 from gg import keys
 from gg.control import answers, leases
 from gg.control import runners as runner_ops
+from gg.control.control_key import signing_key
 from gg.control.core import Core
 from gg.control.people import require_admin
 from gg.domain import pull as rules
@@ -26,18 +27,6 @@ from gg.domain.runners import AdminState, Runner
 from gg.errors import BadRequest, Conflict, Forbidden, GGError
 
 AUTO_CLAIMS = 64  # grants handed in one poll at most (its free slots, at most this)
-
-
-def signing_key(core: Core) -> keys.Ed25519PrivateKey:
-    """The control plane's own Ed25519 key, made once per database and kept in it: every
-    server sharing the store signs with the same key (the first to store one wins)."""
-    stored = core.store.control_key()
-    if stored is None:
-        key = keys.generate()
-        with core.store.atomic():
-            core.store.add_control_key(keys.private_pem(key), keys.public_text(key), core.now())
-        stored = core.store.control_key()
-    return keys.from_pem(stored["private_pem"])
 
 
 def control_key_fingerprint(core: Core) -> str:

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from console_support import ORIGIN, sign_in
+from console_support import ORIGIN, post_form, sign_in
 from gg.control import leases
 from gg.control.people import authenticate_person
 from gg.settings import Settings
@@ -66,3 +66,32 @@ def test_a_refused_token_is_told_in_plain_words(browser):
     assert refused.status_code == 401
     assert "`" not in refused.text
     assert "paste the person token that gg login uses" in refused.text
+
+
+def test_a_flight_is_opened_from_the_page_as_gg_fly_opens_it(browser, owner):
+    sign_in(browser, owner)
+    page = browser.get("/ui/flights").text
+    assert 'action="/ui/flights"' in page and 'name="command"' in page
+    opened = post_form(browser, "/ui/flights", command="echo from the page")
+    assert opened.status_code == 303
+    flight_id = opened.headers["location"].rsplit("/", 1)[1]
+    shown = browser.get(f"/v1/flights/{flight_id}", headers=auth(owner)).json()
+    assert shown["command"] == ["echo from the page"] and shown["opened_by_name"] == "owner"
+    empty = post_form(browser, "/ui/flights", command="  ")
+    assert empty.status_code == 400 and "the command is empty" in empty.text
+    unknown = post_form(browser, "/ui/flights", command="true", environment="nowhere")
+    assert unknown.status_code in (400, 404, 409) and "nowhere" in unknown.text
+
+
+def test_an_admin_forces_a_gated_flight_from_its_page(browser, owner):
+    member = browser.post("/v1/people", json={"name": "mo", "admin": False},
+                          headers=auth(owner)).json()["token"]
+    flight_id = browser.post("/v1/flights", json={"command": ["true"], "approval": True},
+                             headers=auth(member)).json()["id"]
+    sign_in(browser, owner)
+    page = browser.get(f"/ui/flights/{flight_id}?part=1").text
+    assert f'action="/ui/flights/{flight_id}/force"' in page
+    assert post_form(browser, f"/ui/flights/{flight_id}/force").status_code == 303
+    assert browser.get(f"/v1/flights/{flight_id}", headers=auth(owner)).json()["stage"] == "ready"
+    sign_in(browser, member)  # a member is offered no force
+    assert "/force" not in browser.get(f"/ui/flights/{flight_id}?part=1").text
