@@ -28,6 +28,7 @@ anything else: a service never serves from two runners.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import queue
 import signal
@@ -40,7 +41,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gg.domain import services
-from gg.domain.flights import Outcome
 from gg.runner import isolation
 from gg.runner.launching import LaunchedProcess, signal_group
 
@@ -52,6 +52,55 @@ def free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+_LISTEN = "0A"  # a TCP socket's state in /proc/net/tcp: listening
+
+
+def listeners(port: int) -> set[int]:
+    """The inode of every TCP socket listening on ``port`` (any address, either family) in
+    this network namespace."""
+    found: set[int] = set()
+    wanted = f":{port:04X}"
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as rows:
+                next(rows, None)
+                for row in rows:
+                    cells = row.split()
+                    if len(cells) > 9 and cells[3] == _LISTEN and cells[1].endswith(wanted):
+                        found.add(int(cells[9]))
+        except OSError:
+            continue
+    return found
+
+
+def socket_inodes(pid: int) -> set[int]:
+    """The inode of every socket held by ``pid`` or a process under it."""
+    import psutil
+
+    try:
+        tree = [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
+    except psutil.Error:
+        return set()
+    held: set[int] = set()
+    for each in tree:
+        try:
+            fds = os.listdir(f"/proc/{each}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{each}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                held.add(int(target[8:-1]))
+    return held
+
+
+class NotTheGeneration(ConnectionRefusedError):
+    """What answers at the generation's address is not the generation's own: never served."""
 
 
 CLONE_NEWNET = 0x40000000
@@ -140,6 +189,7 @@ class Generation:
     reader: threading.Thread | None = None
     socket_path: Path | None = None  # $SERVICE_SOCKET, under egress none
     namespace: Namespace | None = None  # entered on the first connection, when we may
+    listening: frozenset[int] = frozenset()  # its listeners on $PORT, once seen to be its own
 
     @property
     def alive(self) -> bool:
@@ -149,16 +199,10 @@ class Generation:
         """A connection to this generation: its loopback port, or under egress none its
         socket (when it listens there) or its port inside its namespace."""
         if self.socket_path is None:
+            self.check_listeners()
             return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
-        if self.socket_path.exists():
-            unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            unix.settimeout(timeout)
-            try:
-                _connect_unix(unix, self.socket_path)
-                return unix
-            except OSError:
-                unix.close()
-                raise
+        if os.path.lexists(self.socket_path):
+            return _connect_own_socket(self.socket_path, timeout)
         if self.namespace is None:
             pid = namespace_of(self.proc.pid) if self.proc is not None else None
             if pid is None:
@@ -167,29 +211,79 @@ class Generation:
         self.namespace.enter()
         return self.namespace.connect(self.port, timeout)
 
+    def check_listeners(self) -> None:
+        """Refuse unless every socket listening on ``$PORT`` is this generation's own: another
+        flight on the host may have bound the port first (or beside it, with SO_REUSEPORT),
+        and would otherwise be handed the service's connections and read ready."""
+        found = listeners(self.port)
+        if not found:
+            raise ConnectionRefusedError("nothing listens on the generation's port yet")
+        if found <= self.listening:
+            return
+        if self.proc is None or not found <= socket_inodes(self.proc.pid):
+            raise NotTheGeneration(f"port {self.port} is held by a process that is not "
+                                   "the generation's")
+        self.listening = frozenset(found)
+
     def close(self) -> None:
         if self.namespace is not None:
             self.namespace.close()
 
 
-def _connect_unix(sock: socket.socket, path: Path) -> None:
-    """Connect to a Unix socket at a path of any length (sun_path holds 107 bytes): through
-    the directory's descriptor when the path is longer."""
-    if len(os.fsencode(path)) < 100:
-        sock.connect(str(path))
-        return
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def _connect_own_socket(path: Path, timeout: float) -> socket.socket:
+    """Connect to the Unix socket the generation made at ``path``, never through a symlink:
+    the file itself (opened without following a link) must be a socket on the workspace's
+    file system, owned by the workspace's owner (the generation's user), and the connection
+    goes to that very inode (``/proc/self/fd/N`` of it). A flight that replaces the path with
+    a link to a socket elsewhere on the host (a container engine's, an agent's) gets nothing
+    served (docs/services.md)."""
+    import stat
+
+    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        sock.connect(f"/proc/self/fd/{fd}/{path.name}")
+        fd = os.open(path.name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        try:
+            here, there = os.fstat(parent), os.fstat(fd)
+            if not stat.S_ISSOCK(there.st_mode) or there.st_dev != here.st_dev \
+                    or there.st_uid != here.st_uid:
+                raise NotTheGeneration(f"{path.name} is not a socket the generation made in "
+                                       "its workspace")
+            unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            unix.settimeout(timeout)
+            try:
+                unix.connect(f"/proc/self/fd/{fd}")
+            except OSError:
+                unix.close()
+                raise
+            return unix
+        finally:
+            os.close(fd)
     finally:
-        os.close(fd)
+        os.close(parent)
+
+
+def listen_exclusively(port: int) -> socket.socket:
+    """Listen on ``port`` on every address of both families, so that nothing else on the
+    host can take it beside us: one dual-stack socket (``[::]`` with IPV6_V6ONLY off, which
+    holds the IPv4 port too) where the host has IPv6, else ``0.0.0.0``. Never SO_REUSEPORT:
+    with it, another socket of the same user could join and be handed every other
+    connection. (SO_REUSEADDR, which create_server sets, only lets a restart reuse a port
+    whose old connections linger; it never lets two listen.)"""
+    if socket.has_dualstack_ipv6():
+        try:
+            return socket.create_server(("::", port), family=socket.AF_INET6, backlog=256,
+                                        dualstack_ipv6=True)
+        except OSError as exc:
+            if exc.errno not in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
+                raise
+    return socket.create_server(("0.0.0.0", port), backlog=256)
 
 
 class Forwarder:
     """Listens on the service's port and pipes each connection to the serving generation."""
 
-    def __init__(self, port: int, host: str = "0.0.0.0"):
-        self.sock = socket.create_server((host, port), backlog=256)
+    def __init__(self, port: int):
+        self.sock = listen_exclusively(port)
         self.sock.settimeout(POLL)
         self.target: Generation | None = None
         self.active: dict[int, int] = {}  # open connections, by generation number
@@ -281,12 +375,12 @@ class Supervisor:
         run = self.run
         spec = run.service_spec or run.flight.service
         if spec.get("port") is not None:
-            try:
-                self.forwarder = Forwarder(int(spec["port"]))
-            except OSError as exc:
-                return run._hand_back(Outcome.RETURNED.value,
-                                      f"port {spec['port']} cannot be listened on here: "
-                                      f"{exc.strerror or exc}")
+            self.forwarder = self._listen(int(spec["port"]), spec)
+            if self.forwarder is None:  # it must stop while it waited for its port
+                run._flush(final=True)
+                if run.lost.is_set():
+                    return "ended" if run.ended_by_server.is_set() else "lost"
+                return run._hand_back()
         current: Generation | None = None
         try:
             current = self._start(spec)
@@ -344,6 +438,27 @@ class Supervisor:
         if run.lost.is_set():
             return "ended" if run.ended_by_server.is_set() else "lost"
         return run._hand_back()  # returning (the runner stops, or was retired)
+
+    def _listen(self, port: int, spec: dict) -> Forwarder | None:
+        """The forwarder on ``port``, once it can be had. Held by something else on this host
+        (the control plane offers no runner a port another service holds there), the service
+        waits for it here, holding its lease, trying again after the restart backoff, rather
+        than being handed back and granted again at once, a claim a moment; it says so once
+        (a ``port_busy`` fact, which ``gg services`` reads). None when it must stop first."""
+        said, tries = None, 0
+        while True:
+            try:
+                return Forwarder(port)
+            except OSError as exc:
+                reason = f"port {port} cannot be listened on here: {exc.strerror or exc}"
+            tries += 1
+            delay = services.restart_delay(tries, spec["backoff"], spec["backoff_cap"])
+            if reason != said:
+                said = reason
+                self._fact(services.PORT_BUSY, spec["generation"], reason=reason)
+                self.run.say(f"{self.run.id}: {reason}; waiting for it")
+            if self._wait(delay):
+                return None
 
     def _update(self, old: Generation, spec: dict) -> Generation | None:
         """Start ``spec`` beside ``old``; switch to it once ready, or give it up."""
@@ -410,7 +525,7 @@ class Supervisor:
         gen.proc, gen.started_wall = run.proc, time.time()
         gen.reader = threading.Thread(target=run._read_output_of, args=(gen.proc,), daemon=True)
         gen.reader.start()
-        self._fact(services.STARTED, gen.number, port=gen.port)
+        self._fact(services.STARTED, gen.number)  # not its $PORT: nobody else's business
         return gen
 
     def _is_ready(self, gen: Generation) -> bool:
