@@ -491,7 +491,8 @@ class Supervisor:
             try:
                 return Forwarder(port)
             except OSError as exc:
-                reason = f"port {port} cannot be listened on here: {exc.strerror or exc}"
+                why = os.strerror(exc.errno) if exc.errno else str(exc)
+                reason = f"port {port} cannot be listened on here: {why}"
             tries += 1
             delay = services.restart_delay(tries, spec["backoff"], spec["backoff_cap"])
             if reason != said:
