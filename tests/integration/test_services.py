@@ -445,7 +445,8 @@ def test_a_flight_that_binds_a_services_internal_port_first_gets_none_of_its_req
     started = wait_until(lambda: [f["body"] for f in fleet.api().flight(flight)["facts"]
                                   if f["body"].get("service") == "started"],
                          what="the generation started")
-    assert "port" not in started[0]  # the started fact does not publish $PORT
+    # (before the fix it read ready within a moment, answered by the hijacker)
+    wait_until(lambda: _row(fleet, flight)["generation"] == 1, what="generation 1 listed")
     answered = []
     for _ in range(20):
         try:
@@ -456,6 +457,7 @@ def test_a_flight_that_binds_a_services_internal_port_first_gets_none_of_its_req
     assert not log.exists()  # not one request reached it
     row = _row(fleet, flight)
     assert not row["ready"] and row["health"] != "ok"
+    assert "port" not in started[0]  # and the started fact does not publish $PORT
     fleet.gg("cancel", flight, check=True)
     fleet.gg("cancel", hijacker, check=True)
 
