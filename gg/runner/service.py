@@ -14,9 +14,10 @@ renewal. The supervisor::
                                      SIGKILL)
                     └─never ready──> N+1 stopped, N keeps serving, "update_failed" reported
 
-With ``--port P`` the runner listens on P itself (:class:`Forwarder`) and forwards each
-connection to the serving generation's own loopback port, which the generation gets in
-``$PORT``. Under ``egress: none`` the generation lives in a network namespace of its own
+With ``--port P`` the runner listens on P itself (:class:`Forwarder`), exclusively, and
+forwards each connection to the serving generation's own loopback port, which the generation
+gets in ``$PORT``; only a listener the generation's own processes hold is served there, and
+only the socket the generation made at ``$SERVICE_SOCKET`` (gg.runner.service_ports). Under ``egress: none`` the generation lives in a network namespace of its own
 (the sandbox's), so its loopback is not the runner's: the generation may listen on the Unix
 socket ``$SERVICE_SOCKET`` (a path in its workspace, which the runner sees too), and a runner
 allowed to enter other namespaces (root) also reaches ``127.0.0.1:$PORT`` inside the
@@ -28,12 +29,10 @@ anything else: a service never serves from two runners.
 from __future__ import annotations
 
 import ctypes
-import errno
 import os
 import queue
 import signal
 import socket
-import struct
 import subprocess
 import threading
 import time
@@ -43,6 +42,8 @@ from pathlib import Path
 
 from gg.domain import services
 from gg.runner import isolation
+from gg.runner.service_ports import (NotTheGeneration, connect_own_socket, listen_exclusively,
+                                     listeners, socket_inodes)
 from gg.runner.launching import LaunchedProcess, signal_group
 
 POLL = 0.1  # seconds between looks at the processes, the readiness and the spec
@@ -53,95 +54,6 @@ def free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-_SOCK_DIAG, _BY_FAMILY, _DUMP, _DONE, _ERROR = 4, 20, 0x301, 3, 2  # netlink sock_diag(7)
-_TCP_LISTEN = 10
-
-
-def listeners(port: int) -> set[int]:
-    """The inode of every TCP socket listening on ``port`` (any address, either family) in
-    this network namespace: asked of the kernel's sock_diag for listening sockets only (about
-    0.2 ms), or read from ``/proc/net/tcp*`` (every socket of the namespace: milliseconds)
-    where netlink is refused."""
-    try:
-        return _diag_listeners(port)
-    except OSError:
-        return _proc_listeners(port)
-
-
-def _diag_listeners(port: int) -> set[int]:
-    found: set[int] = set()
-    for family in (socket.AF_INET, socket.AF_INET6):
-        with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _SOCK_DIAG) as link:
-            link.settimeout(5)
-            # inet_diag_req_v2: family, protocol, ext, pad, states; a zero inet_diag_sockid
-            ask = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0,
-                              1 << _TCP_LISTEN) + bytes(48)
-            link.sendall(struct.pack("=IHHII", 16 + len(ask), _BY_FAMILY, _DUMP, 1, 0) + ask)
-            done = False
-            while not done:
-                data = link.recv(65536)
-                if not data:
-                    raise OSError("sock_diag closed its answer early")
-                at = 0
-                while at + 16 <= len(data):
-                    length, kind = struct.unpack_from("=IH", data, at)
-                    if kind == _DONE:
-                        done = True
-                        break
-                    if kind == _ERROR or length < 16:
-                        raise OSError("sock_diag refused the request")
-                    # inet_diag_msg: 4 bytes, then the sockid (source port first, big
-                    # endian), expires, rqueue, wqueue, uid, inode
-                    if struct.unpack_from(">H", data, at + 20)[0] == port:
-                        found.add(struct.unpack_from("=I", data, at + 16 + 68)[0])
-                    at += (length + 3) & ~3
-    return found
-
-
-def _proc_listeners(port: int) -> set[int]:
-    found: set[int] = set()
-    wanted = f":{port:04X}"
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as rows:
-                next(rows, None)
-                for row in rows:
-                    cells = row.split()
-                    if len(cells) > 9 and cells[3] == "0A" and cells[1].endswith(wanted):
-                        found.add(int(cells[9]))
-        except OSError:
-            continue
-    return found
-
-
-def socket_inodes(pid: int) -> set[int]:
-    """The inode of every socket held by ``pid`` or a process under it."""
-    import psutil
-
-    try:
-        tree = [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
-    except psutil.Error:
-        return set()
-    held: set[int] = set()
-    for each in tree:
-        try:
-            fds = os.listdir(f"/proc/{each}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{each}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                held.add(int(target[8:-1]))
-    return held
-
-
-class NotTheGeneration(ConnectionRefusedError):
-    """What answers at the generation's address is not the generation's own: never served."""
 
 
 CLONE_NEWNET = 0x40000000
@@ -243,7 +155,7 @@ class Generation:
             self.check_listeners()
             return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
         if os.path.lexists(self.socket_path):
-            return _connect_own_socket(self.socket_path, timeout)
+            return connect_own_socket(self.socket_path, timeout)
         if self.namespace is None:
             pid = namespace_of(self.proc.pid) if self.proc is not None else None
             if pid is None:
@@ -269,55 +181,6 @@ class Generation:
     def close(self) -> None:
         if self.namespace is not None:
             self.namespace.close()
-
-
-def _connect_own_socket(path: Path, timeout: float) -> socket.socket:
-    """Connect to the Unix socket the generation made at ``path``, never through a symlink:
-    the file itself (opened without following a link) must be a socket on the workspace's
-    file system, owned by the workspace's owner (the generation's user), and the connection
-    goes to that very inode (``/proc/self/fd/N`` of it). A flight that replaces the path with
-    a link to a socket elsewhere on the host (a container engine's, an agent's) gets nothing
-    served (docs/services.md)."""
-    import stat
-
-    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        fd = os.open(path.name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
-        try:
-            here, there = os.fstat(parent), os.fstat(fd)
-            if not stat.S_ISSOCK(there.st_mode) or there.st_dev != here.st_dev \
-                    or there.st_uid != here.st_uid:
-                raise NotTheGeneration(f"{path.name} is not a socket the generation made in "
-                                       "its workspace")
-            unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            unix.settimeout(timeout)
-            try:
-                unix.connect(f"/proc/self/fd/{fd}")
-            except OSError:
-                unix.close()
-                raise
-            return unix
-        finally:
-            os.close(fd)
-    finally:
-        os.close(parent)
-
-
-def listen_exclusively(port: int) -> socket.socket:
-    """Listen on ``port`` on every address of both families, so that nothing else on the
-    host can take it beside us: one dual-stack socket (``[::]`` with IPV6_V6ONLY off, which
-    holds the IPv4 port too) where the host has IPv6, else ``0.0.0.0``. Never SO_REUSEPORT:
-    with it, another socket of the same user could join and be handed every other
-    connection. (SO_REUSEADDR, which create_server sets, only lets a restart reuse a port
-    whose old connections linger; it never lets two listen.)"""
-    if socket.has_dualstack_ipv6():
-        try:
-            return socket.create_server(("::", port), family=socket.AF_INET6, backlog=256,
-                                        dualstack_ipv6=True)
-        except OSError as exc:
-            if exc.errno not in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
-                raise
-    return socket.create_server(("0.0.0.0", port), backlog=256)
 
 
 class Forwarder:
