@@ -142,7 +142,7 @@ class Snapshot:
         key = (stage, tuple(sorted(values["requires"].items())), values["runner_target"],
                opener, tuple(values["gates"]), values["repo"], values["agent"], values["kind"],
                values["priority"], values["group"], tuple(sorted(values["where"].items())),
-               values["environment"])
+               values["environment"], (values.get("service") or {}).get("port"))
         if key not in self._cache:
             flight = make() if make is not None else Flight(**values)
             seats = self.seats

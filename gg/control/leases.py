@@ -44,8 +44,9 @@ def seat_for(core: Core, runner: Runner, now: float, live: int | None = None, *,
         live = core.store.live_leases(now, [runner.id]).get(runner.id, 0)
     if placement is None:
         placement = group_ops.placement(core)
+    held = core.store.held_service_ports(now, [runner.id]).get(runner.id) if live else None
     return seat(runner, now, core.settings.offline_after, live,
-                core.store.refuted_pairs(runner.id), placement)
+                core.store.refuted_pairs(runner.id), placement, held)
 
 
 def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tuple[Flight, leases.Grant] | None:

@@ -38,12 +38,13 @@ def public_control_key(core: Core) -> str:
 
 
 def signed_headers(key: keys.Ed25519PrivateKey, method: str, path: str, *, body: bytes,
-                   now: float) -> tuple[dict[str, str], str]:
-    """The headers that sign one request to a listening runner, and the request's nonce."""
+                   now: float, meant_for: str) -> tuple[dict[str, str], str]:
+    """The headers that sign one request to the listening runner whose key fingerprint is
+    ``meant_for`` (gg.domain.pull), and the request's nonce."""
     stamp, nonce = f"{now:.3f}", rules.new_nonce()
     return {rules.TIMESTAMP_HEADER: stamp, rules.NONCE_HEADER: nonce,
             rules.SIGNATURE_HEADER: keys.sign(
-                key, rules.request_message(method, path, stamp, nonce, body))}, nonce
+                key, rules.request_message(meant_for, method, path, stamp, nonce, body))}, nonce
 
 
 def answer_signed(runner_key: object, *, status: int, nonce: str, headers: Any, body: bytes,

@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 
 from gg.domain import approvals
 from gg.domain.flights import Flight, Stage
-from gg.domain.matching import PLACEMENT_BLOCKS, Block, Seat, blockers, placement_blocks
+from gg.domain.matching import (PLACEMENT_BLOCKS, Block, Seat, blockers, placement_blocks,
+                                service_port)
 from gg.domain.runners import AdminState
 from gg.domain.waiting import (PRIORITY, Context, Waiting, ahead_of, label_text, refuted_holders,
                                 why_waiting)
@@ -307,6 +308,12 @@ def _blocker_item(flight: Flight, s: Seat, block: Block, facts: PlanFacts) -> It
                          "it holds ends")
     if block is Block.NOT_READY:
         return Item("the flight is ready (no gate holds it, nothing is missing)", False)
+    if block is Block.PORT_HELD:
+        port = service_port(flight)
+        holder = s.held_ports.get(port)
+        return Item(f"port {port} is free on runner {name}", False,
+                    [Way(ADMIN, f"gg cancel {holder}")],
+                    note=f"service {holder} holds it there")
     return None
 
 

@@ -10,7 +10,8 @@ The control plane owns the spec (``gg service update`` raises its generation); t
 learns it when it takes the flight and with every lease renewal, and reconciles: it keeps the
 newest generation it has seen running, restarting it on exit after :func:`restart_delay`.
 What happened is reported as facts of kind ``note`` with a ``service`` word in their body
-(``started``, ``ready``, ``exited``, ``switched``, ``update_failed``), and
+(``started``, ``ready``, ``exited``, ``switched``, ``update_failed``, and ``port_busy``
+while its runner cannot listen on its ``--port`` and waits to), and
 :func:`status` reads a service's state back from them, for ``gg services``.
 
 A service never lands: it runs until it is cancelled (or its lease is lost, when it is
@@ -25,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STARTED, READY, EXITED, SWITCHED, UPDATE_FAILED = (
-    "started", "ready", "exited", "switched", "update_failed")
+STARTED, READY, EXITED, SWITCHED, UPDATE_FAILED, PORT_BUSY = (
+    "started", "ready", "exited", "switched", "update_failed", "port_busy")
 KIND = "service"
 
 
@@ -64,7 +65,7 @@ class Status:
     ready: bool
     started_at: float | None  # when the serving generation started (uptime counts from here)
     last_exit: int | None
-    health: str  # "ok", "starting", "degraded: …"
+    health: str  # "ok", "starting", "degraded: …", "waiting: port P cannot be listened on …"
     update: str | None  # "failed: …" when the latest update never got ready
 
 
@@ -74,14 +75,16 @@ def status(facts: list[dict], *, epoch: int, wanted: int, degraded_after: int) -
     restarts = consecutive = 0
     ready = False
     started_at = last_exit = None
-    update = None
+    update = busy = None
     for fact in facts:
         body = fact.get("body") or {}
         word = body.get("service")
         if fact.get("epoch") != epoch or word is None:
             continue
-        if word == STARTED and (generation is None or body.get("generation") == generation):
-            generation = body.get("generation")
+        if word == PORT_BUSY:
+            busy = body.get("reason") or "its port is in use"
+        elif word == STARTED and (generation is None or body.get("generation") == generation):
+            generation, busy = body.get("generation"), None
             started_at, ready = fact.get("at"), False
         elif word == READY and body.get("generation") == generation:
             ready, consecutive = True, 0
@@ -100,6 +103,8 @@ def status(facts: list[dict], *, epoch: int, wanted: int, degraded_after: int) -
         health = (f"degraded: exited {consecutive} times in a row, last exit "
                   f"{'signal' if last_exit is not None and last_exit < 0 else 'code'} "
                   f"{abs(last_exit) if last_exit is not None else '?'}")
+    elif busy is not None:
+        health = f"waiting: {busy}"
     elif ready:
         health = "ok"
     else:

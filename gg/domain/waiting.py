@@ -18,6 +18,9 @@ The ladder is SPEC section 7, kept-back reasons first::
     -  no runner that advertises LABEL is in a group with   family, after the kept-back
        k=v                                                  rungs)
     -  only runners of exclusive group G could take it, and it does not name that group
+    -  port P is held by service F on every runner that could take it
+                                                           (a service's --port: one holder
+                                                            per runner, docs/services.md)
     6  every runner that advertises LABEL is STATE
     7  no runner advertises LABEL
 
@@ -38,7 +41,8 @@ from dataclasses import dataclass, field
 from gg.domain import approvals
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Stage
-from gg.domain.matching import PLACEMENT_BLOCKS, Block, Seat, ahead, blockers, missing_labels
+from gg.domain.matching import (PLACEMENT_BLOCKS, Block, Seat, ahead, blockers, missing_labels,
+                                service_port)
 from gg.domain.runners import AdminState
 
 _STATE_WORDS = (
@@ -50,6 +54,7 @@ _STATE_WORDS = (
     (Block.OFFLINE, "offline"),
     (Block.DEGRADED, "degraded"),
     (Block.RESERVED, "reserved"),
+    (Block.PORT_HELD, "holding its port for another service"),
     (Block.BUSY, "busy"),
 )
 
@@ -212,6 +217,9 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
             "bring up a runner that can, or change its fleet profile (gg fleet profiles)",
         )
     advertising = fit
+    held = [s for s in advertising if Block.PORT_HELD in found[s.runner.id]]
+    if held and len(held) == len(advertising):
+        return port_waiting(flight, held, target)
     if advertising:
         words = sorted({_state_word(found[s.runner.id]) for s in advertising},
                        key=[w for _, w in _STATE_WORDS].index)
@@ -262,6 +270,22 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         f"waiting: no runner advertises {lonely}",
         f"bring up a runner that advertises it (gg runner up --labels {lonely}); gg runner labels"
         + _refuted_note(lonely.split(","), live),
+    )
+
+
+def port_waiting(flight: Flight, held: list[Seat], target: Seat | None) -> Waiting:
+    """A service whose ``--port`` another service holds on every runner that could take it:
+    it waits there, rather than being granted and handed back (docs/services.md)."""
+    port = service_port(flight)
+    holders = sorted({s.held_ports[port] for s in held})
+    by = f"service{'s' if len(holders) > 1 else ''} {', '.join(holders)}"
+    where = (f"on runner {target.runner.name}, which it was sent to" if target is not None
+             else "on every runner that could take it")
+    return Waiting(
+        "port_held",
+        f"waiting: port {port} is held by {by} {where}",
+        f"wait until {by} ends or moves (gg cancel {holders[0]}), bring up another runner, "
+        "or open it again with another --port",
     )
 
 
