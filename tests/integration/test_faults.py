@@ -1,0 +1,93 @@
+"""Faults of the host answered well (docs/server.md, "Faults"): a full disk, a database that
+went down, and a runner that may not read other users' homes. Real processes throughout: a
+real ``gg server`` on a real (small) file system or a real PostgreSQL cluster that is stopped
+and started again, and real ``gg runner up`` processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import pg_support
+from gg.client import ApiError, Client
+from gg.launch import LocalRunner, sign_in
+from support import FAST, Fleet, wait_until
+
+
+def _mount_tmpfs(where: Path, size: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here: {done.stderr.strip()}")
+
+
+def _umount(where: Path) -> None:
+    if subprocess.run(["umount", str(where)], capture_output=True, check=False).returncode:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True, check=False)
+
+
+def _fill(path: Path) -> None:
+    """Write ``path`` until its file system has no byte left."""
+    chunk = b"\0" * (1 << 16)
+    with open(path, "wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(chunk)
+        except OSError:
+            pass
+        for size in (4096, 512, 1):  # the last pages, to the brim
+            try:
+                while True:
+                    fh.write(chunk[:size])
+            except OSError:
+                pass
+
+
+def test_a_full_disk_is_503_insufficient_storage_with_nothing_stored_and_the_server_recovers(
+        tmp_path):
+    root = tmp_path / "fleet"
+    disk = root / "data"  # the server's --data-dir is the small file system itself
+    disk.mkdir(parents=True)
+    _mount_tmpfs(disk, "16m")
+    try:
+        fleet = Fleet(root, dict(FAST)).start()  # its log lies outside the full disk
+        try:
+            api = Client(fleet.url, fleet.server.owner_token())
+            before = len(api.flights())
+            filler = disk / "filler"
+            _fill(filler)
+            big = "x" * 60_000  # a write that needs pages the full disk does not have
+            refused = []
+            for i in range(3):
+                for write in (lambda: api.open_flight({"command": ["echo", big, big, big], "title": f"t{i}"}),
+                              lambda: api.add_person(f"late{i}-{big[:30]}", False)):
+                    with pytest.raises(ApiError) as caught:
+                        write()
+                    refused.append(caught.value)
+            for exc in refused:
+                assert (exc.status, exc.code) == (503, "insufficient_storage"), exc
+                assert exc.message.count(".") <= 1 and "\n" not in exc.message, exc.message
+                assert "disk is full" in exc.message
+            assert api.health().ok  # reading still works
+            filler.unlink()
+            # the same writes are stored again, and none of the refused ones was
+            opened = api.open_flight({"command": ["echo", "after"], "title": "after"})
+            api.add_person("after", False)
+            titles = [f.title for f in api.flights()]
+            assert len(titles) == before + 1 and "after" in titles and opened.id
+            names = {p.name for p in api.people()}
+            assert "after" in names and not any(n.startswith("late") for n in names)
+            log = (root / "server.log").read_text()
+            assert "Traceback" not in log and "insufficient_storage" in log
+            assert "internal error" not in log
+        finally:
+            fleet.stop()
+    finally:
+        _umount(disk)
