@@ -91,3 +91,69 @@ def test_a_full_disk_is_503_insufficient_storage_with_nothing_stored_and_the_ser
             fleet.stop()
     finally:
         _umount(disk)
+
+
+def test_postgresql_down_for_20_s_leaves_the_flying_flight_alone_and_health_says_so(tmp_path):
+    bindir = pg_support.binaries()
+    if bindir is None:
+        pytest.skip("no PostgreSQL on this machine (initdb and pg_ctl: install the postgresql "
+                    "package, as .ci/run does)")
+    cluster = pg_support.Cluster(bindir).start()  # a cluster of its own: this test stops it
+    try:
+        # A lease of 60 s renewed every 5 s: renewals and reports fall in the outage, which
+        # the lease outlasts; each is answered 503 and tried again, and none loses the flight.
+        env = {**FAST, "GG_DATABASE_URL": cluster.new_database(), "GG_LEASE_TTL": "60",
+               "GG_LEASE_RENEW_AT": "55"}
+        fleet = Fleet(tmp_path / "fleet", env).start()
+        try:
+            fleet.runner("r1")
+            fleet.wait_online("r1")
+            api = fleet.api()
+            starts = tmp_path / "starts"
+            script = (f"echo started >> {starts}; i=0; while [ $i -lt 450 ]; do "
+                      "echo tick $i; i=$((i+1)); sleep 0.1; done")
+            flight = api.open_flight({"command": ["sh", "-c", script]})["id"]
+            wait_until(lambda: starts.exists() and api.flight(flight)["stage"] == "flying",
+                       timeout=60, what="the flight to fly")
+            plain = Client(fleet.url)
+            answers: list[tuple[int, float]] = []
+
+            def health() -> int:
+                began = time.monotonic()
+                try:
+                    plain.health(timeout=4.0)
+                    status = 200
+                except ApiError as exc:
+                    assert exc.code == "database_unavailable", exc
+                    assert "database is unavailable" in exc.message
+                    status = exc.status
+                answers.append((status, time.monotonic() - began))
+                return status
+
+            cluster.halt()
+            down_until = time.monotonic() + 20
+            try:
+                wait_until(lambda: health() == 503, timeout=15, interval=0.2,
+                           what="health to say the database is unavailable")
+                # ...and it keeps saying so, promptly, for the rest of the outage
+                wait_until(lambda: health() == 503 and time.monotonic() > down_until,
+                           timeout=40, interval=0.5, what="the outage to last 20 s")
+            finally:
+                cluster.resume()
+            wait_until(lambda: health() == 200, timeout=30, interval=0.2,
+                       what="health to answer 200 again")
+            down = [took for status, took in answers if status == 503]
+            assert down and max(down) < 4.0, answers
+            print(f"health while the database was down: {len(down)} answers, "
+                  f"slowest {max(down):.3f} s")
+            wait_until(lambda: api.flight(flight)["stage"] in ("landed", "failed"), timeout=90,
+                       what="the flight to land")
+            shown = api.flight(flight)
+            assert shown["stage"] == "landed", shown
+            assert len(shown["attempts"]) == 1, shown["attempts"]
+            assert starts.read_text() == "started\n"  # its command never started again
+            assert fleet.runners[0].alive()
+        finally:
+            fleet.stop()
+    finally:
+        cluster.stop()
