@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import pytest
 
 import pg_support
 from gg.client import ApiError, Client
-from gg.launch import LocalRunner, sign_in
+from gg.launch import sign_in, stop_process
 from support import FAST, Fleet, wait_until
 
 
@@ -157,3 +159,78 @@ def test_postgresql_down_for_20_s_leaves_the_flying_flight_alone_and_health_says
             fleet.stop()
     finally:
         cluster.stop()
+
+
+NOBODY = 65534
+
+
+def _as_nobody() -> list[str]:
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+
+
+def _nobody_reaches(path: Path, env: dict | None = None) -> bool:
+    return subprocess.run([*_as_nobody(), "test", "-r", str(path), "-a", "-x", str(path)],
+                          env=env, check=False).returncode == 0
+
+
+def test_an_unprivileged_runner_whose_home_it_cannot_read_starts_and_checks_in(fleet):
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to become an unprivileged user")
+    import gg
+
+    source = Path(gg.__file__).resolve().parent.parent
+    if not _nobody_reaches(source / "gg"):
+        pytest.skip(f"uid {NOBODY} cannot reach gg's source at {source}")
+    base = Path(tempfile.mkdtemp(prefix="gg-nobody-", dir="/tmp"))  # reachable by uid 65534
+    bound = None
+    try:
+        os.chmod(base, 0o755)
+        python, env = Path(sys.executable), {}
+        if not _nobody_reaches(python):
+            # The Python lives under a private home (pyenv under /root, 0700): the same
+            # installation bound at a path uid 65534 can reach, and its libpython found there.
+            prefix = Path(sys.base_prefix).resolve()
+            bound = base / "python"
+            bound.mkdir()
+            if subprocess.run(["mount", "--bind", str(prefix), str(bound)], capture_output=True,
+                              check=False).returncode:
+                bound = None
+                pytest.skip(f"uid {NOBODY} cannot reach {python} and a bind mount is not "
+                            "permitted here")
+            python = bound / Path(sys.executable).resolve().relative_to(prefix)
+            env["LD_LIBRARY_PATH"] = str(bound / "lib")
+        home = base / "home"  # root's, 0700: the runner's HOME, which it may not read
+        home.mkdir(mode=0o700)
+        state, config = base / "state", base / "config"
+        sign_in(config, fleet.url, fleet.server.owner_token())
+        state.mkdir(mode=0o700)
+        for root, dirs, files in os.walk(base):
+            if Path(root) in (home, bound):
+                dirs[:] = []
+                continue
+            for name in [root, *(os.path.join(root, n) for n in files)]:
+                if not name.startswith(str(home)):
+                    os.chown(name, NOBODY, NOBODY)
+        os.chown(base, 0, 0)
+        env.update({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+                    "PYTHONPATH": str(source), "GG_STATE_DIR": str(state),
+                    "GG_CONFIG_DIR": str(config), **FAST})
+        log = base / "runner.log"
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                [*_as_nobody(), str(python), "-m", "gg", "--server", fleet.url, "runner", "up",
+                 "--name", "nobody", "--workers", "1"], env=env, cwd="/", stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            try:
+                fleet.wait_online("nobody", timeout=60)
+            except AssertionError:
+                raise AssertionError(log.read_text()[-3000:]) from None
+            assert proc.poll() is None, log.read_text()
+            assert "PermissionError" not in log.read_text()
+        finally:
+            stop_process(proc, 15, 20)
+    finally:
+        if bound is not None:
+            _umount(bound)
+        shutil.rmtree(base, ignore_errors=True)
