@@ -3,7 +3,10 @@
 Every retry decision lives here: connection failures, timeouts and 502/503/504 are
 retried with exponential backoff and full jitter for as long as the caller allows
 (``retry_for`` seconds, or until ``stop`` is set); anything the server answered
-deliberately (4xx) is raised at once as :class:`ApiError`.
+deliberately (4xx) is raised at once as :class:`ApiError`. A lease call (renew, report,
+hand-back) is stored once however often it arrives (it carries its epoch and key), so for
+it every 5xx, a 500 included, is "try again", never an answer (:class:`ServerFault` when
+the budget ran out).
 
 Several control plane replicas: ``server`` may be a comma-separated list of URLs
 (``--server``, ``GG_SERVER``). A request goes to the replica that last answered (remembered
@@ -118,6 +121,11 @@ class ApiError(GGError):
         self.status = status
 
 
+class ServerFault(ApiError):
+    """The control plane answered 5xx: it could not serve the request then (its disk full,
+    its database away, a bug), which says nothing about the request itself."""
+
+
 class Unreachable(GGError):
     status = 0
     code = "unreachable"
@@ -144,6 +152,13 @@ def same_control_plane(a: str, b: str) -> bool:
 # the runner's claim client and its other client learn from each other).
 _last_good: dict[tuple[str, ...], str] = {}
 _last_good_lock = threading.Lock()
+
+
+def _try_again(status: int, idempotent: bool) -> bool:
+    """Whether an answer is retried: a gateway's or a control plane's that is unavailable
+    (502/503/504) always; any other 5xx only for a request that is stored once however often
+    it arrives (a lease call), where trying again can do no harm."""
+    return status in _RETRY_STATUSES or (idempotent and 500 <= status < 600)
 
 
 def _not_sent(exc: Exception) -> bool:
@@ -213,7 +228,10 @@ class Client:
             transport.close()
 
     def request(self, method: str, path: str, *, json: Any = None, params: dict | None = None,
-                timeout: float | None = None, retry_for: float = 0.0, token: str | None = None) -> Any:
+                timeout: float | None = None, retry_for: float = 0.0, token: str | None = None,
+                idempotent: bool = False) -> Any:
+        """``idempotent``: the server stores this request once however often it arrives, so
+        every 5xx is retried within ``retry_for``, not only 502/503/504."""
         deadline = time.monotonic() + retry_for
         attempt = 0
         headers = {}
@@ -244,7 +262,7 @@ class Client:
                     f"cannot reach the control plane at {where} "
                     f"({getattr(exc, 'kind', type(exc).__name__)})", where=where)
             else:
-                if response.status_code not in _RETRY_STATUSES:
+                if not _try_again(response.status_code, idempotent):
                     self._answered(base)
                     if self.on_reached is not None:
                         self.on_reached()
@@ -358,12 +376,13 @@ class Client:
 
     def renew(self, flight_id: str, epoch: int, **kw) -> r.LeaseRenewed:
         return _one(r.LeaseRenewed, self.request(
-            "POST", paths.LEASE_RENEW.format(flight_id=flight_id), json={"epoch": epoch}, **kw))
+            "POST", paths.LEASE_RENEW.format(flight_id=flight_id), json={"epoch": epoch},
+            idempotent=True, **kw))
 
     def report(self, flight_id: str, epoch: int, facts: list[dict], **kw) -> r.FactsStored:
         return _one(r.FactsStored, self.request(
             "POST", paths.LEASE_FACTS.format(flight_id=flight_id),
-            json={"epoch": epoch, "facts": facts}, **kw))
+            json={"epoch": epoch, "facts": facts}, idempotent=True, **kw))
 
     def hand_back(self, flight_id: str, body: dict, **kw) -> r.HandedBack:
         """The hand-back. A runner sends ``claim_next`` only when its grant's protocol said
@@ -374,12 +393,12 @@ class Client:
         (docs/scale-out.md, "upgrades with two adjacent versions side by side")."""
         path = paths.LEASE_HAND_BACK.format(flight_id=flight_id)
         try:
-            return _one(r.HandedBack, self.request("POST", path, json=body, **kw))
+            return _one(r.HandedBack, self.request("POST", path, json=body, idempotent=True, **kw))
         except ApiError as exc:
             if exc.status != 400 or "claim_next" not in body:
                 raise
         older = {k: v for k, v in body.items() if k != "claim_next"}
-        return _one(r.HandedBack, self.request("POST", path, json=older, **kw))
+        return _one(r.HandedBack, self.request("POST", path, json=older, idempotent=True, **kw))
 
     def goodbye(self, **kw) -> s.Ok:
         return _one(s.Ok, self.request("POST", paths.RUNNER_GOODBYE, **kw))
@@ -1005,12 +1024,13 @@ def _decode(response) -> Any:
 
 
 def _error(response) -> ApiError:
+    kind = ServerFault if response.status_code >= 500 else ApiError
     try:
         body = response.json()["error"]
-        return ApiError(response.status_code, str(body["code"]), str(body["message"]))
+        return kind(response.status_code, str(body["code"]), str(body["message"]))
     except (ValueError, KeyError, TypeError):
-        return ApiError(response.status_code, "http_error",
-                        f"the control plane answered {response.status_code}")
+        return kind(response.status_code, "http_error",
+                    f"the control plane answered {response.status_code}")
 
 
 def _dry(dry_run: bool) -> dict | None:

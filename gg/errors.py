@@ -12,6 +12,9 @@
      +-- Gone                     410 gone                           -- retired
      +-- TooLarge                 413 too_large
      +-- TooManyRequests          429 too_many_requests              -- try again later
+     +-- Unavailable              503 unavailable                    -- not now: try again
+          +-- InsufficientStorage     503 insufficient_storage      -- the disk is full
+          +-- DatabaseUnavailable     503 database_unavailable      -- the database is away
 
 The server maps these to ``{"error": {"code", "message"}}`` in one place
 (``gg.server.errors``); the client turns that body back into ``ApiError``; the CLI maps
@@ -80,3 +83,28 @@ class TooLarge(GGError):
 class TooManyRequests(GGError):
     status = 429
     code = "too_many_requests"
+
+
+class Unavailable(GGError):
+    """The control plane cannot serve the request right now, and stored nothing of it: a
+    fault of its host, never of the caller. Clients retry it (gg.client)."""
+
+    status = 503
+    code = "unavailable"
+
+
+class InsufficientStorage(Unavailable):
+    code = "insufficient_storage"
+
+    def __init__(self, message: str = "the control plane's disk is full, so nothing was stored; "
+                                      "try again once its operator has freed space",
+                 *, code: str | None = None):
+        super().__init__(message, code=code)
+
+
+class DatabaseUnavailable(Unavailable):
+    code = "database_unavailable"
+
+    def __init__(self, message: str = "the database is unavailable, so nothing was stored; "
+                                      "try again shortly", *, code: str | None = None):
+        super().__init__(message, code=code)

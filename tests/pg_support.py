@@ -75,12 +75,8 @@ class Cluster:
                   "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C")
         for attempt in range(5):  # a port taken between the probe and the bind: another one
             self.port = _free_port()
-            options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-                       "-c fsync=off -c full_page_writes=off -c max_connections=300 "
-                       "-c shared_buffers=32MB")
             try:
-                self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l",
-                          str(self.root / "log"), "-o", options, "-w", "-t", "60", "start")
+                self._pg_ctl_start()
                 break
             except RuntimeError:
                 if attempt == 4:
@@ -94,6 +90,22 @@ class Cluster:
 
         Store(self.url(TEMPLATE)).close()  # the schema, once: each test's database copies it
         return self
+
+    def _pg_ctl_start(self) -> None:
+        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
+                   "-c fsync=off -c full_page_writes=off -c max_connections=300 "
+                   "-c shared_buffers=32MB")
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l",
+                  str(self.root / "log"), "-o", options, "-w", "-t", "60", "start")
+
+    def halt(self) -> None:
+        """Stop the database server, keeping its data (a database that went down)."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w",
+                  "stop")
+
+    def resume(self) -> None:
+        """Start it again after :meth:`halt`, on the same port, with the same data."""
+        self._pg_ctl_start()
 
     def url(self, database: str) -> str:
         return f"postgresql://gg@127.0.0.1:{self.port}/{database}"

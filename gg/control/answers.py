@@ -21,7 +21,7 @@ from gg.domain import estimates as estimate_rules
 from gg.domain.flights import Flight
 from gg.domain.leases import Grant
 from gg.domain.runners import Runner, RunnerIdentity, is_online
-from gg.errors import NotFound, Unauthorized
+from gg.errors import DatabaseUnavailable, NotFound, Unauthorized
 
 WaitFor = Callable[[float], Awaitable[None]]
 
@@ -30,6 +30,11 @@ WaitFor = Callable[[float], Awaitable[None]]
 
 
 def health(core: Core) -> dict:
+    """Up, and its database answers; else 503 ``database_unavailable`` at once (a probe
+    of the database is a new connection, made at most once a second: gg.store.postgres)."""
+    if not core.store.available():
+        raise DatabaseUnavailable("the control plane is up but its database is unavailable; "
+                                  "it answers again as soon as the database does")
     return {"ok": True, "version": core.version, "commit": core.commit,
             "server_time": core.now()}
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gg.client import ApiError, Client, RETRY_FLIGHT_MIN, Unreachable
+from gg.client import ApiError, Client, RETRY_FLIGHT_MIN, ServerFault, Unreachable
 from gg.domain.flights import Outcome
 from gg.domain.timeouts import timed_out_reason
 from gg.domain.output import TRUNCATED
@@ -405,12 +405,12 @@ class FlightRun:
             try:
                 self.client.report(self.id, self.lease.epoch, started + facts,
                                    retry_for=self._patience())
+            except (Unreachable, ServerFault):  # a fault of the control plane, not an answer:
+                self._started.put_back(started)  # kept trying for a whole lease; the lease
+                # decides (a renewal refused once it is gone), never this report
             except ApiError as exc:
                 self._started.put_back(started)  # not stored: it goes with the next one
                 self._refused(exc)
-            except Unreachable:
-                self._started.put_back(started)
-                # kept trying for a whole lease; the server will decide
 
     # -- the `started` fact ---------------------------------------------------------------
 
@@ -438,11 +438,11 @@ class FlightRun:
                 return
             try:
                 self.client.report(self.id, self.lease.epoch, started, retry_for=self._patience())
+            except (Unreachable, ServerFault):
+                self._started.put_back(started)
             except ApiError as exc:
                 self._started.put_back(started)
                 self._refused(exc, raise_=False)
-            except Unreachable:
-                self._started.put_back(started)
         finally:
             self._reporting.release()
 
@@ -484,7 +484,7 @@ class FlightRun:
                 refused = None
                 self.next = handed.next
         if refused is not None:
-            if isinstance(refused, Unreachable):
+            if isinstance(refused, (Unreachable, ServerFault)):
                 return "lost"
             exc = refused
             if exc.code == "runner_retired" and not self.retired.is_set():
@@ -555,6 +555,9 @@ class FlightRun:
                 self.lease.local_expiry = sent + remaining
                 if answer.service is not None:  # a service: the newest spec (an update)
                     self.service_spec = answer.service
+            except (Unreachable, ServerFault):
+                # Kept trying; the server decides. Try again soon.
+                self.lease.local_expiry = time.monotonic() + self.lease.renew_at + 1.0
             except ApiError as exc:
                 if exc.code == "runner_retired":
                     self.say(f"{self.id}: this runner was retired; stopping the flight and "
@@ -566,9 +569,6 @@ class FlightRun:
                 self.say(f"{self.id}: lease refused ({exc.message}); stopping it here")
                 self.lost.set()
                 return
-            except Unreachable:
-                # Kept trying; the server decides. Try again soon.
-                self.lease.local_expiry = time.monotonic() + self.lease.renew_at + 1.0
 
 
 class _Lost(Exception):

@@ -42,7 +42,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from gg import config
 from gg.domain.health import FLIGHTS_AS_ROOT, first_missing
@@ -123,6 +123,17 @@ def _masks(workspace: Path, hidden: Iterable[Path]) -> list[Path]:
 
 def _real(path: Path | str) -> Path:
     return Path(os.path.realpath(path))
+
+
+def _reachable(look: Callable[[], bool]) -> bool:
+    """``look`` (a path's ``exists`` or ``is_dir``), False for a path this runner may not
+    look into (a PATH entry or a gg tree under another user's home, such as a 0700 /root):
+    it is neither bound nor masked, as it is not there for its flights either, and it never
+    stops the runner (Path.exists raises PermissionError rather than answer False)."""
+    try:
+        return look()
+    except OSError:
+        return False
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -298,7 +309,8 @@ def layout(workspace: Path, *, env: Mapping[str, str], hidden: Iterable[Path] = 
         if os.path.islink(name):
             candidates.append(Path(name))
     roots: list[Path] = []
-    for real in sorted({_real(c) for c in candidates if c.exists()}, key=lambda p: len(p.parts)):
+    for real in sorted({_real(c) for c in candidates if _reachable(c.exists)},
+                       key=lambda p: len(p.parts)):
         if real == Path("/") or any(_inside(real, root) for root in roots):
             continue
         if any(_inside(real, Path(dest)) for _, dest in links):
@@ -315,7 +327,7 @@ def layout(workspace: Path, *, env: Mapping[str, str], hidden: Iterable[Path] = 
     binds = [*read_only, *writable]
     masks: list[Path] = []
     for tree in [*explicit, *gg_trees(passwd=passwd)]:
-        if tree == Path("/") or tree == workspace or not tree.is_dir():
+        if tree == Path("/") or tree == workspace or not _reachable(tree.is_dir):
             continue
         real = _real(tree)
         for src, dest in binds:

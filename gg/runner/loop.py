@@ -25,7 +25,7 @@ from gg import __version__, keys
 from gg.api.runners import CheckedIn, Claimed, Instructed
 from gg.client import (BACKOFF_BASE, BACKOFF_CAP, RETRY_CALL, RETRY_FOREVER, RETRY_GOODBYE,
                        RETRY_JOIN, RETRY_REFRESH, RETRY_RELEASE, RETRY_STEP, ApiError, Client,
-                       Unreachable, same_control_plane)
+                       ServerFault, Unreachable, same_control_plane)
 from gg.domain.flights import Outcome
 from gg.domain.identity import key_fingerprint
 from gg.domain.health import effective_workers
@@ -323,7 +323,7 @@ class Runner:
                 continue  # the parked claim is this interval's check-in
             try:
                 self._check_in_once(retry_for=self.protocol["check_in_interval"])
-            except Unreachable:
+            except (Unreachable, ServerFault):
                 continue
             except RunnerExit as exc:
                 self.request_stop(str(exc), retired=isinstance(exc, Retired))
@@ -358,6 +358,8 @@ class Runner:
             body["capabilities"] = caps
         try:
             answer = self.client.check_in(body, retry_for=retry_for)
+        except ServerFault:
+            raise  # the control plane's fault, not a refusal of this runner: try again later
         except ApiError as exc:
             refusal = Retired if exc.code == "runner_retired" else RunnerExit
             raise refusal(self._refusal_sentence(exc)) from None

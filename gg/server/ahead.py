@@ -20,7 +20,6 @@ pieces, kept here once:
 
 from __future__ import annotations
 
-import logging
 import time
 
 from pydantic import TypeAdapter
@@ -29,8 +28,6 @@ from starlette.responses import Response
 from gg.errors import GGError
 from gg.server import errors
 from gg.server.json_body import loads
-
-log = logging.getLogger("gg.server")
 
 
 def headers(scope, max_bytes: int) -> tuple[str | None, bool]:
@@ -83,8 +80,7 @@ def failure(exc: Exception, method: str, path: str) -> Response:
     if isinstance(exc, GGError):
         extra = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
         return errors.error_response(exc.status, exc.code, exc.message, extra)
-    log.error("internal error on %s %s: %s", method, path, type(exc).__name__, exc_info=exc)
-    return errors.error_response(500, "internal", "the control plane hit an internal error")
+    return errors.crash_response(exc, method, path)
 
 
 def answer(adapter: TypeAdapter, value, status: int = 200) -> Response:

@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gg.api.schemas import ErrorAnswer
 from gg.errors import GGError
+from gg.store.faults import fault, fault_types
 
 log = logging.getLogger("gg.server")
 
@@ -42,6 +43,19 @@ def _validation_message(exc: RequestValidationError) -> str:
     return f"{where}: {msg}" if where else msg
 
 
+def crash_response(exc: Exception, method: str, path: str) -> JSONResponse:
+    """An exception no use case turned into a refusal: a fault of the host (a full disk, the
+    database away) is 503 in one sentence and one line in the log, as it is nobody's bug;
+    anything else is a bug, logged with its traceback and answered 500."""
+    found = fault(exc)
+    if found is not None:
+        log.warning("%s %s: %s (%s: %s)", method, path, found.code, type(exc).__name__,
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        return error_response(found.status, found.code, found.message)
+    log.error("internal error on %s %s: %s", method, path, type(exc).__name__, exc_info=exc)
+    return error_response(500, "internal", "the control plane hit an internal error")
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(GGError)
     async def _gg(request: Request, exc: GGError):
@@ -58,11 +72,17 @@ def install(app: FastAPI) -> None:
         message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
         return error_response(exc.status_code, code, message)
 
+    async def _fault(request: Request, exc: Exception):
+        return crash_response(exc, request.method, request.url.path)
+
+    # The classes a fault of the host is raised as get a handler of their own: the one for
+    # Exception runs in Starlette's outermost middleware, which logs the traceback again.
+    for kind in fault_types():
+        app.add_exception_handler(kind, _fault)
+
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception):
-        log.error("internal error on %s %s: %s", request.method, request.url.path,
-                  type(exc).__name__, exc_info=exc)
-        return error_response(500, "internal", "the control plane hit an internal error")
+        return crash_response(exc, request.method, request.url.path)
 
 
 BODY_ALIAS_WARNING = r"The 'alias' attribute with value 'body' was provided"

@@ -60,6 +60,10 @@ class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
     def atomic(self, durable: bool = True):
         return self.db.atomic(durable)
 
+    def available(self) -> bool:
+        """Whether the database answers now (``/v1/health``), within a second or two."""
+        return self.db.available()
+
     def close(self) -> None:
         self.db.close()
 

@@ -359,6 +359,11 @@ class Database:
         cur = self.run(f"UPDATE {table} SET {sets} WHERE {key} = :_key", params)
         return cur.rowcount
 
+    def available(self) -> bool:
+        """Whether the store answers (health): a file on this machine always does (a full
+        disk still reads; its writes are refused as insufficient storage)."""
+        return True
+
     def size(self) -> int:
         """The store's size on disk: the database file and its write-ahead log."""
         total = 0

@@ -35,7 +35,9 @@ from psycopg.pq import Format, TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
+from gg.errors import DatabaseUnavailable
 from gg.store.db import GROUP_MAX, BeforeCommit, WriteTurns, refuse_nul
+from gg.store.faults import database_away
 from gg.store.dialect import ddl, split_script, translate
 from gg.store.migrations import MIGRATIONS
 
@@ -49,6 +51,11 @@ MIGRATE_LOCK = 0x6767_0000_0002  # a replica migrating the schema at start
 _BEGIN_DURABLE = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
 _BEGIN_QUICK = _BEGIN_DURABLE + "; SET LOCAL synchronous_commit TO OFF"
 NOTES_A_STATEMENT = 500  # notifications sent by one statement at a commit
+# A database found away is tried again (one new connection, ``SELECT 1``) at most this often;
+# meanwhile every statement is refused at once (DatabaseUnavailable), never left waiting for
+# a connection the pool cannot make, which held the server's event loop for the pool's timeout.
+PROBE_EVERY = 1.0
+PROBE_CONNECT_TIMEOUT = 2  # seconds (libpq's least)
 
 
 class Row:
@@ -152,6 +159,9 @@ class PgDatabase:
         self._trace: Callable[[str], None] | None = None
         self.before_commit: BeforeCommit | None = None
         self.turns = WriteTurns()
+        self._away = False  # the database was found away and has not answered since
+        self._probed_at = float("-inf")
+        self._probing = threading.Lock()
         self._pool = ConnectionPool(
             url, min_size=1, max_size=max(1, pool_size), open=True, timeout=connect_timeout,
             kwargs={"autocommit": True, "row_factory": _row_factory,
@@ -182,6 +192,51 @@ class PgDatabase:
             self._write = self._connect()
         return self._write
 
+    # -- the database away --------------------------------------------------------------
+
+    def available(self) -> bool:
+        """Whether the database answers (health): one new connection's ``SELECT 1``, tried
+        at most once a PROBE_EVERY by one thread; meanwhile the last answer. Never waits
+        longer than PROBE_CONNECT_TIMEOUT."""
+        if time.monotonic() - self._probed_at < PROBE_EVERY or \
+                not self._probing.acquire(blocking=False):
+            return not self._away
+        try:
+            self._probed_at = time.monotonic()
+            try:
+                with psycopg.connect(self.url, autocommit=True,
+                                     connect_timeout=PROBE_CONNECT_TIMEOUT) as conn:
+                    conn.execute("SELECT 1")
+            except psycopg.Error as exc:
+                if not database_away(exc):
+                    raise
+                if not self._away:
+                    log.warning("the database is unavailable: %s",
+                                str(exc).strip().splitlines()[0] if str(exc).strip() else
+                                type(exc).__name__)
+                self._away = True
+                return False
+            if self._away:
+                log.warning("the database answers again")
+                self._away = False
+                self._pool.check()  # its connections died with the database: new ones
+            return True
+        finally:
+            self._probing.release()
+
+    def _present(self) -> None:
+        """Refuse at once while the database is away (until a probe finds it back)."""
+        if self._away and not self.available():
+            raise DatabaseUnavailable()
+
+    def _found_away(self, exc: BaseException) -> bool:
+        """After a failed statement: whether it failed because the database is away (then
+        it is marked so, and the next statements are refused at once)."""
+        if not database_away(exc):
+            return False
+        self._probed_at = float("-inf")
+        return not self.available()
+
     @property
     def conn(self) -> "_Reader":
         """Statements on the write connection inside a transaction; otherwise on the pool."""
@@ -210,11 +265,14 @@ class PgDatabase:
     def _read(self, sql: str, params, rows=None) -> Result:
         if self._in_transaction():
             return self._execute(self._write, sql, params, rows=rows)
+        self._present()
         for attempt in (1, 2):
             try:
                 with self._pool.connection() as conn:
                     return self._execute(conn, sql, params, rows=rows)
-            except psycopg.OperationalError:
+            except psycopg.OperationalError as exc:
+                if self._found_away(exc):
+                    raise DatabaseUnavailable() from None
                 if attempt == 2:
                     raise
                 # the database dropped connections (it restarted): the pool's idle ones are
@@ -278,14 +336,20 @@ class PgDatabase:
         """Begin a write transaction on the write connection. A connection found dead at
         BEGIN (the database restarted while it was idle) is made again at once: nothing was
         written on it, so nothing is lost by starting over."""
-        conn = self._writable()
+        self._present()
         try:
-            self._begin(conn, durable)
-        except psycopg.OperationalError:
-            if not conn.broken:
-                raise
             conn = self._writable()
-            self._begin(conn, durable)
+            try:
+                self._begin(conn, durable)
+            except psycopg.OperationalError:
+                if not conn.broken:
+                    raise
+                conn = self._writable()
+                self._begin(conn, durable)
+        except psycopg.Error as exc:
+            if self._found_away(exc):
+                raise DatabaseUnavailable() from None
+            raise
         return conn
 
     def _begin(self, conn: psycopg.Connection, durable: bool) -> None:
@@ -364,7 +428,9 @@ class PgDatabase:
         if conn.info.transaction_status != TransactionStatus.IDLE:
             try:
                 conn.execute("ROLLBACK")
-            except psycopg.Error:
+            except psycopg.Error as exc:
+                if database_away(exc):  # nothing to roll back: the transaction went with it
+                    return
                 log.exception("rolling back")
 
     def _rollback_to(self, name: str) -> None:
