@@ -6,8 +6,8 @@ them all (a process cannot leave its cgroup without write access to another), so
 flight kills its whole tree: on its timeout, its cancel, its runner's retirement, its lease
 running out here, and when its own process ends (nothing of a flight outlives it).
 
-Where: the launcher (:mod:`gg.runner.launcher`) makes ``gg/<runner pid>/<n>`` under its own
-cgroup in the first hierarchy that works of
+Where: the launcher (:mod:`gg.runner.launcher`) makes ``gg/<runner pid>/<launcher pid>/<n>``
+under its own cgroup in the first hierarchy that works of
 
 1. cgroup v2 (the unified mount, ``/sys/fs/cgroup`` or ``/sys/fs/cgroup/unified`` on a hybrid
    host): killed with ``cgroup.kill`` (Linux 5.14), else frozen with ``cgroup.freeze``,

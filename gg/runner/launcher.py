@@ -105,7 +105,9 @@ class Launcher:
         self.me = os.getpid()
         self.deadlines: dict[int, float] = {}  # the watchdog's: pid -> monotonic kill time
         self.cgroups = _cgroups()
-        self.hierarchy, self.cgroup_base, _ = self.cgroups.find(str(runner_pid))
+        # gg/<runner pid>/<launcher pid>: a launcher started after one died never meets its
+        # predecessor's cgroups (which the runner kills)
+        self.hierarchy, self.cgroup_base, _ = self.cgroups.find(f"{runner_pid}/{self.me}")
         self.cgroup_of: dict[int, str] = {}  # pid -> its tree's cgroup
 
     def pdeathsig(self, sig: int) -> bool:
@@ -117,6 +119,10 @@ class Launcher:
             self.kill_tree(pid)
         if self.cgroup_base is not None:
             self.cgroups.kill(self.hierarchy, self.cgroup_base)
+            try:
+                os.rmdir(os.path.dirname(self.cgroup_base))  # the runner's, when it was the last
+            except OSError:
+                pass
 
     def kill_tree(self, pid: int) -> None:
         """SIGKILL child ``pid``'s whole tree: its cgroup, else its process group."""

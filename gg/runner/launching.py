@@ -271,9 +271,10 @@ class _Channel:
         self.process.wait()
 
     def _kill_cgroups(self) -> None:
-        """What the dead launcher had started, in the cgroups it made (``gg/<runner pid>``)."""
+        """What the dead launcher had started, in the cgroups it made
+        (``gg/<runner pid>/<launcher pid>``)."""
         for hierarchy in cgroups.hierarchies():
-            base = os.path.join(hierarchy.own, "gg", str(os.getpid()))
+            base = os.path.join(hierarchy.own, "gg", str(os.getpid()), str(self.process.pid))
             if os.path.isdir(base):
                 cgroups.kill(hierarchy, base)
 
