@@ -253,6 +253,11 @@ class FlightRun:
         if time.monotonic() < self.lease.stop_at:  # renewed meanwhile
             self._arm_lease_stop()
             return
+        if not any(proc.poll() is None for proc in self._watched):
+            # Nothing of it runs here (its process ended, or has not started: one started
+            # from now on is killed at once by its passed deadline); only its reports and
+            # hand-back are left, and the epoch fences those
+            return
         self.ran_out.set()
         self.lost.set()
         left = self.lease.local_expiry - time.monotonic()
