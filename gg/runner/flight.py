@@ -124,6 +124,9 @@ class FlightRun:
     service_spec: dict | None = None  # a service: the newest spec its renewals brought
     workspace: Path | None = None  # while it flies: a console may join it (docs/console.md)
     ran_out: threading.Event = field(default_factory=threading.Event)  # stopped: lease ran out
+    # Stop at the lease's local deadline (below). A pull-mode runner hears of its renewals
+    # only a poll after the control plane made them, so it does not yet (docs/runner-modes.md).
+    local_deadline: bool = True
     on_lease_out: list = field(default_factory=list)  # called (quick) when it ran out
     _watched: list = field(default_factory=list)  # its processes, each with a kill deadline
     _lease_alarm: int | None = None
@@ -231,16 +234,18 @@ class FlightRun:
         self.lease.local_expiry = expiry
         self._arm_lease_stop()
         for proc in list(self._watched):
-            if isinstance(proc, LaunchedProcess):
+            if isinstance(proc, LaunchedProcess) and self.local_deadline:
                 proc.watch(self.lease.kill_at)
 
     def _watch(self, proc: LaunchedProcess | subprocess.Popen) -> None:
         """``proc`` is one of this flight's: the launcher kills its tree at the kill deadline."""
         self._watched = [p for p in self._watched if p.poll() is None] + [proc]
-        if isinstance(proc, LaunchedProcess):
+        if isinstance(proc, LaunchedProcess) and self.local_deadline:
             proc.watch(self.lease.kill_at)
 
     def _arm_lease_stop(self) -> None:
+        if not self.local_deadline:
+            return
         ALARM.cancel(self._lease_alarm)
         self._lease_alarm = ALARM.at(self.lease.stop_at, self._lease_stop_due)
 
@@ -608,7 +613,8 @@ class FlightRun:
                 sent = time.monotonic()
                 # Worth trying only until the flight is stopped here (after that, the server
                 # refuses a renewal anyway)
-                left = max(0.1, self.lease.stop_at - sent)
+                left = (max(0.1, self.lease.stop_at - sent) if self.local_deadline
+                        else self._patience())
                 answer = self.client.renew(self.id, self.lease.epoch, retry_for=left,
                                            timeout=left)
                 remaining = answer.expires_at - answer.server_time
@@ -628,7 +634,7 @@ class FlightRun:
                 return
             except Unreachable:
                 # Kept trying until the flight's stop: the alarm stops it (now, if it has not)
-                if time.monotonic() >= self.lease.stop_at:
+                if self.local_deadline and time.monotonic() >= self.lease.stop_at:
                     self._lease_stop_due()
                     return
                 self.lost.wait(0.5)  # answered 5xx within its time: try again soon

@@ -327,7 +327,7 @@ class PullRunner:
                         policy=answer.policy or self.policy,
                         capabilities=self.capabilities or {}, state_dir=self.state.path,
                         hidden=list(self.options.hidden), on_unmet=self._unmet,
-                        on_retired=self._retire_once)
+                        on_retired=self._retire_once, local_deadline=False)
         with self.lock:
             fits = len(self.runs) < self.capacity and flight.id not in self.runs
             if fits and not (self.stopping or self.retired):
