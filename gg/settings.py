@@ -64,6 +64,11 @@ class Settings:
     claim_wait: float = 30.0
     lease_ttl: float = 60.0
     lease_renew_at: float = 20.0
+    # A runner that could not renew a lease stops its flight LEASE_MARGIN before the lease
+    # runs out, and its launcher kills the flight's whole tree half of it before
+    # (docs/lease-protocol.md, "The runner stops what it cannot renew"); runners use at most
+    # half of LEASE_RENEW_AT.
+    lease_margin: float = 10.0
     runner_credential_ttl: float = 30 * 86400.0
     member_code_ttl: float = 600.0
     member_credential_ttl: float = 12 * 3600.0
@@ -219,6 +224,7 @@ class Settings:
             "claim_wait": self.claim_wait,
             "lease_ttl": self.lease_ttl,
             "lease_renew_at": self.lease_renew_at,
+            "lease_margin": self.lease_margin,
             "maintenance_check_interval": self.maintenance_check_interval,
             "started_within": self.started_within,
             "hand_back_claims": True,

@@ -58,6 +58,10 @@ class Protocol(Answer):
     lease_ttl: float
     lease_renew_at: float
     maintenance_check_interval: float
+    # The runner stops a flight it could not renew this long before its lease runs out (at
+    # most LEASE_RENEW_AT / 2; docs/lease-protocol.md). None: an older control plane; the
+    # runner uses the default.
+    lease_margin: float | None = None
     # A flight's `started` fact rides with its first output or its hand-back; alone only if
     # neither left within this (docs/lease-protocol.md, "A flight's requests"). None: an
     # older control plane, which takes `started` only as a report of its own, sent at once.

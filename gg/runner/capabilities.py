@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from gg.domain.health import confinement_missing
+from gg.runner import cgroups as flight_cgroup
 from gg.runner import isolation
 from gg.runner.flight_identity import Identity, runs_as_root, shared
 
@@ -284,6 +285,7 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
             bwrap_usable, bwrap_why, netns = False, "bwrap is not installed", False
         engine, engine_error = engine_job.result()
     version, controllers = cgroups(_read("/proc/self/mountinfo"), _read("/proc/self/cgroup"))
+    flight_cgroups, flight_cgroups_error = flight_cgroup.usable()  # a flight's whole tree
     sandbox = bwrap_usable and confinement_missing(confinement) is None
     levels = ["none"] + (["sandbox"] if sandbox else []) + (["container"] if engine else [])
     egress = ["all"] + (["none"] if netns or engine else [])
@@ -295,6 +297,8 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
         "netns": netns,
         "cgroup_version": version,
         "cgroup_controllers": controllers,
+        "flight_cgroups": flight_cgroups,
+        "flight_cgroups_error": flight_cgroups_error,
         "container_engine": engine,
         "container_engine_error": engine_error,
         "tools": tools,

@@ -18,6 +18,14 @@ acknowledgement (or the lease's expiry) makes the flight ready for another runne
 The process runs in a session and process group of its own, started by the runner's launcher
 (:mod:`gg.runner.launching`), so that it dies with the runner even when the runner is killed.
 
+The runner stops what it cannot renew (docs/lease-protocol.md): the lease's local expiry is
+the monotonic time its last renewal was *sent* plus the lifetime its answer gave, so it is
+never later than the server's. At ``expiry - margin`` (``LEASE_MARGIN``, at most half of
+``LEASE_RENEW_AT``) the runner's alarm stops the flight (SIGTERM) and counts it lost; at
+``expiry - margin / 2`` the launcher's watchdog kills its whole tree by itself, even when the
+runner is frozen. So a flight is dead here before its lease may be granted elsewhere. Such a
+flight is neither reported nor handed back: its next attempt runs elsewhere.
+
 A flight with a run-time limit (``flight.timeout``, counted from when this runner took it) is
 stopped the same way when it runs past it, and handed back ``failed`` with the reason
 "timed out after DUR" (:func:`gg.domain.timeouts.timed_out_reason`).
@@ -55,7 +63,9 @@ from gg.runner import flight_identity, isolation, repository
 from gg.runner.flight_identity import (FlightIdentities, Identity, IdentityRangeError,
                                        runs_as_root)
 from gg.runner.alarm import ALARM
-from gg.runner.launching import LAUNCHER, SPAWNER, LaunchedProcess, signal_group
+from gg.runner.launching import (LAUNCHER, SPAWNER, WATCHDOG, LaunchedProcess, kill_tree,
+                                 signal_group)
+from gg.settings import DEFAULTS
 from gg.runner.started import PendingStarted
 
 FLUSH_EVERY = 0.2
@@ -76,6 +86,17 @@ class Lease:
     # The `started` fact's bound (protocol); None: the control plane is older and takes it
     # only as a report of its own, sent at once.
     started_within: float | None = None
+    margin: float = DEFAULTS.lease_margin  # LEASE_MARGIN (protocol)
+
+    @property
+    def stop_at(self) -> float:
+        """When the runner stops the flight unless a renewal moved the expiry (monotonic)."""
+        return self.local_expiry - min(self.margin, self.renew_at / 2)
+
+    @property
+    def kill_at(self) -> float:
+        """When the launcher kills the flight's whole tree by itself (monotonic)."""
+        return self.local_expiry - min(self.margin, self.renew_at / 2) / 2
 
 
 @dataclass
@@ -113,6 +134,13 @@ class FlightRun:
     # ``identities`` while it flies; a console joining it takes the same.
     identities: FlightIdentities | None = None
     identity: Identity | None = None
+    ran_out: threading.Event = field(default_factory=threading.Event)  # stopped: lease ran out
+    # Stop at the lease's local deadline (below). A pull-mode runner hears of its renewals
+    # only a poll after the control plane made them, so it does not yet (docs/runner-modes.md).
+    local_deadline: bool = True
+    on_lease_out: list = field(default_factory=list)  # called (quick) when it ran out
+    _watched: list = field(default_factory=list)  # its processes, each with a kill deadline
+    _lease_alarm: int | None = None
     _seq: int = 0
     _buffer: list = field(default_factory=list)
     _out: "_Output" = field(default_factory=lambda: _Output())  # the output cap (docs/operations.md)
@@ -146,6 +174,7 @@ class FlightRun:
             # when it first has something to do, so a flight over before that has no keeper
             # thread at all (the runner's one alarm thread waits for every flight's).
             keeping = ALARM.at(self._keeper_wake(), self._start_keeper)
+            self._arm_lease_stop()
             self.argv = repository.prepare(self, workspace)  # enrolment: agent, clone
             if self.argv is not None and self.argv != launched_for:  # the agent's command,
                 self.launch = self._launch(workspace)  # under the same policy
@@ -192,6 +221,7 @@ class FlightRun:
             outcome = "ended" if self.ended_by_server.is_set() else "lost"
         finally:
             ALARM.cancel(keeping)  # not started yet: it never will be
+            ALARM.cancel(self._lease_alarm)
             self.lost.set()  # stops the keeper
             self._stop_process()  # never leave it running behind a flight that is over here
             _remove(workspace)
@@ -208,6 +238,61 @@ class FlightRun:
         self.returning.set()
         if first and self.on_retired is not None:
             self.on_retired()
+
+    # -- the lease's local deadline ------------------------------------------------------
+
+    def lease_renewed(self, expiry: float) -> None:
+        """A renewal's answer: the lease now runs out here at ``expiry`` (monotonic). Moves
+        the runner's stop and every process's kill deadline with it."""
+        if self.lost.is_set():
+            return  # ran out (or refused) meanwhile: a late answer brings nothing back
+        self.lease.local_expiry = expiry
+        self._arm_lease_stop()
+        for proc in list(self._watched):
+            if isinstance(proc, LaunchedProcess) and self.local_deadline:
+                proc.watch(self.lease.kill_at)
+
+    def _watch(self, proc: LaunchedProcess | subprocess.Popen) -> None:
+        """``proc`` is one of this flight's: the launcher kills its tree at the kill deadline."""
+        self._watched = [p for p in self._watched if p.poll() is None] + [proc]
+        if isinstance(proc, LaunchedProcess) and self.local_deadline:
+            proc.watch(self.lease.kill_at)
+
+    def _arm_lease_stop(self) -> None:
+        if not self.local_deadline:
+            return
+        ALARM.cancel(self._lease_alarm)
+        self._lease_alarm = ALARM.at(self.lease.stop_at, self._lease_stop_due)
+
+    def _lease_stop_due(self) -> None:
+        """The alarm at ``stop_at``: unless a renewal moved it, the lease cannot be renewed
+        in time; stop the flight (SIGTERM now, its tree killed at ``kill_at``) and count it
+        lost. Quick: it runs on the alarm's thread."""
+        if self.lost.is_set():
+            return
+        if time.monotonic() < self.lease.stop_at:  # renewed meanwhile
+            self._arm_lease_stop()
+            return
+        if not any(proc.poll() is None for proc in self._watched):
+            # Nothing of it runs here (its process ended, or has not started: one started
+            # from now on is killed at once by its passed deadline); only its reports and
+            # hand-back are left, and the epoch fences those
+            return
+        self.ran_out.set()
+        self.lost.set()
+        left = self.lease.local_expiry - time.monotonic()
+        self.say(f"{self.id}: its lease could not be renewed in time (it runs out in "
+                 f"{max(0.0, left):.1f}s); stopping it here")
+        for stop in list(self.on_lease_out):
+            try:
+                stop()
+            except Exception:  # noqa: BLE001 - the processes must still be stopped
+                pass
+        for proc in list(self._watched):
+            try:
+                signal_group(proc, signal.SIGTERM)
+            except OSError:
+                pass
 
     def _past_limit(self) -> bool:
         limit = self.flight.timeout
@@ -292,6 +377,7 @@ class FlightRun:
             self.proc = SPAWNER.popen(["/bin/sh", "-c", f"echo {_quote(str(exc))} >&2; exit 127"],
                                       cwd=workspace, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, start_new_session=True)
+        self._watch(self.proc)
 
     def _read_output_of(self, proc: LaunchedProcess | subprocess.Popen, decoder=None) -> None:
         """Read ``proc``'s output to its end (on a thread of its own while the flight's
@@ -348,14 +434,23 @@ class FlightRun:
         except subprocess.TimeoutExpired:
             pass
 
+    def stop_grace(self, grace: float = STOP_GRACE) -> float:
+        """Seconds between SIGTERM and the kill: ``grace``, or less when the lease ran out
+        here (the tree must be dead at its kill deadline)."""
+        if self.ran_out.is_set():
+            return max(0.0, min(grace, self.lease.kill_at - time.monotonic()))
+        return grace
+
     def _stop_process(self) -> None:
+        """SIGTERM to the group, then (after the grace) SIGKILL to the whole tree; when its
+        own process ends first the launcher kills what is left of the tree."""
         if self.proc is None or self.proc.poll() is not None:
             return
         try:
             signal_group(self.proc, signal.SIGTERM)
-            self.proc.wait(timeout=STOP_GRACE)
+            self.proc.wait(timeout=self.stop_grace())
         except subprocess.TimeoutExpired:
-            signal_group(self.proc, signal.SIGKILL)
+            kill_tree(self.proc)
             self.proc.wait()
         except ProcessLookupError:
             pass
@@ -452,6 +547,9 @@ class FlightRun:
                                f"this runner cannot meet its policy: {missing}")
 
     def _hand_back(self, outcome: str | None = None, reason: str | None = None) -> str:
+        if getattr(self.proc, "note", None) == WATCHDOG:  # killed as its lease ran out here
+            self.ran_out.set()
+            self.lost.set()
         if self.lost.is_set():
             return "ended" if self.ended_by_server.is_set() else "lost"
         if self.retired.is_set():
@@ -549,15 +647,25 @@ class FlightRun:
                 continue
             try:
                 sent = time.monotonic()
-                answer = self.client.renew(self.id, self.lease.epoch,
-                                           retry_for=self._patience())
+                # Worth trying only until the flight is stopped here (after that, the server
+                # refuses a renewal anyway)
+                left = (max(0.1, self.lease.stop_at - sent) if self.local_deadline
+                        else self._patience())
+                answer = self.client.renew(self.id, self.lease.epoch, retry_for=left,
+                                           timeout=left)
                 remaining = answer.expires_at - answer.server_time
-                self.lease.local_expiry = sent + remaining
+                self.lease_renewed(sent + remaining)
                 if answer.service is not None:  # a service: the newest spec (an update)
                     self.service_spec = answer.service
             except (Unreachable, ServerFault):
-                # Kept trying; the server decides. Try again soon.
-                self.lease.local_expiry = time.monotonic() + self.lease.renew_at + 1.0
+                # Kept trying (a 5xx is "try again", never a lost flight) until the flight's
+                # stop: the alarm stops it then (now, if it has not yet)
+                if self.local_deadline and time.monotonic() >= self.lease.stop_at:
+                    self._lease_stop_due()
+                    return
+                if not self.local_deadline:  # pull mode: the control plane decides
+                    self.lease.local_expiry = time.monotonic() + self.lease.renew_at + 1.0
+                self.lost.wait(0.5)
             except ApiError as exc:
                 if exc.code == "runner_retired":
                     self.say(f"{self.id}: this runner was retired; stopping the flight and "

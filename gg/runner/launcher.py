@@ -36,18 +36,30 @@ socket (:mod:`gg.runner.launching`)::
   reaped, so a recycled pid is never hit. SIGTERM and SIGINT to the launcher itself are
   ignored: a service manager's stop reaches the flights directly and they get their grace.
 
-What escapes: a process that leaves the group (``setsid``, a double fork into a new session)
-is not killed; only a sandbox's PID namespace contains those. A child that exits leaves the
-rest of its group alone, as before.
+- Each child starts in a cgroup of its own (:mod:`gg.runner.cgroups`, where the host lets
+  the launcher make one): the launcher joins the new cgroup, starts the child, and goes
+  back, so the child's whole tree is in it, including what leaves its group (``setsid``, a
+  double fork, a nested PID namespace). When the child is reaped, whatever of its tree is
+  left is killed and the cgroup removed before the runner hears ``ended``: nothing of a
+  flight outlives it. ``kill`` kills a child's whole tree now (the runner's SIGKILL after
+  the grace). Without a cgroup, both fall back to the child's process group, and what left
+  the group escapes.
+- The watchdog: the runner gives each child a kill deadline (``deadline``, a
+  ``CLOCK_MONOTONIC`` time, the same clock in every process), moved by each renewal of the
+  flight's lease. When one passes the launcher kills that child's whole tree by itself, as
+  ``kill`` would, and tells the runner (``watchdog``): a frozen runner (SIGSTOP, a stalled
+  VM) cannot renew, and its flights still stop before their leases run out
+  (docs/lease-protocol.md, "The runner stops what it cannot renew").
 
 The wire (``SOCK_SEQPACKET``, values in ``marshal``, the peer being the runner only)::
 
     runner -> launcher   a message of N bytes: first packet = 4-byte N + up to CHUNK bytes
                          (the descriptors ride on it), then packets of the rest
                          ("start", ticket, argv, env, cwd) + fds 0, 1, 2
-                         ("signal", pid, signal number)
+                         ("signal", pid, signal number) · ("kill", pid)
+                         ("deadline", pid, monotonic time or None)
     launcher -> runner   ("started", ticket, pid) · ("refused", ticket, message)
-                         ("ended", pid, wait status)
+                         ("ended", pid, wait status) · ("watchdog", pid)
 
 The standard library only: the runner runs it by path
 (``python -I -S launcher.py RUNNER_PID SOCKET_FD``), without gg on ``sys.path``.
@@ -56,11 +68,13 @@ The standard library only: the runner runs it by path
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import marshal
 import os
 import select
 import socket
 import sys
+import time
 
 # The signal module's C half: the same functions and numbers, without the enum classes.
 import _signal as signal
@@ -83,6 +97,16 @@ def _noop(*_args) -> None:
     pass
 
 
+def _cgroups():
+    """gg.runner.cgroups, loaded by path: this program runs without gg on ``sys.path``."""
+    spec = importlib.util.spec_from_file_location(
+        "gg_runner_cgroups", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                          "cgroups.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 class Launcher:
     def __init__(self, runner_pid: int, sock: socket.socket) -> None:
         self.runner_pid = runner_pid
@@ -90,6 +114,12 @@ class Launcher:
         self.children: set[int] = set()  # started, not yet reaped: their groups are ours
         self.libc = ctypes.CDLL(None, use_errno=True)
         self.me = os.getpid()
+        self.deadlines: dict[int, float] = {}  # the watchdog's: pid -> monotonic kill time
+        self.cgroups = _cgroups()
+        # gg/<runner pid>/<launcher pid>: a launcher started after one died never meets its
+        # predecessor's cgroups (which the runner kills)
+        self.hierarchy, self.cgroup_base, _ = self.cgroups.find(f"{runner_pid}/{self.me}")
+        self.cgroup_of: dict[int, str] = {}  # pid -> its tree's cgroup
 
     def fresh_keyring(self) -> None:
         """Join a new, empty, anonymous session keyring: the next child starts with it."""
@@ -108,6 +138,36 @@ class Launcher:
     def kill_all(self) -> None:
         for pid in list(self.children):
             self.signal_group(pid, signal.SIGKILL)
+            self.kill_tree(pid)
+        if self.cgroup_base is not None:
+            self.cgroups.kill(self.hierarchy, self.cgroup_base)
+            try:
+                os.rmdir(os.path.dirname(self.cgroup_base))  # the runner's, when it was the last
+            except OSError:
+                pass
+
+    def kill_tree(self, pid: int) -> None:
+        """SIGKILL child ``pid``'s whole tree: its cgroup, else its process group."""
+        path = self.cgroup_of.pop(pid, None)
+        if path is None or not self.cgroups.kill(self.hierarchy, path):
+            if pid in self.children:
+                self.signal_group(pid, signal.SIGKILL)
+            if path is not None:
+                self.cgroup_of[pid] = path  # not empty yet: tried again when it is reaped
+
+    def watch(self) -> float | None:
+        """Kill the tree of every child whose deadline passed; the milliseconds until the
+        next deadline (None: none)."""
+        now = time.monotonic()
+        for pid, when in list(self.deadlines.items()):
+            if when <= now:
+                del self.deadlines[pid]
+                if pid in self.children:
+                    self.send(("watchdog", pid))
+                    self.kill_tree(pid)
+        if not self.deadlines:
+            return None
+        return max(0.0, min(self.deadlines.values()) - time.monotonic()) * 1000
 
     def signal_group(self, pid: int, sig: int) -> None:
         """``sig`` to the group child ``pid`` leads; to the child alone while it has not made
@@ -139,7 +199,7 @@ class Launcher:
         poller.register(wake_r, select.POLLIN)
         try:
             while os.getppid() == self.runner_pid:  # else the runner died before it was armed
-                for fd, _ in poller.poll():
+                for fd, _ in poller.poll(self.watch()):
                     if fd == wake_r:
                         try:
                             os.read(wake_r, 512)
@@ -161,6 +221,9 @@ class Launcher:
             if pid == 0:
                 return
             self.children.discard(pid)
+            self.deadlines.pop(pid, None)
+            if pid in self.cgroup_of:  # what is left of its tree goes with it
+                self.kill_tree(pid)
             self.send(("ended", pid, status))
 
     def send(self, message: tuple) -> None:
@@ -196,18 +259,60 @@ class Launcher:
             _, pid, sig = message
             if pid in self.children:  # not reaped yet: the group id is still its own
                 self.signal_group(pid, sig)
+        elif message[0] == "kill":
+            if message[1] in self.children:
+                self.kill_tree(message[1])
+        elif message[0] == "deadline":
+            _, pid, when = message
+            if pid in self.children and when is not None:
+                self.deadlines[pid] = when
+            else:
+                self.deadlines.pop(pid, None)
         elif message[0] == "start":
             _, ticket, argv, env, cwd = message
+            cgroup = self.new_cgroup(ticket)
             try:
-                pid = self.start(argv, env, cwd, fds)
+                pid, joined = self.start_in(cgroup, argv, env, cwd, fds)
             except OSError as exc:
                 self.send(("refused", ticket, f"cannot start a process: {exc.strerror}"))
             else:
                 self.children.add(pid)
+                if joined:
+                    self.cgroup_of[pid] = cgroup
                 self.send(("started", ticket, pid))
+            finally:
+                if cgroup is not None and cgroup not in self.cgroup_of.values():
+                    self.cgroups.remove(cgroup)
         for fd in fds:
             os.close(fd)
         return True
+
+    def new_cgroup(self, ticket: int) -> str | None:
+        """A cgroup for the next child, or None when none can be made here."""
+        if self.cgroup_base is None:
+            return None
+        try:
+            return self.cgroups.make(self.cgroup_base, str(ticket))
+        except OSError:
+            return None
+
+    def start_in(self, cgroup: str | None, argv: list[str], env: dict[str, str], cwd: str,
+                 fds: list[int]) -> tuple[int, bool]:
+        """Start the child from inside ``cgroup``: the launcher joins it, starts the child
+        (which is born there, its every descendant with it) and goes back to its own.
+        Returns the pid and whether the child is in ``cgroup``."""
+        joined = False
+        if cgroup is not None:
+            try:
+                self.cgroups.join(cgroup)
+                joined = True
+            except OSError:
+                pass
+        try:
+            return self.start(argv, env, cwd, fds), joined
+        finally:
+            if joined:
+                self.cgroups.join(self.hierarchy.own)
 
     def start(self, argv: list[str], env: dict[str, str], cwd: str, fds: list[int]) -> int:
         """Spawn ``argv``; fork it where spawning fails, so that its child says why. Either

@@ -7,8 +7,13 @@ again after it died; :class:`LaunchedProcess` is what the flight holds, shaped l
 ``subprocess.Popen`` (``pid``, ``poll``, ``wait(timeout)``, ``returncode``, ``stdout``) with
 ``send_signal`` going to the process group.
 
+Each process the launcher starts lives in a cgroup of its own (:mod:`gg.runner.cgroups`):
+:func:`kill_tree` kills all of it, and :meth:`LaunchedProcess.watch` gives the launcher the
+time at which it kills it by itself (the watchdog of a flight's lease, moved by each renewal;
+docs/lease-protocol.md, "The runner stops what it cannot renew").
+
 When the launcher dies under running flights (killed by hand, say), the runner SIGKILLs each
-one's process group: each ends as ``-SIGKILL`` with :data:`LAUNCHER_DIED` as its ``note``
+one's process group and every cgroup the launcher made: each ends as ``-SIGKILL`` with :data:`LAUNCHER_DIED` as its ``note``
 (the reason its flight fails with), and the next flight starts a new launcher.
 
 The parent-death signals follow the thread that forked: the launcher is started from
@@ -30,11 +35,13 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
+from gg.runner import cgroups
 from gg.runner.launcher import CHUNK, HEADER
 
 PROGRAM = Path(__file__).with_name("launcher.py")
 PIPE, STDOUT = subprocess.PIPE, subprocess.STDOUT
 LAUNCHER_DIED = "the runner's launcher died: the flight's process was killed with it"
+WATCHDOG = "its kill deadline passed: the launcher killed its whole tree"
 SUPPORTED = sys.platform.startswith("linux")  # PR_SET_PDEATHSIG is Linux's
 
 
@@ -109,9 +116,21 @@ class LaunchedProcess:
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
+    def kill_tree(self) -> None:
+        """SIGKILL the process and everything it started, whichever session or group it is in
+        (its cgroup; its process group where the host gives none)."""
+        if self.returncode is None:
+            self._channel.kill(self.pid)
+
+    def watch(self, deadline: float | None) -> None:
+        """The launcher kills the whole tree by itself when ``time.monotonic()`` reaches
+        ``deadline``, whatever the runner is doing then (None: never)."""
+        if self.returncode is None:
+            self._channel.deadline(self.pid, deadline)
+
     def _end(self, returncode: int, note: str | None = None) -> None:
         if self.returncode is None:
-            self.note = note
+            self.note = note or self.note
             self.returncode = returncode
             self._ended.set()
 
@@ -122,6 +141,17 @@ def signal_group(proc: Any, sig: int) -> None:
         proc.send_signal(sig)
     else:
         os.killpg(proc.pid, sig)
+
+
+def kill_tree(proc: Any) -> None:
+    """SIGKILL ``proc``'s whole tree (a launched process), or its group (a Popen)."""
+    if isinstance(proc, LaunchedProcess):
+        proc.kill_tree()
+    else:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 class _Channel:
@@ -173,6 +203,18 @@ class _Channel:
         except OSError:
             pass  # the launcher is gone, and its children with it
 
+    def kill(self, pid: int) -> None:
+        try:
+            self._send(("kill", pid), [])
+        except OSError:
+            pass
+
+    def deadline(self, pid: int, when: float | None) -> None:
+        try:
+            self._send(("deadline", pid, when), [])
+        except OSError:
+            pass
+
     def _send(self, message: tuple, fds: list[int]) -> None:
         data = marshal.dumps(message)
         first = len(data).to_bytes(HEADER, "big") + data[:CHUNK]
@@ -199,6 +241,11 @@ class _Channel:
                     if proc is not None:
                         proc._end(os.waitstatus_to_exitcode(message[2]))
                     continue
+                if message[0] == "watchdog":
+                    proc = self._running.get(message[1])
+                    if proc is not None:
+                        proc.note = WATCHDOG
+                    continue
                 done, box = self._waiting.pop(message[1])
                 if message[0] == "started":
                     box["proc"] = self._running[message[2]] = LaunchedProcess(
@@ -215,12 +262,21 @@ class _Channel:
                     pass
                 proc._end(-signal.SIGKILL, LAUNCHER_DIED)
             self._running.clear()
+            self._kill_cgroups()
             for done, box in self._waiting.values():
                 box["error"] = "the runner's launcher is gone"
                 done.set()
             self._waiting.clear()
         self.sock.close()
         self.process.wait()
+
+    def _kill_cgroups(self) -> None:
+        """What the dead launcher had started, in the cgroups it made
+        (``gg/<runner pid>/<launcher pid>``)."""
+        for hierarchy in cgroups.hierarchies():
+            base = os.path.join(hierarchy.own, "gg", str(os.getpid()), str(self.process.pid))
+            if os.path.isdir(base):
+                cgroups.kill(hierarchy, base)
 
 
 class Launcher:

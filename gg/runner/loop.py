@@ -509,7 +509,8 @@ class Runner:
         ttl = lease.expires_at - lease.granted_at
         run = FlightRun(client=self.client, flight=flight, say=self.say,
                         lease=Lease(flight.id, lease.epoch, ttl, answer.protocol.lease_renew_at,
-                                    time.monotonic() + ttl, answer.protocol.started_within),
+                                    time.monotonic() + ttl, answer.protocol.started_within,
+                                    answer.protocol.lease_margin or DEFAULTS.lease_margin),
                         workspace_root=self.state.workspaces, fleet=self.fleet,
                         policy=answer.policy or self.policy,
                         capabilities=self.capabilities or {}, state_dir=self.state.path,

@@ -266,8 +266,8 @@ class PullRunner:
         for renewal in delivery.renewals:
             run = self.runs.get(renewal["flight"])
             if run is not None:
-                run.lease.local_expiry = time.monotonic() + (renewal["expires_at"]
-                                                             - renewal["server_time"])
+                run.lease_renewed(time.monotonic() + (renewal["expires_at"]
+                                                      - renewal["server_time"]))
                 if renewal.get("service") is not None:
                     run.service_spec = renewal["service"]
         for refusal in delivery.refusals:  # as the refused request's ApiError would
@@ -321,12 +321,13 @@ class PullRunner:
         ttl = lease.expires_at - lease.granted_at
         run = FlightRun(client=self.relay, flight=flight, say=self.say,
                         lease=Lease(flight.id, lease.epoch, ttl, answer.protocol.lease_renew_at,
-                                    time.monotonic() + ttl),
+                                    time.monotonic() + ttl,
+                                    margin=answer.protocol.lease_margin or DEFAULTS.lease_margin),
                         workspace_root=self.state.workspaces, fleet=None,
                         policy=answer.policy or self.policy,
                         capabilities=self.capabilities or {}, state_dir=self.state.path,
                         hidden=list(self.options.hidden), on_unmet=self._unmet,
-                        on_retired=self._retire_once)
+                        on_retired=self._retire_once, local_deadline=False)
         with self.lock:
             fits = len(self.runs) < self.capacity and flight.id not in self.runs
             if fits and not (self.stopping or self.retired):

@@ -23,7 +23,11 @@ socket ``$SERVICE_SOCKET`` (a path in its workspace, which the runner sees too),
 allowed to enter other namespaces (root) also reaches ``127.0.0.1:$PORT`` inside the
 generation's namespace (:class:`Namespace`). Each step is reported as a fact (``note`` with a ``service`` word). When the lease
 is lost or the flight cancelled, every generation is stopped and the forwarder closed before
-anything else: a service never serves from two runners.
+anything else: a service never serves from two runners. A runner that cannot renew the lease
+in time (a partition, a stalled control plane) stops accepting on the forwarder and stops every
+generation before the lease may be granted elsewhere, and the launcher kills each generation's
+tree by itself when the runner is frozen (docs/lease-protocol.md, "The runner stops what it
+cannot renew"): the re-placement never serves beside it.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from gg.domain import services
 from gg.runner import isolation
 from gg.runner.service_ports import (NotTheGeneration, connect_own_socket, listen_exclusively,
                                      listeners, socket_inodes)
-from gg.runner.launching import LaunchedProcess, signal_group
+from gg.runner.launching import LaunchedProcess, kill_tree, signal_group
 
 POLL = 0.1  # seconds between looks at the processes, the readiness and the spec
 READY_CHECK_TIMEOUT = 5.0  # one --ready-cmd run, or one connection attempt, at most
@@ -201,12 +205,16 @@ class Forwarder:
             return self.active.get(number, 0)
 
     def close(self) -> None:
+        self.stop_accepting()
+        self._thread.join(timeout=5)
+
+    def stop_accepting(self) -> None:
+        """No new connection from now on (quick: the alarm's thread calls it)."""
         self._closed.set()
         try:
             self.sock.close()
         except OSError:
             pass
-        self._thread.join(timeout=5)
 
     def _accept(self) -> None:
         while not self._closed.is_set():
@@ -288,6 +296,7 @@ class Supervisor:
                 if run.lost.is_set():
                     return "ended" if run.ended_by_server.is_set() else "lost"
                 return run._hand_back()
+            run.on_lease_out.append(self.forwarder.stop_accepting)
         current: Generation | None = None
         try:
             current = self._start(spec)
@@ -335,7 +344,8 @@ class Supervisor:
                 self._wait(POLL)
         finally:
             if current is not None:
-                self._stop(current, grace=0.5 if self._lost() else spec.get("stop_grace", 5))
+                self._stop(current, grace=run.stop_grace(0.5 if self._lost()
+                                                          else spec.get("stop_grace", 5)))
             if self.forwarder is not None:
                 self.forwarder.close()
             for t in self.stopping_old:
@@ -408,9 +418,9 @@ class Supervisor:
     def _drain_and_stop(self, old: Generation, grace: float) -> None:
         deadline = time.monotonic() + grace
         while self.forwarder is not None and self.forwarder.open_to(old.number) > 0 \
-                and time.monotonic() < deadline:
+                and time.monotonic() < deadline and not self.run.ran_out.is_set():
             time.sleep(POLL)
-        self._stop(old, grace=grace)
+        self._stop(old, grace=self.run.stop_grace(grace))
 
     # -- one generation --------------------------------------------------------------------
 
@@ -468,12 +478,9 @@ class Supervisor:
         if proc is not None and proc.poll() is None:
             try:
                 signal_group(proc, signal.SIGTERM)
-                proc.wait(timeout=grace)
+                proc.wait(timeout=self.run.stop_grace(grace))
             except subprocess.TimeoutExpired:
-                try:
-                    signal_group(proc, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                kill_tree(proc)  # the whole tree, whatever left its group
                 proc.wait()
             except ProcessLookupError:
                 pass

@@ -133,7 +133,11 @@ def test_a_stalled_runner_is_fenced_off_and_then_carries_on(fleet):
     assert stalled.alive()
 
 
-def test_server_killed_and_restarted_while_flights_fly_loses_nothing(fleet):
+def test_server_killed_and_restarted_while_flights_fly_loses_nothing(make_fleet):
+    # Renewals fall due 2 s after the grant, and a runner stops a flight it could not renew
+    # 5 s later (LEASE_MARGIN): time enough for the restart on a loaded machine
+    # (docs/lease-protocol.md, "The runner stops what it cannot renew").
+    fleet = make_fleet({"GG_LEASE_TTL": "12", "GG_LEASE_RENEW_AT": "10"})
     for name in ("r1", "r2"):
         fleet.runner(name, workers=2)
     fleet.wait_online("r1", "r2")
