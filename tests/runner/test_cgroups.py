@@ -99,7 +99,7 @@ def test_a_nested_pid_namespace_dies_with_its_flight(tmp_path):
         pytest.skip("no pid namespace can be made here")
     pidfile = tmp_path / "inner"
     proc = LAUNCHER.start(
-        ["sh", "-c", f"unshare --pid --fork --kill-child=0 sh -c 'sleep 600' & echo $! > {pidfile}; wait"],
+        ["sh", "-c", f"unshare --pid --fork sh -c 'sleep 600' & echo $! > {pidfile}; wait"],
         env=None, cwd="/")
     outer = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(),
                            what="the namespace to start"))
