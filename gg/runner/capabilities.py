@@ -104,8 +104,7 @@ def sandbox_probe_argv(bwrap: str, workspace: Path, *, user_namespace: bool,
                        path: str | None = None) -> list[str]:
     """The sandbox isolation.py builds (same layout, same flags), with ``workspace`` as the
     workspace; it prints what confines it."""
-    env = {"PATH": path if path is not None else os.environ.get("PATH", "")}
-    plan = isolation.layout(workspace, env=env)
+    plan = isolation.layout(workspace, path=path)
     argv = isolation.sandbox_argv(bwrap, plan, workspace=workspace, cut_net=False,
                                   user_namespace=user_namespace)
     return argv + ["--", "/bin/sh", "-c", _STATUS_SCRIPT]

@@ -210,7 +210,7 @@ class ConsoleRun:
             argv = isolation.on_terminal(argv)  # the launched group's session takes the PTY
         try:  # started by the runner's launcher: dies with the runner, like a flight
             self.proc = LAUNCHER.start(argv, env=launch.env, cwd=launch.cwd, stdin=slave,
-                                       stdout=slave, stderr=slave)
+                                       stdout=slave, stderr=slave, handed=launch.handed)
         finally:
             os.close(slave)
         self.launch = launch
@@ -329,8 +329,11 @@ def into_flight(flight_run, argv: list[str], launch: isolation.Launch) -> isolat
     enter = [nsenter, "--target", str(target), *flags, f"--wd={launch.cwd}", "--",
              setpriv, "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all",
              "--bounding-set=-all", "--"]
-    return isolation.Launch(argv=[*enter, *isolation.on_terminal(argv)], env=launch.env,
-                            cwd=launch.cwd)
+    # nsenter and setpriv run with the runner's environment; the command gets the flight's
+    # (handed on fd 3, read by the leader), as in the flight's own sandbox
+    handed = launch.handed is not None
+    return isolation.Launch(argv=[*enter, *isolation.on_terminal(argv, handed=handed)],
+                            env=launch.env, cwd=launch.cwd, handed=launch.handed)
 
 
 _NAMESPACES = (("user", "user"), ("mnt", "mount"), ("pid", "pid"), ("net", "net"),

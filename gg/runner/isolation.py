@@ -26,9 +26,14 @@ What each combination becomes::
 Whatever the policy, the runner's launcher (:mod:`gg.runner.launching`) forks what ``build``
 returns, in a process group of its own that is killed when the runner dies.
 
-Secrets in ``env`` never appear on a command line: bwrap and the plain command inherit the
-environment, and a container gets ``--env NAME`` (the engine client reads the value from its
-own environment).
+The flight's environment reaches only its command, never what builds the sandbox: bwrap
+runs with the runner's own environment (:func:`runner_env`), and reads the command's from the
+launch's ``handed`` bytes on fd ``HANDED_FD`` (``--args 3``: ``--clearenv`` and one
+``--setenv`` a variable), which it applies once it has started, as it execs the command. A
+flight's ``LD_PRELOAD`` or ``PATH`` so never loads into bwrap nor finds another one, and no
+value is on a command line (``/proc/PID/cmdline`` is readable by every process of the host).
+The plain command (isolation ``none``, egress ``all``) gets its environment directly; a
+container gets ``--env NAME`` (the engine client reads the value from its own environment).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from gg import config
+from gg.trees import recorded as recorded_trees
 from gg.domain.health import first_missing
 from gg.domain.policy import Policy
 
@@ -61,11 +67,11 @@ ENV_TREES = (config.ENV_STATE_DIR, config.ENV_CONFIG_DIR, config.ENV_DATA_DIR)
 # More trees to hide, os.pathsep-separated: a pool maintainer passes its own to its members.
 ENV_HIDE = "GG_HIDE"
 PASSWD = "/etc/passwd"
+HANDED_FD = 3  # where bwrap reads the command's environment (``--args``): see Launch.handed
 # Bound directories whose files only their owner or group may read are looked through for them
 # (a root flight would read them otherwise: /etc/shadow, ssh host keys, /etc/ssl/private).
 PRIVATE_ROOTS = ("/etc",)
 PRIVATE_REFRESH = 30.0  # seconds a look through them is reused
-PROC = "/proc"
 _HOST_ONLY = frozenset({"PATH", "HOME", "PWD", "OLDPWD", "SHLVL", "HOSTNAME", "TMPDIR", "_",
                         "SSH_AUTH_SOCK", "DISPLAY", "XAUTHORITY", "DBUS_SESSION_BUS_ADDRESS"})
 
@@ -84,6 +90,10 @@ class Launch:
 
     ``cleanup`` is an argv to run when the flight is cancelled or the runner stops it: killing
     a container engine's client does not stop the container, so ``ENGINE rm -f NAME`` must.
+
+    ``handed``: bytes the first program reads on fd ``HANDED_FD`` (the command's environment,
+    for bwrap's ``--args``); ``env`` is then the runner's own, for bwrap alone. The runner's
+    launcher puts them there (``LAUNCHER.start(..., handed=...)``).
     """
 
     argv: list[str]
@@ -91,10 +101,25 @@ class Launch:
     cwd: Path
     cleanup: list[str] | None = None
     container_name: str | None = None
+    handed: bytes | None = None
 
 
 def _bwrap(capabilities: Mapping[str, Any]) -> str:
     return str(capabilities.get("bwrap") or "bwrap")
+
+
+def runner_env() -> dict[str, str]:
+    """What bwrap runs with: the runner's own environment, without gg's variables (a token)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("GG_")}
+
+
+def handed_env(env: Mapping[str, str]) -> bytes:
+    """``env`` as bwrap's ``--args`` (NUL-separated): the command starts with exactly it."""
+    args = ["--clearenv"]
+    for key, value in env.items():
+        if key and "=" not in key and "\0" not in key and "\0" not in value:
+            args += ["--setenv", key, value]
+    return b"".join(os.fsencode(arg) + b"\0" for arg in args)
 
 
 def _masks(workspace: Path, hidden: Iterable[Path]) -> list[Path]:
@@ -139,8 +164,10 @@ def gg_trees(environ: Mapping[str, str] | None = None,
 
     The roots platformdirs gives gg for this user (which honour ``XDG_*``) and for every home
     directory on the host, the system-wide config, any ``GG_STATE_DIR``, ``GG_CONFIG_DIR`` or
-    ``GG_DATA_DIR`` this process was given, and every path in ``GG_HIDE`` (a pool's maintainer
-    passes its own directories to its members there).
+    ``GG_DATA_DIR`` this process was given, every path in its ``GG_HIDE`` (a pool's maintainer
+    passes its own directories to its members there), and every tree a gg process of root or
+    of this user recorded (:mod:`gg.trees`). No other process's environment is read: nothing
+    another process was given decides what a flight sees.
     """
     import platformdirs
 
@@ -151,39 +178,12 @@ def gg_trees(environ: Mapping[str, str] | None = None,
                          Path(platformdirs.site_config_dir("gg"))]
     for home in home_dirs(passwd):
         trees += [home / sub for sub in GG_HOME_TREES]
-    for named in [environ, *_other_environs()]:
-        for name in ENV_TREES:
-            if named.get(name):
-                trees.append(Path(named[name]))
-        trees += [Path(p) for p in named.get(ENV_HIDE, "").split(os.pathsep) if p]
+    for name in ENV_TREES:
+        if environ.get(name):
+            trees.append(Path(os.path.abspath(environ[name])))
+    trees += [Path(p) for p in environ.get(ENV_HIDE, "").split(os.pathsep) if p]
+    trees += recorded_trees()
     return list(dict.fromkeys(Path(os.path.abspath(t)) for t in trees if os.path.isabs(t)))
-
-
-def _other_environs() -> list[dict[str, str]]:
-    """The gg directories named in the environment of every process of this user or root."""
-    found: list[dict[str, str]] = []
-    try:
-        pids = [name for name in os.listdir(PROC) if name.isdigit()]
-    except OSError:
-        return found
-    wanted = tuple(f"{name}=".encode() for name in (*ENV_TREES, ENV_HIDE))
-    trusted = {0, os.geteuid()}
-    for pid in pids:
-        try:
-            if os.stat(f"{PROC}/{pid}").st_uid not in trusted:
-                continue  # another user's process must not decide what a flight sees
-            with open(f"{PROC}/{pid}/environ", "rb") as fh:
-                raw = fh.read()
-        except OSError:  # gone, or not ours to read
-            continue
-        named = {}
-        for item in raw.split(b"\0"):
-            if item.startswith(wanted):
-                key, _, value = item.decode("utf-8", "replace").partition("=")
-                named[key] = value
-        if named:
-            found.append(named)
-    return found
 
 
 def install_paths() -> list[Path]:
@@ -260,16 +260,18 @@ def private_paths(root: str | Path, *, now: float | None = None) -> tuple[list[P
     return found
 
 
-def layout(workspace: Path, *, env: Mapping[str, str], hidden: Iterable[Path] = (),
+def layout(workspace: Path, *, path: str | None = None, hidden: Iterable[Path] = (),
            read_write: Iterable[Path] = (), passwd: str | None = None) -> Layout:
     """The allowlist for a sandbox whose workspace is ``workspace``.
 
     Read-write: the workspace and ``read_write`` (a pool member's image root). Read-only: the
-    system directories, the Python gg runs on and gg itself, the directories on ``env``'s PATH,
+    system directories, the Python gg runs on and gg itself, the directories on ``path`` (the
+    runner's own PATH when None: never a flight's, whose PATH may only name what is bound),
     and the targets of ``/etc`` links that point elsewhere (resolv.conf). Masked: every explicit
     ``hidden`` path and every gg tree on the host (:func:`gg_trees`) that falls inside a bound
     directory or holds one.
     """
+    searched = os.environ.get("PATH", "") if path is None else path
     workspace = Path(os.path.abspath(workspace))
     explicit = _masks(workspace, hidden)
     links: list[tuple[str, Path]] = []
@@ -281,7 +283,7 @@ def layout(workspace: Path, *, env: Mapping[str, str], hidden: Iterable[Path] = 
         elif path.is_dir():
             candidates.append(path)
     candidates += install_paths()
-    candidates += [Path(p) for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    candidates += [Path(p) for p in searched.split(os.pathsep) if os.path.isabs(p)]
     for name in ETC_LINKS:
         if os.path.islink(name):
             candidates.append(Path(name))
@@ -383,7 +385,9 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
 
     ``state_dir`` (the runner's keys and credentials), every ``hidden`` path (pass the
     runner's config dir) and every gg tree on the host are neither readable nor writable
-    inside a sandbox. ``env["GG_IMAGE_ROOT"]`` (a pool member's machine) is bound read-write.
+    inside a sandbox. The runner's own ``GG_IMAGE_ROOT`` (a pool member's machine) is bound
+    read-write. ``env`` is the command's alone: nothing in it decides what is bound, nor reaches
+    bwrap (see ``Launch.handed``).
     """
     if not command:
         raise ValueError("there is no command to run")
@@ -402,11 +406,13 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
         if not cut_net:
             return Launch(argv=list(command), env=out_env, cwd=workspace)
         argv = [_bwrap(capabilities), "--die-with-parent", "--unshare-net",
-                "--dev-bind", "/", "/", "--chdir", str(workspace), "--"]
-        return Launch(argv=argv + list(command), env=out_env, cwd=workspace)
+                "--dev-bind", "/", "/", "--chdir", str(workspace),
+                "--args", str(HANDED_FD), "--"]
+        return Launch(argv=argv + list(command), env=runner_env(), cwd=workspace,
+                      handed=handed_env(out_env))
     explicit = [*([state_dir] if state_dir else []), *hidden]
-    image_root = env.get("GG_IMAGE_ROOT")
-    plan = layout(workspace, env=env, hidden=explicit,
+    image_root = os.environ.get("GG_IMAGE_ROOT")  # the runner's own: a pool member's machine
+    plan = layout(workspace, hidden=explicit,
                   read_write=[Path(image_root)] if image_root else [])
     out_env["HOME"] = str(workspace)
     out_env["TMPDIR"] = "/tmp"
@@ -415,7 +421,8 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
                         user_namespace=bool(confinement.get("user_namespace")))
     if terminal:  # the console's PTY becomes the terminal of the session inside the sandbox
         command = on_terminal(command)
-    return Launch(argv=argv + ["--", *command], env=out_env, cwd=workspace)
+    return Launch(argv=argv + ["--args", str(HANDED_FD), "--", *command], env=runner_env(),
+                  cwd=workspace, handed=handed_env(out_env))
 
 
 # A console's command runs first through this (standard library only, ``python -I -S``): its
@@ -423,15 +430,30 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
 # terminal, then the command replaces it. Inside a sandbox that session is bubblewrap's new
 # one (``--new-session``), inside the sandbox's pid namespace, so the shell's job control
 # sees every process group it deals with; a ``TIOCSTI`` reaches only the console's own PTY.
+# With ``--handed`` it takes the command's environment from fd HANDED_FD (bwrap's ``--args``
+# form), so what starts it (nsenter, setpriv) runs with the runner's own.
 TERMINAL_LEADER = ("import fcntl, os, sys, termios\n"
+                   "env = None\n"
+                   "if sys.argv[1] == '--handed':\n"
+                   "    del sys.argv[1]\n"
+                   "    data = chunk = b'-'\n"
+                   "    while chunk:\n"
+                   "        chunk = os.read(3, 65536)\n"
+                   "        data += chunk\n"
+                   "    os.close(3)\n"
+                   "    items = [os.fsdecode(i) for i in data[1:].split(b'\\0')[1:-1]]\n"
+                   "    env = {items[i + 1]: items[i + 2] for i in range(0, len(items) - 2, 3)}\n"
                    "try:\n    os.setsid()\nexcept OSError:\n    pass\n"
                    "fcntl.ioctl(0, termios.TIOCSCTTY, 0)\n"
-                   "os.execvp(sys.argv[1], sys.argv[1:])")
+                   "if env is None:\n    os.execvp(sys.argv[1], sys.argv[1:])\n"
+                   "os.execvpe(sys.argv[1], sys.argv[1:], env)")
 
 
-def on_terminal(command: list[str]) -> list[str]:
-    """``command`` run as the leader of a session whose terminal is its stdin (a PTY)."""
-    return [sys.executable, "-I", "-S", "-c", TERMINAL_LEADER, *command]
+def on_terminal(command: list[str], *, handed: bool = False) -> list[str]:
+    """``command`` run as the leader of a session whose terminal is its stdin (a PTY);
+    ``handed``: with the environment read from fd HANDED_FD (``Launch.handed``)."""
+    return [sys.executable, "-I", "-S", "-c", TERMINAL_LEADER, *(["--handed"] if handed else []),
+            *command]
 
 
 def build_argv(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: Path,
