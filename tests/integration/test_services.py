@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
+import subprocess
 import threading
 import urllib.request
 
@@ -308,3 +310,90 @@ def test_an_old_generation_that_ignores_sigterm_is_killed_after_its_grace(servic
     assert termed.read_text() == "term\n"  # asked first, then killed
     assert _get(port) == "1"  # the new generation (its $V unset) answers
     fleet.gg("cancel", flight, check=True)
+
+
+# -- the spec cannot steer the sandbox (issue 31) -------------------------------------------
+
+@pytest.fixture
+def sandboxed_runner(services_fleet):
+    """r1 under ``isolation: sandbox``: every generation in a bubblewrap sandbox."""
+    fleet = services_fleet
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    done = fleet.gg("runner", "policy", "r1", "--isolation", "sandbox")
+    assert done.returncode == 0, done.stderr
+    wait_until(lambda: "isolation sandbox" in fleet.log("r1"), what="the runner took the policy")
+    return fleet
+
+
+def _output(fleet, flight_id: str) -> str:
+    return "".join(f["body"].get("text", "") for f in fleet.api().flight(flight_id)["facts"]
+                   if f["kind"] == "output")
+
+
+def test_a_services_path_binds_no_host_directory_into_its_sandbox(sandboxed_runner, tmp_path):
+    """A member's `gg service update F --set PATH=<dir>` made the sandbox bind that host
+    directory, and its service printed the owner's token kept there."""
+    fleet = sandboxed_runner
+    secret_dir = tmp_path / "secret-bin"  # under the host's /tmp: absent unless bound
+    secret_dir.mkdir()
+    (secret_dir / "token").write_text("ggp_the-owners-token-in-a-host-dir\n")
+    flight = _fly(fleet, "--", f'echo "gen-${{V:-1}}"; cat {secret_dir}/token; '
+                               "exec sleep 1000")
+    wait_until(lambda: _serving(fleet, flight, generation=1), what="generation 1 serving")
+    fleet.gg("service", "update", flight, "--set", "V=2",
+             "--set", f"PATH={secret_dir}:/usr/bin:/bin", check=True)
+    wait_until(lambda: _serving(fleet, flight, generation=2), what="generation 2 serving")
+    wait_until(lambda: "gen-2" in _output(fleet, flight), what="generation 2's output")
+    fleet.gg("cancel", flight, check=True)
+    output = _output(fleet, flight)
+    assert "ggp_the-owners-token" not in output, output
+    assert "No such file or directory" in output  # it tried, and the directory was not there
+
+
+LIBRARY = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+__attribute__((constructor)) static void mark(void) {
+    char name[64] = {0}, path[4096];
+    int fd = open("/proc/self/comm", O_RDONLY);
+    if (fd >= 0) { if (read(fd, name, sizeof name - 1) < 0) name[0] = 0; close(fd); }
+    name[strcspn(name, "\n")] = 0;
+    snprintf(path, sizeof path, "%s/%s", MARKS, name);
+    fd = open(path, O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0) close(fd);
+}
+"""
+
+
+def test_a_services_ld_preload_never_loads_into_bubblewrap_or_the_launcher(
+        sandboxed_runner, tmp_path):
+    """`--set LD_PRELOAD=...` was accepted and applied to bubblewrap itself (root, outside
+    the sandbox). The library marks every process it loads into, in a host directory that no
+    sandbox sees: only a process outside the sandbox can leave a mark."""
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler to build the marking library")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    source = tmp_path / "mark.c"
+    source.write_text(LIBRARY)
+    library = tmp_path / "libmark.so"
+    subprocess.run([cc, "-shared", "-fPIC", f'-DMARKS="{marks}"', "-o", str(library),
+                    str(source)], check=True, capture_output=True, timeout=60)
+    subprocess.run(["true"], env={**os.environ, "LD_PRELOAD": str(library)}, check=True)
+    assert [p.name for p in marks.iterdir()] == ["true"]  # the library does mark
+    (marks / "true").unlink()
+    fleet = sandboxed_runner
+    flight = _fly(fleet, "--ready-cmd", "true", "--", 'echo "gen-${V:-1}"; exec sleep 1000')
+    wait_until(lambda: _serving(fleet, flight, generation=1), what="generation 1 serving")
+    fleet.gg("service", "update", flight, "--set", "V=2", "--set", f"LD_PRELOAD={library}",
+             check=True)
+    wait_until(lambda: _serving(fleet, flight, generation=2), what="generation 2 serving")
+    wait_until(lambda: "gen-2" in _output(fleet, flight), what="generation 2's output")
+    fleet.gg("cancel", flight, check=True)
+    assert sorted(p.name for p in marks.iterdir()) == []
+    # It did reach the command: the loader inside says the library is not there to load.
+    assert "libmark.so" in _output(fleet, flight)
