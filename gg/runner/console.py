@@ -205,12 +205,14 @@ class ConsoleRun:
         master, slave = os.openpty()
         self.master = master
         _set_size(master, self.call.rows, self.call.cols)
-        argv = launch.argv
-        if (policy or {}).get("isolation") == "none":
-            argv = isolation.on_terminal(argv)  # the launched group's session takes the PTY
+        argv, env, handed = launch.argv, launch.env, launch.handed
+        if (policy or {}).get("isolation") == "none":  # the launched group's session takes the PTY
+            if handed is None:  # the command itself: the leader (gg's) runs with the runner's
+                env, handed = isolation.runner_env(), isolation.handed_env(launch.env)
+            argv = isolation.on_terminal(argv, handed=launch.handed is None)
         try:  # started by the runner's launcher: dies with the runner, like a flight
-            self.proc = LAUNCHER.start(argv, env=launch.env, cwd=launch.cwd, stdin=slave,
-                                       stdout=slave, stderr=slave, handed=launch.handed)
+            self.proc = LAUNCHER.start(argv, env=env, cwd=launch.cwd, stdin=slave,
+                                       stdout=slave, stderr=slave, handed=handed)
         finally:
             os.close(slave)
         self.launch = launch
