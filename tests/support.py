@@ -257,11 +257,10 @@ def handed_argv(launch) -> tuple[list[str], list[int]]:
     """(argv, pass_fds) that start a built launch (gg.runner.isolation.Launch) the way the
     runner's launcher does: its ``handed`` bytes (the command's environment) readable on fd 3.
     A small Python, started with the launch's own ``env``, moves them there and execs it."""
-    handed = getattr(launch, "handed", None)
-    if handed is None:
+    if launch.handed is None:
         return list(launch.argv), []
     fd = os.memfd_create("handed", 0)
-    os.write(fd, handed)
+    os.write(fd, launch.handed)
     os.lseek(fd, 0, os.SEEK_SET)
     move = ("import os, sys\nfd = int(sys.argv[1])\nos.dup2(fd, 3)\nos.close(fd)\n"
             "os.execvp(sys.argv[2], sys.argv[2:])")
