@@ -461,9 +461,10 @@ class Client:
 
     # -- the action queue (docs/approvals.md) --------------------------------------------------
 
-    def approve(self, flight_id: str) -> f.FlightDetail:
+    def approve(self, flight_id: str, digest: str | None = None) -> f.FlightDetail:
         return _one(f.FlightDetail, self.request(
-            "POST", ap.FLIGHT_APPROVE.format(flight_id=_segment(flight_id))))
+            "POST", ap.FLIGHT_APPROVE.format(flight_id=_segment(flight_id)),
+            json={"digest": digest}))
 
     def reject(self, flight_id: str, reason: str | None = None) -> f.FlightDetail:
         return _one(f.FlightDetail, self.request(

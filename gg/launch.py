@@ -41,7 +41,7 @@ class LocalServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> "LocalServer":
+    def start(self, timeout: float = 60.0) -> "LocalServer":
         args = ["server", "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}"]
         if self.dev:
             args.append("--dev")
@@ -50,7 +50,11 @@ class LocalServer:
         self.proc = subprocess.Popen(gg_argv(*args), env={**os.environ, **self.env},
                                      stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                      preexec_fn=(lambda: _limit_files(limit)) if limit else None)
-        wait_healthy(self.url, timeout, self.proc)
+        try:
+            wait_healthy(self.url, timeout, self.proc)
+        except RuntimeError:  # never leave a server behind that nobody will stop
+            stop_process(self.proc, 15, 5.0)
+            raise
         return self
 
     def owner_token(self) -> str:
@@ -103,7 +107,7 @@ class LocalRunner:
     state_dir: Path
     config_dir: Path
     labels: str | None = None
-    workers: int = 1
+    workers: int | None = 1  # None: no --workers (the policy's, as a unit without the flag)
     extra: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     log: Path | None = None
@@ -111,7 +115,8 @@ class LocalRunner:
 
     def start(self) -> "LocalRunner":
         args = ["--server", self.server, "runner", "up", "--name", self.name,
-                "--workers", str(self.workers), *self.extra]
+                *(["--workers", str(self.workers)] if self.workers is not None else []),
+                *self.extra]
         if self.labels:
             args += ["--labels", self.labels]
         env = {**os.environ, "GG_STATE_DIR": str(self.state_dir),

@@ -81,6 +81,11 @@ class Settings:
     header_timeout: float = 10.0  # a connection must send complete request headers within this
     keep_alive_timeout: float = 5.0  # an idle keep-alive connection is closed after this
     max_connections: int = 0  # 0: from the file limit (gg.server.connections.default_cap)
+    # Connections one peer address may hold with no whole request in hand (idle, half a
+    # request, a body still arriving, a WebSocket); 0: a quarter of the cap. Behind a proxy,
+    # raise it to the cap (docs/server.md).
+    max_connections_per_source: int = 0
+    body_timeout: float = 30.0  # a request's whole body must arrive within this of its headers
     # The listening socket's accept queue: a fleet of 10,000 runners reconnecting at once (a
     # restart) must not find it full; the kernel caps it at net.core.somaxconn.
     listen_backlog: int = 4096
@@ -94,16 +99,26 @@ class Settings:
     # how long one evaluation may run in a worker process before it reads "took too long".
     meaning_cost_limit: int = 10_000
     meaning_deadline: float = 0.25
-    # Hooks (docs/operations.md): one POST waits at most HOOK_TIMEOUT; a failed delivery is
-    # tried again after HOOK_BACKOFF, doubling, at most HOOK_BACKOFF_CAP apart, for as long
-    # as the hook exists; the outbox is looked at every HOOK_POLL when nothing wakes it, and
-    # delivered rows older than HOOK_RETAIN are forgotten.
+    # A runner's never-seen facts are evaluated NEW_FACTS_BURST times at once, then once every
+    # NEW_FACTS_EVERY (its labels keep their last verdicts meanwhile); a check-in waits at
+    # most CHECK_IN_VERDICT_WAIT for its own new facts' verdicts, which land on their own.
+    new_facts_burst: int = 3
+    new_facts_every: float = 10.0
+    check_in_verdict_wait: float = 0.5
+    # Hooks (docs/operations.md): one attempt (connect, send, the whole answer) ends at
+    # HOOK_TIMEOUT, and reads at most HOOK_ANSWER_LIMIT bytes of the answer; a failed
+    # delivery is tried again after HOOK_BACKOFF, doubling, at most HOOK_BACKOFF_CAP apart,
+    # for as long as the hook exists; the outbox is looked at every HOOK_POLL when nothing
+    # wakes it, and delivered rows older than HOOK_RETAIN are forgotten.
     hook_timeout: float = 10.0
+    hook_answer_limit: int = 64 * 1024
     hook_backoff: float = 1.0
     hook_backoff_cap: float = 300.0
     hook_poll: float = 1.0
     hook_retain: float = 30 * 86400.0  # delivered rows (and their answers) are kept this long
-    max_key_nonces: int = 10_000  # unspent key-proof nonces at once; more are refused with 429
+    # Key-proof nonces one address may ask for a minute (POST /v1/key-nonces needs no token);
+    # more are answered 429. A nonce stores nothing until it is spent (docs/enrolment.md).
+    key_nonce_rate: int = 120
     # The longest a flight may run (gg fly --timeout, docs/operations.md); 0: no maximum.
     # With a maximum, a flight that names no limit (and whose environment has none) gets it.
     flight_timeout_max: float = 0.0
@@ -211,7 +226,8 @@ class Settings:
 
 
 _TEXTS = ("database_url",)  # taken as written
-_SIZES = ("output_limit_default", "output_limit_max", "output_tail")  # in bytes, or 512k, 10MB
+# in bytes, or 512k, 10MB
+_SIZES = ("output_limit_default", "output_limit_max", "output_tail", "hook_answer_limit")
 
 # The defaults themselves: what a runner uses until its first check-in tells it the server's.
 DEFAULTS = Settings()

@@ -71,7 +71,7 @@ class Fleet:
         self.runners: list[LocalRunner] = []
 
     def start(self) -> "Fleet":
-        self.server.start()
+        self.server.start(timeout=60)  # a loaded CI machine can take 20 s to import and start
         sign_in(self.config_dir, self.server.url, self.server.owner_token())
         return self
 
@@ -82,7 +82,7 @@ class Fleet:
     def api(self, token: str | None = None) -> WireJson:
         return WireJson(Client(self.url, token or self.server.owner_token()))
 
-    def runner(self, name: str, labels: str | None = None, workers: int = 1,
+    def runner(self, name: str, labels: str | None = None, workers: int | None = 1,
                extra: list[str] | None = None, env: dict | None = None) -> LocalRunner:
         runner = LocalRunner(name, self.url, self.root / f"state-{name}", self.config_dir,
                              labels=labels, workers=workers, extra=extra or [],
@@ -262,8 +262,8 @@ def handed_argv(launch) -> tuple[list[str], list[int]]:
     fd = os.memfd_create("handed", 0)
     os.write(fd, launch.handed)
     os.lseek(fd, 0, os.SEEK_SET)
-    move = ("import os, sys\nfd = int(sys.argv[1])\nos.dup2(fd, 3)\nos.close(fd)\n"
-            "os.execvp(sys.argv[2], sys.argv[2:])")
+    move = ("import os, sys\nfd = int(sys.argv[1])\nif fd != 3:\n    os.dup2(fd, 3)\n"
+            "    os.close(fd)\nos.execvp(sys.argv[2], sys.argv[2:])")
     return [sys.executable, "-I", "-S", "-c", move, str(fd), *launch.argv], [fd]
 
 
@@ -282,3 +282,24 @@ def run_launch(launch, *, prefix: list[str] | None = None, timeout: float = 60.0
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def flight_workspace(path: Path) -> Path:
+    """``path`` made and handed to the flight identity a launch built without one runs as (a
+    root runner's first flight uid; nothing to do for any other runner), as a runner hands
+    its flights' workspaces over."""
+    from gg.runner.flight_identity import hand_over, runs_as_root, shared
+
+    path.mkdir(parents=True, exist_ok=True)
+    if runs_as_root():
+        hand_over(path, shared().first())
+    return path
+
+
+def accept_queue(port: int) -> int | None:
+    """Connections the kernel completed that the server has not accepted yet (Linux)."""
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        fields = line.split()
+        if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":  # LISTEN
+            return int(fields[4].split(":")[1], 16)
+    return None

@@ -18,6 +18,15 @@ PENDING = "/v1/pending"
 ENVIRONMENT_APPROVAL = "/v1/environments/{name}/approval"
 
 
+Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+
+class FlightApprove(Request):
+    """``digest``: approve only if the flight's approval still stands for this spec (what
+    the approver was shown); without it, whatever it stands for now (the answer names it)."""
+    digest: Digest | None = None
+
+
 class FlightReject(Request):
     reason: Annotated[str | None, StringConstraints(max_length=500)] = None
 
@@ -34,6 +43,13 @@ class PendingGate(Answer):
     why: str
     who_may_clear: str  # "an admin or ada", "the flight's opener", "an admin"
     you_may_clear: bool  # whether the person who asked may clear it
+    # an approval: the digest of the spec approving it runs, and what changed since it was
+    # opened (a waiting flight) or since it was approved (a proposal), by whom
+    digest: str | None = None
+    changes: list[str] = []
+    changed_by: str | None = None
+    command: list[str] | None = None  # the command approving it runs
+    change: bool = False  # a change to an approved flight, which keeps running meanwhile
 
 
 class PendingFlight(FlightRow):

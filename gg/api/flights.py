@@ -92,7 +92,33 @@ class Attempt(Answer):
     granted_at: float
 
 
+class ApprovalWaiting(Answer):
+    """The open approval gate of a flight: the spec approving it runs, and what changed."""
+    gate: str
+    digest: str
+    command: list[str]
+    changes: list[str] = []
+    changed_by: str | None = None  # who changed the spec, if anyone did
+    change: bool = False  # a change to an approved flight (which keeps running meanwhile)
+    who_may_clear: str
+
+
+class ApprovalGiven(Answer):
+    gate: str
+    digest: str
+    by: str | None = None
+    at: float | None = None
+
+
+class FlightApproval(Answer):
+    """What a flight runs and what was approved (docs/approvals.md)."""
+    digest: str  # of the spec it runs (or will, once it flies)
+    approved: ApprovalGiven | None = None  # the latest approval given
+    waiting: ApprovalWaiting | None = None  # the approval it waits for
+
+
 class FlightDetail(FlightRow):
+    approval: FlightApproval | None = None
     stopping: str | None = None  # a retired runner is stopping it
     time_left: float | None = None  # flying with a limit: seconds it may still run
     time_left_sentence: str | None = None  # e.g. "may run 1m 20s more"

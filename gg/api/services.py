@@ -53,5 +53,8 @@ class ServiceRow(Answer):
 
 
 class ServiceUpdated(Answer):
+    """``spec``: the spec asked for; ``approval``: the gate it waits behind before it runs
+    (None: its runner starts it at its next renewal)."""
     flight: str
     spec: ServiceSpec
+    approval: str | None = None

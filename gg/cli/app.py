@@ -71,7 +71,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "strategy": (("strategies",), "Pool strategies: how a pool is furnished and bounded."),
     "hook": (("hooks",), "Hooks: signed POSTs to a URL when flights end (admin)."),
     "approve": (("approvals",), "Approve a flight waiting for approval (an admin or its named "
-                                "approver; never its opener)."),
+                                "approver; never its opener, nor whoever changed it)."),
     "reject": (("approvals",), "Refuse a flight's approval: it ends cancelled, with the reason."),
     "force": (("approvals",), "Clear every gate a person may clear on a flight at once (admin; "
                               "recorded)."),
@@ -107,6 +107,21 @@ class LazyGroup(TyperGroup):
     def parse_args(self, ctx, args: list[str]) -> list[str]:
         _with_help(self, ctx)  # the global options (--server, --debug) are checked plainly too
         return super().parse_args(ctx, args)
+
+    def resolve_command(self, ctx, args: list[str]):
+        """Typer suggests from the commands it has built; this group builds them lazily, so
+        the suggestion reads the table instead (``gg fligths`` -> did you mean 'flights')."""
+        try:
+            return self._click_resolve_command(ctx, args)
+        except Exception as exc:
+            if _is_usage_error(exc) and args and hasattr(exc, "message"):
+                from difflib import get_close_matches
+
+                matches = get_close_matches(args[0], list(COMMANDS))
+                if matches:
+                    names = ", ".join(f"{m!r}" for m in matches)
+                    exc.message = f"{exc.message.rstrip('.')}. Did you mean {names}?"
+            raise
 
     def format_commands(self, ctx, formatter) -> None:
         limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
@@ -177,9 +192,41 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(run(argv))
 
 
+# The shells `--show-completion SHELL` and `--install-completion SHELL` take.
+SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+
+
+def _completion(args: list[str]) -> int | None:
+    """``gg --show-completion [SHELL]`` and ``--install-completion [SHELL]``: Typer's own
+    options are flags that detect the shell and ignore a named one (``zsh`` printed bash's
+    script); here a named shell is the one used, and a shell gg does not know is refused."""
+    if not args or args[0] not in ("--show-completion", "--install-completion"):
+        return None
+    from typer._completion_shared import _get_shell_name, get_completion_script, install
+
+    if len(args) > 2:
+        raise CliError(f"{args[0]} takes one shell at most ({', '.join(SHELLS)})", Exit.USAGE)
+    shell = args[1] if len(args) == 2 else (_get_shell_name() or "bash")
+    if shell not in SHELLS:
+        raise CliError(f"{args[0]} takes one of {', '.join(SHELLS)} (got {shell!r})",
+                       Exit.USAGE)
+    if args[0] == "--show-completion":
+        sys.stdout.write(get_completion_script(prog_name="gg", complete_var="_GG_COMPLETE",
+                                               shell=shell) + "\n")
+    else:
+        _, path = install(shell=shell, prog_name="gg", complete_var="_GG_COMPLETE")
+        sys.stdout.write(f"{shell} completion installed in {path}; it takes effect in a new "
+                         "terminal\n")
+    return 0
+
+
 def run(argv: list[str] | None = None) -> int:
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    args = list(argv if argv is not None else sys.argv[1:])
+    debug = "--debug" in args
     try:
+        done = _completion(args)
+        if done is not None:
+            return done
         result = app(args=argv, prog_name="gg", standalone_mode=False)
         return int(result) if isinstance(result, int) else 0
     except typer.Exit as exc:
@@ -217,6 +264,13 @@ def _sentence(exc: GGError) -> str:
     """The server's refusal of a signed-in person's token is opaque on purpose; say here what
     the usual causes are and what to do."""
     if getattr(exc, "status", None) == 401 and exc.message == Unauthorized().message:
+        from gg import config
+
+        if os.environ.get(config.ENV_TOKEN):  # gg login would not help: the variable wins
+            return (f"the token in {config.ENV_TOKEN} was not accepted (it may have expired "
+                    "or been rotated, or its person removed): set "
+                    f"{config.ENV_TOKEN} to a live token, or unset it to use the sign-in "
+                    "gg login keeps")
         return ("the token was not accepted (it may have expired or been rotated, or its person "
                 "removed): sign in again with gg login --server URL --token-file FILE")
     return exc.message

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import time
 from typing import Optional
 
@@ -19,13 +21,23 @@ def register(app: typer.Typer) -> None:
 
 
 def approve(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
+            digest: Optional[str] = typer.Option(
+                None, "--digest", metavar="sha256:HEX",
+                help="Approve only this spec (gg show F names it); refused if it changed."),
             json_: bool = typer.Option(False, "--json")) -> None:
-    """Approve a flight waiting for approval (an admin or its named approver; never its opener)."""
-    f = client().approve(flight_id)
+    """Approve a flight waiting for approval (an admin or its named approver; never its opener,
+    nor whoever changed it)."""
+    if digest is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        raise CliError("--digest takes sha256: and 64 hex digits, as gg show F prints it",
+                       Exit.USAGE)
+    f = client().approve(flight_id, digest)
     if json_:
         emit_json(f)
         return
+    given = f.approval.approved if f.approval else None
     typer.echo(f"{f.id} approved: {f.stage}" + (f" ({f.waiting})" if f.waiting else ""))
+    if given is not None:
+        typer.echo(f"  approved {given.digest}: {shlex.join(f.command)}")
 
 
 def reject(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
@@ -70,6 +82,13 @@ def list_pending(json_: bool) -> None:
         t.add_row(f.id, ago(f.opened_at, now), f.opened_by_name or "-", f.title, who, you,
                   f.waiting or "-")
     console().print(t)
+    for f in rows:  # what approving runs, whole: a table cell would cut it short
+        for g in f.pending:
+            if g.digest is None:
+                continue
+            typer.echo(f"{f.id}: approving runs {g.digest}: {shlex.join(g.command or [])}")
+            for change in g.changes:
+                typer.echo(f"  changed by {g.changed_by}: {change}")
 
 
 def set_environment_approval(name: str, approval: str, json_: bool) -> None:

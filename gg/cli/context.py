@@ -222,6 +222,13 @@ def confirm(yes: bool, question: str, verb: str) -> None:
         raise CliError(f"not done: {verb} needs a y", Exit.FAILURE)
 
 
+def _is_time(key: str, value) -> bool:
+    """A moment on the wire is Unix seconds under a key ending ``_at`` (``expires_at``,
+    ``token_expires_at``): people read it as a local date and time."""
+    return (key.rsplit(".", 1)[-1].endswith("_at") and isinstance(value, (int, float))
+            and not isinstance(value, bool) and value > 0)
+
+
 def words(body: dict) -> str:
     """A fact's or an event's body as ``key=value`` words: nested mappings as ``key.sub=v``,
     lists joined by commas, a value with spaces quoted; never a Python dict."""
@@ -229,7 +236,7 @@ def words(body: dict) -> str:
 
     def walk(prefix: str, value) -> None:
         if isinstance(value, dict):
-            if not value:
+            if not value and prefix:  # an empty body says nothing, not "=-"
                 out.append(f"{prefix}=-")
             for k, v in value.items():
                 walk(f"{prefix}.{k}" if prefix else str(k), v)
@@ -238,6 +245,8 @@ def words(body: dict) -> str:
             return
         if isinstance(value, (list, tuple)):
             value = ",".join(str(v) for v in value) or "-"
+        if _is_time(prefix, value):
+            value = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
         text = str(value)
         if not text or any(c.isspace() for c in text):
             text = '"' + text.replace('"', '\\"') + '"'

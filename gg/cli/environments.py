@@ -59,10 +59,11 @@ def list_environments(json_: bool = typer.Option(False, "--json")) -> None:
     if not rows:
         typer.echo("no environments: chart one with gg environment chart NAME --means PREDICATE")
         return
-    t = table("NAME", "MEANING", "GATE", "ROOT", "ADVERTISED BY", "MEASURED", "REFUTED")
+    t = table("NAME", "MEANING", "GATE", "ROOT", "APPROVAL", "ADVERTISED BY", "MEASURED",
+              "REFUTED")
     for e in rows:
         t.add_row(e.name, _meaning(e), _gate(e),
-                  {True: "yes", False: "no", None: "-"}[e.in_root],
+                  {True: "yes", False: "no", None: "-"}[e.in_root], e.approval,
                   f"{e.advertising} ({e.online} online)", str(e.measured), str(e.refuted))
     console().print(t)
 
@@ -77,7 +78,8 @@ def show(name: str = typer.Argument(..., metavar="NAME"),
         return
     lines = [f"environment {e.name}",
              f"  meaning    {_meaning(e)}",
-             f"  gate       {_gate(e)}"]
+             f"  gate       {_gate(e)}",
+             f"  approval   {e.approval}"]
     if e.charted_at:
         lines.append(f"  charted    {ago(e.charted_at)} by {e.charted_by or '-'}")
     lines.append(f"  runners    {' '.join(e.runners) or '-'} ({e.online} online, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from typing import List, Optional
@@ -167,12 +168,31 @@ def _say(shown, said_waiting: str | None, said_estimate: str | None) -> tuple:
     return said_waiting, said_estimate
 
 
+class _Line:
+    """Whether the output shown so far ends inside a line: a note then starts on a line of its
+    own (stdout and stderr share the terminal; a note glued to the last line read as output)."""
+
+    open = False
+
+
+def _note_line() -> None:
+    """End the open line on stderr, so stdout stays exactly what the flight printed."""
+    if _Line.open:
+        sys.stderr.write("\n")
+        _Line.open = False
+
+
 def _echo_fact(fact: FlightFact) -> None:
     body = fact.body
     if fact.kind == "output":
-        sys.stdout.write(body.get("text", ""))
+        text = body.get("text", "")
+        sys.stdout.write(text)
         sys.stdout.flush()
-    elif fact.kind == "expired":
+        if text:
+            _Line.open = not text.endswith("\n")
+        return
+    _note_line()
+    if fact.kind == "expired":
         print(f"-- lease expired (runner {body.get('runner')}); the flight goes back to ready",
               file=sys.stderr, flush=True)
     elif fact.kind == "returned":
@@ -280,11 +300,13 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
         lines.append(f"  {f.stopping}")
     if f.exit_code is not None:
         lines.append(f"  exit      {f.exit_code}")
+    lines.extend(_approval_lines(f))
     if f.waiting or f.ended:
         lines.append(f"  {f.waiting or f.ended}")
         if f.expected_start:
             lines.append(f"  {f.expected_start}")
-        lines.append(f"  remedy: {f.remedy}")
+        if f.remedy and f"gg show {f.id}" not in f.remedy:  # not "run what you just ran"
+            lines.append(f"  remedy: {f.remedy}")
     for a in f.attempts:
         lines.append(f"  attempt {a.attempt}: {a.runner_name} (epoch {a.epoch}), "
                      f"{ago(a.granted_at)}")
@@ -303,6 +325,25 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
     if follow_ and not Stage(f.stage).final:
         final = follow(api, flight_id, after=last)
         raise typer.Exit(exit_code_of(final, api))
+
+
+def _approval_lines(f) -> list[str]:
+    """What it runs (the digest), what was approved, and the approval it waits for, with
+    what changed (docs/approvals.md)."""
+    a = f.approval
+    if a is None:
+        return []
+    lines = [f"  digest    {a.digest}"]
+    if a.approved is not None:
+        lines.append(f"  approved  {a.approved.digest} by {a.approved.by}"
+                     + (f", {ago(a.approved.at)}" if a.approved.at else ""))
+    w = a.waiting
+    if w is not None:
+        what = "a change" if w.change else "it"
+        lines.append(f"  approval  {what} waits for {w.who_may_clear} (gate {w.gate}): "
+                     f"approving runs {w.digest}: {shlex.join(w.command)}")
+        lines.extend(f"  changed   by {w.changed_by}: {c}" for c in w.changes)
+    return lines
 
 
 def cancel(flight_id: str = typer.Argument(..., metavar="FLIGHT"),

@@ -59,6 +59,9 @@ class Unit:
         return (root / base.relative_to("/")) if root is not None else base
 
     def command(self) -> list[str]:
+        """The unit's ExecStart: gg's global options (``--server URL``, ``--debug``) before
+        the subcommand, where ``gg`` reads them, whatever side of ``--`` they were given on."""
+        globals_, rest = split_globals(self.extra)
         if self.role == "server":
             args = ["server", "--data-dir", "${STATE_DIRECTORY}"]
         elif self.role == "maintainer":
@@ -67,7 +70,24 @@ class Unit:
             args = ["runner", "up"]
         if self.name and self.role != "server":
             args += ["--name", self.name]
-        return [*self.gg, *args, *self.extra]
+        return [*self.gg, *globals_, *args, *rest]
+
+    def missing(self) -> list[str]:
+        """What a runner or maintainer unit lacks to start on a fresh host, as sentences."""
+        if self.role == "server":
+            return []
+        globals_, rest = split_globals(self.extra)
+        enrols = any(a.startswith("--enrol") for a in rest)
+        found: list[str] = []
+        if not any(a.startswith("--server") for a in globals_):
+            found.append("no control plane is named: add -- --server URL (or sign in with "
+                         f"GG_CONFIG_DIR=/etc/gg/{self.slug} gg login --server URL …)")
+        if not enrols:
+            found.append("no enrolment is named: add -- --enrol-file FILE (a token from gg "
+                         f"fleet enroll), or sign in with GG_CONFIG_DIR=/etc/gg/{self.slug} "
+                         "gg login")
+        return found
+
 
     def text(self) -> str:
         what = {"runner": "runner", "maintainer": f"pool maintainer for {self.pool}",
@@ -111,6 +131,32 @@ def _quote(part: str) -> str:
     if part.startswith("${") and part.endswith("}"):
         return part
     return shlex.quote(part).replace("%", "%%")
+
+
+# gg's global options (gg.cli.app._globals): they go before the subcommand in a unit.
+GLOBAL_VALUES = ("--server",)
+GLOBAL_FLAGS = ("--debug",)
+
+
+def split_globals(extra: tuple[str, ...] | list[str]) -> tuple[list[str], list[str]]:
+    """(gg's global options, the subcommand's own) from the arguments given after ``--``."""
+    globals_: list[str] = []
+    rest: list[str] = []
+    words = list(extra)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in GLOBAL_FLAGS or any(word.startswith(f"{g}=") for g in GLOBAL_VALUES):
+            globals_.append(word)
+        elif word in GLOBAL_VALUES:
+            if i + 1 >= len(words):
+                raise CliError(f"{word} needs a value: -- {word} URL", Exit.USAGE)
+            globals_ += [word, words[i + 1]]
+            i += 1
+        else:
+            rest.append(word)
+        i += 1
+    return globals_, rest
 
 
 def this_gg() -> tuple[str, ...]:
@@ -169,6 +215,8 @@ def install(
         raise CliError("--create-user needs --run-as USER", Exit.USAGE)
     if print_:
         typer.echo(unit.text(), nl=False)
+        for sentence in unit.missing():
+            typer.echo(f"note: {sentence}", err=True)
         return
     path = unit.path(root, Path.home())
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,10 @@ def up(
     name: Optional[str] = typer.Option(None, "--name", help="Runner name (default: host name)."),
     labels: Optional[str] = typer.Option(None, "--labels", metavar="k=v,...",
                                          help="Labels this runner advertises."),
-    workers: int = typer.Option(1, "--workers", min=1, max=256, help="Concurrent flights."),
+    workers: Optional[int] = typer.Option(
+        None, "--workers", min=1, max=256,
+        help="Concurrent flights at most (default: what the runner's policy last said, "
+             "else 1)."),
     once: bool = typer.Option(False, "--once", help="Take one flight, then exit."),
     grace: float = typer.Option(30.0, "--grace", min=0, help="Seconds running flights get to finish on stop."),
     enrol: Optional[str] = typer.Option(None, "--enrol", metavar="TOKEN",
@@ -38,6 +41,10 @@ def up(
                                              "(env GG_ENROL_TOKEN)."),
     enrol_file: Optional[Path] = typer.Option(None, "--enrol-file", metavar="FILE",
                                               help="Read the enrolment token from FILE."),
+    flight_uids: Optional[str] = typer.Option(
+        None, "--flight-uids", metavar="BASE[:COUNT]",
+        help="A root runner's flights run as uid BASE+slot, never root (env GG_FLIGHT_UIDS; "
+             "default: the runner user's /etc/subuid range, else 2000000000:65536)."),
     listen: Optional[str] = typer.Option(None, "--listen", metavar="HOST:PORT",
                                          help="Pull mode: serve on HOST:PORT and never dial "
                                               "out; an admin attaches it with gg runner "
@@ -52,8 +59,9 @@ def up(
         if enrol or enrol_file or once:
             raise CliError("--listen runs a pull-mode runner: it is attached by an admin, "
                            "never enrolled, and has no --once", Exit.USAGE)
-        raise typer.Exit(listen_up(listen, name=name, labels=labels, workers=workers,
+        raise typer.Exit(listen_up(listen, name=name, labels=labels, workers=workers or 1,
                                    grace=grace))
+    from gg.runner.flight_identity import IdentityRangeError
     from gg.runner.loop import Runner, RunnerExit, RunnerOptions
 
     cfg = settings()
@@ -67,9 +75,13 @@ def up(
                             labels=label_map, workers=workers, once=once, grace=grace,
                             person_token=None if token else config.resolve_token(cfg),
                             enrol_token=token, hidden=[config.config_dir()],
-                            member_code=os.environ.pop(config.ENV_MEMBER_CODE, None))
+                            member_code=os.environ.pop(config.ENV_MEMBER_CODE, None),
+                            flight_uids=flight_uids)
 
-    runner = Runner(options, say=say)
+    try:
+        runner = Runner(options, say=say)
+    except IdentityRangeError as exc:
+        raise CliError(str(exc), Exit.USAGE) from None
     try:
         code = run_until_signalled(runner)
     except RunnerExit as exc:

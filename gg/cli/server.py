@@ -87,6 +87,14 @@ def server(
         raise CliError(str(exc), Exit.USAGE) from None
     _check_database_url(settings.database_url)
     os.umask(0o077)  # everything the server writes (store, WAL, tokens) is the owner's alone
+    from gg.server.start_up import StartRefused, check_port, hold_data_dir
+
+    try:  # nothing is created until the port and the data dir are this server's
+        check_port(host, port)
+        if not settings.database_url:
+            hold_data_dir(directory)
+    except StartRefused as exc:
+        raise CliError(str(exc), Exit.CONFLICT) from None
     app, owner_token = _build(build, directory, settings)
     from gg import trees
 

@@ -58,5 +58,10 @@ def update(
     if json_:
         emit_json(answer)
         return
+    if answer.approval is not None:
+        typer.echo(f"{flight_id}: generation {answer.spec.generation} asked; it waits for an "
+                   f"approval by someone else (gate {answer.approval}: gg approve {flight_id}); "
+                   "until then the service runs what was approved")
+        return
     typer.echo(f"{flight_id}: generation {answer.spec.generation} asked; its runner starts it "
                "and switches once it is ready (gg services)")

@@ -93,7 +93,8 @@ async def checked_in(core: Core, runner: Runner | RunnerIdentity, *, readings: d
     answer = runners.check_in(core, runner, readings=readings, inventory=inventory,
                               capabilities=capabilities, version=version, held=held,
                               peer_address=peer_address, workers=workers, labels=labels_stated)
-    await labels.settled(core, runner.id)  # new facts: their verdicts, computed off the loop
+    # new facts: their verdicts, computed off the loop; waited for a moment at most
+    await labels.settled(core, runner.id, within=core.settings.check_in_verdict_wait)
     if maintenance_items is not None:
         maintenance.report(core, core.store.runner(runner.id), maintenance_items,
                            credentials_digest=credentials_digest)
@@ -193,8 +194,8 @@ def estimate_accuracy(core: Core, since: float | None) -> dict:
     return {**report, "sentence": estimate_rules.accuracy_sentence(report)}
 
 
-def approved(core: Core, person: dict, flight_id: str) -> dict:
-    approvals.approve(core, person, flight_id)
+def approved(core: Core, person: dict, flight_id: str, digest: str | None = None) -> dict:
+    approvals.approve(core, person, flight_id, digest)
     return flights.show_flight(core, flight_id)
 
 

@@ -5,17 +5,24 @@ the transaction that opens it; approving clears it through the gate machinery, s
 ``gg approve F`` and ``gg gate clear G`` obey one rule and record the same events. Rejecting
 closes the gate ``rejected`` and moves the flight to ``cancelled`` through the lifecycle.
 Forcing clears, at once, every open gate on a flight that a person may clear.
+
+Each approval gate stands for one digest (gg.domain.specs). :func:`change` is the one way a
+flight's spec changes: at once where no approval covers the flight, else the waiting
+flight's gate is superseded by one for the new spec, or the approved flight's change waits
+as a proposal in its own gate, applied when that gate clears.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from gg.control.core import Core
 from gg.control.gates import clear_allowed, on_cleared, open_gate
 from gg.control.lifecycle import move
 from gg.control.people import require_admin
-from gg.domain import approvals
+from gg.domain import approvals, specs
 from gg.domain.events import EventKind
-from gg.domain.flights import Event, Flight
+from gg.domain.flights import Event, Flight, Stage
 from gg.domain.gates import Gate, refusal_to_clear
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 
@@ -23,9 +30,10 @@ PERSON_CLEARERS = ("admin", "opener", approvals.CLEARER)  # gates a person may c
 
 
 def gate_for_new_flight(core: Core, person: dict, *, flight_id: str, asked: bool,
-                        approver: str | None, environment: str | None) -> str | None:
+                        approver: str | None, environment: str | None,
+                        digest: str) -> str | None:
     """Open the approval gate of a flight being opened, when it needs one (inside the
-    caller's transaction); its id, or None."""
+    caller's transaction), for the spec whose ``digest`` is given; its id, or None."""
     approver_row = None
     if approver is not None:
         approver_row = core.store.person_by_name(approver)
@@ -46,14 +54,102 @@ def gate_for_new_flight(core: Core, person: dict, *, flight_id: str, asked: bool
                                        environment_requires=env_requires),
                      clearer=approvals.CLEARER, actor=person["name"], flight_id=flight_id,
                      payload={"approver": approver_row["id"] if approver_row else None,
-                              "approver_name": name})
+                              "approver_name": name, "digest": digest})
     return gate.id
+
+
+def as_asked(core: Core, flight: Flight) -> Flight:
+    """The flight as its latest change asked for it: with the spec its open proposal
+    carries, if one waits for approval (a change builds on the one before it)."""
+    proposal = _open_proposal(core, flight.id)
+    return replace(flight, **proposal.payload["proposed"]) if proposal else flight
+
+
+def _open_proposal(core: Core, flight_id: str) -> Gate | None:
+    return next((g for g in core.store.flight_gates(flight_id, kind=approvals.KIND)
+                 if g.payload.get("proposed") is not None), None)
+
+
+def change(core: Core, person: dict, flight: Flight, values: dict) -> Gate | None:
+    """Change the spec of ``flight`` to the field ``values`` (inside the caller's
+    transaction). Where no approval covers the flight it changes at once (None); else the
+    approval gate that now waits for the new spec."""
+    gates = core.store.flight_gates(flight.id, kind=approvals.KIND, status=None)
+    env = flight.environment
+    root = core.store.root_envelope() if env else None
+    if not approvals.change_needs_approval(
+            ever_gated=bool(gates), environment=env,
+            environment_requires=bool(env) and core.store.environment_requires_approval(env),
+            root_approvals=root.approvals if root else ()):
+        core.store.update_flight(flight.id, **values)
+        return None
+    waiting = next((g for g in gates if g.open), None)
+    payload = {key: gates[0].payload.get(key) if gates else None
+               for key in ("approver", "approver_name")}
+    payload.update(changed_by=person["id"], changed_by_name=person["name"])
+    before = specs.what_runs(flight)
+    if waiting is not None and waiting.id in flight.gates and flight.stage == Stage.GATED:
+        # Never approved: nothing of it ran, so the spec itself changes, and the approver
+        # is asked about the new one (with every change since the flight was opened).
+        core.store.update_flight(flight.id, **values)
+        after = specs.what_runs(replace(flight, **values))
+        payload["changes"] = list(waiting.payload.get("changes") or []) + specs.changes(before,
+                                                                                         after)
+        guards, approved = approvals.guards(flight.id), False
+    else:
+        # Approved (or opened before its environment required approvals): it keeps what it
+        # runs, and the change waits as a proposal, on top of any proposal before it.
+        proposed = {**(waiting.payload.get("proposed") or {} if waiting else {}), **values}
+        after = specs.what_runs(replace(flight, **proposed))
+        payload.update(proposed=proposed, approved_digest=specs.digest(before),
+                       changes=specs.changes(before, after))
+        guards, approved = approvals.guards_change(flight.id), True
+    payload["digest"] = specs.digest(after)
+    return open_gate(core, kind=approvals.KIND, subject=approvals.subject(flight.id),
+                     guards=guards, clearer=approvals.CLEARER, actor=person["name"],
+                     why=approvals.why_changed(changed_by=person["name"], approved=approved,
+                                               changes=payload["changes"]),
+                     flight_id=flight.id, payload=payload)
 
 
 @on_cleared(approvals.KIND)
 def _approved(core: Core, gate: Gate) -> None:
+    proposed = gate.payload.get("proposed")
+    if proposed is not None:  # a change approved: the flight runs it from now on
+        flight = core.store.flight(gate.flight_id)
+        if flight is not None and not flight.final:
+            core.store.update_flight(flight.id, **proposed)
     core.event(EventKind.FLIGHT_APPROVED, actor=gate.cleared_by, flight_id=gate.flight_id,
-               gate=gate.id)
+               gate=gate.id, digest=gate.payload.get("digest"),
+               change=proposed is not None)
+
+
+def approval_view(core: Core, flight: Flight) -> dict:
+    """What a flight runs (its digest), the latest approval given and the one it waits for,
+    with the spec approving it runs and what changed (``gg show``, the console)."""
+    gates = core.store.flight_gates(flight.id, kind=approvals.KIND, status=None)
+    given = next((g for g in gates if g.status == "cleared"), None)
+    waiting = next((g for g in gates if g.open), None)
+    out: dict = {"digest": specs.digest(specs.what_runs(flight)), "approved": None,
+                 "waiting": None}
+    if given is not None:
+        out["approved"] = {"gate": given.id, "digest": digest_of(given, flight),
+                           "by": given.cleared_by, "at": given.cleared_at}
+    if waiting is not None:
+        out["waiting"] = {"gate": waiting.id, "who_may_clear": waiting.cleared_by_words,
+                          **asked_for(waiting, flight)}
+    return out
+
+
+def asked_for(gate: Gate, flight: Flight) -> dict:
+    """What approving an open approval gate runs: the digest and command of the spec it
+    stands for, what changed (and who changed it), whether it is a change to an approved
+    flight."""
+    proposed = gate.payload.get("proposed")
+    asked = replace(flight, **proposed) if proposed is not None else flight
+    return {"digest": digest_of(gate, asked), "command": specs.what_runs(asked)["command"],
+            "changes": list(gate.payload.get("changes") or []),
+            "changed_by": gate.payload.get("changed_by_name"), "change": proposed is not None}
 
 
 def _flight(core: Core, flight_id: str) -> Flight:
@@ -67,20 +163,32 @@ def _approval_gate(core: Core, flight: Flight) -> Gate:
     gates = core.store.flight_gates(flight.id, kind=approvals.KIND, status=None)
     if not gates:
         raise Conflict(f"flight {flight.id} does not wait for an approval", code="no_approval")
-    gate = gates[0]
+    gate = next((g for g in gates if g.open), gates[0])
     if not gate.open:
         raise Conflict(f"the approval of flight {flight.id} is {gate.status} already "
                        f"(by {gate.cleared_by})", code="no_approval")
     return gate
 
 
-def approve(core: Core, person: dict, flight_id: str) -> Flight:
+def digest_of(gate: Gate, flight: Flight) -> str:
+    """The digest an approval gate stands for (a gate opened before digests were recorded:
+    the flight's spec as it is)."""
+    return gate.payload.get("digest") or specs.digest(specs.what_runs(flight))
+
+
+def approve(core: Core, person: dict, flight_id: str, digest: str | None = None) -> Flight:
+    """Approve what a flight's open approval gate stands for; with ``digest``, only if that
+    is still what it stands for (what the approver was shown)."""
     with core.store.atomic():
         flight = _flight(core, flight_id)
         gate = _approval_gate(core, flight)
         refusal = refusal_to_clear(gate, person=person, flight_opener=flight.opened_by)
         if refusal:
             raise Forbidden(refusal)
+        refusal = approvals.digest_refusal(flight_id, wanted=digest_of(gate, flight),
+                                           given=digest)
+        if refusal:
+            raise Conflict(refusal, code="approval_changed")
         _, released = clear_allowed(core, gate, person["name"])
     _signal(core, flight_id, released)
     return core.store.flight(flight_id)
@@ -98,10 +206,13 @@ def reject(core: Core, person: dict, flight_id: str, reason: str | None = None) 
             raise Forbidden(refusal)
         core.store.update_gate(gate.id, status="rejected", cleared_at=now,
                                cleared_by=person["name"])
-        move(core, flight, Event.CANCELLED, now, actor=person["name"],
-             reason=approvals.rejected_reason(person["name"], reason))
+        change_only = gate.payload.get("proposed") is not None
+        if not change_only:  # a refused change leaves the flight running what was approved
+            move(core, flight, Event.CANCELLED, now, actor=person["name"],
+                 reason=approvals.rejected_reason(person["name"], reason))
         core.event(EventKind.FLIGHT_REJECTED, actor=person["name"], flight_id=flight_id, at=now,
-                   gate=gate.id, reason=reason)
+                   gate=gate.id, reason=reason, digest=gate.payload.get("digest"),
+                   change=change_only)
     _signal(core, flight_id, 0)
     return core.store.flight(flight_id)
 

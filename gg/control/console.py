@@ -7,8 +7,10 @@ exactly what they see and may do with ``gg``; only the session is the console's 
 
 from __future__ import annotations
 
+from gg.control import approvals as approval_ops
 from gg.control import flights, gates, people
 from gg.control.core import Core
+from gg.domain import approvals
 from gg.domain import console as rules
 from gg.domain import tokens
 from gg.domain.events import EventKind
@@ -22,14 +24,16 @@ def sign_in(core: Core, person_token: str,
             replacing: str | None = None) -> tuple[dict, str, float]:
     """``(person, session secret, expires_at)`` for a working person token (401 otherwise).
     The browser's session before, ``replacing``, ends: each sign-in is a new session."""
-    person = people.authenticate_person(core, person_token.strip())
+    person_token = person_token.strip()
+    person = people.authenticate_person(core, person_token)
     now = core.now()
     secret, digest, expires_at = rules.new_session(person, now, core.settings.console_session_ttl)
     with core.store.atomic():
         core.store.delete_sessions_ended(now)
         if replacing:
             core.store.delete_session(tokens.digest(replacing))
-        core.store.add_session(token_hash=digest, person_id=person["id"], now=now,
+        core.store.add_session(token_hash=digest, person_id=person["id"],
+                               person_token_hash=tokens.digest(person_token), now=now,
                                expires_at=expires_at)
         core.event(EventKind.PERSON_SIGNED_IN, actor=person["name"], at=now,
                    session=tokens.fingerprint(secret), expires_at=expires_at)
@@ -38,18 +42,24 @@ def sign_in(core: Core, person_token: str,
 
 
 def signed_in(core: Core, secret: str | None) -> dict:
-    """The person a session secret signs in; 401 when it is unknown, ended or theirs no more."""
+    """The person a session secret signs in; 401 when it is unknown, ended or theirs no more.
+
+    The person is read by the token the session was made with (one indexed read, on every
+    request and every replica): once that token is rotated away, or its person removed, no
+    one holds it and the session ends at its next use."""
     if not secret or not secret.startswith(tokens.SESSION):
         raise Unauthorized(SIGNED_OUT)
     wanted = tokens.digest(secret)
     session = core.store.session(wanted)
     if session is None or not tokens.same_digest(session["token_hash"], wanted):
         raise Unauthorized(SIGNED_OUT)
-    person = core.store.person(session["person_id"])
+    made_with = session.get("person_token_hash")
+    person = core.store.person_by_token_hash(made_with) if made_with else None
     if not rules.session_works(session, person, core.now()):
         with core.store.atomic():
             core.store.delete_session(wanted)
         raise Unauthorized(SIGNED_OUT)
+    person.pop("token_hash")  # a hash of a live token goes no further
     return person
 
 
@@ -71,6 +81,11 @@ def pending(core: Core) -> list[dict]:
     out = []
     for gate in sorted(gates.list_gates(core, "open"), key=lambda g: g["opened_at"]):
         gate["flights"] = [held[f] for f in gate["flights_held"] if f in held]
+        gate["asked"] = None
+        if gate["kind"] == approvals.KIND and gate["flight_id"]:
+            flight = core.store.flight(gate["flight_id"])  # what approving runs, and the change
+            if flight is not None and not flight.final:
+                gate["asked"] = approval_ops.asked_for(core.store.gate(gate["id"]), flight)
         out.append(gate)
     return out
 

@@ -35,6 +35,7 @@ class Fired:
     ready: bool = False
     flights: list[str] = field(default_factory=list)
     events: bool = False
+    instructions: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -97,6 +98,10 @@ class Signals:
         server holding its parked claim answers it with it
         (gg.server.dispatch.Dispatcher.instruct), whichever replica that is."""
         self._tell(f"i {runner_id} {kind}")
+        held = getattr(self._local, "held", None)
+        if held is not None:  # heard once the unit committed: what it changed is readable
+            held.instructions.append((runner_id, kind))
+            return
         self._instruct(runner_id, kind)
 
     def heard(self, line: str) -> None:
@@ -153,6 +158,8 @@ class Signals:
             self._flight(flight_id)
         if fired.events:
             self._event()
+        for runner_id, kind in dict.fromkeys(fired.instructions):
+            self._instruct(runner_id, kind)
 
 
 @dataclass

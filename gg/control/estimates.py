@@ -194,8 +194,9 @@ def fleet_seats(core: Core, now: float, *, runners: list | None = None,
     live = core.store.live_leases(now)
     refuted = core.store.refuted_by_runner()
     maintainers = core.store.maintainer_ids()
+    held = core.store.held_service_ports(now) if live else {}
     return [seat(r, now, core.settings.offline_after, live.get(r.id, 0),
-                 refuted.get(r.id, frozenset()), placement)
+                 refuted.get(r.id, frozenset()), placement, held.get(r.id))
             for r in (core.store.runners() if runners is None else runners)
             if r.id not in maintainers]
 

@@ -15,7 +15,7 @@ from gg.control import runners as runner_ops
 from gg.control import services as service_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
-from gg.domain import fitness, output, paging, timeouts, tokens
+from gg.domain import approvals, fitness, output, paging, specs, timeouts, tokens
 from gg.domain.flights import (Event, Flight, Priority, Stage, opened, priority_refusal,
                                required_labels)
 from gg.domain.events import EventKind
@@ -61,18 +61,18 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
         limit = None if spec is not None else timeouts.limit_for(
             timeout, _default_timeout(core, environment), core.settings.flight_timeout_max)
         flight_id = tokens.new_id("f_")
-        approval_gate = approval_ops.gate_for_new_flight(
+        values = dict(id=flight_id, command=list(command), opened_by=person["id"], opened_at=now,
+                      title=title or " ".join(command)[:120], environment=environment,
+                      requires=required_labels(environment, labels), runner_target=target,
+                      attended=attended, repo=repo, agent=agent, timeout=limit,
+                      output_limit=kept, priority=Priority(priority).value,
+                      kind="service" if spec is not None else "work", service=spec,
+                      group=group, where=dict(where or {}))
+        approval_gate = approval_ops.gate_for_new_flight(  # for this exact spec
             core, person, flight_id=flight_id, asked=approval, approver=approver,
-            environment=environment)
+            environment=environment, digest=specs.digest(specs.what_runs(Flight(**values))))
         behind = behind + ([approval_gate] if approval_gate else [])
-        flight = opened(held=bool(behind), id=flight_id, command=list(command),
-                        opened_by=person["id"], opened_at=now,
-                        title=title or " ".join(command)[:120], environment=environment,
-                        requires=required_labels(environment, labels), runner_target=target,
-                        attended=attended, repo=repo, agent=agent, gates=behind,
-                        timeout=limit, output_limit=kept, priority=Priority(priority).value,
-                        kind="service" if spec is not None else "work", service=spec,
-                        group=group, where=dict(where or {}))
+        flight = opened(held=bool(behind), gates=behind, **values)
         core.store.insert_flight(flight)
         core.event(EventKind.FLIGHT_OPENED, actor=person["name"], flight_id=flight.id, at=now,
                    title=flight.title)
@@ -126,6 +126,7 @@ class Snapshot:
         self._reservers = {r.owner for r in runners if r.reserved}
         self.pool_reasons = pool_look.waiting_reasons(core, now)
         self._cache: dict = {}
+        self._admins: set[str] | None = None  # read the first time an approval asks
         self._higher: dict[int, list[tuple[Flight, int]]] = {}
 
     def waiting(self, flight: Flight) -> Waiting | None:
@@ -141,7 +142,7 @@ class Snapshot:
         key = (stage, tuple(sorted(values["requires"].items())), values["runner_target"],
                opener, tuple(values["gates"]), values["repo"], values["agent"], values["kind"],
                values["priority"], values["group"], tuple(sorted(values["where"].items())),
-               values["environment"])
+               values["environment"], (values.get("service") or {}).get("port"))
         if key not in self._cache:
             flight = make() if make is not None else Flight(**values)
             seats = self.seats
@@ -155,12 +156,24 @@ class Snapshot:
         return self._cache[key]
 
     def context(self, flight: Flight) -> Context:
-        gates = [OpenGate(g.id, g.guards, g.cleared_by_words, g.kind)
+        gates = [OpenGate(g.id, g.guards, g.cleared_by_words, g.kind,
+                          nobody_may=self._nobody_may_approve(g, flight))
                  for g in (self.open_gates.get(gid) for gid in flight.gates) if g is not None]
         missing = fitness.credential_missing_for(flight.repo, (s.runner for s in self.seats))
         return Context(open_gates=gates, runner_names=self.names, credential_missing_for=missing,
                        pool_reason=pool_look.reason_for(self.pool_reasons, flight),
                        higher=self.higher(flight), quiesced_by=self.placement.quiesced_by)
+
+    def _nobody_may_approve(self, gate, flight: Flight) -> bool:
+        """An approval that no live person may give: no named approver, and every admin
+        opened the flight or changed it (people are read once, only when asked)."""
+        if gate.kind != approvals.KIND or gate.payload.get("approver"):
+            return False
+        if self._admins is None:
+            self._admins = {p["id"] for p in self.core.store.people(removed=False)
+                            if p["role"] == "admin"}
+        barred = {flight.opened_by, gate.payload.get("changed_by")}
+        return not (self._admins - barred)
 
     def higher(self, flight: Flight) -> list[tuple[Flight, int]]:
         """Ready flights of higher priority than ``flight`` (read once per priority)."""
@@ -192,9 +205,10 @@ def list_flights(core: Core, *, stage: str | None = None, limit: int = 200,
     people = {p["id"]: p["name"] for p in core.store.people()}
     last = rows[-1]["_seq"] if rows else None
     items = []
+    names = with_past_names(core, snap.names, [v["lease_runner"] for v in rows])
     for values in rows:
         del values["_seq"]
-        items.append(_view(values, snap.waiting_of(values), snap.names, people))
+        items.append(_view(values, snap.waiting_of(values), names, people))
     estimate_ops.add_to_rows(core, items, snap.seats, now)  # one forecast for every row
     return {"items": items, "next_cursor": paging.make_cursor("f", last) if more else None}
 
@@ -214,7 +228,8 @@ def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
         raise NotFound(f"no flight {flight_id}")
     snap = Snapshot(core, now)
     people = {p["id"]: p["name"] for p in core.store.people()}
-    out = view(flight, snap.waiting(flight), snap.names, people)
+    out = view(flight, snap.waiting(flight),
+               with_past_names(core, snap.names, [flight.lease_runner]), people)
     if estimate:  # the queue played forward: for one who reads, not for every open
         estimate_ops.add_to_rows(core, [out], snap.seats, now)
     else:
@@ -229,18 +244,29 @@ def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
     if retired is not None:
         out["runner_name"] = retired
         out["stopping"] = stopping_sentence(retired)
+    out["approval"] = approval_ops.approval_view(core, flight)
     out["facts"] = core.store.facts(flight_id)
     grants = core.store.grants(flight_id)
-    names = dict(snap.names)
-    for g in grants:  # a retired runner keeps its name in the flight's history
-        if g["runner_id"] not in names:
-            gone = core.store.runner(g["runner_id"])
-            names[g["runner_id"]] = gone.name if gone is not None else g["runner_id"]
+    names = with_past_names(core, snap.names, [g["runner_id"] for g in grants])
     out["attempts"] = [
         {"attempt": i + 1, "epoch": g["epoch"], "runner": g["runner_id"],
          "runner_name": names[g["runner_id"]], "granted_at": g["granted_at"]}
         for i, g in enumerate(grants)
     ]
+    return out
+
+
+def with_past_names(core: Core, names: dict[str, str], ids: list[str | None]) -> dict[str, str]:
+    """``names`` (the live runners') plus the names of the runners among ``ids`` that are no
+    longer live: a retired runner, a removed pool member, keeps its name in the flights it
+    flew (its row is kept for history); one that was forgotten reads as its id."""
+    missing = {i for i in ids if i and i not in names}
+    if not missing:
+        return names
+    out = dict(names)
+    for runner_id in missing:
+        gone = core.store.runner(runner_id)
+        out[runner_id] = gone.name if gone is not None else runner_id
     return out
 
 

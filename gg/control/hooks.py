@@ -7,6 +7,8 @@ transaction that records the event. The secret is returned once, by :func:`add_h
 
 from __future__ import annotations
 
+from typing import Collection
+
 from gg.control.core import Core
 from gg.control.people import require_admin
 from gg.domain import hooks as rules
@@ -70,13 +72,16 @@ def remove_hook(core: Core, actor: dict, hook_id: str) -> dict:
     return public_hook(core.store.hook(hook_id))
 
 
-def due(core: Core, limit: int) -> list[dict]:
-    """Outbox rows to try now (each with its hook's URL and secret), in order per flight."""
-    return core.store.due_hook_deliveries(core.now(), limit)
+def due(core: Core, limit: int, *, sending: Collection[int] = (),
+        busy: Collection[str] = ()) -> list[dict]:
+    """Outbox rows to try now (each with its hook's URL and secret), in order per flight;
+    none of the rows ``sending`` nor of the hooks ``busy`` (the outbox's own bookkeeping)."""
+    return core.store.due_hook_deliveries(core.now(), limit, sending=sending, busy=busy)
 
 
-def next_due(core: Core) -> float | None:
-    return core.store.next_hook_due()
+def next_due(core: Core, *, sending: Collection[int] = (),
+             busy: Collection[str] = ()) -> float | None:
+    return core.store.next_hook_due(sending=sending, busy=busy)
 
 
 def answered(core: Core, row: dict, *, status: int | None, error: str | None) -> bool:

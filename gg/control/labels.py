@@ -11,8 +11,11 @@ The verdicts come from ``core.verdicts`` (``gg.control.verdicts``): cached per f
 computed in a worker process under a deadline, never on the event loop. When a verdict is
 not cached yet, :func:`refresh` keeps the label's last verdict (or stores it as stated,
 "being evaluated", when it has none) and schedules :func:`settle`, which evaluates off the
-loop and recomputes the runners concerned; the routes that change dispositions await
-:func:`settled` before they answer, so what they answer is already the verdict.
+loop and recomputes that runner, a task per runner, within the runner's allowance of new
+facts; the routes that change dispositions await :func:`settled` before they answer, so
+what they answer is already the verdict, except a check-in, which waits at most
+CHECK_IN_VERDICT_WAIT (its answer shows no verdict; the stored dispositions change when it
+lands, and whoever waits for a runner to become ready is woken).
 
 A runner whose stored dispositions were computed for other labels than it has now (labels
 set by some other path) is treated as nothing refuted until the next computation: unknown
@@ -22,11 +25,13 @@ is never refutation. ``gg runner labels`` recomputes such stale rows when it loo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from functools import lru_cache
 
 from gg.control.cel import compile_meaning
 from gg.control.core import CONTROL_PLANE, Core
+from gg.control.verdicts import digest, facts_read
 from gg.domain.environments import label_pair
 from gg.domain.events import EventKind
 from gg.domain.labels import (
@@ -38,15 +43,16 @@ from gg.domain.labels import (
     refuted_pairs,
 )
 from gg.domain.meanings import Meaning, facts_from_inventory
+from gg.domain.pull import KIND as PULL_KIND
 from gg.domain.runners import Runner, is_online
 from gg.errors import BadRequest
 
 log = logging.getLogger("gg.server")
-_ROUNDS = 8  # settle rounds in a row at most (facts that keep changing wait for a check-in)
 
-# Only a registered runner states its own labels; enrolled machines and pool members get
-# theirs from their profile or strategy, so a check-in cannot change them.
-SELF_LABELLED = ("registered",)
+# Only a registered or pull-mode runner states its own labels (`gg runner up [--listen]
+# --labels`); enrolled machines and pool members get theirs from their profile or strategy,
+# so a check-in cannot change them.
+SELF_LABELLED = ("registered", PULL_KIND)
 
 
 def checked(labels: dict[str, str] | None) -> dict[str, str]:
@@ -89,19 +95,21 @@ def refresh(core: Core, runner: Runner, meanings: dict[str, Meaning] | None = No
     facts = facts_from_inventory(runner.inventory, runner.capabilities, runner.labels)
     verdicts = core.verdicts
     pending: set[str] = set()
+    missed: dict = {}
 
     def judge(pair: str, meaning: Meaning):
         def verdict(facts: dict):
             answer = verdicts.decide(meaning, facts)
             if answer is Verdict.PENDING:
                 pending.add(pair)
+                missed[digest(meaning, facts)] = (meaning, facts_read(meaning, facts))
             return answer
         return verdict
 
     found = dispositions(runner.labels, {p: judge(p, m) for p, m in meanings.items()}, facts)
     before = core.store.dispositions_of(runner.id)
     if pending:
-        _schedule(core, runner.id)
+        _schedule(core, runner.id, missed)
         last = {d["pair"]: d for d in (before or {}).get("dispositions", [])
                 if d["disposition"] != Disposition.STATED.value}
         found = [LabelDisposition(d.key, d.value, Disposition(last[d.pair]["disposition"]),
@@ -124,52 +132,80 @@ def refresh(core: Core, runner: Runner, meanings: dict[str, Meaning] | None = No
     return rows
 
 
-def _schedule(core: Core, runner_id: str) -> None:
-    """Remember that ``runner_id`` waits for a verdict, and make sure :func:`settle` runs.
+def _schedule(core: Core, runner_id: str, missed: dict) -> None:
+    """Queue the verdicts ``runner_id``'s latest facts miss (they replace any its earlier
+    facts missed), and make sure its own :func:`settle` runs. A task starting now spends one
+    of the runner's evaluations of new facts, or waits for one (the runner is ``held``).
 
     Only reached on the event loop's thread (elsewhere a verdict is computed on the spot)."""
     verdicts = core.verdicts
-    verdicts.waiting.add(runner_id)
-    if verdicts.task is None or verdicts.task.done():
-        verdicts.task = asyncio.get_running_loop().create_task(settle(core))
+    verdicts.queued[runner_id] = missed
+    task = verdicts.tasks.get(runner_id)
+    if task is not None and not task.done():
+        return  # its next round takes these
+    wait = _allow(core, runner_id)
+    if wait:
+        verdicts.held.add(runner_id)
+    verdicts.tasks[runner_id] = asyncio.get_running_loop().create_task(
+        settle(core, runner_id, wait))
 
 
-async def settle(core: Core) -> None:
-    """Evaluate the verdicts that were missing, off the loop, then recompute the runners
-    that waited for them (a transaction per round; nothing in it evaluates CEL)."""
+def _allow(core: Core, runner_id: str) -> float:
+    return core.verdicts.allow(runner_id, core.now(), burst=core.settings.new_facts_burst,
+                               every=core.settings.new_facts_every)
+
+
+async def settle(core: Core, runner_id: str, wait: float = 0.0) -> None:
+    """Evaluate the verdicts ``runner_id`` misses, off the loop, then recompute it (a
+    transaction per round; nothing in it evaluates CEL), until its facts stop changing.
+
+    Each runner has a task of its own, so a check-in never waits for another runner's
+    verdicts; and each round past the first spends one of its evaluations of new facts
+    (NEW_FACTS_BURST at once, then one every NEW_FACTS_EVERY), so a runner that reports new
+    facts on every check-in waits for its own allowance and takes the workers from no one."""
     verdicts = core.verdicts
-    for _ in range(_ROUNDS):
-        if not verdicts.waiting:
-            return
-        misses, verdicts.misses = list(verdicts.misses.values()), {}
-        verdicts.settling, verdicts.waiting = set(verdicts.waiting), set()
-        try:
-            await asyncio.gather(*(verdicts.evaluate(m, f) for m, f in misses))
-            with core.store.atomic():
-                for runner_id in sorted(verdicts.settling):
+    try:
+        while verdicts.queued.get(runner_id):
+            while wait:  # over its allowance: its labels keep their last verdicts meanwhile
+                verdicts.held.add(runner_id)
+                await asyncio.sleep(wait)
+                wait = _allow(core, runner_id)
+            verdicts.held.discard(runner_id)
+            misses = verdicts.queued.pop(runner_id, {})
+            try:
+                await asyncio.gather(*(verdicts.evaluate(m, f) for m, f in misses.values()))
+                with core.store.atomic():
                     runner = core.store.runner(runner_id)
                     if runner is not None:
-                        refresh(core, runner)
-        except Exception as exc:  # noqa: BLE001 -- the labels stay stated until a check-in
-            log.warning("meaning verdicts: %s: %s", type(exc).__name__, exc)
-            verdicts.waiting.clear()
-        finally:
-            verdicts.settling = set()
-        core.signals.ready_changed()  # a label may have become usable, or been refuted
-    verdicts.waiting.clear()  # still changing after every round: the next check-in retries
-    verdicts.misses.clear()
+                        refresh(core, runner)  # queues what its newer facts miss, if any
+            except Exception as exc:  # noqa: BLE001 -- the labels stay as they are until a
+                log.warning("meaning verdicts: %s: %s", type(exc).__name__, exc)  # check-in
+                verdicts.queued.pop(runner_id, None)
+            core.signals.ready_changed()  # a label may have become usable, or been refuted
+            if verdicts.queued.get(runner_id):
+                wait = _allow(core, runner_id)
+    finally:
+        verdicts.held.discard(runner_id)
+        if verdicts.tasks.get(runner_id) is asyncio.current_task():
+            del verdicts.tasks[runner_id]
 
 
-async def settled(core: Core, runner_id: str | None = None) -> bool:
-    """Wait until the verdicts the last use case missed are in (all of them, or those of
-    ``runner_id``). True when there was something to wait for."""
+async def settled(core: Core, runner_id: str | None = None, *,
+                  within: float | None = None) -> bool:
+    """Wait until the verdicts the last use case missed are in (all runners', or those of
+    ``runner_id``), at most ``within`` seconds when given. A runner waiting for its allowance
+    is not waited for. True when there was something to wait for."""
     verdicts = core.verdicts
-    task = verdicts.task
-    if task is None or task.done():
+    if runner_id is not None:
+        running = {runner_id: verdicts.tasks.get(runner_id)}
+    else:
+        running = dict(verdicts.tasks)
+    tasks = [t for r, t in running.items()
+             if t is not None and not t.done() and r not in verdicts.held]
+    if not tasks:
         return False
-    if runner_id is not None and runner_id not in verdicts.waiting | verdicts.settling:
-        return False
-    await asyncio.shield(task)
+    with contextlib.suppress(asyncio.TimeoutError):  # past it, the verdicts land on their own
+        await asyncio.wait_for(asyncio.shield(asyncio.gather(*tasks)), timeout=within)
     return True
 
 

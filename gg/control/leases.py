@@ -16,7 +16,7 @@ from gg.control import groups as group_ops
 from gg.control import runners as runner_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.control.lifecycle import move
-from gg.domain import leases, output
+from gg.domain import leases, output, services
 from gg.domain.events import EventKind
 from gg.domain.flights import Event, Flight, Outcome, Priority, Stage, changed
 from gg.domain.groups import Placement
@@ -44,8 +44,9 @@ def seat_for(core: Core, runner: Runner, now: float, live: int | None = None, *,
         live = core.store.live_leases(now, [runner.id]).get(runner.id, 0)
     if placement is None:
         placement = group_ops.placement(core)
+    held = core.store.held_service_ports(now, [runner.id]).get(runner.id) if live else None
     return seat(runner, now, core.settings.offline_after, live,
-                core.store.refuted_pairs(runner.id), placement)
+                core.store.refuted_pairs(runner.id), placement, held)
 
 
 def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tuple[Flight, leases.Grant] | None:
@@ -200,6 +201,10 @@ def report(core: Core, runner: Runner | RunnerIdentity, flight_id: str, *, epoch
         if stored_bytes != flight.output_bytes:
             core.store.update_flight(flight_id, output_bytes=stored_bytes)
         stored = _store_facts(core, flight, runner, epoch=epoch, facts=facts, now=now)
+        if flight.service is not None:  # a generation got ready, or an update never did
+            remembered = services.remember(flight.service, facts)
+            if remembered is not None:
+                core.store.update_flight(flight_id, service=remembered)
     if stored:
         core.signals.flight_changed(flight_id)
     return {"stored": stored, "received": len(facts)}

@@ -83,7 +83,8 @@ def join(core: Core, runner: Runner, console_id: str) -> ConsoleSession:
         core.event(EventKind.CONSOLE_OPENED, actor=session.person_name, runner_id=runner.id,
                    flight_id=session.flight_id, at=now, console=session.id,
                    person=session.person_name, runner=runner.name, command=session.command,
-                   waited=round(now - session.opened_at, 3))
+                   waited=round(now - session.opened_at, 3),
+                   identity=rules.identity(session, runner))
     core.signals.event_added()
     return core.store.console(console_id)
 

@@ -30,7 +30,7 @@ from gg.domain.events import EventKind
 from gg.domain.gates import Gate
 from gg.domain.profile_gate import ProfileChange, effective_profile, judge_profile_change
 from gg.domain.profiles import Profile
-from gg.domain.runners import Runner, is_online
+from gg.domain.runners import Instruction, Runner, is_online
 from gg.errors import NotFound
 
 __all__ = ["apply_profile", "list_profiles", "profile_view", "sync_runner"]
@@ -113,6 +113,10 @@ def sync_profile_runners(core: Core, record: ProfileRecord) -> int:
     runners = core.store.runners_with_profile(record.name)
     for runner in runners:
         sync_runner(core, runner, record.in_force)
+        # An idle runner's parked claim is its only check-in: it hears of the change now (a
+        # full check-in brings the profile, and its maintenance checks at once), not at its
+        # next restart.
+        core.signals.instruct(runner.id, Instruction.CHECK_IN)
     return len(runners)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from gg import keys
 from gg.control import answers, leases
 from gg.control import runners as runner_ops
+from gg.control.control_key import signing_key
 from gg.control.core import Core
 from gg.control.people import require_admin
 from gg.domain import pull as rules
@@ -28,18 +29,6 @@ from gg.errors import BadRequest, Conflict, Forbidden, GGError
 AUTO_CLAIMS = 64  # grants handed in one poll at most (its free slots, at most this)
 
 
-def signing_key(core: Core) -> keys.Ed25519PrivateKey:
-    """The control plane's own Ed25519 key, made once per database and kept in it: every
-    server sharing the store signs with the same key (the first to store one wins)."""
-    stored = core.store.control_key()
-    if stored is None:
-        key = keys.generate()
-        with core.store.atomic():
-            core.store.add_control_key(keys.private_pem(key), keys.public_text(key), core.now())
-        stored = core.store.control_key()
-    return keys.from_pem(stored["private_pem"])
-
-
 def control_key_fingerprint(core: Core) -> str:
     return key_fingerprint(keys.public_text(signing_key(core)))
 
@@ -49,12 +38,13 @@ def public_control_key(core: Core) -> str:
 
 
 def signed_headers(key: keys.Ed25519PrivateKey, method: str, path: str, *, body: bytes,
-                   now: float) -> tuple[dict[str, str], str]:
-    """The headers that sign one request to a listening runner, and the request's nonce."""
+                   now: float, meant_for: str) -> tuple[dict[str, str], str]:
+    """The headers that sign one request to the listening runner whose key fingerprint is
+    ``meant_for`` (gg.domain.pull), and the request's nonce."""
     stamp, nonce = f"{now:.3f}", rules.new_nonce()
     return {rules.TIMESTAMP_HEADER: stamp, rules.NONCE_HEADER: nonce,
             rules.SIGNATURE_HEADER: keys.sign(
-                key, rules.request_message(method, path, stamp, nonce, body))}, nonce
+                key, rules.request_message(meant_for, method, path, stamp, nonce, body))}, nonce
 
 
 def answer_signed(runner_key: object, *, status: int, nonce: str, headers: Any, body: bytes,

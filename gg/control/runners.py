@@ -49,7 +49,7 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
         existing = core.store.runner_by_key(public_key)
         if existing is not None and not may_supersede(person, existing):
             raise Unauthorized()
-        refuse_taken_name(core, name, existing.id if existing else None, now)
+        refuse_taken_name(core, name, existing.id if existing else None, now, person=person)
         fields = dict(name=name, labels=labels, workers=workers, started_workers=workers,
                       inventory=inventory, version=version,
                       version_skew=build_skew(core, version, inventory),
@@ -75,19 +75,29 @@ def may_supersede(person: dict, existing: Runner) -> bool:
     return person.get("role") == "admin" or existing.registered_by == person["id"]
 
 
-def refuse_taken_name(core: Core, name: str, own_id: str | None, now: float) -> None:
-    """Names are unique among live runners (gg.domain.identity.holds_name): a registration,
-    enrolment or pool join under a name a live runner other than itself holds is refused.
-    Inside the caller's transaction."""
+def refuse_taken_name(core: Core, name: str, own_id: str | None, now: float, *,
+                      person: dict | None = None) -> None:
+    """Names are unique among runners that are not retired (gg.domain.identity): a
+    registration, enrolment or pool join under a name a live runner other than itself holds
+    is refused, and a person's registration also under the name of an offline runner that
+    person did not register (admins may). Inside the caller's transaction."""
     for holder in core.store.runners_named(name):
         if holder.id == own_id:
             continue
+        holds_lease = bool(core.store.flights_held_by(holder.id))
         if identity.holds_name(holder, now, core.settings.offline_after,
-                               holds_lease=bool(core.store.flights_held_by(holder.id))):
+                               holds_lease=holds_lease):
             raise Conflict(
                 f"the runner name {name} is taken by live runner {holder.id}: pick another "
                 f"--name, or free it with gg runner forget {holder.id} once that runner is "
                 "offline", code="runner_name_taken")
+        if person is not None and identity.keeps_name_from(
+                holder, now, core.settings.offline_after, holds_lease=holds_lease,
+                person_id=person.get("id"), person_is_admin=person.get("role") == "admin"):
+            raise Conflict(
+                f"the runner name {name} belongs to runner {holder.id}, which is offline but "
+                "not retired: pick another --name, or ask an admin to retire or forget "
+                f"{holder.id}", code="runner_name_taken")
 
 
 def upsert_runner(core: Core, existing: Runner | None, *, public_key: str, fields: dict,

@@ -3,11 +3,14 @@
 Opening one is ``open_flight`` with ``service=``; the spec it stores carries the server's
 service settings, so the runner that keeps it running learns them from the control plane.
 An update raises the spec's generation in one transaction; the runner holding the lease
-learns it at its next renewal and reconciles (docs/services.md).
+learns it at its next renewal and reconciles (docs/services.md). Under an approval the
+update goes through ``approvals.change``: the runner keeps the approved spec until the new
+one is approved (docs/approvals.md).
 """
 
 from __future__ import annotations
 
+from gg.control import approvals as approval_ops
 from gg.control.core import Core
 from gg.domain import services
 from gg.domain.events import EventKind
@@ -29,9 +32,10 @@ def new_spec(core: Core, command: list[str], options: dict) -> dict:
 
 
 def update(core: Core, person: dict, flight_id: str, *, command: list[str] | None,
-           env: dict[str, str] | None) -> dict:
+           env: dict[str, str] | None) -> tuple[dict, str | None]:
     """A new generation of a service (its opener or an admin): a new command, and/or
-    environment variables set; the rest of the spec is kept."""
+    environment variables set; the rest of the spec is kept. The spec asked for, and the
+    approval gate it waits behind (None: it applies at once)."""
     if not command and not env:
         raise BadRequest("say what changes: gg service update F -- NEWCMD, or --set K=V")
     problem = services.env_problem(env or {})
@@ -49,18 +53,22 @@ def update(core: Core, person: dict, flight_id: str, *, command: list[str] | Non
         if flight.final:
             raise Conflict(f"service {flight_id} has {flight.stage}; open a new one",
                            code="flight_final")
-        spec = dict(flight.service)
+        spec = dict(approval_ops.as_asked(core, flight).service)
         spec["generation"] = spec["generation"] + 1
         if command:
             spec["command"] = list(command)
         spec["env"] = {**spec.get("env", {}), **(env or {})}
-        core.store.update_flight(flight_id, service=spec)
+        # The flight's command is the one that runs: gg show never shows an older one.
+        gate = approval_ops.change(core, person, flight,
+                                   {"service": spec, "command": list(spec["command"])})
         core.event(EventKind.SERVICE_UPDATED, actor=person["name"], flight_id=flight_id, at=now,
                    generation=spec["generation"], command=command is not None,
-                   env=sorted((env or {}).keys()))
+                   env=sorted((env or {}).keys()), approval=gate.id if gate else None)
+    if gate is not None:
+        core.signals.ready_changed()  # a waiting flight moved behind its new gate
     core.signals.flight_changed(flight_id)
     core.signals.event_added()
-    return spec
+    return spec, gate.id if gate else None
 
 
 def list_services(core: Core, *, ended: bool = False) -> list[dict]:

@@ -15,10 +15,10 @@ share one evaluation.
 Two ways in:
 
 - :meth:`Verdicts.decide` is synchronous, for the use cases (which run in one transaction).
-  On the event loop's thread a cache miss never waits: it is recorded and answers
-  ``Verdict.PENDING``; ``gg.control.labels.settle`` evaluates the misses off the loop and
-  recomputes the runners concerned. Elsewhere (a test, a tool) it waits for the worker,
-  at most the deadline.
+  On the event loop's thread a cache miss never waits: it answers ``Verdict.PENDING``, and
+  ``gg.control.labels.settle`` evaluates the runner's misses off the loop and recomputes
+  it, each runner by a task of its own and within its allowance of new facts. Elsewhere
+  (a test, a tool) it waits for the worker, at most the deadline.
 - :meth:`Verdicts.evaluate` is a coroutine: a daemon thread waits for the worker (at most
   as many threads as workers), so neither the loop nor the server's exit ever waits for CEL.
 """
@@ -36,6 +36,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Mapping
 
+from gg.domain import allowance
 from gg.domain.labels import Verdict
 from gg.domain.meanings import Meaning
 
@@ -186,11 +187,22 @@ class Verdicts:
         self._slots: tuple[Any, asyncio.Semaphore] | None = None  # (its loop, it)
         self._inflight: dict[tuple[str, str], asyncio.Future] = {}
         self.evaluations = 0  # how many times a worker was asked (the cache's tests read it)
-        # Kept for gg.control.labels.settle: misses seen on the loop, runners to recompute.
-        self.misses: dict[tuple[str, str], tuple[Meaning, dict]] = {}
-        self.waiting: set[str] = set()
-        self.settling: set[str] = set()
-        self.task: asyncio.Task | None = None
+        # Kept for gg.control.labels.settle, by runner id: the verdicts each runner's latest
+        # facts miss, the task that evaluates them and recomputes it, the runners whose task
+        # waits for their allowance (gg.domain.allowance), and those allowances.
+        self.queued: dict[str, dict[tuple[str, str], tuple[Meaning, dict]]] = {}
+        self.tasks: dict[str, asyncio.Task] = {}
+        self.held: set[str] = set()
+        self.allowances: dict[str, allowance.Allowance] = {}
+
+    def allow(self, runner_id: str, now: float, *, burst: int, every: float) -> float:
+        """Spend one of ``runner_id``'s evaluations of new facts: 0 when it may start now,
+        else the seconds until it may."""
+        current = self.allowances.get(runner_id) or allowance.full(burst, now)
+        ok, self.allowances[runner_id] = allowance.take(current, now, burst=burst, every=every)
+        if ok:
+            return 0.0
+        return max(0.001, allowance.next_token_in(current, now, burst=burst, every=every))
 
     # -- the cache -------------------------------------------------------------------------
 
@@ -217,8 +229,7 @@ class Verdicts:
         found = self.cached(key)
         if found is not Verdict.PENDING:
             return found
-        if _on_event_loop():
-            self.misses.setdefault(key, (meaning, facts_read(meaning, facts)))
+        if _on_event_loop():  # the caller queues the miss (gg.control.labels.refresh)
             return Verdict.PENDING
         return self._ask(key, meaning, facts_read(meaning, facts))
 

@@ -2,9 +2,10 @@
 
 A person signs in by pasting their person token; the console hands back a session (a
 ``ggs_`` secret in an HttpOnly cookie) that works until ``expires_at`` or until they sign
-out, and only while their person token still works (removing a person ends their sessions)::
+out, and only while the person token it was made with still works and is still theirs
+(rotating that token away, or removing the person, ends their sessions)::
 
-    (person token) --sign in--> session --sign out / expiry / person removed--> gone
+    (person token) --sign in--> session --sign out / expiry / token rotated / removed--> gone
 
 Every form carries the session's form token, derived from the session's secret: a page
 of another site can neither read the cookie nor compute the token, so it cannot post a
@@ -24,9 +25,15 @@ def new_session(person: dict, now: float, ttl: float) -> tuple[str, str, float]:
     return secret, tokens.digest(secret), now + ttl
 
 
-def session_works(session: dict, person: dict | None, now: float) -> bool:
-    """Whether a stored session still signs its person in at ``now``."""
-    return now < session["expires_at"] and person is not None and token_works(person, now)
+def session_works(session: dict, holder: dict | None, now: float) -> bool:
+    """Whether a stored session still signs its person in at ``now``. ``holder`` is whoever
+    holds the person token the session was made with (None: nobody, since it was rotated
+    away): the session works only while that is still its own person, with that token."""
+    return (now < session["expires_at"] and holder is not None
+            and holder["id"] == session["person_id"]
+            and bool(session.get("person_token_hash"))
+            and tokens.same_digest(holder.get("token_hash") or "", session["person_token_hash"])
+            and token_works(holder, now))
 
 
 def form_token(secret: str) -> str:

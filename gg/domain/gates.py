@@ -75,7 +75,8 @@ def refusal_to_clear(gate: Gate, *, person: dict | None = None, runner_id: str |
     if gate.clearer == "approver":
         return approvals.refusal_to_approve(
             person, flight_id=gate.flight_id, opener=flight_opener,
-            approver=gate.payload.get("approver"), approver_name=gate.payload.get("approver_name"))
+            approver=gate.payload.get("approver"), approver_name=gate.payload.get("approver_name"),
+            changed_by=gate.payload.get("changed_by"))
     if person.get("role") == "admin":
         return None
     if gate.clearer == "opener" and flight_opener is not None and person.get("id") == flight_opener:

@@ -14,7 +14,8 @@ names the missing piece::
     bubblewrap installed     host      sandbox, or egress none without isolation
     bubblewrap namespaces    host      sandbox: the sandbox actually starts here
     sandbox confinement      host      sandbox: inside it, no capabilities, no_new_privs, own
-                                       pid namespace (as the probe read them)
+                                       pid namespace, a uid that is not 0, /proc/sys read-only
+                                       (as the probe read them)
     network namespace        host      egress none (sandbox or none): an empty netns can be made
     container engine         host      container: podman or docker answers
     workers                  never fails; raising past the started count is only a note
@@ -47,6 +48,8 @@ BWRAP_UNUSABLE = "bubblewrap cannot create namespaces here"
 CAPABILITIES_KEPT = "the sandbox cannot drop its capabilities"
 NO_NEW_PRIVS_UNSET = "the sandbox cannot set no_new_privs"
 NO_PID_NAMESPACE = "the sandbox gets no pid namespace of its own"
+FLIGHTS_AS_ROOT = "flights would run as root"
+PROC_SYS_WRITABLE = "the sandbox's /proc/sys is writable"
 CONFINEMENT_UNREPORTED = "the runner does not report its sandbox confinement (upgrade gg on it)"
 NO_NETNS = "network namespaces unavailable"
 NO_ENGINE = "no container engine reachable"
@@ -137,6 +140,10 @@ def confinement_missing(confinement: Mapping[str, Any] | None) -> str | None:
         return NO_NEW_PRIVS_UNSET
     if not confinement.get("pid_namespace"):
         return NO_PID_NAMESPACE
+    if confinement.get("uid") == 0:  # a report from before the identity has no uid
+        return f"{FLIGHTS_AS_ROOT} (the sandbox keeps uid 0)"
+    if confinement.get("proc_sys_writable"):
+        return PROC_SYS_WRITABLE
     return None
 
 
@@ -148,8 +155,9 @@ def _confinement_check(caps: Mapping[str, Any]) -> Check:
     if missing is not None:
         return Check("sandbox confinement", False, missing)
     userns = " in a user namespace" if confinement.get("user_namespace") else ""
+    uid = f", as uid {confinement['uid']}" if isinstance(confinement.get("uid"), int) else ""
     return Check("sandbox confinement", True,
-                 f"capabilities dropped, no_new_privs, own pid namespace{userns}")
+                 f"capabilities dropped, no_new_privs, own pid namespace{userns}{uid}")
 
 
 def workers_note(policy: Policy, started_workers: int) -> str | None:

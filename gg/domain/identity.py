@@ -30,6 +30,7 @@ import struct
 from gg.domain.runners import Runner, is_online
 
 __all__ = ["UNKNOWN_COMMIT", "key_fingerprint", "normalise_fingerprint", "holds_name",
+           "keeps_name_from",
            "skew", "skew_pair", "skew_warns", "openssh_public_key"]
 
 UNKNOWN_COMMIT = "unknown"
@@ -119,3 +120,16 @@ def holds_name(runner: Runner, now: float, offline_after: float, *, holds_lease:
     if holds_lease or is_online(runner, now, offline_after):
         return True
     return runner.last_seen_at is None and now - runner.created_at < offline_after
+
+
+def keeps_name_from(holder: Runner, now: float, offline_after: float, *, holds_lease: bool,
+                    person_id: str | None, person_is_admin: bool) -> bool:
+    """Whether ``holder`` keeps its name from a registration by a person (module
+    docstring): a live holder from anyone, an offline one that is not retired from everyone
+    but the person who registered it and admins. ``person_id`` None: no person names it
+    (enrolment, pool join), and only a live holder keeps its name."""
+    if holds_name(holder, now, offline_after, holds_lease=holds_lease):
+        return True
+    if holder.retired_at is not None or holder.admin_state == "retired" or person_id is None:
+        return False
+    return not (person_is_admin or holder.registered_by == person_id)

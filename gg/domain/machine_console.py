@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gg.domain.flights import Flight, Stage
+from gg.domain.pull import KIND as PULL_KIND
 from gg.domain.runners import Runner
 
 
@@ -105,11 +106,26 @@ def offline_refusal(runner: Runner, online: bool) -> str | None:
 
 
 def feature_refusal(runner: Runner) -> str | None:
+    if runner.kind == PULL_KIND:  # the relay is dialled by the runner; this one never dials
+        return (f"runner {runner.name} is a pull-mode runner: it never dials out, so no "
+                "console can reach it; open one on a runner that dials in (gg runners shows "
+                "each one's mode)")
     features = (runner.inventory or {}).get("features") or []
     if isinstance(features, list) and FEATURE in features:
         return None
     return (f"runner {runner.name} runs a gg that serves no consoles: upgrade gg on it and "
             f"restart it")
+
+
+def identity(session: ConsoleSession, runner: Runner) -> str:
+    """Whom the console's command runs as, for the record: a console joining a flight takes
+    the flight's identity; one to the machine itself runs as the runner's user, which is host
+    root when the runner's capability report says it runs as root (docs/isolation.md)."""
+    if session.flight_id:
+        return "the flight's identity"
+    if (runner.capabilities or {}).get("runs_as_root"):
+        return "host root"
+    return "the runner's user"
 
 
 def waiting_sentence(runner_name: str, parked: bool, check_in_interval: float) -> str:

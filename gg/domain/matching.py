@@ -16,7 +16,7 @@ on meanwhile is dropped, never forced. (Nomad's scheduler/planner split.)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Iterable, Mapping
 
@@ -46,6 +46,7 @@ class Block(StrEnum):
     OFFLINE = "offline"  # 6. liveness
     DEGRADED = "degraded"  # 6. health
     BUSY = "busy"  # 6. no free worker slot
+    PORT_HELD = "port_held"  # a service's --port is held there by another service
     UNFIT = "unfit"  # it could never do this work: profile, agent, host, credential (fitness)
 
 
@@ -67,13 +68,23 @@ class Seat:
     online: bool
     group: Group = Group("default")
     placement: Placement = OPEN  # the fleet-wide facts, shared by every seat of a pass
+    # --port of each service flying there -> that service's flight id: a runner listens on
+    # a service's port itself, exclusively, so another service asking for it must wait
+    held_ports: Mapping[int, str] = field(default_factory=dict)
 
 
 def seat(runner: Runner, now: float, offline_after: float, live_leases: int,
-         refuted: frozenset[str] = frozenset(), placement: Placement = OPEN) -> Seat:
+         refuted: frozenset[str] = frozenset(), placement: Placement = OPEN,
+         held_ports: Mapping[int, str] | None = None) -> Seat:
     usable = {k: v for k, v in runner.labels.items() if f"{k}={v}" not in refuted}
     return Seat(runner, usable, live_leases, is_online(runner, now, offline_after),
-                placement.group(runner.group), placement)
+                placement.group(runner.group), placement, held_ports or {})
+
+
+def service_port(flight: Flight) -> int | None:
+    """The ``--port`` a service flight asks its runner to listen on, or None."""
+    port = (flight.service or {}).get("port") if flight.service else None
+    return int(port) if port is not None else None
 
 
 _READY = Stage.READY.value
@@ -135,6 +146,9 @@ def blockers(flight: Flight, seat: Seat) -> list[Block]:
         found.append(Block.BUSY)
     if unfit(flight, runner) is not None:  # enrolment: gg.domain.fitness
         found.append(Block.UNFIT)
+    if seat.held_ports and flight.service and service_port(flight) in seat.held_ports \
+            and seat.held_ports[service_port(flight)] != flight.id:
+        found.append(Block.PORT_HELD)
     return found
 
 

@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 
 from gg.domain import approvals
 from gg.domain.flights import Flight, Stage
-from gg.domain.matching import PLACEMENT_BLOCKS, Block, Seat, blockers, placement_blocks
+from gg.domain.matching import (PLACEMENT_BLOCKS, Block, Seat, blockers, placement_blocks,
+                                service_port)
 from gg.domain.runners import AdminState
 from gg.domain.waiting import (PRIORITY, Context, Waiting, ahead_of, label_text, refuted_holders,
                                 why_waiting)
@@ -105,6 +106,7 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
         items.append(placed)
     capacity = _capacity_item(flight, live, target, facts)
     items.append(capacity)
+    startable = capacity.held and flight.stage == Stage.READY.value
     if waiting is not None and waiting.code == PRIORITY:  # the same count, the same condition
         behind = ahead_of(flight, [target] if target is not None else live, ctx)
         items.append(Item("no flight of higher priority is ahead of it", False,
@@ -116,7 +118,7 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
         items.append(Item("an attended flight is taken within CLAIM_WAIT of opening", left > 0,
                           note=(f"{max(left, 0):.0f}s left; otherwise it fails as "
                                 "not taken promptly")))
-    return Plan(flight.id, flight.stage, capacity.held, waiting, items)
+    return Plan(flight.id, flight.stage, startable, waiting, items)
 
 
 def _state(flight: Flight, ctx: Context) -> str:
@@ -250,6 +252,13 @@ def _capacity_item(flight: Flight, live: list[Seat], target: Seat | None,
     free = [s for s in live if not found[s.runner.id]]
     if free:
         return Item(need, True, note=f"runner {free[0].runner.name} will take it at its next claim")
+    # A gated flight is not a want of runners: one that only waits for the items above to
+    # hold is capacity enough (the remedy is those items, never "gg runner up").
+    waiting_only = [s for s in live if found[s.runner.id] == [Block.NOT_READY]]
+    if waiting_only:
+        return Item(need.removesuffix(" now"), True,
+                    note=f"runner {waiting_only[0].runner.name} will take it once the items "
+                         "above hold")
     candidates = [s for s in live if Block.LABELS not in found[s.runner.id]
                   and Block.NOT_TARGET not in found[s.runner.id]
                   and not any(b in PLACEMENT_BLOCKS for b in found[s.runner.id])]
@@ -299,6 +308,12 @@ def _blocker_item(flight: Flight, s: Seat, block: Block, facts: PlanFacts) -> It
                          "it holds ends")
     if block is Block.NOT_READY:
         return Item("the flight is ready (no gate holds it, nothing is missing)", False)
+    if block is Block.PORT_HELD:
+        port = service_port(flight)
+        holder = s.held_ports.get(port)
+        return Item(f"port {port} is free on runner {name}", False,
+                    [Way(ADMIN, f"gg cancel {holder}")],
+                    note=f"service {holder} holds it there")
     return None
 
 

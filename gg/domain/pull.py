@@ -7,8 +7,15 @@ runner's key, and the control plane checks it against the key it pinned at attac
 
 What is signed (one line each, joined by newlines, UTF-8)::
 
-    request:  gg-pull-request  METHOD  PATH  TIMESTAMP  NONCE  SHA256(BODY)
+    request:  gg-pull-request  FOR  METHOD  PATH  TIMESTAMP  NONCE  SHA256(BODY)
     answer:   gg-pull-answer   STATUS  REQUEST-NONCE  TIMESTAMP  SHA256(BODY)
+
+FOR is the key fingerprint of the runner the request is meant for (the key the control
+plane pinned at attach), so a request signed for runner X and replayed to runner Y is not
+Y's: every runner pins the same control plane key and remembers only its own nonces, so
+without it a captured request would be good once at every runner. Only ``GET /v1/pull/key``,
+which the control plane asks before it knows the key, is signed FOR ``ANYONE``; a runner
+serves it unsigned anyway and checks FOR on every other path.
 
 A request is good only within ``skew`` seconds of the receiver's clock and only once (its
 nonce is remembered for twice the skew, after which its timestamp is stale anyway). An answer
@@ -33,6 +40,7 @@ DELIVER_PATH = "/v1/pull/deliver"
 MODE_DIAL = "dial"
 MODE_PULL = "pull"
 KIND = "pull"  # the runner row's kind: joined by attach, never by registration
+ANYONE = "*"  # FOR of the one request made before the runner's key is known (KEY_PATH)
 MAX_NONCES = 100_000  # remembered nonces; past it the oldest are forgotten first
 
 
@@ -40,8 +48,10 @@ def digest(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
-def request_message(method: str, path: str, timestamp: str, nonce: str, body: bytes) -> bytes:
-    return "\n".join(("gg-pull-request", method.upper(), path, timestamp, nonce,
+def request_message(meant_for: str, method: str, path: str, timestamp: str, nonce: str,
+                    body: bytes) -> bytes:
+    """What a request to the runner whose key fingerprint is ``meant_for`` is signed over."""
+    return "\n".join(("gg-pull-request", meant_for, method.upper(), path, timestamp, nonce,
                       digest(body))).encode()
 
 

@@ -10,19 +10,24 @@ The control plane owns the spec (``gg service update`` raises its generation); t
 learns it when it takes the flight and with every lease renewal, and reconciles: it keeps the
 newest generation it has seen running, restarting it on exit after :func:`restart_delay`.
 What happened is reported as facts of kind ``note`` with a ``service`` word in their body
-(``started``, ``ready``, ``exited``, ``switched``, ``update_failed``), and
+(``started``, ``ready``, ``exited``, ``switched``, ``update_failed``, and ``port_busy``
+while its runner cannot listen on its ``--port`` and waits to), and
 :func:`status` reads a service's state back from them, for ``gg services``.
 
 A service never lands: it runs until it is cancelled (or its lease is lost, when it is
-re-placed like any flight).
+re-placed like any flight). The control plane keeps in the spec what its placements reported
+(:func:`remember`): ``last_ready`` (the generation, command and environment that last got
+ready) and ``failed`` (generations that never did), so a service re-placed after a failed
+update starts from the generation that served, not the one that never got ready
+(:func:`to_start`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-STARTED, READY, EXITED, SWITCHED, UPDATE_FAILED = (
-    "started", "ready", "exited", "switched", "update_failed")
+STARTED, READY, EXITED, SWITCHED, UPDATE_FAILED, PORT_BUSY = (
+    "started", "ready", "exited", "switched", "update_failed", "port_busy")
 KIND = "service"
 
 
@@ -60,7 +65,7 @@ class Status:
     ready: bool
     started_at: float | None  # when the serving generation started (uptime counts from here)
     last_exit: int | None
-    health: str  # "ok", "starting", "degraded: …"
+    health: str  # "ok", "starting", "degraded: …", "waiting: port P cannot be listened on …"
     update: str | None  # "failed: …" when the latest update never got ready
 
 
@@ -70,14 +75,16 @@ def status(facts: list[dict], *, epoch: int, wanted: int, degraded_after: int) -
     restarts = consecutive = 0
     ready = False
     started_at = last_exit = None
-    update = None
+    update = busy = None
     for fact in facts:
         body = fact.get("body") or {}
         word = body.get("service")
         if fact.get("epoch") != epoch or word is None:
             continue
-        if word == STARTED and (generation is None or body.get("generation") == generation):
-            generation = body.get("generation")
+        if word == PORT_BUSY:
+            busy = body.get("reason") or "its port is in use"
+        elif word == STARTED and (generation is None or body.get("generation") == generation):
+            generation, busy = body.get("generation"), None
             started_at, ready = fact.get("at"), False
         elif word == READY and body.get("generation") == generation:
             ready, consecutive = True, 0
@@ -96,8 +103,43 @@ def status(facts: list[dict], *, epoch: int, wanted: int, degraded_after: int) -
         health = (f"degraded: exited {consecutive} times in a row, last exit "
                   f"{'signal' if last_exit is not None and last_exit < 0 else 'code'} "
                   f"{abs(last_exit) if last_exit is not None else '?'}")
+    elif busy is not None:
+        health = f"waiting: {busy}"
     elif ready:
         health = "ok"
     else:
         health = "starting"
     return Status(generation, restarts, ready, started_at, last_exit, health, update)
+
+
+# What the spec keeps of its history: records of what ran, not settings of what runs.
+HISTORY = ("last_ready", "failed")
+
+
+def remember(spec: dict, facts: list[dict]) -> dict | None:
+    """``spec`` with what a placement reported (a generation ready, an update that never got
+    ready), or None when nothing of it changed."""
+    new = dict(spec)
+    for fact in facts:
+        body = fact.get("body") or {}
+        word, generation = body.get("service"), body.get("generation")
+        if not isinstance(generation, int):
+            continue
+        if word == READY and generation == new["generation"] and \
+                (new.get("last_ready") or {}).get("generation") != generation:
+            new["last_ready"] = {"generation": generation, "command": list(new["command"]),
+                                 "env": dict(new.get("env") or {})}
+        elif word == UPDATE_FAILED and generation not in new.get("failed", []):
+            new["failed"] = sorted([*new.get("failed", []), generation])
+    return new if new != spec else None
+
+
+def to_start(spec: dict) -> dict:
+    """What a placement starts first: the newest generation, unless it never got ready and an
+    older one did; then that one (the newest stays wanted, and is not tried again)."""
+    last = spec.get("last_ready")
+    if spec["generation"] in spec.get("failed", []) and last \
+            and last.get("generation", spec["generation"]) < spec["generation"]:
+        return {**spec, "generation": last["generation"], "command": list(last["command"]),
+                "env": dict(last.get("env") or {})}
+    return spec

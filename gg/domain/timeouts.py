@@ -21,8 +21,8 @@ def describe(seconds: float) -> str:
     """A duration as people read it: ``500ms``, ``1.5s``, ``2s``, ``1m 20s``, ``1d 2h``."""
     if seconds < 1:
         return f"{round(seconds * 1000)}ms"
-    if seconds < 60 and seconds != int(seconds):
-        return f"{seconds:g}s"
+    if seconds < 60 and seconds != int(seconds):  # one decimal: 5.3s, never 5.34274s
+        return f"{round(seconds, 1):g}s"
     left = round(seconds)
     words = []
     for unit, size in _PARTS:

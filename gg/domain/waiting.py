@@ -18,6 +18,9 @@ The ladder is SPEC section 7, kept-back reasons first::
     -  no runner that advertises LABEL is in a group with   family, after the kept-back
        k=v                                                  rungs)
     -  only runners of exclusive group G could take it, and it does not name that group
+    -  port P is held by service F on every runner that could take it
+                                                           (a service's --port: one holder
+                                                            per runner, docs/services.md)
     6  every runner that advertises LABEL is STATE
     7  no runner advertises LABEL
 
@@ -38,7 +41,8 @@ from dataclasses import dataclass, field
 from gg.domain import approvals
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Stage
-from gg.domain.matching import PLACEMENT_BLOCKS, Block, Seat, ahead, blockers, missing_labels
+from gg.domain.matching import (PLACEMENT_BLOCKS, Block, Seat, ahead, blockers, missing_labels,
+                                service_port)
 from gg.domain.runners import AdminState
 
 _STATE_WORDS = (
@@ -50,6 +54,7 @@ _STATE_WORDS = (
     (Block.OFFLINE, "offline"),
     (Block.DEGRADED, "degraded"),
     (Block.RESERVED, "reserved"),
+    (Block.PORT_HELD, "holding its port for another service"),
     (Block.BUSY, "busy"),
 )
 
@@ -70,6 +75,7 @@ class OpenGate:
     guards: str
     cleared_by: str  # who may clear it: "an admin", "the flight's opener", "the machine itself"
     kind: str = ""  # the gate's kind; an ``approval`` gate has its own sentence
+    nobody_may: bool = False  # no person exists who may clear it (an approval's only admin)
 
 
 @dataclass
@@ -110,7 +116,8 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
     if ctx.open_gates:
         gate = ctx.open_gates[0]
         if gate.kind == approvals.KIND:
-            return Waiting("approval", *approvals.waiting(flight.id, gate.cleared_by))
+            return Waiting("approval", *approvals.waiting(flight.id, gate.cleared_by,
+                                                          nobody_may=gate.nobody_may))
         remedy = (f"{gate.cleared_by} clears it when it confirms the item"
                   if gate.cleared_by == "the machine itself"  # maintenance: no person can
                   else f"{gate.cleared_by} can clear it: gg gate clear {gate.id}")
@@ -196,6 +203,7 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
               if not any(b in PLACEMENT_BLOCKS for b in found[s.runner.id])]
     if advertising and not placed:
         return _placement_waiting(flight, advertising, found, label)
+    narrowed = len(placed) < len(advertising)  # some runners are out of its groups' reach
     advertising = placed
     # enrolment: a runner that could never do this work does not count as advertising it
     fit = [s for s in advertising if Block.UNFIT not in found[s.runner.id]]
@@ -209,6 +217,9 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
             "bring up a runner that can, or change its fleet profile (gg fleet profiles)",
         )
     advertising = fit
+    held = [s for s in advertising if Block.PORT_HELD in found[s.runner.id]]
+    if held and len(held) == len(advertising):
+        return port_waiting(flight, held, target)
     if advertising:
         words = sorted({_state_word(found[s.runner.id]) for s in advertising},
                        key=[w for _, w in _STATE_WORDS].index)
@@ -222,6 +233,10 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
                 "or open the flight without --runner",
             )
         subject = f"every runner that advertises {label}" if label else "every runner"
+        if flight.group is not None or narrowed:  # not every runner: those it may go to
+            names = sorted({s.group.name for s in advertising})
+            subject = (f"every runner of group{'s' if len(names) > 1 else ''} "
+                       f"{', '.join(names)}" + (f" that advertises {label}" if label else ""))
         if words == ["in a draining group"]:
             groups = sorted({s.group.name for s in advertising})
             return Waiting(
@@ -255,6 +270,22 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         f"waiting: no runner advertises {lonely}",
         f"bring up a runner that advertises it (gg runner up --labels {lonely}); gg runner labels"
         + _refuted_note(lonely.split(","), live),
+    )
+
+
+def port_waiting(flight: Flight, held: list[Seat], target: Seat | None) -> Waiting:
+    """A service whose ``--port`` another service holds on every runner that could take it:
+    it waits there, rather than being granted and handed back (docs/services.md)."""
+    port = service_port(flight)
+    holders = sorted({s.held_ports[port] for s in held})
+    by = f"service{'s' if len(holders) > 1 else ''} {', '.join(holders)}"
+    where = (f"on runner {target.runner.name}, which it was sent to" if target is not None
+             else "on every runner that could take it")
+    return Waiting(
+        "port_held",
+        f"waiting: port {port} is held by {by} {where}",
+        f"wait until {by} ends or moves (gg cancel {holders[0]}), bring up another runner, "
+        "or open it again with another --port",
     )
 
 

@@ -15,6 +15,9 @@ with the runner's policy (``gg.domain.health``). Keys, all always present::
         no_new_privs        bool         NoNewPrivs is 1: no setuid program can gain privileges
         user_namespace      bool         the sandbox runs in a user namespace of its own
         pid_namespace       bool         the command sees its own pid namespace
+        uid                 int | None   the uid a flight runs as, as the host sees it (a root
+                                         runner's: its flight identity; never 0 when confined)
+        proc_sys_writable   bool         /proc/sys/kernel/core_pattern is writable inside
     netns                   bool         bwrap can make an empty network namespace
     cgroup_version          str | None   "2", "1", "hybrid" or None (no cgroup fs)
     cgroup_controllers      list[str]    controllers in this process's own cgroup that it may
@@ -24,6 +27,8 @@ with the runner's policy (``gg.domain.health``). Keys, all always present::
     tools                   list[str]    executables found on PATH among TOOLS, sorted
     isolation_levels        list[str]    subset of none, sandbox, container usable here
     egress_controls         list[str]    subset of all, none ("allowlist" is never enforced yet)
+    runs_as_root            bool         the runner runs as root: its flights drop to their
+                                         flight identity, a console to the machine is host root
 
 Nothing time-dependent is in the report, so two probes of an unchanged host compare equal and
 the runner can send it only when it changed. A probe takes tens of milliseconds when no engine
@@ -44,6 +49,7 @@ from typing import Any
 
 from gg.domain.health import confinement_missing
 from gg.runner import isolation
+from gg.runner.flight_identity import Identity, runs_as_root, shared
 
 TOOLS = ("bwrap", "curl", "docker", "gcc", "git", "git-lfs", "make", "node", "npm", "podman",
          "python3", "rsync", "ssh", "tar", "unshare", "uv")
@@ -97,17 +103,21 @@ def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None,
 # Run inside the probe sandbox: its own pid and the lines of /proc/self/status that say what
 # confines it (shell builtins only, so nothing but sh has to be bound).
 _STATUS_SCRIPT = ('echo "Pid: $$"; while IFS= read -r line; do case "$line" in '
-                  'CapEff:*|CapBnd:*|NoNewPrivs:*) echo "$line";; esac; done < /proc/self/status')
+                  'Uid:*|CapEff:*|CapBnd:*|NoNewPrivs:*) echo "$line";; esac; '
+                  'done < /proc/self/status; '
+                  'if [ -w /proc/sys/kernel/core_pattern ]; then echo "ProcSys: writable"; fi')
 
 
 def sandbox_probe_argv(bwrap: str, workspace: Path, *, user_namespace: bool,
-                       path: str | None = None) -> list[str]:
-    """The sandbox isolation.py builds (same layout, same flags), with ``workspace`` as the
-    workspace; it prints what confines it."""
+                       path: str | None = None, drop_to: Identity | None = None) -> list[str]:
+    """The sandbox isolation.py builds (same layout, same flags, the same drop to the flight
+    identity on a root runner), with ``workspace`` as the workspace; it prints what confines
+    it."""
     plan = isolation.layout(workspace, path=path)
     argv = isolation.sandbox_argv(bwrap, plan, workspace=workspace, cut_net=False,
-                                  user_namespace=user_namespace)
-    return argv + ["--", "/bin/sh", "-c", _STATUS_SCRIPT]
+                                  user_namespace=user_namespace, drop_to=drop_to)
+    drop = isolation.drop_argv(drop_to) if drop_to is not None else []
+    return argv + ["--", *drop, "/bin/sh", "-c", _STATUS_SCRIPT]
 
 
 def confinement_of(status: str, *, user_namespace: bool) -> dict[str, Any]:
@@ -124,32 +134,47 @@ def confinement_of(status: str, *, user_namespace: bool) -> dict[str, Any]:
         dropped = int(seen.get("CapEff", "x"), 16) == 0
     except ValueError:
         dropped = False
+    try:
+        uid: int | None = int(seen.get("Uid", "").split()[1])  # real, effective, saved, fs
+    except (IndexError, ValueError):
+        uid = None
     return {"layout": "allowlist",
             "capabilities": "dropped" if dropped else "kept",
             "no_new_privs": seen.get("NoNewPrivs") == "1",
             "user_namespace": user_namespace,
-            "pid_namespace": 0 < pid <= PID_NAMESPACE_MAX_PID}
+            "pid_namespace": 0 < pid <= PID_NAMESPACE_MAX_PID,
+            "uid": uid,
+            "proc_sys_writable": seen.get("ProcSys") == "writable"}
 
 
-def _sandbox(bwrap: str, path: str | None) -> tuple[bool, str, dict[str, Any] | None]:
+def _sandbox(bwrap: str, path: str | None,
+             drop_to: Identity | None) -> tuple[bool, str, dict[str, Any] | None]:
     """(a sandbox starts, why not, what confines it): with a user namespace where the host
-    allows one, else with capabilities dropped by bwrap alone."""
+    allows one, else with capabilities dropped by bwrap alone. A root runner's is tried only
+    as its flights get it: no user namespace, dropped to ``drop_to`` (or, without setpriv,
+    kept as root, which the report then says)."""
+    if drop_to is not None:
+        try:
+            isolation.setpriv_path()
+        except isolation.IsolationUnavailable:
+            drop_to = None
+    variants = (False,) if runs_as_root() else (True, False)
     workspace = Path(tempfile.mkdtemp(prefix="gg-probe-"))
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:
             tries = {userns: pool.submit(_capture, sandbox_probe_argv(
-                bwrap, workspace, user_namespace=userns, path=path), BWRAP_TIMEOUT)
-                for userns in (True, False)}
+                bwrap, workspace, user_namespace=userns, path=path, drop_to=drop_to),
+                BWRAP_TIMEOUT) for userns in variants}
             answers = {userns: job.result() for userns, job in tries.items()}
     finally:
         shutil.rmtree(workspace, ignore_errors=True)
-    for userns in (True, False):
+    for userns in variants:
         ok, out = answers[userns]
         if ok:
             found = confinement_of(out, user_namespace=userns)
             if userns is False or confinement_missing(found) is None:
                 return True, "", found
-    for userns in (True, False):  # the user namespace started but did not confine: report it
+    for userns in variants:  # the user namespace started but did not confine: report it
         ok, out = answers[userns]
         if ok:
             return True, "", confinement_of(out, user_namespace=userns)
@@ -235,15 +260,22 @@ def _read(path: str) -> str:
         return ""
 
 
-def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT) -> dict[str, Any]:
-    """Measure this host. ``path`` overrides PATH for finding executables (tests use it)."""
+def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
+          flight_identity: Identity | None = None) -> dict[str, Any]:
+    """Measure this host. ``path`` overrides PATH for finding executables (tests use it).
+    ``flight_identity``: who a root runner's flights run as (default: the first of the
+    flight-uid range, gg.runner.flight_identity)."""
+    if not runs_as_root():
+        flight_identity = None  # it runs its flights as itself
+    elif flight_identity is None:
+        flight_identity = shared().first()
     bwrap = shutil.which("bwrap", path=path)
     tools = sorted(name for name in TOOLS if shutil.which(name, path=path))
     confinement: dict[str, Any] | None = None
     with ThreadPoolExecutor(max_workers=3) as pool:
         engine_job = pool.submit(_engine, path, engine_timeout)
         if bwrap:
-            sandbox_job = pool.submit(_sandbox, bwrap, path)
+            sandbox_job = pool.submit(_sandbox, bwrap, path, flight_identity)
             netns_job = pool.submit(_run, netns_probe_argv(bwrap), BWRAP_TIMEOUT)
             (bwrap_usable, bwrap_why, confinement), (netns, _) = (sandbox_job.result(),
                                                                   netns_job.result())
@@ -267,4 +299,5 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT) ->
         "tools": tools,
         "isolation_levels": levels,
         "egress_controls": egress,
+        "runs_as_root": runs_as_root(),
     }

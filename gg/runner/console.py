@@ -33,6 +33,7 @@ from gg.api.consoles import ConsoleCall
 from gg.client import ApiError, Unreachable
 from gg.runner import isolation
 from gg.runner.flight import STOP_GRACE
+from gg.runner.flight_identity import runs_as_root
 from gg.runner.launching import LAUNCHER, LaunchedProcess, signal_group
 
 # The loop's runner (gg.runner.loop.Runner) owns the consoles; it is not imported here, so
@@ -173,6 +174,8 @@ class ConsoleRun:
         where = f" in flight {call.flight}'s workspace" if call.flight else ""
         runner.say(f"console {call.id}: opened by {call.person or 'a person'}{where}: "
                    f"{' '.join(argv)}")
+        if flight_run is None and runs_as_root():  # said before the command's first byte
+            self._send_screen(host_root_banner(runner.registration.name, policy))
         try:
             self._run(launch, policy, flight_run)
         finally:
@@ -197,7 +200,8 @@ class ConsoleRun:
             return isolation.build(argv, policy=policy, workspace=workspace, env=env,
                                    state_dir=self.runner.state.path,
                                    capabilities=self.runner.capabilities or {}, hidden=hidden,
-                                   container_name=f"gg-console-{self.call.id}", terminal=True)
+                                   container_name=f"gg-console-{self.call.id}", terminal=True,
+                                   as_runner=True)
         except ValueError as exc:
             raise isolation.IsolationUnavailable(str(exc)) from None
 
@@ -277,6 +281,12 @@ class ConsoleRun:
         except Exception:
             pass
 
+    def _send_screen(self, text: str) -> None:
+        try:
+            self.ws.send(text.replace("\n", "\r\n").encode())
+        except Exception:
+            pass
+
     def _send_exit(self, status: int) -> None:
         self._send_text(wire.EXIT, status)
 
@@ -300,13 +310,29 @@ class ConsoleRun:
                            stderr=subprocess.DEVNULL, check=False, timeout=30)
 
 
+HOST_ROOT = "host root"
+
+
+def host_root_banner(runner_name: str, policy: dict | None) -> str:
+    """What a console to a root runner itself says first: whom it runs as, and that it is
+    recorded (docs/console.md)."""
+    level = (policy or {}).get("isolation", "sandbox")
+    inside = {"none": "on the host itself",
+              "sandbox": "in the runner's sandbox: no capability, /proc/sys read-only",
+              "container": "in a container"}.get(level, f"under isolation {level}")
+    return (f"gg: this console on runner {runner_name} runs as {HOST_ROOT} (uid 0), "
+            f"{inside}; it is recorded in the events (info:console:opened)\n")
+
+
 def into_flight(flight_run, argv: list[str], launch: isolation.Launch) -> isolation.Launch | None:
     """``argv`` run inside the running sandbox of ``flight_run``: its namespaces (user, mount,
     pid, network, …) entered with ``nsenter``, then every capability that entering gave
     dropped and no_new_privs set with ``setpriv`` before the command starts, so the console
     holds no more than the flight does (docs/console.md). A container flight is joined with
     the engine's ``exec``. None when the flight has no sandbox of its own to enter (isolation
-    none): the console then runs beside it, in its workspace, under its policy (``launch``)."""
+    none): the console then runs beside it, in its workspace, under its policy (``launch``).
+    On a root runner the console takes the flight's identity (uid, gid, no other group), as
+    the flight does: never root."""
     isolation_level = (flight_run.policy or {}).get("isolation")
     if isolation_level == "container" and flight_run.launch and flight_run.launch.container_name:
         engine = flight_run.launch.argv[0]
@@ -328,11 +354,15 @@ def into_flight(flight_run, argv: list[str], launch: isolation.Launch) -> isolat
                                              "setpriv (util-linux) in the system directories")
     # setpriv by its absolute path in the read-only system directories: nothing the flight can
     # write is ever run while the console still holds what entering gave it
-    enter = [nsenter, "--target", str(target), *flags, f"--wd={launch.cwd}", "--",
-             setpriv, "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all",
-             "--bounding-set=-all", "--"]
-    # nsenter and setpriv run with the runner's environment; the command gets the flight's
-    # (handed on fd 3, read by the leader), as in the flight's own sandbox
+    if flight_run.identity is not None:  # a root runner's flight: become its identity
+        drop = isolation.drop_argv(flight_run.identity)
+    else:  # the runner's own uid, as the flight: only what entering gave is dropped
+        drop = [setpriv, "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all",
+                "--bounding-set=-all", "--"]
+    enter = [nsenter, "--target", str(target), *flags, f"--wd={launch.cwd}", "--", *drop]
+    # nsenter and setpriv run with the runner's environment, and the leader, which reads the
+    # command's (handed on fd 3), only once setpriv dropped what entering gave (and, on a
+    # root runner, took the flight's identity): nothing of the flight's runs before
     handed = launch.handed is not None
     return isolation.Launch(argv=[*enter, *isolation.on_terminal(argv, handed=handed)],
                             env=launch.env, cwd=launch.cwd, handed=launch.handed)

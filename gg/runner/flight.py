@@ -25,6 +25,10 @@ stopped the same way when it runs past it, and handed back ``failed`` with the r
 The process runs under the runner's assigned policy (:func:`gg.runner.isolation.build`). When
 the policy cannot be met here the flight is handed back ``returned`` before anything starts:
 it never runs with less isolation than asked for.
+
+On a root runner a sandboxed or contained flight runs as the flight identity of its worker
+slot (:mod:`gg.runner.flight_identity`), never as root: the runner makes the workspace and clones
+into it as itself, then hands the workspace to that identity before the process starts.
 """
 
 from __future__ import annotations
@@ -46,7 +50,10 @@ from gg.domain.flights import Outcome
 from gg.domain.timeouts import timed_out_reason
 from gg.domain.output import TRUNCATED
 from gg.api.runners import Claimed, FlightForRunner
-from gg.runner import isolation, repository
+from gg.domain.health import FLIGHTS_AS_ROOT
+from gg.runner import flight_identity, isolation, repository
+from gg.runner.flight_identity import (FlightIdentities, Identity, IdentityRangeError,
+                                       runs_as_root)
 from gg.runner.alarm import ALARM
 from gg.runner.launching import LAUNCHER, SPAWNER, LaunchedProcess, signal_group
 from gg.runner.started import PendingStarted
@@ -102,6 +109,10 @@ class FlightRun:
     base: str | None = None  # enrolment: the commit the repository was cloned at
     service_spec: dict | None = None  # a service: the newest spec its renewals brought
     workspace: Path | None = None  # while it flies: a console may join it (docs/console.md)
+    # Who it runs as on a root runner (its worker slot's flight identity), taken from
+    # ``identities`` while it flies; a console joining it takes the same.
+    identities: FlightIdentities | None = None
+    identity: Identity | None = None
     _seq: int = 0
     _buffer: list = field(default_factory=list)
     _out: "_Output" = field(default_factory=lambda: _Output())  # the output cap (docs/operations.md)
@@ -122,6 +133,7 @@ class FlightRun:
         outcome = "lost"
         try:
             try:
+                self.identity = self._take_identity()
                 launched_for = self._argv()
                 self.launch = self.launch_for(launched_for, workspace)
             except isolation.IsolationUnavailable as exc:
@@ -139,6 +151,7 @@ class FlightRun:
                 self.launch = self._launch(workspace)  # under the same policy
             if self.returning.is_set():  # refused (retired) or stopping before it started
                 return self._hand_back()
+            self._hand_over(workspace)
             if self.flight.kind == "service" and self.flight.service:
                 from gg.runner import service  # kept running until cancelled or lost
 
@@ -182,6 +195,8 @@ class FlightRun:
             self.lost.set()  # stops the keeper
             self._stop_process()  # never leave it running behind a flight that is over here
             _remove(workspace)
+            if self.identity is not None and self.identities is not None:
+                self.identities.give_back(self.identity)
         return outcome
 
     def retire(self) -> None:
@@ -211,6 +226,27 @@ class FlightRun:
             path.mkdir(parents=True, mode=0o700)
         return path
 
+    def _take_identity(self) -> Identity | None:
+        """This flight's identity while it flies (a root runner's only: any other runs as
+        itself); IsolationUnavailable when the runner's range has none left."""
+        if not runs_as_root() or (self.policy or {}).get("isolation") == "none":
+            return None
+        self.identities = self.identities or flight_identity.shared()
+        try:
+            return self.identities.take()
+        except IdentityRangeError as exc:
+            raise isolation.IsolationUnavailable(f"{FLIGHTS_AS_ROOT}: {exc}") from None
+
+    def _hand_over(self, workspace: Path) -> None:
+        """The workspace (and the clone in it) to the flight's identity, before it starts;
+        a pool member's machine (``GG_IMAGE_ROOT``, bound read-write) too."""
+        if self.identity is None:
+            return
+        flight_identity.hand_over(workspace, self.identity)
+        image_root = os.environ.get("GG_IMAGE_ROOT")
+        if image_root and os.path.isdir(image_root) and os.path.abspath(image_root) != "/":
+            flight_identity.hand_over(Path(image_root), self.identity)
+
     def _argv(self) -> list[str]:
         command = list(self.flight.command)
         return self.argv or (["/bin/sh", "-c", command[0]] if len(command) == 1 else command)
@@ -239,7 +275,7 @@ class FlightRun:
         try:
             return isolation.build(argv, policy=policy, workspace=workspace, env=env,
                                    state_dir=self.state_dir, capabilities=self.capabilities,
-                                   hidden=hidden, terminal=terminal,
+                                   hidden=hidden, terminal=terminal, identity=self.identity,
                                    container_name=(f"gg-{self.id}-{self.lease.epoch}" if not terminal
                                                    else None))
         except ValueError as exc:  # a policy or a hidden path this runner cannot use

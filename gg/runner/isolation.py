@@ -26,12 +26,12 @@ What each combination becomes::
 Whatever the policy, the runner's launcher (:mod:`gg.runner.launching`) forks what ``build``
 returns, in a process group of its own that is killed when the runner dies.
 
-The flight's environment reaches only its command, never what builds the sandbox: bwrap
-runs with the runner's own environment (:func:`runner_env`), and reads the command's from the
-launch's ``handed`` bytes on fd ``HANDED_FD`` (``--args 3``: ``--clearenv`` and one
-``--setenv`` a variable), which it applies once it has started, as it execs the command. A
-flight's ``LD_PRELOAD`` or ``PATH`` so never loads into bwrap nor finds another one, and no
-value is on a command line (``/proc/PID/cmdline`` is readable by every process of the host).
+The flight's environment reaches only its command, never what builds the sandbox nor what
+drops root (:mod:`gg.runner.flight_env`): bwrap runs with the runner's own environment, and
+the command's is the launch's ``handed`` bytes on fd ``HANDED_FD``, which bwrap applies as it
+execs the command (``--args 3``), or, on a root runner, which a shell started after setpriv
+took the flight identity applies. A flight's ``LD_PRELOAD`` or ``PATH`` so never loads into
+bwrap or setpriv nor finds another one, and no value is on a command line.
 The plain command (isolation ``none``, egress ``all``) gets its environment directly; a
 container gets ``--env NAME`` (the engine client reads the value from its own environment).
 """
@@ -50,9 +50,13 @@ from pathlib import Path
 from typing import Any
 
 from gg import config
-from gg.trees import recorded as recorded_trees
-from gg.domain.health import first_missing
+from gg.domain.health import FLIGHTS_AS_ROOT, first_missing
 from gg.domain.policy import Policy
+from gg.runner import flight_identity as identities
+from gg.runner.flight_env import (HANDED_FD, after_drop, before_drop, bound_file,
+                                  environment_file, handed_env, runner_env)
+from gg.runner.flight_identity import Identity
+from gg.trees import recorded as recorded_trees
 
 DEFAULT_IMAGE = "docker.io/library/python:3.11-slim"
 CONTAINER_WORKSPACE = "/workspace"
@@ -67,11 +71,20 @@ ENV_TREES = (config.ENV_STATE_DIR, config.ENV_CONFIG_DIR, config.ENV_DATA_DIR)
 # More trees to hide, os.pathsep-separated: a pool maintainer passes its own to its members.
 ENV_HIDE = "GG_HIDE"
 PASSWD = "/etc/passwd"
-HANDED_FD = 3  # where bwrap reads the command's environment (``--args``): see Launch.handed
 # Bound directories whose files only their owner or group may read are looked through for them
 # (a root flight would read them otherwise: /etc/shadow, ssh host keys, /etc/ssl/private).
 PRIVATE_ROOTS = ("/etc",)
 PRIVATE_REFRESH = 30.0  # seconds a look through them is reused
+# Bound read-only over the sandbox's own /proc: a flight never writes a host sysctl (a
+# core_pattern runs its handler as host root) nor triggers a SysRq, whatever its uid.
+# Bound over /proc, they also forbid any fresh proc mount inside (the kernel refuses one
+# where the existing /proc is not fully visible).
+READ_ONLY_PROC = ("/proc/sys", "/proc/sysrq-trigger")
+# What bubblewrap keeps for a root runner's flight, only so that setpriv can take the flight
+# identity; setpriv then empties every set (bounding, inheritable, ambient) before the command.
+DROP_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
+# setpriv is run from the read-only system directories only, never from a flight's PATH.
+SETPRIV_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
 _HOST_ONLY = frozenset({"PATH", "HOME", "PWD", "OLDPWD", "SHLVL", "HOSTNAME", "TMPDIR", "_",
                         "SSH_AUTH_SOCK", "DISPLAY", "XAUTHORITY", "DBUS_SESSION_BUS_ADDRESS"})
 
@@ -92,7 +105,8 @@ class Launch:
     a container engine's client does not stop the container, so ``ENGINE rm -f NAME`` must.
 
     ``handed``: bytes the first program reads on fd ``HANDED_FD`` (the command's environment,
-    for bwrap's ``--args``); ``env`` is then the runner's own, for bwrap alone. The runner's
+    for bwrap's ``--args``, or a root runner's environment file: :mod:`gg.runner.flight_env`);
+    ``env`` is then the runner's own, for bwrap alone. The runner's
     launcher puts them there (``LAUNCHER.start(..., handed=...)``).
     """
 
@@ -106,20 +120,6 @@ class Launch:
 
 def _bwrap(capabilities: Mapping[str, Any]) -> str:
     return str(capabilities.get("bwrap") or "bwrap")
-
-
-def runner_env() -> dict[str, str]:
-    """What bwrap runs with: the runner's own environment, without gg's variables (a token)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("GG_")}
-
-
-def handed_env(env: Mapping[str, str]) -> bytes:
-    """``env`` as bwrap's ``--args`` (NUL-separated): the command starts with exactly it."""
-    args = ["--clearenv"]
-    for key, value in env.items():
-        if key and "=" not in key and "\0" not in key and "\0" not in value:
-            args += ["--setenv", key, value]
-    return b"".join(os.fsencode(arg) + b"\0" for arg in args)
 
 
 def _masks(workspace: Path, hidden: Iterable[Path]) -> list[Path]:
@@ -323,18 +323,58 @@ def layout(workspace: Path, *, path: str | None = None, hidden: Iterable[Path] =
     return Layout(tuple(read_only), tuple(writable), tuple(links), tuple(masks), tuple(blanks))
 
 
+def _passages(plan: Layout) -> list[Path]:
+    """The directories bubblewrap would make on the way to a bound path or a mask (which it
+    makes as the runner's umask says, 0700 under root's usual one): made 0755 instead, so the
+    flight identity reaches what is bound for it (a Python under /root, a workspace under the
+    masked state dir). Those inside a bound host directory are the host's own, left alone."""
+    binds = [dest for _, dest in (*plan.read_only, *plan.read_write)]
+    ends = [*binds, *plan.masks, *plan.blanks]
+    taken = set(ends) | {Path(path) for _, path in plan.links}
+    mounts = [(bound, True) for bound in binds] + [(mask, False) for mask in plan.masks]
+    out: set[Path] = set()
+    for end in ends:
+        for folder in end.parents:
+            if folder == Path("/") or folder in taken or folder == Path("/tmp"):
+                continue
+            if any(_inside(folder, Path(link)) for _, link in plan.links):
+                continue
+            # what it lies in, deepest first: a host directory bound in (its own), or a
+            # mask's or the root's tmpfs (made by bubblewrap)
+            under = [(len(path.parts), host) for path, host in mounts if _inside(folder, path)]
+            if under and max(under)[1]:
+                continue
+            out.add(folder)
+    return sorted(out)
+
+
 def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
-                 user_namespace: bool) -> list[str]:
-    """bwrap's arguments for ``plan``, up to (not including) ``--`` and the command."""
+                 user_namespace: bool, drop_to: Identity | None = None,
+                 handed_file: bool = False) -> list[str]:
+    """bwrap's arguments for ``plan``, up to (not including) ``--`` and the command.
+
+    ``drop_to`` (a root runner's flight): no user namespace (one made by root maps its root to
+    host root), and bubblewrap keeps only what :func:`drop_argv` needs to change uid; the
+    command must then be started through ``drop_argv(drop_to)``. ``handed_file``: the
+    command's environment, handed on fd 3, becomes a read-only file inside
+    (:func:`gg.runner.flight_env.bound_file`).
+    """
     argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid"]
-    if user_namespace:
+    if user_namespace and drop_to is None:
         argv.append("--unshare-user")
     argv += ["--cap-drop", "ALL"]
+    if drop_to is not None:
+        for cap in DROP_CAPS:
+            argv += ["--cap-add", cap]
     if cut_net:
         argv.append("--unshare-net")
     for target, path in plan.links:
         argv += ["--symlink", target, str(path)]
-    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    argv += ["--dev", "/dev", "--proc", "/proc"]
+    for path in READ_ONLY_PROC:  # the kernel's knobs: read-only over the sandbox's own /proc
+        if os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+    argv += ["--perms", "1777", "--tmpfs", "/tmp"]
     # Outer paths before inner ones: a workspace inside a masked state dir is bound after the
     # mask, a mask inside a bound directory after the bind; at one path, the bind first.
     mounts: list[tuple[int, int, list[str]]] = []
@@ -346,20 +386,27 @@ def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
         mounts.append((len(mask.parts), 1, ["--tmpfs", str(mask)]))
     for blank in plan.blanks:
         mounts.append((len(blank.parts), 1, ["--ro-bind", "/dev/null", str(blank)]))
+    for folder in _passages(plan):
+        mounts.append((len(folder.parts), 2, ["--perms", "0755", "--dir", str(folder)]))
     for _, _, args in sorted(mounts, key=lambda m: (m[0], m[1])):
         argv += args
     # Read-only last, so the mount points for deeper binds already exist inside each mask.
     for mask in plan.masks:
         argv += ["--remount-ro", str(mask)]
+    if handed_file:
+        argv += bound_file()
     return argv + ["--remount-ro", "/", "--chdir", str(workspace)]
 
 
 def _container(command: list[str], engine: str, workspace: Path, env: Mapping[str, str],
-               cut_net: bool, image: str, name: str, terminal: bool = False) -> Launch:
+               cut_net: bool, image: str, name: str, terminal: bool = False,
+               drop_to: Identity | None = None) -> Launch:
     argv = [engine, "run", "--rm", *(["--interactive", "--tty"] if terminal else []),
-            "--name", name, "--security-opt", "no-new-privileges",
-            "--volume", f"{workspace}:{CONTAINER_WORKSPACE}", "--workdir", CONTAINER_WORKSPACE,
-            "--env", f"HOME={CONTAINER_WORKSPACE}"]
+            "--name", name, "--security-opt", "no-new-privileges"]
+    if drop_to is not None:  # a root engine's container root is host root: never a flight's
+        argv += ["--user", f"{drop_to.uid}:{drop_to.gid}", "--cap-drop", "ALL"]
+    argv += ["--volume", f"{workspace}:{CONTAINER_WORKSPACE}", "--workdir", CONTAINER_WORKSPACE,
+             "--env", f"HOME={CONTAINER_WORKSPACE}"]
     if cut_net:
         argv += ["--network", "none"]
     passed = {k: v for k, v in env.items() if k not in _HOST_ONLY}
@@ -375,8 +422,15 @@ def _container(command: list[str], engine: str, workspace: Path, env: Mapping[st
 def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: Path,
           env: Mapping[str, str], state_dir: Path | None, capabilities: Mapping[str, Any],
           hidden: Iterable[Path] = (), image: str = DEFAULT_IMAGE,
-          container_name: str | None = None, terminal: bool = False) -> Launch:
+          container_name: str | None = None, terminal: bool = False,
+          identity: Identity | None = None, as_runner: bool = False) -> Launch:
     """Wrap ``command`` for ``policy``; raise ``IsolationUnavailable`` if it cannot be met.
+
+    ``identity``: who a root runner's flight runs as (its worker slot's flight identity,
+    :mod:`gg.runner.flight_identity`; by default the first of the runner's range). A root runner's
+    sandbox or container never runs a command as root, except with ``as_runner`` (an admin's
+    console to the machine itself, which says so: docs/console.md). A runner that is not root
+    runs everything as itself.
 
     ``terminal``: the command runs on a console's PTY (docs/console.md): in a sandbox it is
     started through :func:`on_terminal` inside, so its session and controlling terminal live
@@ -398,10 +452,16 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
     workspace = Path(os.path.abspath(workspace))
     cut_net = policy.egress == "none"
     out_env = dict(env)
+    drop_to = None
+    if identities.runs_as_root() and not as_runner and policy.isolation != "none":
+        drop_to = identity or identities.shared().first()
+        if drop_to.uid == 0 or drop_to.gid == 0:
+            raise IsolationUnavailable(FLIGHTS_AS_ROOT)
     if policy.isolation == "container":
         engine = str(capabilities["container_engine"])
         name = container_name or f"gg-{workspace.name[:40]}-{secrets.token_hex(4)}"
-        return _container(command, engine, workspace, out_env, cut_net, image, name, terminal)
+        return _container(command, engine, workspace, out_env, cut_net, image, name, terminal,
+                          drop_to)
     if policy.isolation == "none":
         if not cut_net:
             return Launch(argv=list(command), env=out_env, cwd=workspace)
@@ -418,11 +478,35 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
     out_env["TMPDIR"] = "/tmp"
     confinement = capabilities.get("confinement") or {}
     argv = sandbox_argv(_bwrap(capabilities), plan, workspace=workspace, cut_net=cut_net,
-                        user_namespace=bool(confinement.get("user_namespace")))
+                        user_namespace=bool(confinement.get("user_namespace")), drop_to=drop_to,
+                        handed_file=drop_to is not None)
     if terminal:  # the console's PTY becomes the terminal of the session inside the sandbox
         command = on_terminal(command)
+    if drop_to is not None:  # setpriv, still root, never sees the flight's environment
+        return Launch(argv=[*argv, *before_drop(), "--", *drop_argv(drop_to),
+                            *after_drop(command)],
+                      env=runner_env(), cwd=workspace, handed=environment_file(out_env))
     return Launch(argv=argv + ["--args", str(HANDED_FD), "--", *command], env=runner_env(),
                   cwd=workspace, handed=handed_env(out_env))
+
+
+def setpriv_path() -> str:
+    """util-linux's setpriv, from the read-only system directories (bound in every sandbox);
+    IsolationUnavailable when there is none: a root runner's flight cannot drop root."""
+    for folder in SETPRIV_DIRS:
+        path = os.path.join(folder, "setpriv")
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise IsolationUnavailable(f"{FLIGHTS_AS_ROOT}: setpriv (util-linux) is not installed")
+
+
+def drop_argv(identity: Identity) -> list[str]:
+    """What a command is started through to become ``identity``: uid and gid, no
+    supplementary group, every capability set empty (bounding, inheritable, ambient; the
+    permitted and effective go with root), no_new_privs, then exec."""
+    return [setpriv_path(), f"--reuid={identity.uid}", f"--regid={identity.gid}",
+            "--clear-groups", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all",
+            "--no-new-privs", "--"]
 
 
 # A console's command runs first through this (standard library only, ``python -I -S``): its

@@ -21,6 +21,12 @@ socket (:mod:`gg.runner.launching`)::
   executable, a working directory that is not there) is forked instead, and the fork says
   why on the flight's stderr and exits 127, as a shell would; that child also takes a
   parent-death SIGKILL tied to the launcher, which a spawned child cannot.
+- Every process it starts gets a session keyring of its own, empty: before each start the
+  launcher joins a new anonymous session keyring (``keyctl(KEYCTL_JOIN_SESSION_KEYRING,
+  NULL)``, one system call), which the child inherits. No flight, service or console ever
+  holds the runner's session keyring (an admin's login secrets), nor another flight's. A
+  kernel without keyrings (``ENOSYS``) or a seccomp filter that refuses the call (``EPERM``,
+  a container's default) leaves no keyring to reach; any other failure refuses the start.
 - The launcher holds a parent-death signal (``PR_SET_PDEATHSIG``) tied to the runner's
   long-lived spawner thread, and reads the socket: when the runner dies (the signal, or the
   socket's end of file, whichever comes first), the launcher SIGKILLs the process group of
@@ -62,6 +68,11 @@ import sys
 import _signal as signal
 
 PR_SET_PDEATHSIG = 1
+KEYCTL_JOIN_SESSION_KEYRING = 1
+# keyctl's system call number, by machine (os.uname().machine).
+KEYCTL_SYSCALL = {"x86_64": 250, "aarch64": 219, "arm64": 219, "riscv64": 219,
+                  "ppc64le": 280, "ppc64": 280, "s390x": 280}
+NO_KEYRINGS = (38, 1)  # ENOSYS: no keyrings in this kernel; EPERM: a seccomp filter refuses
 PARENT_GONE = signal.SIGHUP  # what the kernel sends the launcher when the runner dies
 CHUNK = 32_768  # bytes of a message per packet, well under any socket buffer
 HEADER = 4
@@ -82,6 +93,17 @@ class Launcher:
         self.children: set[int] = set()  # started, not yet reaped: their groups are ours
         self.libc = ctypes.CDLL(None, use_errno=True)
         self.me = os.getpid()
+
+    def fresh_keyring(self) -> None:
+        """Join a new, empty, anonymous session keyring: the next child starts with it."""
+        number = KEYCTL_SYSCALL.get(os.uname().machine)
+        if number is None:
+            raise OSError(0, f"a fresh session keyring cannot be made on {os.uname().machine}")
+        if self.libc.syscall(number, KEYCTL_JOIN_SESSION_KEYRING, None) >= 0:
+            return
+        err = ctypes.get_errno()
+        if err not in NO_KEYRINGS:
+            raise OSError(err, f"no fresh session keyring ({os.strerror(err)})")
 
     def pdeathsig(self, sig: int) -> bool:
         return self.libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
@@ -191,7 +213,9 @@ class Launcher:
         return True
 
     def start(self, argv: list[str], env: dict[str, str], cwd: str, fds: list[int]) -> int:
-        """Spawn ``argv``; fork it where spawning fails, so that its child says why."""
+        """Spawn ``argv``; fork it where spawning fails, so that its child says why. Either
+        way it starts in a session keyring of its own."""
+        self.fresh_keyring()
         program = find(argv[0], env)
         if program is not None:
             try:

@@ -2,7 +2,8 @@
 
 ``GET /v1/pull/key`` (anyone): the runner's public key, its answer signed over the asker's
 nonce, so the asker learns that this process holds the private half. Every other path needs
-a request signed by the control plane's key (gg.domain.pull): ``POST /v1/pull/attach`` pins
+a request signed by the control plane's key for this runner's key fingerprint
+(gg.domain.pull: a request signed for another runner is not this one's): ``POST /v1/pull/attach`` pins
 that key (the first attach pins the key it carries; after that only the pinned key may
 attach again), ``POST /v1/pull/poll`` and ``POST /v1/pull/deliver`` are one poll. A request
 that is unsigned, signed by another key, stale or replayed is answered 401 and changes
@@ -131,17 +132,19 @@ class Listener:
         return 200, runner.deliver(_parse(Delivery, body))
 
     def verify(self, method: str, path: str, headers, body: bytes, key: str) -> None:
-        """Signed by ``key`` over this request, fresh, and never seen before; else 401."""
+        """Signed by ``key`` over this request, for this runner, fresh, and never seen
+        before; else 401."""
         stamp = headers.get(rules.TIMESTAMP_HEADER, "")
         nonce = headers.get(rules.NONCE_HEADER, "")
         signature = headers.get(rules.SIGNATURE_HEADER, "")
         now = time.time()
         if not (stamp and nonce and signature):
             raise Refused(401, "unauthorized", "the request is not signed")
-        if not keys.verify(key, rules.request_message(method, path, stamp, nonce, body),
-                           signature):
+        if not keys.verify(key, rules.request_message(self.runner.fingerprint, method, path,
+                                                      stamp, nonce, body), signature):
             raise Refused(401, "unauthorized", "the request is not signed by the control "
-                                               "plane's key this runner pinned")
+                                               "plane's key this runner pinned, for this "
+                                               "runner")
         if not rules.fresh(stamp, now, self.runner.settings.pull_signature_skew):
             raise Refused(401, "unauthorized", "the request's timestamp is stale")
         if float(stamp) < self.started_at:  # its nonce could not be remembered: a replay?

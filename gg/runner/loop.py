@@ -36,6 +36,7 @@ from gg.runner.console import Consoles
 from gg.runner.connection import ConnectionLog
 from gg.runner.fleet import FleetState, enrol
 from gg.runner.flight import STOP_GRACE, FlightRun, Lease, fly_saying
+from gg.runner.flight_identity import FlightIdentities, flight_range, runs_as_root
 from gg.runner.sent import SentLog
 from gg.runner.state import Registration, StateDir
 from gg.settings import DEFAULTS
@@ -61,13 +62,14 @@ class RunnerOptions:
     state_dir: Path
     name: str
     labels: dict[str, str] = field(default_factory=dict)
-    workers: int = 1
+    workers: int | None = None  # None: the policy's (remembered from the last start), else 1
     once: bool = False
     grace: float = 30.0
     person_token: str | None = None
     enrol_token: str | None = None  # enrolment: spent once, on the first start
     hidden: list[Path] = field(default_factory=list)  # masked in sandboxes (the config dir)
     member_code: str | None = None  # a pool member's one-time ggm_ code (GG_MEMBER_CODE)
+    flight_uids: str | None = None  # BASE[:COUNT]: a root runner's flight uids (flight_identity)
 
 
 class Runner:
@@ -84,7 +86,13 @@ class Runner:
         self.client = Client(options.server, stop=self.stop, **hooks)
         self.claim_client = Client(options.server, stop=self.stop, **hooks)
         self.protocol = DEFAULTS.protocol()
-        self.workers = options.workers
+        # Policy travels down whole: without --workers the runner starts with the workers its
+        # policy last said (kept in its state dir), so a raise takes effect at the next start
+        # without a change to the host's command line.
+        self.workers = options.workers or self.state.policy_workers() or 1
+        # A root runner's flights run as one flight identity per worker slot (flight_identity).
+        self.identities = (FlightIdentities(flight_range(options.flight_uids), self.workers)
+                           if runs_as_root() else None)
         self.runs: dict[str, FlightRun] = {}
         self.flight_threads = Workers(self._fly)  # the threads flights fly on
         self.slots = threading.Condition()
@@ -96,7 +104,7 @@ class Runner:
         self.fleet = FleetState(self.state.path, self.client, say)  # enrolment
         self.fleet.refresh = lambda: self._check_in_once(retry_for=RETRY_REFRESH)
         self.policy: dict = {}  # replaced whole when it changes, never changed in place
-        self._capacity_of: tuple[dict | None, int] = (None, options.workers)
+        self._capacity_of: tuple[dict | None, int] = (None, self.workers)
         self.admin_state: str | None = None
         self._health_said: str | None = None
         self.capabilities: dict | None = None
@@ -386,7 +394,8 @@ class Runner:
         return answer
 
     def _probe(self) -> None:
-        self.capabilities = capabilities.probe()
+        self.capabilities = capabilities.probe(
+            flight_identity=self.identities.first() if self.identities else None)
         self._probed_at = time.monotonic()
 
     def _apply(self, answer: CheckedIn) -> None:
@@ -396,6 +405,7 @@ class Runner:
             if self.policy:
                 self.say("policy is now " + ", ".join(f"{k} {v}" for k, v in sorted(policy.items())))
             self.policy = dict(policy)
+            self.state.remember_policy_workers(policy.get("workers"))
             with self.slots:
                 self.slots.notify_all()
         state = answer.admin_state
@@ -502,6 +512,7 @@ class Runner:
                         policy=answer.policy or self.policy,
                         capabilities=self.capabilities or {}, state_dir=self.state.path,
                         hidden=list(self.options.hidden), on_unmet=self.policy_unmet,
+                        identities=self.identities,
                         on_retired=lambda: self.request_stop(RETIRED_SENTENCE, retired=True),
                         claim_next=(self._next_wanted if answer.protocol.hand_back_claims
                                     else None))

@@ -14,9 +14,10 @@ renewal. The supervisor::
                                      SIGKILL)
                     └─never ready──> N+1 stopped, N keeps serving, "update_failed" reported
 
-With ``--port P`` the runner listens on P itself (:class:`Forwarder`) and forwards each
-connection to the serving generation's own loopback port, which the generation gets in
-``$PORT``. Under ``egress: none`` the generation lives in a network namespace of its own
+With ``--port P`` the runner listens on P itself (:class:`Forwarder`), exclusively, and
+forwards each connection to the serving generation's own loopback port, which the generation
+gets in ``$PORT``; only a listener the generation's own processes hold is served there, and
+only the socket the generation made at ``$SERVICE_SOCKET`` (gg.runner.service_ports). Under ``egress: none`` the generation lives in a network namespace of its own
 (the sandbox's), so its loopback is not the runner's: the generation may listen on the Unix
 socket ``$SERVICE_SOCKET`` (a path in its workspace, which the runner sees too), and a runner
 allowed to enter other namespaces (root) also reaches ``127.0.0.1:$PORT`` inside the
@@ -40,9 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gg.domain import services
-from gg.domain.flights import Outcome
 from gg.runner import isolation
 from gg.runner.launching import LAUNCHER, LaunchedProcess, signal_group
+from gg.runner.service_ports import (NotTheGeneration, connect_own_socket, listen_exclusively,
+                                     listeners, socket_inodes)
 
 POLL = 0.1  # seconds between looks at the processes, the readiness and the spec
 READY_CHECK_TIMEOUT = 5.0  # one --ready-cmd run, or one connection attempt, at most
@@ -140,6 +142,7 @@ class Generation:
     reader: threading.Thread | None = None
     socket_path: Path | None = None  # $SERVICE_SOCKET, under egress none
     namespace: Namespace | None = None  # entered on the first connection, when we may
+    listening: frozenset[int] = frozenset()  # its listeners on $PORT, once seen to be its own
 
     @property
     def alive(self) -> bool:
@@ -149,16 +152,10 @@ class Generation:
         """A connection to this generation: its loopback port, or under egress none its
         socket (when it listens there) or its port inside its namespace."""
         if self.socket_path is None:
+            self.check_listeners()
             return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
-        if self.socket_path.exists():
-            unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            unix.settimeout(timeout)
-            try:
-                _connect_unix(unix, self.socket_path)
-                return unix
-            except OSError:
-                unix.close()
-                raise
+        if os.path.lexists(self.socket_path):
+            return connect_own_socket(self.socket_path, timeout)
         if self.namespace is None:
             pid = namespace_of(self.proc.pid) if self.proc is not None else None
             if pid is None:
@@ -167,29 +164,30 @@ class Generation:
         self.namespace.enter()
         return self.namespace.connect(self.port, timeout)
 
+    def check_listeners(self) -> None:
+        """Refuse unless every socket listening on ``$PORT`` is this generation's own: another
+        flight on the host may have bound the port first (or beside it, with SO_REUSEPORT),
+        and would otherwise be handed the service's connections and read ready."""
+        found = listeners(self.port)
+        if not found:
+            raise ConnectionRefusedError("nothing listens on the generation's port yet")
+        if found <= self.listening:
+            return
+        if self.proc is None or not found <= socket_inodes(self.proc.pid):
+            raise NotTheGeneration(f"port {self.port} is held by a process that is not "
+                                   "the generation's")
+        self.listening = frozenset(found)
+
     def close(self) -> None:
         if self.namespace is not None:
             self.namespace.close()
 
 
-def _connect_unix(sock: socket.socket, path: Path) -> None:
-    """Connect to a Unix socket at a path of any length (sun_path holds 107 bytes): through
-    the directory's descriptor when the path is longer."""
-    if len(os.fsencode(path)) < 100:
-        sock.connect(str(path))
-        return
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        sock.connect(f"/proc/self/fd/{fd}/{path.name}")
-    finally:
-        os.close(fd)
-
-
 class Forwarder:
     """Listens on the service's port and pipes each connection to the serving generation."""
 
-    def __init__(self, port: int, host: str = "0.0.0.0"):
-        self.sock = socket.create_server((host, port), backlog=256)
+    def __init__(self, port: int):
+        self.sock = listen_exclusively(port)
         self.sock.settimeout(POLL)
         self.target: Generation | None = None
         self.active: dict[int, int] = {}  # open connections, by generation number
@@ -279,14 +277,17 @@ class Supervisor:
 
     def fly(self) -> str:
         run = self.run
-        spec = run.service_spec or run.flight.service
+        # A generation that never got ready is not where a new placement starts: the one
+        # that last served is (the control plane keeps both in the spec).
+        spec = services.to_start(run.service_spec or run.flight.service)
+        self.failed.update(spec.get("failed", []))
         if spec.get("port") is not None:
-            try:
-                self.forwarder = Forwarder(int(spec["port"]))
-            except OSError as exc:
-                return run._hand_back(Outcome.RETURNED.value,
-                                      f"port {spec['port']} cannot be listened on here: "
-                                      f"{exc.strerror or exc}")
+            self.forwarder = self._listen(int(spec["port"]), spec)
+            if self.forwarder is None:  # it must stop while it waited for its port
+                run._flush(final=True)
+                if run.lost.is_set():
+                    return "ended" if run.ended_by_server.is_set() else "lost"
+                return run._hand_back()
         current: Generation | None = None
         try:
             current = self._start(spec)
@@ -344,6 +345,28 @@ class Supervisor:
         if run.lost.is_set():
             return "ended" if run.ended_by_server.is_set() else "lost"
         return run._hand_back()  # returning (the runner stops, or was retired)
+
+    def _listen(self, port: int, spec: dict) -> Forwarder | None:
+        """The forwarder on ``port``, once it can be had. Held by something else on this host
+        (the control plane offers no runner a port another service holds there), the service
+        waits for it here, holding its lease, trying again after the restart backoff, rather
+        than being handed back and granted again at once, a claim a moment; it says so once
+        (a ``port_busy`` fact, which ``gg services`` reads). None when it must stop first."""
+        said, tries = None, 0
+        while True:
+            try:
+                return Forwarder(port)
+            except OSError as exc:
+                why = os.strerror(exc.errno) if exc.errno else str(exc)
+                reason = f"port {port} cannot be listened on here: {why}"
+            tries += 1
+            delay = services.restart_delay(tries, spec["backoff"], spec["backoff_cap"])
+            if reason != said:
+                said = reason
+                self._fact(services.PORT_BUSY, spec["generation"], reason=reason)
+                self.run.say(f"{self.run.id}: {reason}; waiting for it")
+            if self._wait(delay):
+                return None
 
     def _update(self, old: Generation, spec: dict) -> Generation | None:
         """Start ``spec`` beside ``old``; switch to it once ready, or give it up."""
@@ -410,7 +433,7 @@ class Supervisor:
         gen.proc, gen.started_wall = run.proc, time.time()
         gen.reader = threading.Thread(target=run._read_output_of, args=(gen.proc,), daemon=True)
         gen.reader.start()
-        self._fact(services.STARTED, gen.number, port=gen.port)
+        self._fact(services.STARTED, gen.number)  # not its $PORT: nobody else's business
         return gen
 
     def _is_ready(self, gen: Generation) -> bool:

@@ -55,5 +55,26 @@ class StateDir:
             json.dump(asdict(reg), fh)
         os.replace(tmp, self.registration_path)
 
+    @property
+    def policy_path(self) -> Path:
+        return self.path / "policy.json"
+
+    def policy_workers(self) -> int | None:
+        """The workers the control plane's policy last said, or None (never told, unreadable)."""
+        try:
+            value = json.loads(self.policy_path.read_text()).get("workers")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return value if isinstance(value, int) and 1 <= value <= 256 else None
+
+    def remember_policy_workers(self, workers: object) -> None:
+        if not isinstance(workers, int) or workers == self.policy_workers():
+            return
+        tmp = self.policy_path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"workers": workers}, fh)
+        os.replace(tmp, self.policy_path)
+
     def forget_registration(self) -> None:
         self.registration_path.unlink(missing_ok=True)

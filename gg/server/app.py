@@ -22,7 +22,9 @@ from gg.server.lease_calls import LeaseCalls
 from gg.server.open_call import OpenRoute
 from gg.server.json_body import JsonRoute
 from gg.server.pull import Poller
+from gg.server.html_guard import HtmlGuard
 from gg.server.limits import BodyLimit
+from gg.server.source_rate import SourceRate
 from gg.server.relay import LocalRelay
 from gg.server.replicas import Replicas
 from gg.server.routes import (admin, approvals, consoles, fleet, flights, gates, groups, hooks,
@@ -44,7 +46,10 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
         machine_console.close_left_open(core)  # their relay ended with the last process
     app = FastAPI(title="gg control plane", version=__version__,
                   description="Runs work on a fleet of machines an organisation controls.",
-                  lifespan=liveness.lifespan)
+                  lifespan=liveness.lifespan,
+                  # no Swagger UI or ReDoc page: both load a CDN's script into the console's
+                  # origin; the schema is /openapi.json (docs/server.md)
+                  docs_url=None, redoc_url=None)
     app.router.route_class = JsonRoute  # any route added on the app reads bodies strictly too
     app.state.core = core
     app.state.dispatcher = Dispatcher(core)
@@ -52,6 +57,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.state.outbox = Outbox(core)
     app.state.poller = Poller(core)  # pull-mode runners (docs/runner-modes.md)
     app.state.relay = LocalRelay()  # consoles' two sides meet here (docs/console.md)
+    app.state.nonce_rate = SourceRate(settings.key_nonce_rate)  # anonymous asks, per address
     app.state.duties = app.state.outbox.duties = app.state.poller.duties = Duties(core)
     if Replicas.wanted(core):  # a store shared by replicas: wake-ups cross them
         app.state.replicas = Replicas(core, app.state.dispatcher)
@@ -64,6 +70,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     placement.install(app)
     web.install(app)  # the console's pages at / and /ui/ (docs/web-console.md)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(HtmlGuard)  # every HTML answer: the console's CSP and frame headers
     metrics.install(app)  # outermost: counts every answer, 413s included
     # A claim is answered ahead of the whole stack (a parked one holds no framework frames),
     # and so are the lease calls every flight makes (renew, facts, hand-back: the framework

@@ -6,13 +6,24 @@ idle sockets that never send a request exhaust them; the server then cannot acce
 
 - **A cap on connections** (``GG_MAX_CONNECTIONS``; by default :func:`default_cap` of the
   file limit, which is first raised to the hard limit). A connection beyond the cap replaces
-  the connection that has waited longest without a request in progress (a socket that sent
-  nothing, half a request, or sits idle between keep-alive requests); when every connection
-  is busy with a request (parked claims, say) the newcomer is closed at once. Descriptors in
-  use stay below the file limit, with a reserve for the database and the logs.
-- **A header timeout** (``GG_HEADER_TIMEOUT``): a connection that has not sent complete
-  request headers within it is closed, whether it just opened or started a new request on a
-  kept-alive connection. Idle keep-alive connections close after ``GG_KEEP_ALIVE_TIMEOUT``.
+  the oldest *stranger*: a connection with no whole request in hand (a socket that sent
+  nothing, half a request, headers and part of a body, an upgraded WebSocket, or one idle
+  between keep-alive requests). Only a connection whose request the server has read whole
+  (a parked claim, say) is never replaced; when every connection is such, the newcomer is
+  closed at once. Descriptors in use stay below the file limit, with a reserve for the
+  database and the logs.
+- **A cap per source** (``GG_MAX_CONNECTIONS_PER_SOURCE``; by default a quarter of the cap):
+  one peer address holds at most that many strangers; beyond it, its new connections are
+  closed as they are accepted, before a byte is read, so one host's flood (upgrades nobody
+  finishes, bodies that never end, idle keep-alive sockets) costs the loop next to nothing
+  and cannot push out anyone else's connections. Behind a proxy every connection comes from
+  the proxy's address: raise it to the cap there (docs/server.md).
+- **Deadlines**: a connection that has not sent complete request headers within
+  ``GG_HEADER_TIMEOUT`` is closed, whether it just opened or started a new request on a
+  kept-alive connection; a request whose whole body has not arrived within
+  ``GG_BODY_TIMEOUT`` of its headers is answered 408 and closed; idle keep-alive connections
+  close after ``GG_KEEP_ALIVE_TIMEOUT``; a WebSocket is pinged, and closed when its peer stops
+  answering (uvicorn's ping interval and timeout).
 - **One log line per episode**: reaching the cap, and failing to ``accept()`` (EMFILE and
   friends), are each logged when they start and when they end, never once per attempt.
 
@@ -77,49 +88,87 @@ def raise_file_limit() -> int:
 
 
 class Gate:
-    """Counts the connections this server holds and decides who may stay."""
+    """Counts the connections this server holds and decides who may stay.
 
-    def __init__(self, cap: int, header_timeout: float):
+    A *stranger* is a connection with no whole request in hand (see the module docstring);
+    strangers are kept oldest first, overall and per peer address, and are the only ones
+    ever replaced."""
+
+    def __init__(self, cap: int, header_timeout: float, *, per_source: int = 0,
+                 body_timeout: float = 30.0):
         self.cap = cap
+        self.per_source = per_source if per_source > 0 else max(16, cap // 4)
         self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
         self.admitted: set[H11Protocol] = set()
-        self.idle: dict[H11Protocol, None] = {}  # no request in progress; oldest first
+        self.idle: dict[H11Protocol, None] = {}  # the strangers, oldest first
+        self.sources: dict[str, dict[H11Protocol, None]] = {}  # the same, by peer address
         self.full = False  # in a cap episode
+        self.crowded: set[str] = set()  # sources in a per-source cap episode
         self.accept_failures = 0  # failed accept() calls in the current episode
 
-    def admit(self, conn: H11Protocol) -> bool:
+    def admit(self, conn: H11Protocol, source: str = "") -> bool:
         if self.accept_failures:
             log.warning("accepting connections again (%d accept() attempts failed while the "
                         "process was out of file descriptors)", self.accept_failures)
             self.accept_failures = 0
+        own = self.sources.get(source)
+        if own is not None and len(own) >= self.per_source:
+            if source not in self.crowded:  # refused before a byte is read: the flood pays
+                self.crowded.add(source)    # for itself, and costs the loop next to nothing
+                log.warning("%s holds %d connections with no whole request, the cap per source "
+                            "(GG_MAX_CONNECTIONS_PER_SOURCE): its new ones are closed at once",
+                            source or "a local socket", self.per_source)
+            return False
         if len(self.admitted) >= self.cap:
             if not self.full:
                 self.full = True
                 log.warning("%d connections open, the cap (GG_MAX_CONNECTIONS): each new one "
-                            "now replaces the longest-idle one", self.cap)
+                            "now replaces the oldest with no whole request", self.cap)
             victim = next(iter(self.idle), None)
             if victim is None:  # every connection is busy with a request
                 return False
-            self.forget(victim)
-            victim.transport.close()
+            self._close(victim)
+        conn.gg_source = source
         self.admitted.add(conn)
-        self.idle[conn] = None
+        self.idle_again(conn)
         return True
 
     def busy(self, conn: H11Protocol) -> None:
+        """``conn``'s request is read whole: it is no stranger until it is answered."""
         self.idle.pop(conn, None)
+        own = self.sources.get(getattr(conn, "gg_source", ""))
+        if own is not None:
+            own.pop(conn, None)
+            if len(own) < self.per_source * 9 // 10:
+                self._left(conn.gg_source, own)
 
     def idle_again(self, conn: H11Protocol) -> None:
         if conn in self.admitted:
-            self.idle.pop(conn, None)
+            self.busy(conn)
             self.idle[conn] = None  # to the back: the most recently active
+            self.sources.setdefault(conn.gg_source, {})[conn] = None
 
     def forget(self, conn: H11Protocol) -> None:
+        self.busy(conn)
         self.admitted.discard(conn)
-        self.idle.pop(conn, None)
         if self.full and len(self.admitted) < self.cap * 9 // 10:
             self.full = False
             log.warning("connections back under the cap (%d open)", len(self.admitted))
+
+    def _close(self, conn: H11Protocol) -> None:
+        self.forget(conn)
+        if getattr(conn, "gg_started", False):  # half a request, a body or a WebSocket:
+            conn.transport.abort()              # nothing of it is owed an answer, nor a flush
+        else:
+            conn.transport.close()
+
+    def _left(self, source: str, own: dict) -> None:
+        if not own:
+            del self.sources[source]
+        if source in self.crowded:
+            self.crowded.discard(source)
+            log.warning("%s is back under the cap per source", source or "a local socket")
 
     def loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
         """The loop's exception handler: a failed accept() is logged once per episode.
@@ -137,15 +186,20 @@ class Gate:
 
 
 def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
-    """uvicorn's HTTP protocol, admitted by ``gate`` and closed when headers are late."""
+    """uvicorn's HTTP protocol, admitted by ``gate``, closed when headers are late and
+    answered 408 when a body is."""
 
     class Bounded(base):
         _refused = False
         _upgraded = False
+        gg_started = False  # bytes of a request (or a WebSocket) arrived: a close is abrupt
         _header_timer: asyncio.TimerHandle | None = None
+        _body_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport) -> None:  # type: ignore[override]
-            if not gate.admit(self):
+            peer = transport.get_extra_info("peername")
+            source = peer[0] if isinstance(peer, tuple) and peer else ""
+            if not gate.admit(self, source):
                 self._refused = True
                 transport.abort()
                 return
@@ -156,6 +210,7 @@ def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
             if self._refused:
                 return
             self._disarm()
+            self._disarm_body()
             gate.forget(self)
             if self._in_request():  # gone before its answer: a parked claim stops waiting
                 on_lost = (self.scope or {}).get(ON_LOST)
@@ -164,21 +219,30 @@ def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            self.gg_started = True
             super().data_received(data)
-            if self._upgraded:
+            if self._upgraded or self.transport.is_closing():
                 return
             if self._in_request():
                 self._disarm()
-                gate.busy(self)
+                if self.cycle.more_body:  # headers, and not yet the whole body: a stranger
+                    if self._body_timer is None:  # the whole body is due in time
+                        self._body_timer = self.loop.call_later(gate.body_timeout,
+                                                                self._body_late)
+                else:
+                    self._disarm_body()
+                    gate.busy(self)
             elif self._header_timer is None:  # the first bytes of a request on a kept-alive
                 self._arm()                   # connection: its headers are due in time too
 
         def handle_websocket_upgrade(self, *event) -> None:  # h11's passes the request
             """A WebSocket (a console, docs/console.md) holds its connection for as long as it
-            lasts: no header timeout, never taken as idle, and counted until it closes."""
+            lasts: no header timeout, and counted until it closes; a stranger all along (its
+            ping timeout ends it when its peer stops answering), so upgrades nobody finishes
+            are capped like any other stranger."""
             self._upgraded = True
             self._disarm()
-            gate.busy(self)
+            self._disarm_body()
             super().handle_websocket_upgrade(*event)
             ws = self.transport.get_protocol()
             if ws is self:
@@ -193,6 +257,7 @@ def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
+            self.gg_started = False
             if not self.transport.is_closing():
                 gate.idle_again(self)
 
@@ -207,12 +272,33 @@ def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
                 self._header_timer.cancel()
                 self._header_timer = None
 
+        def _disarm_body(self) -> None:
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+
         def _headers_late(self) -> None:
             self._header_timer = None
             if not self._in_request() and not self.transport.is_closing():
                 self.transport.close()
 
+        def _body_late(self) -> None:
+            """The whole body did not arrive in time: one sentence, 408, and the connection
+            closed (the request's handler hears it as a client gone)."""
+            self._body_timer = None
+            if self._in_request() and self.cycle.more_body and not self.transport.is_closing():
+                if not self.cycle.response_started:
+                    self.transport.write(_LATE_BODY)
+                self.transport.close()
+
     return Bounded
+
+
+_LATE_BODY_TEXT = (b'{"error": {"code": "request_timeout", "message": "the request body did not '
+                   b'arrive in time (GG_BODY_TIMEOUT)"}}')
+_LATE_BODY = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+              b"connection: close\r\ncontent-length: " + str(len(_LATE_BODY_TEXT)).encode()
+              + b"\r\n\r\n" + _LATE_BODY_TEXT)
 
 
 class BoundedServer(uvicorn.Server):
@@ -255,7 +341,8 @@ def serve(app, host: str, port: int, settings, on_stopping: Callable[[], None],
     cap, warning = plan_cap(settings.max_connections, limit)
     if warning:
         say(warning)
-    gate = Gate(cap, settings.header_timeout)
+    gate = Gate(cap, settings.header_timeout, per_source=settings.max_connections_per_source,
+                body_timeout=settings.body_timeout)
     config = server_config(app, host, port, settings, gate, tls)
     freeze_start_up()
     BoundedServer(config, gate, on_stopping).run()

@@ -8,8 +8,9 @@ answers, renewals and grants). A runner that does not answer, or whose answer is
 by the key pinned at attach, is not renewed: its leases run out by the clock and its flights
 are offered again by the ordinary expiry rules.
 
-Every request is signed with the control plane's key (kept in the store) over the method,
-path, a timestamp, a nonce and the body's digest (gg.domain.pull); every answer must be
+Every request is signed with the control plane's key (kept in the store) over the key
+fingerprint of the runner it is for, the method, path, a timestamp, a nonce and the body's
+digest (gg.domain.pull); every answer must be
 signed with the runner's key over its status, that nonce, a timestamp and its body's digest.
 """
 
@@ -31,6 +32,7 @@ from gg.control import pull as pull_ops
 from gg.control.core import Core
 from gg.control.people import require_admin
 from gg.domain import pull as rules
+from gg.domain.identity import key_fingerprint
 from gg.domain.runners import Runner
 from gg.errors import GGError
 
@@ -64,11 +66,13 @@ class Link:
                    runner_key: str | None) -> dict:
         """POST (or GET without a body) ``path`` on the runner at ``url``, signed; the answer,
         checked against ``runner_key`` (None: against the key the answer itself carries, for
-        the key exchange at attach). PullFailed when unreachable, refused or not signed."""
+        the key exchange at attach). The request is signed for ``runner_key``'s fingerprint,
+        so no other runner would take it. PullFailed when unreachable, refused or not signed."""
         method = "GET" if body is None else "POST"
         payload = b"" if body is None else json.dumps(body, default=str).encode()
+        meant_for = rules.ANYONE if runner_key is None else key_fingerprint(runner_key)
         headers, nonce = pull_ops.signed_headers(self.key, method, path, body=payload,
-                                                  now=time.time())
+                                                  now=time.time(), meant_for=meant_for)
         headers.update({"content-type": "application/json", "user-agent": f"gg/{__version__}"})
         try:
             response = await http.request(method, url.rstrip("/") + path, content=payload,

@@ -233,6 +233,25 @@ class FlightRows:
         sql += " GROUP BY lease_runner"
         return {r[0]: r[1] for r in self.db.all(sql, tuple(params))}
 
+    def held_service_ports(self, now: float,
+                           runner_ids: list[str] | None = None) -> dict[str, dict[int, str]]:
+        """runner id -> {a service's --port: that service's flight id}, for every service
+        flying under a live lease (gg.domain.matching.Seat.held_ports)."""
+        sql = ("SELECT lease_runner, id, service FROM flights WHERE stage = 'flying' "
+               "AND kind = 'service' AND lease_expires_at > ?")
+        params: list[Any] = [now]
+        if runner_ids is not None:
+            if not runner_ids:
+                return {}
+            sql += f" AND lease_runner IN ({','.join('?' * len(runner_ids))})"
+            params.extend(runner_ids)
+        held: dict[str, dict[int, str]] = {}
+        for runner_id, flight_id, spec in self.db.all(sql, tuple(params)):
+            port = (loads(spec, None) or {}).get("port") if spec else None
+            if port is not None:
+                held.setdefault(runner_id, {})[int(port)] = flight_id
+        return held
+
     def flights_held_by(self, runner_id: str) -> list[Flight]:
         rows = self.db.all("SELECT * FROM flights WHERE lease_runner = ? AND stage = 'flying'",
                            (runner_id,))

@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+from typing import Collection
+
 from gg.store.db import Database, dumps, loads
 
 
 KEPT_ANSWERS = 10  # a delivery keeps the answers of its last this many attempts
+
+# An undelivered row with no undelivered row of the same flight to the same hook before it.
+_HEADS = ("d.delivered_at IS NULL AND d.dropped_at IS NULL AND NOT EXISTS ("
+          "SELECT 1 FROM hook_deliveries e WHERE e.hook_id = d.hook_id "
+          "AND e.flight_id = d.flight_id AND e.seq < d.seq "
+          "AND e.delivered_at IS NULL AND e.dropped_at IS NULL)")
+
+
+def _skipping(sending: Collection[int], busy: Collection[str]) -> tuple[str, tuple]:
+    """The SQL that leaves out the rows in ``sending`` and the rows of hooks in ``busy``."""
+    sql, params = "", ()
+    if sending:
+        sql += f" AND d.seq NOT IN ({', '.join('?' * len(sending))})"
+        params += tuple(sending)
+    if busy:
+        sql += f" AND d.hook_id NOT IN ({', '.join('?' * len(busy))})"
+        params += tuple(busy)
+    return sql, params
 
 
 def _hook(row) -> dict:
@@ -49,24 +69,27 @@ class HookRows:
                                            "kind": kind, "flight_id": flight_id, "body": body,
                                            "created_at": now, "next_at": now})
 
-    def due_hook_deliveries(self, now: float, limit: int) -> list[dict]:
+    def due_hook_deliveries(self, now: float, limit: int, *, sending: Collection[int] = (),
+                            busy: Collection[str] = ()) -> list[dict]:
         """Undelivered rows whose time has come, oldest first, each with its hook's URL and
         secret; a row waits while an earlier row of the same flight to the same hook is
-        undelivered (in order per flight)."""
+        undelivered (in order per flight). Rows in ``sending`` (being sent now) and rows of
+        the hooks in ``busy`` (sending as many as they may at once) are left out."""
+        skip, params = _skipping(sending, busy)
         rows = self.db.all(
             "SELECT d.seq, d.id, d.hook_id, d.kind, d.flight_id, d.body, d.attempts, "
             "h.url, h.secret FROM hook_deliveries d JOIN hooks h ON h.id = d.hook_id "
-            "WHERE d.delivered_at IS NULL AND d.dropped_at IS NULL AND d.next_at <= ? "
-            "AND h.removed_at IS NULL AND NOT EXISTS ("
-            " SELECT 1 FROM hook_deliveries e WHERE e.hook_id = d.hook_id"
-            " AND e.flight_id = d.flight_id AND e.seq < d.seq"
-            " AND e.delivered_at IS NULL AND e.dropped_at IS NULL) "
-            "ORDER BY d.seq LIMIT ?", (now, limit))
+            f"WHERE {_HEADS} AND d.next_at <= ? AND h.removed_at IS NULL{skip} "
+            "ORDER BY d.seq LIMIT ?", (now, *params, limit))
         return [dict(r) for r in rows]
 
-    def next_hook_due(self) -> float | None:
-        row = self.db.one("SELECT min(next_at) FROM hook_deliveries "
-                          "WHERE delivered_at IS NULL AND dropped_at IS NULL")
+    def next_hook_due(self, *, sending: Collection[int] = (),
+                      busy: Collection[str] = ()) -> float | None:
+        """When the next row that could be sent is due: rows waiting behind an earlier one
+        of their flight, and those ``due_hook_deliveries`` would leave out, do not count."""
+        skip, params = _skipping(sending, busy)
+        row = self.db.one(f"SELECT min(d.next_at) FROM hook_deliveries d WHERE {_HEADS}{skip}",
+                          params)
         return row[0] if row else None
 
     def hook_delivery_attempts(self, seq: int) -> int:

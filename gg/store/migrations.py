@@ -465,6 +465,14 @@ def _console_sessions(db: sqlite_utils.Database) -> None:
     )
 
 
+@migration(761, "console sessions: the person token each was made with")
+def _console_session_tokens(db: sqlite_utils.Database) -> None:
+    """A session works only while the person token it was made with is still its person's
+    token: the hash of that token is kept with it, and a session without one (made before
+    this migration) signs nobody in, so its person signs in again once."""
+    db.executescript("ALTER TABLE console_sessions ADD COLUMN person_token_hash TEXT;")
+
+
 # -- start estimates (780-789) ----------------------------------------------------------------
 
 

@@ -178,21 +178,12 @@ class RunnerRows:
                           (nonce_hash, runner_id))
         return cur.rowcount == 1
 
-    def count_key_nonces(self, now: float) -> int:
-        """Unexpired key-proof nonces, after dropping the expired ones."""
+    def spend_key_nonce(self, nonce_hash: str, purpose: str, public_key: str,
+                        expires_at: float, now: float) -> bool:
+        """Record a key-proof nonce as spent, until it expires; True if it was not spent
+        before (spent ones that expired are dropped first: they are refused anyway)."""
         self.db.run("DELETE FROM key_nonces WHERE expires_at <= ?", (now,))
-        return self.db.one("SELECT COUNT(*) AS n FROM key_nonces")["n"]
-
-    def add_key_nonce(self, nonce_hash: str, purpose: str, public_key: str,
-                      expires_at: float) -> None:
-        self.db.insert("key_nonces", {"nonce_hash": nonce_hash, "purpose": purpose,
-                                       "public_key": public_key, "expires_at": expires_at})
-
-    def take_key_nonce(self, nonce_hash: str, purpose: str, public_key: str, now: float) -> bool:
-        """Spend a key-proof nonce once, whatever follows; True if it existed, was issued for
-        this purpose and key, and was unexpired."""
-        cur = self.db.run("DELETE FROM key_nonces WHERE nonce_hash = ? RETURNING purpose, "
-                          "public_key, expires_at", (nonce_hash,))
-        row = cur.fetchone()
-        return (row is not None and row[0] == purpose and row[1] == public_key
-                and row[2] > now)
+        cur = self.db.run("INSERT INTO key_nonces (nonce_hash, purpose, public_key, expires_at) "
+                          "VALUES (?, ?, ?, ?) ON CONFLICT(nonce_hash) DO NOTHING",
+                          (nonce_hash, purpose, public_key, expires_at))
+        return cur.rowcount == 1

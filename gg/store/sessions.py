@@ -8,9 +8,10 @@ from gg.store.db import Database
 class SessionRows:
     db: Database
 
-    def add_session(self, *, token_hash: str, person_id: str, now: float,
-                    expires_at: float) -> None:
+    def add_session(self, *, token_hash: str, person_id: str, person_token_hash: str,
+                    now: float, expires_at: float) -> None:
         self.db.insert("console_sessions", {"token_hash": token_hash, "person_id": person_id,
+                                            "person_token_hash": person_token_hash,
                                             "created_at": now, "expires_at": expires_at})
 
     def session(self, token_hash: str) -> dict | None:

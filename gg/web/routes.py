@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from gg.control import answers, console, flights, gates, pools
 from gg.domain import console as rules
 from gg.domain.events import SEQ_MAX
-from gg.errors import GGError, NotFound, Unauthorized
+from gg.errors import BadRequest, GGError, NotFound, Unauthorized
 from gg.web import guard, render
 
 router = APIRouter(include_in_schema=False)  # pages, not the API: not in openapi.json
@@ -80,8 +80,8 @@ async def login(request: Request) -> Response:
                 request.app.state.core, fields.get("token", ""),
                 replacing=guard.session_secret(request))
         except Unauthorized:
-            raise Unauthorized("that token was not accepted: paste the person token `gg login` "
-                               "uses (it starts with ggp_), or ask an admin for a new one") from None
+            raise Unauthorized("that token was not accepted: paste the person token that gg "
+                               "login uses (it starts with ggp_), or ask an admin for a new one") from None
         response = _to(request, "/ui/flights")
         guard.set_session(response, request, secret,
                           request.app.state.core.settings.console_session_ttl)
@@ -239,6 +239,34 @@ async def _act(request: Request, fallback: str, do: Callable[[dict, dict], Await
     return await _answer(request, make)
 
 
+@router.post("/ui/flights")
+async def open_flight(request: Request) -> Response:
+    """``gg fly -- CMD`` from the page: the command (run by the shell) and an environment,
+    opened by the same use case as the API's open (which refuses what it refuses), then the
+    flight's own page."""
+    async def make():
+        fields = await guard.form(request)
+        person = guard.person(request)
+        guard.check_form(request, fields)
+        command = fields.get("command", "").strip()
+        environment = fields.get("environment", "").strip() or None
+        if not command:
+            raise BadRequest("say what to run: the command is empty")
+        if len(command) > 4096 or (environment is not None and len(environment) > 64):
+            raise BadRequest("the command takes at most 4096 characters, the environment 64")
+        row = await answers.opened(request.app.state.core, person, command=[command],
+                                   environment=environment)
+        return _to(request, f"/ui/flights/{row['id']}")
+    return await _answer(request, make)
+
+
+@router.post("/ui/flights/{flight_id}/force")
+async def force(flight_id: str, request: Request) -> Response:
+    async def do(person, fields):
+        return answers.forced(request.app.state.core, person, flight_id)
+    return await _act(request, f"/ui/flights/{flight_id}", do)
+
+
 @router.post("/ui/flights/{flight_id}/cancel")
 async def cancel(flight_id: str, request: Request) -> Response:
     async def do(person, fields):
@@ -255,8 +283,9 @@ async def clear_gate(gate_id: str, request: Request) -> Response:
 
 @router.post("/ui/flights/{flight_id}/approve")
 async def approve(flight_id: str, request: Request) -> Response:
-    async def do(person, fields):
-        return answers.approved(request.app.state.core, person, flight_id)
+    async def do(person, fields):  # the digest the page showed: a spec changed since is refused
+        return answers.approved(request.app.state.core, person, flight_id,
+                                fields.get("digest") or None)
     return await _act(request, "/ui/pending", do)
 
 

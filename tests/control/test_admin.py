@@ -386,3 +386,14 @@ def test_version_skew_is_none_skewed_or_unknown_with_one_event_per_version_pair(
             for e in events] == [
         (None, None, "unknown"), ("0.0.1", "a" * 40, "skewed"), ("0.0.2", "a" * 40, "skewed"),
         (core.version, "b" * 40, "skewed"), (core.version, "unknown", "unknown")]
+
+def test_a_retired_runner_keeps_its_name_in_the_flights_it_flew(core):
+    r, _ = make_runner(core)
+    flight, grant = _fly(core, r)
+    leases.hand_back(core, r, flight.id, epoch=grant.epoch, outcome="landed", exit_code=0,
+                     reason=None, key=None)
+    admin.retire(core, owner_of(core), "r1")  # as a removed pool member is retired
+    listed = {f["id"]: f for f in flights.list_flights(core)["items"]}
+    assert listed[flight.id]["runner_name"] == "r1"
+    shown = flights.show_flight(core, flight.id, estimate=False)
+    assert shown["runner_name"] == "r1" and shown["attempts"][0]["runner_name"] == "r1"

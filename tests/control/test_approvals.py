@@ -149,3 +149,20 @@ def test_a_bad_approver_is_refused_and_nothing_is_opened(core, owner, ada):
         assert str(refused.value) == sentence
     assert len(core.store.flight_values(limit=100)) == before
     assert core.store.gates(kind="approval") == []
+
+
+def test_the_only_admins_own_flight_says_a_second_admin_is_needed_and_how(core, owner, eve):
+    f = flights.open_flight(core, owner, command=["true"], approval=True)
+    # eve, a second admin, may approve it: the usual sentence
+    assert flights.show_flight(core, f.id)["waiting"] == (
+        f"waiting: needs approval by an admin: gg approve {f.id}")
+    people.remove_person(core, owner, "eve")
+    row = flights.show_flight(core, f.id)
+    assert row["waiting"] == ("waiting: needs approval by an admin, and nobody may give it: "
+                              "every admin opened or changed it")
+    assert row["remedy"] == ("an admin adds a second admin (gg person add NAME --admin), who "
+                             f"approves it with gg approve {f.id}; or cancel it: gg cancel {f.id}")
+    listed = {r["id"]: r for r in flights.list_flights(core)["items"]}
+    assert listed[f.id]["waiting"] == row["waiting"]
+    with pytest.raises(Forbidden):  # what it says is true: the owner may not approve it
+        approvals.approve(core, owner, f.id)

@@ -69,3 +69,29 @@ def test_enrolment_is_refused_a_live_runners_name_and_spends_no_use(core, owner)
     with pytest.raises(Unauthorized):
         enrolment.enrol(core, token, name="web-3", **proof(core, "enrol"), workers=1,
                         inventory={}, version=None)
+
+
+def test_a_member_is_refused_the_name_of_an_offline_runner_that_is_not_retired(core, owner,
+                                                                             clock):
+    from gg.control import people
+
+    ada = people.add_person(core, owner, "ada", admin=False)[0]
+    web = register(core, owner, "web")
+    check_in(core, web)
+    clock.advance(core.settings.offline_after + 1)
+    with pytest.raises(Conflict) as refused:
+        register(core, ada, "web")
+    assert refused.value.code == "runner_name_taken"
+    assert "offline but not retired" in str(refused.value)
+    admin.retire(core, owner, web.id)
+    assert register(core, ada, "web").id != web.id  # retired: the name is free
+
+
+def test_a_member_may_take_the_name_of_its_own_offline_runner(core, owner, clock):
+    from gg.control import people
+
+    ada = people.add_person(core, owner, "ada", admin=False)[0]
+    old = register(core, ada, "adas")
+    check_in(core, old)
+    clock.advance(core.settings.offline_after + 1)
+    assert register(core, ada, "adas").id != old.id

@@ -89,7 +89,7 @@ def test_on_the_event_loop_a_miss_never_evaluates_it_is_pending_until_evaluated_
 
     async def main():
         assert verdicts.decide(meaning, {"cpu_count": 8}) is Verdict.PENDING
-        assert verdicts.evaluations == 0 and len(verdicts.misses) == 1
+        assert verdicts.evaluations == 0
         assert await verdicts.evaluate(meaning, {"cpu_count": 8}) is True
         assert verdicts.decide(meaning, {"cpu_count": 8}) is True
 

@@ -86,3 +86,34 @@ def test_a_flight_behind_its_approval_says_who_approves_it_and_how():
     assert waiting.remedy == ("an admin or ada approves it with gg approve f_1, or refuses it "
                               "with gg reject f_1 --reason WHY")
     assert _gate().cleared_by_words == "an admin"
+
+
+def test_who_changed_a_flight_s_spec_may_not_approve_the_change_nor_may_its_opener():
+    gate = _gate()
+    gate.payload["changed_by"] = ADMIN["id"]
+    assert refusal_to_clear(gate, person=ADMIN, flight_opener=ADA["id"]) == (
+        "you changed flight f_1, so someone else must approve the change (separation of duties)")
+    assert refusal_to_clear(gate, person=ADA, flight_opener=ADA["id"]) == approvals.opener_refusal("f_1")
+    other_admin = {"id": "p_eve", "name": "eve", "role": "admin"}
+    assert refusal_to_clear(gate, person=other_admin, flight_opener=ADA["id"]) is None
+
+
+def test_a_change_needs_an_approval_when_the_flight_had_one_or_its_environment_requires_one_now():
+    assert approvals.change_needs_approval(ever_gated=True, environment=None,
+                                           environment_requires=False, root_approvals=())
+    assert approvals.change_needs_approval(ever_gated=False, environment="ui",
+                                           environment_requires=True, root_approvals=())
+    assert approvals.change_needs_approval(ever_gated=False, environment="prod",
+                                           environment_requires=False, root_approvals=("prod",))
+    assert not approvals.change_needs_approval(ever_gated=False, environment="ui",
+                                               environment_requires=False,
+                                               root_approvals=("prod",))
+
+
+def test_an_approval_for_another_digest_than_the_gate_stands_for_is_refused():
+    old, new = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    assert approvals.digest_refusal("f_1", wanted=new, given=None) is None
+    assert approvals.digest_refusal("f_1", wanted=new, given=new) is None
+    assert approvals.digest_refusal("f_1", wanted=new, given=old) == (
+        "flight f_1 changed since you looked: approving it now runs sha256:bbbbbbbbbbbb, "
+        "not sha256:aaaaaaaaaaaa; look again with gg show f_1")

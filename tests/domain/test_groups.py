@@ -160,3 +160,20 @@ def test_a_repository_gg_cannot_slug_is_bound_by_its_url_prefix_only():
     bound = Placement({"acme": Group("acme", bindings=("git://acme/",))})
     assert bound.bound_to(None, "git://acme/x y") == ("acme",)
     assert bound.bound_to(None, "relative/path") == ()
+
+
+def test_a_flight_for_one_group_whose_runners_are_cordoned_names_that_group():
+    from gg.domain.runners import AdminState
+
+    cordoned = Runner(id="r_b", name="b", labels={}, group="dc1", last_seen_at=NOW - 1,
+                      admin_state=AdminState.CORDONED.value)
+    seats = [make_seat("a"), seat(cordoned, NOW, 45, 0, frozenset(), FLEET)]
+    w = why_waiting(flight(group="dc1"), seats)
+    assert w.sentence == "waiting: every runner of group dc1 is cordoned"
+    bound = why_waiting(flight(environment="prod", requires={"environment": "prod"}), [
+        make_seat("c", labels={"environment": "prod"}),
+        seat(Runner(id="r_d", name="d", labels={"environment": "prod"}, group="dc2",
+                    last_seen_at=NOW - 1, admin_state=AdminState.CORDONED.value),
+             NOW, 45, 0, frozenset(), FLEET)])
+    assert bound.sentence == ("waiting: every runner of group dc2 that advertises "
+                              "environment=prod is cordoned")

@@ -87,3 +87,20 @@ def test_ahead_counts_higher_priority_flights_that_want_the_same_runners():
     assert ahead(flight("f_h", priority="high"), ready, [busy]) == 0
     offline = Seat(busy.runner, {}, 1, online=False)
     assert ahead(low, ready, [offline]) == 0  # it waits for the runner, not for them
+
+
+def test_a_service_is_not_offered_a_runner_where_another_service_holds_its_port():
+    from gg.domain.matching import Block, blockers
+    from gg.domain.waiting import why_waiting
+
+    wants = flight("f_2", kind="service", service={"generation": 1, "port": 8080})
+    runner = Runner(id="r_1", name="r1", workers=4)
+    held = Seat(runner, {}, 1, online=True, held_ports={8080: "f_1"})
+    assert blockers(wants, held) == [Block.PORT_HELD]
+    assert assign([wants], [held]) == []
+    other_port = flight("f_3", kind="service", service={"generation": 1, "port": 9090})
+    assert [a.flight.id for a in assign([wants, other_port], [held])] == ["f_3"]
+    assert why_waiting(wants, [held]).sentence == (
+        "waiting: port 8080 is held by service f_1 on every runner that could take it")
+    free = Seat(Runner(id="r_2", name="r2"), {}, 0, online=True)
+    assert [a.seat.runner.id for a in assign([wants], [held, free])] == ["r_2"]

@@ -125,3 +125,17 @@ def test_a_flight_sent_to_one_runner_reads_only_that_runners_seat():
             continue
         alone = [s for s in seats if s.runner.id == f.runner_target]
         assert why_waiting(f, alone) == why_waiting(f, seats)
+
+
+def test_a_gated_flight_with_an_idle_runner_asks_for_the_gate_not_for_a_runner():
+    f = flight(environment="ui", requires={"environment": "ui"}, stage="gated", gates=["g_1"])
+    ctx = Context(open_gates=[OpenGate("g_1", "re-charting environment ui", "an admin")])
+    plan = build_plan(f, [make_seat("idle", {"environment": "ui"})], ctx, PlanFacts(now=NOW))
+    assert not plan.startable
+    capacity = plan.items[-1]
+    assert (capacity.need, capacity.held) == ("a runner that advertises environment=ui can "
+                                              "take it", True)
+    assert "idle" in capacity.note
+    ways = [w.command for item in plan.items for w in item.ways]
+    assert not any(c and c.startswith("gg runner up") for c in ways)
+    assert "gg gate clear g_1" in ways

@@ -6,19 +6,16 @@ from gg import keys
 from gg.domain import pull as rules
 
 
-def test_a_request_signature_covers_method_path_time_nonce_and_body():
+def test_a_request_signature_covers_its_runner_method_path_time_nonce_and_body():
     key = keys.generate()
     public = keys.public_text(key)
-    message = rules.request_message("POST", "/v1/pull/poll", "100.000", "n1", b'{"a":1}')
-    signature = keys.sign(key, message)
-    assert keys.verify(public, message, signature)
-    for changed in (rules.request_message("GET", "/v1/pull/poll", "100.000", "n1", b'{"a":1}'),
-                    rules.request_message("POST", "/v1/pull/deliver", "100.000", "n1",
-                                          b'{"a":1}'),
-                    rules.request_message("POST", "/v1/pull/poll", "101.000", "n1", b'{"a":1}'),
-                    rules.request_message("POST", "/v1/pull/poll", "100.000", "n2", b'{"a":1}'),
-                    rules.request_message("POST", "/v1/pull/poll", "100.000", "n1", b'{"a":2}')):
-        assert not keys.verify(public, changed, signature)
+    parts = ("SHA256:x", "POST", "/v1/pull/poll", "100.000", "n1", b'{"a":1}')
+    signature = keys.sign(key, rules.request_message(*parts))
+    assert keys.verify(public, rules.request_message(*parts), signature)
+    for i, other in enumerate(("SHA256:y", "GET", "/v1/pull/deliver", "101.000", "n2",
+                               b'{"a":2}')):
+        changed = parts[:i] + (other,) + parts[i + 1:]
+        assert not keys.verify(public, rules.request_message(*changed), signature)
 
 
 def test_an_answer_signature_names_the_request_it_answers():

@@ -55,3 +55,18 @@ def test_an_update_switches_or_reads_failed_and_older_placements_are_history():
     switched = now + [_fact("switched", 2, epoch=2, at=9.0, started_at=8.0, ready=True)]
     st = services.status(switched, epoch=2, wanted=2, degraded_after=3)
     assert (st.generation, st.ready, st.started_at, st.update) == (2, True, 8.0, None)
+
+
+def test_a_placement_starts_from_the_generation_that_served_when_the_newest_never_did():
+    from gg.domain import services as rules
+
+    spec = {"generation": 1, "command": ["serve"], "env": {"A": "1"}}
+    ready = rules.remember(spec, [{"body": {"service": "ready", "generation": 1}}])
+    assert ready["last_ready"] == {"generation": 1, "command": ["serve"], "env": {"A": "1"}}
+    assert rules.remember(ready, [{"body": {"service": "ready", "generation": 1}}]) is None
+    updated = {**ready, "generation": 2, "command": ["broken"]}
+    assert rules.to_start(updated)["command"] == ["broken"]  # not known to fail yet
+    failed = rules.remember(updated, [{"body": {"service": "update_failed", "generation": 2}}])
+    assert failed["failed"] == [2]
+    start = rules.to_start(failed)
+    assert (start["generation"], start["command"], start["env"]) == (1, ["serve"], {"A": "1"})

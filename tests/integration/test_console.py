@@ -59,6 +59,10 @@ def test_a_console_runs_a_shell_on_the_runners_pty_in_its_sandbox(fleet):
     child = spawn(fleet, "r1", "--", "sh")
     try:
         child.expect("waiting: runner r1")
+        if os.geteuid() == 0:  # a console to a root runner itself says whom it runs as
+            child.expect_exact("this console on runner r1 runs as host root (uid 0), in the "
+                               "runner's sandbox: no capability, /proc/sys read-only; it is "
+                               "recorded in the events (info:console:opened)")
         set_prompt(child)
         # a command and its output
         type_line(child, "echo answer-$((6*7))")
@@ -116,6 +120,8 @@ def test_a_console_runs_a_shell_on_the_runners_pty_in_its_sandbox(fleet):
         assert event["body"]["runner"] == "r1" and event["runner_name"] == "r1"
     assert closed["body"]["exit_code"] == 7 and closed["body"]["joined"] is True
     assert closed["body"]["seconds"] > 0
+    assert opened["body"]["identity"] == ("host root" if os.geteuid() == 0
+                                          else "the runner's user")
 
 
 def test_who_may_open_a_console_is_decided_before_the_runner_hears_of_it(fleet):
@@ -196,7 +202,7 @@ def test_a_console_joins_an_attended_flight_only_while_it_flies(fleet):
     fleet.wait_online("r1")
     sandboxed(fleet, "r1")
     api = fleet.api()
-    flight = api.open_flight({"command": ["echo agent-notes > notes.txt; "
+    flight = api.open_flight({"command": ["echo agent-notes > notes.txt; id -u > uid.txt; "
                                           "echo flight-private > /tmp/flight-tmp; sleep 3600"],
                               "runner": "r1", "attended": True})
     wait_until(lambda: api.flight(flight["id"])["stage"] == "flying", timeout=STEP,
@@ -227,6 +233,20 @@ def test_a_console_joins_an_attended_flight_only_while_it_flies(fleet):
         child.expect_exact("CapPrm:0000000000000000")
         child.expect_exact("CapEff:0000000000000000")
         child.expect_exact("NoNewPrivs:1")
+        child.expect_exact(PROMPT)
+        # the flight's identity, never root: no host sysctl is written from here either
+        type_line(child, "echo me-$(id -u)-$(id -G) flight-$(cat uid.txt)")
+        child.expect(r"me-(\d+)-(\d+) flight-(\d+)")
+        me, groups, theirs = child.match.groups()
+        assert me == theirs and groups == me
+        if os.geteuid() == 0:
+            assert int(me) != 0
+        child.expect_exact(PROMPT)
+        # The host's own value written back (harmless if it were allowed); the markers are
+        # split in the typed line, so its echo on the terminal matches neither.
+        type_line(child, 'v=$(cat /proc/sys/kernel/core_pattern); echo "$v" > '
+                         '/proc/sys/kernel/core_pattern && echo WR""OTE; echo tr""ied')
+        assert child.expect_exact(["WROTE", "tried"]) == 1
         child.expect_exact(PROMPT)
         type_line(child, "exit")
         child.expect(pexpect.EOF)

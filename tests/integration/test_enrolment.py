@@ -303,3 +303,23 @@ def test_a_maintenance_flight_lands_when_gg_credential_add_confirms_the_item(qui
     flights = [f for f in json.loads(fleet.gg("flights", "--json").stdout)
                if f["kind"] == "maintenance"]
     assert [f["stage"] for f in flights] == ["landed"]
+
+
+def test_a_profile_change_reaches_an_idle_enrolled_runner_without_a_restart(fleet, tmp_path):
+    """Its parked claim is its only check-in; the change is pushed down it, and the runner's
+    maintenance checks at once (the check interval stays the default five minutes)."""
+    airspace = tmp_path / "airspace"
+    apply_and_clear(fleet, airspace, "ui", profile_yaml())
+    fleet.runner("m1", extra=["--enrol", mint(fleet, "ui")])
+    fleet.wait_online("m1")
+    wait_until(lambda: "maintenance: everything profile ui needs is here" in fleet.log("m1"),
+               timeout=30, what="the first maintenance check")
+    apply_and_clear(fleet, airspace, "ui", profile_yaml(credentials=["deploy-token"]))
+
+    def maintenance_flight():
+        rows = json.loads(fleet.gg("flights", "--json").stdout)
+        return next((f for f in rows if f["kind"] == "maintenance"), None)
+
+    flight = wait_until(maintenance_flight, timeout=60,
+                        what="the idle runner to hear its new profile and check at once")
+    assert flight["runner_target"] == runner_row(fleet, "m1")["id"]

@@ -38,6 +38,14 @@ def test_fly_wait_exits_with_the_commands_exit_code(fleet):
     bad = fleet.gg("fly", "--wait", "--", "sh", "-c", "echo failing; exit 7")
     assert bad.returncode == 7
     assert "failing" in bad.stdout
+    assert "remedy: read its output: gg show f_" in bad.stderr  # the output scrolled by
+    flight = fleet.gg("flights", "--json", check=True)
+    import json
+
+    failed = next(f["id"] for f in json.loads(flight.stdout) if f["exit_code"] == 7)
+    shown = fleet.gg("show", failed, check=True).stdout
+    assert "the command exited with 7" in shown and "failing" in shown
+    assert f"gg show {failed}" not in shown  # gg show never tells you to run gg show
 
 
 def test_fifty_flights_over_three_runners_each_land_exactly_once(fleet):

@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import psutil
 import pytest
 
 from gg.client import ApiError, Client
@@ -63,6 +65,99 @@ class Receiver:
     def got(self, path: str = "/hook") -> list[dict]:
         with self.lock:
             return [r for r in self.requests if r["path"] == path]
+
+
+class Unending:
+    """A receiver on loopback that reads each request and then answers in one of three
+    ways: ``flood`` (200, then bytes as fast as loopback takes them, without end),
+    ``trickle`` (200, then a byte every 50 ms, without end) or ``hang`` (nothing at all)
+    until :meth:`stop`. It counts the requests it read and the bytes it sent."""
+
+    FLOOD = b"x" * 65536
+
+    def __init__(self, mode: str):
+        self.mode = mode
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.requests: list[bytes] = []
+        self.sent = 0
+
+    def url(self, path: str = "/hook") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def start(self) -> "Unending":
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def _accept(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                body = self._read_request(conn)
+                with self.lock:
+                    self.requests.append(body)
+                if self.mode == "hang":
+                    self.stopping.wait()
+                    return
+                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n"
+                             b"connection: close\r\n\r\n")
+                chunk = self.FLOOD if self.mode == "flood" else b"x"
+                while not self.stopping.is_set():
+                    conn.sendall(chunk)
+                    with self.lock:
+                        self.sent += len(chunk)
+                    if self.mode == "trickle":
+                        self.stopping.wait(0.05)
+            except OSError:  # the server hung up: this attempt is over
+                return
+
+    @staticmethod
+    def _read_request(conn: socket.socket) -> bytes:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            more = conn.recv(65536)
+            if not more:
+                raise OSError("closed before the request's headers ended")
+            data += more
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        while len(body) < length:
+            more = conn.recv(65536)
+            if not more:
+                break
+            body += more
+        return body
+
+    def got(self) -> list[bytes]:
+        with self.lock:
+            return list(self.requests)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.server.close()
+
+
+@pytest.fixture
+def unending():
+    made = []
+
+    def make(mode: str) -> Unending:
+        made.append(Unending(mode).start())
+        return made[-1]
+
+    yield make
+    for r in made:
+        r.stop()
 
 
 @pytest.fixture
@@ -224,3 +319,67 @@ def test_a_runner_going_silent_reaches_a_hook_on_runner_offline(make_fleet, rece
     assert signed_by(secret, got)
     assert event["event"] == "runner.offline" and event["runner_id"] == row["id"]
     assert event["flight_id"] is None
+
+
+def answers_of(fleet, hook_id: str) -> list[dict]:
+    """Every attempt's answer `gg hook show` lists for the hook, oldest delivery first."""
+    detail = json.loads(fleet.gg("hook", "show", hook_id, "--json").stdout)
+    return [a for d in reversed(detail["deliveries"]) for a in d["answers"]]
+
+
+def test_an_answer_without_end_is_read_only_to_its_limit_and_tried_again(make_fleet,
+                                                                           unending):
+    receiver = unending("flood")
+    fleet = make_fleet({**QUICK, "GG_HOOK_TIMEOUT": "60"})  # the answer's limit ends it
+    hook, _ = add_hook(fleet, receiver.url(), "opened")
+    server = psutil.Process(fleet.server.proc.pid)
+    before = server.memory_info().rss
+    peak = [before]
+
+    def enough():
+        peak.append(server.memory_info().rss)
+        return len(receiver.got()) >= 3 or receiver.sent >= 400 * 1024 ** 2
+
+    fleet.api().open_flight({"command": ["echo", "hi"]})
+    wait_until(enough, timeout=60, what="three attempts, or 400 MB sent")
+    grown = (max(peak) - before) / 1024 ** 2
+    print(f"server RSS grew {grown:.1f} MB while the receiver sent "
+          f"{receiver.sent / 1024 ** 2:.1f} MB in {len(receiver.got())} attempts")
+    assert len(receiver.got()) >= 3, f"one attempt read {receiver.sent} bytes and went on"
+    assert grown < 48, f"the server grew {grown:.1f} MB reading a hook's answer"
+    errors = wait_until(lambda: [a["error"] for a in answers_of(fleet, hook)
+                                 if a["error"]], what="the failed attempts in gg hook show")
+    assert "an answer longer than 65536 bytes (GG_HOOK_ANSWER_LIMIT)" in errors[0]
+
+
+def test_an_answer_that_trickles_ends_at_the_deadline_and_is_tried_again(make_fleet,
+                                                                         unending):
+    receiver = unending("trickle")
+    fleet = make_fleet({**QUICK, "GG_HOOK_TIMEOUT": "1"})
+    hook, _ = add_hook(fleet, receiver.url(), "opened")
+    fleet.api().open_flight({"command": ["echo", "hi"]})
+    wait_until(lambda: len(receiver.got()) >= 2, timeout=30,
+               what="a second attempt after the first met its deadline")
+    assert receiver.got()[0] == receiver.got()[1]  # the same delivery, tried again
+    errors = wait_until(lambda: [a["error"] for a in answers_of(fleet, hook)
+                                 if a["error"]], what="the failed attempt in gg hook show")
+    assert errors[0] == "no whole answer within 1s (GG_HOOK_TIMEOUT)"
+
+
+def test_a_receiver_that_hangs_does_not_hold_up_another_hooks_deliveries(make_fleet,
+                                                                         receivers, unending):
+    hanging = unending("hang")
+    fine = receivers().start()
+    fleet = make_fleet({**QUICK, "GG_HOOK_TIMEOUT": "300"})  # the server waits on the hang
+    add_hook(fleet, hanging.url(), "opened")
+    add_hook(fleet, fine.url(), "opened")
+    api = fleet.api()
+    first = api.open_flight({"command": ["echo", "1"]})["id"]
+    wait_until(lambda: hanging.got() and fine.got(), what="both hooks to hear the first flight")
+    second = api.open_flight({"command": ["echo", "2"]})["id"]
+    third = api.open_flight({"command": ["echo", "3"]})["id"]
+    got = wait_until(lambda: (lambda g: g if len(g) >= 3 else None)(fine.got()), timeout=30,
+                     what="the second hook to hear the next flights while the first hangs")
+    assert [json.loads(r["body"])["flight_id"] for r in got] == [first, second, third]
+    assert not hanging.stopping.is_set()  # each hanging request is still held, unanswered
+    assert json.loads(hanging.got()[0])["flight_id"] == first

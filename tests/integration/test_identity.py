@@ -128,6 +128,42 @@ def test_a_live_runners_name_is_refused_to_another_machine_until_it_is_forgotten
     assert len(rows) == 1 and rows[0]["id"] != holder and taken.alive()
 
 
+def test_a_member_cannot_take_the_name_of_an_offline_runner_that_is_not_retired(fleet):
+    """While the owner's runner ``web`` is switched off, a member registering another
+    machine as ``web`` is refused (two rows would answer to the name); the owner's runner
+    coming back registers as itself, and a member may re-register a machine of its own."""
+    web = fleet.runner("web")
+    fleet.wait_online("web")
+    holder = fleet.runner_row("web")["id"]
+    web.stop()
+    wait_until(lambda: not fleet.runner_row("web")["online"], what="web offline")
+
+    member = fleet.api().add_person("ada", False)["token"]
+    with httpx.Client(base_url=fleet.url, headers=auth(member)) as http:
+        taken = http.post("/v1/runners", json={"name": "web", **http_proof(http, "register")})
+        assert taken.status_code == 409
+        assert taken.json()["error"] == {
+            "code": "runner_name_taken",
+            "message": f"the runner name web belongs to runner {holder}, which is offline but "
+                       f"not retired: pick another --name, or ask an admin to retire or "
+                       f"forget {holder}"}
+        assert [r["id"] for r in fleet.api().runners() if r["name"] == "web"] == [holder]
+
+        # a member's own machine, switched off and set up again with a new key: its own name
+        mine = http.post("/v1/runners", json={"name": "adas", **http_proof(http, "register")})
+        assert mine.status_code == 201, mine.text
+        again = http.post("/v1/runners", json={"name": "adas", **http_proof(http, "register")})
+        assert again.status_code == 409  # not yet: the first is live (just registered)
+
+    # the owner's own runner comes back under its name, as the same row
+    fleet.runners.remove(web)
+    back = LocalRunner("web", fleet.url, web.state_dir, fleet.config_dir, env=fleet.env,
+                       log=fleet.root / "runner-web-back.log").start()
+    fleet.runners.append(back)
+    fleet.wait_online("web")
+    assert [r["id"] for r in fleet.api().runners() if r["name"] == "web"] == [holder]
+
+
 def test_an_ephemeral_runner_lands_one_flight_then_is_retired_and_exits(fleet, tmp_path):
     fleet.chart("ui")
     apply_and_clear(fleet, tmp_path / "airspace", "ui", profile_yaml())

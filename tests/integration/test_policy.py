@@ -35,6 +35,23 @@ def _fly(fleet, command: list[str], **extra) -> dict:
     return wait_until(lambda: _ended(api, flight["id"]), timeout=40, what="the flight to end")
 
 
+def test_a_raise_of_workers_takes_effect_at_the_next_start_without_a_host_flag(fleet):
+    runner = fleet.runner("r1", workers=None)  # as a unit without --workers starts it
+    fleet.wait_online("r1")
+    assert fleet.runner_row("r1")["started_workers"] == 1
+    raised = fleet.gg("runner", "policy", "r1", "--workers", "3")
+    assert "workers raised to 3 needs a restart (started with 1)" in raised.stdout
+    wait_until(lambda: (runner.state_dir / "policy.json").exists(),
+               what="the runner to hear its new policy")
+    runner.stop()
+    fleet.runners.remove(runner)
+    fleet.runner("r1", workers=None)
+    wait_until(lambda: (fleet.runner_row("r1") or {}).get("started_workers") == 3,
+               what="the restarted runner to start with its policy's workers")
+    shown = fleet.gg("runner", "show", "r1", check=True).stdout
+    assert "workers    3 (started with 3)" in shown
+
+
 def _output(shown: dict) -> str:
     return "".join(f["body"]["text"] for f in shown["facts"] if f["kind"] == "output")
 

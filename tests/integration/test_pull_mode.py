@@ -80,8 +80,8 @@ def _control_key(fleet):
     return keys.from_pem(pem)
 
 
-def _signed(key, method: str, path: str, body: bytes, *, stamp: float | None = None,
-            nonce: str | None = None) -> dict:
+def _signed(key, method: str, path: str, body: bytes, *, meant_for: str,
+            stamp: float | None = None, nonce: str | None = None) -> dict:
     import time
 
     from gg import keys
@@ -91,7 +91,7 @@ def _signed(key, method: str, path: str, body: bytes, *, stamp: float | None = N
     nonce = nonce or rules.new_nonce()
     return {rules.TIMESTAMP_HEADER: stamp_text, rules.NONCE_HEADER: nonce,
             rules.SIGNATURE_HEADER: keys.sign(
-                key, rules.request_message(method, path, stamp_text, nonce, body)),
+                key, rules.request_message(meant_for, method, path, stamp_text, nonce, body)),
             "content-type": "application/json"}
 
 
@@ -134,11 +134,13 @@ def test_unsigned_wrongly_signed_stale_and_replayed_requests_are_refused_and_cha
     thief = keys.generate()
     repin = json.dumps({"control_key": keys.public_text(thief), "name": "p1"}).encode()
     wrong = _post(runner, rules.ATTACH_PATH, repin,
-                  _signed(thief, "POST", rules.ATTACH_PATH, repin))
+                  _signed(thief, "POST", rules.ATTACH_PATH, repin,
+                          meant_for=runner.fingerprint()))
     assert wrong.status_code == 401
     retire = json.dumps({"runner": runner_row["id"], "checked_in": {},
                          "retired": True}).encode()
-    headers = _signed(thief, "POST", rules.DELIVER_PATH, retire)
+    headers = _signed(thief, "POST", rules.DELIVER_PATH, retire,
+                      meant_for=runner.fingerprint())
     wrong = _post(runner, rules.DELIVER_PATH, retire, headers)
     assert wrong.status_code == 401
     assert "not signed by the control plane's key" in wrong.json()["error"]["message"]
@@ -148,14 +150,15 @@ def test_unsigned_wrongly_signed_stale_and_replayed_requests_are_refused_and_cha
     assert not _answer_signed_by(keys.public_text(thief), wrong, headers[rules.NONCE_HEADER])
 
     control = _control_key(fleet)
-    headers = _signed(control, "POST", rules.POLL_PATH, poll)
+    headers = _signed(control, "POST", rules.POLL_PATH, poll, meant_for=runner.fingerprint())
     first = _post(runner, rules.POLL_PATH, poll, headers)
     assert first.status_code == 200
     replayed = _post(runner, rules.POLL_PATH, poll, headers)
     assert replayed.status_code == 401
     assert replayed.json()["error"]["message"] == "the request was replayed"
     stale = _post(runner, rules.POLL_PATH, poll,
-                  _signed(control, "POST", rules.POLL_PATH, poll, stamp=1_000_000.0))
+                  _signed(control, "POST", rules.POLL_PATH, poll, stamp=1_000_000.0,
+                          meant_for=runner.fingerprint()))
     assert stale.status_code == 401
 
     # Nothing changed: the real control plane still reaches it and it still flies.
@@ -163,6 +166,85 @@ def test_unsigned_wrongly_signed_stale_and_replayed_requests_are_refused_and_cha
     data = wait_until(_landed(fleet, flight_id), what="the flight to land")
     assert data["attempts"][0]["runner_name"] == "p1"
     assert "retired" not in runner.output()
+
+
+class RecordingProxy:
+    """An HTTP proxy on loopback in front of one pull runner that keeps every request the
+    control plane sends through it: what someone on the path would capture."""
+
+    def __init__(self, target: str):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        import httpx
+
+        self.seen: list[tuple[str, str, dict, bytes]] = []
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _relay(self, method: str) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("host", "content-length", "connection")}
+                proxy.seen.append((method, self.path, headers, body))
+                answer = httpx.request(method, target + self.path, content=body,
+                                       headers=headers, trust_env=False, timeout=10)
+                self.send_response(answer.status_code)
+                for k, v in answer.headers.items():
+                    if k.lower() not in ("content-length", "connection", "transfer-encoding",
+                                         "date", "server"):
+                        self.send_header(k, v)
+                self.send_header("content-length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._relay("GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                self._relay("POST")
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_deliver_signed_for_one_runner_and_replayed_to_another_is_refused(fleet, pulled):
+    """Both runners pin the same control plane key. A deliver the control plane signed for
+    p1, captured on the path and replayed to p2 within the skew, with a nonce p2 never saw,
+    is refused by p2 and runs nothing there."""
+    import httpx
+
+    from gg.domain import pull as rules
+
+    p1, p2 = pulled("p1"), pulled("p2")
+    proxy = RecordingProxy(p1.url)
+    try:
+        attached = fleet.gg("runner", "attach", proxy.url, "--name", "p1")
+        assert attached.returncode == 0, attached.stderr
+        assert _attach(fleet, p2).returncode == 0
+        fleet.wait_online("p1", "p2")
+        method, path, headers, body = wait_until(
+            lambda: next((seen for seen in reversed(proxy.seen)
+                          if seen[1] == rules.DELIVER_PATH), None),
+            what="a deliver to p1 captured")
+    finally:
+        proxy.close()
+    replayed = httpx.post(p2.url + path, content=body, headers=headers, trust_env=False,
+                          timeout=10)
+    assert replayed.status_code == 401
+    assert "for this runner" in replayed.json()["error"]["message"]
+    assert "polled as runner p1" not in p2.output()
 
 
 def test_attach_refuses_a_fingerprint_mismatch_an_unreachable_runner_and_a_member(fleet, pulled):
@@ -315,3 +397,17 @@ def test_a_runner_pinned_by_one_control_plane_refuses_another(make_fleet, tmp_pa
         wait_until(_landed(ours, flight_id), what="the flight to land")
     finally:
         runner.stop()
+
+
+def test_a_pull_runner_advertises_its_labels_and_a_console_to_it_is_refused_at_once(fleet,
+                                                                                    pulled):
+    runner = pulled("p1", labels="zone=dmz")
+    assert _attach(fleet, runner, "--fingerprint", runner.fingerprint()).returncode == 0
+    fleet.wait_online("p1")
+    wait_until(lambda: fleet.runner_row("p1")["labels"] == {"zone": "dmz"},
+               what="the pull runner's stated labels")
+    flight_id = fleet.api().open_flight({"command": ["true"], "labels": {"zone": "dmz"}})["id"]
+    wait_until(_landed(fleet, flight_id), what="the dmz flight to land on p1")
+    refused = fleet.gg("console", "p1", "--", "true", timeout=30)
+    assert refused.returncode != 0
+    assert "is a pull-mode runner: it never dials out" in refused.stderr

@@ -156,6 +156,28 @@ def test_an_update_that_never_gets_ready_leaves_the_old_one_serving(services_fle
     fleet.gg("cancel", flight, check=True)
 
 
+def test_a_service_whose_update_failed_is_re_placed_with_the_generation_that_served(
+        services_fleet):
+    fleet = services_fleet
+    runners = {"r1": fleet.runner("r1"), "r2": fleet.runner("r2")}
+    fleet.wait_online("r1", "r2")
+    port = free_port()
+    flight = _fly(fleet, "--port", str(port), "--", WEB)
+    first = wait_until(lambda: _serving(fleet, flight, generation=1), what="generation 1")
+    fleet.gg("service", "update", flight, "--", "exec sleep 1000", check=True)
+    wait_until(lambda: ((_row(fleet, flight) or {}).get("update") or "").startswith("failed"),
+               what="the update failed")
+    holder, other = first["runner_name"], ({"r1", "r2"} - {first["runner_name"]}).pop()
+    runners[holder].stop(sig=signal.SIGKILL)
+    moved = wait_until(lambda: _serving(fleet, flight, runner_name=other), timeout=60,
+                       what="re-placed on the other runner, serving")
+    assert (moved["generation"], moved["wanted_generation"]) == (1, 2)
+    assert _get(port) == "1"  # the generation that served, not the one that never got ready
+    spec = fleet.api().flight(flight)["service"]
+    assert spec["failed"] == [2] and spec["last_ready"]["generation"] == 1
+    fleet.gg("cancel", flight, check=True)
+
+
 def test_a_service_is_replaced_when_its_runner_dies_and_never_serves_twice(services_fleet,
                                                                           tmp_path):
     fleet = services_fleet
@@ -397,3 +419,201 @@ def test_a_services_ld_preload_never_loads_into_bubblewrap_or_the_launcher(
     assert sorted(p.name for p in marks.iterdir()) == []
     # It did reach the command: the loader inside says the library is not there to load.
     assert "libmark.so" in _output(fleet, flight)
+
+
+# -- a service's ports are its own ----------------------------------------------------------
+
+
+def _claims(fleet, flight_id: str) -> int:
+    return len(fleet.api().flight(flight_id)["attempts"])
+
+
+def test_a_second_service_asking_for_a_held_port_waits_and_is_never_claimed(services_fleet):
+    """Service A listens on P on r1. Service B asking for P is not granted and handed back in
+    a loop: it waits, with the waiting sentence of the same rule the claim reads, while r1
+    keeps taking other work; once A ends, B takes P."""
+    fleet = services_fleet
+    fleet.runner("r1", workers=3)
+    fleet.wait_online("r1")
+    port = free_port()
+    first = _fly(fleet, "--port", str(port), "--", WEB)
+    wait_until(lambda: _serving(fleet, first, generation=1), what="A serving on P")
+    second = _fly(fleet, "--port", str(port), "--", "V=2; " + WEB)
+    sentence = (f"waiting: port {port} is held by service {first} on every runner that "
+                "could take it")
+    wait_until(lambda: fleet.api().flight(second)["waiting"] == sentence,
+               what="B waiting for its port")
+    other = fleet.api().open_flight({"command": ["echo", "r1 still claims"]})["id"]
+    wait_until(lambda: fleet.api().flight(other)["stage"] == "landed",
+               what="r1 landing other work meanwhile")
+    shown = fleet.api().flight(second)
+    assert (shown["stage"], shown["waiting"], _claims(fleet, second)) == ("ready", sentence, 0)
+    assert not fleet.api().events(kind="info:flight:claimed", flight=second)
+    assert sentence in fleet.gg("show", second, check=True).stdout
+    assert _get(port) == "1"  # A still answers on P
+
+    fleet.gg("cancel", first, check=True)
+    wait_until(lambda: _serving(fleet, second, generation=1), what="B serving once A ended")
+    wait_until(lambda: _get(port) == "2", what="P answered by B")
+    assert _claims(fleet, second) == 1
+    fleet.gg("cancel", second, check=True)
+
+
+def test_a_port_another_process_holds_makes_the_service_wait_on_its_runner(services_fleet):
+    """P is held on the host by something that is not a service: the runner keeps the
+    service, says why it waits, and listens once P is free; one claim, not one a moment."""
+    fleet = services_fleet
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    squatter = socket.create_server(("127.0.0.1", 0))
+    port = squatter.getsockname()[1]
+    try:
+        flight = _fly(fleet, "--port", str(port), "--", WEB)
+        row = wait_until(lambda: (r := _row(fleet, flight)) and
+                         r["health"].startswith("waiting") and r, what="the service waiting")
+        assert row["health"] == (f"waiting: port {port} cannot be listened on here: "
+                                 "Address already in use")
+        assert "waiting: port" in fleet.gg("services", check=True).stdout
+    finally:
+        squatter.close()
+    wait_until(lambda: _serving(fleet, flight, generation=1), what="serving once P is free")
+    assert _get(port) == "1"
+    assert _claims(fleet, flight) == 1
+    busy = [f for f in fleet.api().flight(flight)["facts"]
+            if f["body"].get("service") == "port_busy"]
+    assert len(busy) == 1  # said once, not at every try
+    fleet.gg("cancel", flight, check=True)
+
+
+def test_the_runner_holds_a_services_port_on_both_address_families(services_fleet):
+    """Nothing else on the host may listen on P beside the forwarder: not on 127.0.0.1, not
+    on [::] or ::1 (IPv6 clients of localhost), not with SO_REUSEPORT."""
+    if not socket.has_dualstack_ipv6():
+        pytest.skip("this host has no IPv6")
+    fleet = services_fleet
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    port = free_port()
+    flight = _fly(fleet, "--port", str(port), "--", WEB)
+    wait_until(lambda: _serving(fleet, flight, generation=1), what="serving on P")
+    for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET, "0.0.0.0"),
+                            (socket.AF_INET6, "::1"), (socket.AF_INET6, "::")):
+        with socket.socket(family, socket.SOCK_STREAM) as thief:
+            thief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            thief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            if family == socket.AF_INET6:
+                thief.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            with pytest.raises(OSError):
+                thief.bind((address, port))
+                thief.listen()
+    with urllib.request.urlopen(f"http://[::1]:{port}/which", timeout=10) as answer:
+        assert answer.read() == b"1"
+    fleet.gg("cancel", flight, check=True)
+
+
+# The hijacker: another member's flight on the same runner. It waits for the service's
+# internal port (written where it can read it, as the started fact used to publish it), binds
+# 127.0.0.1:PORT before the service does, and answers every request, counting them.
+HIJACK = r"""import os, socket, sys, time
+portfile, go, log = sys.argv[1:4]
+while not (os.path.exists(portfile) and open(portfile).read().strip()):
+    time.sleep(0.05)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(open(portfile).read())))
+s.listen(64)
+open(go, "w").close()
+while True:
+    c, _ = s.accept()
+    c.recv(65536)
+    open(log, "a").write("x\n")
+    c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 8\r\n\r\nhijacked")
+    c.close()
+"""
+
+
+def test_a_flight_that_binds_a_services_internal_port_first_gets_none_of_its_requests(
+        services_fleet, tmp_path):
+    fleet = services_fleet
+    fleet.runner("r1", workers=2)
+    fleet.wait_online("r1")
+    member = fleet.api().add_person("mallory", False)["token"]
+    portfile, go, log = tmp_path / "port", tmp_path / "go", tmp_path / "hijacked"
+    script = tmp_path / "hijack.py"
+    script.write_text(HIJACK)
+    done = fleet.gg("fly", "--", "python3", str(script), str(portfile), str(go), str(log),
+                    token=member)
+    assert done.returncode == 0, done.stderr
+    hijacker = done.stdout.strip()
+    wait_until(lambda: fleet.api().flight(hijacker)["stage"] == "flying",
+               what="the hijacker flying")
+    port = free_port()
+    # A service that keeps running when it cannot bind its port (a wrapper script would).
+    flight = _fly(fleet, "--port", str(port), "--",
+                  f'echo "$PORT" > {portfile}; while [ ! -e {go} ]; do sleep 0.05; done; '
+                  'python3 -m http.server "$PORT" --bind 127.0.0.1; exec sleep 1000')
+    wait_until(go.exists, what="the hijacker holding the internal port")
+    started = wait_until(lambda: [f["body"] for f in fleet.api().flight(flight)["facts"]
+                                  if f["body"].get("service") == "started"],
+                         what="the generation started")
+    # (before the fix it read ready within a moment, answered by the hijacker)
+    wait_until(lambda: _row(fleet, flight)["generation"] == 1, what="generation 1 listed")
+    answered = []
+    for _ in range(20):
+        try:
+            answered.append(_get(port))
+        except Exception:  # refused or closed: nothing serves P
+            pass
+    assert "hijacked" not in answered
+    assert not log.exists()  # not one request reached it
+    row = _row(fleet, flight)
+    assert not row["ready"] and row["health"] != "ok"
+    assert "port" not in started[0]  # and the started fact does not publish $PORT
+    fleet.gg("cancel", flight, check=True)
+    fleet.gg("cancel", hijacker, check=True)
+
+
+# A root-only socket on the host (a container engine's, say) that a flight points its
+# $SERVICE_SOCKET at with a symlink.
+def test_a_service_socket_replaced_by_a_symlink_is_not_served(offline_runner, tmp_path):
+    fleet = offline_runner
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    secret = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    secret.bind(str(private / "engine.sock"))
+    secret.listen(16)
+    secret.settimeout(0.2)
+    reached = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = secret.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            reached.append(1)
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 6\r\n\r\nsecret")
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        port = free_port()
+        flight = _fly(fleet, "--port", str(port), "--",
+                      f'ln -s {private / "engine.sock"} "$SERVICE_SOCKET" && exec sleep 1000')
+        wait_until(lambda: (r := _row(fleet, flight)) and r["generation"] == 1,
+                   what="the generation started")
+        wait_until(lambda: any(p.is_symlink() for p in (fleet.root / "state-r1").rglob(
+            ".service-1.sock")), what="the symlink made")
+        answered = []
+        for _ in range(5):
+            try:
+                answered.append(_get(port))
+            except Exception:
+                pass
+        assert "secret" not in answered and reached == []
+        assert not _row(fleet, flight)["ready"]
+        fleet.gg("cancel", flight, check=True)
+    finally:
+        secret.close()

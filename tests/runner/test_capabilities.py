@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from gg.domain.health import judge_health
+from gg.domain.health import checks, judge_health
 from gg.domain.policy import Policy
 from gg.runner.capabilities import cgroups, probe
+from gg.runner.flight_identity import Identity
 
 KEYS = {"bwrap", "bwrap_usable", "bwrap_error", "netns", "cgroup_version", "cgroup_controllers",
         "container_engine", "container_engine_error", "tools", "isolation_levels",
-        "egress_controls", "confinement"}
+        "egress_controls", "confinement", "runs_as_root"}
 
 
 def _bin_dir(tmp_path: Path, **scripts: str) -> Path:
@@ -156,12 +157,28 @@ def test_no_cgroup_filesystem_means_no_controllers():
 # -- confinement ------------------------------------------------------------------------------
 
 # A bubblewrap that ignores --cap-drop and --unshare-user (what a root runner got before
-# confinement was asked for): the sandbox starts, but keeps every capability.
+# confinement was asked for) and the drop to the flight identity (setpriv up to its "--"):
+# the sandbox starts, but keeps uid 0 and every capability.
 _UNCONFINED_BWRAP = """skip=0
+drop=0
 for arg in "$@"; do
     shift
+    if [ "$drop" = 1 ]; then [ "$arg" = "--" ] && drop=0; continue; fi
     if [ "$skip" = 1 ]; then skip=0; continue; fi
-    case "$arg" in --cap-drop) skip=1; continue;; --unshare-user) continue;; esac
+    case "$arg" in --cap-drop) skip=1; continue;; --unshare-user) continue;;
+                   */setpriv) drop=1; continue;; esac
+    set -- "$@" "$arg"
+done
+exec {real} "$@"
+"""
+# A bubblewrap that drops every capability but not root (the setpriv drop is left out): what
+# a root runner's flight was before it had an identity of its own.
+_ROOT_BWRAP = """drop=0
+for arg in "$@"; do
+    shift
+    if [ "$drop" = 1 ]; then [ "$arg" = "--" ] && drop=0; continue; fi
+    case "$arg" in */setpriv) drop=1; continue;; --cap-add) set -- "$@" --cap-drop; continue;;
+    esac
     set -- "$@" "$arg"
 done
 exec {real} "$@"
@@ -192,3 +209,31 @@ def test_a_sandbox_that_keeps_capabilities_reads_degraded_naming_it(tmp_path):
     assert "sandbox" not in report["isolation_levels"]
     health = judge_health(Policy("sandbox", "all"), report, dev=False, started_workers=1)
     assert health.text == "degraded: the sandbox cannot drop its capabilities"
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None or os.geteuid() != 0,
+                    reason="needs bwrap and a root runner (whose flights could run as root)")
+def test_a_root_runner_whose_sandbox_keeps_uid_0_reads_degraded_flights_would_run_as_root(
+        tmp_path):
+    bin_dir = _bin_dir(tmp_path, bwrap=_ROOT_BWRAP.format(real=shutil.which("bwrap")))
+    report = probe(path=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    assert report["bwrap_usable"] is True and report["runs_as_root"] is True
+    assert report["confinement"]["uid"] == 0
+    assert report["confinement"]["capabilities"] == "dropped"
+    assert "sandbox" not in report["isolation_levels"]
+    health = judge_health(Policy("sandbox", "all"), report, dev=False, started_workers=1)
+    assert health.text == "degraded: flights would run as root (the sandbox keeps uid 0)"
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None or os.geteuid() != 0,
+                    reason="needs bwrap and a root runner")
+def test_a_root_runners_probe_reports_the_flight_identity_and_a_read_only_proc_sys():
+    report = probe(flight_identity=Identity(2_000_000_123, 2_000_000_123))
+    if not report["bwrap_usable"]:
+        pytest.skip(f"a bubblewrap sandbox cannot start here ({report['bwrap_error']})")
+    assert report["confinement"]["uid"] == 2_000_000_123
+    assert report["confinement"]["proc_sys_writable"] is False
+    assert report["confinement"]["user_namespace"] is False  # root's would map to host root
+    check = next(c for c in checks(Policy("sandbox", "all"), report, dev=False,
+                                   started_workers=1) if c.name == "sandbox confinement")
+    assert check.passed and "as uid 2000000123" in check.detail

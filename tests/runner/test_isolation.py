@@ -29,7 +29,7 @@ from gg.runner.isolation import (
 )
 
 from fleet_support import CONFINED
-from support import gone, handed_argv, run_launch
+from support import flight_workspace, gone, handed_argv, run_launch
 
 CAPS = probe()
 needs_bwrap = pytest.mark.skipif(
@@ -62,9 +62,7 @@ def _sh(script: str, policy: dict, workspace: Path, state_dir: Path | None = Non
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "workspace"
-    ws.mkdir()
-    return ws
+    return flight_workspace(tmp_path / "workspace")
 
 
 # -- the file system --------------------------------------------------------------------------
@@ -90,7 +88,7 @@ def test_state_dir_is_neither_readable_nor_writable(tmp_path):
     state = tmp_path / "state"
     (state / "workspaces" / "f1").mkdir(parents=True)
     (state / "runner.key").write_text("secret key")
-    workspace = state / "workspaces" / "f1"  # the usual layout: workspaces live in the state dir
+    workspace = flight_workspace(state / "workspaces" / "f1")  # the usual layout: in the state dir
     result = _sh(f"cat {state}/runner.key; echo x > {state}/planted; echo ok > in-ws",
                  SANDBOX, workspace, state)
     assert "secret key" not in result.stdout

@@ -24,7 +24,8 @@ from gg.pool.image import build_image
 from gg.runner import isolation
 from gg.runner.capabilities import probe
 from gg.runner.isolation import ENV_HIDE, Launch, build
-from support import FAST, Fleet, run_launch, wait_until
+from gg.runner.flight_identity import shared
+from support import FAST, Fleet, flight_workspace, run_launch, wait_until
 
 CAPS = probe()
 needs_sandbox = pytest.mark.skipif(
@@ -126,9 +127,11 @@ def test_a_root_runners_sandbox_has_no_capabilities_and_no_new_privs(tmp_path, u
     assert int(status["CapEff"], 16) == 0 and int(status["CapPrm"], 16) == 0
     assert status["NoNewPrivs"] == "1"
     assert int(status["Pid"]) <= 2  # a pid namespace of its own
+    assert int(status["Uid"].split()[0]) != 0 and int(status["Gid"].split()[0]) != 0
     assert CAPS["confinement"] == {"layout": "allowlist", "capabilities": "dropped",
                                    "no_new_privs": True, "pid_namespace": True,
-                                   "user_namespace": CAPS["confinement"]["user_namespace"]}
+                                   "user_namespace": False, "uid": shared().first().uid,
+                                   "proc_sys_writable": False}
 
 
 ESCAPE = """
@@ -371,9 +374,9 @@ def test_a_pool_members_flight_cannot_read_its_maintainers_key(tmp_path, host_di
     state = _state_dir(home / "state", key=KEY.replace("secret", "member"))
     (home / "image").mkdir()
     (home / "image" / "hello.txt").write_text("hello from the image\n")
+    flight_workspace(home / "image")  # the member's runner hands it to its flight, as its workspace
     sibling = _state_dir(maintainer / "members" / "m_9876543210" / "state")
-    workspace = state / "workspaces" / "f1"
-    workspace.mkdir()
+    workspace = flight_workspace(state / "workspaces" / "f1")
     monkeypatch.setenv(ENV_HIDE, environ[ENV_HIDE])
     monkeypatch.setenv("GG_STATE_DIR", environ["GG_STATE_DIR"])
     monkeypatch.setenv("GG_CONFIG_DIR", environ["GG_CONFIG_DIR"])
@@ -504,7 +507,7 @@ def test_a_flight_on_a_real_root_runner_shows_no_key_material(tmp_path, host_dir
         assert "BEGIN" not in shown.stdout, shown.stdout
         output = "".join(f["body"]["text"] for f in api.flight(flight["id"])["facts"]
                          if f["kind"] == "output").split()
-        assert output[-1] == "done"
+        assert output[-1] == "done", output
         assert not {"umounted", "umounted-lazily", "remounted", "remounted-mask",
                     "nested-umounted", "wrote-etc"} & set(output), output
     finally:

@@ -21,7 +21,7 @@ import pytest
 
 from gg.launch import LocalServer, free_port
 from gg.server.connections import CAP_CEILING, Gate, default_cap, plan_cap
-from support import http_proof, wait_until
+from support import accept_queue, http_proof, wait_until
 
 CAP = 300
 HOLDERS = 4  # client processes holding the idle sockets
@@ -61,15 +61,6 @@ def _runner_credential(server: LocalServer) -> str:
     httpx.post(server.url + "/v1/runner/check-in", json={}, timeout=10,
                headers={"authorization": f"Bearer {credential}"}).raise_for_status()
     return credential
-
-
-def _accept_queue(port: int) -> int | None:
-    """Connections the kernel completed that the server has not accepted yet (Linux)."""
-    for line in open("/proc/net/tcp").read().splitlines()[1:]:
-        fields = line.split()
-        if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":  # LISTEN
-            return int(fields[4].split(":")[1], 16)
-    return None
 
 
 def _parked(server: LocalServer) -> float:
@@ -114,7 +105,7 @@ def test_idle_sockets_beyond_the_cap_leave_health_answering_and_the_log_quiet(tm
         assert opened >= CAP + 1000, opened
         # The connects return once the kernel has queued them; wait until the server has
         # taken every one, so that the checks below see the sockets held, not still arriving.
-        wait_until(lambda: _accept_queue(server.port) == 0, timeout=30, what="the queue taken")
+        wait_until(lambda: accept_queue(server.port) == 0, timeout=30, what="the queue taken")
         process = psutil.Process(server.proc.pid)
         for _ in range(5):  # every call answered within 1 s while the sockets are held
             answer = httpx.get(server.url + "/v1/health", timeout=1.0)

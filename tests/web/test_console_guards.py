@@ -77,3 +77,30 @@ def test_a_bad_token_gets_a_plain_error_page(browser, owner):
         assert answer.headers["content-type"].startswith("text/html")
         assert "that token was not accepted" in answer.text
         assert "Traceback" not in answer.text and "gg_session" not in browser.cookies
+
+
+def test_no_api_docs_page_loads_a_script_from_another_origin_and_every_html_answer_is_guarded(
+        app, browser, owner):
+    # The API's schema is /openapi.json; no Swagger UI or ReDoc page (they load a CDN's script).
+    assert browser.get("/openapi.json").status_code == 200
+    for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+        answer = browser.get(path)
+        assert answer.status_code == 404, (path, answer.status_code)
+        assert not answer.headers["content-type"].startswith("text/html")
+
+    # An HTML answer from anything on the console's origin, not only the console's own pages.
+    from fastapi.responses import HTMLResponse
+
+    @app.get("/elsewhere", include_in_schema=False)
+    async def elsewhere() -> HTMLResponse:
+        return HTMLResponse("<p>an unguarded page</p>")
+
+    sign_in(browser, owner)
+    for path in ("/", "/ui/login", "/ui/flights", "/elsewhere"):
+        answer = browser.get(path, follow_redirects=True)
+        assert answer.headers["content-type"].startswith("text/html"), path
+        csp = answer.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp, path
+        assert answer.headers["x-frame-options"] == "DENY", path
+        scripts = re.findall(r"<script[^>]*src=\"([^\"]*)\"", answer.text)
+        assert all(src.startswith("/") and not src.startswith("//") for src in scripts), scripts

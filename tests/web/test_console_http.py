@@ -76,6 +76,27 @@ def test_removing_a_person_ends_their_console_sessions(browser, owner, app):
     assert _sessions(app) == []  # its row gone at its next use
 
 
+def test_rotating_a_person_s_token_ends_the_console_sessions_made_with_the_old_one_at_once(
+        browser, owner, app):
+    added = browser.post("/v1/people", json={"name": "mo", "admin": False},
+                         headers=auth(owner)).json()
+    sign_in(browser, added["token"])
+    kept = browser.cookies["gg_session"]
+    assert browser.get("/ui/flights", follow_redirects=False).status_code == 200
+    assert browser.get("/ui/wait").status_code == 200
+    rotated = browser.post("/v1/people/mo/token", json={}, headers=auth(owner))
+    assert rotated.status_code == 200, rotated.text
+    gone = browser.get("/ui/flights", follow_redirects=False)
+    assert gone.status_code == 303 and gone.headers["location"] == "/ui/login"
+    browser.cookies.set("gg_session", kept)  # a copy kept of the old cookie
+    assert browser.get("/ui/wait").status_code == 401
+    assert _sessions(app) == []  # its row gone at its next use
+    browser.cookies.clear()  # the copy set by hand would shadow the next session's cookie
+    again = sign_in(browser, rotated.json()["token"])  # the new token signs in as usual
+    assert again.status_code == 303, again.text
+    assert browser.get("/ui/flights", follow_redirects=False).status_code == 200
+
+
 def test_a_member_cannot_cancel_another_persons_flight_from_the_console(browser, owner):
     member = browser.post("/v1/people", json={"name": "mo", "admin": False},
                           headers=auth(owner)).json()["token"]
@@ -280,3 +301,30 @@ def _expected_start_shown(core, browser, owner, clock):
     sign_in(browser, owner)
     for page in ("/ui/flights", f"/ui/flights/{waiting}"):
         assert f'<p class="estimate">{html.escape(said)}</p>' in browser.get(page).text
+
+
+def test_a_changed_flight_shows_its_change_and_an_approval_for_what_was_shown_before_is_refused(
+        browser, owner):
+    ada = browser.post("/v1/people", json={"name": "ada", "admin": True},
+                       headers=auth(owner)).json()["token"]
+    opened = browser.post("/v1/flights", json={"command": ["echo harmless"], "approval": True,
+                                               "service": {}}, headers=auth(owner))
+    assert opened.status_code == 201, opened.text
+    flight = opened.json()["id"]
+    sign_in(browser, ada)
+    before = re.search(r'name="digest" value="([^"]+)"', browser.get("/ui/pending?part=1").text)
+    changed = browser.post(f"/v1/services/{flight}/update", json={"command": ["echo pwned"]},
+                           headers=auth(owner))
+    assert changed.status_code == 200 and changed.json()["approval"], changed.text
+    digest = browser.get(f"/v1/flights/{flight}", headers=auth(ada)).json()["approval"]["digest"]
+    change = "changed by owner: command: `'echo harmless'` -> `'echo pwned'`"
+    for path in ("/ui/pending?part=1", f"/ui/flights/{flight}?part=1"):
+        page = html.unescape(browser.get(path).text)
+        assert digest in page and "echo pwned" in page and change in page, path
+    refused = post_form(browser, f"/ui/flights/{flight}/approve", back="/ui/pending",
+                        digest=before.group(1))
+    assert refused.status_code == 409 and "changed since you looked" in html.unescape(refused.text)
+    assert post_form(browser, f"/ui/flights/{flight}/approve", back="/ui/pending",
+                     digest=digest).status_code == 303
+    shown = browser.get(f"/v1/flights/{flight}", headers=auth(ada)).json()
+    assert (shown["stage"], shown["approval"]["approved"]["digest"]) == ("ready", digest)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from gg.api import approvals as paths
-from gg.api.approvals import (EnvironmentApproval, EnvironmentApprovalSet, FlightReject, Forced,
-                              PendingFlight)
+from gg.api.approvals import (EnvironmentApproval, EnvironmentApprovalSet, FlightApprove,
+                              FlightReject, Forced, PendingFlight)
 from gg.api.flights import FlightDetail
 from gg.control import answers, pending
 from gg.server import auth
@@ -17,8 +17,10 @@ router = APIRouter(route_class=JsonRoute)
 
 
 @router.post(paths.FLIGHT_APPROVE, response_model=FlightDetail)
-async def approve(flight_id: str, request: Request, person: dict = Depends(auth.person)) -> dict:
-    return answers.approved(request.app.state.core, person, flight_id)
+async def approve(flight_id: str, request: Request, body: FlightApprove | None = None,
+                  person: dict = Depends(auth.person)) -> dict:
+    return answers.approved(request.app.state.core, person, flight_id,
+                            body.digest if body else None)
 
 
 @router.post(paths.FLIGHT_REJECT, response_model=FlightDetail)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import ValidationError
 
@@ -14,7 +16,7 @@ from gg.api.schemas import (CheckIn, Claim, CredentialRenew, HandBack, KeyNonceA
                             Report, RunnerRegister)
 from gg.control import answers, key_proof, leases, runners
 from gg.domain.runners import Runner, RunnerIdentity
-from gg.errors import BadRequest
+from gg.errors import BadRequest, TooManyRequests
 from gg.server import auth
 from gg.server.json_body import JsonRoute
 from gg.server.lease_calls import handed_back
@@ -25,8 +27,13 @@ router = APIRouter(route_class=JsonRoute)
 @router.post(paths.KEY_NONCES, status_code=201, response_model=KeyNonce)
 async def key_nonce(body: KeyNonceAsk, request: Request) -> dict:
     """A single-use nonce for the private key to sign (no token: the request it is spent on
-    carries the token; the nonce alone grants nothing)."""
-    return key_proof.issue(request.app.state.core, body.purpose, body.public_key)
+    carries the token; the nonce alone grants nothing). Limited per address."""
+    core = request.app.state.core
+    if not request.app.state.nonce_rate.allow(request.client.host if request.client else "",
+                                              time.monotonic()):
+        raise TooManyRequests("too many key proofs asked from this address; try again in a "
+                              "minute")
+    return key_proof.issue(core, body.purpose, body.public_key)
 
 
 @router.post(paths.RUNNERS, status_code=201, response_model=Registered)

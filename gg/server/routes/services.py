@@ -21,6 +21,6 @@ async def list_services(request: Request, person: dict = Depends(auth.person)) -
 @router.post(paths.SERVICE_UPDATE, response_model=ServiceUpdated)
 async def update(flight_id: str, body: ServiceUpdate, request: Request,
                  person: dict = Depends(auth.person)) -> dict:
-    spec = services.update(request.app.state.core, person, flight_id, command=body.command,
-                           env=body.env)
-    return {"flight": flight_id, "spec": spec}
+    spec, gate = services.update(request.app.state.core, person, flight_id,
+                                 command=body.command, env=body.env)
+    return {"flight": flight_id, "spec": spec, "approval": gate}
