@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from gg.runner.capabilities import probe
+from gg.runner.flight_env import ENVIRONMENT_FILE
 from gg.runner.isolation import (
     CONTAINER_WORKSPACE,
     DEFAULT_IMAGE,
@@ -155,8 +156,10 @@ def test_only_the_allowlist_is_bound_homes_and_var_are_not(workspace):
                  SANDBOX, workspace)
     shown = set(result.stdout.split())
     assert "var-lib" not in shown and "home" not in shown
+    # (a root runner's sandbox also holds its command's environment, read-only, at the root)
     assert shown - {"/:", "/root:"} <= {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr",
-                                         "etc", "opt", "dev", "proc", "tmp", *(
+                                         "etc", "opt", "dev", "proc", "tmp",
+                                         ENVIRONMENT_FILE.strip("/"), *(
                                              p.strip("/").split("/")[i] for p in bound
                                              for i in (0, 1) if p.count("/") > i)}
     for root_entry in Path("/root").iterdir():  # only what leads to a bound path is there
