@@ -33,6 +33,7 @@ from gg.api.consoles import ConsoleCall
 from gg.client import ApiError, Unreachable
 from gg.runner import isolation
 from gg.runner.flight import STOP_GRACE
+from gg.runner.flight_env import HANDED_SOURCE, after_drop
 from gg.runner.flight_identity import runs_as_root
 from gg.runner.launching import LAUNCHER, LaunchedProcess, signal_group
 
@@ -363,9 +364,12 @@ def into_flight(flight_run, argv: list[str], launch: isolation.Launch) -> isolat
     # nsenter and setpriv run with the runner's environment, and the leader, which reads the
     # command's (handed on fd 3), only once setpriv dropped what entering gave (and, on a
     # root runner, took the flight's identity): nothing of the flight's runs before
-    handed = launch.handed is not None
-    return isolation.Launch(argv=[*enter, *isolation.on_terminal(argv, handed=handed)],
-                            env=launch.env, cwd=launch.cwd, handed=launch.handed)
+    if launch.sourced:  # a root runner's flight: a shell of its identity sources the lines
+        inner = after_drop(isolation.on_terminal(argv), source=HANDED_SOURCE)
+    else:
+        inner = isolation.on_terminal(argv, handed=launch.handed is not None)
+    return isolation.Launch(argv=[*enter, *inner], env=launch.env, cwd=launch.cwd,
+                            handed=launch.handed)
 
 
 _NAMESPACES = (("user", "user"), ("mnt", "mount"), ("pid", "pid"), ("net", "net"),

@@ -16,7 +16,8 @@ the command's is handed over on fd ``HANDED_FD`` (``Launch.handed``), never on a
   (:func:`environment_file`), read-only at ``ENVIRONMENT_FILE`` inside the sandbox
   (``--ro-bind-data``). Once setpriv took the flight identity, ``/bin/sh`` sources that file
   and execs the command (:func:`after_drop`): the first program that sees any of the flight's
-  variables already runs as the flight.
+  variables already runs as the flight. A console joining such a flight (nsenter, setpriv)
+  gets the same: its shell sources the lines from fd ``HANDED_FD`` itself (``Launch.sourced``).
 
 A name the shell cannot export (``BASH_FUNC_f%%``, inherited from a runner's own environment)
 is left out of the file: a flight's and a service's own names are shell names already
@@ -36,7 +37,9 @@ TRUSTED_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 # Inside a root runner's sandbox: the command's environment, read-only, as the flight may read it.
 ENVIRONMENT_FILE = "/.gg-environment"
 SHELL = "/bin/sh"  # bound read-only in every sandbox (the system directories)
-AFTER_DROP = f'. {ENVIRONMENT_FILE} && exec "$@"'
+# A console joining a root runner's flight sources its own, still on fd 3 (nsenter and setpriv
+# leave it open), and closes it for the command.
+HANDED_SOURCE = f"/proc/self/fd/{HANDED_FD}"
 _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -77,6 +80,7 @@ def bound_file() -> list[str]:
     return ["--perms", "0444", "--ro-bind-data", str(HANDED_FD), ENVIRONMENT_FILE]
 
 
-def after_drop(command: list[str]) -> list[str]:
-    """``command`` started, after setpriv, by a shell that first takes its environment."""
-    return [SHELL, "-c", AFTER_DROP, "sh", *command]
+def after_drop(command: list[str], source: str = ENVIRONMENT_FILE) -> list[str]:
+    """``command`` started, after setpriv, by a shell that first takes its environment from
+    ``source``."""
+    return [SHELL, "-c", f'. {source} && exec "$@" {HANDED_FD}<&-', "sh", *command]

@@ -106,7 +106,8 @@ class Launch:
 
     ``handed``: bytes the first program reads on fd ``HANDED_FD`` (the command's environment,
     for bwrap's ``--args``, or a root runner's environment file: :mod:`gg.runner.flight_env`);
-    ``env`` is then the runner's own, for bwrap alone. The runner's
+    ``env`` is then the runner's own, for bwrap alone. ``sourced``: ``handed`` is that file's
+    shell lines, applied by a shell after the drop, not bwrap's ``--args``. The runner's
     launcher puts them there (``LAUNCHER.start(..., handed=...)``).
     """
 
@@ -116,6 +117,7 @@ class Launch:
     cleanup: list[str] | None = None
     container_name: str | None = None
     handed: bytes | None = None
+    sourced: bool = False
 
 
 def _bwrap(capabilities: Mapping[str, Any]) -> str:
@@ -485,7 +487,8 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
     if drop_to is not None:  # setpriv, still root, never sees the flight's environment
         return Launch(argv=[*argv, *before_drop(), "--", *drop_argv(drop_to),
                             *after_drop(command)],
-                      env=runner_env(), cwd=workspace, handed=environment_file(out_env))
+                      env=runner_env(), cwd=workspace, handed=environment_file(out_env),
+                      sourced=True)
     return Launch(argv=argv + ["--args", str(HANDED_FD), "--", *command], env=runner_env(),
                   cwd=workspace, handed=handed_env(out_env))
 
