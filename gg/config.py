@@ -5,6 +5,10 @@ Precedence, highest first: a command-line flag (``--server``), the environment
 platformdirs config directory (``GG_CONFIG_DIR`` overrides; the file is mode 0600 since it
 holds a token). The runner's state lives apart, in ``GG_STATE_DIR`` (default: the
 platformdirs state directory), so one machine can sign in and run runners separately.
+
+Each directory is made absolute when it is resolved, once, at a command's start: a relative
+``GG_STATE_DIR`` means the folder it was started in, whatever the process does later, and
+is recorded (and hidden from flights) as that absolute path (:mod:`gg.trees`).
 """
 
 from __future__ import annotations
@@ -30,9 +34,14 @@ class Config:
     person: str | None = None
 
 
+def absolute(path: Path | str) -> Path:
+    """``path`` made absolute against the folder this process started in."""
+    return Path(os.path.abspath(os.path.expanduser(path)))
+
+
 def config_dir() -> Path:
     if os.environ.get(ENV_CONFIG_DIR):
-        return Path(os.environ[ENV_CONFIG_DIR])
+        return absolute(os.environ[ENV_CONFIG_DIR])
     import platformdirs
 
     return Path(platformdirs.user_config_dir("gg"))
@@ -40,7 +49,7 @@ def config_dir() -> Path:
 
 def state_dir() -> Path:
     if os.environ.get(ENV_STATE_DIR):
-        return Path(os.environ[ENV_STATE_DIR])
+        return absolute(os.environ[ENV_STATE_DIR])
     import platformdirs
 
     return Path(platformdirs.user_state_dir("gg")) / "runner"
@@ -48,7 +57,7 @@ def state_dir() -> Path:
 
 def data_dir() -> Path:
     if os.environ.get(ENV_DATA_DIR):
-        return Path(os.environ[ENV_DATA_DIR])
+        return absolute(os.environ[ENV_DATA_DIR])
     import platformdirs
 
     return Path(platformdirs.user_data_dir("gg")) / "server"
@@ -58,7 +67,7 @@ def images_dir() -> Path:
     """Where this host keeps pool images: ``gg strategy build`` writes them and
     ``gg runner maintain`` unpacks members from them."""
     if os.environ.get(ENV_IMAGES_DIR):
-        return Path(os.environ[ENV_IMAGES_DIR])
+        return absolute(os.environ[ENV_IMAGES_DIR])
     import platformdirs
 
     return Path(platformdirs.user_data_dir("gg")) / "images"
@@ -88,6 +97,9 @@ def save(config: Config) -> Path:
         json.dump(asdict(config), fh)
     os.chmod(tmp, 0o600)
     os.replace(tmp, path)
+    from gg import trees
+
+    trees.record(path.parent)  # a token lives here: every runner's flights must not see it
     return path
 
 

@@ -42,6 +42,23 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def trees_registry(tmp_path_factory):
+    """Every gg process the suite starts records its trees (gg.trees) in a registry of the
+    suite's own, never in the registry of the host's root."""
+    from gg.trees import ENV_TREES
+
+    saved = os.environ.get(ENV_TREES)
+    os.environ[ENV_TREES] = str(tmp_path_factory.mktemp("trees") / "trees")
+    try:
+        yield os.environ[ENV_TREES]
+    finally:
+        if saved is None:
+            os.environ.pop(ENV_TREES, None)
+        else:
+            os.environ[ENV_TREES] = saved
+
+
 @pytest.fixture
 def fleet(tmp_path, request):
     f = Fleet(tmp_path, {**FAST, **pg_support.fleet_store(request)}).start()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -250,6 +251,37 @@ def refusal(response) -> tuple:
     """What a refused request is told: status, JSON body and ``WWW-Authenticate``, to
     compare two refusals whole."""
     return response.status_code, response.json(), response.headers.get("www-authenticate")
+
+
+def handed_argv(launch) -> tuple[list[str], list[int]]:
+    """(argv, pass_fds) that start a built launch (gg.runner.isolation.Launch) the way the
+    runner's launcher does: its ``handed`` bytes (the command's environment) readable on fd 3.
+    A small Python, started with the launch's own ``env``, moves them there and execs it."""
+    if launch.handed is None:
+        return list(launch.argv), []
+    fd = os.memfd_create("handed", 0)
+    os.write(fd, launch.handed)
+    os.lseek(fd, 0, os.SEEK_SET)
+    move = ("import os, sys\nfd = int(sys.argv[1])\nif fd != 3:\n    os.dup2(fd, 3)\n"
+            "    os.close(fd)\nos.execvp(sys.argv[2], sys.argv[2:])")
+    return [sys.executable, "-I", "-S", "-c", move, str(fd), *launch.argv], [fd]
+
+
+def run_launch(launch, *, prefix: list[str] | None = None, timeout: float = 60.0,
+               **options) -> subprocess.CompletedProcess:
+    """Run a built launch to its end, as the runner's launcher starts it (``handed_argv``);
+    ``prefix``: what it runs under (``setpriv`` to another user)."""
+    argv, fds = handed_argv(launch)
+    if prefix and fds:
+        argv = [*argv[:6], *prefix, *argv[6:]]
+    elif prefix:
+        argv = [*prefix, *argv]
+    try:
+        return subprocess.run(argv, env=launch.env, cwd=launch.cwd, pass_fds=fds,
+                              timeout=timeout, check=False, **options)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def flight_workspace(path: Path) -> Path:

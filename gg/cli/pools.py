@@ -140,7 +140,7 @@ def maintain(
     cfg = settings()
     host = socket.gethostname().split(".")[0]
     options = MaintainerOptions(
-        server=server_url(), pool=pool, state_dir=state or _state_dir(pool),
+        server=server_url(), pool=pool, state_dir=_state_dir(pool, state),
         name=name or default_name(host, pool), images_dir=images or config.images_dir(),
         person_token=None if token else config.resolve_token(cfg), enrol_token=token,
         max_cycles=1 if once else None)
@@ -153,10 +153,13 @@ def maintain(
     raise typer.Exit(code)
 
 
-def _state_dir(pool: str) -> Path:
-    """The maintainer's own identity: GG_STATE_DIR when given, else beside the runner's."""
+def _state_dir(pool: str, flag: Path | None) -> Path:
+    """The maintainer's own identity: --state-dir or GG_STATE_DIR when given (absolute from
+    where it was started), else beside the runner's."""
+    if flag is not None:
+        return config.absolute(flag)
     if os.environ.get(config.ENV_STATE_DIR):
-        return Path(os.environ[config.ENV_STATE_DIR])
+        return config.state_dir()
     return config.state_dir().parent / f"maintain-{pool}"
 
 

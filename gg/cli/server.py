@@ -75,7 +75,7 @@ def server(
 
     host, port = parse_listen(listen)
     tls = _tls(tls_cert, tls_key)
-    directory = data_dir or config.data_dir()
+    directory = config.absolute(data_dir) if data_dir else config.data_dir()
     windows = {name: value for name, value in (
         ("retain_flights", _window("--retain-flights", retain_flights)),
         ("retain_events", _window("--retain-events", retain_events))) if value is not None}
@@ -96,6 +96,9 @@ def server(
     except StartRefused as exc:
         raise CliError(str(exc), Exit.CONFLICT) from None
     app, owner_token = _build(build, directory, settings)
+    from gg import trees
+
+    trees.record(directory)  # its store and the owner's token are hidden from every flight
     if owner_token is not None:
         print(f"gg: first start: organisation created; the owner's token is in {owner_token} "
               "(mode 0600)", file=sys.stderr)

@@ -114,8 +114,7 @@ def sandbox_probe_argv(bwrap: str, workspace: Path, *, user_namespace: bool,
     """The sandbox isolation.py builds (same layout, same flags, the same drop to the flight
     identity on a root runner), with ``workspace`` as the workspace; it prints what confines
     it."""
-    env = {"PATH": path if path is not None else os.environ.get("PATH", "")}
-    plan = isolation.layout(workspace, env=env)
+    plan = isolation.layout(workspace, path=path)
     argv = isolation.sandbox_argv(bwrap, plan, workspace=workspace, cut_net=False,
                                   user_namespace=user_namespace, drop_to=drop_to)
     drop = isolation.drop_argv(drop_to) if drop_to is not None else []

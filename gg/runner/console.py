@@ -33,6 +33,7 @@ from gg.api.consoles import ConsoleCall
 from gg.client import ApiError, Unreachable
 from gg.runner import isolation
 from gg.runner.flight import STOP_GRACE
+from gg.runner.flight_env import HANDED_SOURCE, after_drop
 from gg.runner.flight_identity import runs_as_root
 from gg.runner.launching import LAUNCHER, LaunchedProcess, signal_group
 
@@ -209,12 +210,14 @@ class ConsoleRun:
         master, slave = os.openpty()
         self.master = master
         _set_size(master, self.call.rows, self.call.cols)
-        argv = launch.argv
-        if (policy or {}).get("isolation") == "none":
-            argv = isolation.on_terminal(argv)  # the launched group's session takes the PTY
+        argv, env, handed = launch.argv, launch.env, launch.handed
+        if (policy or {}).get("isolation") == "none":  # the launched group's session takes the PTY
+            if handed is None:  # the command itself: the leader (gg's) runs with the runner's
+                env, handed = isolation.runner_env(), isolation.handed_env(launch.env)
+            argv = isolation.on_terminal(argv, handed=launch.handed is None)
         try:  # started by the runner's launcher: dies with the runner, like a flight
-            self.proc = LAUNCHER.start(argv, env=launch.env, cwd=launch.cwd, stdin=slave,
-                                       stdout=slave, stderr=slave)
+            self.proc = LAUNCHER.start(argv, env=env, cwd=launch.cwd, stdin=slave,
+                                       stdout=slave, stderr=slave, handed=handed)
         finally:
             os.close(slave)
         self.launch = launch
@@ -358,8 +361,15 @@ def into_flight(flight_run, argv: list[str], launch: isolation.Launch) -> isolat
         drop = [setpriv, "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all",
                 "--bounding-set=-all", "--"]
     enter = [nsenter, "--target", str(target), *flags, f"--wd={launch.cwd}", "--", *drop]
-    return isolation.Launch(argv=[*enter, *isolation.on_terminal(argv)], env=launch.env,
-                            cwd=launch.cwd)
+    # nsenter and setpriv run with the runner's environment, and the leader, which reads the
+    # command's (handed on fd 3), only once setpriv dropped what entering gave (and, on a
+    # root runner, took the flight's identity): nothing of the flight's runs before
+    if launch.sourced:  # a root runner's flight: a shell of its identity sources the lines
+        inner = after_drop(isolation.on_terminal(argv), source=HANDED_SOURCE)
+    else:
+        inner = isolation.on_terminal(argv, handed=launch.handed is not None)
+    return isolation.Launch(argv=[*enter, *inner], env=launch.env, cwd=launch.cwd,
+                            handed=launch.handed)
 
 
 _NAMESPACES = (("user", "user"), ("mnt", "mount"), ("pid", "pid"), ("net", "net"),

@@ -372,7 +372,8 @@ class FlightRun:
         launch = self.launch
         try:
             self.proc = LAUNCHER.start(launch.argv, env=launch.env, cwd=launch.cwd,
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       handed=launch.handed)
         except OSError as exc:
             self.proc = SPAWNER.popen(["/bin/sh", "-c", f"echo {_quote(str(exc))} >&2; exit 127"],
                                       cwd=workspace, stdout=subprocess.PIPE,

@@ -26,9 +26,14 @@ What each combination becomes::
 Whatever the policy, the runner's launcher (:mod:`gg.runner.launching`) forks what ``build``
 returns, in a process group of its own that is killed when the runner dies.
 
-Secrets in ``env`` never appear on a command line: bwrap and the plain command inherit the
-environment, and a container gets ``--env NAME`` (the engine client reads the value from its
-own environment).
+The flight's environment reaches only its command, never what builds the sandbox nor what
+drops root (:mod:`gg.runner.flight_env`): bwrap runs with the runner's own environment, and
+the command's is the launch's ``handed`` bytes on fd ``HANDED_FD``, which bwrap applies as it
+execs the command (``--args 3``), or, on a root runner, which a shell started after setpriv
+took the flight identity applies. A flight's ``LD_PRELOAD`` or ``PATH`` so never loads into
+bwrap or setpriv nor finds another one, and no value is on a command line.
+The plain command (isolation ``none``, egress ``all``) gets its environment directly; a
+container gets ``--env NAME`` (the engine client reads the value from its own environment).
 """
 
 from __future__ import annotations
@@ -48,7 +53,10 @@ from gg import config
 from gg.domain.health import FLIGHTS_AS_ROOT, first_missing
 from gg.domain.policy import Policy
 from gg.runner import flight_identity as identities
+from gg.runner.flight_env import (HANDED_FD, after_drop, before_drop, bound_file,
+                                  environment_file, handed_env, runner_env)
 from gg.runner.flight_identity import Identity
+from gg.trees import recorded as recorded_trees
 
 DEFAULT_IMAGE = "docker.io/library/python:3.11-slim"
 CONTAINER_WORKSPACE = "/workspace"
@@ -67,7 +75,6 @@ PASSWD = "/etc/passwd"
 # (a root flight would read them otherwise: /etc/shadow, ssh host keys, /etc/ssl/private).
 PRIVATE_ROOTS = ("/etc",)
 PRIVATE_REFRESH = 30.0  # seconds a look through them is reused
-PROC = "/proc"
 # Bound read-only over the sandbox's own /proc: a flight never writes a host sysctl (a
 # core_pattern runs its handler as host root) nor triggers a SysRq, whatever its uid.
 # Bound over /proc, they also forbid any fresh proc mount inside (the kernel refuses one
@@ -96,6 +103,12 @@ class Launch:
 
     ``cleanup`` is an argv to run when the flight is cancelled or the runner stops it: killing
     a container engine's client does not stop the container, so ``ENGINE rm -f NAME`` must.
+
+    ``handed``: bytes the first program reads on fd ``HANDED_FD`` (the command's environment,
+    for bwrap's ``--args``, or a root runner's environment file: :mod:`gg.runner.flight_env`);
+    ``env`` is then the runner's own, for bwrap alone. ``sourced``: ``handed`` is that file's
+    shell lines, applied by a shell after the drop, not bwrap's ``--args``. The runner's
+    launcher puts them there (``LAUNCHER.start(..., handed=...)``).
     """
 
     argv: list[str]
@@ -103,6 +116,8 @@ class Launch:
     cwd: Path
     cleanup: list[str] | None = None
     container_name: str | None = None
+    handed: bytes | None = None
+    sourced: bool = False
 
 
 def _bwrap(capabilities: Mapping[str, Any]) -> str:
@@ -162,8 +177,10 @@ def gg_trees(environ: Mapping[str, str] | None = None,
 
     The roots platformdirs gives gg for this user (which honour ``XDG_*``) and for every home
     directory on the host, the system-wide config, any ``GG_STATE_DIR``, ``GG_CONFIG_DIR`` or
-    ``GG_DATA_DIR`` this process was given, and every path in ``GG_HIDE`` (a pool's maintainer
-    passes its own directories to its members there).
+    ``GG_DATA_DIR`` this process was given, every path in its ``GG_HIDE`` (a pool's maintainer
+    passes its own directories to its members there), and every tree a gg process of root or
+    of this user recorded (:mod:`gg.trees`). No other process's environment is read: nothing
+    another process was given decides what a flight sees.
     """
     import platformdirs
 
@@ -174,39 +191,12 @@ def gg_trees(environ: Mapping[str, str] | None = None,
                          Path(platformdirs.site_config_dir("gg"))]
     for home in home_dirs(passwd):
         trees += [home / sub for sub in GG_HOME_TREES]
-    for named in [environ, *_other_environs()]:
-        for name in ENV_TREES:
-            if named.get(name):
-                trees.append(Path(named[name]))
-        trees += [Path(p) for p in named.get(ENV_HIDE, "").split(os.pathsep) if p]
+    for name in ENV_TREES:
+        if environ.get(name):
+            trees.append(Path(os.path.abspath(environ[name])))
+    trees += [Path(p) for p in environ.get(ENV_HIDE, "").split(os.pathsep) if p]
+    trees += recorded_trees()
     return list(dict.fromkeys(Path(os.path.abspath(t)) for t in trees if os.path.isabs(t)))
-
-
-def _other_environs() -> list[dict[str, str]]:
-    """The gg directories named in the environment of every process of this user or root."""
-    found: list[dict[str, str]] = []
-    try:
-        pids = [name for name in os.listdir(PROC) if name.isdigit()]
-    except OSError:
-        return found
-    wanted = tuple(f"{name}=".encode() for name in (*ENV_TREES, ENV_HIDE))
-    trusted = {0, os.geteuid()}
-    for pid in pids:
-        try:
-            if os.stat(f"{PROC}/{pid}").st_uid not in trusted:
-                continue  # another user's process must not decide what a flight sees
-            with open(f"{PROC}/{pid}/environ", "rb") as fh:
-                raw = fh.read()
-        except OSError:  # gone, or not ours to read
-            continue
-        named = {}
-        for item in raw.split(b"\0"):
-            if item.startswith(wanted):
-                key, _, value = item.decode("utf-8", "replace").partition("=")
-                named[key] = value
-        if named:
-            found.append(named)
-    return found
 
 
 def install_paths() -> list[Path]:
@@ -283,16 +273,18 @@ def private_paths(root: str | Path, *, now: float | None = None) -> tuple[list[P
     return found
 
 
-def layout(workspace: Path, *, env: Mapping[str, str], hidden: Iterable[Path] = (),
+def layout(workspace: Path, *, path: str | None = None, hidden: Iterable[Path] = (),
            read_write: Iterable[Path] = (), passwd: str | None = None) -> Layout:
     """The allowlist for a sandbox whose workspace is ``workspace``.
 
     Read-write: the workspace and ``read_write`` (a pool member's image root). Read-only: the
-    system directories, the Python gg runs on and gg itself, the directories on ``env``'s PATH,
+    system directories, the Python gg runs on and gg itself, the directories on ``path`` (the
+    runner's own PATH when None: never a flight's, whose PATH may only name what is bound),
     and the targets of ``/etc`` links that point elsewhere (resolv.conf). Masked: every explicit
     ``hidden`` path and every gg tree on the host (:func:`gg_trees`) that falls inside a bound
     directory or holds one.
     """
+    searched = os.environ.get("PATH", "") if path is None else path
     workspace = Path(os.path.abspath(workspace))
     explicit = _masks(workspace, hidden)
     links: list[tuple[str, Path]] = []
@@ -304,7 +296,7 @@ def layout(workspace: Path, *, env: Mapping[str, str], hidden: Iterable[Path] = 
         elif path.is_dir():
             candidates.append(path)
     candidates += install_paths()
-    candidates += [Path(p) for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    candidates += [Path(p) for p in searched.split(os.pathsep) if os.path.isabs(p)]
     for name in ETC_LINKS:
         if os.path.islink(name):
             candidates.append(Path(name))
@@ -371,12 +363,15 @@ def _passages(plan: Layout) -> list[Path]:
 
 
 def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
-                 user_namespace: bool, drop_to: Identity | None = None) -> list[str]:
+                 user_namespace: bool, drop_to: Identity | None = None,
+                 handed_file: bool = False) -> list[str]:
     """bwrap's arguments for ``plan``, up to (not including) ``--`` and the command.
 
     ``drop_to`` (a root runner's flight): no user namespace (one made by root maps its root to
     host root), and bubblewrap keeps only what :func:`drop_argv` needs to change uid; the
-    command must then be started through ``drop_argv(drop_to)``.
+    command must then be started through ``drop_argv(drop_to)``. ``handed_file``: the
+    command's environment, handed on fd 3, becomes a read-only file inside
+    (:func:`gg.runner.flight_env.bound_file`).
     """
     argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid"]
     if user_namespace and drop_to is None:
@@ -412,6 +407,8 @@ def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
     # Read-only last, so the mount points for deeper binds already exist inside each mask.
     for mask in plan.masks:
         argv += ["--remount-ro", str(mask)]
+    if handed_file:
+        argv += bound_file()
     return argv + ["--remount-ro", "/", "--chdir", str(workspace)]
 
 
@@ -456,7 +453,9 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
 
     ``state_dir`` (the runner's keys and credentials), every ``hidden`` path (pass the
     runner's config dir) and every gg tree on the host are neither readable nor writable
-    inside a sandbox. ``env["GG_IMAGE_ROOT"]`` (a pool member's machine) is bound read-write.
+    inside a sandbox. The runner's own ``GG_IMAGE_ROOT`` (a pool member's machine) is bound
+    read-write. ``env`` is the command's alone: nothing in it decides what is bound, nor reaches
+    bwrap (see ``Launch.handed``).
     """
     if not command:
         raise ValueError("there is no command to run")
@@ -481,22 +480,29 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
         if not cut_net:
             return Launch(argv=list(command), env=out_env, cwd=workspace)
         argv = [_bwrap(capabilities), "--die-with-parent", "--unshare-net",
-                "--dev-bind", "/", "/", "--chdir", str(workspace), "--"]
-        return Launch(argv=argv + list(command), env=out_env, cwd=workspace)
+                "--dev-bind", "/", "/", "--chdir", str(workspace),
+                "--args", str(HANDED_FD), "--"]
+        return Launch(argv=argv + list(command), env=runner_env(), cwd=workspace,
+                      handed=handed_env(out_env))
     explicit = [*([state_dir] if state_dir else []), *hidden]
-    image_root = env.get("GG_IMAGE_ROOT")
-    plan = layout(workspace, env=env, hidden=explicit,
+    image_root = os.environ.get("GG_IMAGE_ROOT")  # the runner's own: a pool member's machine
+    plan = layout(workspace, hidden=explicit,
                   read_write=[Path(image_root)] if image_root else [])
     out_env["HOME"] = str(workspace)
     out_env["TMPDIR"] = "/tmp"
     confinement = capabilities.get("confinement") or {}
     argv = sandbox_argv(_bwrap(capabilities), plan, workspace=workspace, cut_net=cut_net,
-                        user_namespace=bool(confinement.get("user_namespace")), drop_to=drop_to)
+                        user_namespace=bool(confinement.get("user_namespace")), drop_to=drop_to,
+                        handed_file=drop_to is not None)
     if terminal:  # the console's PTY becomes the terminal of the session inside the sandbox
         command = on_terminal(command)
-    if drop_to is not None:
-        command = [*drop_argv(drop_to), *command]
-    return Launch(argv=argv + ["--", *command], env=out_env, cwd=workspace)
+    if drop_to is not None:  # setpriv, still root, never sees the flight's environment
+        return Launch(argv=[*argv, *before_drop(), "--", *drop_argv(drop_to),
+                            *after_drop(command)],
+                      env=runner_env(), cwd=workspace, handed=environment_file(out_env),
+                      sourced=True)
+    return Launch(argv=argv + ["--args", str(HANDED_FD), "--", *command], env=runner_env(),
+                  cwd=workspace, handed=handed_env(out_env))
 
 
 def setpriv_path() -> str:
@@ -523,15 +529,30 @@ def drop_argv(identity: Identity) -> list[str]:
 # terminal, then the command replaces it. Inside a sandbox that session is bubblewrap's new
 # one (``--new-session``), inside the sandbox's pid namespace, so the shell's job control
 # sees every process group it deals with; a ``TIOCSTI`` reaches only the console's own PTY.
+# With ``--handed`` it takes the command's environment from fd HANDED_FD (bwrap's ``--args``
+# form), so what starts it (nsenter, setpriv) runs with the runner's own.
 TERMINAL_LEADER = ("import fcntl, os, sys, termios\n"
+                   "env = None\n"
+                   "if sys.argv[1] == '--handed':\n"
+                   "    del sys.argv[1]\n"
+                   "    data = chunk = b'-'\n"
+                   "    while chunk:\n"
+                   "        chunk = os.read(3, 65536)\n"
+                   "        data += chunk\n"
+                   "    os.close(3)\n"
+                   "    items = [os.fsdecode(i) for i in data[1:].split(b'\\0')[1:-1]]\n"
+                   "    env = {items[i + 1]: items[i + 2] for i in range(0, len(items) - 2, 3)}\n"
                    "try:\n    os.setsid()\nexcept OSError:\n    pass\n"
                    "fcntl.ioctl(0, termios.TIOCSCTTY, 0)\n"
-                   "os.execvp(sys.argv[1], sys.argv[1:])")
+                   "if env is None:\n    os.execvp(sys.argv[1], sys.argv[1:])\n"
+                   "os.execvpe(sys.argv[1], sys.argv[1:], env)")
 
 
-def on_terminal(command: list[str]) -> list[str]:
-    """``command`` run as the leader of a session whose terminal is its stdin (a PTY)."""
-    return [sys.executable, "-I", "-S", "-c", TERMINAL_LEADER, *command]
+def on_terminal(command: list[str], *, handed: bool = False) -> list[str]:
+    """``command`` run as the leader of a session whose terminal is its stdin (a PTY);
+    ``handed``: with the environment read from fd HANDED_FD (``Launch.handed``)."""
+    return [sys.executable, "-I", "-S", "-c", TERMINAL_LEADER, *(["--handed"] if handed else []),
+            *command]
 
 
 def build_argv(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: Path,

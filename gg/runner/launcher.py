@@ -9,7 +9,9 @@ socket (:mod:`gg.runner.launching`)::
                                  ──fork──> flight B's process …
 
 - The runner sends argv, environment and working directory, and the flight's stdin, stdout
-  and stderr as file descriptors (``SCM_RIGHTS``). The launcher spawns the command
+  and stderr as file descriptors (``SCM_RIGHTS``), plus, for a sandbox, a fourth that the
+  child gets as fd 3: what bwrap reads the command's own environment from (``--args 3``),
+  so the environment bwrap starts with is the runner's. The launcher spawns the command
   (``posix_spawn``: the kernel holds the launcher until the child has exec'd, so no copy of
   the launcher is made and touched): the child makes a session and process group of its
   own, puts the three descriptors on 0, 1 and 2, restores the signals Python changed, and
@@ -55,7 +57,7 @@ The wire (``SOCK_SEQPACKET``, values in ``marshal``, the peer being the runner o
 
     runner -> launcher   a message of N bytes: first packet = 4-byte N + up to CHUNK bytes
                          (the descriptors ride on it), then packets of the rest
-                         ("start", ticket, argv, env, cwd) + fds 0, 1, 2
+                         ("start", ticket, argv, env, cwd) + fds 0, 1, 2 [, 3]
                          ("signal", pid, signal number) · ("kill", pid)
                          ("deadline", pid, monotonic time or None)
     launcher -> runner   ("started", ticket, pid) · ("refused", ticket, message)
@@ -88,6 +90,7 @@ NO_KEYRINGS = (38, 1)  # ENOSYS: no keyrings in this kernel; EPERM: a seccomp fi
 PARENT_GONE = signal.SIGHUP  # what the kernel sends the launcher when the runner dies
 CHUNK = 32_768  # bytes of a message per packet, well under any socket buffer
 HEADER = 4
+FDS = 4  # the most descriptors a start carries: 0, 1, 2 and what bwrap reads on 3
 # What the child puts back before exec: the handlers set here, and what Python ignores.
 RESTORED = (signal.SIGCHLD, signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE,
             signal.SIGXFSZ)
@@ -233,8 +236,8 @@ class Launcher:
             pass  # the runner is gone; the loop notices its end of file
 
     def receive(self) -> tuple[tuple | None, list[int]]:
-        data, fds, _flags, _addr = socket.recv_fds(self.sock, HEADER + CHUNK, 3)
-        for fd in fds:  # a spawned command gets them only as the 0, 1 and 2 it is given
+        data, fds, _flags, _addr = socket.recv_fds(self.sock, HEADER + CHUNK, FDS)
+        for fd in fds:  # a spawned command gets them only as the 0, 1, 2 (3) it is given
             os.set_inheritable(fd, False)
         if not data:
             return None, fds
@@ -348,7 +351,8 @@ class Launcher:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal held till now acts here
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)  # dup2 leaves the copy inheritable
-            os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
+            os.closerange(len(fds),
+                          os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
             try:
                 os.chdir(cwd)
                 os.execvpe(argv[0], argv, env)

@@ -303,16 +303,21 @@ class Launcher:
 
     def start(self, argv: list[str], *, env: dict[str, str] | None, cwd: str | Path,
               stdin: int | None = None, stdout: int | None = None,
-              stderr: int | None = None) -> LaunchedProcess | subprocess.Popen:
+              stderr: int | None = None,
+              handed: bytes | None = None) -> LaunchedProcess | subprocess.Popen:
         """Start ``argv`` in a session and process group of its own, tied to the runner.
 
         ``stdin`` / ``stdout`` / ``stderr``: a file descriptor, or None for /dev/null;
         ``stdout=PIPE`` gives the handle a readable ``stdout``; ``stderr=STDOUT`` joins it.
+        ``handed``: bytes the child reads on fd 3 (``isolation.Launch.handed``: bwrap's
+        ``--args``, the command's environment kept off ``env`` and every command line).
         OSError when it cannot be started (the child's own exec error is its output and
         exit status 127, as a shell would say it).
         """
         env = dict(os.environ) if env is None else env
         if not SUPPORTED:
+            if handed is not None:
+                raise OSError("a sandbox's environment is handed over on Linux only")
             null = subprocess.DEVNULL
             return self._spawner.popen(argv, env=env, cwd=cwd,
                                        stdin=null if stdin is None else stdin,
@@ -331,6 +336,9 @@ class Launcher:
             out = null if stdout is None else stdout
             err = out if stderr == STDOUT else (null if stderr is None else stderr)
             fds = [null if stdin is None else stdin, out, err]
+            if handed is not None:
+                fds.append(_memory_file(handed))
+                opened.append(fds[-1])
             where = os.path.abspath(cwd)  # the launcher's own folder is not the runner's
             channel = self.channel()
             try:
@@ -349,6 +357,21 @@ class Launcher:
         if reader is not None:
             proc.stdout = open(reader, "rb")
         return proc
+
+
+def _memory_file(data: bytes) -> int:
+    """A descriptor reading ``data`` from its start: in memory, never on a disk or a
+    command line, and of any size (a pipe would block its writer past 64 KiB)."""
+    fd = os.memfd_create("gg-handed", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 LAUNCHER = Launcher(SPAWNER)

@@ -46,9 +46,9 @@ from pathlib import Path
 
 from gg.domain import services
 from gg.runner import isolation
+from gg.runner.launching import LAUNCHER, LaunchedProcess, kill_tree, signal_group
 from gg.runner.service_ports import (NotTheGeneration, connect_own_socket, listen_exclusively,
                                      listeners, socket_inodes)
-from gg.runner.launching import LaunchedProcess, kill_tree, signal_group
 
 POLL = 0.1  # seconds between looks at the processes, the readiness and the spec
 READY_CHECK_TIMEOUT = 5.0  # one --ready-cmd run, or one connection attempt, at most
@@ -451,14 +451,17 @@ class Supervisor:
         if spec.get("ready_cmd"):
             launch = self.run.launch_for(["/bin/sh", "-c", spec["ready_cmd"]], self.workspace,
                                          {**spec.get("env", {}), "PORT": str(gen.port)})
-            try:
-                done = subprocess.run(launch.argv, cwd=launch.cwd, env=launch.env,
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, timeout=READY_CHECK_TIMEOUT,
-                                      start_new_session=True)
-            except subprocess.TimeoutExpired:
+            try:  # by the runner's launcher, as the generation itself: bwrap gets the
+                # runner's environment, the check its own (handed), and it dies with the runner
+                proc = LAUNCHER.start(launch.argv, env=launch.env, cwd=launch.cwd,
+                                      handed=launch.handed)
+            except OSError:
                 return False
-            return done.returncode == 0
+            try:
+                return proc.wait(timeout=READY_CHECK_TIMEOUT) == 0
+            except subprocess.TimeoutExpired:
+                signal_group(proc, signal.SIGKILL)
+                return False
         if spec.get("port") is not None:
             try:
                 gen.connect(timeout=1.0).close()

@@ -7,7 +7,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gg import keys
+from gg import keys, trees
 
 
 @dataclass
@@ -21,8 +21,9 @@ class Registration:
 
 class StateDir:
     def __init__(self, path: Path):
-        self.path = Path(path)
+        self.path = Path(os.path.abspath(path))
         self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        trees.record(self.path)  # its key and credential are hidden from every runner's flights
         os.chmod(self.path, 0o700)
         self.workspaces = self.path / "workspaces"
         self.workspaces.mkdir(exist_ok=True, mode=0o700)

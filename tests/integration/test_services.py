@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
+import subprocess
 import threading
 import urllib.request
 
@@ -330,6 +332,158 @@ def test_an_old_generation_that_ignores_sigterm_is_killed_after_its_grace(servic
     assert termed.read_text() == "term\n"  # asked first, then killed
     assert _get(port) == "1"  # the new generation (its $V unset) answers
     fleet.gg("cancel", flight, check=True)
+
+
+# -- the spec cannot steer the sandbox (issue 31) -------------------------------------------
+
+@pytest.fixture
+def sandboxed_runner(services_fleet):
+    """r1 under ``isolation: sandbox``: every generation in a bubblewrap sandbox."""
+    fleet = services_fleet
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    done = fleet.gg("runner", "policy", "r1", "--isolation", "sandbox")
+    assert done.returncode == 0, done.stderr
+    wait_until(lambda: "isolation sandbox" in fleet.log("r1"), what="the runner took the policy")
+    return fleet
+
+
+def _output(fleet, flight_id: str) -> str:
+    return "".join(f["body"].get("text", "") for f in fleet.api().flight(flight_id)["facts"]
+                   if f["kind"] == "output")
+
+
+def test_a_services_path_binds_no_host_directory_into_its_sandbox(sandboxed_runner, tmp_path):
+    """A member's `gg service update F --set PATH=<dir>` made the sandbox bind that host
+    directory, and its service printed the owner's token kept there."""
+    fleet = sandboxed_runner
+    secret_dir = tmp_path / "secret-bin"  # under the host's /tmp: absent unless bound
+    secret_dir.mkdir()
+    (secret_dir / "token").write_text("ggp_the-owners-token-in-a-host-dir\n")
+    flight = _fly(fleet, "--", f'echo "gen-${{V:-1}}"; cat {secret_dir}/token; '
+                               "exec sleep 1000")
+    wait_until(lambda: _serving(fleet, flight, generation=1), what="generation 1 serving")
+    fleet.gg("service", "update", flight, "--set", "V=2",
+             "--set", f"PATH={secret_dir}:/usr/bin:/bin", check=True)
+    wait_until(lambda: _serving(fleet, flight, generation=2), what="generation 2 serving")
+    wait_until(lambda: "gen-2" in _output(fleet, flight), what="generation 2's output")
+    fleet.gg("cancel", flight, check=True)
+    output = _output(fleet, flight)
+    assert "ggp_the-owners-token" not in output, output
+    assert "No such file or directory" in output  # it tried, and the directory was not there
+
+
+LIBRARY = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+__attribute__((constructor)) static void mark(void) {
+    char name[64] = {0}, path[4096];
+    int fd = open("/proc/self/comm", O_RDONLY);
+    if (fd >= 0) { if (read(fd, name, sizeof name - 1) < 0) name[0] = 0; close(fd); }
+    name[strcspn(name, "\n")] = 0;
+    snprintf(path, sizeof path, "%s/%s", MARKS, name);
+    fd = open(path, O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0) close(fd);
+}
+"""
+
+
+def test_a_services_ld_preload_never_loads_into_bubblewrap_or_the_launcher(
+        sandboxed_runner, tmp_path):
+    """`--set LD_PRELOAD=...` was accepted and applied to bubblewrap itself (root, outside
+    the sandbox). The library marks every process it loads into, in a host directory that no
+    sandbox sees: only a process outside the sandbox can leave a mark."""
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler to build the marking library")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    source = tmp_path / "mark.c"
+    source.write_text(LIBRARY)
+    library = tmp_path / "libmark.so"
+    subprocess.run([cc, "-shared", "-fPIC", f'-DMARKS="{marks}"', "-o", str(library),
+                    str(source)], check=True, capture_output=True, timeout=60)
+    subprocess.run(["true"], env={**os.environ, "LD_PRELOAD": str(library)}, check=True)
+    assert [p.name for p in marks.iterdir()] == ["true"]  # the library does mark
+    (marks / "true").unlink()
+    fleet = sandboxed_runner
+    flight = _fly(fleet, "--ready-cmd", "true", "--", 'echo "gen-${V:-1}"; exec sleep 1000')
+    wait_until(lambda: _serving(fleet, flight, generation=1), what="generation 1 serving")
+    fleet.gg("service", "update", flight, "--set", "V=2", "--set", f"LD_PRELOAD={library}",
+             check=True)
+    wait_until(lambda: _serving(fleet, flight, generation=2), what="generation 2 serving")
+    wait_until(lambda: "gen-2" in _output(fleet, flight), what="generation 2's output")
+    fleet.gg("cancel", flight, check=True)
+    assert sorted(p.name for p in marks.iterdir()) == []
+    # It did reach the command: the loader inside says the library is not there to load.
+    assert "libmark.so" in _output(fleet, flight)
+
+
+# Marks every process it loads into with a file named by its uid and pid, holding its
+# executable, in the flight's workspace (a folder there that everyone may write).
+UID_LIBRARY = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((constructor)) static void mark(void) {
+    char exe[4096] = "?", path[4200], line[4200];
+    const char *workspace = getenv("GG_WORKSPACE");
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n >= 0) exe[n] = 0;
+    snprintf(path, sizeof path, "%s/marks/%u.%d", workspace ? workspace : ".",
+             (unsigned) getuid(), (int) getpid());
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return;
+    int len = snprintf(line, sizeof line, "%u %s\n", (unsigned) getuid(), exe);
+    if (write(fd, line, len) < 0) {}
+    close(fd);
+}
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root runner's flights drop to their identity")
+def test_a_root_runners_service_ld_preload_never_loads_into_a_process_of_uid_0(
+        services_fleet, tmp_path):
+    """On a root runner bubblewrap execs setpriv, which is uid 0 with CAP_SETUID/SETGID/SETPCAP
+    until it takes the flight identity: the flight's environment applied there (bwrap's
+    --args) would load a flight's LD_PRELOAD into host root. The library lies on the runner's
+    PATH (bound read-only into every sandbox, so it loads wherever it is asked for): only the
+    flight's own command, of the flight's uid, may leave a mark."""
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler to build the marking library")
+    libdir = tmp_path / "lib"
+    libdir.mkdir(mode=0o755)
+    source = tmp_path / "mark.c"
+    source.write_text(UID_LIBRARY)
+    library = libdir / "libuidmark.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(library), str(source)], check=True,
+                   capture_output=True, timeout=60)
+    os.chmod(library, 0o755)
+    fleet = services_fleet
+    fleet.runner("r1", env={"PATH": f"{libdir}{os.pathsep}{os.environ['PATH']}"})
+    fleet.wait_online("r1")
+    done = fleet.gg("runner", "policy", "r1", "--isolation", "sandbox")
+    assert done.returncode == 0, done.stderr
+    wait_until(lambda: "isolation sandbox" in fleet.log("r1"), what="the runner took the policy")
+    flight = _fly(fleet, "--ready-cmd", "true", "--",
+                  'mkdir -p -m 0777 marks; echo "gen-${V:-1}"; exec sleep 1000')
+    wait_until(lambda: _serving(fleet, flight, generation=1), what="generation 1 serving")
+    fleet.gg("service", "update", flight, "--set", "V=2", "--set", f"LD_PRELOAD={library}",
+             check=True)
+    wait_until(lambda: _serving(fleet, flight, generation=2), what="generation 2 serving")
+    wait_until(lambda: "gen-2" in _output(fleet, flight), what="generation 2's output")
+    marks = wait_until(lambda: [p for p in (fleet.root / "state-r1").rglob("marks/*")],
+                       what="the command's own marks")
+    seen = {p.name: p.read_text().strip() for p in marks}
+    fleet.gg("cancel", flight, check=True)
+    assert not [m for name, m in seen.items() if name.startswith("0.")], seen
+    assert all(m.split()[0] != "0" for m in seen.values()), seen
+    # It did load, into the command, as the flight's own uid
+    assert any(m.endswith(("/sleep", "/sh", "/dash")) for m in seen.values()), seen
 
 
 # -- a service's ports are its own ----------------------------------------------------------

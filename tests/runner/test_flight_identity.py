@@ -18,7 +18,7 @@ from gg.runner.flight_identity import (DEFAULT_BASE, DEFAULT_COUNT, FlightIdenti
                                        Identity, IdentityRangeError, flight_range, parse_range)
 from gg.runner.isolation import build
 from gg.runner.launching import LAUNCHER
-from support import FAST, Fleet, flight_workspace, wait_until
+from support import FAST, Fleet, flight_workspace, run_launch, wait_until
 
 CAPS = probe()
 needs_root_sandbox = pytest.mark.skipif(
@@ -120,9 +120,7 @@ def test_a_root_runners_flight_cannot_write_a_host_sysctl_and_runs_as_its_identi
                    capabilities=CAPS, identity=identity)
     saved = _sysctls()
     try:
-        result = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, timeout=60,
-                                capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                                check=False)
+        result = run_launch(launch, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         after = _sysctls()
     finally:
         _restore(saved)
@@ -174,7 +172,7 @@ def test_a_flight_started_by_the_launcher_cannot_read_its_runners_session_keyrin
         out_path = tmp_path / "out"
         with open(out_path, "wb") as out:
             proc = LAUNCHER.start(launch.argv, env=launch.env, cwd=launch.cwd, stdout=out.fileno(),
-                                  stderr=subprocess.STDOUT)
+                                  stderr=subprocess.STDOUT, handed=launch.handed)
             proc.wait(timeout=60)
         seen = out_path.read_text()
         # the test itself still reads it: the key is there to be stolen

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from gg.runner.capabilities import probe
+from gg.runner.flight_env import ENVIRONMENT_FILE
 from gg.runner.isolation import (
     CONTAINER_WORKSPACE,
     DEFAULT_IMAGE,
@@ -29,7 +30,7 @@ from gg.runner.isolation import (
 )
 
 from fleet_support import CONFINED
-from support import flight_workspace, gone
+from support import flight_workspace, gone, handed_argv, run_launch
 
 CAPS = probe()
 needs_bwrap = pytest.mark.skipif(
@@ -52,8 +53,7 @@ def _launch(command: list[str], policy: dict, workspace: Path, state_dir: Path |
 
 
 def _run(launch: Launch) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(launch.argv, check=False, env=launch.env, cwd=launch.cwd,
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    return run_launch(launch, capture_output=True, text=True, stdin=subprocess.DEVNULL)
 
 
 def _sh(script: str, policy: dict, workspace: Path, state_dir: Path | None = None,
@@ -150,14 +150,16 @@ def test_private_paths_are_what_others_may_not_read(tmp_path):
 
 @needs_bwrap
 def test_only_the_allowlist_is_bound_homes_and_var_are_not(workspace):
-    plan = layout(workspace, env=_env())
+    plan = layout(workspace)
     bound = [str(dest) for dest in plan.visible()]
     result = _sh("ls -A / /root; test -e /var/lib && echo var-lib; test -e /home && echo home",
                  SANDBOX, workspace)
     shown = set(result.stdout.split())
     assert "var-lib" not in shown and "home" not in shown
+    # (a root runner's sandbox also holds its command's environment, read-only, at the root)
     assert shown - {"/:", "/root:"} <= {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr",
-                                         "etc", "opt", "dev", "proc", "tmp", *(
+                                         "etc", "opt", "dev", "proc", "tmp",
+                                         ENVIRONMENT_FILE.strip("/"), *(
                                              p.strip("/").split("/")[i] for p in bound
                                              for i in (0, 1) if p.count("/") > i)}
     for root_entry in Path("/root").iterdir():  # only what leads to a bound path is there
@@ -203,7 +205,8 @@ def test_sandbox_has_its_own_pid_namespace(workspace):
 _PARENT = """
 import json, subprocess, sys
 launch = json.loads(sys.argv[1])
-subprocess.Popen(launch["argv"], env=launch["env"], cwd=launch["cwd"]).wait()
+subprocess.Popen(launch["argv"], env=launch["env"], cwd=launch["cwd"],
+                 pass_fds=launch["fds"]).wait()
 """
 
 
@@ -219,8 +222,11 @@ def _wait_for(condition, what: str, deadline: float = 15.0) -> None:
 @needs_bwrap
 def test_sandboxed_child_dies_with_its_parent(workspace):
     launch = _launch(["sh", "-c", "echo $$ > ready; exec sleep 300"], SANDBOX, workspace)
-    payload = json.dumps({"argv": launch.argv, "env": launch.env, "cwd": str(launch.cwd)})
-    parent = subprocess.Popen([sys.executable, "-c", _PARENT, payload])
+    argv, fds = handed_argv(launch)
+    payload = json.dumps({"argv": argv, "env": launch.env, "cwd": str(launch.cwd), "fds": fds})
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, payload], pass_fds=fds)
+    for fd in fds:
+        os.close(fd)
     sandboxed: list[psutil.Process] = []
     try:
         _wait_for(lambda: (workspace / "ready").exists(), "the sandbox to start")

@@ -258,3 +258,23 @@ def test_a_command_is_found_on_the_flights_own_path_and_a_missing_one_says_so(tm
                           stderr=subprocess.STDOUT)
     assert proc.stdout.read() == b"true: No such file or directory\n"
     assert proc.wait(timeout=30) == 127
+
+
+def test_what_is_handed_is_read_on_fd_3_and_never_in_the_environment_or_argv():
+    """A sandbox's command environment goes to bwrap on fd 3 (its --args), not in the
+    environment bwrap itself runs with, nor on any command line."""
+    handed = b"SECRET=handed-value\0" * 5000  # past a pipe's 64 KiB: it must not block
+    script = 'wc -c <&3; echo "[$SECRET]"; tr "\\0" "\\n" < /proc/$$/cmdline'
+    proc = LAUNCHER.start(["sh", "-c", script],
+                          env={"PATH": os.environ["PATH"]}, cwd="/", stdout=subprocess.PIPE,
+                          handed=handed)
+    out = proc.stdout.read().decode()
+    assert proc.wait(timeout=30) == 0
+    lines = out.split()
+    assert lines[0] == str(len(handed)) and lines[1] == "[]"
+    assert "handed-value" not in out
+
+
+def test_a_start_without_anything_handed_has_no_fd_3():
+    code, out = _run(["sh", "-c", "test -e /proc/self/fd/3 && echo open || echo closed"])
+    assert code == 0 and out.strip() == b"closed"

@@ -4,6 +4,7 @@ allows, as an unprivileged user."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -15,7 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gg.launch import gg_argv
+from gg import trees
+from gg.launch import LocalServer, free_port, gg_argv, stop_process
 from gg.pool.drivers import MemberLaunch
 from gg.pool.drivers.process import ProcessDriver
 from gg.pool.image import build_image
@@ -23,7 +25,7 @@ from gg.runner import isolation
 from gg.runner.capabilities import probe
 from gg.runner.isolation import ENV_HIDE, Launch, build
 from gg.runner.flight_identity import shared
-from support import FAST, Fleet, flight_workspace, wait_until
+from support import FAST, Fleet, flight_workspace, run_launch, wait_until
 
 CAPS = probe()
 needs_sandbox = pytest.mark.skipif(
@@ -62,17 +64,30 @@ def _env(*path: Path) -> dict[str, str]:
     return {"PATH": os.pathsep.join(dirs), "LANG": "C.UTF-8"}
 
 
+@contextlib.contextmanager
+def _runner_path(*dirs: Path):
+    """This process, playing the runner, with ``dirs`` first on its own PATH: the runner's
+    PATH directories are what a sandbox binds (a flight's PATH binds nothing)."""
+    saved = os.environ["PATH"]
+    os.environ["PATH"] = _env(*dirs)["PATH"]
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = saved
+
+
 def _launch(script: str, workspace: Path, *, state_dir: Path | None = None, hidden=(),
-            env: dict | None = None, user_namespace: bool = True) -> Launch:
-    return build(["sh", "-c", script], policy=SANDBOX, workspace=workspace,
-                 env=env or _env(), state_dir=state_dir, capabilities=_caps(user_namespace),
-                 hidden=list(hidden))
+            env: dict | None = None, user_namespace: bool = True, bound=()) -> Launch:
+    """A sandboxed ``sh -c script``; ``bound``: directories on the runner's own PATH."""
+    with _runner_path(*bound):
+        return build(["sh", "-c", script], policy=SANDBOX, workspace=workspace,
+                     env=env or _env(), state_dir=state_dir, capabilities=_caps(user_namespace),
+                     hidden=list(hidden))
 
 
 def _run(launch: Launch, prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*(prefix or []), *launch.argv], env=launch.env, cwd=launch.cwd,
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-                          check=False)
+    return run_launch(launch, prefix=prefix, capture_output=True, text=True,
+                      stdin=subprocess.DEVNULL)
 
 
 def _state_dir(path: Path, key: str = KEY) -> Path:
@@ -142,7 +157,7 @@ def test_a_flight_cannot_umount_the_mask_nor_remount_root_read_write(host_dir, u
     workspace = state / "workspaces" / "f1"
     workspace.mkdir()
     result = _run(_launch(ESCAPE.format(state=state), workspace, state_dir=state,
-                          env=_env(tools), user_namespace=user_namespace))
+                          bound=[tools], user_namespace=user_namespace))
     out = result.stdout.split()
     assert out[-1] == "done", result.stderr
     # Every attack really ran and was refused: a missing tool would make it pass for nothing.
@@ -198,37 +213,99 @@ def test_another_runners_key_a_persons_config_and_a_servers_data_are_hidden(
     elsewhere = _state_dir(tmp_path / "elsewhere" / "state")  # in the host's /tmp, unnamed
     paths = [fake_host[k] for k in ("other", "maintainer", "person", "data")]
     paths += [*fake_host["named"], elsewhere, fake_host["home"]]
-    result = _run(_launch(_reader(paths), workspace, env=_env(fake_host["tools"]),
+    result = _run(_launch(_reader(paths), workspace, bound=[fake_host["tools"]],
                           user_namespace=user_namespace))
     assert result.stdout.split()[-1] == "done", result.stderr
     _no_secret(result)
     # The bound directory itself is there (so the masks, not its absence, hide the trees).
     listed = _run(_launch(f"ls {fake_host['home']}/.local/state", workspace,
-                          env=_env(fake_host["tools"]), user_namespace=user_namespace))
+                          bound=[fake_host["tools"]], user_namespace=user_namespace))
     assert listed.stdout.split() == ["gg"]
 
 
+def _environ_of(pid: int) -> bytes:
+    # Popen returns once exec has begun; the kernel shows the new environment only a moment
+    # later (an empty /proc/PID/environ until then): wait for the process itself.
+    return wait_until(lambda: Path(f"/proc/{pid}/environ").read_bytes(),
+                      what="the process's environment to be readable")
+
+
 @needs_sandbox
-def test_a_state_dir_named_only_in_another_runners_environment_is_hidden(tmp_path, host_dir):
-    tools = host_dir / "tools"  # bound into the sandbox as a PATH directory
-    other = _state_dir(tools / "another-runner")
+@needs_root
+def test_a_process_naming_gg_hide_usr_and_etc_does_not_change_what_flights_see(
+        tmp_path, host_dir):
+    """Issue 32: a service ran `env GG_HIDE=/usr:/etc sleep 600`, and every later flight on
+    the host failed (`bwrap: execvp /bin/sh`): runners read other processes' environments."""
+    tools = host_dir / "tools"
+    named = _state_dir(tools / "named-by-a-neighbour")
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    # Another runner on this host: its state dir is known only from its own environment.
-    neighbour = subprocess.Popen(["sleep", "120"], env={**os.environ, "GG_STATE_DIR": str(other)})
+    neighbour = subprocess.Popen(["sleep", "120"], env={
+        **os.environ, "GG_HIDE": "/usr:/etc", "GG_STATE_DIR": str(named)})
     try:
-        # Popen returns once exec has begun; the kernel shows the new environment only a
-        # moment later (an empty /proc/PID/environ until then): wait for the neighbour itself.
-        environ = Path(f"/proc/{neighbour.pid}/environ")
-        wait_until(lambda: b"GG_STATE_DIR=" in environ.read_bytes(),
-                   what="the neighbour's environment to be readable")
-        assert other in isolation.gg_trees(environ={})
-        result = _run(_launch(_reader([other]), workspace, env=_env(tools)))
+        assert b"GG_HIDE=/usr:/etc" in _environ_of(neighbour.pid)
+        trees = isolation.gg_trees(environ={})
+        result = _run(_launch("ls /usr/bin/env /etc/passwd; "
+                              f"cat {named}/runner.json; echo; echo ran", workspace, bound=[tools]))
     finally:
         neighbour.kill()
         neighbour.wait()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == "ran"
+    assert Path("/usr") not in trees and Path("/etc") not in trees and named not in trees
+    assert "/usr/bin/env" in result.stdout and "/etc/passwd" in result.stdout
+    assert CREDENTIAL in result.stdout  # a path named by nobody but a neighbour: not masked
+
+
+@needs_sandbox
+def test_a_runners_state_dir_given_as_a_relative_path_is_hidden_from_every_flight(
+        tmp_path, host_dir):
+    """Issue 31: a runner started with GG_STATE_DIR=state in a bound tree (an editable
+    checkout; here a directory on the runners' PATH): its key and credential were readable."""
+    fleet = Fleet(tmp_path / "fleet", dict(FAST)).start()
+    tools = host_dir / "tools"
+    tools.mkdir()
+    runner = subprocess.Popen(
+        gg_argv("--server", fleet.url, "runner", "up", "--name", "relative"),
+        env={**os.environ, **fleet.env, "GG_STATE_DIR": "state",
+             "GG_CONFIG_DIR": str(fleet.config_dir)},
+        cwd=tools, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    try:
+        fleet.wait_online("relative")
+        state = tools / "state"
+        assert (state / "key.pem").exists() and (state / "runner.json").exists()
+        workspace = tmp_path / "workspace"
+        workspace.mkdir()
+        result = _run(_launch(f"ls -A {state}; cat {state}/key.pem {state}/runner.json; "
+                              "echo; echo done", workspace, bound=[tools]))
+    finally:
+        stop_process(runner)
+        fleet.stop()
     assert result.stdout.split()[-1] == "done", result.stderr
-    _no_secret(result)
+    assert state in trees.recorded()  # recorded by the runner, as an absolute path
+    key = (state / "key.pem").read_text().splitlines()[1]
+    credential = json.loads((state / "runner.json").read_text())["credential"]
+    assert key not in result.stdout and credential not in result.stdout, result.stdout
+
+
+@needs_sandbox
+def test_a_servers_data_dir_under_a_bound_tree_is_hidden_from_every_flight(tmp_path, host_dir):
+    """Issue 31: `gg server --data-dir` under a bound tree (/usr/local, a checkout): its store
+    and the owner's token were readable from a sandboxed flight."""
+    tools = host_dir / "tools"
+    data = tools / "data"
+    server = LocalServer(data, free_port(), env=dict(FAST), log=tmp_path / "server.log").start()
+    try:
+        token = server.owner_token()
+        workspace = tmp_path / "workspace"
+        workspace.mkdir()
+        result = _run(_launch(f"ls -A {data}; cat {data}/owner-token {data}/*.db; echo done",
+                              workspace, bound=[tools]))
+    finally:
+        server.stop()
+    assert result.stdout.split()[-1] == "done", result.stderr
+    assert token not in result.stdout and "owner-token" not in result.stdout, result.stdout
 
 
 def _is_stranger(pid: int) -> bool:
@@ -303,11 +380,12 @@ def test_a_pool_members_flight_cannot_read_its_maintainers_key(tmp_path, host_di
     monkeypatch.setenv(ENV_HIDE, environ[ENV_HIDE])
     monkeypatch.setenv("GG_STATE_DIR", environ["GG_STATE_DIR"])
     monkeypatch.setenv("GG_CONFIG_DIR", environ["GG_CONFIG_DIR"])
-    env = {**_env(tools), "GG_IMAGE_ROOT": environ["GG_IMAGE_ROOT"]}
+    monkeypatch.setenv("GG_IMAGE_ROOT", environ["GG_IMAGE_ROOT"])  # the member's own
     script = (_reader([maintainer, maintainer_config, sibling, state]).replace("echo done\n", "")
               + 'cat "$GG_IMAGE_ROOT/hello.txt"; echo left > "$GG_IMAGE_ROOT/left"; echo done\n')
     result = _run(_launch(script, workspace, state_dir=state,
-                          hidden=[Path(environ["GG_CONFIG_DIR"])], env=env))
+                          hidden=[Path(environ["GG_CONFIG_DIR"])], bound=[tools],
+                          env={**_env(), "GG_IMAGE_ROOT": environ["GG_IMAGE_ROOT"]}))
     assert result.stdout.split()[-1] == "done", result.stderr
     _no_secret(result)
     assert "member-key-material" not in result.stdout
@@ -323,14 +401,15 @@ from pathlib import Path
 import gg
 from gg.runner.capabilities import probe
 from gg.runner.isolation import build
+from gg.runner.launching import LAUNCHER
 workspace = Path(sys.argv[1])
 launch = build([sys.executable, "-c", "import gg; print(gg.__file__)"],
                policy={"isolation": "sandbox", "egress": "all"}, workspace=workspace,
                env=dict(os.environ), state_dir=None, capabilities=probe())
-done = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True,
-                      text=True, timeout=60)
+done = LAUNCHER.start(launch.argv, env=launch.env, cwd=launch.cwd, stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT, handed=launch.handed)
 print(gg.__file__)
-print(done.stdout.strip() or done.stderr.strip())
+print(done.stdout.read().decode().strip())
 """
 
 
@@ -374,7 +453,7 @@ def test_the_attacks_fail_as_an_unprivileged_runner_too(host_dir):
         for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
             os.chown(name, NOBODY, NOBODY)
     launch = _launch(ESCAPE.format(state=state) + _reader([person]), workspace, state_dir=state,
-                     hidden=[person], env=_env(tools))
+                     hidden=[person], bound=[tools])
     bound = [a for i, a in enumerate(launch.argv) if launch.argv[i - 1] in ("--ro-bind",)]
     unreachable = [p for p in bound if subprocess.run(
         [*_unprivileged(), "test", "-r", p, "-a", "-x", p], check=False).returncode]

@@ -1,0 +1,86 @@
+"""The flight's environment reaches only its command (docs/isolation.md, "The flight's
+environment").
+
+What builds a sandbox (bubblewrap) runs with the runner's own environment (:func:`runner_env`);
+the command's is handed over on fd ``HANDED_FD`` (``Launch.handed``), never on a command line
+(``/proc/PID/cmdline`` is readable by every process of the host) nor in bubblewrap's own
+``/proc/PID/environ``. Who applies it depends on who starts the command:
+
+- A runner that is not root: bwrap reads it as ``--args`` (:func:`handed_env`: ``--clearenv``,
+  one ``--setenv`` a variable) and applies it as it execs the command, which runs as the
+  runner's own uid, with nothing more than the runner has.
+- A root runner: what bwrap execs is ``setpriv``, still uid 0 and holding CAP_SETUID, SETGID
+  and SETPCAP until it takes the flight identity; a flight's ``LD_PRELOAD`` applied there
+  would load into host root. So bwrap gives setpriv ``TRUSTED_PATH`` and nothing else
+  (:func:`before_drop`), and puts the handed bytes, ``export K='v'`` lines
+  (:func:`environment_file`), read-only at ``ENVIRONMENT_FILE`` inside the sandbox
+  (``--ro-bind-data``). Once setpriv took the flight identity, ``/bin/sh`` sources that file
+  and execs the command (:func:`after_drop`): the first program that sees any of the flight's
+  variables already runs as the flight. A console joining such a flight (nsenter, setpriv)
+  gets the same: its shell sources the lines from fd ``HANDED_FD`` itself (``Launch.sourced``).
+
+A name the shell cannot export (``BASH_FUNC_f%%``, inherited from a runner's own environment)
+is left out of the file: a flight's and a service's own names are shell names already
+(``gg.domain.services.env_problem``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Mapping
+
+HANDED_FD = 3  # where bwrap reads the command's environment: see Launch.handed
+# All that setpriv (uid 0, before the drop) and the sourcing shell start with.
+TRUSTED_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+# Inside a root runner's sandbox: the command's environment, read-only, as the flight may read it.
+ENVIRONMENT_FILE = "/.gg-environment"
+SHELL = "/bin/sh"  # bound read-only in every sandbox (the system directories)
+# A console joining a root runner's flight sources its own, still on fd 3 (nsenter and setpriv
+# leave it open), and closes it for the command.
+HANDED_SOURCE = f"/proc/self/fd/{HANDED_FD}"
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def runner_env() -> dict[str, str]:
+    """What bwrap runs with: the runner's own environment, without gg's variables (a token)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("GG_")}
+
+
+def handed_env(env: Mapping[str, str]) -> bytes:
+    """``env`` as bwrap's ``--args`` (NUL-separated): the command starts with exactly it."""
+    args = ["--clearenv"]
+    for key, value in env.items():
+        if key and "=" not in key and "\0" not in key and "\0" not in value:
+            args += ["--setenv", key, value]
+    return b"".join(os.fsencode(arg) + b"\0" for arg in args)
+
+
+def environment_file(env: Mapping[str, str]) -> bytes:
+    """``env`` as the lines a shell sources (every value single-quoted, so a newline or a
+    ``$(…)`` in it is only text): the command starts with it, the shell's own ``PATH``
+    unset when ``env`` has none."""
+    lines = [] if "PATH" in env else ["unset PATH"]
+    for key, value in env.items():
+        if _SHELL_NAME.match(key) and "\0" not in value:
+            lines.append(f"export {key}={shlex.quote(value)}")
+    return os.fsencode("\n".join(lines) + "\n")
+
+
+def before_drop() -> list[str]:
+    """bwrap's options for a root runner's sandbox: what it execs (setpriv) gets only
+    ``TRUSTED_PATH``."""
+    return ["--clearenv", "--setenv", "PATH", TRUSTED_PATH]
+
+
+def bound_file() -> list[str]:
+    """bwrap's options that put the handed bytes at ``ENVIRONMENT_FILE``, read-only; before
+    the root is made read-only (``--remount-ro /``)."""
+    return ["--perms", "0444", "--ro-bind-data", str(HANDED_FD), ENVIRONMENT_FILE]
+
+
+def after_drop(command: list[str], source: str = ENVIRONMENT_FILE) -> list[str]:
+    """``command`` started, after setpriv, by a shell that first takes its environment from
+    ``source``."""
+    return [SHELL, "-c", f'. {source} && exec "$@" {HANDED_FD}<&-', "sh", *command]
