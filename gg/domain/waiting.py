@@ -233,7 +233,8 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
                 "or open the flight without --runner",
             )
         subject = f"every runner that advertises {label}" if label else "every runner"
-        if flight.group is not None or narrowed:  # not every runner: those it may go to
+        if (flight.group is not None or narrowed) and words != ["in a draining group"]:
+            # not every runner: those it may go to (a draining group is named below anyway)
             names = sorted({s.group.name for s in advertising})
             subject = (f"every runner of group{'s' if len(names) > 1 else ''} "
                        f"{', '.join(names)}" + (f" that advertises {label}" if label else ""))

@@ -54,8 +54,9 @@ def test_person_list_json_remove_and_rotate(fleet):
     assert removed.stdout.startswith("removed bob: token sha256:")
     assert _refusal(fleet, bob["token"]) == bogus  # at once, and opaque
     _one_sentence(_gg_as(fleet, bob["token"], "whoami"), 3,
-                  "the token was not accepted (it may have expired or been rotated, or its person "
-                  "removed): sign in again with gg login --server URL --token-file FILE")
+                  "the token in GG_TOKEN was not accepted (it may have expired or been rotated, "
+                  "or its person removed): set GG_TOKEN to a live token, or unset it to use the "
+                  "sign-in gg login keeps")  # gg login would not help while GG_TOKEN is set
     assert [r["name"] for r in json.loads(fleet.gg("person", "list", "--json").stdout)] == ["owner", "ada"]
     assert "bob" in fleet.gg("person", "list", "--all").stdout
 

@@ -42,9 +42,9 @@ def test_an_update_raises_the_generation_and_the_holder_learns_it_when_it_renews
         services.update(core, bob, f.id, command=None, env={"V": "2"})
     with pytest.raises(BadRequest):
         services.update(core, ada, f.id, command=None, env={"PORT": "1"})
-    spec = services.update(core, ada, f.id, command=None, env={"V": "2"})
+    spec, _ = services.update(core, ada, f.id, command=None, env={"V": "2"})
     assert (spec["generation"], spec["command"], spec["env"]) == (2, ["serve"], {"V": "2"})
-    spec = services.update(core, owner, f.id, command=["serve", "--v3"], env=None)
+    spec, _ = services.update(core, owner, f.id, command=["serve", "--v3"], env=None)
     assert (spec["generation"], spec["command"], spec["env"]) == (3, ["serve", "--v3"],
                                                                   {"V": "2"})
     renewed = leases.renew(core, core.store.runner(runner.id), f.id, grant.epoch)

@@ -19,7 +19,7 @@ from gg.runner.flight_identity import Identity
 
 KEYS = {"bwrap", "bwrap_usable", "bwrap_error", "netns", "cgroup_version", "cgroup_controllers",
         "container_engine", "container_engine_error", "tools", "isolation_levels",
-        "egress_controls", "confinement", "runs_as_root"}
+        "egress_controls", "confinement", "runs_as_root", "flight_cgroups", "flight_cgroups_error"}
 
 
 def _bin_dir(tmp_path: Path, **scripts: str) -> Path:

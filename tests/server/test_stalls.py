@@ -185,10 +185,14 @@ def test_a_key_nonce_flood_from_one_address_leaves_a_real_registration_working(m
     public = keys.public_text(new_key())
     stranger = httpx.HTTPTransport(local_address=STRANGER)
     with httpx.Client(base_url=fleet.url, transport=stranger, timeout=10) as http:
-        statuses = [http.post("/v1/key-nonces", json={"purpose": "register",
-                                                       "public_key": public}).status_code
-                    for _ in range(600)]
+        statuses, health = [], []
+        for n in range(600):
+            statuses.append(http.post("/v1/key-nonces", json={"purpose": "register",
+                                                               "public_key": public}).status_code)
+            if n % 50 == 0:  # health, from this host's own address, throughout the flood
+                health.append(httpx.get(fleet.url + "/v1/health", timeout=5.0).status_code)
         assert statuses.count(429) >= 400, statuses  # the flood is limited at its address
+        assert health == [200] * len(health)
         refused = http.post("/v1/key-nonces", json={"purpose": "register", "public_key": public})
         assert refused.json()["error"]["code"] == "too_many_requests"
     fleet.runner("after-the-flood")  # a real `gg runner up`, from another address
