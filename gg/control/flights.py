@@ -172,8 +172,9 @@ class Snapshot:
         if self._admins is None:
             self._admins = {p["id"] for p in self.core.store.people(removed=False)
                             if p["role"] == "admin"}
-        barred = {flight.opened_by, gate.payload.get("changed_by")}
-        return not (self._admins - barred)
+        return approvals.nobody_may_approve(
+            admins=self._admins, opener=flight.opened_by,
+            changed_by=gate.payload.get("changed_by"), named_approver=None)
 
     def higher(self, flight: Flight) -> list[tuple[Flight, int]]:
         """Ready flights of higher priority than ``flight`` (read once per priority)."""

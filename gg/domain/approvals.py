@@ -151,6 +151,13 @@ def rejected_reason(actor: str, reason: str | None) -> str:
     return f"rejected by {actor}" + (f": {reason}" if reason else "")
 
 
+def nobody_may_approve(*, admins: set[str], opener: str, changed_by: str | None,
+                       named_approver: str | None) -> bool:
+    """No live person may give this approval: none is named, and every admin opened the
+    flight or changed it (nobody approves what they opened or changed)."""
+    return named_approver is None and not (admins - {opener, changed_by})
+
+
 def waiting(flight_id: str, who: str, *, nobody_may: bool = False) -> tuple[str, str]:
     """The waiting sentence of a flight behind its approval, and its remedy. ``nobody_may``:
     no person who may approve it exists (the only admin opened or changed it), so telling

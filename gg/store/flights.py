@@ -222,14 +222,10 @@ class FlightRows:
             "SELECT * FROM grants WHERE flight_id = ? ORDER BY epoch", (flight_id,))]
 
     def live_leases(self, now: float, runner_ids: list[str] | None = None) -> dict[str, int]:
-        sql = ("SELECT lease_runner, count(*) FROM flights WHERE stage = 'flying' "
-               "AND lease_expires_at > ?")
-        params: list[Any] = [now]
-        if runner_ids is not None:
-            if not runner_ids:
-                return {}
-            sql += f" AND lease_runner IN ({','.join('?' * len(runner_ids))})"
-            params.extend(runner_ids)
+        if runner_ids is not None and not runner_ids:
+            return {}
+        sql, params = _of_runners("SELECT lease_runner, count(*) FROM flights WHERE stage = "
+                                  "'flying' AND lease_expires_at > ?", [now], runner_ids)
         sql += " GROUP BY lease_runner"
         return {r[0]: r[1] for r in self.db.all(sql, tuple(params))}
 
@@ -237,14 +233,11 @@ class FlightRows:
                            runner_ids: list[str] | None = None) -> dict[str, dict[int, str]]:
         """runner id -> {a service's --port: that service's flight id}, for every service
         flying under a live lease (gg.domain.matching.Seat.held_ports)."""
-        sql = ("SELECT lease_runner, id, service FROM flights WHERE stage = 'flying' "
-               "AND kind = 'service' AND lease_expires_at > ?")
-        params: list[Any] = [now]
-        if runner_ids is not None:
-            if not runner_ids:
-                return {}
-            sql += f" AND lease_runner IN ({','.join('?' * len(runner_ids))})"
-            params.extend(runner_ids)
+        if runner_ids is not None and not runner_ids:
+            return {}
+        sql, params = _of_runners("SELECT lease_runner, id, service FROM flights WHERE stage = "
+                                  "'flying' AND kind = 'service' AND lease_expires_at > ?",
+                                  [now], runner_ids)
         held: dict[str, dict[int, str]] = {}
         for runner_id, flight_id, spec in self.db.all(sql, tuple(params)):
             port = (loads(spec, None) or {}).get("port") if spec else None
@@ -292,3 +285,11 @@ class FlightRows:
         row = self.db.one("SELECT kind, body, epoch FROM facts WHERE flight_id = ? AND idem_key = ?",
                           (flight_id, idem_key))
         return dict(row) if row else None
+
+
+def _of_runners(sql: str, params: list[Any], runner_ids: list[str] | None) -> tuple[str, list[Any]]:
+    """``sql`` narrowed to the flights leased to ``runner_ids`` (None: every runner)."""
+    if runner_ids is None:
+        return sql, params
+    return (sql + f" AND lease_runner IN ({','.join('?' * len(runner_ids))})",
+            [*params, *runner_ids])

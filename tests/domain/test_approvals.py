@@ -117,3 +117,15 @@ def test_an_approval_for_another_digest_than_the_gate_stands_for_is_refused():
     assert approvals.digest_refusal("f_1", wanted=new, given=old) == (
         "flight f_1 changed since you looked: approving it now runs sha256:bbbbbbbbbbbb, "
         "not sha256:aaaaaaaaaaaa; look again with gg show f_1")
+
+
+def test_nobody_may_approve_when_every_admin_opened_or_changed_it():
+    from gg.domain.approvals import nobody_may_approve
+
+    assert nobody_may_approve(admins={"p_a"}, opener="p_a", changed_by=None, named_approver=None)
+    assert nobody_may_approve(admins={"p_a", "p_b"}, opener="p_a", changed_by="p_b",
+                              named_approver=None)
+    assert not nobody_may_approve(admins={"p_a", "p_b"}, opener="p_a", changed_by=None,
+                                  named_approver=None)
+    assert not nobody_may_approve(admins={"p_a"}, opener="p_a", changed_by=None,
+                                  named_approver="p_c")
