@@ -52,7 +52,12 @@ def up(
 ) -> None:
     """Run this machine as a runner until stopped (SIGTERM or Ctrl-C)."""
     from gg.cli.fleet import enrol_token
+    from gg.domain.services import ENV_SERVICE_PORTS, port_range
 
+    try:  # each service generation's $PORT is drawn from it: refused now, not at a service
+        port_range(os.environ.get(ENV_SERVICE_PORTS))
+    except ValueError as exc:
+        raise CliError(str(exc), Exit.USAGE) from None
     if listen is not None:
         from gg.cli.pull import listen_up
 

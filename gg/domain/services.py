@@ -10,8 +10,9 @@ The control plane owns the spec (``gg service update`` raises its generation); t
 learns it when it takes the flight and with every lease renewal, and reconciles: it keeps the
 newest generation it has seen running, restarting it on exit after :func:`restart_delay`.
 What happened is reported as facts of kind ``note`` with a ``service`` word in their body
-(``started``, ``ready``, ``exited``, ``switched``, ``update_failed``, and ``port_busy``
-while its runner cannot listen on its ``--port`` and waits to), and
+(``started``, ``ready``, ``exited``, ``switched``, ``update_failed``, ``port_busy``
+while its runner cannot listen on its ``--port`` and waits to, and ``port_taken`` when something
+else listened on a generation's ``$PORT`` first and it was started again on another), and
 :func:`status` reads a service's state back from them, for ``gg services``.
 
 A service never lands: it runs until it is cancelled (or its lease is lost, when it is
@@ -26,9 +27,48 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STARTED, READY, EXITED, SWITCHED, UPDATE_FAILED, PORT_BUSY = (
-    "started", "ready", "exited", "switched", "update_failed", "port_busy")
+STARTED, READY, EXITED, SWITCHED, UPDATE_FAILED, PORT_BUSY, PORT_TAKEN = (
+    "started", "ready", "exited", "switched", "update_failed", "port_busy", "port_taken")
 KIND = "service"
+# A generation whose $PORT something else took first is started again at once on another
+# port this many times in a row; after that each start waits the restart backoff.
+REPICKS_AT_ONCE = 3
+
+# The runner's own setting (its environment): where each generation's $PORT is drawn from.
+ENV_SERVICE_PORTS = "GG_SERVICE_PORTS"
+# Above Linux's default ephemeral range (32768-60999), so a port the kernel hands out (a
+# connection's, a bind to port 0) never tells what a generation gets, and below Kubernetes'
+# node ports (30000-32767) and the registered ports of common servers.
+DEFAULT_SERVICE_PORTS = (61000, 65535)
+
+
+def port_range(value: str | None) -> tuple[int, int]:
+    """``GG_SERVICE_PORTS`` (``LOW-HIGH``) as (low, high); the default when unset; ValueError
+    with a sentence when it is not a range of ports."""
+    if value is None or not value.strip():
+        return DEFAULT_SERVICE_PORTS
+    low, sep, high = value.strip().partition("-")
+    try:
+        first, last = int(low), int(high)
+    except ValueError:
+        first = last = 0
+    if not sep or not 1024 <= first <= last <= 65535:
+        raise ValueError(f"{ENV_SERVICE_PORTS} must be LOW-HIGH, ports from 1024 to 65535 "
+                         f"with LOW <= HIGH (got {value!r})")
+    return first, last
+
+
+def draw_from(wanted: tuple[int, int], ephemeral: tuple[int, int] | None) -> list[range]:
+    """The ports of ``wanted`` that the kernel never hands out by itself (outside its
+    ``ephemeral`` range, ``ip_local_port_range``); ``wanted`` whole when all of it lies inside
+    (a host that gave the kernel every port: a taken port is then only re-picked)."""
+    low, high = wanted
+    if ephemeral is None:
+        return [range(low, high + 1)]
+    outside = [range(low, min(high, ephemeral[0] - 1) + 1),
+               range(max(low, ephemeral[1] + 1), high + 1)]
+    outside = [r for r in outside if len(r)]
+    return outside or [range(low, high + 1)]
 
 
 def spec_problem(port: int | None, ready_cmd: str | None) -> str | None:

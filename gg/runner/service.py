@@ -47,17 +47,13 @@ from pathlib import Path
 from gg.domain import services
 from gg.runner import isolation
 from gg.runner.launching import LAUNCHER, LaunchedProcess, kill_tree, signal_group
-from gg.runner.service_ports import (NotTheGeneration, connect_own_socket, listen_exclusively,
-                                     listeners, socket_inodes)
+from gg.runner.service_ports import (NotTheGeneration, connect_own_socket, foreign,
+                                     generation_port, listen_exclusively, listeners,
+                                     socket_inodes)
 
 POLL = 0.1  # seconds between looks at the processes, the readiness and the spec
 READY_CHECK_TIMEOUT = 5.0  # one --ready-cmd run, or one connection attempt, at most
-
-
-def free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+REPICK_GRACE = 0.5  # a generation whose port was taken serves nothing: stopped quickly
 
 
 CLONE_NEWNET = 0x40000000
@@ -147,6 +143,7 @@ class Generation:
     socket_path: Path | None = None  # $SERVICE_SOCKET, under egress none
     namespace: Namespace | None = None  # entered on the first connection, when we may
     listening: frozenset[int] = frozenset()  # its listeners on $PORT, once seen to be its own
+    strangers: frozenset[int] = frozenset()  # listeners on $PORT not its own, at the last look
 
     @property
     def alive(self) -> bool:
@@ -181,6 +178,24 @@ class Generation:
             raise NotTheGeneration(f"port {self.port} is held by a process that is not "
                                    "the generation's")
         self.listening = frozenset(found)
+
+    def taken(self) -> bool:
+        """Something that is not this generation listens on its ``$PORT`` (a flight on the
+        host bound it first), seen on two looks in a row while the generation runs (a tree
+        read as it forks is not a stranger), on one once it has ended. Under egress none the
+        port lies in the generation's own namespace, where no other flight is."""
+        if self.socket_path is not None or self.proc is None:
+            return False
+        found = listeners(self.port)
+        if not found or found <= self.listening:
+            self.strangers = frozenset()
+            return False
+        seen, self.strangers = self.strangers, foreign(
+            self.port, lambda: socket_inodes(self.proc.pid) if self.alive else set())
+        if not self.strangers:
+            self.listening = frozenset(found)
+            return False
+        return bool(self.strangers & seen) or not self.alive
 
     def close(self) -> None:
         if self.namespace is not None:
@@ -300,12 +315,20 @@ class Supervisor:
         current: Generation | None = None
         try:
             current = self._start(spec)
-            consecutive = 0
+            consecutive = repicks = 0
             while not self._stopping():
                 run._flush()
+                if not current.ready and current.taken():
+                    repicks += 1
+                    restarted = self._repick(current, repicks)
+                    if restarted is None:
+                        current = None  # stopped already
+                        break
+                    current = restarted
+                    continue
                 if not current.ready and current.alive and self._is_ready(current):
                     self._serve(current)
-                    consecutive = 0
+                    consecutive = repicks = 0
                 if not current.alive:
                     code = current.proc.returncode if current.proc else None
                     consecutive += 1
@@ -384,8 +407,21 @@ class Supervisor:
         new = self._start(spec)
         deadline = time.monotonic() + spec["ready_timeout"]
         reason = None
+        repicks = 0
         while not self._stopping():
             run._flush()
+            if new.taken():
+                repicks += 1
+                if repicks > services.REPICKS_AT_ONCE:
+                    self._stop(new, grace=REPICK_GRACE)
+                    reason = (f"found its port taken by another process {repicks} times in "
+                              "a row")
+                    break
+                restarted = self._repick(new, repicks)  # at once: never None here
+                if restarted is None:
+                    return None
+                new = restarted
+                continue
             if not new.alive:
                 reason = f"exited with {new.proc.returncode} before it was ready"
                 break
@@ -399,7 +435,8 @@ class Supervisor:
             self._stop(new, grace=0.5)
             return None
         if reason is not None:
-            self._stop(new, grace=spec["stop_grace"])
+            if new.alive:
+                self._stop(new, grace=spec["stop_grace"])
             self.failed.add(new.number)
             self._fact(services.UPDATE_FAILED, new.number, reason=reason)
             run.say(f"{run.id}: generation {new.number} {reason}; "
@@ -426,7 +463,7 @@ class Supervisor:
 
     def _start(self, spec: dict) -> Generation:
         run = self.run
-        gen = Generation(number=spec["generation"], spec=spec, port=free_loopback_port())
+        gen = Generation(number=spec["generation"], spec=spec, port=generation_port())
         command = list(spec["command"])
         argv = ["/bin/sh", "-c", command[0]] if len(command) == 1 else command
         env = {**spec.get("env", {}), "PORT": str(gen.port)}
@@ -445,6 +482,26 @@ class Supervisor:
         gen.reader.start()
         self._fact(services.STARTED, gen.number)  # not its $PORT: nobody else's business
         return gen
+
+    def _repick(self, gen: Generation, repicks: int) -> Generation | None:
+        """``gen``'s ``$PORT`` was taken first by something else on the host: waiting would
+        never make it ready (its server fails with 'Address already in use', or is never
+        served), so it is stopped and started again at once on a fresh port, said once with a
+        ``port_taken`` fact. After ``REPICKS_AT_ONCE`` in a row each start waits the restart
+        backoff, so a flight that keeps taking ports does not make the runner spin. None when
+        the service must stop while it waits."""
+        self._stop(gen, grace=self.run.stop_grace(REPICK_GRACE))
+        reason = (f"port {gen.port} was listened on first by a process that is not the "
+                  "generation's; started again on another port")
+        if repicks == 1:
+            self._fact(services.PORT_TAKEN, gen.number, port=gen.port, reason=reason,
+                       text=f"service generation {gen.number}: {reason}")
+        self.run.say(f"{self.run.id}: generation {gen.number}: {reason}")
+        over = repicks - services.REPICKS_AT_ONCE
+        if over > 0 and self._wait(services.restart_delay(over, gen.spec["backoff"],
+                                                          gen.spec["backoff_cap"])):
+            return None
+        return self._start(gen.spec)
 
     def _is_ready(self, gen: Generation) -> bool:
         spec = gen.spec

@@ -6,16 +6,28 @@ must be held by the generation's processes (:func:`listeners`, :func:`socket_ino
 its ``$SERVICE_SOCKET`` is connected only as the socket the generation made, never through
 a link (:func:`connect_own_socket`). Another flight on the host that binds the port first,
 or points the socket path at a socket of the host's, gets nothing served.
+
+Each generation's ``$PORT`` is drawn at random (the system's CSPRNG) from ``GG_SERVICE_PORTS``
+outside the kernel's ephemeral range (:func:`generation_port`), so what the kernel hands out
+tells nothing of it; a port something else listens on first is found by :func:`foreign` and the
+generation started again on another (gg.runner.service).
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import secrets
 import socket
 import stat
 import struct
+from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from gg.domain.services import ENV_SERVICE_PORTS, draw_from, port_range
+
+EPHEMERAL = "/proc/sys/net/ipv4/ip_local_port_range"
+RANDOM_TRIES = 64  # random draws before the range is walked in a random order
 
 
 class NotTheGeneration(ConnectionRefusedError):
@@ -152,3 +164,73 @@ def listen_exclusively(port: int) -> socket.socket:
             if exc.errno not in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
                 raise
     return socket.create_server(("0.0.0.0", port), backlog=256)
+
+
+def ephemeral_range(path: str = EPHEMERAL) -> tuple[int, int] | None:
+    """The ports the kernel hands out by itself (``ip_local_port_range``), or None unknown."""
+    try:
+        low, high = (int(v) for v in open(path).read().split())
+    except (OSError, ValueError):
+        return None
+    return low, high
+
+
+def free_on_loopback(port: int) -> bool:
+    """Nothing holds ``127.0.0.1:port`` now (a bind there without SO_REUSEADDR succeeds)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_port(ranges: list[range], free: Callable[[int], bool],
+              randbelow: Callable[[int], int] = secrets.randbelow) -> int | None:
+    """A port of ``ranges`` that ``free`` says is free, drawn uniformly at random; None when
+    none is. Random draws first (a range mostly free answers at once), then every port in a
+    random order, so a range someone filled but one port of is still found."""
+    every = sum(len(r) for r in ranges)
+    if every == 0:
+        return None
+
+    def nth(n: int) -> int:
+        for r in ranges:
+            if n < len(r):
+                return r[n]
+            n -= len(r)
+        raise IndexError(n)
+
+    for _ in range(min(RANDOM_TRIES, every)):
+        port = nth(randbelow(every))
+        if free(port):
+            return port
+    order = list(range(every))
+    for i in range(every - 1, 0, -1):  # Fisher-Yates with the CSPRNG
+        j = randbelow(i + 1)
+        order[i], order[j] = order[j], order[i]
+    return next((nth(n) for n in order if free(nth(n))), None)
+
+
+def generation_port(environ: Mapping[str, str] | None = None) -> int:
+    """A ``$PORT`` for a generation: drawn from ``GG_SERVICE_PORTS`` (the runner's own
+    environment) outside the kernel's ephemeral range, skipping what is in use. When every
+    port there is held (a flight that bound them all), a port the kernel hands out, rather
+    than no service at all."""
+    environ = os.environ if environ is None else environ
+    wanted = port_range(environ.get(ENV_SERVICE_PORTS))
+    port = pick_port(draw_from(wanted, ephemeral_range()), free_on_loopback)
+    if port is not None:
+        return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def foreign(port: int, own: Callable[[], set[int]]) -> frozenset[int]:
+    """The sockets listening on ``port`` that are not among ``own()`` (the inodes of the
+    generation's processes' sockets, read only when something listens)."""
+    found = listeners(port)
+    if not found:
+        return frozenset()
+    return frozenset(found - own())

@@ -70,3 +70,20 @@ def test_a_placement_starts_from_the_generation_that_served_when_the_newest_neve
     assert failed["failed"] == [2]
     start = rules.to_start(failed)
     assert (start["generation"], start["command"], start["env"]) == (1, ["serve"], {"A": "1"})
+
+
+def test_service_ports_are_a_range_outside_the_kernels_own_or_refused_with_a_sentence():
+    assert services.port_range(None) == services.DEFAULT_SERVICE_PORTS
+    assert services.port_range("20000-20009") == (20000, 20009)
+    for bad in ("20000", "9-20", "30000-20000", "a-b", "20000-70000"):
+        try:
+            services.port_range(bad)
+        except ValueError as exc:
+            assert str(exc).startswith("GG_SERVICE_PORTS must be LOW-HIGH")
+        else:
+            raise AssertionError(bad)
+    assert services.draw_from((61000, 65535), (32768, 60999)) == [range(61000, 65536)]
+    assert services.draw_from((30000, 65535), (32768, 60999)) == [range(30000, 32768),
+                                                                 range(61000, 65536)]
+    # all of it the kernel's: used as it is (a taken port is then only re-picked)
+    assert services.draw_from((40000, 40009), (32768, 60999)) == [range(40000, 40010)]

@@ -17,6 +17,7 @@ import urllib.request
 import pytest
 
 from gg.launch import free_port
+from gg.runner.service_ports import ephemeral_range
 from support import wait_until
 
 FAST_SERVICES = {"GG_SERVICE_BACKOFF": "0.1", "GG_SERVICE_BACKOFF_CAP": "1",
@@ -576,18 +577,30 @@ def test_the_runner_holds_a_services_port_on_both_address_families(services_flee
     fleet.gg("cancel", flight, check=True)
 
 
-# The hijacker: another member's flight on the same runner. It waits for the service's
-# internal port (written where it can read it, as the started fact used to publish it), binds
-# 127.0.0.1:PORT before the service does, and answers every request, counting them.
+# The hijacker: another member's flight on the same runner (isolation none, where a flight
+# sees every process of the host). It finds a service's internal port in the environment of
+# the service's process, binds 127.0.0.1:PORT before the service does, writes down the port it
+# took, and answers every request, counting them. It takes one port, as one guess would.
 HIJACK = r"""import os, socket, sys, time
-portfile, go, log = sys.argv[1:4]
-while not (os.path.exists(portfile) and open(portfile).read().strip()):
-    time.sleep(0.05)
+taken, log = sys.argv[1:3]
+mine = os.environ["GG_FLIGHT"].encode()
+while True:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            env = dict(v.split(b"=", 1) for v in open(f"/proc/{pid}/environ", "rb").read()
+                       .split(b"\0") if b"=" in v)
+        except OSError:
+            continue
+        if b"PORT" in env and env.get(b"GG_FLIGHT", mine) != mine:
+            break
+    else:
+        time.sleep(0.02)
+        continue
+    break
 s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(open(portfile).read())))
+s.bind(("127.0.0.1", int(env[b"PORT"])))
 s.listen(64)
-open(go, "w").close()
+open(taken, "w").write(env[b"PORT"].decode())
 while True:
     c, _ = s.accept()
     c.recv(65536)
@@ -596,44 +609,63 @@ while True:
     c.close()
 """
 
+# A server that waits for its port: it tries to bind $PORT until it can, then answers "mine".
+PATIENT = r"""import http.server, os, time
+class Mine(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "4")
+        self.end_headers()
+        self.wfile.write(b"mine")
+while True:
+    try:
+        server = http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Mine)
+        break
+    except OSError:
+        time.sleep(0.05)
+server.serve_forever()
+"""
 
-def test_a_flight_that_binds_a_services_internal_port_first_gets_none_of_its_requests(
+
+def test_a_flight_that_binds_a_services_internal_port_first_does_not_keep_it_from_serving(
         services_fleet, tmp_path):
+    """Another member's flight takes the generation's $PORT before the generation binds it:
+    it gets none of the service's requests, and the runner, seeing a listener there that is
+    not the generation's, starts it again at once on another port (said once, ``port_taken``,
+    naming the port) instead of never getting ready."""
     fleet = services_fleet
     fleet.runner("r1", workers=2)
     fleet.wait_online("r1")
     member = fleet.api().add_person("mallory", False)["token"]
-    portfile, go, log = tmp_path / "port", tmp_path / "go", tmp_path / "hijacked"
-    script = tmp_path / "hijack.py"
-    script.write_text(HIJACK)
-    done = fleet.gg("fly", "--", "python3", str(script), str(portfile), str(go), str(log),
+    taken, log, begin = tmp_path / "taken", tmp_path / "hijacked", tmp_path / "begin"
+    (tmp_path / "hijack.py").write_text(HIJACK)
+    (tmp_path / "patient.py").write_text(PATIENT)
+    done = fleet.gg("fly", "--", "python3", str(tmp_path / "hijack.py"), str(taken), str(log),
                     token=member)
     assert done.returncode == 0, done.stderr
     hijacker = done.stdout.strip()
     wait_until(lambda: fleet.api().flight(hijacker)["stage"] == "flying",
                what="the hijacker flying")
     port = free_port()
-    # A service that keeps running when it cannot bind its port (a wrapper script would).
+    # (a server slow to start: it begins once the hijacker holds its port)
     flight = _fly(fleet, "--port", str(port), "--",
-                  f'echo "$PORT" > {portfile}; while [ ! -e {go} ]; do sleep 0.05; done; '
-                  'python3 -m http.server "$PORT" --bind 127.0.0.1; exec sleep 1000')
-    wait_until(go.exists, what="the hijacker holding the internal port")
-    started = wait_until(lambda: [f["body"] for f in fleet.api().flight(flight)["facts"]
-                                  if f["body"].get("service") == "started"],
-                         what="the generation started")
-    # (before the fix it read ready within a moment, answered by the hijacker)
-    wait_until(lambda: _row(fleet, flight)["generation"] == 1, what="generation 1 listed")
-    answered = []
-    for _ in range(20):
-        try:
-            answered.append(_get(port))
-        except Exception:  # refused or closed: nothing serves P
-            pass
-    assert "hijacked" not in answered
-    assert not log.exists()  # not one request reached it
-    row = _row(fleet, flight)
-    assert not row["ready"] and row["health"] != "ok"
-    assert "port" not in started[0]  # and the started fact does not publish $PORT
+                  f"while [ ! -e {begin} ]; do sleep 0.05; done; "
+                  f"exec python3 {tmp_path / 'patient.py'}")
+    internal = int(wait_until(lambda: taken.exists() and taken.read_text(),
+                              what="the hijacker holding the internal port"))
+    begin.touch()
+    # (before the fix the generation never read ready: its server waited for the port forever)
+    wait_until(lambda: _serving(fleet, flight, generation=1), what="the service serving")
+    assert [_get(port) for _ in range(5)] == ["mine"] * 5
+    assert not log.exists()  # not one request reached the hijacker
+    facts = [f["body"] for f in fleet.api().flight(flight)["facts"]]
+    said = [b for b in facts if b.get("service") == "port_taken"]
+    assert len(said) == 1 and said[0]["port"] == internal
+    assert f"port {internal} was listened on first by a process that is not the generation's" \
+        in said[0]["text"]
+    assert all("port" not in b for b in facts if b.get("service") == "started")
+    low, high = ephemeral_range()
+    assert not low <= internal <= high  # drawn outside the kernel's ephemeral range
     fleet.gg("cancel", flight, check=True)
     fleet.gg("cancel", hijacker, check=True)
 
