@@ -200,9 +200,11 @@ class CredentialRenew(Request):
 
 
 class ServiceOpen(Request):
-    """``gg fly --service [--port P] [--ready-cmd CMD]`` (docs/services.md)."""
+    """``gg fly --service [--port P] [--ready-cmd CMD] [--socket-activation]``
+    (docs/services.md)."""
     port: Annotated[int | None, Field(ge=1, le=65535)] = None
     ready_cmd: Annotated[str | None, StringConstraints(min_length=1, max_length=4000)] = None
+    socket_activation: bool = False
 
 
 class FlightOpen(Request):

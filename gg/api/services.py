@@ -25,6 +25,7 @@ class ServiceSpec(Answer):
     env: dict[str, str] = {}
     port: int | None = None
     ready_cmd: str | None = None
+    socket_activation: bool = False
     backoff: float
     backoff_cap: float
     ready_timeout: float

@@ -58,6 +58,10 @@ def fly(
                                        help="Service: the runner listens on P and forwards."),
     ready_cmd: Optional[str] = typer.Option(None, "--ready-cmd", metavar="CMD",
                                             help="Service: ready when CMD exits 0."),
+    socket_activation: bool = typer.Option(
+        False, "--socket-activation",
+        help="Service: the runner listens on $PORT before each generation starts and hands "
+             "it the socket as fd 3 (LISTEN_FDS)."),
     group: Optional[str] = typer.Option(None, "--group", metavar="G",
                                         help="Only runners of group G."),
     where: Optional[str] = typer.Option(None, "--where", metavar="k=v,...",
@@ -70,10 +74,13 @@ def fly(
     body = {"command": command, "title": title, "environment": env, "runner": runner,
             "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent,
             "priority": priority, "group": group, "where": _pairs("--where", where)}
-    if (port is not None or ready_cmd is not None) and not service:
-        raise CliError("--port and --ready-cmd are for a service: add --service", Exit.USAGE)
+    if (port is not None or ready_cmd is not None or socket_activation) and not service:
+        raise CliError("--port, --ready-cmd and --socket-activation are for a service: add "
+                       "--service", Exit.USAGE)
     if service:
         body["service"] = {"port": port, "ready_cmd": ready_cmd}
+        if socket_activation:
+            body["service"]["socket_activation"] = True
     if approval or approver is not None:
         body["approval"] = True
     if approver is not None:

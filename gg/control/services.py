@@ -19,14 +19,17 @@ from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 
 
 def new_spec(core: Core, command: list[str], options: dict) -> dict:
-    """The first spec of a service opened with ``options`` (``port``, ``ready_cmd``)."""
+    """The first spec of a service opened with ``options`` (``port``, ``ready_cmd``,
+    ``socket_activation``)."""
     port, ready_cmd = options.get("port"), options.get("ready_cmd")
     problem = services.spec_problem(port, ready_cmd)
     if problem:
         raise BadRequest(problem)
     s = core.settings
     return {"generation": 1, "command": list(command), "env": {}, "port": port,
-            "ready_cmd": ready_cmd, "backoff": s.service_backoff,
+            "ready_cmd": ready_cmd,
+            "socket_activation": bool(options.get("socket_activation")),
+            "backoff": s.service_backoff,
             "backoff_cap": s.service_backoff_cap, "ready_timeout": s.service_ready_timeout,
             "stop_grace": s.service_stop_grace, "degraded_after": s.service_degraded_after}
 

@@ -3,7 +3,7 @@
 A service is a flight of kind ``service`` whose ``service`` field is its **spec**::
 
     {"generation": 1, "command": [...], "env": {K: V}, "port": P | None,
-     "ready_cmd": CMD | None, "backoff": s, "backoff_cap": s, "ready_timeout": s,
+     "ready_cmd": CMD | None, "socket_activation": bool, "backoff": s, "backoff_cap": s, "ready_timeout": s,
      "stop_grace": s, "degraded_after": n}
 
 The control plane owns the spec (``gg service update`` raises its generation); the runner

@@ -342,10 +342,11 @@ class FlightRun:
 
     def launch_for(self, argv: list[str], workspace: Path,
                    extra_env: dict[str, str] | None = None, *,
-                   terminal: bool = False) -> isolation.Launch:
+                   terminal: bool = False, activation: bool = False) -> isolation.Launch:
         """``argv`` wrapped for the policy, with ``extra_env`` (a service's ``$PORT`` and
         variables); IsolationUnavailable when the policy cannot be met. ``terminal``: a
-        console joining this flight (gg.runner.console), on a PTY of its own."""
+        console joining this flight (gg.runner.console), on a PTY of its own. ``activation``:
+        a service generation handed its listening socket (gg.runner.socket_activation)."""
         env = dict(os.environ)
         for key in list(env):
             if key.startswith("GG_") and key not in ("GG_IMAGE_ROOT",):
@@ -361,19 +362,21 @@ class FlightRun:
             return isolation.build(argv, policy=policy, workspace=workspace, env=env,
                                    state_dir=self.state_dir, capabilities=self.capabilities,
                                    hidden=hidden, terminal=terminal, identity=self.identity,
+                                   activation=activation,
                                    container_name=(f"gg-{self.id}-{self.lease.epoch}" if not terminal
                                                    else None))
         except ValueError as exc:  # a policy or a hidden path this runner cannot use
             raise isolation.IsolationUnavailable(str(exc)) from None
 
-    def _start(self, workspace: Path) -> None:
+    def _start(self, workspace: Path, listening: int | None = None) -> None:
         """Start the process in a session and process group of its own, started by the
-        runner's launcher (gg.runner.launching): it dies with the runner, whatever the policy."""
+        runner's launcher (gg.runner.launching): it dies with the runner, whatever the policy.
+        ``listening``: a service generation's socket (gg.runner.socket_activation)."""
         launch = self.launch
         try:
             self.proc = LAUNCHER.start(launch.argv, env=launch.env, cwd=launch.cwd,
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       handed=launch.handed)
+                                       handed=launch.handed, listening=listening)
         except OSError as exc:
             self.proc = SPAWNER.popen(["/bin/sh", "-c", f"echo {_quote(str(exc))} >&2; exit 127"],
                                       cwd=workspace, stdout=subprocess.PIPE,

@@ -53,6 +53,7 @@ from gg import config
 from gg.domain.health import FLIGHTS_AS_ROOT, first_missing
 from gg.domain.policy import Policy
 from gg.runner import flight_identity as identities
+from gg.runner import socket_activation
 from gg.runner.flight_env import (HANDED_FD, after_drop, before_drop, bound_file,
                                   environment_file, handed_env, runner_env)
 from gg.runner.flight_identity import Identity
@@ -437,7 +438,8 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
           env: Mapping[str, str], state_dir: Path | None, capabilities: Mapping[str, Any],
           hidden: Iterable[Path] = (), image: str = DEFAULT_IMAGE,
           container_name: str | None = None, terminal: bool = False,
-          identity: Identity | None = None, as_runner: bool = False) -> Launch:
+          identity: Identity | None = None, as_runner: bool = False,
+          activation: bool = False) -> Launch:
     """Wrap ``command`` for ``policy``; raise ``IsolationUnavailable`` if it cannot be met.
 
     ``identity``: who a root runner's flight runs as (its worker slot's flight identity,
@@ -456,6 +458,11 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
     inside a sandbox. The runner's own ``GG_IMAGE_ROOT`` (a pool member's machine) is bound
     read-write. ``env`` is the command's alone: nothing in it decides what is bound, nor reaches
     bwrap (see ``Launch.handed``).
+
+    ``activation``: the command is handed a listening socket, right after the descriptors
+    bwrap reads (:mod:`gg.runner.socket_activation`), and started through its
+    :func:`~gg.runner.socket_activation.wrap`, which puts it on fd 3; not offered in a
+    container.
     """
     if not command:
         raise ValueError("there is no command to run")
@@ -471,6 +478,11 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
         drop_to = identity or identities.shared().first()
         if drop_to.uid == 0 or drop_to.gid == 0:
             raise IsolationUnavailable(FLIGHTS_AS_ROOT)
+    if activation:
+        if policy.isolation == "container":
+            raise IsolationUnavailable("socket activation is not offered in a container")
+        plain = policy.isolation == "none" and not cut_net  # nothing handed on fd 3 before it
+        command = socket_activation.wrap(command, at=HANDED_FD + (0 if plain else 1))
     if policy.isolation == "container":
         engine = str(capabilities["container_engine"])
         name = container_name or f"gg-{workspace.name[:40]}-{secrets.token_hex(4)}"

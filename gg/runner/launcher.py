@@ -57,7 +57,7 @@ The wire (``SOCK_SEQPACKET``, values in ``marshal``, the peer being the runner o
 
     runner -> launcher   a message of N bytes: first packet = 4-byte N + up to CHUNK bytes
                          (the descriptors ride on it), then packets of the rest
-                         ("start", ticket, argv, env, cwd) + fds 0, 1, 2 [, 3]
+                         ("start", ticket, argv, env, cwd) + fds 0, 1, 2 [, 3] [, socket]
                          ("signal", pid, signal number) · ("kill", pid)
                          ("deadline", pid, monotonic time or None)
     launcher -> runner   ("started", ticket, pid) · ("refused", ticket, message)
@@ -90,7 +90,7 @@ NO_KEYRINGS = (38, 1)  # ENOSYS: no keyrings in this kernel; EPERM: a seccomp fi
 PARENT_GONE = signal.SIGHUP  # what the kernel sends the launcher when the runner dies
 CHUNK = 32_768  # bytes of a message per packet, well under any socket buffer
 HEADER = 4
-FDS = 4  # the most descriptors a start carries: 0, 1, 2 and what bwrap reads on 3
+FDS = 5  # the most descriptors a start carries: 0, 1, 2, what bwrap reads on 3, a socket
 # What the child puts back before exec: the handlers set here, and what Python ignores.
 RESTORED = (signal.SIGCHLD, signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE,
             signal.SIGXFSZ)

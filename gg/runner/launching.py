@@ -304,19 +304,22 @@ class Launcher:
     def start(self, argv: list[str], *, env: dict[str, str] | None, cwd: str | Path,
               stdin: int | None = None, stdout: int | None = None,
               stderr: int | None = None,
-              handed: bytes | None = None) -> LaunchedProcess | subprocess.Popen:
+              handed: bytes | None = None,
+              listening: int | None = None) -> LaunchedProcess | subprocess.Popen:
         """Start ``argv`` in a session and process group of its own, tied to the runner.
 
         ``stdin`` / ``stdout`` / ``stderr``: a file descriptor, or None for /dev/null;
         ``stdout=PIPE`` gives the handle a readable ``stdout``; ``stderr=STDOUT`` joins it.
         ``handed``: bytes the child reads on fd 3 (``isolation.Launch.handed``: bwrap's
         ``--args``, the command's environment kept off ``env`` and every command line).
+        ``listening``: a listening socket the child gets next (fd 3, or 4 after ``handed``):
+        a service's socket activation (gg.runner.socket_activation); the caller keeps its own.
         OSError when it cannot be started (the child's own exec error is its output and
         exit status 127, as a shell would say it).
         """
         env = dict(os.environ) if env is None else env
         if not SUPPORTED:
-            if handed is not None:
+            if handed is not None or listening is not None:
                 raise OSError("a sandbox's environment is handed over on Linux only")
             null = subprocess.DEVNULL
             return self._spawner.popen(argv, env=env, cwd=cwd,
@@ -339,6 +342,8 @@ class Launcher:
             if handed is not None:
                 fds.append(_memory_file(handed))
                 opened.append(fds[-1])
+            if listening is not None:
+                fds.append(listening)
             where = os.path.abspath(cwd)  # the launcher's own folder is not the runner's
             channel = self.channel()
             try:

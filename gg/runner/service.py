@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gg.domain import services
-from gg.runner import isolation
+from gg.runner import isolation, socket_activation
 from gg.runner.launching import LAUNCHER, LaunchedProcess, kill_tree, signal_group
 from gg.runner.service_ports import (NotTheGeneration, connect_own_socket, foreign,
                                      generation_port, listen_exclusively, listeners,
@@ -304,6 +304,17 @@ class Supervisor:
         # that last served is (the control plane keeps both in the spec).
         spec = services.to_start(run.service_spec or run.flight.service)
         self.failed.update(spec.get("failed", []))
+        if spec.get("socket_activation") and (run.policy or {}).get("isolation") == "container":
+            reason = ("socket activation is not offered in a container: open it again "
+                      "without --socket-activation, or on a runner of another isolation")
+            self._fact(services.PORT_BUSY, spec["generation"], reason=reason)
+            run.say(f"{run.id}: {reason}")
+            while not self._wait(POLL * 10):  # it holds its lease and waits: no claim a moment
+                pass
+            run._flush(final=True)
+            if run.lost.is_set():
+                return "ended" if run.ended_by_server.is_set() else "lost"
+            return run._hand_back()
         if spec.get("port") is not None:
             self.forwarder = self._listen(int(spec["port"]), spec)
             if self.forwarder is None:  # it must stop while it waited for its port
@@ -463,20 +474,29 @@ class Supervisor:
 
     def _start(self, spec: dict) -> Generation:
         run = self.run
-        gen = Generation(number=spec["generation"], spec=spec, port=generation_port())
+        activated = bool(spec.get("socket_activation"))
+        # held from now on: nothing else can take it before the generation serves
+        held = socket_activation.listen() if activated else None
+        gen = Generation(number=spec["generation"], spec=spec,
+                         port=held.getsockname()[1] if held else generation_port())
         command = list(spec["command"])
         argv = ["/bin/sh", "-c", command[0]] if len(command) == 1 else command
-        env = {**spec.get("env", {}), "PORT": str(gen.port)}
-        if (run.policy or {}).get("egress") == "none":
+        env = {**spec.get("env", {}), "PORT": str(gen.port),
+               **(socket_activation.environment() if activated else {})}
+        if (run.policy or {}).get("egress") == "none" and not activated:
             gen.socket_path = self.workspace / SOCKET_NAME.format(gen.number)
             gen.socket_path.unlink(missing_ok=True)
             # sun_path holds 107 bytes: a longer path is given relative to the workspace,
             # where the generation starts
             env["SERVICE_SOCKET"] = str(gen.socket_path) if len(
                 os.fsencode(gen.socket_path)) <= 107 else gen.socket_path.name
-        gen.launch = run.launch_for(argv, self.workspace, env)
-        run.launch = gen.launch
-        run._start(self.workspace)
+        try:
+            gen.launch = run.launch_for(argv, self.workspace, env, activation=activated)
+            run.launch = gen.launch
+            run._start(self.workspace, listening=held.fileno() if held else None)
+        finally:
+            if held is not None:
+                held.close()  # the generation holds it now (or nobody, when it did not start)
         gen.proc, gen.started_wall = run.proc, time.time()
         gen.reader = threading.Thread(target=run._read_output_of, args=(gen.proc,), daemon=True)
         gen.reader.start()

@@ -670,6 +670,59 @@ def test_a_flight_that_binds_a_services_internal_port_first_does_not_keep_it_fro
     fleet.gg("cancel", hijacker, check=True)
 
 
+# A service that never binds: it serves on the socket it was handed as fd 3 (systemd's
+# protocol), and answers what it was given, and whether $PORT was free when it looked.
+FD3 = r"""import os, socket
+probe = socket.socket()
+try:
+    probe.bind(("127.0.0.1", int(os.environ["PORT"])))
+    port = "free"
+except OSError:
+    port = "held"
+probe.close()
+s = socket.socket(fileno=3)
+body = (f"{port} port={os.environ['PORT']} fds={os.environ.get('LISTEN_FDS')} "
+        f"names={os.environ.get('LISTEN_FDNAMES')} "
+        f"pid={os.environ.get('LISTEN_PID') == str(os.getpid())} uid={os.getuid()}").encode()
+while True:
+    c, _ = s.accept()
+    c.recv(65536)
+    c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    c.close()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root runner's sandbox drops to a flight uid")
+@pytest.mark.parametrize("egress", ["all", "none"])
+def test_a_socket_activated_service_is_handed_its_port_held_before_it_starts(
+        services_fleet, egress):
+    """``--socket-activation`` on a root runner's sandbox (the command runs as a flight uid,
+    behind bubblewrap and setpriv): the runner listens on $PORT before the generation starts
+    and hands it the socket as fd 3 with LISTEN_FDS, LISTEN_FDNAMES and the command's own
+    LISTEN_PID; nothing else can bind the port, on the host nor (egress all) in the
+    generation itself before it serves. Under egress none the socket is the runner's
+    loopback's, made before the sandbox's namespace."""
+    fleet = services_fleet
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    done = fleet.gg("runner", "policy", "r1", "--isolation", "sandbox", "--egress", egress)
+    assert done.returncode == 0, done.stderr
+    wait_until(lambda: any("isolation sandbox" in line and f"egress {egress}" in line
+                           for line in fleet.log("r1").splitlines()),
+               what="the runner took the policy")
+    port = free_port()
+    flight = _fly(fleet, "--port", str(port), "--socket-activation", "--", "python3", "-c", FD3)
+    wait_until(lambda: _serving(fleet, flight, generation=1), what="the service serving")
+    answer = _get(port, "/")
+    held, internal, fds, names, pid, uid = answer.split()
+    assert (fds, names, pid) == ("fds=1", "names=service", "pid=True")
+    assert uid != "uid=0"
+    assert held == ("held" if egress == "all" else "free")  # its own namespace is empty
+    with socket.socket() as thief, pytest.raises(OSError):
+        thief.bind(("127.0.0.1", int(internal.split("=")[1])))
+    fleet.gg("cancel", flight, check=True)
+
+
 # A root-only socket on the host (a container engine's, say) that a flight points its
 # $SERVICE_SOCKET at with a symlink.
 def test_a_service_socket_replaced_by_a_symlink_is_not_served(offline_runner, tmp_path):

@@ -27,3 +27,23 @@ def test_a_generations_port_skips_one_in_use_and_falls_back_to_the_kernels_when_
     low, high = ephemeral_range()
     drawn = generation_port({})
     assert services.DEFAULT_SERVICE_PORTS[0] <= drawn <= 65535 and not low <= drawn <= high
+
+
+def test_socket_activation_moves_the_handed_socket_to_fd_3_and_is_not_offered_in_a_container(
+        tmp_path):
+    import pytest
+
+    from gg.runner.isolation import IsolationUnavailable, build
+    from gg.runner.socket_activation import wrap
+
+    assert wrap(["serve"], 3) == ["/bin/sh", "-c", 'LISTEN_PID=$$; export LISTEN_PID; exec "$@"',
+                                  "sh", "serve"]
+    assert wrap(["serve"], 4)[2].endswith('exec "$@" 3<&4 4<&-')
+    plain = build(["serve"], policy={"isolation": "none", "egress": "all"}, workspace=tmp_path,
+                  env={}, state_dir=None, capabilities={}, activation=True)
+    assert plain.argv == wrap(["serve"], 3)  # nothing is handed before it: the socket is fd 3
+    engine = {"container_engine": "podman", "bwrap": None, "bwrap_usable": False,
+              "netns": False}
+    with pytest.raises(IsolationUnavailable, match="not offered in a container"):
+        build(["serve"], policy={"isolation": "container", "egress": "all"}, workspace=tmp_path,
+              env={}, state_dir=None, capabilities=engine, activation=True)
