@@ -26,10 +26,10 @@ def new_spec(core: Core, command: list[str], options: dict) -> dict:
     if problem:
         raise BadRequest(problem)
     s = core.settings
+    # only when asked for: a spec without it reads as before (and digests as before)
+    activation = {"socket_activation": True} if options.get("socket_activation") else {}
     return {"generation": 1, "command": list(command), "env": {}, "port": port,
-            "ready_cmd": ready_cmd,
-            "socket_activation": bool(options.get("socket_activation")),
-            "backoff": s.service_backoff,
+            "ready_cmd": ready_cmd, **activation, "backoff": s.service_backoff,
             "backoff_cap": s.service_backoff_cap, "ready_timeout": s.service_ready_timeout,
             "stop_grace": s.service_stop_grace, "degraded_after": s.service_degraded_after}
 
