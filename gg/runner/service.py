@@ -182,8 +182,9 @@ class Generation:
     def taken(self) -> bool:
         """Something that is not this generation listens on its ``$PORT`` (a flight on the
         host bound it first), seen on two looks in a row while the generation runs (a tree
-        read as it forks is not a stranger), on one once it has ended. Under egress none the
-        port lies in the generation's own namespace, where no other flight is."""
+        read as it forks is not a stranger), on one once it has ended. Under egress none (but
+        a handed socket, made on the runner's loopback) the port lies in the generation's own
+        namespace, where no other flight is."""
         if self.socket_path is not None or self.proc is None:
             return False
         found = listeners(self.port)
@@ -446,8 +447,7 @@ class Supervisor:
             self._stop(new, grace=0.5)
             return None
         if reason is not None:
-            if new.alive:
-                self._stop(new, grace=spec["stop_grace"])
+            self._stop(new, grace=spec["stop_grace"])  # ended already: its cleanup only
             self.failed.add(new.number)
             self._fact(services.UPDATE_FAILED, new.number, reason=reason)
             run.say(f"{run.id}: generation {new.number} {reason}; "
