@@ -578,27 +578,29 @@ def test_the_runner_holds_a_services_port_on_both_address_families(services_flee
 
 
 # The hijacker: another member's flight on the same runner (isolation none, where a flight
-# sees every process of the host). It finds a service's internal port in the environment of
-# the service's process, binds 127.0.0.1:PORT before the service does, writes down the port it
-# took, and answers every request, counting them. It takes one port, as one guess would.
+# sees every process of the host). It finds the internal port of the service it is given (as
+# listed by gg flights) in the environment of the service's process, binds 127.0.0.1:PORT before
+# the service does, writes down the port it took, and answers every request, counting them. It
+# takes one port, as one guess would.
 HIJACK = r"""import os, socket, sys, time
-taken, log = sys.argv[1:3]
-mine = os.environ["GG_FLIGHT"].encode()
-while True:
+service, taken, log = sys.argv[1:4]
+s = None
+while s is None:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             env = dict(v.split(b"=", 1) for v in open(f"/proc/{pid}/environ", "rb").read()
                        .split(b"\0") if b"=" in v)
         except OSError:
             continue
-        if b"PORT" in env and env.get(b"GG_FLIGHT", mine) != mine:
-            break
+        if b"PORT" in env and env.get(b"GG_FLIGHT") == service.encode():
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", int(env[b"PORT"])))
+                break
+            except OSError:
+                s = s.close()
     else:
         time.sleep(0.02)
-        continue
-    break
-s = socket.socket()
-s.bind(("127.0.0.1", int(env[b"PORT"])))
 s.listen(64)
 open(taken, "w").write(env[b"PORT"].decode())
 while True:
@@ -640,17 +642,15 @@ def test_a_flight_that_binds_a_services_internal_port_first_does_not_keep_it_fro
     taken, log, begin = tmp_path / "taken", tmp_path / "hijacked", tmp_path / "begin"
     (tmp_path / "hijack.py").write_text(HIJACK)
     (tmp_path / "patient.py").write_text(PATIENT)
-    done = fleet.gg("fly", "--", "python3", str(tmp_path / "hijack.py"), str(taken), str(log),
-                    token=member)
-    assert done.returncode == 0, done.stderr
-    hijacker = done.stdout.strip()
-    wait_until(lambda: fleet.api().flight(hijacker)["stage"] == "flying",
-               what="the hijacker flying")
     port = free_port()
     # (a server slow to start: it begins once the hijacker holds its port)
     flight = _fly(fleet, "--port", str(port), "--",
                   f"while [ ! -e {begin} ]; do sleep 0.05; done; "
                   f"exec python3 {tmp_path / 'patient.py'}")
+    done = fleet.gg("fly", "--", "python3", str(tmp_path / "hijack.py"), flight, str(taken),
+                    str(log), token=member)
+    assert done.returncode == 0, done.stderr
+    hijacker = done.stdout.strip()
     internal = int(wait_until(lambda: taken.exists() and taken.read_text(),
                               what="the hijacker holding the internal port"))
     begin.touch()
