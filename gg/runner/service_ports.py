@@ -169,7 +169,8 @@ def listen_exclusively(port: int) -> socket.socket:
 def ephemeral_range(path: str = EPHEMERAL) -> tuple[int, int] | None:
     """The ports the kernel hands out by itself (``ip_local_port_range``), or None unknown."""
     try:
-        low, high = (int(v) for v in open(path).read().split())
+        with open(path) as values:
+            low, high = (int(v) for v in values.read().split())
     except (OSError, ValueError):
         return None
     return low, high
