@@ -58,6 +58,20 @@ class Unit:
         base = ((home / USER_UNITS) if self.user_mode else SYSTEM_UNITS) / self.file_name
         return (root / base.relative_to("/")) if root is not None else base
 
+    def directory(self, kind: str, home: Path) -> Path:
+        """Where systemd puts the unit's ``state`` (``%S``) or ``config`` (``%E``) directory,
+        as a path a person can type: /var/lib and /etc for a system unit, the XDG
+        directories for a --user one."""
+        import os
+
+        if not self.user_mode:
+            base = Path("/var/lib") if kind == "state" else Path("/etc")
+        else:
+            variable, default = (("XDG_STATE_HOME", ".local/state") if kind == "state"
+                                 else ("XDG_CONFIG_HOME", ".config"))
+            base = Path(os.environ.get(variable) or home / default)
+        return base / "gg" / self.slug
+
     def command(self) -> list[str]:
         """The unit's ExecStart: gg's global options (``--server URL``, ``--debug``) before
         the subcommand, where ``gg`` reads them, whatever side of ``--`` they were given on."""
@@ -78,13 +92,14 @@ class Unit:
             return []
         globals_, rest = split_globals(self.extra)
         enrols = any(a.startswith("--enrol") for a in rest)
+        conf = self.directory("config", Path.home())
         found: list[str] = []
         if not any(a.startswith("--server") for a in globals_):
             found.append("no control plane is named: add -- --server URL (or sign in with "
-                         f"GG_CONFIG_DIR=/etc/gg/{self.slug} gg login --server URL …)")
+                         f"GG_CONFIG_DIR={conf} gg login --server URL …)")
         if not enrols:
             found.append("no enrolment is named: add -- --enrol-file FILE (a token from gg "
-                         f"fleet enroll), or sign in with GG_CONFIG_DIR=/etc/gg/{self.slug} "
+                         f"fleet enroll), or sign in with GG_CONFIG_DIR={conf} "
                          "gg login")
         return found
 
@@ -241,7 +256,7 @@ def install(
 
 
 def _first_steps(unit: Unit) -> None:
-    conf = "%E/gg/" + unit.slug
+    conf = unit.directory("config", Path.home())
     if unit.role == "runner" and not any(a.startswith("--enrol") for a in unit.extra):
         typer.echo(f"it signs in with the config in its ConfigurationDirectory ({conf}): "
                    "sign in there with GG_CONFIG_DIR=DIR gg login, or install with "
@@ -295,6 +310,6 @@ def uninstall(
     path.unlink()
     if root is None and systemd_running():
         _run(["systemctl", *scope, "daemon-reload"])
-    typer.echo(f"removed {path}; its state stays in %S/gg/{unit.slug} "
+    typer.echo(f"removed {path}; its state stays in {unit.directory('state', Path.home())} "
                "(remove it by hand when no longer needed)")
 
