@@ -10,6 +10,7 @@ import pwd
 import shutil
 import sqlite3
 import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
@@ -94,6 +95,30 @@ def test_user_units_maintainers_and_accounts(tmp_path):
             (("robot",), "gg install takes runner, maintainer, server")):
         refused = gg("install", *args, "--root", str(tmp_path))
         assert refused.returncode == 2 and sentence in refused.stderr, refused.stderr
+
+
+def test_a_run_as_account_cannot_reach_an_interpreter_under_a_private_directory():
+    import tempfile
+
+    from gg.cli.install import unreachable
+
+    base = Path(tempfile.mkdtemp(dir="/tmp"))
+    base.chmod(0o755)
+    private = base / "private"
+    (private / "bin").mkdir(parents=True)
+    python = private / "bin" / "python3"
+    python.write_text("")
+    python.chmod(0o755)
+    private.chmod(0o700)  # as /root is, where a pyenv Python lives
+    try:
+        assert unreachable(python, 12345, set()) == private
+        assert unreachable(python, None, set()) == private  # an account not made yet
+        assert unreachable(python, 0, set()) is None
+        private.chmod(0o711)
+        assert unreachable(python, 12345, set()) is None
+    finally:
+        private.chmod(0o755)
+        shutil.rmtree(base)
 
 
 def test_uninstall_names_the_state_directory_kept_as_a_path_not_a_systemd_specifier(tmp_path):
