@@ -31,14 +31,14 @@ MARKER = re.compile(r"<!--\s*output:\s*(tests/[\w/.-]+\.py)::(\w+)\s*-->")
 PLACEHOLDER = re.compile(
     r"\b(?:F|R|N|G|P|S|E|K|V|A|B|C|NAME|URL|PROFILE|POOL|DIR|FILE|WHY|KEY|HOST|PORT|USER|DUR|"
     r"SIZE|CMD|COMMAND|ENV|GROUP|RUNNER|PERSON|KINDS|TOKEN|ROLE|REPO|SLUG|LABEL|STATE|REASON|"
-    r"STATE_DIR|ID)\b|\bv\(N-1\)|\bvN\b|<[^>]*>|…|\.\.\.|\{[^}]*\}")
+    r"STATE_DIR|ID)\b|\bfile:line:|\bv\(N-1\)|\bvN\b|<[^>]*>|…|\.\.\.|\{[^}]*\}")
 # What varies from run to run in sample output.
-VARYING = re.compile(r"\b[a-z]{1,2}_[0-9a-z…]*|\S+-[0-9a-f]{10}\b|\S+[/.]\S+|`[^`]*`|'[^']*'|sha256:\S*|SHA256:\S*|\b\d[\d.:,%]*[a-z]*\b"
+VARYING = re.compile(r"\b[a-z]{1,2}_[0-9a-z…]*|\S+-[0-9a-f]{10}\b|\S+[/.]\S+|`[^`]*`|'[^']*'|sha256:\S*|SHA256:\S*|(?<![\w-])\d[\d.:,%]*[a-z]*\b"
                      r"|\s{2,}|^\$ .*")
 VERB = re.compile(
     r"\b(?:prints?|printed|reads?|says?|said|shows?|answers?|answered|ends? with|"
-    r"refused with[^`\"]{0,30}|sentence|message|note|line)[:,]?\s+"
-    r"(?:as |with |like |that |the )?(?:\"([^\"\n]{3,300})\"|`([^`\n]{3,300})`)")
+    r"refused with|refused|sentence|message|note|line|column|rows? reads?)"
+    r"[^`\".;]{0,25}?[:,]?\s+(?:\"([^\"\n]{3,300})\"|`([^`\n]{3,300})`)")
 SHELL_FENCES = ("", "sh", "bash", "shell", "console")
 
 
@@ -50,6 +50,7 @@ def _corpus(paths) -> str:
 
 SOURCE = _corpus([*(ROOT / "gg").rglob("*.py"), *(ROOT / "gg").rglob("*.html"),
                   *(ROOT / "gg").rglob("*.js")])
+SOURCE_LOWER = SOURCE.lower()
 TESTS = _corpus(p for p in (ROOT / "tests").rglob("*.py") if p != Path(__file__).resolve())
 
 
@@ -58,12 +59,20 @@ def _templates() -> list[list[tuple[bool, str]]]:
     values where the source has a variable."""
     import ast
 
+    def parts(node) -> list[tuple[bool, str]]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [(True, node.value)]
+        if isinstance(node, ast.JoinedStr):
+            return [p for v in node.values for p in parts(v)]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # "a" + f"{b}"
+            return parts(node.left) + parts(node.right)
+        return [(False, "")]
+
     found = []
     for path in (ROOT / "gg").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.JoinedStr):
-                found.append([(True, v.value) if isinstance(v, ast.Constant) else (False, "")
-                              for v in node.values])
+            if isinstance(node, (ast.JoinedStr, ast.BinOp)):
+                found.append(parts(node))
     return found
 
 
@@ -94,6 +103,10 @@ def printed(piece: str, *texts: str) -> bool:
     produces it."""
     if piece in SOURCE or any(piece in text for text in texts):
         return True
+    if re.fullmatch(r"GG_[A-Z_]+", piece) and piece[3:].lower() in SOURCE:
+        return True  # a setting: gg/settings.py reads GG_ + its name
+    if piece.lower() in SOURCE_LOWER:  # a header or a setting, spelled as its standard does
+        return True
     return any(_produces(parts, piece) for parts in TEMPLATES
                if any(literal and len(text.strip()) >= 5 and text.strip() in piece
                       for literal, text in parts))
@@ -106,6 +119,17 @@ STATE = re.compile(r"^(?:degraded|waiting|failed|remedy|note|gg): ")
 # Quoted output that is another program's, or that gg builds from parts no f-string holds.
 NOT_ONE_STRING = {
     "database is locked": "SQLite's own message, quoted from a peer's server log",
+    "/usr /bin /sbin /lib /lib32 /lib64 /libx32 /etc": "gg/runner/isolation.py SYSTEM_PATHS",
+    "grants (flight_id, epoch) PRIMARY KEY": "the table's key, gg/store/migrations.py",
+    "LEASE_RENEW_AT - LEASE_MARGIN": "a formula of two settings, not output",
+    "RUSAGE_CHILDREN": "a name of Python's resource module",
+    "WWW-Authenticate: Bearer": "an HTTP header, gg/server/errors.py",
+    "SameSite=Strict": "a cookie attribute, gg/web/guard.py samesite=\"strict\"",
+    "synchronous_commit = off": "gg/store/postgres.py: SET LOCAL synchronous_commit TO OFF",
+    'Remove(id, "offline while idle")': "an action of gg/domain/pool_planner.py",
+    "isolation.all(i, tools.exists(t, t == i))": "a CEL expression a person writes",
+    "… ; gg runner labels (build-3 states environment=ui, but the facts refute it)":
+        "two parts joined with +; tests/control/test_waiting_sentences.py asserts the end",
     "cannot reach the control plane at any of A, B, C":
         "gg/client.py: 'any of ' + the URLs, then the Unreachable sentence",
 }
@@ -196,6 +220,10 @@ def test_every_block_without_a_language_is_shell_or_marked_output():
         if marker or lang not in SHELL_FENCES:
             continue
         words = [line.strip() for line in lines if line.strip()]
+        if any(w.startswith("$ ") for w in words) and not all(
+                w.startswith(("$ ", "#")) for w in words):
+            unknown.append(f"{where}: a transcript (commands and what they print)")
+            continue
         if any(re.match(r"(?:\$ |[A-Z_]+=\S* )?(?:\./)?gg\b|\S*gg-\S*\.pyz|python3? |"
                         r"PYTHONPATH=|scripts/|curl |git |mkdir |\(umask ", word)
                for word in words):
@@ -217,11 +245,33 @@ def test_every_sample_output_block_is_printed_by_gg_or_asserted_by_its_test(wher
     text = path.read_text()
     assert re.search(rf"^(?:async )?def {name}\(", text, re.M), f"{where}: no {file}::{name}"
     asserted = _corpus([path])
-    missing = [p for line in lines for part in line.split(": ")
+    shown = [line for line in lines if not line.lstrip().startswith(("$ ", "# "))]
+    missing = [p for line in shown for part in line.split(": ")
                for p in pieces(part, 6, varying=True) if not printed(p, asserted)]
     missing = [q for p in missing for q in pieces(p.replace(", ", "\0"), 6)  # a list's items
                if not printed(q, asserted)]
     assert not missing, f"{where}: neither gg's source nor {file} holds {missing}"
+    for line in lines:
+        header = re.split(r"\s{2,}", line.strip())
+        if len(header) >= 3 and all(re.fullmatch(r"[A-Z][A-Z /]*", c) for c in header):
+            assert tuple(header) in TABLES, (f"{where}: gg prints no table with the columns "
+                                             f"{header}")
+
+
+def _tables() -> set[tuple[str, ...]]:
+    """The column headers of every table gg's CLI prints (``table("NAME", "ID", …)``)."""
+    import ast
+
+    found = set()
+    for path in (ROOT / "gg" / "cli").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "table"
+                    and all(isinstance(a, ast.Constant) for a in node.args)):
+                found.add(tuple(a.value.strip() for a in node.args))
+    return found
+
+
+TABLES = _tables()
 
 
 def test_the_checker_catches_a_claim_gg_does_not_print():
@@ -231,3 +281,43 @@ def test_the_checker_catches_a_claim_gg_does_not_print():
     assert pieces("waiting: every runner that advertises LABEL is STATE") == [
         "every runner that advertises"]
     assert pieces("f_3a1c landed  3s ago", 4, varying=True) == ["landed"]
+
+
+# The JSON a doc promises, field by field: (doc, the text that lists the fields, the wire model
+# whose fields they must be). The text must still be in the doc, and every name in it a field.
+JSON_FIELDS = [
+    ("docs/cli.md", "`id, stage, environment, runner, attempt, outcome,\nexit_code, waiting, "
+     "opened_by`", "gg.api.flights:FlightRow"),
+    ("docs/cli.md", "`title, command, requires, lease, remedy, …`", "gg.api.flights:FlightRow"),
+    ("docs/cli.md", "`id, name, labels, online, state, health, ownership,\nowner, reserved, "
+     "last_seen_at, version_skew`", "gg.api.runners:RunnerRow"),
+    ("docs/cli.md", "`public_key_fingerprint, os, arch,\nephemeral, current_flights`",
+     "gg.api.runners:RunnerRow"),
+    ("docs/cli.md", "`{id, attempt, epoch, started_at, title}`", "gg.api.runners:CurrentFlight"),
+    ("docs/cli.md", "`checks,\nchecks_verdict, health_notes, policy, workers, started_workers, "
+     "readings`", "gg.api.runners:RunnerRow"),
+    ("docs/cli.md", "adds `facts` and `attempts`", "gg.api.flights:FlightDetail"),
+    ("docs/cli.md", "`expected_start_at, expected_start_low,\nexpected_start_high, "
+     "expected_start_basis`", "gg.api.flights:FlightRow"),
+    ("docs/cli.md", "`name, environment, members`", "gg.api.pools:Pool"),
+    ("docs/cli.md", "`id, name, state,\nonline, flight, digest, resets`",
+     "gg.api.pools:PoolMember"),
+    ("docs/cli.md", "`last_attested_at, needs_attention`", "gg.api.pools:Pool"),
+    ("docs/cli.md", "`pending: [{gate, kind, guards, why, who_may_clear, you_may_clear}]`",
+     "gg.api.approvals:PendingGate"),
+    ("docs/cli.md", "`{group, queued, running}`", "gg.api.groups:GroupDemand"),
+    ("docs/cli.md", "`group, group_draining, group_attributes, group_exclusive`",
+     "gg.api.runners:RunnerRow"),
+]
+
+
+@pytest.mark.parametrize("doc,text,model", JSON_FIELDS, ids=[t[:40] for _, t, _ in JSON_FIELDS])
+def test_every_json_field_a_doc_lists_is_a_field_of_the_wire_model(doc, text, model):
+    import importlib
+
+    assert text in (ROOT / doc).read_text(), f"{doc} no longer says {text!r}: update this table"
+    module, name = model.split(":")
+    fields = getattr(importlib.import_module(module), name).model_fields
+    listed = re.findall(r"[a-z_]+", re.sub(r"\badds\b|\band\b|pending:", " ", text))
+    missing = [field for field in listed if field not in fields]
+    assert not missing, f"{doc}: {model} has no field {missing}"
