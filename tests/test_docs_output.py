@@ -3,8 +3,10 @@
 - **A quoted claim**: a sentence of README.md or docs/*.md that says what gg prints, reads,
   says, shows or answers, followed by the quoted text (``reads `drained` ``, ``prints "…"``,
   ``refused with one sentence: `…` ``). Every literal piece of the quote (placeholders such
-  as F, NAME, URL, ``<why>`` and ``…``, ids, digests and numbers set aside) must appear in gg's source, where it is
-  produced, or in a test, where it is asserted.
+  as F, NAME, URL, ``<why>`` and ``…``, ids, digests and numbers set aside) must appear in
+  gg's source, where it is produced (an f-string with example values for its ``{…}``
+  counts), or in a test, where it is asserted. A JSON field list is checked against the wire
+  model (JSON_FIELDS); a sample table's header against the columns gg's CLI prints.
 - **A sample output block**: a fenced block whose line before is
   ``<!-- output: tests/FILE.py::test_name -->``. The named test exists, and every literal
   piece of every line (ids, digests, numbers and placeholders set aside) appears in gg's
@@ -33,8 +35,8 @@ PLACEHOLDER = re.compile(
     r"SIZE|CMD|COMMAND|ENV|GROUP|RUNNER|PERSON|KINDS|TOKEN|ROLE|REPO|SLUG|LABEL|STATE|REASON|"
     r"STATE_DIR|ID)\b|\bfile:line:|\bv\(N-1\)|\bvN\b|<[^>]*>|…|\.\.\.|\{[^}]*\}")
 # What varies from run to run in sample output.
-VARYING = re.compile(r"\b[a-z]{1,2}_[0-9a-z…]*|\S+-[0-9a-f]{10}\b|\S+[/.]\S+|`[^`]*`|'[^']*'|sha256:\S*|SHA256:\S*|(?<![\w-])\d[\d.:,%]*[a-z]*\b"
-                     r"|\s{2,}|^\$ .*")
+VARYING = re.compile(r"\b[a-z]{1,2}_[0-9a-z…]*|\S+-[0-9a-f]{10}\b|\S+[/.]\S+|`[^`]*`|'[^']*'"
+                     r"|sha256:\S*|SHA256:\S*|(?<![\w-])\d[\d.:,%]*[a-z]*\b|\s{2,}|^\$ .*")
 VERB = re.compile(
     r"\b(?:prints?|printed|reads?|says?|said|shows?|answers?|answered|ends? with|"
     r"refused with|refused|sentence|message|note|line|column|rows? reads?)"
