@@ -57,18 +57,7 @@ def demo(
                 if all(Stage(r["stage"]).final for r in rows):
                     break
                 api.facts(ids[-1], wait=0.25)  # a short long-poll doubles as the refresh pause
-        env_line = f"export GG_SERVER={server.url} GG_CONFIG_DIR={config_dir}"
-        typer.echo(f"""
-Six flights flew on two runners. What to type next (in another terminal):
-
-  {env_line}
-  gg flights                    # every flight, and why any waits
-  gg show {ids[0]}        # one flight: output, facts, attempts
-  gg fly --wait -- echo hi      # open one and follow it
-  gg runners                    # the fleet: state, liveness, health
-  gg events                     # the audit feed
-
-Everything lives in {root} (server log, runner logs, the SQLite store).""")
+        typer.echo(next_steps(server.url, config_dir, ids[0], root, stay))
         if stay:
             typer.echo("The control plane and runners keep running; Ctrl-C here stops them.")
             while True:
@@ -79,6 +68,29 @@ Everything lives in {root} (server log, runner logs, the SQLite store).""")
         for runner in runners:
             runner.stop()
         server.stop()
+
+
+def next_steps(url: str, config_dir: Path, flight: str, root: Path, stay: bool) -> str:
+    """What to type next; when the demo stops by itself (not on a terminal, or --exit), it
+    says so, since the commands need the control plane it stops."""
+    lines = [
+        "",
+        "Six flights flew on two runners. What to type next (in another terminal):",
+        "",
+        f"  export GG_SERVER={url} GG_CONFIG_DIR={config_dir}",
+        *(f"  {command:<30}# {what}" for command, what in (
+            ("gg flights", "every flight, and why any waits"),
+            (f"gg show {flight}", "one flight: output, facts, attempts"),
+            ("gg fly --wait -- echo hi", "open one and follow it"),
+            ("gg runners", "the fleet: state, liveness, health"),
+            ("gg events", "the audit feed"))),
+        "",
+        f"Everything lives in {root} (server log, runner logs, the SQLite store).",
+    ]
+    if not stay:
+        lines.append("The demo stops its control plane and runners now (not on a terminal, or "
+                     "--exit): run gg demo --stay to keep them up for these commands.")
+    return "\n".join(lines)
 
 
 def _rows(api, ids: list[str]) -> list[dict]:

@@ -58,6 +58,20 @@ class Unit:
         base = ((home / USER_UNITS) if self.user_mode else SYSTEM_UNITS) / self.file_name
         return (root / base.relative_to("/")) if root is not None else base
 
+    def directory(self, kind: str, home: Path) -> Path:
+        """Where systemd puts the unit's ``state`` (``%S``) or ``config`` (``%E``) directory,
+        as a path a person can type: /var/lib and /etc for a system unit, the XDG
+        directories for a --user one."""
+        import os
+
+        if not self.user_mode:
+            base = Path("/var/lib") if kind == "state" else Path("/etc")
+        else:
+            variable, default = (("XDG_STATE_HOME", ".local/state") if kind == "state"
+                                 else ("XDG_CONFIG_HOME", ".config"))
+            base = Path(os.environ.get(variable) or home / default)
+        return base / "gg" / self.slug
+
     def command(self) -> list[str]:
         """The unit's ExecStart: gg's global options (``--server URL``, ``--debug``) before
         the subcommand, where ``gg`` reads them, whatever side of ``--`` they were given on."""
@@ -78,13 +92,14 @@ class Unit:
             return []
         globals_, rest = split_globals(self.extra)
         enrols = any(a.startswith("--enrol") for a in rest)
+        conf = self.directory("config", Path.home())
         found: list[str] = []
         if not any(a.startswith("--server") for a in globals_):
             found.append("no control plane is named: add -- --server URL (or sign in with "
-                         f"GG_CONFIG_DIR=/etc/gg/{self.slug} gg login --server URL …)")
+                         f"GG_CONFIG_DIR={conf} gg login --server URL …)")
         if not enrols:
             found.append("no enrolment is named: add -- --enrol-file FILE (a token from gg "
-                         f"fleet enroll), or sign in with GG_CONFIG_DIR=/etc/gg/{self.slug} "
+                         f"fleet enroll), or sign in with GG_CONFIG_DIR={conf} "
                          "gg login")
         return found
 
@@ -213,11 +228,16 @@ def install(
     unit = _unit(role, name, user, run_as, pool, extra or [])
     if create_user and not run_as:
         raise CliError("--create-user needs --run-as USER", Exit.USAGE)
+    blocked = _blocked(run_as, unit.gg) if run_as and not user and root is None else None
     if print_:
         typer.echo(unit.text(), nl=False)
+        if blocked:
+            typer.echo(f"note: {blocked}", err=True)
         for sentence in unit.missing():
             typer.echo(f"note: {sentence}", err=True)
         return
+    if blocked:
+        raise CliError(blocked, Exit.FAILURE)
     path = unit.path(root, Path.home())
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(unit.text())
@@ -241,11 +261,57 @@ def install(
 
 
 def _first_steps(unit: Unit) -> None:
-    conf = "%E/gg/" + unit.slug
+    conf = unit.directory("config", Path.home())
     if unit.role == "runner" and not any(a.startswith("--enrol") for a in unit.extra):
         typer.echo(f"it signs in with the config in its ConfigurationDirectory ({conf}): "
                    "sign in there with GG_CONFIG_DIR=DIR gg login, or install with "
                    "-- --enrol-file FILE")
+
+
+def unreachable(path: Path, uid: int | None, gids: set[int]) -> Path | None:
+    """The first directory on ``path``'s way (or the file itself) that the account ``uid``
+    (None: an account not made yet, in no group but its own) cannot pass or run, else None.
+    Root passes everything."""
+    import stat
+
+    if uid == 0:
+        return None
+    path = path.resolve()
+    for step in [*reversed(path.parents), path]:
+        try:
+            mode = step.stat()
+        except OSError:
+            return step
+        if uid is not None and mode.st_uid == uid:
+            allowed = mode.st_mode & stat.S_IXUSR
+        elif uid is not None and mode.st_gid in gids:
+            allowed = mode.st_mode & stat.S_IXGRP
+        else:
+            allowed = mode.st_mode & stat.S_IXOTH
+        if not allowed:
+            return step
+    return None
+
+
+def _blocked(account: str, gg: tuple[str, ...]) -> str | None:
+    """Why a unit whose User= is ``account`` could not run this gg (a Python under /root,
+    mode 0700, would only crash-loop), or None."""
+    import grp
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(account)
+        uid: int | None = entry.pw_uid
+        gids = {entry.pw_gid} | {g.gr_gid for g in grp.getgrall() if account in g.gr_mem}
+    except KeyError:
+        uid, gids = None, set()
+    for part in gg[:1] + tuple(p for p in gg[1:] if p.endswith(".pyz")):
+        blocked = unreachable(Path(part), uid, gids)
+        if blocked is not None:
+            return (f"the unit would run {part} as {account}, who cannot reach {blocked}: "
+                    "install gg where that account can run it (a venv under /opt), or leave "
+                    "out --run-as")
+    return None
 
 
 def _create_account(account: str, root: Optional[Path]) -> None:
@@ -295,6 +361,6 @@ def uninstall(
     path.unlink()
     if root is None and systemd_running():
         _run(["systemctl", *scope, "daemon-reload"])
-    typer.echo(f"removed {path}; its state stays in %S/gg/{unit.slug} "
+    typer.echo(f"removed {path}; its state stays in {unit.directory('state', Path.home())} "
                "(remove it by hand when no longer needed)")
 

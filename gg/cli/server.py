@@ -174,6 +174,9 @@ def backup(
     directory = data_dir or config.data_dir()
     if to.exists():
         raise CliError(f"{to} exists already; give a new file", Exit.CONFLICT)
+    if not to.parent.is_dir():
+        raise CliError(f"there is no directory {to.parent} to write the backup in; make it "
+                       "first", Exit.NOT_FOUND)
     try:
         size = copy(directory, to)
     except FileNotFoundError:

@@ -33,3 +33,16 @@ def test_demo_stops_everything_it_started_on_sigterm_and_sighup(sig, tmp_path):
     finally:
         if demo.poll() is None:
             demo.kill()
+
+
+def test_a_demo_that_stops_by_itself_says_so_after_what_to_type_next(tmp_path):
+    from pathlib import Path
+
+    from gg.cli.demo import next_steps
+
+    args = ("http://127.0.0.1:1", Path("/tmp/c"), "f_0123456789", Path("/tmp/d"))
+    stopping = next_steps(*args, stay=False)
+    assert stopping.endswith("run gg demo --stay to keep them up for these commands.")
+    assert "--stay" not in next_steps(*args, stay=True)
+    shown = [line for line in stopping.splitlines() if "#" in line]
+    assert len({line.index("#") for line in shown}) == 1  # the comments line up

@@ -10,6 +10,7 @@ import pwd
 import shutil
 import sqlite3
 import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
@@ -96,6 +97,47 @@ def test_user_units_maintainers_and_accounts(tmp_path):
         assert refused.returncode == 2 and sentence in refused.stderr, refused.stderr
 
 
+def test_a_run_as_account_cannot_reach_an_interpreter_under_a_private_directory():
+    import tempfile
+
+    from gg.cli.install import unreachable
+
+    base = Path(tempfile.mkdtemp(dir="/tmp"))
+    base.chmod(0o755)
+    private = base / "private"
+    (private / "bin").mkdir(parents=True)
+    python = private / "bin" / "python3"
+    python.write_text("")
+    python.chmod(0o755)
+    private.chmod(0o700)  # as /root is, where a pyenv Python lives
+    try:
+        assert unreachable(python, 12345, set()) == private
+        assert unreachable(python, None, set()) == private  # an account not made yet
+        assert unreachable(python, 0, set()) is None
+        private.chmod(0o711)
+        assert unreachable(python, 12345, set()) is None
+    finally:
+        private.chmod(0o755)
+        shutil.rmtree(base)
+
+
+def test_uninstall_names_the_state_directory_kept_as_a_path_not_a_systemd_specifier(tmp_path):
+    assert gg("install", "runner", "--name", "b-1", "--root", str(tmp_path)).returncode == 0
+    done = gg("uninstall", "runner", "--name", "b-1", "--root", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "its state stays in /var/lib/gg/runner-b-1 " in done.stdout
+    assert "%S" not in done.stdout
+
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+    env["HOME"] = str(home)
+    for verb in ("install", "uninstall"):
+        done = subprocess.run(gg_argv(verb, "runner", "--user", "--root", str(tmp_path)),
+                              capture_output=True, text=True, env=env, timeout=60)
+        assert done.returncode == 0, done.stderr
+    assert f"its state stays in {home}/.local/state/gg/runner " in done.stdout
+
+
 def _self_signed(tmp_path):
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -164,3 +206,13 @@ def test_backup_copies_a_running_servers_store(fleet, tmp_path):
     code, _, err = cli(fleet, "server", "backup", "--data-dir", str(fleet.server.data_dir),
                        "--to", str(target))
     assert code == 6 and "exists already" in err
+
+
+def test_backup_into_a_missing_directory_names_the_directory_not_the_store(tmp_path):
+    (tmp_path / "data" / "gg.sqlite3").parent.mkdir()
+    sqlite3.connect(tmp_path / "data" / "gg.sqlite3").close()
+    target = tmp_path / "no-such-dir" / "backup.sqlite3"
+    done = gg("server", "backup", "--data-dir", str(tmp_path / "data"), "--to", str(target))
+    assert done.returncode == 5, done.stderr
+    assert f"there is no directory {target.parent} to write the backup in" in done.stderr
+    assert "no gg store" not in done.stderr
