@@ -32,7 +32,7 @@ def bootstrap(core: Core, data_dir: Path, org_name: str = "default") -> Path | N
         if not core.store.create_organisation(tokens.new_id("o_"), org_name, now):
             return None
         token = tokens.mint(tokens.PERSON)
-        core.store.create_person(id=tokens.new_id("p_"), name="owner", role="admin",
+        core.store.create_person(id=tokens.new_id("p_"), name="owner", role=rules.ADMIN,
                                  token_hash=tokens.digest(token),
                                  token_fingerprint=tokens.fingerprint(token), is_owner=True,
                                  now=now)
@@ -154,8 +154,8 @@ def rotate_token(core: Core, actor: Person, name: str,
     return _reread(core, target), token
 
 
-PUBLIC = ("id", "name", "role", "is_owner", "created_at", "token_fingerprint", "token_expires_at",
-          "removed_at", "removed_by")
+PUBLIC = ("id", "name", "role", "is_owner", "created_at", "token_fingerprint",
+          "token_expires_at", "removed_at", "removed_by")
 
 
 def public_person(person: Person) -> dict:

@@ -34,7 +34,8 @@ def test_a_session_works_only_while_the_token_it_was_made_with_is_its_persons():
     assert not console.session_works(session, MEMBER, rotated, 120.0)
     assert not console.session_works(session, replace(MEMBER, id="p_other"), MADE_WITH, 120.0)
     made_before = {k: v for k, v in session.items() if k != "person_token_hash"}
-    assert not console.session_works(made_before, MEMBER, MADE_WITH, 120.0)  # made with no token kept
+    # made with no token kept
+    assert not console.session_works(made_before, MEMBER, MADE_WITH, 120.0)
 
 
 def test_a_form_token_is_derived_from_its_session_and_matches_no_other():
