@@ -3,9 +3,9 @@ rotate whom."""
 
 from __future__ import annotations
 
-import pytest
-
 from dataclasses import replace
+
+import pytest
 
 from gg.domain import people
 from gg.domain.people import Person
