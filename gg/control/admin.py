@@ -24,12 +24,13 @@ from gg.control.runners import resolve
 from gg.domain import admin as rules
 from gg.domain.events import EventKind
 from gg.domain.labels import check_labels, format_labels
+from gg.domain.people import Person
 from gg.domain.policy import Policy
 from gg.domain.runners import AdminState, Instruction, Runner, is_online
 from gg.errors import BadRequest, Conflict, NotFound
 
 
-def change_state(core: Core, person: dict, ref: str, action: str) -> dict:
+def change_state(core: Core, person: Person, ref: str, action: str) -> dict:
     """Cordon, drain or resume one runner; returns ``{runner, from, state, changed}``."""
     require_admin(person)
     now = core.now()
@@ -40,7 +41,7 @@ def change_state(core: Core, person: dict, ref: str, action: str) -> dict:
     return change
 
 
-def drain_labelled(core: Core, person: dict, labels: dict[str, str]) -> list[dict]:
+def drain_labelled(core: Core, person: Person, labels: dict[str, str]) -> list[dict]:
     """Drain every runner advertising all of ``labels`` (e.g. ``environment=ui``)."""
     require_admin(person)
     if not labels:
@@ -60,7 +61,7 @@ def drain_labelled(core: Core, person: dict, labels: dict[str, str]) -> list[dic
     return changes
 
 
-def _apply(core: Core, person: dict, runner: Runner, *, action: str, now: float) -> dict:
+def _apply(core: Core, person: Person, runner: Runner, *, action: str, now: float) -> dict:
     lease_ops.expire_due(core, now)
     live = core.store.live_leases(now, [runner.id]).get(runner.id, 0)
     try:
@@ -69,7 +70,7 @@ def _apply(core: Core, person: dict, runner: Runner, *, action: str, now: float)
         raise BadRequest(str(exc)) from None
     if state != runner.admin_state:
         core.store.update_runner(runner.id, admin_state=state)
-        core.event(EventKind.RUNNER_DRAIN_CHANGED, actor=person["name"], runner_id=runner.id,
+        core.event(EventKind.RUNNER_DRAIN_CHANGED, actor=person.name, runner_id=runner.id,
                    at=now, action=action, state=state, **{"from": runner.admin_state})
     return {"runner": runner.id, "name": runner.name, "from": runner.admin_state,
             "state": state, "changed": state != runner.admin_state,
@@ -86,7 +87,7 @@ def _signal(core: Core, changes: list[dict]) -> None:
         core.signals.ready_changed()  # resumed: parked claims may take work at once
 
 
-def retire(core: Core, person: dict, ref: str) -> tuple[Runner, list[str]]:
+def retire(core: Core, person: Person, ref: str) -> tuple[Runner, list[str]]:
     """Irreversible: the credential is dead, the key tombstoned, the history kept.
 
     A flight the runner holds is not put back to ready here: the retired host may still be
@@ -101,7 +102,7 @@ def retire(core: Core, person: dict, ref: str) -> tuple[Runner, list[str]]:
         lease_ops.expire_due(core, now)
         stopping = []
         for flight in core.store.flights_held_by(runner.id):
-            text = (f"runner {runner.name} was retired by {person['name']}: it stops this "
+            text = (f"runner {runner.name} was retired by {person.name}: it stops this "
                     f"flight, which becomes ready again when the runner hands it back or its "
                     f"lease ends")
             core.store.add_fact(flight_id=flight.id, epoch=flight.epoch, runner_id=None,
@@ -110,7 +111,7 @@ def retire(core: Core, person: dict, ref: str) -> tuple[Runner, list[str]]:
             stopping.append(flight.id)
         core.store.update_runner(runner.id, admin_state=AdminState.RETIRED.value, retired_at=now)
         core.store.tombstone(runner.public_key, runner.id, now)
-        core.event(EventKind.RUNNER_RETIRED, actor=person["name"], runner_id=runner.id, at=now,
+        core.event(EventKind.RUNNER_RETIRED, actor=person.name, runner_id=runner.id, at=now,
                    name=runner.name, was=runner.admin_state, stopping=stopping)
         runner = core.store.runner(runner.id)
     core.credentials.forget(runner.id)  # its credential is refused at once
@@ -120,7 +121,7 @@ def retire(core: Core, person: dict, ref: str) -> tuple[Runner, list[str]]:
     return runner, stopping
 
 
-def forget(core: Core, person: dict, ref: str) -> Runner:
+def forget(core: Core, person: Person, ref: str) -> Runner:
     """Delete a stale registration (no tombstone); refused while online or holding a lease."""
     require_admin(person)
     now = core.now()
@@ -136,14 +137,14 @@ def forget(core: Core, person: dict, ref: str) -> Runner:
             raise Conflict(f"runner {runner.name} holds a lease on flight {held[0].id}: wait "
                            f"for it to end, or retire the runner")
         core.store.delete_runner(runner.id)
-        core.event(EventKind.RUNNER_FORGOTTEN, actor=person["name"], runner_id=runner.id, at=now,
+        core.event(EventKind.RUNNER_FORGOTTEN, actor=person.name, runner_id=runner.id, at=now,
                    name=runner.name, last_seen_at=runner.last_seen_at)
     core.credentials.forget(runner.id)
     core.signals.event_added()
     return runner
 
 
-def set_policy(core: Core, person: dict, ref: str, *, isolation: str | None = None,
+def set_policy(core: Core, person: Person, ref: str, *, isolation: str | None = None,
                egress: str | None = None, workers: int | None = None) -> Runner:
     """An admin's policy for one runner, applied on its next check-in."""
     require_admin(person)
@@ -165,7 +166,7 @@ def set_policy(core: Core, person: dict, ref: str, *, isolation: str | None = No
             raise BadRequest(str(exc)) from None
         old = runner.policy
         core.store.update_runner(runner.id, policy_override=override)
-        core.event(EventKind.RUNNER_POLICY_CHANGED, actor=person["name"], runner_id=runner.id,
+        core.event(EventKind.RUNNER_POLICY_CHANGED, actor=person.name, runner_id=runner.id,
                    at=now, old=old, new=new.to_dict())
         more_work = health.judge(core, core.store.runner(runner.id), now, checked=False)
         runner = core.store.runner(runner.id)

@@ -20,6 +20,7 @@ from gg.control.views import flight_for_runner, runner_view, runners_view
 from gg.domain import estimates as estimate_rules
 from gg.domain.flights import Flight
 from gg.domain.leases import Grant
+from gg.domain.people import Person
 from gg.domain.runners import Runner, RunnerIdentity, is_online
 from gg.errors import DatabaseUnavailable, NotFound, Unauthorized
 
@@ -39,20 +40,20 @@ def health(core: Core) -> dict:
             "server_time": core.now()}
 
 
-def whoami(core: Core, person: dict) -> dict:
+def whoami(core: Core, person: Person) -> dict:
     org = core.store.organisation()
     return {"person": public_person(person), "organisation": org["name"] if org else None,
             "server": retention.server_facts(core)}
 
 
-def person_added(core: Core, person: dict, *, name: str, admin: bool,
+def person_added(core: Core, person: Person, *, name: str, admin: bool,
                  ttl: float | str | None) -> dict:
     """A new person and their token, shown this once."""
     added, token = people.add_person(core, person, name, admin=admin, ttl=ttl)
     return {"person": public_person(added), "token": token}
 
 
-def token_rotated(core: Core, person: dict, name: str, ttl: float | str | None) -> dict:
+def token_rotated(core: Core, person: Person, name: str, ttl: float | str | None) -> dict:
     rotated, token = people.rotate_token(core, person, name, ttl)
     return {"person": public_person(rotated), "token": token}
 
@@ -60,7 +61,7 @@ def token_rotated(core: Core, person: dict, name: str, ttl: float | str | None) 
 # -- runners -----------------------------------------------------------------------------------
 
 
-async def registered(core: Core, person: dict, **fields: Any) -> dict:
+async def registered(core: Core, person: Person, **fields: Any) -> dict:
     """Register a machine as ``person``; its labels' verdicts are in before the answer."""
     runner, credential = runners.register(core, person, **fields)
     await labels.settled(core, runner.id)  # its labels' verdicts, computed off the loop
@@ -137,31 +138,31 @@ def instructed(kind: str) -> dict:
 # -- admin on runners --------------------------------------------------------------------------
 
 
-def state_changed(core: Core, person: dict, ref: str, action: str) -> dict:
+def state_changed(core: Core, person: Person, ref: str, action: str) -> dict:
     """Cordon, drain or resume one runner, with its row after the change."""
     change = admin.change_state(core, person, ref, action)
     return {**change, "view": runner_view(core, core.store.runner(change["runner"]))}
 
 
-def retired(core: Core, person: dict, ref: str) -> dict:
+def retired(core: Core, person: Person, ref: str) -> dict:
     runner, stopping = admin.retire(core, person, ref)
     return {"runner": runner.id, "name": runner.name, "state": runner.admin_state,
             "retired_at": runner.retired_at, "stopping": stopping}
 
 
-def forgotten(core: Core, person: dict, ref: str) -> dict:
+def forgotten(core: Core, person: Person, ref: str) -> dict:
     runner = admin.forget(core, person, ref)
     return {"runner": runner.id, "name": runner.name, "forgotten": True}
 
 
-def policy_set(core: Core, person: dict, ref: str, **policy: Any) -> dict:
+def policy_set(core: Core, person: Person, ref: str, **policy: Any) -> dict:
     return runner_view(core, admin.set_policy(core, person, ref, **policy), detail=True)
 
 
 # -- enrolment -----------------------------------------------------------------------------------
 
 
-def token_minted(core: Core, person: dict, **fields: Any) -> dict:
+def token_minted(core: Core, person: Person, **fields: Any) -> dict:
     """A ``gge_`` token, in this answer only."""
     row, token = enrolment.mint_token(core, person, **fields)
     return {**row.view(core.now()), "token": token}
@@ -182,13 +183,13 @@ def refs_set(core: Core, runner: Runner, refs: list[dict]) -> dict:
 # -- flights -------------------------------------------------------------------------------------
 
 
-async def opened(core: Core, person: dict, **fields: Any) -> dict:
+async def opened(core: Core, person: Person, **fields: Any) -> dict:
     """Open a flight on the writer; its row (not the whole detail) once it is durable."""
     flight = await core.run(flights.open_flight, person, **fields)
     return flights.row(core, flight, opener=person)
 
 
-async def cancelled(core: Core, person: dict, flight_id: str) -> dict:
+async def cancelled(core: Core, person: Person, flight_id: str) -> dict:
     await core.run(flights.cancel, person, flight_id)
     return flights.show_flight(core, flight_id)
 
@@ -199,22 +200,22 @@ def estimate_accuracy(core: Core, since: float | None) -> dict:
     return {**report, "sentence": estimate_rules.accuracy_sentence(report)}
 
 
-def approved(core: Core, person: dict, flight_id: str, digest: str | None = None) -> dict:
+def approved(core: Core, person: Person, flight_id: str, digest: str | None = None) -> dict:
     approvals.approve(core, person, flight_id, digest)
     return flights.show_flight(core, flight_id)
 
 
-def rejected(core: Core, person: dict, flight_id: str, reason: str | None) -> dict:
+def rejected(core: Core, person: Person, flight_id: str, reason: str | None) -> dict:
     approvals.reject(core, person, flight_id, reason)
     return flights.show_flight(core, flight_id)
 
 
-def forced(core: Core, person: dict, flight_id: str) -> dict:
+def forced(core: Core, person: Person, flight_id: str) -> dict:
     _, cleared = approvals.force(core, person, flight_id)
     return {"cleared": cleared, "flight": flights.show_flight(core, flight_id)}
 
 
-def environment_approval_set(core: Core, person: dict, name: str, required: bool) -> dict:
+def environment_approval_set(core: Core, person: Person, name: str, required: bool) -> dict:
     changed = approvals.set_environment_approval(core, person, name, required)
     return environments.environment_view(core, name) | {"changed": changed}
 
@@ -266,7 +267,7 @@ def gate_shown(core: Core, gate_id: str) -> dict:
     return gates.view(core, gate)
 
 
-async def gate_cleared(core: Core, person: dict, gate_id: str) -> dict:
+async def gate_cleared(core: Core, person: Person, gate_id: str) -> dict:
     gate = gates.clear_gate(core, gate_id, person=person)
     await labels.settled(core)  # a meaning that came into force: its verdicts
     return gates.view(core, gate)
@@ -282,7 +283,7 @@ async def labels_listed(core: Core) -> list[dict]:
 # -- consoles to a machine (docs/console.md) --------------------------------------------------
 
 
-def console_opened(core: Core, person: dict, *, ref: str, command: list[str],
+def console_opened(core: Core, person: Person, *, ref: str, command: list[str],
                    flight: str | None, term: str, rows: int, cols: int,
                    parked: Callable[[str], bool]) -> dict:
     """The console, and how its runner hears of it: ``parked(runner_id)`` (the server's

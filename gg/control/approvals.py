@@ -24,12 +24,13 @@ from gg.domain import approvals, specs
 from gg.domain.events import EventKind
 from gg.domain.flights import Event, Flight, Stage
 from gg.domain.gates import Gate, refusal_to_clear
+from gg.domain.people import Person
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 
 PERSON_CLEARERS = ("admin", "opener", approvals.CLEARER)  # gates a person may clear
 
 
-def gate_for_new_flight(core: Core, person: dict, *, flight_id: str, asked: bool,
+def gate_for_new_flight(core: Core, person: Person, *, flight_id: str, asked: bool,
                         approver: str | None, environment: str | None,
                         digest: str) -> str | None:
     """Open the approval gate of a flight being opened, when it needs one (inside the
@@ -47,13 +48,13 @@ def gate_for_new_flight(core: Core, person: dict, *, flight_id: str, asked: bool
                             environment_requires=env_requires,
                             root_approvals=root.approvals if root else ()):
         return None
-    name = approver_row["name"] if approver_row else None
+    name = approver_row.name if approver_row else None
     gate = open_gate(core, kind=approvals.KIND, subject=approvals.subject(flight_id),
                      guards=approvals.guards(flight_id),
                      why=approvals.why(asked=asked, approver_name=name, environment=environment,
                                        environment_requires=env_requires),
-                     clearer=approvals.CLEARER, actor=person["name"], flight_id=flight_id,
-                     payload={"approver": approver_row["id"] if approver_row else None,
+                     clearer=approvals.CLEARER, actor=person.name, flight_id=flight_id,
+                     payload={"approver": approver_row.id if approver_row else None,
                               "approver_name": name, "digest": digest})
     return gate.id
 
@@ -70,7 +71,7 @@ def _open_proposal(core: Core, flight_id: str) -> Gate | None:
                  if g.payload.get("proposed") is not None), None)
 
 
-def change(core: Core, person: dict, flight: Flight, values: dict) -> Gate | None:
+def change(core: Core, person: Person, flight: Flight, values: dict) -> Gate | None:
     """Change the spec of ``flight`` to the field ``values`` (inside the caller's
     transaction). Where no approval covers the flight it changes at once (None); else the
     approval gate that now waits for the new spec."""
@@ -86,7 +87,7 @@ def change(core: Core, person: dict, flight: Flight, values: dict) -> Gate | Non
     waiting = next((g for g in gates if g.open), None)
     payload = {key: gates[0].payload.get(key) if gates else None
                for key in ("approver", "approver_name")}
-    payload.update(changed_by=person["id"], changed_by_name=person["name"])
+    payload.update(changed_by=person.id, changed_by_name=person.name)
     before = specs.what_runs(flight)
     if waiting is not None and waiting.id in flight.gates and flight.stage == Stage.GATED:
         # Never approved: nothing of it ran, so the spec itself changes, and the approver
@@ -106,8 +107,8 @@ def change(core: Core, person: dict, flight: Flight, values: dict) -> Gate | Non
         guards, approved = approvals.guards_change(flight.id), True
     payload["digest"] = specs.digest(after)
     return open_gate(core, kind=approvals.KIND, subject=approvals.subject(flight.id),
-                     guards=guards, clearer=approvals.CLEARER, actor=person["name"],
-                     why=approvals.why_changed(changed_by=person["name"], approved=approved,
+                     guards=guards, clearer=approvals.CLEARER, actor=person.name,
+                     why=approvals.why_changed(changed_by=person.name, approved=approved,
                                                changes=payload["changes"]),
                      flight_id=flight.id, payload=payload)
 
@@ -176,7 +177,7 @@ def digest_of(gate: Gate, flight: Flight) -> str:
     return gate.payload.get("digest") or specs.digest(specs.what_runs(flight))
 
 
-def approve(core: Core, person: dict, flight_id: str, digest: str | None = None) -> Flight:
+def approve(core: Core, person: Person, flight_id: str, digest: str | None = None) -> Flight:
     """Approve what a flight's open approval gate stands for; with ``digest``, only if that
     is still what it stands for (what the approver was shown)."""
     with core.store.atomic():
@@ -189,12 +190,12 @@ def approve(core: Core, person: dict, flight_id: str, digest: str | None = None)
                                            given=digest)
         if refusal:
             raise Conflict(refusal, code="approval_changed")
-        _, released = clear_allowed(core, gate, person["name"])
+        _, released = clear_allowed(core, gate, person.name)
     _signal(core, flight_id, released)
     return core.store.flight(flight_id)
 
 
-def reject(core: Core, person: dict, flight_id: str, reason: str | None = None) -> Flight:
+def reject(core: Core, person: Person, flight_id: str, reason: str | None = None) -> Flight:
     now = core.now()
     with core.store.atomic():
         flight = _flight(core, flight_id)
@@ -205,19 +206,19 @@ def reject(core: Core, person: dict, flight_id: str, reason: str | None = None) 
         if refusal:
             raise Forbidden(refusal)
         core.store.update_gate(gate.id, status="rejected", cleared_at=now,
-                               cleared_by=person["name"])
+                               cleared_by=person.name)
         change_only = gate.payload.get("proposed") is not None
         if not change_only:  # a refused change leaves the flight running what was approved
-            move(core, flight, Event.CANCELLED, now, actor=person["name"],
-                 reason=approvals.rejected_reason(person["name"], reason))
-        core.event(EventKind.FLIGHT_REJECTED, actor=person["name"], flight_id=flight_id, at=now,
+            move(core, flight, Event.CANCELLED, now, actor=person.name,
+                 reason=approvals.rejected_reason(person.name, reason))
+        core.event(EventKind.FLIGHT_REJECTED, actor=person.name, flight_id=flight_id, at=now,
                    gate=gate.id, reason=reason, digest=gate.payload.get("digest"),
                    change=change_only)
     _signal(core, flight_id, 0)
     return core.store.flight(flight_id)
 
 
-def force(core: Core, person: dict, flight_id: str) -> tuple[Flight, list[str]]:
+def force(core: Core, person: Person, flight_id: str) -> tuple[Flight, list[str]]:
     """Clear every open gate on the flight that a person may clear (admin); the flight and
     the ids of the gates cleared."""
     require_admin(person)
@@ -239,9 +240,9 @@ def force(core: Core, person: dict, flight_id: str) -> tuple[Flight, list[str]]:
                 raise Forbidden(refusal)
         released = 0
         for gate in held:
-            released += clear_allowed(core, core.store.gate(gate.id), person["name"])[1]
+            released += clear_allowed(core, core.store.gate(gate.id), person.name)[1]
         cleared = [g.id for g in held]
-        core.event(EventKind.FLIGHT_FORCED, actor=person["name"], flight_id=flight_id, at=now,
+        core.event(EventKind.FLIGHT_FORCED, actor=person.name, flight_id=flight_id, at=now,
                    gates=cleared)
     _signal(core, flight_id, released)
     return core.store.flight(flight_id), cleared
@@ -265,7 +266,7 @@ def _signal(core: Core, flight_id: str, released: int) -> None:
 # -- environments that require an approval ---------------------------------------------------
 
 
-def set_environment_approval(core: Core, person: dict, name: str, required: bool) -> bool:
+def set_environment_approval(core: Core, person: Person, name: str, required: bool) -> bool:
     """Require (or stop requiring) an approval for every new flight in ``name`` (admin);
     True when that changed. Flights opened before keep what they were opened with."""
     require_admin(person)
@@ -275,9 +276,9 @@ def set_environment_approval(core: Core, person: dict, name: str, required: bool
             raise NotFound(f"no environment {name}: gg environment chart {name} "
                            "--means PREDICATE")
         changed = core.store.set_environment_approval(name, required, at=now,
-                                                      by=person["name"])
+                                                      by=person.name)
         if changed:
-            core.event(EventKind.ENVIRONMENT_APPROVAL, actor=person["name"], at=now,
+            core.event(EventKind.ENVIRONMENT_APPROVAL, actor=person.name, at=now,
                        environment=name, approval="required" if required else "none")
     if changed:
         core.signals.event_added()

@@ -15,13 +15,14 @@ from gg.domain import console as rules
 from gg.domain import tokens
 from gg.domain.events import EventKind
 from gg.domain.flights import Stage
+from gg.domain.people import Person
 from gg.errors import Unauthorized
 
 SIGNED_OUT = "you are signed out: sign in with your person token"
 
 
 def sign_in(core: Core, person_token: str,
-            replacing: str | None = None) -> tuple[dict, str, float]:
+            replacing: str | None = None) -> tuple[Person, str, float]:
     """``(person, session secret, expires_at)`` for a working person token (401 otherwise).
     The browser's session before, ``replacing``, ends: each sign-in is a new session."""
     person_token = person_token.strip()
@@ -32,16 +33,16 @@ def sign_in(core: Core, person_token: str,
         core.store.delete_sessions_ended(now)
         if replacing:
             core.store.delete_session(tokens.digest(replacing))
-        core.store.add_session(token_hash=digest, person_id=person["id"],
+        core.store.add_session(token_hash=digest, person_id=person.id,
                                person_token_hash=tokens.digest(person_token), now=now,
                                expires_at=expires_at)
-        core.event(EventKind.PERSON_SIGNED_IN, actor=person["name"], at=now,
+        core.event(EventKind.PERSON_SIGNED_IN, actor=person.name, at=now,
                    session=tokens.fingerprint(secret), expires_at=expires_at)
     core.signals.event_added()
     return person, secret, expires_at
 
 
-def signed_in(core: Core, secret: str | None) -> dict:
+def signed_in(core: Core, secret: str | None) -> Person:
     """The person a session secret signs in; 401 when it is unknown, ended or theirs no more.
 
     The person is read by the token the session was made with (one indexed read, on every
@@ -54,21 +55,21 @@ def signed_in(core: Core, secret: str | None) -> dict:
     if session is None or not tokens.same_digest(session["token_hash"], wanted):
         raise Unauthorized(SIGNED_OUT)
     made_with = session.get("person_token_hash")
-    person = core.store.person_by_token_hash(made_with) if made_with else None
-    if not rules.session_works(session, person, core.now()):
+    found = core.store.person_by_token_hash(made_with) if made_with else None
+    holder, holder_hash = found if found is not None else (None, None)
+    if holder is None or not rules.session_works(session, holder, holder_hash, core.now()):
         with core.store.atomic():
             core.store.delete_session(wanted)
         raise Unauthorized(SIGNED_OUT)
-    person.pop("token_hash")  # a hash of a live token goes no further
-    return person
+    return holder  # the hash of their live token goes no further
 
 
-def sign_out(core: Core, person: dict, secret: str | None) -> None:
+def sign_out(core: Core, person: Person, secret: str | None) -> None:
     if not secret:
         return
     with core.store.atomic():
         if core.store.delete_session(tokens.digest(secret)):
-            core.event(EventKind.PERSON_SIGNED_OUT, actor=person["name"],
+            core.event(EventKind.PERSON_SIGNED_OUT, actor=person.name,
                        session=tokens.fingerprint(secret))
     core.signals.event_added()
 

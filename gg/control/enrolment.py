@@ -27,6 +27,7 @@ from gg.domain import groups as group_rules
 from gg.domain.groups import DEFAULT_GROUP
 from gg.domain.enrolment import MAX_TTL, MAX_USES, EnrolToken
 from gg.domain.events import EventKind
+from gg.domain.people import Person
 from gg.domain.pools import MEMBER_KIND
 from gg.domain.runners import OWNERSHIPS, Runner
 from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
@@ -37,7 +38,7 @@ REFUSED = "the enrolment token was not accepted"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
-def mint_token(core: Core, person: dict, *, profile: str, uses: int = 1,
+def mint_token(core: Core, person: Person, *, profile: str, uses: int = 1,
                ttl: float | None = None, owner: str | None = None,
                ownership: str | None = None, ephemeral: bool = False,
                group: str = DEFAULT_GROUP) -> tuple[EnrolToken, str]:
@@ -67,7 +68,7 @@ def mint_token(core: Core, person: dict, *, profile: str, uses: int = 1,
             found = core.store.person_by_name(owner) or core.store.person(owner)
             if found is None:
                 raise NotFound(f"no person {owner}")
-            owner_id = found["id"]
+            owner_id = found.id
             ownership = ownership or "claimed"
         effective = ownership or record.applied.ownership
         if effective == "claimed" and owner_id is None:
@@ -78,23 +79,23 @@ def mint_token(core: Core, person: dict, *, profile: str, uses: int = 1,
         token = tokens.mint(tokens.ENROLMENT)
         row = EnrolToken(fingerprint=tokens.fingerprint(token), profile=profile, uses=uses,
                          uses_left=uses, expires_at=now + ttl, created_at=now,
-                         created_by=person["name"], ownership=ownership, owner=owner_id,
+                         created_by=person.name, ownership=ownership, owner=owner_id,
                          ephemeral=ephemeral, group=group)
         if core.store.ensure_group(group, now):
-            core.event(EventKind.GROUP_SET, actor=person["name"], at=now, group=group,
+            core.event(EventKind.GROUP_SET, actor=person.name, at=now, group=group,
                        attributes={}, bindings=[], exclusive=False)
         core.store.insert_enrol_token(token_hash=tokens.digest(token), token=row)
-        core.event(EventKind.ENROLMENT_TOKEN_MINTED, actor=person["name"], at=now,
+        core.event(EventKind.ENROLMENT_TOKEN_MINTED, actor=person.name, at=now,
                    fingerprint=row.fingerprint, profile=profile, uses=uses,
                    expires_at=row.expires_at, ephemeral=ephemeral)
     core.signals.event_added()
     return row, token
 
 
-def list_tokens(core: Core, person: dict) -> list[dict]:
+def list_tokens(core: Core, person: Person) -> list[dict]:
     require_admin(person)
     now = core.now()
-    people = {p["id"]: p["name"] for p in core.store.people()}
+    people = {p.id: p.name for p in core.store.people()}
     rows = []
     for token in core.store.enrol_tokens():
         view = token.view(now)
@@ -103,15 +104,15 @@ def list_tokens(core: Core, person: dict) -> list[dict]:
     return rows
 
 
-def revoke_token(core: Core, person: dict, fingerprint: str) -> dict:
+def revoke_token(core: Core, person: Person, fingerprint: str) -> dict:
     require_admin(person)
     now = core.now()
     with core.store.atomic():
         token = core.store.enrol_token(fingerprint)
         if token is None:
             raise NotFound(f"no enrolment token {fingerprint} (gg fleet tokens lists them)")
-        if core.store.revoke_enrol_token(fingerprint, now, person["name"]):
-            core.event(EventKind.ENROLMENT_TOKEN_REVOKED, actor=person["name"], at=now,
+        if core.store.revoke_enrol_token(fingerprint, now, person.name):
+            core.event(EventKind.ENROLMENT_TOKEN_REVOKED, actor=person.name, at=now,
                        fingerprint=fingerprint, profile=token.profile)
         token = core.store.enrol_token(fingerprint)
     core.signals.event_added()

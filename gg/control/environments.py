@@ -32,6 +32,7 @@ from gg.domain.environments import (
 )
 from gg.domain.events import EventKind
 from gg.domain.gates import Gate
+from gg.domain.people import Person
 from gg.domain.profiles import name_problem, takes_flights
 from gg.domain.runners import is_online
 from gg.errors import BadRequest, Conflict, NotFound
@@ -72,7 +73,7 @@ def providers_of(core: Core, environment: str) -> list[str]:
 
 # -- charting ----------------------------------------------------------------------------
 
-def chart(core: Core, person: dict, name: str, means: str) -> dict:
+def chart(core: Core, person: Person, name: str, means: str) -> dict:
     require_admin(person)
     problem = name_problem(name)
     if problem:
@@ -91,17 +92,17 @@ def chart(core: Core, person: dict, name: str, means: str) -> dict:
         first = env is None or env.meaning is None
         gate = open_gate(core, kind="environment", subject=f"environment:{name}",
                          guards=gate_words(name, first), why=f"meaning: {means}",
-                         clearer="admin", actor=person["name"],
+                         clearer="admin", actor=person.name,
                          payload={"environment": name, "meaning": means})
         core.store.save_environment(Environment(
             name=name, meaning=env.meaning if env else None, gate_id=gate.id, charted_at=now,
-            charted_by=person["name"], cleared_at=env.cleared_at if env else None,
+            charted_by=person.name, cleared_at=env.cleared_at if env else None,
             cleared_by=env.cleared_by if env else None))
         if not first:
             waiting = core.store.waiting_flights_in(name)
             hold_flights(core, gate.id, waiting)
             held = waiting
-        core.event(EventKind.ENVIRONMENT_CHARTED, actor=person["name"], at=now, environment=name,
+        core.event(EventKind.ENVIRONMENT_CHARTED, actor=person.name, at=now, environment=name,
                    meaning=means, gate=gate.id, rechart=not first, held=len(held))
     for flight_id in held:
         core.signals.flight_changed(flight_id)
@@ -156,7 +157,7 @@ def admit(core: Core, *, environment: str | None, labels: dict[str, str]) -> lis
 
 # -- the root envelope ---------------------------------------------------------------------
 
-def apply_root(core: Core, person: dict, mapping: Any) -> dict:
+def apply_root(core: Core, person: Person, mapping: Any) -> dict:
     require_admin(person)
     root = root_from_mapping(mapping)  # AirspaceError (400) for a malformed root
     now = core.now()
@@ -168,10 +169,10 @@ def apply_root(core: Core, person: dict, mapping: Any) -> dict:
                                              _waiting_gates(core, missing)),
                            code="environment_unserved")
         before = core.store.root_envelope()
-        core.store.save_root_envelope(RootEnvelope(root.environments, now, person["name"],
+        core.store.save_root_envelope(RootEnvelope(root.environments, now, person.name,
                                                    timeouts=dict(root.timeouts),
                                                    approvals=tuple(root.approvals)))
-        core.event(EventKind.ROOT_APPLIED, actor=person["name"], at=now,
+        core.event(EventKind.ROOT_APPLIED, actor=person.name, at=now,
                    environments=list(root.environments),
                    before=list(before.environments) if before else None,
                    **({"timeouts": dict(root.timeouts)} if root.timeouts else {}),

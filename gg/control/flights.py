@@ -21,13 +21,14 @@ from gg.domain.flights import (Event, Flight, Priority, Stage, opened, priority_
 from gg.domain.events import EventKind
 from gg.domain.matching import Seat, seat
 from gg.domain.console import may_cancel
+from gg.domain.people import Person
 from gg.domain.waiting import Context, OpenGate, Waiting, why_ended, why_waiting
 from gg.errors import BadRequest, Forbidden, NotFound
 
 MAX_COMMAND_ARGS = 4096
 
 
-def open_flight(core: Core, person: dict, *, command: list[str], title: str = "",
+def open_flight(core: Core, person: Person, *, command: list[str], title: str = "",
                 environment: str | None = None, runner: str | None = None,
                 labels: dict | None = None, attended: bool = False, repo: str | None = None,
                 agent: str = "shell", timeout: float | None = None,
@@ -43,7 +44,7 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
         raise BadRequest(f"--repo: {problem}")
     kept = output.limit_for(output_limit, default=core.settings.output_limit_default,
                             maximum=core.settings.output_limit_max)
-    refusal = priority_refusal(priority, admin=person["role"] == "admin",
+    refusal = priority_refusal(priority, admin=person.is_admin,
                                high_for=core.settings.high_priority)
     if refusal:
         raise Forbidden(refusal)
@@ -61,7 +62,7 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
         limit = None if spec is not None else timeouts.limit_for(
             timeout, _default_timeout(core, environment), core.settings.flight_timeout_max)
         flight_id = tokens.new_id("f_")
-        values = dict(id=flight_id, command=list(command), opened_by=person["id"], opened_at=now,
+        values = dict(id=flight_id, command=list(command), opened_by=person.id, opened_at=now,
                       title=title or " ".join(command)[:120], environment=environment,
                       requires=required_labels(environment, labels), runner_target=target,
                       attended=attended, repo=repo, agent=agent, timeout=limit,
@@ -74,7 +75,7 @@ def open_flight(core: Core, person: dict, *, command: list[str], title: str = ""
         behind = behind + ([approval_gate] if approval_gate else [])
         flight = opened(held=bool(behind), gates=behind, **values)
         core.store.insert_flight(flight)
-        core.event(EventKind.FLIGHT_OPENED, actor=person["name"], flight_id=flight.id, at=now,
+        core.event(EventKind.FLIGHT_OPENED, actor=person.name, flight_id=flight.id, at=now,
                    title=flight.title)
     core.signals.ready_changed()
     core.signals.event_added()
@@ -87,7 +88,7 @@ def _default_timeout(core: Core, environment: str | None) -> float | None:
     return root.timeouts.get(environment) if root is not None else None
 
 
-def cancel(core: Core, person: dict, flight_id: str) -> Flight:
+def cancel(core: Core, person: Person, flight_id: str) -> Flight:
     now = core.now()
     with core.store.atomic():
         flight = core.store.flight(flight_id)
@@ -97,9 +98,9 @@ def cancel(core: Core, person: dict, flight_id: str) -> Flight:
             raise Forbidden("only the flight's opener or an admin may cancel it")
         if flight.final:
             return flight
-        move(core, flight, Event.CANCELLED, now, actor=person["name"],
-             reason=f"cancelled by {person['name']}")
-        approval_ops.withdraw(core, flight, person["name"])
+        move(core, flight, Event.CANCELLED, now, actor=person.name,
+             reason=f"cancelled by {person.name}")
+        approval_ops.withdraw(core, flight, person.name)
         if flight.stage == Stage.FLYING.value:
             lease_ops._settle_runner(core, flight.lease_runner, now)  # its lease ended here
         flight = core.store.flight(flight_id)
@@ -170,8 +171,7 @@ class Snapshot:
         if gate.kind != approvals.KIND or gate.payload.get("approver"):
             return False
         if self._admins is None:
-            self._admins = {p["id"] for p in self.core.store.people(removed=False)
-                            if p["role"] == "admin"}
+            self._admins = {p.id for p in self.core.store.people(removed=False) if p.is_admin}
         return approvals.nobody_may_approve(
             admins=self._admins, opener=flight.opened_by,
             changed_by=gate.payload.get("changed_by"), named_approver=None)
@@ -203,7 +203,7 @@ def list_flights(core: Core, *, stage: str | None = None, limit: int = 200,
     more = len(rows) > limit
     rows = rows[:limit]
     snap = Snapshot(core, now)
-    people = {p["id"]: p["name"] for p in core.store.people()}
+    people = {p.id: p.name for p in core.store.people()}
     last = rows[-1]["_seq"] if rows else None
     items = []
     names = with_past_names(core, snap.names, [v["lease_runner"] for v in rows])
@@ -214,11 +214,11 @@ def list_flights(core: Core, *, stage: str | None = None, limit: int = 200,
     return {"items": items, "next_cursor": paging.make_cursor("f", last) if more else None}
 
 
-def row(core: Core, flight: Flight, *, opener: dict) -> dict:
+def row(core: Core, flight: Flight, *, opener: Person) -> dict:
     """The row of a flight just opened, as ``opener`` opened it: its record, without the
     waiting sentence (``waiting`` is null; ``GET`` the flight for it), which would cost a
     look at every runner on the hot path of opening."""
-    return view(flight, None, {}, {opener["id"]: opener["name"]})
+    return view(flight, None, {}, {opener.id: opener.name})
 
 
 def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
@@ -228,7 +228,7 @@ def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
     if flight is None:
         raise NotFound(f"no flight {flight_id}")
     snap = Snapshot(core, now)
-    people = {p["id"]: p["name"] for p in core.store.people()}
+    people = {p.id: p.name for p in core.store.people()}
     out = view(flight, snap.waiting(flight),
                with_past_names(core, snap.names, [flight.lease_runner]), people)
     if estimate:  # the queue played forward: for one who reads, not for every open

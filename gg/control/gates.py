@@ -16,6 +16,7 @@ from gg.domain import tokens
 from gg.domain.flights import Event, Stage
 from gg.domain.events import EventKind
 from gg.domain.gates import CLEARERS, STATUSES, Gate, refusal_to_clear
+from gg.domain.people import Person
 from gg.errors import BadRequest, Forbidden, NotFound
 
 ClearedHook = Callable[[Core, Gate], None]
@@ -66,7 +67,7 @@ def hold_flights(core: Core, gate_id: str, flight_ids: list[str]) -> int:
     return held
 
 
-def clear_gate(core: Core, gate_id: str, *, person: dict | None = None,
+def clear_gate(core: Core, gate_id: str, *, person: Person | None = None,
                runner_id: str | None = None) -> Gate:
     with core.store.atomic():
         gate = core.store.gate(gate_id)
@@ -76,7 +77,7 @@ def clear_gate(core: Core, gate_id: str, *, person: dict | None = None,
                                    flight_opener=opener_of(core, gate))
         if refusal:
             raise Forbidden(refusal)
-        actor = person["name"] if person else f"runner:{runner_id}"
+        actor = person.name if person else f"runner:{runner_id}"
         gate, released = clear_allowed(core, gate, actor)
     if released:
         core.signals.ready_changed()

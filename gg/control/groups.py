@@ -12,6 +12,7 @@ from gg.domain.events import EventKind
 from gg.domain.flights import Flight
 from gg.domain.groups import DEFAULT_GROUP, Attribute, Group, Placement
 from gg.domain.matching import placement_blocks
+from gg.domain.people import Person
 from gg.errors import BadRequest, Conflict, NotFound
 
 
@@ -45,7 +46,7 @@ def group_view(core: Core, group: Group, *, members: list[tuple[str, str]] | Non
     return data
 
 
-def set_group(core: Core, person: dict, name: str, *, attributes: dict | None = None,
+def set_group(core: Core, person: Person, name: str, *, attributes: dict | None = None,
               bindings: list[str] | None = None, exclusive: bool | None = None) -> dict:
     """Make or change group ``name``; what is not given keeps its value."""
     require_admin(person)
@@ -63,9 +64,9 @@ def set_group(core: Core, person: dict, name: str, *, attributes: dict | None = 
                     bindings=tuple(old.bindings if bindings is None else dict.fromkeys(bindings)),
                     exclusive=old.exclusive if exclusive is None else exclusive,
                     draining=old.draining, drain_by=old.drain_by, drain_at=old.drain_at,
-                    updated_at=now, updated_by=person["name"])
+                    updated_at=now, updated_by=person.name)
         core.store.save_group(new, now)
-        core.event(EventKind.GROUP_SET, actor=person["name"], at=now, group=name,
+        core.event(EventKind.GROUP_SET, actor=person.name, at=now, group=name,
                    attributes=dict(new.attributes), bindings=list(new.bindings),
                    exclusive=new.exclusive)
     core.signals.ready_changed()
@@ -85,7 +86,7 @@ def show_group(core: Core, name: str) -> dict:
     return data
 
 
-def delete_group(core: Core, person: dict, name: str) -> dict:
+def delete_group(core: Core, person: Person, name: str) -> dict:
     """Refused while any runner or redeemable enrolment token references it, naming each."""
     require_admin(person)
     if name == DEFAULT_GROUP:
@@ -100,7 +101,7 @@ def delete_group(core: Core, person: dict, name: str) -> dict:
         if blockers:
             raise Conflict(f"group {name} cannot be deleted: " + "; ".join(blockers))
         core.store.delete_group(name)
-        core.event(EventKind.GROUP_DELETED, actor=person["name"], at=now, group=name)
+        core.event(EventKind.GROUP_DELETED, actor=person.name, at=now, group=name)
     core.signals.ready_changed()
     core.signals.event_added()
     return {"group": name, "deleted": True}
@@ -109,7 +110,7 @@ def delete_group(core: Core, person: dict, name: str) -> dict:
 # -- attributes ---------------------------------------------------------------------------------
 
 
-def set_attribute(core: Core, person: dict, key: str, values: list[str] | None) -> dict:
+def set_attribute(core: Core, person: Person, key: str, values: list[str] | None) -> dict:
     require_admin(person)
     if problem := rules.key_problem(key):
         raise BadRequest(problem)
@@ -125,8 +126,8 @@ def set_attribute(core: Core, person: dict, key: str, values: list[str] | None) 
                 if used is not None and used not in allowed:
                     raise Conflict(f"group {g.name} has {key}={used}, which --values leaves "
                                    f"out; change it first: gg group set {g.name} --attr ...")
-        core.store.save_attribute(Attribute(key, allowed), now, person["name"])
-        core.event(EventKind.ATTRIBUTE_SET, actor=person["name"], at=now, key=key,
+        core.store.save_attribute(Attribute(key, allowed), now, person.name)
+        core.event(EventKind.ATTRIBUTE_SET, actor=person.name, at=now, key=key,
                    values=list(allowed))
     core.signals.event_added()
     return {"key": key, "values": list(allowed)}
@@ -139,7 +140,7 @@ def list_attributes(core: Core) -> list[dict]:
 # -- membership and drain -----------------------------------------------------------------------
 
 
-def move_runner(core: Core, person: dict, ref: str, name: str) -> dict:
+def move_runner(core: Core, person: Person, ref: str, name: str) -> dict:
     """An admin moves runner ``ref`` to group ``name`` (which must exist)."""
     require_admin(person)
     now = core.now()
@@ -149,7 +150,7 @@ def move_runner(core: Core, person: dict, ref: str, name: str) -> dict:
         changed = runner.group != name
         if changed:
             core.store.update_runner(runner.id, group=name)
-            core.event(EventKind.RUNNER_MOVED, actor=person["name"], runner_id=runner.id,
+            core.event(EventKind.RUNNER_MOVED, actor=person.name, runner_id=runner.id,
                        at=now, name=runner.name, **{"from": runner.group, "to": name})
     if changed:
         core.signals.ready_changed()
@@ -158,7 +159,7 @@ def move_runner(core: Core, person: dict, ref: str, name: str) -> dict:
             "changed": changed}
 
 
-def set_group_drain(core: Core, person: dict, name: str, draining: bool) -> dict:
+def set_group_drain(core: Core, person: Person, name: str, draining: bool) -> dict:
     """The durable drain flag of a group: every member reads draining and is offered
     nothing new (enforced in the matching rule, so parked claims too); running work
     continues."""
@@ -170,11 +171,11 @@ def set_group_drain(core: Core, person: dict, name: str, draining: bool) -> dict
         if changed:
             new = Group(name=group.name, attributes=group.attributes, bindings=group.bindings,
                         exclusive=group.exclusive, draining=draining,
-                        drain_by=person["name"] if draining else None,
+                        drain_by=person.name if draining else None,
                         drain_at=now if draining else None, updated_at=group.updated_at,
                         updated_by=group.updated_by)
             core.store.save_group(new, now)
-            core.event(EventKind.RUNNER_GROUP_DRAIN_CHANGED, actor=person["name"], at=now,
+            core.event(EventKind.RUNNER_GROUP_DRAIN_CHANGED, actor=person.name, at=now,
                        group=name, draining=draining)
             group = new
     if changed:
@@ -229,27 +230,27 @@ def fleet_state(core: Core) -> dict:
             "running": core.store.flying_count()}
 
 
-def quiesce(core: Core, person: dict) -> dict:
+def quiesce(core: Core, person: Person) -> dict:
     """No new offers anywhere (durable, until ``gg fleet resume``); running work continues."""
     require_admin(person)
     now = core.now()
     with core.store.atomic():
-        changed = core.store.quiesce(now, person["name"])
+        changed = core.store.quiesce(now, person.name)
         if changed:
-            core.event(EventKind.FLEET_QUIESCED, actor=person["name"], at=now)
+            core.event(EventKind.FLEET_QUIESCED, actor=person.name, at=now)
         note_drained(core, now)
     core.signals.ready_changed()
     core.signals.event_added()
     return {**fleet_state(core), "changed": changed}
 
 
-def resume(core: Core, person: dict) -> dict:
+def resume(core: Core, person: Person) -> dict:
     require_admin(person)
     now = core.now()
     with core.store.atomic():
         changed = core.store.unquiesce()
         if changed:
-            core.event(EventKind.FLEET_RESUMED, actor=person["name"], at=now)
+            core.event(EventKind.FLEET_RESUMED, actor=person.name, at=now)
     core.signals.ready_changed()
     core.signals.event_added()
     return {**fleet_state(core), "changed": changed}

@@ -14,12 +14,13 @@ from gg.control.people import require_admin
 from gg.domain import hooks as rules
 from gg.domain import tokens
 from gg.domain.events import EventKind
+from gg.domain.people import Person
 from gg.errors import BadRequest, NotFound
 
 SHOWN_DELIVERIES = 20  # `gg hook show`: this many of the newest deliveries
 
 
-def add_hook(core: Core, actor: dict, *, url: str, on: str | list[str],
+def add_hook(core: Core, actor: Person, *, url: str, on: str | list[str],
              environment: str | None = None) -> tuple[dict, str]:
     require_admin(actor)
     url = rules.check_url(url)
@@ -30,14 +31,14 @@ def add_hook(core: Core, actor: dict, *, url: str, on: str | list[str],
     with core.store.atomic():
         hook = core.store.add_hook(id=tokens.new_id("h_"), url=url, events=events,
                                    environment=environment, secret=secret,
-                                   created_by=actor["name"], now=core.now())
-        core.event(EventKind.HOOK_ADDED, actor=actor["name"], hook=hook["id"], url=url,
+                                   created_by=actor.name, now=core.now())
+        core.event(EventKind.HOOK_ADDED, actor=actor.name, hook=hook["id"], url=url,
                    events=events, environment=environment)
     core.signals.event_added()
     return public_hook(hook), secret
 
 
-def list_hooks(core: Core, actor: dict) -> list[dict]:
+def list_hooks(core: Core, actor: Person) -> list[dict]:
     require_admin(actor)
     return [public_hook(h) for h in core.store.hooks()]
 
@@ -49,7 +50,7 @@ def _hook(core: Core, hook_id: str) -> dict:
     return hook
 
 
-def show_hook(core: Core, actor: dict, hook_id: str) -> dict:
+def show_hook(core: Core, actor: Person, hook_id: str) -> dict:
     require_admin(actor)
     hook = _hook(core, hook_id)
     deliveries = core.store.hook_deliveries(hook_id, SHOWN_DELIVERIES)
@@ -59,14 +60,14 @@ def show_hook(core: Core, actor: dict, hook_id: str) -> dict:
     return {"hook": public_hook(hook), "deliveries": deliveries}
 
 
-def remove_hook(core: Core, actor: dict, hook_id: str) -> dict:
+def remove_hook(core: Core, actor: Person, hook_id: str) -> dict:
     """Remove the hook: nothing more is sent to it, undelivered rows included."""
     require_admin(actor)
     with core.store.atomic():
         hook = _hook(core, hook_id)
         now = core.now()
         core.store.remove_hook(hook_id, now)
-        core.event(EventKind.HOOK_REMOVED, actor=actor["name"], at=now, hook=hook_id,
+        core.event(EventKind.HOOK_REMOVED, actor=actor.name, at=now, hook=hook_id,
                    url=hook["url"])
     core.signals.event_added()
     return public_hook(core.store.hook(hook_id))

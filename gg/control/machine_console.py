@@ -14,13 +14,14 @@ from gg.domain import machine_console as rules
 from gg.domain import tokens
 from gg.domain.events import EventKind
 from gg.domain.machine_console import ConsoleSession
+from gg.domain.people import Person
 from gg.domain.runners import Instruction, Runner, is_online
 from gg.errors import Conflict, Forbidden, NotFound
 
 RESTARTED = "the control plane restarted"
 
 
-def open_console(core: Core, person: dict, ref: str, *, command: list[str],
+def open_console(core: Core, person: Person, ref: str, *, command: list[str],
                  flight_ref: str | None, term: str, rows: int, cols: int) -> ConsoleSession:
     """A console session waiting for runner ``ref``, and the runner told at once; refused
     with one sentence (nothing stored, nothing told) when ``person`` may not open it."""
@@ -28,7 +29,7 @@ def open_console(core: Core, person: dict, ref: str, *, command: list[str],
     with core.store.atomic():
         runner = resolve(core, ref)
         owner = core.store.person(runner.owner) if runner.owner else None
-        why = rules.refusal(runner, person, owner["name"] if owner else None)
+        why = rules.refusal(runner, person, owner.name if owner else None)
         if why:
             raise Forbidden(why, code="console_refused")
         if flight_ref:
@@ -42,7 +43,7 @@ def open_console(core: Core, person: dict, ref: str, *, command: list[str],
         if why:
             raise Conflict(why, code="console_unsupported")
         session = ConsoleSession(id=tokens.new_id("c_"), runner_id=runner.id,
-                                 person_id=person["id"], person_name=person["name"],
+                                 person_id=person.id, person_name=person.name,
                                  opened_at=now, command=list(command), flight_id=flight_ref,
                                  term=term, rows=rows, cols=cols)
         core.store.add_console(session)
@@ -55,10 +56,10 @@ def runner_name(core: Core, session: ConsoleSession) -> str:
     return runner.name if runner else session.runner_id
 
 
-def for_person(core: Core, person: dict, console_id: str) -> ConsoleSession:
+def for_person(core: Core, person: Person, console_id: str) -> ConsoleSession:
     """The console the person opened; nobody else's (the same answer for unknown ones)."""
     session = core.store.console(console_id)
-    if session is None or session.person_id != person["id"]:
+    if session is None or session.person_id != person.id:
         raise NotFound(f"no console {console_id} of yours")
     return session
 

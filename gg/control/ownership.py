@@ -11,18 +11,19 @@ from gg.control.core import Core
 from gg.control.runners import resolve
 from gg.control.views import runner_view
 from gg.domain.ownership import Change, decide, decide_ownership
+from gg.domain.people import Person
 
 
-def change(core: Core, person: dict, ref: str, action: str) -> dict:
+def change(core: Core, person: Person, ref: str, action: str) -> dict:
     with core.store.atomic():
         runner = resolve(core, ref)
         owner = core.store.person(runner.owner) if runner.owner else None
-        outcome = decide(action, runner, person, owner["name"] if owner else None)
+        outcome = decide(action, runner, person, owner.name if owner else None)
         _apply(core, person, runner.id, outcome)
     return _after(core, runner.id, outcome)
 
 
-def set_ownership(core: Core, person: dict, ref: str, state: str) -> dict:
+def set_ownership(core: Core, person: Person, ref: str, state: str) -> dict:
     with core.store.atomic():
         runner = resolve(core, ref)
         outcome = decide_ownership(state, runner, person)
@@ -30,7 +31,7 @@ def set_ownership(core: Core, person: dict, ref: str, state: str) -> dict:
     return _after(core, runner.id, outcome)
 
 
-def _apply(core: Core, person: dict, runner_id: str, outcome: Change, *,
+def _apply(core: Core, person: Person, runner_id: str, outcome: Change, *,
            before: str | None = None) -> None:
     if not outcome.values:
         return
@@ -38,7 +39,7 @@ def _apply(core: Core, person: dict, runner_id: str, outcome: Change, *,
     body = dict(outcome.values)
     if before is not None:
         body["before"] = before
-    core.event(outcome.event, actor=person["name"], runner_id=runner_id, **body)
+    core.event(outcome.event, actor=person.name, runner_id=runner_id, **body)
 
 
 def _after(core: Core, runner_id: str, outcome: Change) -> dict:

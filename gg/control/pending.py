@@ -16,9 +16,10 @@ from gg.control.core import Core
 from gg.domain import approvals
 from gg.domain.flights import Flight, Stage
 from gg.domain.gates import Gate, refusal_to_clear
+from gg.domain.people import Person
 
 
-def pending(core: Core, person: dict, limit: int = 1000) -> list[dict]:
+def pending(core: Core, person: Person, limit: int = 1000) -> list[dict]:
     """Gated flights behind a gate a person may clear (approvals among them), and flights
     whose changed spec waits for an approval, oldest first, each with its waiting sentence
     and, per gate, whether ``person`` may clear it."""
@@ -33,7 +34,7 @@ def pending(core: Core, person: dict, limit: int = 1000) -> list[dict]:
         flight = None if flight_id in seen else core.store.flight(flight_id)
         if flight is not None and not flight.final:
             rows.append(flight_ops.view(flight, None, {}, {}))
-    people = {p["id"]: p["name"] for p in core.store.people()}
+    people = {p.id: p.name for p in core.store.people()}
     out = []
     for values in rows:
         gates = [snap.open_gates[g] for g in values["gates"] if g in snap.open_gates]
@@ -49,7 +50,7 @@ def pending(core: Core, person: dict, limit: int = 1000) -> list[dict]:
     return out[:limit]
 
 
-def _gate_row(gate: Gate, person: dict, values: dict) -> dict:
+def _gate_row(gate: Gate, person: Person, values: dict) -> dict:
     row = {"gate": gate.id, "kind": gate.kind, "guards": gate.guards, "why": gate.why,
            "who_may_clear": gate.cleared_by_words,
            "you_may_clear": refusal_to_clear(gate, person=person,

@@ -19,7 +19,7 @@ def plan_for(core: Core, flight_id: str) -> dict:
     env = core.store.environment(flight.environment) if flight.environment else None
     facts = PlanFacts(
         now=now,
-        people={p["id"]: p["name"] for p in core.store.people()},
+        people={p.id: p.name for p in core.store.people()},
         environment_meaning=env.meaning if env else None,
         environment_charted=env is not None,
         attended_deadline=attended.deadline(flight, core.settings.claim_wait),

@@ -24,6 +24,7 @@ from gg.control.pool_look import look, maintainer_online
 from gg.control.runners import resolve
 from gg.domain.events import EventKind
 from gg.domain.flights import Flight, Stage
+from gg.domain.people import Person
 from gg.domain.pool_planner import LIMITED, WARMING
 from gg.domain.pools import (
     MEMBER_KIND,
@@ -84,7 +85,7 @@ def may_maintain(core: Core, runner: Runner, pool: str) -> str | None:
             f"profile that has the {MAINTAIN_ROLE} role")
 
 
-def allow(core: Core, person: dict, pool: str, runner_ref: str) -> dict:
+def allow(core: Core, person: Person, pool: str, runner_ref: str) -> dict:
     """An admin lets a registered (not enrolled) runner maintain ``pool``."""
     require_admin(person)
     now = core.now()
@@ -99,8 +100,8 @@ def allow(core: Core, person: dict, pool: str, runner_ref: str) -> dict:
             raise Conflict(f"runner {runner.name} is enrolled with fleet profile "
                            f"{runner.profile}, which decides: add the {MAINTAIN_ROLE} role "
                            "to that profile")
-        core.store.allow_maintainer(pool, runner.id, person["name"], now)
-        core.event(EventKind.POOL_MAINTAINER_ALLOWED, actor=person["name"], runner_id=runner.id,
+        core.store.allow_maintainer(pool, runner.id, person.name, now)
+        core.event(EventKind.POOL_MAINTAINER_ALLOWED, actor=person.name, runner_id=runner.id,
                    at=now, pool=pool, runner=runner.name)
     core.signals.event_added()
     return {"pool": pool, "runner": runner.id, "runner_name": runner.name}
@@ -303,7 +304,7 @@ def _pool_view(core: Core, record: StrategyRecord, *, snap, ready: list[Flight],
     }
 
 
-def delete_pool(core: Core, person: dict, pool: str) -> dict:
+def delete_pool(core: Core, person: Person, pool: str) -> dict:
     """``gg pool delete``: the pool's plan becomes "hold nothing", so its maintainer stops
     every member (busy ones once their flight ends); the strategy is deleted when the
     maintainer attests an empty pool, or at once when the pool holds no member."""
@@ -315,7 +316,7 @@ def delete_pool(core: Core, person: dict, pool: str) -> dict:
             raise NotFound(f"no pool {pool}")
         members = core.store.members(pool)
         if not members:
-            finish_deleting(core, record, now, actor=person["name"])
+            finish_deleting(core, record, now, actor=person.name)
             detail = None
         else:
             if record.deleting_at is None:

@@ -28,6 +28,7 @@ from gg.control.people import require_admin
 from gg.domain.enrolment import ProfileRecord, enrolled_labels
 from gg.domain.events import EventKind
 from gg.domain.gates import Gate
+from gg.domain.people import Person
 from gg.domain.profile_gate import ProfileChange, effective_profile, judge_profile_change
 from gg.domain.profiles import Profile
 from gg.domain.runners import Instruction, Runner, is_online
@@ -38,7 +39,7 @@ __all__ = ["apply_profile", "list_profiles", "profile_view", "sync_runner"]
 _GATE_SUFFIX = " (opens a gate)"
 
 
-def apply_profile(core: Core, person: dict, name: str, mapping: Any) -> dict:
+def apply_profile(core: Core, person: Person, name: str, mapping: Any) -> dict:
     """Apply ``mapping`` (a profile as YAML says it) as profile ``name``; returns what
     applied now and what waits behind which gate."""
     require_admin(person)
@@ -60,27 +61,27 @@ def apply_profile(core: Core, person: dict, name: str, mapping: Any) -> dict:
                 core, kind="profile", subject=f"profile:{name}",
                 guards=_guards(name, version, change),
                 why=f"profile {name} version {version} lets its machines do more",
-                clearer="admin", actor=person["name"],
+                clearer="admin", actor=person.name,
                 payload={"profile": name, "version": version})
             new_record = ProfileRecord(
                 name=name, version=version, applied=profile, applied_at=now,
-                applied_by=person["name"], in_force=effective_profile(in_force, profile),
+                applied_by=person.name, in_force=effective_profile(in_force, profile),
                 in_force_version=record.in_force_version if record else None,
                 narrowed_by=version if change.narrowings else (record.narrowed_by if record
                                                                else None),
                 gate_id=gate.id)
         else:
             if record is not None and record.gate_id is not None:
-                _supersede(core, record.gate_id, person["name"], now)
+                _supersede(core, record.gate_id, person.name, now)
             new_record = ProfileRecord(
                 name=name, version=version, applied=profile, applied_at=now,
-                applied_by=person["name"], in_force=profile, in_force_version=version,
+                applied_by=person.name, in_force=profile, in_force_version=version,
                 narrowed_by=None, gate_id=None)
         core.store.save_profile_record(new_record)
         changes = [c.to_dict() for c in change.changes]
         core.store.add_profile_version(name, version, profile.to_dict(), changes,
-                                       gate.id if gate else None, now, person["name"])
-        core.event(EventKind.PROFILE_APPLIED, actor=person["name"], at=now, profile=name,
+                                       gate.id if gate else None, now, person.name)
+        core.event(EventKind.PROFILE_APPLIED, actor=person.name, at=now, profile=name,
                    version=version, gate=gate.id if gate else None,
                    applied_now=[c.description for c in change.narrowings],
                    waiting=[c.description for c in change.widenings])

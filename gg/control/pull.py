@@ -23,6 +23,7 @@ from gg.domain import pull as rules
 from gg.domain.events import EventKind
 from gg.domain.flights import Outcome
 from gg.domain.identity import key_fingerprint
+from gg.domain.people import Person
 from gg.domain.runners import AdminState, Runner
 from gg.errors import BadRequest, Conflict, Forbidden, GGError
 
@@ -57,7 +58,7 @@ def answer_signed(runner_key: object, *, status: int, nonce: str, headers: Any, 
             and rules.fresh(stamp, now, skew))
 
 
-def check_attach(core: Core, person: dict, *, name: str, public_key: str,
+def check_attach(core: Core, person: Person, *, name: str, public_key: str,
                  fingerprint: str | None) -> str:
     """Whether ``person`` may attach a runner holding ``public_key`` as ``name``; returns the
     key's fingerprint. Refused: a non-admin, a fingerprint that is not the key's, a retired
@@ -82,7 +83,7 @@ def check_attach(core: Core, person: dict, *, name: str, public_key: str,
     return found
 
 
-def attach(core: Core, person: dict, *, name: str, url: str, public_key: str) -> Runner:
+def attach(core: Core, person: Person, *, name: str, url: str, public_key: str) -> Runner:
     """Register (or re-attach) the pull-mode runner holding ``public_key``: one key, one row.
     It is checked in by its first poll; until then it reads offline."""
     check_attach(core, person, name=name, public_key=public_key, fingerprint=None)
@@ -90,7 +91,7 @@ def attach(core: Core, person: dict, *, name: str, url: str, public_key: str) ->
     with core.store.atomic():
         existing = core.store.runner_by_key(public_key)
         fields = dict(name=name, url=url, mode=rules.MODE_PULL, kind=rules.KIND,
-                      registered_by=person["id"], goodbye_at=None, profile=None,
+                      registered_by=person.id, goodbye_at=None, profile=None,
                       profile_in_force={})
         if existing is not None:
             core.store.update_runner(existing.id, **fields)
@@ -98,7 +99,7 @@ def attach(core: Core, person: dict, *, name: str, url: str, public_key: str) ->
         else:
             runner_id = runner_ops.insert_keyed(core, public_key=public_key, fields=fields,
                                                 now=now)
-        core.event(EventKind.RUNNER_ATTACHED, actor=person["name"], runner_id=runner_id,
+        core.event(EventKind.RUNNER_ATTACHED, actor=person.name, runner_id=runner_id,
                    name=name, url=url, fingerprint=key_fingerprint(public_key),
                    superseded=existing is not None)
     core.signals.event_added()

@@ -15,6 +15,7 @@ from gg.control.core import Core
 from gg.control.people import require_admin
 from gg.domain.enrolment import token_status
 from gg.domain.events import EventKind
+from gg.domain.people import Person
 from gg.errors import Conflict, NotFound
 
 SHOWN = 5  # names listed in a refusal before "and N more"
@@ -31,7 +32,7 @@ def _supersede(core: Core, gate_id: str | None, actor: str, now: float) -> None:
         core.store.update_gate(gate_id, status="superseded", cleared_at=now, cleared_by=actor)
 
 
-def delete_profile(core: Core, person: dict, name: str) -> dict:
+def delete_profile(core: Core, person: Person, name: str) -> dict:
     require_admin(person)
     now = core.now()
     with core.store.atomic():
@@ -51,15 +52,15 @@ def delete_profile(core: Core, person: dict, name: str) -> dict:
                             f"{_names(tokens)} (gg fleet revoke)")
             raise Conflict(f"fleet profile {name} is in use by {' and '.join(uses)}; "
                            "take those down first", code="in_use")
-        _supersede(core, record.gate_id, person["name"], now)
+        _supersede(core, record.gate_id, person.name, now)
         core.store.delete_profile(name)
-        core.event(EventKind.PROFILE_DELETED, actor=person["name"], at=now, profile=name,
+        core.event(EventKind.PROFILE_DELETED, actor=person.name, at=now, profile=name,
                    version=record.version)
     core.signals.event_added()
     return {"kind": "profile", "name": name, "deleted": True, "detail": None}
 
 
-def remove_environment(core: Core, person: dict, name: str) -> dict:
+def remove_environment(core: Core, person: Person, name: str) -> dict:
     require_admin(person)
     now = core.now()
     with core.store.atomic():
@@ -76,15 +77,15 @@ def remove_environment(core: Core, person: dict, name: str) -> dict:
                            f" {_names(flights)}, which {'have' if len(flights) != 1 else 'has'}"
                            " not ended; let them end or cancel them (gg cancel F) first",
                            code="in_use")
-        _supersede(core, env.gate_id, person["name"], now)
+        _supersede(core, env.gate_id, person.name, now)
         core.store.delete_environment(name)
-        core.event(EventKind.ENVIRONMENT_REMOVED, actor=person["name"], at=now,
+        core.event(EventKind.ENVIRONMENT_REMOVED, actor=person.name, at=now,
                    environment=name)
     core.signals.event_added()
     return {"kind": "environment", "name": name, "deleted": True, "detail": None}
 
 
-def delete_strategy(core: Core, person: dict, name: str) -> dict:
+def delete_strategy(core: Core, person: Person, name: str) -> dict:
     require_admin(person)
     now = core.now()
     with core.store.atomic():
@@ -96,9 +97,9 @@ def delete_strategy(core: Core, person: dict, name: str) -> dict:
             raise Conflict(f"strategy {name}'s pool {record.pool} still holds member"
                            f"{'s' if len(members) != 1 else ''} {_names(members)}; "
                            f"gg pool delete {record.pool} stops them first", code="in_use")
-        _supersede(core, record.gate_id, person["name"], now)
+        _supersede(core, record.gate_id, person.name, now)
         core.store.delete_strategy(name)
-        core.event(EventKind.STRATEGY_DELETED, actor=person["name"], at=now, strategy=name,
+        core.event(EventKind.STRATEGY_DELETED, actor=person.name, at=now, strategy=name,
                    pool=record.pool)
     core.signals.event_added()
     return {"kind": "strategy", "name": name, "deleted": True, "detail": None}

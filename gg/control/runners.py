@@ -13,6 +13,7 @@ from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import identity, tokens
 from gg.domain import machine_console as console_rules
 from gg.domain.events import EventKind
+from gg.domain.people import Person
 from gg.domain.pools import MEMBER_KIND
 from gg.domain.runners import (AdminState, Instruction, Runner, RunnerIdentity,
                                instruction_at_claim, is_online, silently_gone)
@@ -23,7 +24,7 @@ _CHALLENGE_TTL = 120.0
 EPHEMERAL_RETIRED = "this ephemeral runner took its one flight and was retired: its credential is dead"
 
 
-def register(core: Core, person: dict, *, name: str, public_key: str, labels: dict,
+def register(core: Core, person: Person, *, name: str, public_key: str, labels: dict,
              workers: int, inventory: dict, version: str | None, nonce: str | None = None,
              signature: str | None = None) -> tuple[Runner, str]:
     """A signed-in person registers this machine; one key, one row (a new key supersedes).
@@ -53,13 +54,13 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
         fields = dict(name=name, labels=labels, workers=workers, started_workers=workers,
                       inventory=inventory, version=version,
                       version_skew=build_skew(core, version, inventory),
-                      registered_by=person["id"], goodbye_at=None,
+                      registered_by=person.id, goodbye_at=None,
                       kind="registered", profile=None, profile_in_force={})
         runner_id = upsert_runner(core, existing, public_key=public_key, fields=fields,
                                   credential=credential, expires=expires, now=now)
         if existing is not None:
             health.judge(core, core.store.runner(runner_id), now, checked=False)
-        core.event(EventKind.RUNNER_REGISTERED, actor=person["name"], runner_id=runner_id,
+        core.event(EventKind.RUNNER_REGISTERED, actor=person.name, runner_id=runner_id,
                    name=name, superseded=existing is not None)
         runner = core.store.runner(runner_id)
         label_ops.refresh(core, runner)
@@ -68,15 +69,15 @@ def register(core: Core, person: dict, *, name: str, public_key: str, labels: di
     return runner, credential
 
 
-def may_supersede(person: dict, existing: Runner) -> bool:
+def may_supersede(person: Person, existing: Runner) -> bool:
     """Whether a person's registration may take over the row of an already known key."""
     if existing.kind != "registered":  # enrolled, or a pool member: never by a person
         return False
-    return person.get("role") == "admin" or existing.registered_by == person["id"]
+    return person.is_admin or existing.registered_by == person.id
 
 
 def refuse_taken_name(core: Core, name: str, own_id: str | None, now: float, *,
-                      person: dict | None = None) -> None:
+                      person: Person | None = None) -> None:
     """Names are unique among runners that are not retired (gg.domain.identity): a
     registration, enrolment or pool join under a name a live runner other than itself holds
     is refused, and a person's registration also under the name of an offline runner that
@@ -93,7 +94,7 @@ def refuse_taken_name(core: Core, name: str, own_id: str | None, now: float, *,
                 "offline", code="runner_name_taken")
         if person is not None and identity.keeps_name_from(
                 holder, now, core.settings.offline_after, holds_lease=holds_lease,
-                person_id=person.get("id"), person_is_admin=person.get("role") == "admin"):
+                person_id=person.id, person_is_admin=person.is_admin):
             raise Conflict(
                 f"the runner name {name} belongs to runner {holder.id}, which is offline but "
                 "not retired: pick another --name, or ask an admin to retire or forget "

@@ -15,6 +15,7 @@ from gg.control.core import Core
 from gg.domain import services
 from gg.domain.events import EventKind
 from gg.domain.flights import Stage
+from gg.domain.people import Person
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 
 
@@ -34,7 +35,7 @@ def new_spec(core: Core, command: list[str], options: dict) -> dict:
             "stop_grace": s.service_stop_grace, "degraded_after": s.service_degraded_after}
 
 
-def update(core: Core, person: dict, flight_id: str, *, command: list[str] | None,
+def update(core: Core, person: Person, flight_id: str, *, command: list[str] | None,
            env: dict[str, str] | None) -> tuple[dict, str | None]:
     """A new generation of a service (its opener or an admin): a new command, and/or
     environment variables set; the rest of the spec is kept. The spec asked for, and the
@@ -51,7 +52,7 @@ def update(core: Core, person: dict, flight_id: str, *, command: list[str] | Non
             raise NotFound(f"no flight {flight_id}")
         if flight.kind != services.KIND or flight.service is None:
             raise Conflict(f"flight {flight_id} is not a service", code="not_a_service")
-        if person["role"] != "admin" and flight.opened_by != person["id"]:
+        if not person.is_admin and flight.opened_by != person.id:
             raise Forbidden("only the service's opener or an admin may update it")
         if flight.final:
             raise Conflict(f"service {flight_id} has {flight.stage}; open a new one",
@@ -64,7 +65,7 @@ def update(core: Core, person: dict, flight_id: str, *, command: list[str] | Non
         # The flight's command is the one that runs: gg show never shows an older one.
         gate = approval_ops.change(core, person, flight,
                                    {"service": spec, "command": list(spec["command"])})
-        core.event(EventKind.SERVICE_UPDATED, actor=person["name"], flight_id=flight_id, at=now,
+        core.event(EventKind.SERVICE_UPDATED, actor=person.name, flight_id=flight_id, at=now,
                    generation=spec["generation"], command=command is not None,
                    env=sorted((env or {}).keys()), approval=gate.id if gate else None)
     if gate is not None:

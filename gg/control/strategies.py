@@ -23,6 +23,7 @@ from gg.control.core import Core
 from gg.control.people import require_admin
 from gg.domain.events import EventKind
 from gg.domain.gates import Gate
+from gg.domain.people import Person
 from gg.domain.pools import StrategyRecord, strategy_changes
 from gg.domain.strategies import Strategy, digest_problem
 from gg.errors import BadRequest, Conflict, NotFound
@@ -30,7 +31,7 @@ from gg.errors import BadRequest, Conflict, NotFound
 GATE_KIND = "strategy"
 
 
-def apply(core: Core, person: dict, name: str, mapping: Any) -> dict:
+def apply(core: Core, person: Person, name: str, mapping: Any) -> dict:
     """Validate and apply strategy ``name``; widening changes wait behind a gate."""
     require_admin(person)
     strategy = strategy_from_mapping(name, mapping)
@@ -60,16 +61,16 @@ def apply(core: Core, person: dict, name: str, mapping: Any) -> dict:
                 core, kind=GATE_KIND, subject=f"strategy:{name}",
                 guards=f"pool strategy {name} (pool {pool}, environment {strategy.environment})",
                 why="; ".join(c.text for c in changes if c.gated), clearer="admin",
-                actor=person["name"], payload={"strategy": name, "pool": pool})
+                actor=person.name, payload={"strategy": name, "pool": pool})
             _save(core, record, strategy=strategy, now=now, person=person, gate_id=gate.id)
         else:
             status = "applied" if changes else "unchanged"
             if record is not None and record.gate_id:
                 core.store.update_gate(record.gate_id, status="superseded", cleared_at=now,
-                                       cleared_by=person["name"])
+                                       cleared_by=person.name)
             _save(core, record, strategy=strategy, now=now, person=person, gate_id=None,
                   in_force=True)
-        core.event(EventKind.STRATEGY_APPLIED, actor=person["name"], at=now, strategy=name,
+        core.event(EventKind.STRATEGY_APPLIED, actor=person.name, at=now, strategy=name,
                    pool=pool, status=status, changes=[c.text for c in changes])
         record = core.store.strategy(name)
     core.signals.event_added()
@@ -79,9 +80,9 @@ def apply(core: Core, person: dict, name: str, mapping: Any) -> dict:
 
 
 def _save(core: Core, record: StrategyRecord | None, *, strategy: Strategy, now: float,
-          person: dict, gate_id: str | None, in_force: bool = False) -> None:
+          person: Person, gate_id: str | None, in_force: bool = False) -> None:
     values: dict[str, Any] = {"applied": strategy, "applied_at": now,
-                              "applied_by": person["name"], "gate_id": gate_id}
+                              "applied_by": person.name, "gate_id": gate_id}
     if in_force:
         values.update(in_force=strategy, in_force_at=now)
     if record is None:
@@ -101,7 +102,7 @@ def _cleared(core: Core, gate: Gate) -> None:
                                gate_id=None)
 
 
-def pin_digest(core: Core, person: dict, name: str, digest: str) -> dict:
+def pin_digest(core: Core, person: Person, name: str, digest: str) -> dict:
     """Pin the image ``gg strategy build`` made; a digest that differs rolls the pool."""
     require_admin(person)
     problem = digest_problem(digest)
@@ -115,7 +116,7 @@ def pin_digest(core: Core, person: dict, name: str, digest: str) -> dict:
         if record.in_force is not None:
             values["in_force"] = _with_digest(record.in_force, digest)
         core.store.update_strategy(name, **values)
-        core.event(EventKind.STRATEGY_PINNED, actor=person["name"], at=now, strategy=name,
+        core.event(EventKind.STRATEGY_PINNED, actor=person.name, at=now, strategy=name,
                    pool=record.pool, digest=digest, was=was)
         record = core.store.strategy(name)
     core.signals.event_added()

@@ -26,7 +26,7 @@ def runner_view(core: Core, runner: Runner, *, detail: bool = False,
     data["liveness"] = Liveness.of(data["online"]).value
     data["state"] = runner.admin_state
     owner = core.store.person(runner.owner) if runner.owner else None
-    data["owner_name"] = owner["name"] if owner else None
+    data["owner_name"] = owner.name if owner else None
     if flights is None:
         flights = core.store.flights_held_by(runner.id)
     data.update(identity_fields(runner, flights))

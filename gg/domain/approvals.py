@@ -31,6 +31,7 @@ approving: an admin may reject a flight they opened (as they may cancel it).
 
 from __future__ import annotations
 
+from gg.domain.people import Person
 from gg.domain.specs import short
 
 KIND = "approval"
@@ -104,34 +105,34 @@ def changer_refusal(flight_id: str | None) -> str:
             "(separation of duties)")
 
 
-def refusal_to_approve(person: dict, *, flight_id: str | None, opener: str | None,
+def refusal_to_approve(person: Person, *, flight_id: str | None, opener: str | None,
                        approver: str | None, approver_name: str | None,
                        changed_by: str | None = None) -> str | None:
     """Why ``person`` may not approve (clear the approval gate of) a flight, or None."""
-    if opener is not None and person.get("id") == opener:
+    if opener is not None and person.id == opener:
         return opener_refusal(flight_id)
-    if changed_by is not None and person.get("id") == changed_by:
+    if changed_by is not None and person.id == changed_by:
         return changer_refusal(flight_id)
-    if person.get("role") == "admin" or (approver is not None and person.get("id") == approver):
+    if person.is_admin or (approver is not None and person.id == approver):
         return None
     return f"only {approver_words(approver_name)} may approve flight {flight_id}"
 
 
-def refusal_to_reject(person: dict, *, flight_id: str, approver: str | None,
+def refusal_to_reject(person: Person, *, flight_id: str, approver: str | None,
                       approver_name: str | None) -> str | None:
     """Why ``person`` may not reject a flight's approval, or None. Its opener, when not an
     admin, cancels it instead."""
-    if person.get("role") == "admin" or (approver is not None and person.get("id") == approver):
+    if person.is_admin or (approver is not None and person.id == approver):
         return None
     return (f"only {approver_words(approver_name)} may reject flight {flight_id}; "
             f"its opener may cancel it: gg cancel {flight_id}")
 
 
-def refusal_to_name_approver(opener: dict, approver: dict | None, name: str) -> str | None:
+def refusal_to_name_approver(opener: Person, approver: Person | None, name: str) -> str | None:
     """Why ``--approver name`` is refused when ``opener`` opens a flight, or None."""
-    if approver is None or approver.get("removed_at"):
+    if approver is None or approver.removed:
         return f"--approver: there is no person named {name}"
-    if approver["id"] == opener["id"]:
+    if approver.id == opener.id:
         return ("--approver: you cannot approve a flight you open (separation of duties); "
                 "name someone else")
     return None

@@ -16,23 +16,25 @@ form that passes (the synchronizer token, kept by deriving instead of storing). 
 from __future__ import annotations
 
 from gg.domain import tokens
-from gg.domain.people import token_works
+from gg.domain.people import Person, token_works
 
 
-def new_session(person: dict, now: float, ttl: float) -> tuple[str, str, float]:
+def new_session(person: Person, now: float, ttl: float) -> tuple[str, str, float]:
     """A session for ``person``: ``(secret, its hash to store, expires_at)``."""
     secret = tokens.mint(tokens.SESSION)
     return secret, tokens.digest(secret), now + ttl
 
 
-def session_works(session: dict, holder: dict | None, now: float) -> bool:
+def session_works(session: dict, holder: Person | None, holder_token_hash: str | None,
+                  now: float) -> bool:
     """Whether a stored session still signs its person in at ``now``. ``holder`` is whoever
     holds the person token the session was made with (None: nobody, since it was rotated
-    away): the session works only while that is still its own person, with that token."""
+    away) and ``holder_token_hash`` the hash their row holds: the session works only while
+    that is still its own person, with that token."""
     return (now < session["expires_at"] and holder is not None
-            and holder["id"] == session["person_id"]
+            and holder.id == session["person_id"]
             and bool(session.get("person_token_hash"))
-            and tokens.same_digest(holder.get("token_hash") or "", session["person_token_hash"])
+            and tokens.same_digest(holder_token_hash or "", session["person_token_hash"])
             and token_works(holder, now))
 
 
@@ -45,10 +47,6 @@ def form_token_matches(secret: str, given: str | None) -> bool:
     return bool(given) and tokens.same_digest(form_token(secret), given)
 
 
-def may_cancel(person: dict, opened_by: str) -> bool:
+def may_cancel(person: Person, opened_by: str) -> bool:
     """The flight's opener or an admin (the rule ``gg cancel`` and the console share)."""
-    return person["role"] == "admin" or opened_by == person["id"]
-
-
-def is_admin(person: dict) -> bool:
-    return person["role"] == "admin"
+    return person.is_admin or opened_by == person.id

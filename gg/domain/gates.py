@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gg.domain import approvals
+from gg.domain.people import Person
 
 CLEARERS = ("admin", "opener", "machine", "approver")
 CLEARER_WORDS = {"admin": "an admin", "opener": "the flight's opener",
@@ -58,7 +59,7 @@ class Gate:
         return CLEARER_WORDS.get(self.clearer, self.clearer)
 
 
-def refusal_to_clear(gate: Gate, *, person: dict | None = None, runner_id: str | None = None,
+def refusal_to_clear(gate: Gate, *, person: Person | None = None, runner_id: str | None = None,
                      flight_opener: str | None = None) -> str | None:
     """Why this caller may not clear ``gate``, or None when it may."""
     if not gate.open:
@@ -77,8 +78,8 @@ def refusal_to_clear(gate: Gate, *, person: dict | None = None, runner_id: str |
             person, flight_id=gate.flight_id, opener=flight_opener,
             approver=gate.payload.get("approver"), approver_name=gate.payload.get("approver_name"),
             changed_by=gate.payload.get("changed_by"))
-    if person.get("role") == "admin":
+    if person.is_admin:
         return None
-    if gate.clearer == "opener" and flight_opener is not None and person.get("id") == flight_opener:
+    if gate.clearer == "opener" and flight_opener is not None and person.id == flight_opener:
         return None
     return f"only {gate.cleared_by_words} may clear gate {gate.id}"

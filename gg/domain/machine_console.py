@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gg.domain.flights import Flight, Stage
+from gg.domain.people import Person
 from gg.domain.pull import KIND as PULL_KIND
 from gg.domain.runners import Runner
 
@@ -63,18 +64,18 @@ class ConsoleSession:
         return ConsoleState.WAITING
 
 
-def refusal(runner: Runner, person: dict, owner_name: str | None = None) -> str | None:
+def refusal(runner: Runner, person: Person, owner_name: str | None = None) -> str | None:
     """None when ``person`` may open a console on ``runner``; otherwise the one sentence that
     says why not and what would make it possible."""
     name = runner.name
     if runner.retired_at is not None:
         return f"runner {name} is retired: no console reaches it"
     if runner.ownership == "claimed":
-        if runner.owner == person.get("id"):
+        if runner.owner == person.id:
             return None
         return (f"runner {name} is claimed by {owner_name or runner.owner}: only its owner may "
                 f"open a console on it")
-    if person.get("role") == "admin":
+    if person.is_admin:
         return None
     if runner.ownership == "open":
         return (f"runner {name} is open, not yours: claim it first (gg runner claim {name}) to "

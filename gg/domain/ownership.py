@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gg.domain.events import EventKind
+from gg.domain.people import Person
 from gg.domain.runners import Runner
 from gg.errors import BadRequest, Conflict, Forbidden
 
@@ -34,14 +35,14 @@ class Change:
     event: EventKind | None  # the event kind to record, or None for a harmless repeat
 
 
-def decide(action: str, runner: Runner, person: dict, owner_name: str | None = None) -> Change:
+def decide(action: str, runner: Runner, person: Person, owner_name: str | None = None) -> Change:
     """What ``person`` doing ``action`` to ``runner`` changes; raises with one sentence when
     it is not allowed (Forbidden) or does not fit the runner's state (Conflict)."""
     if action not in ACTIONS:
         raise BadRequest(f"unknown ownership action {action!r}")
     name = runner.name
-    admin = person.get("role") == "admin"
-    mine = runner.owner == person.get("id")
+    admin = person.is_admin
+    mine = runner.owner == person.id
     if action == "claim":
         if runner.ownership == "organisation":
             raise Forbidden(f"runner {name} belongs to the organisation, so nobody may claim it "
@@ -50,7 +51,7 @@ def decide(action: str, runner: Runner, person: dict, owner_name: str | None = N
             if mine:
                 return Change({}, None)
             raise Conflict(f"runner {name} is claimed by {owner_name or runner.owner} already")
-        return Change({"ownership": "claimed", "owner": person["id"], "reserved": False},
+        return Change({"ownership": "claimed", "owner": person.id, "reserved": False},
                       EventKind.RUNNER_CLAIMED)
     if runner.ownership != "claimed":
         raise Conflict(f"runner {name} is not claimed by anyone; claim it first: "
@@ -70,9 +71,9 @@ def decide(action: str, runner: Runner, person: dict, owner_name: str | None = N
     return Change({"reserved": False}, EventKind.RUNNER_RELEASED)
 
 
-def decide_ownership(state: str, runner: Runner, person: dict) -> Change:
+def decide_ownership(state: str, runner: Runner, person: Person) -> Change:
     """An admin sets ``organisation`` or ``open``; any owner and reservation end."""
-    if person.get("role") != "admin":
+    if not person.is_admin:
         raise Forbidden("only an admin may change whose a runner is")
     if state not in SETTABLE:
         raise BadRequest(f"ownership must be organisation or open (got {state!r}); a person "

@@ -8,27 +8,60 @@ expiry (``token_expires_at``; ``None`` is never) lies in the future::
       +----remove--------+--> removed (tombstone: the row and name stay, no token works)
 
 Removal is for good: the name is not given to anyone else, since history (flights opened,
-runners registered, gates cleared) shows it. Pure: people are dicts as the store returns
-them, ``now`` is passed in, refusals are raised with one sentence.
+runners registered, gates cleared) shows it. Pure: a person is a :class:`Person` as the
+store reads it, ``now`` is passed in, refusals are raised with one sentence.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 
 NEVER = "never"
 MAX_TTL = 3650 * 86400.0  # ten years: anything longer should be `never`, said out loud
+ADMIN = "admin"
+MEMBER = "member"
 
 
-def token_works(person: dict, now: float) -> bool:
+@dataclass(frozen=True)
+class Person:
+    """Someone who signs in with a person token: their row in the people table, less the
+    hash of their token (that hash goes no further than the check that signs them in).
+
+    Made once where a request is authenticated (``gg.control.people.authenticate_person``,
+    a console session's ``gg.control.console.signed_in``) and passed whole to every use
+    case and rule that asks who is acting."""
+
+    id: str
+    name: str
+    role: str  # ADMIN or MEMBER
+    is_owner: bool = False
+    created_at: float = 0.0
+    token_fingerprint: str = ""
+    token_minted_at: float | None = None
+    token_expires_at: float | None = None  # None: never
+    removed_at: float | None = None  # a tombstone's: the row stays, no token works
+    removed_by: str | None = None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == ADMIN
+
+    @property
+    def removed(self) -> bool:
+        return self.removed_at is not None
+
+
+def token_works(person: Person, now: float) -> bool:
     """Whether the token stored for ``person`` may sign them in at ``now``."""
-    if person.get("removed_at") is not None:
+    if person.removed:
         return False
-    expires = person.get("token_expires_at")
+    expires = person.token_expires_at
     return expires is None or now < expires
 
 
-def token_expiry(actor: dict, target: dict | None, ttl: float | str | None, default: float,
+def token_expiry(actor: Person, target: Person | None, ttl: float | str | None, default: float,
                  now: float) -> float | None:
     """When a token ``actor`` mints for ``target`` (None: a new person) expires.
 
@@ -37,9 +70,9 @@ def token_expiry(actor: dict, target: dict | None, ttl: float | str | None, defa
     organisation out). ``never`` is for admins only.
     """
     if ttl is None:
-        return None if target is not None and target.get("is_owner") else now + default
+        return None if target is not None and target.is_owner else now + default
     if ttl == NEVER:
-        if actor.get("role") != "admin":
+        if not actor.is_admin:
             raise Forbidden("only an admin may mint a token that never expires")
         return None
     if isinstance(ttl, str) or isinstance(ttl, bool) or not 0 < ttl <= MAX_TTL:
@@ -48,23 +81,27 @@ def token_expiry(actor: dict, target: dict | None, ttl: float | str | None, defa
     return now + float(ttl)
 
 
-def check_remove(actor: dict, target: dict | None, name: str) -> None:
-    """Refuse a removal that must not happen: not an admin, unknown, the owner, oneself."""
-    if actor.get("role") != "admin":
+def check_remove(actor: Person, target: Person | None, name: str) -> Person:
+    """Refuse a removal that must not happen: not an admin, unknown, the owner, oneself;
+    the person to remove otherwise."""
+    if not actor.is_admin:
         raise Forbidden("only an admin may remove a person")
     if target is None:
         raise NotFound(f"there is no person named {name}")
-    if target.get("removed_at") is not None:
+    if target.removed:
         raise Conflict(f"{name} was removed already")
-    if target.get("is_owner"):
+    if target.is_owner:
         raise Forbidden("the owner cannot be removed")
-    if target["id"] == actor.get("id"):
+    if target.id == actor.id:
         raise Forbidden("you cannot remove yourself; ask another admin to do it")
+    return target
 
 
-def check_rotate(actor: dict, target: dict | None, name: str) -> None:
-    """Refuse a rotation by someone else than an admin or the person themself."""
-    if actor.get("role") != "admin" and name != actor.get("name"):
+def check_rotate(actor: Person, target: Person | None, name: str) -> Person:
+    """Refuse a rotation by someone else than an admin or the person themself; the person
+    whose token to rotate otherwise."""
+    if not actor.is_admin and name != actor.name:
         raise Forbidden("only an admin or the person themself may rotate a person's token")
-    if target is None or target.get("removed_at") is not None:
+    if target is None or target.removed:
         raise NotFound(f"there is no person named {name}")
+    return target

@@ -10,6 +10,7 @@ from fastapi import Request
 
 from gg.control import people, runners
 from gg.domain import tokens
+from gg.domain.people import Person
 from gg.domain.runners import Runner, RunnerIdentity
 from gg.errors import Forbidden, Unauthorized
 
@@ -22,14 +23,14 @@ def bearer(request: Request) -> str | None:
     return token.strip()
 
 
-async def person(request: Request) -> dict:
+async def person(request: Request) -> Person:
     token = bearer(request)
     if token is None:
         raise Unauthorized("sign in first: gg login --server URL --token-file FILE")
     return people.authenticate_person(request.app.state.core, token)
 
 
-async def person_only(request: Request) -> dict:
+async def person_only(request: Request) -> Person:
     """A person; a runner's (or member's) credential is refused with 403, not 401 (pools and
     strategies)."""
     token = bearer(request)

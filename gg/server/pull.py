@@ -33,6 +33,7 @@ from gg.control.core import Core
 from gg.control.people import require_admin
 from gg.domain import pull as rules
 from gg.domain.identity import key_fingerprint
+from gg.domain.people import Person
 from gg.domain.runners import Runner
 from gg.errors import GGError
 
@@ -118,7 +119,7 @@ class Poller:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._wake.set)
 
-    async def attach(self, person: dict, *, url: str, name: str,
+    async def attach(self, person: Person, *, url: str, name: str,
                      fingerprint: str | None) -> dict:
         """``gg runner attach``: fetch the runner's key (signed over our nonce, so it holds the
         private half), check and pin it, hand it the control plane's key, register the row."""

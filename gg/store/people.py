@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
+from gg.domain.people import Person
 from gg.store.db import Database
+
+_COLUMNS = tuple(f.name for f in fields(Person))
 
 
 class PeopleRows:
@@ -21,25 +26,27 @@ class PeopleRows:
 
     def create_person(self, *, id: str, name: str, role: str, token_hash: str,
                       token_fingerprint: str, is_owner: bool, now: float,
-                      token_expires_at: float | None = None) -> dict:
+                      token_expires_at: float | None = None) -> Person:
         values = {"id": id, "name": name, "role": role, "token_hash": token_hash,
                   "token_fingerprint": token_fingerprint, "is_owner": int(is_owner),
                   "created_at": now, "token_minted_at": now, "token_expires_at": token_expires_at}
         self.db.insert("people", values)
-        return self.person(id)
+        return _person(self.db.one("SELECT * FROM people WHERE id = ?", (id,)))
 
-    def person(self, person_id: str) -> dict | None:
+    def person(self, person_id: str) -> Person | None:
         row = self.db.one("SELECT * FROM people WHERE id = ?", (person_id,))
-        return _person(row)
+        return _maybe_person(row)
 
-    def person_by_name(self, name: str) -> dict | None:
-        return _person(self.db.one("SELECT * FROM people WHERE name = ?", (name,)))
+    def person_by_name(self, name: str) -> Person | None:
+        return _maybe_person(self.db.one("SELECT * FROM people WHERE name = ?", (name,)))
 
-    def person_by_token_hash(self, token_hash: str) -> dict | None:
-        return _person(self.db.one("SELECT * FROM people WHERE token_hash = ?", (token_hash,)),
-                       keep_hash=True)
+    def person_by_token_hash(self, token_hash: str) -> tuple[Person, str] | None:
+        """The person whose token hashes to ``token_hash``, and the hash their row holds (for
+        the caller's constant-time check); the hash is never part of the :class:`Person`."""
+        row = self.db.one("SELECT * FROM people WHERE token_hash = ?", (token_hash,))
+        return None if row is None else (_person(row), row["token_hash"])
 
-    def people(self, removed: bool = True) -> list[dict]:
+    def people(self, removed: bool = True) -> list[Person]:
         """Everyone, oldest first; removed people too unless ``removed`` is False (their names
         still label the history they made)."""
         where = "" if removed else " WHERE removed_at IS NULL"
@@ -62,11 +69,11 @@ class PeopleRows:
         return cur.rowcount == 1
 
 
-def _person(row, keep_hash: bool = False) -> dict | None:
-    if row is None:
-        return None
-    person = dict(row)
-    person["is_owner"] = bool(person["is_owner"])
-    if not keep_hash:
-        person.pop("token_hash", None)
-    return person
+def _maybe_person(row) -> Person | None:
+    return None if row is None else _person(row)
+
+
+def _person(row) -> Person:
+    values = {name: row[name] for name in _COLUMNS}
+    values["is_owner"] = bool(values["is_owner"])
+    return Person(**values)

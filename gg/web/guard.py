@@ -11,6 +11,7 @@ from fastapi.responses import Response
 from gg.control import console
 from gg.domain import console as rules
 from gg.domain import tokens
+from gg.domain.people import Person
 from gg.errors import Forbidden
 
 SESSION_COOKIE = "gg_session"
@@ -51,7 +52,7 @@ def session_secret(request: Request) -> str | None:
     return request.cookies.get(SESSION_COOKIE)
 
 
-def person(request: Request) -> dict:
+def person(request: Request) -> Person:
     """The signed-in person (401 Unauthorized when the session is missing or ended)."""
     return console.signed_in(request.app.state.core, session_secret(request))
 

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from gg.control import answers, console, flights, gates, pools
 from gg.domain import console as rules
 from gg.domain.events import SEQ_MAX
+from gg.domain.people import Person
 from gg.errors import BadRequest, GGError, NotFound, Unauthorized
 from gg.web import guard, render
 
@@ -106,11 +107,11 @@ async def logout(request: Request) -> Response:
 # -- pages ---------------------------------------------------------------------------------------
 
 
-def _pages(request: Request, name: str, title: str, load: Callable[[dict], dict], *,
+def _pages(request: Request, name: str, title: str, load: Callable[[Person], dict], *,
            flight: str | None = None, facts_seen: int = 0) -> Response:
     person = guard.person(request)
     core = request.app.state.core
-    context = dict(load(person), person=person, is_admin=rules.is_admin(person),
+    context = dict(load(person), person=person, is_admin=person.is_admin,
                    form_token=rules.form_token(guard.session_secret(request)),
                    may_cancel=lambda f: rules.may_cancel(person, f["opened_by"]),
                    here=request.url.path, now=core.now())
@@ -229,7 +230,8 @@ async def wait(request: Request, after: Annotated[int, Query(ge=0, le=SEQ_MAX)] 
 # -- actions -------------------------------------------------------------------------------------
 
 
-async def _act(request: Request, fallback: str, do: Callable[[dict, dict], Awaitable[object]]) -> Response:
+async def _act(request: Request, fallback: str,
+               do: Callable[[Person, dict], Awaitable[object]]) -> Response:
     async def make():
         fields = await guard.form(request)
         person = guard.person(request)
@@ -262,28 +264,29 @@ async def open_flight(request: Request) -> Response:
 
 @router.post("/ui/flights/{flight_id}/force")
 async def force(flight_id: str, request: Request) -> Response:
-    async def do(person, fields):
+    async def do(person: Person, fields: dict) -> object:
         return answers.forced(request.app.state.core, person, flight_id)
     return await _act(request, f"/ui/flights/{flight_id}", do)
 
 
 @router.post("/ui/flights/{flight_id}/cancel")
 async def cancel(flight_id: str, request: Request) -> Response:
-    async def do(person, fields):
+    async def do(person: Person, fields: dict) -> object:
         return await answers.cancelled(request.app.state.core, person, flight_id)
     return await _act(request, f"/ui/flights/{flight_id}", do)
 
 
 @router.post("/ui/gates/{gate_id}/clear")
 async def clear_gate(gate_id: str, request: Request) -> Response:
-    async def do(person, fields):
+    async def do(person: Person, fields: dict) -> object:
         return await answers.gate_cleared(request.app.state.core, person, gate_id)
     return await _act(request, "/ui/gates", do)
 
 
 @router.post("/ui/flights/{flight_id}/approve")
 async def approve(flight_id: str, request: Request) -> Response:
-    async def do(person, fields):  # the digest the page showed: a spec changed since is refused
+    # the digest the page showed: a spec changed since is refused
+    async def do(person: Person, fields: dict) -> object:
         return answers.approved(request.app.state.core, person, flight_id,
                                 fields.get("digest") or None)
     return await _act(request, "/ui/pending", do)
@@ -291,7 +294,7 @@ async def approve(flight_id: str, request: Request) -> Response:
 
 @router.post("/ui/flights/{flight_id}/reject")
 async def reject(flight_id: str, request: Request) -> Response:
-    async def do(person, fields):
+    async def do(person: Person, fields: dict) -> object:
         reason = fields.get("reason", "").strip()[:500]
         return answers.rejected(request.app.state.core, person, flight_id, reason or None)
     return await _act(request, "/ui/pending", do)
@@ -299,7 +302,7 @@ async def reject(flight_id: str, request: Request) -> Response:
 
 @router.post("/ui/runners/{ref}/{action}")
 async def runner_action(ref: str, action: str, request: Request) -> Response:
-    async def do(person, fields):
+    async def do(person: Person, fields: dict) -> object:
         if action not in ACTIONS:
             raise NotFound(f"no action {action}: cordon, drain or resume")
         return answers.state_changed(request.app.state.core, person, ref, action)

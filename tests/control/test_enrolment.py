@@ -53,7 +53,7 @@ def test_an_enrolled_runner_takes_profile_and_ownership_from_its_token(core, own
     runner, credential = spend(core, token)
     assert credential.startswith("ggr_")
     assert (runner.kind, runner.profile, runner.ownership) == ("enrolled", "ui", "claimed")
-    assert runner.owner == core.store.person_by_name("ada")["id"]
+    assert runner.owner == core.store.person_by_name("ada").id
     assert runner.labels == {}  # the profile's gate is still open
     [event] = core.store.events(kind="info:runner:enrolled")
     assert event["runner_id"] == runner.id and event["body"]["profile"] == "ui"

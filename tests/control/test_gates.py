@@ -6,6 +6,7 @@ import pytest
 
 from gg.control import flights, gates, leases, people
 from gg.domain.gates import Gate, refusal_to_clear
+from gg.domain.people import Person
 from gg.errors import Forbidden
 from gg.settings import Settings
 
@@ -88,8 +89,8 @@ def test_who_may_clear_which_gate():
     def gate(clearer, runner_id=None):
         return Gate(id="g_1", kind="maintenance", subject="s", guards="g", why="w",
                     clearer=clearer, opened_at=0.0, runner_id=runner_id)
-    admin = {"id": "p_a", "role": "admin"}
-    member = {"id": "p_m", "role": "member"}
+    admin = Person(id="p_a", name="p_a", role="admin")
+    member = Person(id="p_m", name="p_m", role="member")
     assert refusal_to_clear(gate("admin"), person=admin) is None
     assert refusal_to_clear(gate("admin"), person=member) == "only an admin may clear gate g_1"
     assert refusal_to_clear(gate("opener"), person=member, flight_opener="p_m") is None

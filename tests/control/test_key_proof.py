@@ -82,7 +82,7 @@ def test_a_member_supersedes_only_her_own_runner_and_an_admin_any_registered_one
     refused(lambda: register(core, bob, key, name="bobs"))
     assert core.store.runner(first.id).name == "r1b"
     by_admin, _ = register(core, owner, key, name="taken")
-    assert by_admin.id == first.id and by_admin.registered_by == owner["id"]
+    assert by_admin.id == first.id and by_admin.registered_by == owner.id
     refused(lambda: register(core, alice, key))  # now the admin's
 
 

@@ -29,7 +29,7 @@ def test_an_open_runner_is_claimed_by_one_person(core, owner, ada, bob):
     r = runner(core, owner, "r1")
     ownership.set_ownership(core, owner, "r1", "open")
     view = ownership.change(core, ada, "r1", "claim")
-    assert (view["ownership"], view["owner"], view["owner_name"]) == ("claimed", ada["id"], "ada")
+    assert (view["ownership"], view["owner"], view["owner_name"]) == ("claimed", ada.id, "ada")
     with pytest.raises(Conflict) as err:
         ownership.change(core, bob, "r1", "claim")
     assert err.value.message == "runner r1 is claimed by ada already"

@@ -23,7 +23,7 @@ def _add(core, owner, name, **kw):
 def test_a_persons_token_expires_after_ninety_days_by_default(core, owner, clock):
     _, token = _add(core, owner, "ada")
     clock.advance(90 * DAY - 1)
-    assert people.authenticate_person(core, token)["name"] == "ada"
+    assert people.authenticate_person(core, token).name == "ada"
     clock.advance(1)
     with pytest.raises(Unauthorized) as refused:
         people.authenticate_person(core, token)
@@ -35,7 +35,7 @@ def test_the_default_lifetime_is_a_setting(core, owner, clock):
 
     core.settings = replace(core.settings, person_token_ttl=3600.0)
     person, token = _add(core, owner, "ada")
-    assert person["token_expires_at"] == clock.now + 3600.0
+    assert person.token_expires_at == clock.now + 3600.0
     clock.advance(3600)
     with pytest.raises(Unauthorized):
         people.authenticate_person(core, token)
@@ -46,8 +46,8 @@ def test_ttl_never_and_the_owners_first_token_do_not_expire(core, owner, clock, 
     _, short = _add(core, owner, "tmp", ttl=60.0)
     owner_token = (tmp_path / "owner-token").read_text().strip()
     clock.advance(20 * 365 * DAY)
-    assert people.authenticate_person(core, forever)["name"] == "ci"
-    assert people.authenticate_person(core, owner_token)["name"] == "owner"
+    assert people.authenticate_person(core, forever).name == "ci"
+    assert people.authenticate_person(core, owner_token).name == "owner"
     with pytest.raises(Unauthorized):
         people.authenticate_person(core, short)
 
@@ -77,7 +77,7 @@ def test_the_owner_and_oneself_cannot_be_removed(core, owner):
         people.remove_person(core, ada, "owner")
     with pytest.raises(Forbidden, match="you cannot remove yourself"):
         people.remove_person(core, ada, "ada")
-    assert people.authenticate_person(core, token)["name"] == "ada"
+    assert people.authenticate_person(core, token).name == "ada"
 
 
 def test_rotation_kills_the_old_token_and_the_holder_may_rotate_their_own(core, owner, clock):
@@ -86,21 +86,21 @@ def test_rotation_kills_the_old_token_and_the_holder_may_rotate_their_own(core, 
     rotated, new = people.rotate_token(core, ada, "ada", ttl=3600.0)
     with pytest.raises(Unauthorized):
         people.authenticate_person(core, old)
-    assert people.authenticate_person(core, new)["name"] == "ada"
-    assert rotated["token_expires_at"] == clock.now + 3600.0
+    assert people.authenticate_person(core, new).name == "ada"
+    assert rotated.token_expires_at == clock.now + 3600.0
     with pytest.raises(Forbidden, match="never expires"):
         people.rotate_token(core, people.authenticate_person(core, new), "ada", ttl="never")
     with pytest.raises(Forbidden):
         people.rotate_token(core, people.authenticate_person(core, new), "owner")
     event = core.store.events(kind="info:person:token_rotated")[-1]
-    assert event["actor"] == "ada" and event["body"]["token_fingerprint"] == rotated["token_fingerprint"]
+    assert event["actor"] == "ada" and event["body"]["token_fingerprint"] == rotated.token_fingerprint
 
 
 def test_the_owners_rotated_token_does_not_expire_by_default(core, owner, clock):
     rotated, token = people.rotate_token(core, owner, "owner")
-    assert rotated["token_expires_at"] is None
+    assert rotated.token_expires_at is None
     clock.advance(10 * 365 * DAY)
-    assert people.authenticate_person(core, token)["is_owner"] is True
+    assert people.authenticate_person(core, token).is_owner is True
 
 
 def test_a_runner_registered_by_a_removed_person_keeps_checking_in_and_flying(core, owner):
@@ -109,7 +109,7 @@ def test_a_runner_registered_by_a_removed_person_keeps_checking_in_and_flying(co
     runner = make_runner(core, ada, "adas")
     people.remove_person(core, owner, "ada")
     runner = core.store.runner(runner.id)
-    assert runner.registered_by == ada["id"]
+    assert runner.registered_by == ada.id
     runners.check_in(core, runner, readings={}, inventory=None, capabilities=None, version=None,
                      held=[], peer_address=None)
     flight = flights.open_flight(core, owner, command=["true"])

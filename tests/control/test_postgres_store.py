@@ -211,7 +211,7 @@ def test_a_copied_store_holds_every_row_and_its_sequences_go_on_past_them(tmp_pa
     new = Core(store=Store(url, pool_size=1), settings=settings, clock=clock)
     try:
         assert bootstrap(new, tmp_path / "elsewhere") is None  # the owner came along
-        assert new.store.person_by_name("owner")["id"] == owner["id"]
+        assert new.store.person_by_name("owner").id == owner.id
         assert [f.id for f in new.store.flights(newest_first=False)] == [f.id for f in opened]
         body = new.store.db.one("SELECT body FROM hook_deliveries WHERE id = 'd1'")[0]
         assert bytes(body) == b"\x00\xffok"

@@ -110,8 +110,8 @@ def test_events_go_by_their_own_window_and_the_checker_does_not_call_that_broken
 
 
 def _console(core, owner, runner, name: str) -> str:
-    session = ConsoleSession(id=f"c_{name}", runner_id=runner.id, person_id=owner["id"],
-                             person_name=owner["name"], opened_at=core.now())
+    session = ConsoleSession(id=f"c_{name}", runner_id=runner.id, person_id=owner.id,
+                             person_name=owner.name, opened_at=core.now())
     core.store.add_console(session)
     return session.id
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gg.domain import approvals
 from gg.domain.flights import Flight, Stage
 from gg.domain.gates import Gate, refusal_to_clear
+from gg.domain.people import Person
 from gg.domain.waiting import Context, OpenGate, why_waiting
 
-ADMIN = {"id": "p_admin", "name": "root", "role": "admin"}
-ADA = {"id": "p_ada", "name": "ada", "role": "member"}
-BOB = {"id": "p_bob", "name": "bob", "role": "member"}
+ADMIN = Person(id="p_admin", name="root", role="admin")
+ADA = Person(id="p_ada", name="ada", role="member")
+BOB = Person(id="p_bob", name="bob", role="member")
 
 
 def _gate(approver=None, approver_name=None) -> Gate:
@@ -70,7 +73,7 @@ def test_nobody_names_themselves_or_a_stranger_as_approver():
         "name someone else")
     assert approvals.refusal_to_name_approver(ADA, None, "zed") == \
         "--approver: there is no person named zed"
-    assert approvals.refusal_to_name_approver(ADA, {**BOB, "removed_at": 5.0}, "bob") == \
+    assert approvals.refusal_to_name_approver(ADA, replace(BOB, removed_at=5.0), "bob") == \
         "--approver: there is no person named bob"
     assert approvals.refusal_to_name_approver(ADA, BOB, "bob") is None
 
@@ -90,12 +93,12 @@ def test_a_flight_behind_its_approval_says_who_approves_it_and_how():
 
 def test_who_changed_a_flight_s_spec_may_not_approve_the_change_nor_may_its_opener():
     gate = _gate()
-    gate.payload["changed_by"] = ADMIN["id"]
-    assert refusal_to_clear(gate, person=ADMIN, flight_opener=ADA["id"]) == (
+    gate.payload["changed_by"] = ADMIN.id
+    assert refusal_to_clear(gate, person=ADMIN, flight_opener=ADA.id) == (
         "you changed flight f_1, so someone else must approve the change (separation of duties)")
-    assert refusal_to_clear(gate, person=ADA, flight_opener=ADA["id"]) == approvals.opener_refusal("f_1")
-    other_admin = {"id": "p_eve", "name": "eve", "role": "admin"}
-    assert refusal_to_clear(gate, person=other_admin, flight_opener=ADA["id"]) is None
+    assert refusal_to_clear(gate, person=ADA, flight_opener=ADA.id) == approvals.opener_refusal("f_1")
+    other_admin = Person(id="p_eve", name="eve", role="admin")
+    assert refusal_to_clear(gate, person=other_admin, flight_opener=ADA.id) is None
 
 
 def test_a_change_needs_an_approval_when_the_flight_had_one_or_its_environment_requires_one_now():

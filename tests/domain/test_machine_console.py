@@ -5,12 +5,13 @@ from __future__ import annotations
 from gg.domain import machine_console as rules
 from gg.domain.flights import Flight, Stage
 from gg.domain.machine_console import ConsoleSession, ConsoleState
+from gg.domain.people import Person
 from gg.domain.runners import Runner
 
 NOW = 1_000_000.0
-ADMIN = {"id": "p_admin", "name": "ada", "role": "admin"}
-MEMBER = {"id": "p_mia", "name": "mia", "role": "member"}
-STRANGER = {"id": "p_sam", "name": "sam", "role": "member"}
+ADMIN = Person(id="p_admin", name="ada", role="admin")
+MEMBER = Person(id="p_mia", name="mia", role="member")
+STRANGER = Person(id="p_sam", name="sam", role="member")
 
 
 def _runner(**kw) -> Runner:

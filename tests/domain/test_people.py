@@ -3,22 +3,25 @@ rotate whom."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gg.domain import people
+from gg.domain.people import Person
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 
-OWNER = {"id": "p_o", "name": "owner", "role": "admin", "is_owner": True}
-ADMIN = {"id": "p_a", "name": "ada", "role": "admin", "is_owner": False}
-MEMBER = {"id": "p_m", "name": "bob", "role": "member", "is_owner": False}
+OWNER = Person(id="p_o", name="owner", role="admin", is_owner=True)
+ADMIN = Person(id="p_a", name="ada", role="admin")
+MEMBER = Person(id="p_m", name="bob", role="member")
 DAY = 86400.0
 
 
 def test_a_token_works_until_its_expiry_and_never_after_removal():
-    assert people.token_works({"token_expires_at": None}, 1e12)
-    assert people.token_works({"token_expires_at": 100.0}, 99.9)
-    assert not people.token_works({"token_expires_at": 100.0}, 100.0)
-    assert not people.token_works({"token_expires_at": None, "removed_at": 5.0}, 6.0)
+    assert people.token_works(MEMBER, 1e12)
+    assert people.token_works(replace(MEMBER, token_expires_at=100.0), 99.9)
+    assert not people.token_works(replace(MEMBER, token_expires_at=100.0), 100.0)
+    assert not people.token_works(replace(MEMBER, removed_at=5.0), 6.0)
 
 
 def test_a_new_token_expires_after_the_default_unless_it_is_the_owners():
@@ -46,7 +49,7 @@ def test_who_may_remove_whom():
     cases = [
         (MEMBER, ADMIN, "ada", Forbidden, "only an admin may remove a person"),
         (ADMIN, None, "zed", NotFound, "there is no person named zed"),
-        (ADMIN, {**MEMBER, "removed_at": 1.0}, "bob", Conflict, "bob was removed already"),
+        (ADMIN, replace(MEMBER, removed_at=1.0), "bob", Conflict, "bob was removed already"),
         (ADMIN, OWNER, "owner", Forbidden, "the owner cannot be removed"),
         (OWNER, OWNER, "owner", Forbidden, "the owner cannot be removed"),
         (ADMIN, ADMIN, "ada", Forbidden, "you cannot remove yourself; ask another admin to do it"),
@@ -63,6 +66,6 @@ def test_a_token_is_rotated_by_an_admin_or_its_holder():
     with pytest.raises(Forbidden):
         people.check_rotate(MEMBER, ADMIN, "ada")
     with pytest.raises(NotFound):
-        people.check_rotate(ADMIN, {**MEMBER, "removed_at": 1.0}, "bob")
+        people.check_rotate(ADMIN, replace(MEMBER, removed_at=1.0), "bob")
     with pytest.raises(NotFound):
         people.check_rotate(ADMIN, None, "zed")

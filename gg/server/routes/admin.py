@@ -9,6 +9,7 @@ from gg.api import paths
 from gg.api.runners import Forgotten, Retired, RunnerDetail, StateChange, StateChanged
 from gg.api.schemas import DrainSelection, PolicySet
 from gg.control import admin, answers
+from gg.domain.people import Person
 from gg.server import auth
 from gg.server.json_body import JsonRoute
 
@@ -16,7 +17,7 @@ router = APIRouter(route_class=JsonRoute)
 
 
 def _state_change(action: str):
-    async def change(ref: str, request: Request, person: dict = Depends(auth.person)) -> dict:
+    async def change(ref: str, request: Request, person: Person = Depends(auth.person)) -> dict:
         return answers.state_changed(request.app.state.core, person, ref, action)
 
     change.__name__ = f"{action}_runner"
@@ -25,7 +26,7 @@ def _state_change(action: str):
 
 @router.post(paths.RUNNERS_DRAIN, response_model=list[StateChange])
 async def drain_labelled(body: DrainSelection, request: Request,
-                         person: dict = Depends(auth.person)) -> list[dict]:
+                         person: Person = Depends(auth.person)) -> list[dict]:
     return admin.drain_labelled(request.app.state.core, person, body.labels)
 
 
@@ -35,14 +36,14 @@ for _action, _path in (("cordon", paths.RUNNER_CORDON), ("drain", paths.RUNNER_D
 
 
 @router.post(paths.RUNNER_RETIRE, response_model=Retired)
-async def retire(ref: str, request: Request, person: dict = Depends(auth.person)) -> dict:
+async def retire(ref: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     answer = answers.retired(request.app.state.core, person, ref)
     request.app.state.dispatcher.release(answer["runner"])  # its parked claim answers now; the next is refused
     return answer
 
 
 @router.delete(paths.RUNNER, response_model=Forgotten)
-async def forget(ref: str, request: Request, person: dict = Depends(auth.person)) -> dict:
+async def forget(ref: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     answer = answers.forgotten(request.app.state.core, person, ref)
     request.app.state.dispatcher.release(answer["runner"])
     return answer
@@ -50,6 +51,6 @@ async def forget(ref: str, request: Request, person: dict = Depends(auth.person)
 
 @router.post(paths.RUNNER_POLICY, response_model=RunnerDetail)
 async def set_policy(ref: str, body: PolicySet, request: Request,
-                     person: dict = Depends(auth.person)) -> dict:
+                     person: Person = Depends(auth.person)) -> dict:
     return answers.policy_set(request.app.state.core, person, ref, isolation=body.isolation,
                               egress=body.egress, workers=body.workers)

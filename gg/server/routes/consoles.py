@@ -16,6 +16,7 @@ from gg.api import consoles as wire
 from gg.control import answers, people, runners
 from gg.control import machine_console as console_ops
 from gg.domain.machine_console import ConsoleState
+from gg.domain.people import Person
 from gg.errors import GGError, Unauthorized
 from gg.server import auth, relay
 from gg.server.json_body import JsonRoute
@@ -27,7 +28,7 @@ REFUSED = 4403  # a WebSocket close code of our own: the console was refused or 
 
 @router.post(wire.CONSOLES, status_code=201, response_model=wire.ConsoleOpened)
 async def open_console(body: wire.ConsoleOpen, request: Request,
-                       person: dict = Depends(auth.person)) -> dict:
+                       person: Person = Depends(auth.person)) -> dict:
     return answers.console_opened(request.app.state.core, person, ref=body.runner,
                                   command=body.command, flight=body.flight, term=body.term,
                                   rows=body.rows, cols=body.cols,

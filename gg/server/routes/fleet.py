@@ -12,6 +12,7 @@ from gg.control import answers, enrolment, profiles
 from gg.control import credentials, removals
 from gg.api.schemas import Removed
 from gg.control.dry_run import maybe_dry
+from gg.domain.people import Person
 from gg.domain.runners import Runner
 from gg.server import auth
 from gg.server.json_body import JsonRoute
@@ -21,7 +22,7 @@ router = APIRouter(route_class=JsonRoute)
 
 @router.put(paths.PROFILE, response_model=ProfileApplied)
 async def apply_profile(name: str, body: ProfileApply, request: Request,
-                        person: dict = Depends(auth.person), dry_run: bool = False) -> dict:
+                        person: Person = Depends(auth.person), dry_run: bool = False) -> dict:
     """Apply a fleet profile: narrowings at once, widenings behind one admin gate
     (``dry_run``: what it would do, nothing kept)."""
     return maybe_dry(request.app.state.core, dry_run, profiles.apply_profile, person, name,
@@ -29,18 +30,18 @@ async def apply_profile(name: str, body: ProfileApply, request: Request,
 
 
 @router.get(paths.PROFILES, response_model=list[ProfileView])
-async def list_profiles(request: Request, person: dict = Depends(auth.person)) -> list[dict]:
+async def list_profiles(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
     return profiles.list_profiles(request.app.state.core)
 
 
 @router.get(paths.PROFILE, response_model=ProfileView)
-async def show_profile(name: str, request: Request, person: dict = Depends(auth.person)) -> dict:
+async def show_profile(name: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     return profiles.show_profile(request.app.state.core, name)
 
 
 @router.post(paths.ENROL_TOKENS, status_code=201, response_model=EnrolTokenMinted)
 async def mint_token(body: TokenMint, request: Request,
-                     person: dict = Depends(auth.person)) -> dict:
+                     person: Person = Depends(auth.person)) -> dict:
     """A ``gge_`` token, in this answer only."""
     return answers.token_minted(request.app.state.core, person, profile=body.profile,
                                 uses=body.uses, ttl=body.ttl, owner=body.owner,
@@ -49,13 +50,13 @@ async def mint_token(body: TokenMint, request: Request,
 
 
 @router.get(paths.ENROL_TOKENS, response_model=list[EnrolTokenView])
-async def list_tokens(request: Request, person: dict = Depends(auth.person)) -> list[dict]:
+async def list_tokens(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
     return enrolment.list_tokens(request.app.state.core, person)
 
 
 @router.post(paths.ENROL_TOKEN_REVOKE, response_model=EnrolTokenView)
 async def revoke_token(fingerprint: str, request: Request,
-                       person: dict = Depends(auth.person)) -> dict:
+                       person: Person = Depends(auth.person)) -> dict:
     return enrolment.revoke_token(request.app.state.core, person, fingerprint)
 
 
@@ -76,12 +77,13 @@ async def set_credential_refs(body: CredentialRefs, request: Request,
 
 
 @router.get(paths.CREDENTIALS, response_model=list[CredentialRefRow])
-async def list_credential_refs(request: Request, person: dict = Depends(auth.person)) -> list[dict]:
+async def list_credential_refs(request: Request,
+                               person: Person = Depends(auth.person)) -> list[dict]:
     return credentials.list_refs(request.app.state.core)
 
 
 @router.delete(paths.PROFILE, response_model=Removed)
 async def delete_profile(name: str, request: Request,
-                         person: dict = Depends(auth.person)) -> dict:
+                         person: Person = Depends(auth.person)) -> dict:
     """Delete a fleet profile no runner and no redeemable token uses."""
     return removals.delete_profile(request.app.state.core, person, name)

@@ -14,6 +14,7 @@ from gg.api.flights import EstimateAccuracy, FactsPage, FlightDetail, FlightPage
 from gg.api.schemas import FlightOpen
 from gg.control import answers, flights
 from gg.domain.events import SEQ_MAX
+from gg.domain.people import Person
 from gg.server import auth
 from gg.server.json_body import JsonRoute
 
@@ -23,7 +24,8 @@ After = Annotated[int, Query(ge=0, le=SEQ_MAX)]  # a seq: an event's or a fact's
 
 
 @router.post(paths.FLIGHTS, status_code=201, response_model=FlightRow)
-async def open_flight(body: FlightOpen, request: Request, person: dict = Depends(auth.person)) -> dict:
+async def open_flight(body: FlightOpen, request: Request,
+                      person: Person = Depends(auth.person)) -> dict:
     # Answered ahead of the framework (gg/server/open_call.py); registered for the schema.
     return await answers.opened(request.app.state.core, person, **opening(body))
 
@@ -40,7 +42,7 @@ def opening(body: FlightOpen) -> dict:
 
 
 @router.get(paths.FLIGHTS, response_model=FlightPage)
-async def list_flights(request: Request, person: dict = Depends(auth.person),
+async def list_flights(request: Request, person: Person = Depends(auth.person),
                        stage: str | None = None,
                        limit: Annotated[int, Query(ge=1, le=1000)] = 200,
                        cursor: Annotated[str | None, Query(max_length=64)] = None) -> Response:
@@ -55,12 +57,13 @@ async def list_flights(request: Request, person: dict = Depends(auth.person),
 
 
 @router.get(paths.FLIGHT, response_model=FlightDetail)
-async def show_flight(flight_id: str, request: Request, person: dict = Depends(auth.person)) -> dict:
+async def show_flight(flight_id: str, request: Request,
+                      person: Person = Depends(auth.person)) -> dict:
     return await asyncio.to_thread(flights.show_flight, request.app.state.core, flight_id)
 
 
 @router.get(paths.FLIGHT_FACTS, response_model=FactsPage)
-async def follow_facts(flight_id: str, request: Request, person: dict = Depends(auth.person),
+async def follow_facts(flight_id: str, request: Request, person: Person = Depends(auth.person),
                        after: After = 0, wait: Wait = 0) -> dict:
     """Facts after ``after``; with ``wait`` the request is held until one arrives or the flight ends."""
     watch = request.app.state.watch
@@ -69,19 +72,19 @@ async def follow_facts(flight_id: str, request: Request, person: dict = Depends(
 
 
 @router.post(paths.FLIGHT_CANCEL, response_model=FlightDetail)
-async def cancel(flight_id: str, request: Request, person: dict = Depends(auth.person)) -> dict:
+async def cancel(flight_id: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     return await answers.cancelled(request.app.state.core, person, flight_id)
 
 
 @router.get(paths.ESTIMATE_ACCURACY, response_model=EstimateAccuracy)
-async def estimate_accuracy(request: Request, person: dict = Depends(auth.person),
+async def estimate_accuracy(request: Request, person: Person = Depends(auth.person),
                             since: Annotated[float | None, Query(ge=0)] = None) -> dict:
     """``since``: seconds back from now (default: every start still kept)."""
     return answers.estimate_accuracy(request.app.state.core, since)
 
 
 @router.get(paths.EVENTS, response_model=list[Event])
-async def events(request: Request, person: dict = Depends(auth.person),
+async def events(request: Request, person: Person = Depends(auth.person),
                  after: After = 0, kind: str | None = None,
                  runner: str | None = None, flight: str | None = None,
                  limit: Annotated[int, Query(ge=1, le=10000)] = 1000, wait: Wait = 0) -> list[dict]:

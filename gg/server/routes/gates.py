@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from gg.api import paths
 from gg.api.gates import Gate
 from gg.control import answers, gates
+from gg.domain.people import Person
 from gg.server import auth
 from gg.server.json_body import JsonRoute
 
@@ -16,16 +17,16 @@ router = APIRouter(route_class=JsonRoute)
 
 
 @router.get(paths.GATES, response_model=list[Gate])
-async def list_gates(request: Request, person: dict = Depends(auth.person),
+async def list_gates(request: Request, person: Person = Depends(auth.person),
                      status: Literal["open", "cleared", "superseded", "rejected", "all"] = "open") -> list[dict]:
     return gates.list_gates(request.app.state.core, None if status == "all" else status)
 
 
 @router.get(paths.GATE, response_model=Gate)
-async def show_gate(gate_id: str, request: Request, person: dict = Depends(auth.person)) -> dict:
+async def show_gate(gate_id: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     return answers.gate_shown(request.app.state.core, gate_id)
 
 
 @router.post(paths.GATE_CLEAR, response_model=Gate)
-async def clear_gate(gate_id: str, request: Request, person: dict = Depends(auth.person)) -> dict:
+async def clear_gate(gate_id: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     return await answers.gate_cleared(request.app.state.core, person, gate_id)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from gg.api import paths
-from gg.api.people import Person, PersonAdd, PersonWithToken, TokenRotate, Whoami
+from gg.api import people as wire
+from gg.api.people import PersonAdd, PersonWithToken, TokenRotate, Whoami
 from gg.api.schemas import Health, Name
 from gg.control import answers, people
+from gg.domain.people import Person
 from gg.server import auth
 from gg.server.json_body import JsonRoute
 
@@ -22,29 +24,30 @@ async def health(request: Request) -> dict:
 
 
 @router.get(paths.WHOAMI, response_model=Whoami)
-async def whoami(request: Request, person: dict = Depends(auth.person)) -> dict:
+async def whoami(request: Request, person: Person = Depends(auth.person)) -> dict:
     return answers.whoami(request.app.state.core, person)
 
 
 @router.post(paths.PEOPLE, status_code=201, response_model=PersonWithToken)
-async def add_person(body: PersonAdd, request: Request, person: dict = Depends(auth.person)) -> dict:
+async def add_person(body: PersonAdd, request: Request,
+                     person: Person = Depends(auth.person)) -> dict:
     return answers.person_added(request.app.state.core, person, name=body.name, admin=body.admin,
                                 ttl=body.ttl)
 
 
-@router.get(paths.PEOPLE, response_model=list[Person])
+@router.get(paths.PEOPLE, response_model=list[wire.Person])
 async def list_people(request: Request, removed: bool = Query(False),
-                      person: dict = Depends(auth.person)) -> list[dict]:
+                      person: Person = Depends(auth.person)) -> list[dict]:
     return people.list_people(request.app.state.core, person, removed=removed)
 
 
-@router.delete(paths.PERSON, response_model=Person)
+@router.delete(paths.PERSON, response_model=wire.Person)
 async def remove_person(request: Request, name: Name = PersonName,
-                        person: dict = Depends(auth.person)) -> dict:
+                        person: Person = Depends(auth.person)) -> dict:
     return people.remove_person(request.app.state.core, person, name)
 
 
 @router.post(paths.PERSON_TOKEN, response_model=PersonWithToken)
 async def rotate_token(body: TokenRotate, request: Request, name: Name = PersonName,
-                       person: dict = Depends(auth.person)) -> dict:
+                       person: Person = Depends(auth.person)) -> dict:
     return answers.token_rotated(request.app.state.core, person, name, body.ttl)

@@ -12,6 +12,7 @@ from gg.api.runners import LabelDispositions, OwnershipChanged
 from gg.api.schemas import Removed
 from gg.control import answers, environments, ownership, plan, removals
 from gg.control.dry_run import maybe_dry
+from gg.domain.people import Person
 from gg.server import auth
 from gg.server.deadlines import AttendedWake
 from gg.server.json_body import JsonRoute
@@ -26,40 +27,40 @@ def install(app: FastAPI) -> None:
 
 @router.post(paths.ENVIRONMENTS, status_code=201, response_model=EnvironmentCharted)
 async def chart(body: EnvironmentChart, request: Request,
-                person: dict = Depends(auth.person)) -> dict:
+                person: Person = Depends(auth.person)) -> dict:
     return environments.chart(request.app.state.core, person, body.name, body.means)
 
 
 @router.get(paths.ENVIRONMENTS, response_model=list[EnvironmentView])
-async def list_environments(request: Request, person: dict = Depends(auth.person)) -> list[dict]:
+async def list_environments(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
     return environments.environments_view(request.app.state.core)
 
 
 @router.get(paths.ENVIRONMENT, response_model=EnvironmentView)
 async def show_environment(name: str, request: Request,
-                           person: dict = Depends(auth.person)) -> dict:
+                           person: Person = Depends(auth.person)) -> dict:
     return environments.environment_view(request.app.state.core, name)
 
 
 @router.put(paths.ROOT, response_model=RootApplied)
-async def apply_root(body: RootApply, request: Request, person: dict = Depends(auth.person),
+async def apply_root(body: RootApply, request: Request, person: Person = Depends(auth.person),
                      dry_run: bool = False) -> dict:
     return maybe_dry(request.app.state.core, dry_run, environments.apply_root, person,
                      body.model_dump())
 
 
 @router.get(paths.ROOT, response_model=RootView)
-async def show_root(request: Request, person: dict = Depends(auth.person)) -> dict:
+async def show_root(request: Request, person: Person = Depends(auth.person)) -> dict:
     return environments.root_view(request.app.state.core)
 
 
 @router.get(paths.LABELS, response_model=list[LabelDispositions])
-async def list_labels(request: Request, person: dict = Depends(auth.person)) -> list[dict]:
+async def list_labels(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
     return await answers.labels_listed(request.app.state.core)
 
 
 def _ownership_route(path: str, action: str) -> None:
-    async def act(ref: str, request: Request, person: dict = Depends(auth.person)) -> dict:
+    async def act(ref: str, request: Request, person: Person = Depends(auth.person)) -> dict:
         return ownership.change(request.app.state.core, person, ref, action)
 
     act.__name__ = f"runner_{action}"
@@ -74,16 +75,17 @@ for _path, _action in ((paths.RUNNER_CLAIM, "claim"), (paths.RUNNER_UNCLAIM, "un
 
 @router.post(paths.RUNNER_OWNERSHIP, response_model=OwnershipChanged)
 async def set_ownership(ref: str, body: OwnershipSet, request: Request,
-                        person: dict = Depends(auth.person)) -> dict:
+                        person: Person = Depends(auth.person)) -> dict:
     return ownership.set_ownership(request.app.state.core, person, ref, body.ownership)
 
 
 @router.get(paths.FLIGHT_PLAN, response_model=Plan)
-async def flight_plan(flight_id: str, request: Request, person: dict = Depends(auth.person)) -> dict:
+async def flight_plan(flight_id: str, request: Request,
+                      person: Person = Depends(auth.person)) -> dict:
     return plan.plan_for(request.app.state.core, flight_id)
 
 
 @router.delete(paths.ENVIRONMENT, response_model=Removed)
 async def remove_environment(name: str, request: Request,
-                             person: dict = Depends(auth.person)) -> dict:
+                             person: Person = Depends(auth.person)) -> dict:
     return removals.remove_environment(request.app.state.core, person, name)

@@ -16,6 +16,7 @@ from gg.api.schemas import Removed
 from gg.api.schemas import Attestation, MemberJoin, PoolAction, PoolAllow, StrategyApply, StrategyDigest
 from gg.control import members, pools, removals, strategies
 from gg.control.dry_run import maybe_dry
+from gg.domain.people import Person
 from gg.domain.runners import Runner
 from gg.server import auth
 from gg.server.auth import person_only
@@ -28,25 +29,25 @@ router = APIRouter(route_class=JsonRoute)
 
 
 @router.get(paths.STRATEGIES, response_model=list[Strategy])
-async def list_strategies(request: Request, person: dict = Depends(person_only)) -> list[dict]:
+async def list_strategies(request: Request, person: Person = Depends(person_only)) -> list[dict]:
     return strategies.list_strategies(request.app.state.core)
 
 
 @router.get(paths.STRATEGY, response_model=Strategy)
-async def show_strategy(name: str, request: Request, person: dict = Depends(person_only)) -> dict:
+async def show_strategy(name: str, request: Request, person: Person = Depends(person_only)) -> dict:
     return strategies.show(request.app.state.core, name)
 
 
 @router.put(paths.STRATEGY, response_model=StrategyApplied)
 async def apply_strategy(name: str, body: StrategyApply, request: Request,
-                         person: dict = Depends(person_only), dry_run: bool = False) -> dict:
+                         person: Person = Depends(person_only), dry_run: bool = False) -> dict:
     return maybe_dry(request.app.state.core, dry_run, strategies.apply, person, name,
                      body.strategy)
 
 
 @router.post(paths.STRATEGY_DIGEST, response_model=DigestPinned)
 async def pin_digest(name: str, body: StrategyDigest, request: Request,
-                     person: dict = Depends(person_only)) -> dict:
+                     person: Person = Depends(person_only)) -> dict:
     return strategies.pin_digest(request.app.state.core, person, name, body.digest)
 
 
@@ -54,18 +55,18 @@ async def pin_digest(name: str, body: StrategyDigest, request: Request,
 
 
 @router.get(paths.POOLS, response_model=list[Pool])
-async def list_pools(request: Request, person: dict = Depends(person_only)) -> list[dict]:
+async def list_pools(request: Request, person: Person = Depends(person_only)) -> list[dict]:
     return pools.list_pools(request.app.state.core)
 
 
 @router.get(paths.POOL, response_model=Pool)
-async def show_pool(pool: str, request: Request, person: dict = Depends(person_only)) -> dict:
+async def show_pool(pool: str, request: Request, person: Person = Depends(person_only)) -> dict:
     return pools.show_pool(request.app.state.core, pool)
 
 
 @router.post(paths.POOL_ALLOW, response_model=MaintainerAllowed)
 async def allow(pool: str, body: PoolAllow, request: Request,
-                person: dict = Depends(person_only)) -> dict:
+                person: Person = Depends(person_only)) -> dict:
     return pools.allow(request.app.state.core, person, pool, body.runner)
 
 
@@ -108,10 +109,10 @@ async def join(body: MemberJoin, request: Request) -> dict:
 
 @router.delete(paths.STRATEGY, response_model=Removed)
 async def delete_strategy(name: str, request: Request,
-                          person: dict = Depends(person_only)) -> dict:
+                          person: Person = Depends(person_only)) -> dict:
     return removals.delete_strategy(request.app.state.core, person, name)
 
 
 @router.delete(paths.POOL, response_model=Removed)
-async def delete_pool(pool: str, request: Request, person: dict = Depends(person_only)) -> dict:
+async def delete_pool(pool: str, request: Request, person: Person = Depends(person_only)) -> dict:
     return pools.delete_pool(request.app.state.core, person, pool)

@@ -15,6 +15,7 @@ from gg.api.runners import (Challenge, CheckedIn, Claimed, CredentialRenewed, Fa
 from gg.api.schemas import (CheckIn, Claim, CredentialRenew, HandBack, KeyNonceAsk, Ok, Renew,
                             Report, RunnerRegister)
 from gg.control import answers, key_proof, leases, runners
+from gg.domain.people import Person
 from gg.domain.runners import Runner, RunnerIdentity
 from gg.errors import BadRequest, TooManyRequests
 from gg.server import auth
@@ -38,7 +39,7 @@ async def key_nonce(body: KeyNonceAsk, request: Request) -> dict:
 
 @router.post(paths.RUNNERS, status_code=201, response_model=Registered)
 async def register(body: RunnerRegister, request: Request,
-                   person: dict = Depends(auth.person)) -> dict:
+                   person: Person = Depends(auth.person)) -> dict:
     return await answers.registered(
         request.app.state.core, person, name=body.name, public_key=body.public_key,
         labels=body.labels, workers=body.workers, inventory=body.inventory,
@@ -46,18 +47,18 @@ async def register(body: RunnerRegister, request: Request,
 
 
 @router.get(paths.RUNNERS, response_model=list[RunnerRow])
-async def list_runners(request: Request, person: dict = Depends(auth.person)) -> list[dict]:
+async def list_runners(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
     return answers.runners_listed(request.app.state.core)
 
 
 @router.get(paths.RUNNER, response_model=RunnerDetail)
-async def show_runner(ref: str, request: Request, person: dict = Depends(auth.person)) -> dict:
+async def show_runner(ref: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     return answers.runner_shown(request.app.state.core, ref)
 
 
 @router.get(paths.RUNNER_BY_FINGERPRINT, response_model=RunnerDetail)
 async def runner_by_fingerprint(request: Request, fingerprint: str = Query(max_length=100),
-                                person: dict = Depends(auth.person)) -> dict:
+                                person: Person = Depends(auth.person)) -> dict:
     return answers.runner_by_fingerprint(request.app.state.core, fingerprint)
 
 
