@@ -31,6 +31,8 @@ approving: an admin may reject a flight they opened (as they may cancel it).
 
 from __future__ import annotations
 
+from typing import Any
+
 from gg.domain.specs import short
 
 KIND = "approval"
@@ -104,7 +106,7 @@ def changer_refusal(flight_id: str | None) -> str:
             "(separation of duties)")
 
 
-def refusal_to_approve(person: dict, *, flight_id: str | None, opener: str | None,
+def refusal_to_approve(person: dict[str, Any], *, flight_id: str | None, opener: str | None,
                        approver: str | None, approver_name: str | None,
                        changed_by: str | None = None) -> str | None:
     """Why ``person`` may not approve (clear the approval gate of) a flight, or None."""
@@ -117,7 +119,7 @@ def refusal_to_approve(person: dict, *, flight_id: str | None, opener: str | Non
     return f"only {approver_words(approver_name)} may approve flight {flight_id}"
 
 
-def refusal_to_reject(person: dict, *, flight_id: str, approver: str | None,
+def refusal_to_reject(person: dict[str, Any], *, flight_id: str, approver: str | None,
                       approver_name: str | None) -> str | None:
     """Why ``person`` may not reject a flight's approval, or None. Its opener, when not an
     admin, cancels it instead."""
@@ -127,7 +129,8 @@ def refusal_to_reject(person: dict, *, flight_id: str, approver: str | None,
             f"its opener may cancel it: gg cancel {flight_id}")
 
 
-def refusal_to_name_approver(opener: dict, approver: dict | None, name: str) -> str | None:
+def refusal_to_name_approver(opener: dict[str, Any], approver: dict[str, Any] | None,
+                             name: str) -> str | None:
     """Why ``--approver name`` is refused when ``opener`` opens a flight, or None."""
     if approver is None or approver.get("removed_at"):
         return f"--approver: there is no person named {name}"

@@ -15,17 +15,19 @@ form that passes (the synchronizer token, kept by deriving instead of storing). 
 
 from __future__ import annotations
 
+from typing import Any
+
 from gg.domain import tokens
 from gg.domain.people import token_works
 
 
-def new_session(person: dict, now: float, ttl: float) -> tuple[str, str, float]:
+def new_session(person: dict[str, Any], now: float, ttl: float) -> tuple[str, str, float]:
     """A session for ``person``: ``(secret, its hash to store, expires_at)``."""
     secret = tokens.mint(tokens.SESSION)
     return secret, tokens.digest(secret), now + ttl
 
 
-def session_works(session: dict, holder: dict | None, now: float) -> bool:
+def session_works(session: dict[str, Any], holder: dict[str, Any] | None, now: float) -> bool:
     """Whether a stored session still signs its person in at ``now``. ``holder`` is whoever
     holds the person token the session was made with (None: nobody, since it was rotated
     away): the session works only while that is still its own person, with that token."""
@@ -42,13 +44,15 @@ def form_token(secret: str) -> str:
 
 
 def form_token_matches(secret: str, given: str | None) -> bool:
-    return bool(given) and tokens.same_digest(form_token(secret), given)
+    if not given:
+        return False
+    return tokens.same_digest(form_token(secret), given)
 
 
-def may_cancel(person: dict, opened_by: str) -> bool:
+def may_cancel(person: dict[str, Any], opened_by: str) -> bool:
     """The flight's opener or an admin (the rule ``gg cancel`` and the console share)."""
-    return person["role"] == "admin" or opened_by == person["id"]
+    return bool(person["role"] == "admin" or opened_by == person["id"])
 
 
-def is_admin(person: dict) -> bool:
-    return person["role"] == "admin"
+def is_admin(person: dict[str, Any]) -> bool:
+    return bool(person["role"] == "admin")

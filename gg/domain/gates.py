@@ -20,6 +20,7 @@ approval was refused) or ``superseded`` (the flight was cancelled).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from gg.domain import approvals
 
@@ -42,7 +43,7 @@ class Gate:
     opened_by: str | None = None
     runner_id: str | None = None
     flight_id: str | None = None
-    payload: dict = field(default_factory=dict)
+    payload: dict[str, Any] = field(default_factory=dict)
     status: str = "open"
     cleared_at: float | None = None
     cleared_by: str | None = None
@@ -58,7 +59,8 @@ class Gate:
         return CLEARER_WORDS.get(self.clearer, self.clearer)
 
 
-def refusal_to_clear(gate: Gate, *, person: dict | None = None, runner_id: str | None = None,
+def refusal_to_clear(gate: Gate, *, person: dict[str, Any] | None = None,
+                     runner_id: str | None = None,
                      flight_opener: str | None = None) -> str | None:
     """Why this caller may not clear ``gate``, or None when it may."""
     if not gate.open:

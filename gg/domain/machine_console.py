@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from gg.domain.flights import Flight, Stage
 from gg.domain.pull import KIND as PULL_KIND
 from gg.domain.runners import Runner
-
 
 # A runner that can serve consoles says so in its inventory's ``features``; an older one (or a
 # kind of runner without them) is refused with a sentence instead of leaving a console waiting.
@@ -63,7 +63,7 @@ class ConsoleSession:
         return ConsoleState.WAITING
 
 
-def refusal(runner: Runner, person: dict, owner_name: str | None = None) -> str | None:
+def refusal(runner: Runner, person: dict[str, Any], owner_name: str | None = None) -> str | None:
     """None when ``person`` may open a console on ``runner``; otherwise the one sentence that
     says why not and what would make it possible."""
     name = runner.name

@@ -19,6 +19,7 @@ Pure: a runner and a person in, a refusal or the new values out.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from gg.domain.events import EventKind
 from gg.domain.runners import Runner
@@ -30,11 +31,12 @@ SETTABLE = ("organisation", "open")
 
 @dataclass(frozen=True)
 class Change:
-    values: dict  # the runner columns to set; empty when nothing changes
+    values: dict[str, Any]  # the runner columns to set; empty when nothing changes
     event: EventKind | None  # the event kind to record, or None for a harmless repeat
 
 
-def decide(action: str, runner: Runner, person: dict, owner_name: str | None = None) -> Change:
+def decide(action: str, runner: Runner, person: dict[str, Any],
+           owner_name: str | None = None) -> Change:
     """What ``person`` doing ``action`` to ``runner`` changes; raises with one sentence when
     it is not allowed (Forbidden) or does not fit the runner's state (Conflict)."""
     if action not in ACTIONS:
@@ -70,7 +72,7 @@ def decide(action: str, runner: Runner, person: dict, owner_name: str | None = N
     return Change({"reserved": False}, EventKind.RUNNER_RELEASED)
 
 
-def decide_ownership(state: str, runner: Runner, person: dict) -> Change:
+def decide_ownership(state: str, runner: Runner, person: dict[str, Any]) -> Change:
     """An admin sets ``organisation`` or ``open``; any owner and reservation end."""
     if person.get("role") != "admin":
         raise Forbidden("only an admin may change whose a runner is")

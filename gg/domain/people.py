@@ -14,13 +14,15 @@ them, ``now`` is passed in, refusals are raised with one sentence.
 
 from __future__ import annotations
 
+from typing import Any
+
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 
 NEVER = "never"
 MAX_TTL = 3650 * 86400.0  # ten years: anything longer should be `never`, said out loud
 
 
-def token_works(person: dict, now: float) -> bool:
+def token_works(person: dict[str, Any], now: float) -> bool:
     """Whether the token stored for ``person`` may sign them in at ``now``."""
     if person.get("removed_at") is not None:
         return False
@@ -28,8 +30,8 @@ def token_works(person: dict, now: float) -> bool:
     return expires is None or now < expires
 
 
-def token_expiry(actor: dict, target: dict | None, ttl: float | str | None, default: float,
-                 now: float) -> float | None:
+def token_expiry(actor: dict[str, Any], target: dict[str, Any] | None,
+                 ttl: float | str | None, default: float, now: float) -> float | None:
     """When a token ``actor`` mints for ``target`` (None: a new person) expires.
 
     ``ttl`` None means the default: ``default`` seconds, except for the owner, whose token
@@ -48,7 +50,7 @@ def token_expiry(actor: dict, target: dict | None, ttl: float | str | None, defa
     return now + float(ttl)
 
 
-def check_remove(actor: dict, target: dict | None, name: str) -> None:
+def check_remove(actor: dict[str, Any], target: dict[str, Any] | None, name: str) -> None:
     """Refuse a removal that must not happen: not an admin, unknown, the owner, oneself."""
     if actor.get("role") != "admin":
         raise Forbidden("only an admin may remove a person")
@@ -62,7 +64,7 @@ def check_remove(actor: dict, target: dict | None, name: str) -> None:
         raise Forbidden("you cannot remove yourself; ask another admin to do it")
 
 
-def check_rotate(actor: dict, target: dict | None, name: str) -> None:
+def check_rotate(actor: dict[str, Any], target: dict[str, Any] | None, name: str) -> None:
     """Refuse a rotation by someone else than an admin or the person themself."""
     if actor.get("role") != "admin" and name != actor.get("name"):
         raise Forbidden("only an admin or the person themself may rotate a person's token")
