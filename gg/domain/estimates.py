@@ -269,7 +269,7 @@ class Forecast:
     def longest(self, environment_of: Mapping[str, str]) -> dict[str, float]:
         """Environment -> the longest estimated wait (seconds from now) among its flights."""
         out: dict[str, float] = {}
-        for fid, t in zip(self._played.ids, self._played.at):
+        for fid, t in zip(self._played.ids, self._played.at, strict=True):
             if t is not None:
                 env = environment_of.get(fid, "")
                 out[env] = max(out.get(env, 0.0), t - self.now)
@@ -596,7 +596,7 @@ def moved(before: tuple[float, float, float] | None, now_said: tuple[float, floa
     if before is None:
         return True
     slack = max(MOVED_MIN, (now_said[0] - now) * MOVED_SHARE)
-    return any(abs(x - y) > slack for x, y in zip(now_said, before))
+    return any(abs(x - y) > slack for x, y in zip(now_said, before, strict=True))
 
 
 def accuracy(rows: list[dict[str, Any]]) -> dict[str, Any]:

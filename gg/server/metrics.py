@@ -63,7 +63,7 @@ class _Buckets:
 
     def family(self, name: str, doc: str) -> HistogramMetricFamily:
         running, buckets = 0, []
-        for bound, count in zip(self.bounds + (float("inf"),), self.counts):
+        for bound, count in zip(self.bounds + (float("inf"),), self.counts, strict=True):
             running += count
             buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
         return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=self.total)
