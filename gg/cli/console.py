@@ -37,7 +37,8 @@ def console(
     flight: Optional[str] = typer.Option(None, "--flight", metavar="F",
                                          help="Join attended flight F's workspace and sandbox."),
 ) -> None:
-    """An interactive terminal on a runner, relayed through the control plane (its owner's; an admin's for organisation and open ones)."""
+    """An interactive terminal on a runner, relayed through the control plane (its owner's; an
+    admin's for organisation and open ones)."""
     api = client()
     rows, cols = _size()
     opened = api.open_console({"runner": runner, "command": list(command or []), "flight": flight,
