@@ -16,7 +16,7 @@ from gg.errors import GGError
 class CliError(GGError):
     """A refusal decided on this side (bad flag, not signed in): one sentence, an exit code."""
 
-    def __init__(self, message: str, exit_code: Exit = Exit.USAGE):
+    def __init__(self, message: str, exit_code: int = Exit.USAGE):  # an Exit, or a flight's code
         super().__init__(message)
         self.exit_code = int(exit_code)
 
