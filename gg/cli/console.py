@@ -15,7 +15,7 @@ import shutil
 import signal
 import sys
 import threading
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -57,7 +57,7 @@ class Session:
         self.stdin = sys.stdin.fileno()
         self.stdout = sys.stdout.fileno()
         self.tty = os.isatty(self.stdin)
-        self.saved = None
+        self.saved: list[Any] | None = None  # the terminal's modes while raw
         self.errors: list[str] = []
 
     def run(self) -> int:

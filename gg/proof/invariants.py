@@ -308,7 +308,7 @@ def _one_final_outcome(cur, q: _Queries, **_) -> Iterable[tuple[str | None, str]
     for flight_id, kind in _rows(cur, f"SELECT flight_id, kind FROM events WHERE kind IN ({kinds}) "
                                       "ORDER BY seq"):
         finals[flight_id].append(kind.rsplit(":", 1)[1])
-    exits: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    exits: dict[str, list[tuple[int, str | None]]] = defaultdict(list)
     for flight_id, epoch, body in _rows(cur, "SELECT flight_id, epoch, body FROM facts "
                                              "WHERE kind = 'exit' ORDER BY seq"):
         exits[flight_id].append((epoch, _outcome(body)))
