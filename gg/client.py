@@ -69,21 +69,39 @@ def _lazy(name: str) -> Any:
     return _Lazy(name)
 
 
-keys = _lazy("gg.keys")
-e = _lazy("gg.api.enrolment")
-ev = _lazy("gg.api.events")
-f = _lazy("gg.api.flights")
-g = _lazy("gg.api.gates")
-h = _lazy("gg.api.hooks")
-pe = _lazy("gg.api.people")
-pl = _lazy("gg.api.placement")
-po = _lazy("gg.api.pools")
-r = _lazy("gg.api.runners")
-s = _lazy("gg.api.schemas")
-ap = _lazy("gg.api.approvals")
-gr = _lazy("gg.api.groups")
-sv = _lazy("gg.api.services")
-co = _lazy("gg.api.consoles")
+# The wire modules, loaded on first use at run time; the type checker reads them as they are.
+if TYPE_CHECKING:
+    from gg import keys
+    from gg.api import enrolment as e
+    from gg.api import events as ev
+    from gg.api import flights as f
+    from gg.api import gates as g
+    from gg.api import hooks as h
+    from gg.api import people as pe
+    from gg.api import placement as pl
+    from gg.api import pools as po
+    from gg.api import runners as r
+    from gg.api import schemas as s
+    from gg.api import approvals as ap
+    from gg.api import groups as gr
+    from gg.api import services as sv
+    from gg.api import consoles as co
+else:
+    keys = _lazy("gg.keys")
+    e = _lazy("gg.api.enrolment")
+    ev = _lazy("gg.api.events")
+    f = _lazy("gg.api.flights")
+    g = _lazy("gg.api.gates")
+    h = _lazy("gg.api.hooks")
+    pe = _lazy("gg.api.people")
+    pl = _lazy("gg.api.placement")
+    po = _lazy("gg.api.pools")
+    r = _lazy("gg.api.runners")
+    s = _lazy("gg.api.schemas")
+    ap = _lazy("gg.api.approvals")
+    gr = _lazy("gg.api.groups")
+    sv = _lazy("gg.api.services")
+    co = _lazy("gg.api.consoles")
 
 _RETRY_STATUSES = (502, 503, 504)
 
@@ -422,7 +440,7 @@ class Client:
         return _one(r.RunnerDetail, self.request("GET", paths.RUNNER_BY_FINGERPRINT,
                                                  params={"fingerprint": fingerprint}))
 
-    def open_flight(self, body: dict, *, plain: bool = False) -> f.FlightRow:
+    def open_flight(self, body: dict, *, plain: bool = False) -> f.FlightRow | Plain:
         """The opened flight's row; ``plain``: read as sent (:class:`Plain`)."""
         answer = self.request("POST", paths.FLIGHTS, json=body)
         return Plain(answer) if plain else _one(f.FlightRow, answer)
@@ -450,12 +468,12 @@ class Client:
                 break
         return rows
 
-    def flight(self, flight_id: str, *, plain: bool = False) -> f.FlightDetail:
+    def flight(self, flight_id: str, *, plain: bool = False) -> f.FlightDetail | Plain:
         answer = self.request("GET", paths.FLIGHT.format(flight_id=flight_id))
         return Plain(answer) if plain else _one(f.FlightDetail, answer)
 
     def facts(self, flight_id: str, after: int = 0, wait: float = 0, *, plain: bool = False,
-              **kw) -> f.FactsPage:
+              **kw) -> f.FactsPage | Plain:
         answer = self.request("GET", paths.FLIGHT_FACTS.format(flight_id=flight_id),
                               params={"after": after, "wait": wait}, timeout=wait + 15.0, **kw)
         return Plain(answer) if plain else _one(f.FactsPage, answer)
@@ -768,7 +786,8 @@ def _one(model: type[M], value: Any) -> M:
 def _many(model: type[M], value: Any) -> list[M]:
     from pydantic import TypeAdapter
 
-    return TypeAdapter(list[model]).validate_python(value)
+    # a list of a model named at run time, which a static type cannot spell
+    return TypeAdapter(list[model]).validate_python(value)  # type: ignore[valid-type]
 
 
 class Plain(dict):
@@ -824,12 +843,13 @@ class PlainHttp:
     def __init__(self, base_url: str, timeout: float, headers: dict[str, str]):
         try:
             url = urllib.parse.urlsplit(base_url)
-            self._host, self._port = url.hostname, url.port
+            host, self._port = url.hostname, url.port
         except ValueError:
-            url = self._host = None
-        if url is None or url.scheme not in ("http", "https") or not self._host:
+            host = None
+        if not host or url.scheme not in ("http", "https"):
             raise Unreachable(f"cannot reach the control plane at {base_url}: not an http(s) "
                               "URL")
+        self._host: str = host
         self._tls = url.scheme == "https"
         self._prefix = url.path.rstrip("/")
         self._proxy = _proxy_for(url.scheme, self._host)
@@ -933,7 +953,9 @@ def _proxy_for(scheme: str, host: str) -> "tuple[str, int, dict[str, str]] | Non
 
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(scheme) or proxies.get("all")
-    if not proxy or urllib.request.proxy_bypass_environment(host, proxies):
+    # proxy_bypass_environment is undocumented, so typeshed leaves it out
+    if not proxy or urllib.request.proxy_bypass_environment(  # type: ignore[attr-defined]
+            host, proxies):
         return None
     parts = urllib.parse.urlsplit(proxy if "://" in proxy else "http://" + proxy)
     if not parts.hostname:

@@ -43,7 +43,7 @@ def parse_size(text: str) -> int:
     sentence when it is not a size."""
     match = _SIZE.match(str(text))
     unit = match.group(2).lower() if match else None
-    if unit not in _SIZE_UNITS:
+    if match is None or unit not in _SIZE_UNITS:
         raise ValueError(f"{text!r} is not a size (try 512k, 10MB or 1G)")
     return int(float(match.group(1)) * _SIZE_UNITS[unit])
 # Settings that take one of a few words, and the words.

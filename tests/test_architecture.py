@@ -171,7 +171,7 @@ def _is_answer(node: ast.Dict) -> bool:
 
 def test_only_the_store_writes_a_flight_stage_and_only_as_the_table_says():
     writes = []
-    for name, path in sorted(MODULES.items()):
+    for _, path in sorted(MODULES.items()):
         rel = path.relative_to(ROOT.parent).as_posix()
         if not rel.startswith(_OWNERS):
             writes.extend(_stage_writes(rel, path.read_text()))

@@ -125,10 +125,10 @@ def check(words: list[str], where: str) -> list[str]:
         alternatives = word.split("|")
         subs = [command.get_command(ctx, alt) for alt in alternatives]
         if not all(subs):
-            missing = [a for a, s in zip(alternatives, subs) if s is None]
+            missing = [a for a, s in zip(alternatives, subs, strict=True) if s is None]
             problems.append(f"{where}: gg {' '.join(path)} has no command {'|'.join(missing)}")
             return problems
-        for alt, sub in zip(alternatives[1:], subs[1:]):
+        for alt, sub in zip(alternatives[1:], subs[1:], strict=True):
             if hasattr(sub, "get_command"):  # a group among alternatives: check each branch
                 problems += check([*path, alt, *words[i + 1:]], where)
         path.append(alternatives[0])

@@ -44,9 +44,10 @@ def test_every_retry_budget_is_a_name_from_the_client():
                 given = [node.value]  # a call's retry_for=...
             elif isinstance(node, ast.arguments):  # a parameter's default
                 named = node.posonlyargs + node.args
-                given = [d for a, d in zip(named[len(named) - len(node.defaults):], node.defaults)
+                given = [d for a, d in zip(named[len(named) - len(node.defaults):], node.defaults,
+                                                 strict=True)
                          if a.arg == "retry_for"]
-                given += [d for a, d in zip(node.kwonlyargs, node.kw_defaults)
+                given += [d for a, d in zip(node.kwonlyargs, node.kw_defaults, strict=True)
                           if a.arg == "retry_for" and d is not None]
             found += [f"{path}:{v.lineno}: retry_for={ast.unparse(v)}" for v in given
                       if _is_number(v)]

@@ -27,7 +27,7 @@ def _shallow(value: dict) -> dict:
     Deeper values would be stored and later blow Python's recursion limit wherever they
     are copied or encoded (a 5xx on every read of them); they are refused at the door.
     """
-    stack = [(value, 1)]
+    stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if depth > MAX_JSON_DEPTH:

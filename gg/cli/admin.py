@@ -50,6 +50,7 @@ def drain(
         return
     from gg.domain.labels import parse_labels
 
+    assert label is not None  # one of the two, said above
     try:
         selector = parse_labels(label)
     except ValueError as exc:

@@ -163,7 +163,9 @@ def load(name: str):
         if module not in _loaded:
             importlib.import_module(f"gg.cli.{module}").register(_commands)
             _loaded.add(module)
-    return typer.main.get_command(_commands).commands.get(name)
+    group = typer.main.get_command(_commands)
+    assert isinstance(group, typer.core.TyperGroup)  # a Typer of several commands
+    return group.commands.get(name)
 
 
 app = typer.Typer(

@@ -15,7 +15,7 @@ import shutil
 import signal
 import sys
 import threading
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -37,7 +37,8 @@ def console(
     flight: Optional[str] = typer.Option(None, "--flight", metavar="F",
                                          help="Join attended flight F's workspace and sandbox."),
 ) -> None:
-    """An interactive terminal on a runner, relayed through the control plane (its owner's; an admin's for organisation and open ones)."""
+    """An interactive terminal on a runner, relayed through the control plane (its owner's; an
+    admin's for organisation and open ones)."""
     api = client()
     rows, cols = _size()
     opened = api.open_console({"runner": runner, "command": list(command or []), "flight": flight,
@@ -56,7 +57,7 @@ class Session:
         self.stdin = sys.stdin.fileno()
         self.stdout = sys.stdout.fileno()
         self.tty = os.isatty(self.stdin)
-        self.saved = None
+        self.saved: list[Any] | None = None  # the terminal's modes while raw
         self.errors: list[str] = []
 
     def run(self) -> int:

@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from gg import config
 from gg.cli.exits import Exit
@@ -16,7 +16,7 @@ from gg.errors import GGError
 class CliError(GGError):
     """A refusal decided on this side (bad flag, not signed in): one sentence, an exit code."""
 
-    def __init__(self, message: str, exit_code: Exit = Exit.USAGE):
+    def __init__(self, message: str, exit_code: int = Exit.USAGE):  # an Exit, or a flight's code
         super().__init__(message)
         self.exit_code = int(exit_code)
 
@@ -36,6 +36,12 @@ def settings() -> config.Config:
         return config.load()
     except ValueError as exc:
         raise CliError(str(exc), Exit.USAGE) from None
+
+
+@overload
+def server_url(required: Literal[True] = True) -> str: ...
+@overload
+def server_url(required: bool) -> str | None: ...
 
 
 def server_url(required: bool = True) -> str | None:

@@ -244,7 +244,7 @@ def install(
     path.chmod(0o644)
     typer.echo(f"wrote {path}")
     scope = ["--user"] if user else []
-    if create_user:
+    if create_user and run_as:  # refused above without it
         _create_account(run_as, root)
     start = ["systemctl", *scope, "enable", "--now", unit.file_name]
     reload = ["systemctl", *scope, "daemon-reload"]

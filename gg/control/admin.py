@@ -113,7 +113,7 @@ def retire(core: Core, person: Person, ref: str) -> tuple[Runner, list[str]]:
         core.store.tombstone(runner.public_key, runner.id, now)
         core.event(EventKind.RUNNER_RETIRED, actor=person.name, runner_id=runner.id, at=now,
                    name=runner.name, was=runner.admin_state, stopping=stopping)
-        runner = core.store.runner(runner.id)
+        runner = core.runner_again(runner.id)
     core.credentials.forget(runner.id)  # its credential is refused at once
     for flight_id in stopping:
         core.signals.flight_changed(flight_id)
@@ -168,8 +168,8 @@ def set_policy(core: Core, person: Person, ref: str, *, isolation: str | None = 
         core.store.update_runner(runner.id, policy_override=override)
         core.event(EventKind.RUNNER_POLICY_CHANGED, actor=person.name, runner_id=runner.id,
                    at=now, old=old, new=new.to_dict())
-        more_work = health.judge(core, core.store.runner(runner.id), now, checked=False)
-        runner = core.store.runner(runner.id)
+        more_work = health.judge(core, core.runner_again(runner.id), now, checked=False)
+        runner = core.runner_again(runner.id)
     if more_work:
         core.signals.ready_changed()
     if runner.policy != old:  # told at once: it fetches and applies the new policy

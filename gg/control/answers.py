@@ -291,7 +291,8 @@ def console_opened(core: Core, person: Person, *, ref: str, command: list[str],
     session = machine_console.open_console(core, person, ref, command=command, flight_ref=flight,
                                            term=term or "xterm", rows=rows, cols=cols)
     told = parked(session.runner_id)  # read before the push (queued on this loop) answers it
-    return {"waiting": machine_console.waiting_sentence(core, session, told), "id": session.id, "runner": session.runner_id,
+    return {"waiting": machine_console.waiting_sentence(core, session, told), "id": session.id,
+            "runner": session.runner_id,
             "runner_name": machine_console.runner_name(core, session),
             "flight": session.flight_id, "state": session.state.value,
             "opened_at": session.opened_at, "join_wait": core.settings.console_join_wait}

@@ -17,4 +17,5 @@ def signing_key(core: Core) -> keys.Ed25519PrivateKey:
         with core.store.atomic():
             core.store.add_control_key(keys.private_pem(key), keys.public_text(key), core.now())
         stored = core.store.control_key()
+        assert stored is not None, "stored just now (or by another replica first)"
     return keys.from_pem(stored["private_pem"])

@@ -21,6 +21,8 @@ from gg.control.verdicts import Verdicts
 from gg.domain import hooks as hook_rules
 from gg.domain.durations import Summary
 from gg.domain.events import EventKind
+from gg.domain.runners import Runner
+from gg.errors import NotFound
 from gg.settings import Settings
 from gg.store import Store
 
@@ -175,7 +177,7 @@ class Core:
     replica: str = field(default_factory=lambda: secrets.token_hex(6))
     silence_scanned_at: float = 0.0
     owner_token_path: object = None
-    verdicts: Verdicts | None = None  # the meanings' verdicts (gg.control.verdicts)
+    verdicts: Verdicts = field(init=False)  # the meanings' verdicts (gg.control.verdicts)
     # flight id -> (at, low, high): the start estimate this replica last wrote
     # as shown for a waiting flight, so that showing it again writes nothing
     # (gg.control.estimates); memory only, and losing it costs one write
@@ -187,7 +189,7 @@ class Core:
     # (newest event seq, when, forecast): the last forecast of the whole queue, reused for
     # ESTIMATE_REUSE seconds while no event was recorded (gg.control.estimates); memory only
     last_forecast: tuple | None = None
-    credentials: CredentialCache | None = None  # runner credential checks (its module)
+    credentials: CredentialCache = field(init=False)  # runner credential checks (its module)
     # heartbeats noted on the loop, written together by the writer (gg.control.heartbeats)
     heartbeats: HeartbeatWrites = field(default_factory=HeartbeatWrites)
 
@@ -199,12 +201,10 @@ class Core:
     _group_ready: bool = False
 
     def __post_init__(self) -> None:
-        if self.verdicts is None:
-            self.verdicts = Verdicts(self.settings.meaning_deadline)
-        if self.credentials is None:
-            self.credentials = CredentialCache(self.settings.credential_cache_size,
-                                               self.settings.credential_cache_ttl,
-                                               lambda: self.clock())
+        self.verdicts = Verdicts(self.settings.meaning_deadline)
+        self.credentials = CredentialCache(self.settings.credential_cache_size,
+                                           self.settings.credential_cache_ttl,
+                                           lambda: self.clock())
         self.store.db.before_commit = self._before_commit
 
     async def run(self, fn: Callable[..., T], *args: Any, durable: bool = True,
@@ -261,6 +261,14 @@ class Core:
 
     def now(self) -> float:
         return self.clock()
+
+    def runner_again(self, runner_id: str) -> Runner:
+        """A runner's row read again after a use case changed it in its transaction: there,
+        unless the runner was forgotten meanwhile (then the use case answers 404)."""
+        runner = self.store.runner(runner_id)
+        if runner is None:
+            raise NotFound(f"runner {runner_id} is no longer registered")
+        return runner
 
     def event(self, kind: EventKind, *, actor: str | None = None, runner_id: str | None = None,
               flight_id: str | None = None, at: float | None = None, **body) -> None:

@@ -43,7 +43,7 @@ def set_refs(core: Core, runner: Runner, refs: list[dict]) -> list[dict]:
             core.event(EventKind.RUNNER_CREDENTIALS, actor=f"runner:{runner.name}",
                        runner_id=runner.id, refs=[f"{r['kind']}:{r['ref']} {r['fingerprint']}"
                                                   for r in clean])
-        runner = core.store.runner(runner.id)
+        runner = core.runner_again(runner.id)
         maintenance.confirm(core, runner, {f"credential:{r['ref']}" for r in clean})
     core.signals.ready_changed()  # a flight waiting for this credential may be offered now
     core.signals.event_added()

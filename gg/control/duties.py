@@ -6,7 +6,8 @@ version skew, an attended deadline, a stale pool, a drained fleet) reads and wri
 one write transaction, and write transactions of all replicas take turns, so the second
 replica to look finds the episode recorded. The background loops are a different matter:
 they would all do the same work (the hooks' outbox would send each delivery from every
-replica, and every replica would poll each pull-mode runner). So each loop is a **duty**, held by one replica at a time through a row of the
+replica, and every replica would poll each pull-mode runner). So each loop is a **duty**, held by
+one replica at a time through a row of the
 ``duties`` table taken by a conditional write (:meth:`gg.store.Store.take_duty`): the holder
 renews it every :func:`renew_every` seconds for DUTY_TTL; when the holder goes away, another
 replica takes it over once DUTY_TTL has passed.

@@ -238,7 +238,7 @@ def after_check_in(core: Core, runner: Runner, *, labels: dict[str, str] | None,
         stored = core.store.dispositions_of(runner.id)
         if stored is not None and stored["labels"] == runner.labels:
             return False
-    refresh(core, core.store.runner(runner.id))
+    refresh(core, core.runner_again(runner.id))
     return True
 
 

@@ -33,7 +33,7 @@ def set_ownership(core: Core, person: Person, ref: str, state: str) -> dict:
 
 def _apply(core: Core, person: Person, runner_id: str, outcome: Change, *,
            before: str | None = None) -> None:
-    if not outcome.values:
+    if not outcome.values or outcome.event is None:  # a repeat: no values and no event
         return
     core.store.update_runner(runner_id, **outcome.values)
     body = dict(outcome.values)
@@ -46,6 +46,6 @@ def _after(core: Core, runner_id: str, outcome: Change) -> dict:
     if outcome.values:
         core.signals.ready_changed()  # a release or unclaim may let it take waiting flights
         core.signals.event_added()
-    view = runner_view(core, core.store.runner(runner_id))
+    view = runner_view(core, core.runner_again(runner_id))
     view["changed"] = bool(outcome.values)
     return view

@@ -133,8 +133,8 @@ def sync_runner(core: Core, runner: Runner, in_force: Profile | None) -> None:
     core.store.update_runner(runner.id, **values)
     # Policy follows through the one rule that assigns it (default < profile < admin), and
     # the new labels get their dispositions (a meaning in force may refute them).
-    health.judge(core, core.store.runner(runner.id), core.now(), checked=False)
-    label_ops.refresh(core, core.store.runner(runner.id))
+    health.judge(core, core.runner_again(runner.id), core.now(), checked=False)
+    label_ops.refresh(core, core.runner_again(runner.id))
 
 
 def list_profiles(core: Core) -> list[dict]:

@@ -29,7 +29,7 @@ def _names(things: list[str]) -> str:
 def _supersede(core: Core, gate_id: str | None, actor: str, now: float) -> None:
     gate = core.store.gate(gate_id) if gate_id else None
     if gate is not None and gate.open:
-        core.store.update_gate(gate_id, status="superseded", cleared_at=now, cleared_by=actor)
+        core.store.update_gate(gate.id, status="superseded", cleared_at=now, cleared_by=actor)
 
 
 def delete_profile(core: Core, person: Person, name: str) -> dict:

@@ -57,9 +57,11 @@ class _Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _START], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, close_fds=True)
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both piped
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         # Starting is not evaluating: the deadline does not apply, a generous bound does.
-        readable, _, _ = select.select([self.proc.stdout], [], [], _STARTUP)
-        if not readable or not self.proc.stdout.readline():
+        readable, _, _ = select.select([self.stdout], [], [], _STARTUP)
+        if not readable or not self.stdout.readline():
             self.kill()
             raise RuntimeError("the meaning worker did not start")
 
@@ -67,11 +69,11 @@ class _Worker:
         """The verdict, or TOO_LONG (then this worker is dead: it was killed)."""
         readable = True
         try:
-            self.proc.stdin.write(json.dumps({"meaning": meaning, "facts": facts}).encode()
+            self.stdin.write(json.dumps({"meaning": meaning, "facts": facts}).encode()
                                   + b"\n")
-            self.proc.stdin.flush()
-            readable = bool(select.select([self.proc.stdout], [], [], deadline)[0])
-            line = self.proc.stdout.readline() if readable else b""
+            self.stdin.flush()
+            readable = bool(select.select([self.stdout], [], [], deadline)[0])
+            line = self.stdout.readline() if readable else b""
         except (OSError, ValueError):
             line = b""
         if not line:  # over the deadline, or the worker died (say, out of memory)
@@ -91,7 +93,7 @@ class _Worker:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self.stdin, self.stdout):
             try:
                 stream.close()
             except OSError:

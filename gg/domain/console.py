@@ -15,6 +15,7 @@ form that passes (the synchronizer token, kept by deriving instead of storing). 
 
 from __future__ import annotations
 
+
 from gg.domain import tokens
 from gg.domain.people import Person, token_works
 
@@ -44,7 +45,9 @@ def form_token(secret: str) -> str:
 
 
 def form_token_matches(secret: str, given: str | None) -> bool:
-    return bool(given) and tokens.same_digest(form_token(secret), given)
+    if not given:
+        return False
+    return tokens.same_digest(form_token(secret), given)
 
 
 def may_cancel(person: Person, opened_by: str) -> bool:

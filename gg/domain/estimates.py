@@ -29,7 +29,7 @@ import heapq
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Collection, Iterator, Mapping, NamedTuple
+from typing import Any, Collection, Iterator, Mapping, NamedTuple, Sequence
 from zoneinfo import ZoneInfo
 
 from gg.domain.durations import Summary
@@ -120,8 +120,9 @@ class History:
     warmups: dict[str, Summary] = field(default_factory=dict)
     # from a runner handing a flight back to its next start, while flights waited
     turnaround: Summary = field(default_factory=Summary)
-    _wide: dict = field(default_factory=dict, repr=False)
-    _flies: dict = field(default_factory=dict, repr=False)
+    _wide: dict[tuple[str, str], Summary | None] = field(default_factory=dict, repr=False)
+    # by kind, by id of a summary, and ("between", pool)
+    _flies: dict[object, tuple[float, float] | None] = field(default_factory=dict, repr=False)
 
     def flies(self, flight: Flight | Waiting) -> tuple[float, float] | None:
         """Mean and variance of how long ``flight`` will fly once started (None: unknown)."""
@@ -268,14 +269,14 @@ class Forecast:
     def longest(self, environment_of: Mapping[str, str]) -> dict[str, float]:
         """Environment -> the longest estimated wait (seconds from now) among its flights."""
         out: dict[str, float] = {}
-        for fid, t in zip(self._played.ids, self._played.at):
+        for fid, t in zip(self._played.ids, self._played.at, strict=True):
             if t is not None:
                 env = environment_of.get(fid, "")
                 out[env] = max(out.get(env, 0.0), t - self.now)
         return out
 
 
-class _Estimates(Mapping):
+class _Estimates(Mapping[str, Estimate]):
     """Flight id -> estimate of every flight the run played forward, made when read."""
 
     def __init__(self, forecast: Forecast) -> None:
@@ -285,7 +286,10 @@ class _Estimates(Mapping):
         rank = self._forecast._played.rank.get(flight_id)
         if rank is None or rank > self._forecast.horizon:
             raise KeyError(flight_id)
-        return self._forecast.get(flight_id)
+        found = self._forecast.get(flight_id)
+        if found is None:
+            raise KeyError(flight_id)
+        return found
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._forecast._played.ids)
@@ -318,7 +322,7 @@ def expected_start(flight: Flight, queue: Queue, seats: list[Seat], history: His
 # drains all act through the order, the classes or the seats, which the cut leaves alone.
 
 
-def _class_key(w: Waiting, reservers: frozenset[str]) -> tuple:
+def _class_key(w: Waiting, reservers: frozenset[str]) -> tuple[object, ...]:
     """Flights the matching rules cannot tell apart on any seat share one class: the same
     environment, agent, labels, target, repository, kind, group and ``where`` (the fields
     of :class:`Waiting` from ``environment`` on), and the same opener where it reserved a
@@ -337,7 +341,7 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
     rank = {w.id: i for i, w in enumerate(ordered)}
     if needed is not None:
         del ordered[max((rank[i] for i in needed if i in rank), default=-1) + 1:]
-    index: dict[tuple, int] = {}
+    index: dict[tuple[object, ...], int] = {}
     members: list[list[int]] = []  # by class: places in ``ordered``, oldest turn first
     sample: list[Waiting] = []
     class_of: list[int] = []
@@ -399,9 +403,10 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
                 unknown[si] = UNMEASURED
                 continue
             mean, var = summary.remaining(max(now - (f.lease_granted_at or now), 0.0))
-            t, var = _after_flight(pools_of_seat[si], history, now + mean, var)
-            if t is None:
-                unknown[si] = UNWARMED.format(pool=pools_of_seat[si].name)
+            pool = pools_of_seat[si]
+            t, var = _after_flight(pool, history, now + mean, var)
+            if t is None:  # only a pool's member waits to warm
+                unknown[si] = UNWARMED.format(pool=pool.name if pool is not None else "")
                 continue
             heapq.heappush(heap, (t, var, tie, si))
             tie += 1
@@ -415,7 +420,8 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
     at: list[float | None] = [None] * n
     var_at = [0.0] * n
     ahead_at = [0] * n
-    flies, known = history.flies_kind, {}  # kind -> how long it flies (None: unknown)
+    flies = history.flies_kind
+    known: dict[tuple[str, str, str], tuple[float, float] | None] = {}  # None: unknown
     gap = history.between_flights(None)
     pop, push = heapq.heappop, heapq.heappush
     left = n
@@ -448,10 +454,11 @@ def forecast(queue: Queue, seats: list[Seat], history: History, pools: list[Pool
             if gap is not None:
                 end, end_var = end + gap[0], end_var + gap[1]
         else:
-            end, end_var = _after_flight(pool, history, end, end_var)
-            if end is None:
+            warmed, end_var = _after_flight(pool, history, end, end_var)
+            if warmed is None:
                 unknown[si] = UNWARMED.format(pool=pool.name)
                 continue
+            end = warmed
         push(heap, (end, end_var, tie, si))
         tie += 1
 
@@ -487,11 +494,12 @@ def _takes(seats: list[Seat], sample: list[Waiting],
             by_label.setdefault(item, set()).add(i)
     everyone = range(len(seats))
     takes: list[list[int]] = [[] for _ in seats]
-    answered: dict[tuple, bool] = {}  # (the class but its target, seat) -> may take it
+    # (the class but its target, seat) -> may take it
+    answered: dict[tuple[object, ...], bool] = {}
     for k, w in enumerate(sample):
         if w.runner_target is not None:
-            i = index.get(w.runner_target)
-            candidates = [] if i is None else [i]
+            target = index.get(w.runner_target)
+            candidates: Sequence[int] = [] if target is None else [target]
         elif w.requires:
             holding = sorted((by_label.get(item, set()) for item in w.requires), key=len)
             candidates = sorted(holding[0].intersection(*holding[1:]))
@@ -588,10 +596,10 @@ def moved(before: tuple[float, float, float] | None, now_said: tuple[float, floa
     if before is None:
         return True
     slack = max(MOVED_MIN, (now_said[0] - now) * MOVED_SHARE)
-    return any(abs(x - y) > slack for x, y in zip(now_said, before))
+    return any(abs(x - y) > slack for x, y in zip(now_said, before, strict=True))
 
 
-def accuracy(rows: list[dict]) -> dict:
+def accuracy(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """How the estimates flights started with compared with their starts: ``rows`` of
     ``at``, ``low``, ``high``, ``estimated_at`` and ``started_at``. The error is
     ``|started_at - at|``; the wait is ``started_at - estimated_at`` (what was still to come
@@ -613,7 +621,7 @@ def _quantile(values: list[float], q: float) -> float | None:
     return values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))]
 
 
-def accuracy_sentence(report: dict) -> str:
+def accuracy_sentence(report: dict[str, Any]) -> str:
     """One line for ``gg estimate accuracy``."""
     n = report["starts"]
     if not n:

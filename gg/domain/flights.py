@@ -45,8 +45,10 @@ is born ``gated`` or ``ready`` (:func:`opened`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import Any
 
 from gg.domain.events import EventKind, flight_ended
 from gg.errors import Conflict
@@ -134,7 +136,7 @@ class Flight:
     timeout: float | None = None  # seconds each attempt may run (gg.domain.timeouts)
     output_limit: int | None = None  # bytes of output stored at most (gg.domain.output)
     output_bytes: int = 0  # bytes of output stored so far
-    service: dict | None = None  # kind service: its spec (gg.domain.services)
+    service: dict[str, Any] | None = None  # kind service: its spec (gg.domain.services)
     group: str | None = None  # placed in this runner group only (gg.domain.groups)
     where: dict[str, str] = field(default_factory=dict)  # attributes its runner's group must have
 
@@ -220,7 +222,7 @@ class Fact:
     """A fact to append to the flight's history with the change."""
 
     kind: str
-    body: dict
+    body: dict[str, Any]
     epoch: int
     runner_id: str | None = None
     key: str | None = None  # the hand-back's idempotency key
@@ -233,7 +235,7 @@ class Record:
     kind: EventKind
     actor: str | None
     runner_id: str | None = None
-    body: dict = field(default_factory=dict)
+    body: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -242,7 +244,7 @@ class Change:
 
     event: Event
     to: Stage
-    values: dict = field(default_factory=dict)  # the other fields to set
+    values: dict[str, Any] = field(default_factory=dict)  # the other fields to set
     fact: Fact | None = None
     records: tuple[Record, ...] = ()
     grant: Grant | None = None  # a new lease: the store remembers who held which epoch
@@ -259,9 +261,9 @@ def changed(flight: Flight, change: Change) -> Flight:
     return replace(flight, **{**change.values, "stage": Stage(change.to).value})
 
 
-def opened(*, held: bool, **fields) -> Flight:
+def opened(*, held: bool, **fields: Any) -> Flight:
     """A new flight: born ``gated`` when something holds it back, else ``ready``."""
-    return Flight(stage=(Stage.GATED if held else Stage.READY).value, **fields)
+    return Flight(stage=Stage.GATED if held else Stage.READY, **fields)
 
 
 def after_expiry(flight: Flight, max_expiries: int) -> tuple[str, int, str | None]:
@@ -277,7 +279,7 @@ def next_lease(flight: Flight, runner_id: str, now: float, ttl: float) -> Grant:
 
 
 def transition(flight: Flight, event: Event, now: float, *, actor: str | None = None,
-               **details) -> Change:
+               **details: Any) -> Change:
     """The change ``event`` makes to ``flight`` at ``now``, or :class:`IllegalTransition`.
 
     ``details`` by event: ``gates`` (gated); ``runner_id``, ``ttl`` (granted); ``ttl``
@@ -295,15 +297,16 @@ def transition(flight: Flight, event: Event, now: float, *, actor: str | None = 
     return change
 
 
-def _gated(flight, now, actor, *, gates: list[str]) -> Change:
+def _gated(flight: Flight, now: float, actor: str | None, *, gates: list[str]) -> Change:
     return Change(Event.GATED, Stage.GATED, {"gates": list(gates)})
 
 
-def _ungated(flight, now, actor) -> Change:
+def _ungated(flight: Flight, now: float, actor: str | None) -> Change:
     return Change(Event.UNGATED, Stage.READY, {"gates": []})
 
 
-def _granted(flight, now, actor, *, runner_id: str, ttl: float) -> Change:
+def _granted(flight: Flight, now: float, actor: str | None, *, runner_id: str,
+             ttl: float) -> Change:
     lease = next_lease(flight, runner_id, now, ttl)
     values = {"epoch": lease.epoch, "lease_runner": runner_id, "lease_granted_at": now,
               "lease_expires_at": lease.expires_at, "attempt": flight.attempt + 1}
@@ -312,13 +315,14 @@ def _granted(flight, now, actor, *, runner_id: str, ttl: float) -> Change:
     return Change(Event.GRANTED, Stage.FLYING, values, records=(record,), grant=lease)
 
 
-def _renewed(flight, now, actor, *, ttl: float) -> Change:
+def _renewed(flight: Flight, now: float, actor: str | None, *, ttl: float) -> Change:
     return Change(Event.RENEWED, Stage.FLYING, {"lease_expires_at": now + ttl})
 
 
-def _handed_back(event: Event):
-    def make(flight, now, actor, *, runner_id: str, exit_code: int | None = None,
-             reason: str | None = None, key: str | None = None) -> Change:
+def _handed_back(event: Event) -> Callable[..., Change]:
+    def make(flight: Flight, now: float, actor: str | None, *, runner_id: str,
+             exit_code: int | None = None, reason: str | None = None,
+             key: str | None = None) -> Change:
         body = {"outcome": event.value, "exit_code": exit_code, "reason": reason}
         if event is Event.RETURNED:
             fact = Fact("returned", body, flight.epoch, runner_id, key)
@@ -332,9 +336,9 @@ def _handed_back(event: Event):
     return make
 
 
-def _expired(flight, now, actor, *, max_expiries: int) -> Change:
+def _expired(flight: Flight, now: float, actor: str | None, *, max_expiries: int) -> Change:
     stage, expiries, reason = after_expiry(flight, max_expiries)
-    values: dict = {"expiries": expiries, "lease_expires_at": None}
+    values: dict[str, Any] = {"expiries": expiries, "lease_expires_at": None}
     fact = Fact("expired", {"runner": flight.lease_runner, "expired_at": flight.lease_expires_at,
                             "expiries": expiries}, flight.epoch)
     records = [Record(EventKind.FLIGHT_EXPIRED, actor, flight.lease_runner,
@@ -345,13 +349,14 @@ def _expired(flight, now, actor, *, max_expiries: int) -> Change:
     return Change(Event.EXPIRED, Stage(stage), values, fact, tuple(records))
 
 
-def _cancelled(flight, now, actor, *, reason: str) -> Change:
+def _cancelled(flight: Flight, now: float, actor: str | None, *, reason: str) -> Change:
     values = {"outcome": "cancelled", "ended_at": now, "ended_reason": reason}
     record = Record(EventKind.FLIGHT_CANCELLED, actor, None, {"was": flight.stage})
     return Change(Event.CANCELLED, Stage.CANCELLED, values, records=(record,))
 
 
-def _not_taken(flight, now, actor, *, runner_name: str, claim_wait: float) -> Change:
+def _not_taken(flight: Flight, now: float, actor: str | None, *, runner_name: str,
+               claim_wait: float) -> Change:
     values = {"outcome": Outcome.FAILED.value, "ended_at": now, "ended_reason": NOT_TAKEN}
     fact = Fact("note", {"text": f"{NOT_TAKEN}: runner {runner_name} did not take this "
                                  f"attended flight within {claim_wait:g}s"}, flight.epoch)
@@ -359,7 +364,7 @@ def _not_taken(flight, now, actor, *, runner_name: str, claim_wait: float) -> Ch
     return Change(Event.NOT_TAKEN, Stage.FAILED, values, fact, (record,))
 
 
-def _confirmed(flight, now, actor) -> Change:
+def _confirmed(flight: Flight, now: float, actor: str | None) -> Change:
     reason = "the machine confirmed every missing item"
     values = {"outcome": Outcome.LANDED.value, "exit_code": 0, "ended_at": now,
               "ended_reason": reason, "gates": []}
@@ -369,7 +374,7 @@ def _confirmed(flight, now, actor) -> Change:
     return Change(Event.CONFIRMED, Stage.LANDED, values, fact, (record,))
 
 
-_CHANGES = {
+_CHANGES: dict[Event, Callable[..., Change]] = {
     Event.GATED: _gated,
     Event.UNGATED: _ungated,
     Event.GRANTED: _granted,

@@ -20,6 +20,7 @@ approval was refused) or ``superseded`` (the flight was cancelled).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from gg.domain import approvals
 from gg.domain.people import Person
@@ -43,7 +44,7 @@ class Gate:
     opened_by: str | None = None
     runner_id: str | None = None
     flight_id: str | None = None
-    payload: dict = field(default_factory=dict)
+    payload: dict[str, Any] = field(default_factory=dict)
     status: str = "open"
     cleared_at: float | None = None
     cleared_by: str | None = None

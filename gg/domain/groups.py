@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from gg.domain.repos import repo_slug
 
@@ -48,7 +48,7 @@ class Group:
     updated_at: float | None = None
     updated_by: str | None = None
 
-    def view(self) -> dict:
+    def view(self) -> dict[str, Any]:
         return {"name": self.name, "attributes": dict(self.attributes),
                 "bindings": list(self.bindings), "exclusive": self.exclusive,
                 "draining": self.draining, "drain_by": self.drain_by, "drain_at": self.drain_at,
@@ -68,11 +68,14 @@ class Placement:
 
     groups: Mapping[str, Group] = field(default_factory=dict)
     quiesced_by: str | None = None
+    # derived from the groups once, and what bound_to found, kept for the pass
+    _binding: tuple[Group, ...] = field(init=False, repr=False, compare=False, default=())
+    _bound: dict[tuple[str | None, str | None], tuple[str, ...]] = field(
+        init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         binding = tuple(g for g in self.groups.values() if g.bindings)
         object.__setattr__(self, "_binding", binding)
-        object.__setattr__(self, "_bound", {})
 
     @property
     def has_bindings(self) -> bool:

@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import json
 import secrets
+from typing import Any
 from urllib.parse import urlsplit
 
 from gg.domain.events import EventKind
@@ -67,7 +68,7 @@ def check_url(url: str) -> str:
     return url
 
 
-def hears(hook: dict, kind: str, environment: str | None) -> bool:
+def hears(hook: dict[str, Any], kind: str, environment: str | None) -> bool:
     """Does ``hook`` want an event of ``kind`` (of a flight in ``environment``)? A hook with
     ``--env`` hears only events of flights in that environment."""
     name = NAME_OF.get(str(kind))
@@ -76,7 +77,8 @@ def hears(hook: dict, kind: str, environment: str | None) -> bool:
     return hook.get("environment") is None or hook["environment"] == environment
 
 
-def body(*, delivery_id: str, hook_id: str, event: dict, environment: str | None) -> bytes:
+def body(*, delivery_id: str, hook_id: str, event: dict[str, Any],
+         environment: str | None) -> bytes:
     """The exact bytes POSTed (and signed) on every attempt of one delivery."""
     kind = str(event["kind"])
     return json.dumps({
@@ -103,7 +105,7 @@ def signature(secret: str, payload: bytes) -> str:
 def next_try(attempt: int, now: float, *, base: float, cap: float) -> float:
     """When to try again after failed attempt number ``attempt`` (1, 2, ...): doubling from
     ``base``, never more than ``cap`` apart."""
-    return now + min(cap, base * 2 ** min(attempt - 1, 30))
+    return now + min(cap, base * 2.0 ** min(attempt - 1, 30))
 
 
 def delivered(status: int | None) -> bool:

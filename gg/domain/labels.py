@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 KEY_PATTERN = re.compile(r"[a-z][a-z0-9_.-]*")
 MAX_KEY_LENGTH = 63
@@ -132,11 +133,11 @@ class Verdict(StrEnum):
 
 TOOK_TOO_LONG = "the meaning took too long"
 
-MeaningFn = Callable[[dict], "bool | None | Verdict"]
+MeaningFn = Callable[[dict[str, Any]], "bool | None | Verdict"]
 
 
 def dispositions(labels: Mapping[str, str], meanings: Mapping[str, MeaningFn],
-                 facts: dict) -> list[LabelDisposition]:
+                 facts: dict[str, Any]) -> list[LabelDisposition]:
     """Each of ``labels`` with its disposition, sorted by key.
 
     ``meanings`` is keyed by ``"key=value"`` (``"environment=ui"``): a meaning belongs to one

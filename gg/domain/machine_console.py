@@ -25,7 +25,6 @@ from gg.domain.people import Person
 from gg.domain.pull import KIND as PULL_KIND
 from gg.domain.runners import Runner
 
-
 # A runner that can serve consoles says so in its inventory's ``features``; an older one (or a
 # kind of runner without them) is refused with a sentence instead of leaving a console waiting.
 FEATURE = "console"

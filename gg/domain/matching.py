@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Protocol, TypeVar
 
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Priority, Stage
@@ -146,8 +146,8 @@ def blockers(flight: Flight, seat: Seat) -> list[Block]:
         found.append(Block.BUSY)
     if unfit(flight, runner) is not None:  # enrolment: gg.domain.fitness
         found.append(Block.UNFIT)
-    if seat.held_ports and flight.service and service_port(flight) in seat.held_ports \
-            and seat.held_ports[service_port(flight)] != flight.id:
+    port = service_port(flight) if seat.held_ports else None
+    if port is not None and port in seat.held_ports and seat.held_ports[port] != flight.id:
         found.append(Block.PORT_HELD)
     return found
 
@@ -167,7 +167,22 @@ class Assignment:
 _RANK = {p.value: p.rank for p in Priority}  # a look-up per flight, not an enum call
 
 
-def order(flights: Iterable[Flight], served: Mapping[str, float] | None = None) -> list[Flight]:
+class Queued(Protocol):
+    """What :func:`order` reads of a flight: a :class:`Flight` or the forecast's lighter
+    tuple of it (``gg.domain.estimates.Waiting``)."""
+
+    @property
+    def opened_by(self) -> str: ...
+    @property
+    def opened_at(self) -> float: ...
+    @property
+    def priority(self) -> str: ...
+
+
+Q = TypeVar("Q", bound=Queued)
+
+
+def order(flights: Iterable[Q], served: Mapping[str, float] | None = None) -> list[Q]:
     """The order the matcher offers ``flights`` in: highest priority first; within a
     priority, round robin between the people who opened them (each person's oldest waiting
     flight, then each one's second oldest, ...), so one person's burst cannot starve another's

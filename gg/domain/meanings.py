@@ -80,6 +80,7 @@ _LITERALS = {"INT_LIT": "int", "UINT_LIT": "uint", "FLOAT_LIT": "double",
              "BOOL_LIT": "bool", "NULL_LIT": "null"}
 _ORDERED = frozenset({"int", "uint", "double", "string", "bytes", "bool"})
 _NUMBERS = frozenset({"int", "uint", "double"})
+_ADDABLE = _NUMBERS | {"string", "bytes", "list"}
 
 
 class Tree(Protocol):
@@ -207,6 +208,10 @@ def _is_tree(node: Any) -> bool:
     return hasattr(node, "children") and not isinstance(node, str)
 
 
+# the names a comprehension binds, each with its type where known
+_Scope = dict[str, "str | None"]
+
+
 def _kind(t: str | None) -> str | None:
     return None if t is None else t.split("<", 1)[0]
 
@@ -215,14 +220,14 @@ def _element(t: str | None) -> str | None:
     return t[t.index("<") + 1:-1] if t and "<" in t else None
 
 
-def _a(t: str) -> str:
-    kind = _kind(t) or t
+def _a(t: str | None) -> str:
+    kind = _kind(t) or t or "value"
     return ("an " if kind == "int" else "a ") + kind  # every other CEL type name takes "a"
 
 
 def _position(node: Tree | str) -> tuple[int, int]:
     if isinstance(node, str):  # a token
-        return node.line or 1, node.column or 1
+        return getattr(node, "line", None) or 1, getattr(node, "column", None) or 1
     meta = node.meta
     return getattr(meta, "line", 1), getattr(meta, "column", 1)
 
@@ -245,27 +250,28 @@ class _Checker:
         self.functions = functions
         self.facts: set[str] = set()
 
-    def infer(self, node: Tree, scope: dict[str, str | None]) -> str | None:
+    def infer(self, node: Tree, scope: _Scope) -> str | None:
         handler = getattr(self, "_" + node.data, None)
         if handler is not None:
-            return handler(node, scope)
+            found: str | None = handler(node, scope)
+            return found
         kids = [self.infer(c, scope) for c in node.children if _is_tree(c)]
         return kids[0] if len(kids) == 1 else None
 
-    def _expr(self, node: Tree, scope: dict) -> str | None:
+    def _expr(self, node: Tree, scope: _Scope) -> str | None:
         if len(node.children) == 1:
             return self.infer(node.children[0], scope)
         cond, yes, no = (self.infer(c, scope) for c in node.children)
         self._need_bool(node.children[0], cond, "the condition of ? :")
         return yes if yes == no else None
 
-    def _conditionalor(self, node: Tree, scope: dict) -> str | None:
+    def _conditionalor(self, node: Tree, scope: _Scope) -> str | None:
         return self._logical(node, scope, "||")
 
-    def _conditionaland(self, node: Tree, scope: dict) -> str | None:
+    def _conditionaland(self, node: Tree, scope: _Scope) -> str | None:
         return self._logical(node, scope, "&&")
 
-    def _logical(self, node: Tree, scope: dict, op: str) -> str | None:
+    def _logical(self, node: Tree, scope: _Scope, op: str) -> str | None:
         if len(node.children) == 1:
             return self.infer(node.children[0], scope)
         for child in node.children:
@@ -276,7 +282,7 @@ class _Checker:
         if t is not None and t != "bool":
             raise _fail(node, f"{what} must be true or false, but this is {_a(t)}")
 
-    def _relation(self, node: Tree, scope: dict) -> str | None:
+    def _relation(self, node: Tree, scope: _Scope) -> str | None:
         if len(node.children) == 1:
             return self.infer(node.children[0], scope)
         op_node, right_node = node.children
@@ -306,13 +312,13 @@ class _Checker:
             tail = "; numbers must be of the same kind (write 16.0 for a double, 16 for an int)"
         raise _fail(node, f"the meaning {verb} {_a(a)} {joint} {_a(b)}", tail)
 
-    def _addition(self, node: Tree, scope: dict) -> str | None:
-        return self._arithmetic(node, scope, {"int", "uint", "double", "string", "bytes", "list"})
+    def _addition(self, node: Tree, scope: _Scope) -> str | None:
+        return self._arithmetic(node, scope, _ADDABLE)
 
-    def _multiplication(self, node: Tree, scope: dict) -> str | None:
+    def _multiplication(self, node: Tree, scope: _Scope) -> str | None:
         return self._arithmetic(node, scope, _NUMBERS)
 
-    def _arithmetic(self, node: Tree, scope: dict, allowed: set | frozenset) -> str | None:
+    def _arithmetic(self, node: Tree, scope: _Scope, allowed: frozenset[str]) -> str | None:
         if len(node.children) == 1:
             return self.infer(node.children[0], scope)
         op_node, right_node = node.children
@@ -324,7 +330,7 @@ class _Checker:
         self._same(node, left, right, "combines", "with")
         return left if left == right else None
 
-    def _unary(self, node: Tree, scope: dict) -> str | None:
+    def _unary(self, node: Tree, scope: _Scope) -> str | None:
         if len(node.children) == 1:
             return self.infer(node.children[0], scope)
         op, operand = node.children
@@ -336,18 +342,18 @@ class _Checker:
             raise _fail(node, f"the meaning negates {_a(t)}")
         return t
 
-    def _member_dot(self, node: Tree, scope: dict) -> str | None:
+    def _member_dot(self, node: Tree, scope: _Scope) -> str | None:
         receiver = self.infer(node.children[0], scope)
         if _kind(receiver) not in (None, "map"):
             raise _fail(node.children[1], f"{_a(receiver)} has no field {node.children[1]}")
         return _element(receiver)
 
-    def _member_index(self, node: Tree, scope: dict) -> str | None:
+    def _member_index(self, node: Tree, scope: _Scope) -> str | None:
         receiver = self.infer(node.children[0], scope)
         self.infer(node.children[1], scope)
         return _element(receiver)
 
-    def _member_dot_arg(self, node: Tree, scope: dict) -> str | None:
+    def _member_dot_arg(self, node: Tree, scope: _Scope) -> str | None:
         receiver_node, name = node.children[0], node.children[1]
         args = list(node.children[2].children) if len(node.children) > 2 else []
         receiver = self.infer(receiver_node, scope)
@@ -359,8 +365,8 @@ class _Checker:
             self.infer(arg, scope)
         return _RETURNS.get(str(name))
 
-    def _macro(self, node: Tree, name: str, receiver: str | None, args: list,
-               scope: dict) -> str | None:
+    def _macro(self, node: Tree, name: str, receiver: str | None, args: list[Any],
+               scope: _Scope) -> str | None:
         variable = _plain_name(args[0]) if len(args) == 2 else None
         if variable is None:
             example = f'{name}(t, t == "git")'
@@ -376,7 +382,7 @@ class _Checker:
             return f"list<{body}>" if body and "<" not in body else "list"
         return receiver if name == "filter" else "bool"
 
-    def _ident_arg(self, node: Tree, scope: dict) -> str | None:
+    def _ident_arg(self, node: Tree, scope: _Scope) -> str | None:
         name = node.children[0]
         if name not in self.functions:
             raise _fail(name, f"the meaning calls an unknown function {name}()")
@@ -386,7 +392,7 @@ class _Checker:
 
     _dot_ident_arg = _ident_arg
 
-    def _ident(self, node: Tree, scope: dict) -> str | None:
+    def _ident(self, node: Tree, scope: _Scope) -> str | None:
         token = node.children[0]
         name = str(token)
         if name in scope:
@@ -402,16 +408,16 @@ class _Checker:
 
     _dot_ident = _ident
 
-    def _literal(self, node: Tree, scope: dict) -> str | None:
+    def _literal(self, node: Tree, scope: _Scope) -> str | None:
         return _LITERALS.get(node.children[0].type) if node.children else None
 
-    def _list_lit(self, node: Tree, scope: dict) -> str | None:
+    def _list_lit(self, node: Tree, scope: _Scope) -> str | None:
         items = node.children[0].children if node.children else []
         kinds = {self.infer(item, scope) for item in items}
         only = kinds.pop() if len(kinds) == 1 else None
         return f"list<{only}>" if only and "<" not in only else "list"
 
-    def _map_lit(self, node: Tree, scope: dict) -> str | None:
+    def _map_lit(self, node: Tree, scope: _Scope) -> str | None:
         for child in node.children:
             self.infer(child, scope)
         return "map"
@@ -459,7 +465,8 @@ class _Cost:
         this is. Size is the element count of a list or map, the length of a string."""
         handler = getattr(self, "_" + node.data, None)
         if handler is not None:
-            return handler(node, within)
+            measured: tuple[int, int] = handler(node, within)
+            return measured
         kids = [self.walk(c, within) for c in node.children if _is_tree(c)]
         if len(kids) == 1:
             return kids[0]

@@ -9,6 +9,8 @@ limit + tail bytes of a flight's output: a report that would pass that is refuse
 
 from __future__ import annotations
 
+from typing import Any
+
 from gg.errors import BadRequest, TooLarge
 
 TRUNCATED = "output truncated after {n} bytes"
@@ -32,7 +34,7 @@ def limit_for(asked: int | None, *, default: int, maximum: int) -> int:
     return asked
 
 
-def output_size(fact: dict) -> int:
+def output_size(fact: dict[str, Any]) -> int:
     """The bytes an output fact stores (its text, UTF-8); 0 for any other kind."""
     if fact.get("kind") != "output":
         return 0
@@ -40,11 +42,11 @@ def output_size(fact: dict) -> int:
     return len(text.encode("utf-8")) if isinstance(text, str) else len(str(text).encode("utf-8"))
 
 
-def is_tail(fact: dict) -> bool:
+def is_tail(fact: dict[str, Any]) -> bool:
     return fact.get("kind") == "output" and (fact.get("body") or {}).get("tail") is True
 
 
-def admit(stored: int, limit: int, tail: int, facts: list[dict]) -> int:
+def admit(stored: int, limit: int, tail: int, facts: list[dict[str, Any]]) -> int:
     """The flight's stored output bytes once ``facts`` are stored, or TooLarge (nothing is
     stored): ordinary output may fill ``limit``, a tail may use ``tail`` bytes beyond it."""
     output = sum(output_size(f) for f in facts if not is_tail(f))

@@ -19,6 +19,7 @@ Pure: a runner and a person in, a refusal or the new values out.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from gg.domain.events import EventKind
 from gg.domain.people import Person
@@ -31,7 +32,7 @@ SETTABLE = ("organisation", "open")
 
 @dataclass(frozen=True)
 class Change:
-    values: dict  # the runner columns to set; empty when nothing changes
+    values: dict[str, Any]  # the runner columns to set; empty when nothing changes
     event: EventKind | None  # the event kind to record, or None for a harmless repeat
 
 

@@ -15,14 +15,28 @@ Pure: values in, a :class:`Plan` out; ``now`` is passed in.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from gg.domain import approvals
 from gg.domain.flights import Flight, Stage
-from gg.domain.matching import (PLACEMENT_BLOCKS, Block, Seat, blockers, placement_blocks,
-                                service_port)
+from gg.domain.matching import (
+    PLACEMENT_BLOCKS,
+    Block,
+    Seat,
+    blockers,
+    placement_blocks,
+    service_port,
+)
 from gg.domain.runners import AdminState
-from gg.domain.waiting import (PRIORITY, Context, Waiting, ahead_of, label_text, refuted_holders,
-                                why_waiting)
+from gg.domain.waiting import (
+    PRIORITY,
+    Context,
+    Waiting,
+    ahead_of,
+    label_text,
+    refuted_holders,
+    why_waiting,
+)
 
 # Who can make a prerequisite true, in the words SPEC 7 uses.
 ADMIN = "an admin"
@@ -58,7 +72,7 @@ class Plan:
     items: list[Item]
     state: str | None = None  # for a flight that is not waiting: what it is doing instead
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["waiting"] = self.waiting.sentence if self.waiting else None
         data["remedy"] = self.waiting.remedy if self.waiting else None
@@ -121,9 +135,13 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
     return Plan(flight.id, flight.stage, startable, waiting, items)
 
 
+def _runner_name(ctx: Context, runner_id: str | None) -> str | None:
+    return ctx.runner_names.get(runner_id, runner_id) if runner_id is not None else None
+
+
 def _state(flight: Flight, ctx: Context) -> str:
     if flight.stage == Stage.FLYING.value:
-        name = ctx.runner_names.get(flight.lease_runner, flight.lease_runner)
+        name = _runner_name(ctx, flight.lease_runner)
         return f"it is flying on runner {name} (epoch {flight.epoch}); nothing more is needed"
     reason = f" ({flight.ended_reason})" if flight.ended_reason else ""
     return f"it has {flight.stage}{reason}; it will not start again"
@@ -167,7 +185,7 @@ def _credential_item(repo: str, ctx: Context) -> Item:
 def _target_item(flight: Flight, target: Seat | None, ctx: Context, facts: PlanFacts) -> Item:
     reopen = Way(OPENER, f"gg cancel {flight.id}, then gg fly again without --runner")
     if target is None:
-        name = ctx.runner_names.get(flight.runner_target, flight.runner_target)
+        name = _runner_name(ctx, flight.runner_target)
         return Item(f"runner {name} (it was sent to) still exists", False, [reopen])
     name = target.runner.name
     if target.online:
@@ -263,7 +281,7 @@ def _capacity_item(flight: Flight, live: list[Seat], target: Seat | None,
                   and Block.NOT_TARGET not in found[s.runner.id]
                   and not any(b in PLACEMENT_BLOCKS for b in found[s.runner.id])]
     candidates.sort(key=lambda s: (len(found[s.runner.id]), s.runner.name))
-    parts = []
+    parts: list[Item | None] = []
     for s in candidates[:MAX_CANDIDATES]:
         parts.extend(_blocker_item(flight, s, block, facts) for block in found[s.runner.id])
     ways = [] if target is not None else [Way(ANYONE, f"gg runner up --labels {label}"
@@ -281,7 +299,7 @@ def _blocker_item(flight: Flight, s: Seat, block: Block, facts: PlanFacts) -> It
     runner = s.runner
     name = runner.name
     if block is Block.RESERVED:
-        owner = facts.people.get(runner.owner, runner.owner)
+        owner = facts.people.get(runner.owner, runner.owner) if runner.owner else None
         return Item(f"runner {name} is not reserved for another person", False,
                     [Way(OWNER, f"gg runner release {name}"),
                      Way(ADMIN, f"gg runner release {name}")],
@@ -310,7 +328,7 @@ def _blocker_item(flight: Flight, s: Seat, block: Block, facts: PlanFacts) -> It
         return Item("the flight is ready (no gate holds it, nothing is missing)", False)
     if block is Block.PORT_HELD:
         port = service_port(flight)
-        holder = s.held_ports.get(port)
+        holder = s.held_ports.get(port) if port is not None else None
         return Item(f"port {port} is free on runner {name}", False,
                     [Way(ADMIN, f"gg cancel {holder}")],
                     note=f"service {holder} holds it there")

@@ -57,7 +57,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
 
 MEMBER_STATES = ("starting", "ready", "busy", "dirty", "resetting", "stopped")
@@ -201,7 +201,7 @@ class Member:
 class _Action:
     kind: ClassVar[str] = ""
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """The wire shape a maintainer receives: ``{"action": kind, ...fields}``."""
         return {"action": self.kind, **asdict(self)}
 

@@ -65,7 +65,7 @@ LIST_FIELDS = {
 }
 
 
-def takes_flights(profile_in_force: dict | None) -> bool:
+def takes_flights(profile_in_force: dict[str, Any] | None) -> bool:
     """Whether a runner serves its environment's flights: a registered runner (no profile)
     does; an enrolled one only when its profile in force has the ``runner`` role (a
     maintain-only machine advertises its environment but never flies in it)."""

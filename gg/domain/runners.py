@@ -19,6 +19,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 
 class AdminState(StrEnum):
@@ -63,14 +64,14 @@ class Runner:
     last_seen_at: float | None = None
     goodbye_at: float | None = None
     offline_noted_at: float | None = None
-    inventory: dict = field(default_factory=dict)
-    capabilities: dict = field(default_factory=dict)
-    readings: dict = field(default_factory=dict)
+    inventory: dict[str, Any] = field(default_factory=dict)
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    readings: dict[str, Any] = field(default_factory=dict)
     peer_address: str | None = None
     version: str | None = None
     version_skew: str = "unknown"
     health: str = HealthState.OK.value
-    policy: dict = field(default_factory=dict)
+    policy: dict[str, Any] = field(default_factory=dict)
     ownership: str = "organisation"
     owner: str | None = None
     reserved: bool = False
@@ -83,9 +84,10 @@ class Runner:
     profile: str | None = None
     # Enrolment (gg.domain.fitness): what the control plane knows this machine can do.
     agents: list[str] = field(default_factory=lambda: ["shell"])  # as the runner reports them
-    credential_refs: list[dict] = field(default_factory=list)  # kind, ref, fingerprint; no secret
-    profile_in_force: dict = field(default_factory=dict)  # its fleet profile in force; {} = none
-    policy_override: dict = field(default_factory=dict)
+    # kind, ref, fingerprint; no secret
+    credential_refs: list[dict[str, Any]] = field(default_factory=list)
+    profile_in_force: dict[str, Any] = field(default_factory=dict)  # in force; {} = none
+    policy_override: dict[str, Any] = field(default_factory=dict)
     policy_changed_at: float | None = None
     # Identity (gg.domain.identity): the last version pair looked up; one flight, then retired.
     skew_checked_pair: str | None = None
@@ -168,7 +170,7 @@ class Instruction(StrEnum):
     CONSOLE = "console"
 
 
-def policy_digest(policy: dict) -> str:
+def policy_digest(policy: dict[str, Any]) -> str:
     """A short digest of an assigned policy: a claim states the one its runner applies."""
     text = json.dumps(policy or {}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

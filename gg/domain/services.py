@@ -26,6 +26,7 @@ update starts from the generation that served, not the one that never got ready
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 STARTED, READY, EXITED, SWITCHED, UPDATE_FAILED, PORT_BUSY, PORT_TAKEN = (
     "started", "ready", "exited", "switched", "update_failed", "port_busy", "port_taken")
@@ -95,7 +96,7 @@ def restart_delay(consecutive: int, base: float, cap: float) -> float:
     exiting: ``base`` doubled each time, never more than ``cap``."""
     if consecutive <= 0:
         return 0.0
-    return min(cap, base * 2 ** (consecutive - 1))
+    return min(cap, base * 2.0 ** (consecutive - 1))
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ class Status:
     update: str | None  # "failed: …" when the latest update never got ready
 
 
-def status(facts: list[dict], *, epoch: int, wanted: int, degraded_after: int) -> Status:
+def status(facts: list[dict[str, Any]], *, epoch: int, wanted: int, degraded_after: int) -> Status:
     """A service's state from its facts of lease ``epoch`` (older placements are history)."""
     generation = None
     restarts = consecutive = 0
@@ -156,7 +157,7 @@ def status(facts: list[dict], *, epoch: int, wanted: int, degraded_after: int) -
 HISTORY = ("last_ready", "failed")
 
 
-def remember(spec: dict, facts: list[dict]) -> dict | None:
+def remember(spec: dict[str, Any], facts: list[dict[str, Any]]) -> dict[str, Any] | None:
     """``spec`` with what a placement reported (a generation ready, an update that never got
     ready), or None when nothing of it changed."""
     new = dict(spec)
@@ -174,7 +175,7 @@ def remember(spec: dict, facts: list[dict]) -> dict | None:
     return new if new != spec else None
 
 
-def to_start(spec: dict) -> dict:
+def to_start(spec: dict[str, Any]) -> dict[str, Any]:
     """What a placement starts first: the newest generation, unless it never got ready and an
     older one did; then that one (the newest stays wanted, and is not tried again)."""
     last = spec.get("last_ready")

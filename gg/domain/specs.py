@@ -24,7 +24,7 @@ PREFIX = "sha256:"
 SHORT = 19  # "sha256:" and 12 hex digits: what a table shows
 
 
-def what_runs(flight: Any) -> dict:
+def what_runs(flight: Any) -> dict[str, Any]:
     """The spec of ``flight`` (a :class:`gg.domain.flights.Flight`, or anything with its
     fields), as plain JSON values."""
     service = dict(flight.service) if flight.service else None
@@ -41,12 +41,12 @@ def what_runs(flight: Any) -> dict:
             "timeout": flight.timeout, "service": service}
 
 
-def canonical(spec: dict) -> bytes:
+def canonical(spec: dict[str, Any]) -> bytes:
     return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False).encode("utf-8")
 
 
-def digest(spec: dict) -> str:
+def digest(spec: dict[str, Any]) -> str:
     """``sha256:`` and the hex SHA-256 of the spec's canonical JSON."""
     return PREFIX + hashlib.sha256(canonical(spec)).hexdigest()
 
@@ -64,7 +64,7 @@ def _shown(value: Any) -> str:
     return "none" if value is None else f"{value}"
 
 
-def changes(before: dict, after: dict) -> list[str]:
+def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """What differs between two specs, one plain sentence each, in a fixed order (the command
     first; a service's environment values one by one, as they are set)."""
     out = []

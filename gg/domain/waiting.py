@@ -41,8 +41,15 @@ from dataclasses import dataclass, field
 from gg.domain import approvals
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Stage
-from gg.domain.matching import (PLACEMENT_BLOCKS, Block, Seat, ahead, blockers, missing_labels,
-                                service_port)
+from gg.domain.matching import (
+    PLACEMENT_BLOCKS,
+    Block,
+    Seat,
+    ahead,
+    blockers,
+    missing_labels,
+    service_port,
+)
 from gg.domain.runners import AdminState
 
 _STATE_WORDS = (
@@ -177,15 +184,13 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
             "cancel it (gg cancel FLIGHT) and open it again without --runner, or with "
             "--runner naming a runner that checks in (gg runners)",
         )
-    if flight.runner_target is not None:
-        if not target.online:
-            name = target.runner.name if target else ctx.runner_names.get(
-                flight.runner_target, flight.runner_target)
-            return Waiting(
-                "target_offline",
-                f"waiting: it was sent to runner {name}, which is not checking in",
-                "start that runner again, or open the flight without --runner",
-            )
+    if target is not None and not target.online:  # sent to it (a target gone returned above)
+        name = target.runner.name
+        return Waiting(
+            "target_offline",
+            f"waiting: it was sent to runner {name}, which is not checking in",
+            "start that runner again, or open the flight without --runner",
+        )
     if ctx.pool_reason is not None:
         code, sentence = ctx.pool_reason
         remedy = "wait" if code == "pool_warming" else "wait, or change the strategy's bounds"
@@ -278,6 +283,7 @@ def port_waiting(flight: Flight, held: list[Seat], target: Seat | None) -> Waiti
     """A service whose ``--port`` another service holds on every runner that could take it:
     it waits there, rather than being granted and handed back (docs/services.md)."""
     port = service_port(flight)
+    assert port is not None, "asked only of a service whose port is held"
     holders = sorted({s.held_ports[port] for s in held})
     by = f"service{'s' if len(holders) > 1 else ''} {', '.join(holders)}"
     where = (f"on runner {target.runner.name}, which it was sent to" if target is not None

@@ -62,6 +62,7 @@ import sqlite3
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -283,7 +284,7 @@ def _epochs_increase(cur, q: _Queries, **_) -> Iterable[tuple[str | None, str]]:
         if epochs != list(range(1, len(rows) + 1)):
             yield flight_id, f"granted epochs {epochs} are not 1..{len(rows)}"
         times = [t for _, t in rows]
-        if any(b <= a for a, b in zip(times, times[1:])):
+        if any(b <= a for a, b in pairwise(times)):
             yield flight_id, f"epochs were not granted in order (granted_at {times})"
     for flight_id, epoch, attempt in _rows(cur, "SELECT id, epoch, attempt FROM flights"):
         rows = grants.get(flight_id, [])
@@ -297,7 +298,7 @@ def _epochs_increase(cur, q: _Queries, **_) -> Iterable[tuple[str | None, str]]:
              WHERE e.kind = 'info:flight:claimed' ORDER BY e.seq"""):
         claimed[flight_id].append(epoch)
     for flight_id, seq in claimed.items():
-        if any(b <= a for a, b in zip(seq, seq[1:])):
+        if any(b <= a for a, b in pairwise(seq)):
             yield flight_id, f"claimed events carry epochs {seq}, not strictly increasing"
 
 
@@ -307,7 +308,7 @@ def _one_final_outcome(cur, q: _Queries, **_) -> Iterable[tuple[str | None, str]
     for flight_id, kind in _rows(cur, f"SELECT flight_id, kind FROM events WHERE kind IN ({kinds}) "
                                       "ORDER BY seq"):
         finals[flight_id].append(kind.rsplit(":", 1)[1])
-    exits: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    exits: dict[str, list[tuple[int, str | None]]] = defaultdict(list)
     for flight_id, epoch, body in _rows(cur, "SELECT flight_id, epoch, body FROM facts "
                                              "WHERE kind = 'exit' ORDER BY seq"):
         exits[flight_id].append((epoch, _outcome(body)))
@@ -426,7 +427,9 @@ def _each_episode_once(cur, q: _Queries, **_) -> Iterable[tuple[str | None, str]
                  WHERE e.kind = '{kind}'
                  GROUP BY {", ".join(names)} HAVING count(*) > 1"""):
             flight_id = row[0] if parts[0] == "e.flight_id" else None
-            episode = ", ".join(f"{n.removeprefix('e.')} {v}" for n, v in zip(shown, row))
+            # the row's last column, the count, has no name shown
+            episode = ", ".join(f"{n.removeprefix('e.')} {v}"
+                                for n, v in zip(shown, row, strict=False))
             yield flight_id, f"{kind} was recorded {row[-1]} times for one episode ({episode})"
 
 

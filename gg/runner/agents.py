@@ -104,6 +104,7 @@ def _agent(path: Path, name: str, spec: object) -> Agent:
     if unknown:
         raise AgentError(f"{where}.{unknown[0]}: is not a known key (command, check)")
     command = _argv(where + ".command", spec.get("command"), required=True)
+    assert command is not None  # required: refused above when missing
     check = _argv(where + ".check", spec.get("check"), required=False)
     return Agent(name, command, check)
 

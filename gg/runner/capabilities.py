@@ -202,10 +202,11 @@ def _engine(path: str | None, timeout: float) -> tuple[str | None, str | None]:
         return None, "neither podman nor docker is installed"
     with ThreadPoolExecutor(max_workers=len(present)) as pool:
         answers = list(pool.map(lambda ne: _run([ne[1], "info"], timeout), present))
-    for (name, _), (ok, _) in zip(present, answers):
+    for (name, _), (ok, _) in zip(present, answers, strict=True):
         if ok:
             return name, None
-    return None, "; ".join(f"{name}: {why}" for (name, _), (_, why) in zip(present, answers))
+    why = [f"{name}: {reason}" for (name, _), (_, reason) in zip(present, answers, strict=True)]
+    return None, "; ".join(why)
 
 
 def _unescape(field: str) -> str:

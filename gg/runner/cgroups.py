@@ -116,7 +116,7 @@ def usable() -> tuple[str | None, str | None]:
     """(the kind of cgroup flights get here, None), or (None, why none): the capability
     report's ``flight_cgroups`` and ``flight_cgroups_error``."""
     hierarchy, base, why = find(f"probe-{os.getpid()}")
-    if hierarchy is None:
+    if hierarchy is None or base is None:  # found, it names both
         return None, why
     remove(base)
     return hierarchy.kind, None

@@ -6,7 +6,8 @@ when the output is still open at the first flush (until then this thread reads i
 flight needs none); and the lease keeper (renews when LEASE_RENEW_AT of the lease remains, and
 sends the `started` fact alone when neither the first output nor the hand-back carried it
 within ``started_within``), started by the runner's alarm thread (:mod:`gg.runner.alarm`)
-only when it first has something to do, so a flight over before then has none. A refusal of the lease (409/404) ends the flight here at once: the
+only when it first has something to do, so a flight over before then has none. A refusal of the
+lease (409/404) ends the flight here at once: the
 process is stopped and nothing more is reported, so a machine that stalled and came back
 cannot overwrite its replacement.
 

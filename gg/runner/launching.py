@@ -13,7 +13,8 @@ time at which it kills it by itself (the watchdog of a flight's lease, moved by 
 docs/lease-protocol.md, "The runner stops what it cannot renew").
 
 When the launcher dies under running flights (killed by hand, say), the runner SIGKILLs each
-one's process group and every cgroup the launcher made: each ends as ``-SIGKILL`` with :data:`LAUNCHER_DIED` as its ``note``
+one's process group and every cgroup the launcher made: each ends as ``-SIGKILL`` with
+:data:`LAUNCHER_DIED` as its ``note``
 (the reason its flight fails with), and the next flight starts a new launcher.
 
 The parent-death signals follow the thread that forked: the launcher is started from

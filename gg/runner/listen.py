@@ -161,7 +161,8 @@ def _parse(model, body: bytes):
     except ValidationError as exc:
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()))
-        raise Refused(400, "invalid_request", f"{where}: {first.get('msg', 'is not valid')}")
+        raise Refused(400, "invalid_request",
+                      f"{where}: {first.get('msg', 'is not valid')}") from None
 
 
 class ListeningRunner:

@@ -17,11 +17,13 @@ renewal. The supervisor::
 With ``--port P`` the runner listens on P itself (:class:`Forwarder`), exclusively, and
 forwards each connection to the serving generation's own loopback port, which the generation
 gets in ``$PORT``; only a listener the generation's own processes hold is served there, and
-only the socket the generation made at ``$SERVICE_SOCKET`` (gg.runner.service_ports). Under ``egress: none`` the generation lives in a network namespace of its own
+only the socket the generation made at ``$SERVICE_SOCKET`` (gg.runner.service_ports). Under
+``egress: none`` the generation lives in a network namespace of its own
 (the sandbox's), so its loopback is not the runner's: the generation may listen on the Unix
 socket ``$SERVICE_SOCKET`` (a path in its workspace, which the runner sees too), and a runner
 allowed to enter other namespaces (root) also reaches ``127.0.0.1:$PORT`` inside the
-generation's namespace (:class:`Namespace`). Each step is reported as a fact (``note`` with a ``service`` word). When the lease
+generation's namespace (:class:`Namespace`). Each step is reported as a fact (``note`` with a
+``service`` word). When the lease
 is lost or the flight cancelled, every generation is stopped and the forwarder closed before
 anything else: a service never serves from two runners. A runner that cannot renew the lease
 in time (a partition, a stalled control plane) stops accepting on the forwarder and stops every

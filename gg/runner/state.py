@@ -75,6 +75,3 @@ class StateDir:
         with os.fdopen(fd, "w") as fh:
             json.dump({"workers": workers}, fh)
         os.replace(tmp, self.policy_path)
-
-    def forget_registration(self) -> None:
-        self.registration_path.unlink(missing_ok=True)

@@ -38,8 +38,8 @@ def headers(scope, max_bytes: int) -> tuple[str | None, bool]:
     for name, value in scope["headers"]:
         seen.setdefault(name, value)
     header = seen.get(b"authorization", b"").decode("latin-1")
-    scheme, _, token = header.partition(" ")
-    token = token.strip() if scheme.lower() == "bearer" and token.strip() else None
+    scheme, _, given = header.partition(" ")
+    token = given.strip() if scheme.lower() == "bearer" and given.strip() else None
     content_type = seen.get(b"content-type", b"").decode("latin-1")
     length = seen.get(b"content-length")
     read = (content_type.partition(";")[0].strip().lower() == "application/json"

@@ -7,6 +7,7 @@ hand-off cost more than the check itself."""
 from __future__ import annotations
 
 from fastapi import Request
+from starlette.requests import HTTPConnection
 
 from gg.control import people, runners
 from gg.domain import tokens
@@ -15,7 +16,7 @@ from gg.domain.runners import Runner, RunnerIdentity
 from gg.errors import Forbidden, Unauthorized
 
 
-def bearer(request: Request) -> str | None:
+def bearer(request: HTTPConnection) -> str | None:  # a request or a websocket
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():

@@ -23,7 +23,7 @@ Where each figure comes from:
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from typing import Callable, Iterable
 
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
@@ -63,7 +63,7 @@ class _Buckets:
 
     def family(self, name: str, doc: str) -> HistogramMetricFamily:
         running, buckets = 0, []
-        for bound, count in zip(self.bounds + (float("inf"),), self.counts):
+        for bound, count in zip(self.bounds + (float("inf"),), self.counts, strict=True):
             running += count
             buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
         return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=self.total)
@@ -72,7 +72,7 @@ class _Buckets:
 class StoreCollector:
     """Figures read from the store (and the dispatcher) each time Prometheus scrapes."""
 
-    def __init__(self, core: Core, parked: callable):
+    def __init__(self, core: Core, parked: Callable[[], int]):
         self.core = core
         self.parked = parked
         self.cursor = 0

@@ -63,7 +63,8 @@ def hold_data_dir(directory: Path) -> int:
         holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
         os.close(fd)
         raise StartRefused(f"another gg server (pid {holder}) is using the data dir "
-                           f"{directory}: stop it first, or give this one its own --data-dir")
+                           f"{directory}: stop it first, or give this one its own "
+                           "--data-dir") from None
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd

@@ -1,6 +1,7 @@
 """Approval rows: which environments require an approval for every flight (gg.domain.approvals).
 
-The range of approvals and services is 730-749 (the service spec column is 732). Approval gates themselves are rows of ``gates`` (clearer
+The range of approvals and services is 730-749 (the service spec column is 732). Approval gates
+themselves are rows of ``gates`` (clearer
 ``approver``); the root envelope's ``approvals:`` is a column of ``root_envelope``.
 """
 

@@ -271,7 +271,7 @@ class Database:
                 told(True)
             except Exception:  # noqa: BLE001 - the units committed: their callers hear so
                 log.exception("after the group commit")
-        for (_, future), (ok, value) in zip(live, outcomes):
+        for (_, future), (ok, value) in zip(live, outcomes, strict=True):
             if ok:
                 future.set_result(value)
             else:

@@ -88,7 +88,7 @@ class EstimateRows:
         decoded: dict[str, dict] = {}  # few distinct requirement sets: decode each once
         out = []
         for row in self.db.tuples(f"SELECT {columns} FROM flights WHERE stage = ?", (stage,)):
-            data = dict(zip(names, row))
+            data = dict(zip(names, row, strict=True))
             text = data["requires"]
             if text not in decoded:
                 decoded[text] = json.loads(text or "{}")

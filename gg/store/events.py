@@ -1,8 +1,6 @@
-"""The append-only event feed and small key/value metadata."""
+"""The append-only event feed."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from gg.store.db import Database, dumps, loads
 
@@ -40,19 +38,3 @@ class EventRows:
             tuple(params) + (limit,))
         out = [dict(r) | {"body": loads(r["body"], {})} for r in rows]
         return list(reversed(out)) if newest else out
-
-    def count_events(self, kind: str, **match: Any) -> int:
-        where, params = ["kind = ?"], [kind]
-        for key, value in match.items():
-            where.append(f"{key} = ?")
-            params.append(value)
-        row = self.db.one(f"SELECT count(*) FROM events WHERE {' AND '.join(where)}", tuple(params))
-        return row[0]
-
-    def get_meta(self, key: str) -> str | None:
-        row = self.db.one("SELECT value FROM meta WHERE key = ?", (key,))
-        return row[0] if row else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        self.db.run("INSERT INTO meta (key, value) VALUES (?, ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))

@@ -116,7 +116,7 @@ class FlightRows:
         out = []
         # plain tuples: a row object -> dict costs more than zip
         for row in self.db.tuples(sql, tuple(params)):
-            data = dict(zip(names, row))
+            data = dict(zip(names, row, strict=False))  # with_seq: seq comes last
             if with_seq:
                 data["_seq"] = row[-1]
             text = data["requires"]

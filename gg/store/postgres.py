@@ -82,7 +82,7 @@ class Row:
         return len(self._values)
 
     def __repr__(self) -> str:
-        return f"Row({dict(zip(self._index, self._values))!r})"
+        return f"Row({dict(zip(self._index, self._values, strict=True))!r})"
 
 
 def _row_factory(cursor):
@@ -526,7 +526,7 @@ class PgDatabase:
                 told(True)
             except Exception:  # noqa: BLE001
                 log.exception("after the group commit")
-        for (_, future), (ok, value) in zip(live, outcomes):
+        for (_, future), (ok, value) in zip(live, outcomes, strict=True):
             if ok:
                 future.set_result(value)
             else:

@@ -3,6 +3,7 @@ headers every console answer carries (a strict Content-Security-Policy among the
 
 from __future__ import annotations
 
+from typing import TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from fastapi import Request
@@ -13,6 +14,8 @@ from gg.domain import console as rules
 from gg.domain import tokens
 from gg.domain.people import Person
 from gg.errors import Forbidden
+
+R = TypeVar("R", bound=Response)
 
 SESSION_COOKIE = "gg_session"
 LOGIN_COOKIE = "gg_login"  # the sign-in form's double-submit token (no session exists yet)
@@ -37,7 +40,7 @@ STALE_FORM = ("this form did not come from this console, or its page is too old:
               "reload the page and try again")
 
 
-def secured(response: Response, *, cache: bool = False) -> Response:
+def secured(response: R, *, cache: bool = False) -> R:
     response.headers.update(HEADERS)
     if not cache:
         response.headers.update(NO_STORE)

@@ -187,19 +187,24 @@ def test_a_retired_runner_may_hand_back_the_flight_it_holds_and_nothing_else(cor
     retired = runners.authenticate(core, credential, retired_may_hand_back=True)
     for outcome in ("landed", "failed"):  # it may acknowledge the stop, not land the flight
         with pytest.raises(Forbidden) as refused:
-            leases.hand_back(core, retired, first.id, epoch=grant.epoch, outcome=outcome, exit_code=0, reason=None, key=None)
+            leases.hand_back(core, retired, first.id, epoch=grant.epoch,
+                             outcome=outcome, exit_code=0, reason=None, key=None)
         assert refused.value.code == "runner_retired"
     with pytest.raises(Forbidden) as refused:  # a lease it does not hold
-        leases.hand_back(core, retired, first.id, epoch=grant.epoch + 1, outcome="returned", exit_code=None, reason=None, key=None)
+        leases.hand_back(core, retired, first.id, epoch=grant.epoch + 1,
+                         outcome="returned", exit_code=None, reason=None, key=None)
     assert refused.value.code == "runner_retired"
     assert core.store.flight(first.id).stage == "flying"
     stopped, key = "the runner was retired: it stopped the flight", f"{grant.epoch}:hand-back"
-    done = leases.hand_back(core, retired, first.id, epoch=grant.epoch, outcome="returned", exit_code=None, reason=stopped, key=key)
+    done = leases.hand_back(core, retired, first.id, epoch=grant.epoch,
+                            outcome="returned", exit_code=None, reason=stopped, key=key)
     assert done["stage"] == "ready"
-    again = leases.hand_back(core, retired, first.id, epoch=grant.epoch, outcome="returned", exit_code=None, reason=stopped, key=key)
+    again = leases.hand_back(core, retired, first.id, epoch=grant.epoch,
+                             outcome="returned", exit_code=None, reason=stopped, key=key)
     assert again["repeat"] is True  # a lost answer retried is harmless
     with pytest.raises(Forbidden):  # once handed back, the flight is not its to return again
-        leases.hand_back(core, retired, first.id, epoch=grant.epoch, outcome="returned", exit_code=None, reason=None, key="other")
+        leases.hand_back(core, retired, first.id, epoch=grant.epoch,
+                         outcome="returned", exit_code=None, reason=None, key="other")
     admin.change_state(core, owner_of(core), "r2", "resume")
     assert leases.try_claim(core, other.id)[0].id == first.id
 
@@ -236,7 +241,8 @@ def test_forget_is_refused_while_online_or_leasing_naming_why_then_deletes_witho
     runners.goodbye(core, core.store.runner(r.id))
     with pytest.raises(Conflict, match=f"holds a lease on flight {flight.id}"):
         admin.forget(core, owner_of(core), "r1")
-    leases.hand_back(core, core.store.runner(r.id), flight.id, epoch=grant.epoch, outcome="landed", exit_code=0, reason=None, key=None)
+    leases.hand_back(core, core.store.runner(r.id), flight.id, epoch=grant.epoch,
+                     outcome="landed", exit_code=0, reason=None, key=None)
     admin.forget(core, owner_of(core), "r1")
     assert core.store.runner(r.id) is None
     forgotten = kinds(core, "info:runner:forgotten", r.id)

@@ -368,7 +368,8 @@ def test_an_attestation_turns_gone_processes_into_dirty_or_stopped(core, owner, 
     flight = flights.open_flight(core, owner, command=["true"], environment="ui")
     granted = leases.try_claim(core, runner.id)
     assert granted is not None and granted[0].id == flight.id
-    leases.hand_back(core, runner, flight.id, epoch=granted[1].epoch, outcome="landed", exit_code=0, reason=None, key=None)
+    leases.hand_back(core, runner, flight.id, epoch=granted[1].epoch,
+                     outcome="landed", exit_code=0, reason=None, key=None)
     answer = attest(core, keeper, running=[], did=[{"action": "start", "ok": True}])
     states = {m["id"]: m["state"] for m in answer["members"]}
     assert states == {flown["id"]: "dirty", idle["id"]: "stopped"}

@@ -44,7 +44,8 @@ def _history(core, owner, clock):
     leases.report(core, a, ids["landed"], epoch=1, facts=[{"kind": "output", "body": {"text": "hi"}, "key": "1:o:1"}])
     leases.hand_back(core, a, ids["landed"], epoch=1, outcome="landed", exit_code=0, reason=None, key="1:hand-back")
     leases.hand_back(core, a, ids["failed"], epoch=1, outcome="failed", exit_code=3, reason=None, key="1:hand-back")
-    leases.hand_back(core, a, ids["returned"], epoch=1, outcome="returned", exit_code=None, reason="no credential", key="1:hand-back")
+    leases.hand_back(core, a, ids["returned"], epoch=1,
+                     outcome="returned", exit_code=None, reason="no credential", key="1:hand-back")
     flights.cancel(core, owner, ids["cancelled"])
     clock.advance(TTL + 1)  # a's lease on "expired" runs out
     for r in (a, b):
@@ -181,7 +182,8 @@ def test_a_retired_runners_flight_handed_back_then_regranted_holds_every_invaria
     c = make_runner(core, owner, "c", workers=2)
     assert leases.try_claim(core, c.id) is None  # still flying on the retired runners
     acked = core.store.flights_held_by(a.id)[0].id
-    leases.hand_back(core, core.store.runner(a.id), acked, epoch=1, outcome="returned", exit_code=None, reason="stopped", key=None)
+    leases.hand_back(core, core.store.runner(a.id), acked, epoch=1,
+                     outcome="returned", exit_code=None, reason="stopped", key=None)
     clock.advance(TTL)  # b never acknowledges: its lease expires by the clock
     runners.check_in(core, c, readings={}, inventory=None, capabilities=None, version=None,
                      held=[], peer_address=None)

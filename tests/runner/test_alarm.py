@@ -38,7 +38,7 @@ def test_one_thread_serves_every_request():
     alarm = Alarm()
     threads: set[int] = set()
     done = threading.Event()
-    for i in range(20):
+    for _ in range(20):
         alarm.at(time.monotonic(), lambda: threads.add(threading.get_ident()))
     alarm.at(time.monotonic(), done.set)
     wait_until(done.is_set)

@@ -15,7 +15,7 @@ def test_readings_are_taken_at_most_once_every_interval():
 
     readings = Readings(take=take, clock=lambda: now[0])
     assert readings() == {"cpu_percent": 1.0}
-    for step in range(50):  # a runner flying short flights claims many times a second
+    for _ in range(50):  # a runner flying short flights claims many times a second
         now[0] += READINGS_EVERY / 100
         assert readings() == {"cpu_percent": 1.0}
     now[0] += READINGS_EVERY / 2

@@ -90,14 +90,14 @@ def test_answers_are_serialised_as_the_route_serialises_them(client):
     runners = [_runner(client, name) for name in ("a", "b")]
     # The app's stack first: the dispatcher keeps the loop of the last claim it saw, and the
     # drain below must reach the client's.
-    for answered_by, credential in zip((framework, client), runners):
+    for answered_by, credential in zip((framework, client), runners, strict=True):
         nothing = answered_by.post(CLAIM, json={"wait": 0}, headers=auth(credential))
         assert (nothing.status_code, nothing.content) == (204, b"")
     for _ in runners:
         client.post("/v1/flights", json={"command": ["true"]}, headers=auth(client.owner))
     theirs, ours = (answered_by.post(CLAIM, json={"wait": 0, "readings": {"cpu_percent": 1.0}},
                                      headers=auth(credential))
-                    for answered_by, credential in zip((framework, client), runners))
+                    for answered_by, credential in zip((framework, client), runners, strict=True))
     assert ours.status_code == theirs.status_code == 200, (ours.text, theirs.text)
     assert ours.headers["content-type"] == theirs.headers["content-type"]
     assert _shape(ours.json()) == _shape(theirs.json())

@@ -145,7 +145,7 @@ def test_answers_are_the_routes_own_and_counted_under_their_templates(client):
             http.post(base + "/hand-back", json={"epoch": 1, "outcome": "landed", "exit_code": 0,
                                                  "key": "1:hand-back"}, headers=auth(credential)),
         ]
-    for ours, theirs in zip(answers["ours"], answers["theirs"]):
+    for ours, theirs in zip(answers["ours"], answers["theirs"], strict=True):
         assert ours.status_code == theirs.status_code == 200, (ours.text, theirs.text)
         assert ours.headers["content-type"] == theirs.headers["content-type"]
         assert set(ours.json()) == set(theirs.json())
