@@ -15,6 +15,7 @@ form that passes (the synchronizer token, kept by deriving instead of storing). 
 
 from __future__ import annotations
 
+from typing import Any
 
 from gg.domain import tokens
 from gg.domain.people import Person, token_works
@@ -26,7 +27,7 @@ def new_session(person: Person, now: float, ttl: float) -> tuple[str, str, float
     return secret, tokens.digest(secret), now + ttl
 
 
-def session_works(session: dict, holder: Person | None, holder_token_hash: str | None,
+def session_works(session: dict[str, Any], holder: Person | None, holder_token_hash: str | None,
                   now: float) -> bool:
     """Whether a stored session still signs its person in at ``now``. ``holder`` is whoever
     holds the person token the session was made with (None: nobody, since it was rotated
