@@ -226,6 +226,8 @@ class FlightRun:
             ALARM.cancel(self._lease_alarm)
             self.lost.set()  # stops the keeper
             self._stop_process()  # never leave it running behind a flight that is over here
+            if self.launch is not None:
+                self.launch.discard()  # a container's environment file
             _remove(workspace)
             if self.identity is not None and self.identities is not None:
                 self.identities.give_back(self.identity)
