@@ -8,10 +8,9 @@ leases it holds, its outbox of reports and hand-backs) and ``deliver`` brings th
 
 Flights fly exactly as a dial-out runner's do (:class:`gg.runner.flight.FlightRun`: the same
 workspace, sandbox, policy, output, local deadline and launcher watchdog); only their client
-differs. The
-:class:`Relay` stands where the HTTP client stands: a report or a hand-back waits in the
-outbox for the next poll, a renewal is the one the control plane makes at each poll it gets
-through, and a refusal (a lease fenced by a newer epoch, a flight ended, the runner
+differs. The :class:`Relay` stands where the HTTP client stands: a report or a hand-back waits
+in the outbox for the next poll, a renewal is the one the control plane makes at each poll it
+gets through, and a refusal (a lease fenced by a newer epoch, a flight ended, the runner
 retired) reaches the flight as the same ApiError a dial-out runner's request would get.
 
 A lease's local expiry is counted from when the runner *answered* the poll that granted or
