@@ -303,3 +303,43 @@ def accept_queue(port: int) -> int | None:
         if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":  # LISTEN
             return int(fields[4].split(":")[1], 16)
     return None
+
+
+# A library that marks every process it loads into: an empty file named after the process
+# (its comm) in the directory MARKS. With LD_PRELOAD, it shows which programs a variable
+# reached.
+MARKING_LIBRARY = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+__attribute__((constructor)) static void mark(void) {
+    char name[64] = {0}, path[4096];
+    int fd = open("/proc/self/comm", O_RDONLY);
+    if (fd >= 0) { if (read(fd, name, sizeof name - 1) < 0) name[0] = 0; close(fd); }
+    name[strcspn(name, "\n")] = 0;
+    snprintf(path, sizeof path, "%s/%s", MARKS, name);
+    fd = open(path, O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0) close(fd);
+}
+"""
+
+
+def marking_library(folder: Path) -> tuple[Path, Path] | None:
+    """(the library, its marks directory), built with cc in ``folder`` and checked to mark
+    (``true`` under it leaves ``true``, removed again); None without a C compiler."""
+    import shutil
+
+    cc = shutil.which("cc")
+    if cc is None:
+        return None
+    marks = folder / "marks"
+    marks.mkdir()
+    source, library = folder / "mark.c", folder / "libmark.so"
+    source.write_text(MARKING_LIBRARY)
+    subprocess.run([cc, "-shared", "-fPIC", f'-DMARKS="{marks}"', "-o", str(library),
+                    str(source)], check=True, capture_output=True, timeout=60)
+    subprocess.run(["true"], env={**os.environ, "LD_PRELOAD": str(library)}, check=True)
+    assert [p.name for p in marks.iterdir()] == ["true"]  # the library does mark
+    (marks / "true").unlink()
+    return library, marks

@@ -74,6 +74,9 @@ class Polled(Answer):
     held: list[Held] = []
     outbox: list[OutboxEntry] = []
     goodbye: bool = False  # it is stopping and holds nothing: offline now, not after a while
+    # This answer's number: the delivery names it back, so the runner counts each renewed
+    # lease from when it answered the poll that renewed it (docs/runner-modes.md).
+    poll: Annotated[int | None, Field(ge=1)] = None
 
 
 class Refusal(Answer):
@@ -92,6 +95,7 @@ class Delivery(Request):
     renewals: list[dict[str, Any]] = []  # LeaseRenewed
     grants: list[dict[str, Any]] = []  # Claimed
     retired: bool = False
+    poll: Annotated[int | None, Field(ge=1)] = None  # the poll (Polled.poll) this answers
 
 
 class Delivered(Answer):

@@ -86,6 +86,11 @@ def server(
     except ValueError as exc:
         raise CliError(str(exc), Exit.USAGE) from None
     _check_database_url(settings.database_url)
+    from gg.domain.pull import polls_too_slow
+
+    too_slow = polls_too_slow(settings)  # pull-mode runners would stop flights it renews
+    if too_slow is not None:
+        raise CliError(too_slow, Exit.USAGE)
     os.umask(0o077)  # everything the server writes (store, WAL, tokens) is the owner's alone
     from gg.server.start_up import StartRefused, check_port, hold_data_dir
 

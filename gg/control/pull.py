@@ -170,21 +170,24 @@ async def polled(core: Core, runner: Runner, answer: Any, peer: str | None) -> d
                 break
             grants.append(answers.claimed(core, fresh, got))
             free -= 1
-    return {"runner": runner.id, "checked_in": checked, "applied": applied,
-            "refusals": refusals, "renewals": renewals, "grants": grants, "retired": retired}
+    delivery = {"runner": runner.id, "checked_in": checked, "applied": applied,
+                "refusals": refusals, "renewals": renewals, "grants": grants,
+                "retired": retired}
+    if answer.poll is not None:  # a runner from before numbered polls knows no such field
+        delivery["poll"] = answer.poll
+    return delivery
 
 
 def _renewal_due(core: Core, runner: Runner, flight_id: str, epoch: int) -> bool:
-    """Whether to renew now: a lease of this runner's with no more than LEASE_RENEW_AT plus
-    one CHECK_IN_INTERVAL left (the next poll might come too late), or anything else (the
-    renewal then refuses it, as it would refuse the runner). A busy runner is polled often;
-    its leases are not rewritten at every poll."""
+    """Whether to renew now: a lease of this runner's with no more than
+    :func:`gg.domain.pull.renew_when` left (the next poll might come too late for the
+    runner's own deadline), or anything else (the renewal then refuses it, as it would refuse
+    the runner). A busy runner is polled often; its leases are not rewritten at every poll."""
     flight = core.store.flight(flight_id)
     if flight is None or flight.lease_runner != runner.id or flight.epoch != epoch \
             or flight.lease_expires_at is None:
         return True
-    left = flight.lease_expires_at - core.now()
-    return left <= core.settings.lease_renew_at + core.settings.check_in_interval
+    return flight.lease_expires_at - core.now() <= rules.renew_when(core.settings)
 
 
 def _refusal(flight_id: str, exc: GGError, *, seq: int | None = None) -> dict:

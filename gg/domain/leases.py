@@ -15,7 +15,7 @@ from gg.domain.flights import Flight, Grant, Stage, after_expiry, next_lease
 from gg.errors import Conflict, LeaseSuperseded, NotFound
 
 __all__ = ["Grant", "after_expiry", "check_holder", "grant", "lease_expired", "lease_live",
-           "renewal_expiry", "restart_floor"]
+           "renewal_expiry", "restart_floor", "stop_margin"]
 
 
 def lease_live(flight: Flight, now: float) -> bool:
@@ -79,3 +79,10 @@ def renewal_expiry(now: float, ttl: float) -> float:
 def restart_floor(expires_at: float, now: float, ttl: float) -> float:
     """After a control-plane restart every live lease is honoured for at least one TTL."""
     return max(expires_at, now + ttl)
+
+
+def stop_margin(margin: float, renew_at: float) -> float:
+    """How long before a lease's local expiry a runner that could not renew it stops its
+    flight: LEASE_MARGIN, at most half of LEASE_RENEW_AT (docs/lease-protocol.md)."""
+    return min(margin, renew_at / 2)
+

@@ -20,6 +20,11 @@ serves it unsigned anyway and checks FOR on every other path.
 A request is good only within ``skew`` seconds of the receiver's clock and only once (its
 nonce is remembered for twice the skew, after which its timestamp is stale anyway). An answer
 names the nonce of the request it answers, so an old answer cannot stand for a new one.
+
+The control plane renews a pull-mode runner's leases at its polls, and the runner stops a
+flight whose lease was not renewed by its own deadline, as a dial-out runner does: so the
+polls must come often enough for a renewal to reach the runner before it (:func:`renew_when`,
+:func:`polls_too_slow`).
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass, field
+
+from gg.domain.leases import stop_margin
+from gg.settings import Settings
 
 TIMESTAMP_HEADER = "x-gg-timestamp"
 NONCE_HEADER = "x-gg-nonce"
@@ -42,6 +50,7 @@ MODE_PULL = "pull"
 KIND = "pull"  # the runner row's kind: joined by attach, never by registration
 ANYONE = "*"  # FOR of the one request made before the runner's key is known (KEY_PATH)
 MAX_NONCES = 100_000  # remembered nonces; past it the oldest are forgotten first
+MIN_POLL_GAP = 0.2  # seconds between two polls of one runner, however often they are woken
 
 
 def digest(body: bytes) -> str:
@@ -97,3 +106,37 @@ class Nonces:
             if at >= horizon and len(self.seen) < MAX_NONCES:
                 return
             del self.seen[oldest]
+
+
+def poll_every(settings: Settings) -> float:
+    """How often the control plane polls a runner that holds a lease."""
+    return max(settings.pull_busy_interval, MIN_POLL_GAP)
+
+
+def renew_when(settings: Settings) -> float:
+    """How much of a pull-mode runner's lease is left when the control plane renews it at a
+    poll: LEASE_RENEW_AT, plus the polls that might come too late for the runner's own
+    deadline (one CHECK_IN_INTERVAL, one busy poll)."""
+    return settings.lease_renew_at + settings.check_in_interval + poll_every(settings)
+
+
+def renewal_window(settings: Settings) -> float:
+    """How long the control plane has to renew a pull-mode runner's lease at one of its
+    polls: from when the renewal is due (:func:`renew_when`, or at once when the lease is
+    shorter) until the runner stops the flight (the stop margin before its local expiry)."""
+    return (min(settings.lease_ttl, renew_when(settings))
+            - stop_margin(settings.lease_margin, settings.lease_renew_at))
+
+
+def polls_too_slow(settings: Settings) -> str | None:
+    """Why a pull-mode runner holding a lease could see its renewal only after it stopped the
+    flight, with nothing failing (no poll falls inside :func:`renewal_window`); None when the
+    settings fit. ``gg server`` refuses to start with such settings."""
+    every, window = poll_every(settings), renewal_window(settings)
+    if every < window:
+        return None
+    margin = stop_margin(settings.lease_margin, settings.lease_renew_at)
+    return (f"PULL_BUSY_INTERVAL ({every:g}s) must be shorter than the {max(window, 0):g}s a "
+            f"pull-mode runner's lease leaves for its renewal (LEASE_TTL {settings.lease_ttl:g}s "
+            f"less the runner's stop margin {margin:g}s): poll more often or make the leases "
+            "longer")

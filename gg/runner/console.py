@@ -298,6 +298,8 @@ class ConsoleRun:
         if proc is None or proc.poll() is not None:
             if proc is not None:
                 _kill_group(proc.pid, signal.SIGKILL)  # leftovers holding the terminal
+            if self.launch is not None:
+                self.launch.discard()  # a container's environment file
             return
         _signal(proc, signal.SIGHUP)
         try:
@@ -309,6 +311,8 @@ class ConsoleRun:
         if launch is not None and launch.cleanup:
             subprocess.run(launch.cleanup, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, check=False, timeout=30)
+        if launch is not None:
+            launch.discard()
 
 
 HOST_ROOT = "host root"

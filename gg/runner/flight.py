@@ -57,6 +57,7 @@ from typing import Any, Callable
 from gg.client import ApiError, Client, RETRY_FLIGHT_MIN, ServerFault, Unreachable
 from gg.domain.flights import Outcome
 from gg.domain.timeouts import timed_out_reason
+from gg.domain.leases import stop_margin
 from gg.domain.output import TRUNCATED
 from gg.api.runners import Claimed, FlightForRunner
 from gg.domain.health import FLIGHTS_AS_ROOT
@@ -92,12 +93,12 @@ class Lease:
     @property
     def stop_at(self) -> float:
         """When the runner stops the flight unless a renewal moved the expiry (monotonic)."""
-        return self.local_expiry - min(self.margin, self.renew_at / 2)
+        return self.local_expiry - stop_margin(self.margin, self.renew_at)
 
     @property
     def kill_at(self) -> float:
         """When the launcher kills the flight's whole tree by itself (monotonic)."""
-        return self.local_expiry - min(self.margin, self.renew_at / 2) / 2
+        return self.local_expiry - stop_margin(self.margin, self.renew_at) / 2
 
 
 @dataclass
@@ -136,9 +137,10 @@ class FlightRun:
     identities: FlightIdentities | None = None
     identity: Identity | None = None
     ran_out: threading.Event = field(default_factory=threading.Event)  # stopped: lease ran out
-    # Stop at the lease's local deadline (below). A pull-mode runner hears of its renewals
-    # only a poll after the control plane made them, so it does not yet (docs/runner-modes.md).
-    local_deadline: bool = True
+    # A pull-mode runner's leases are renewed by the control plane at its polls: each
+    # delivery moves the local expiry (:meth:`lease_renewed`, counted from when the runner
+    # answered that poll), and the keeper only waits for them (docs/runner-modes.md).
+    renewed_by_polls: bool = False
     on_lease_out: list = field(default_factory=list)  # called (quick) when it ran out
     _watched: list = field(default_factory=list)  # its processes, each with a kill deadline
     _lease_alarm: int | None = None
@@ -225,6 +227,8 @@ class FlightRun:
             ALARM.cancel(self._lease_alarm)
             self.lost.set()  # stops the keeper
             self._stop_process()  # never leave it running behind a flight that is over here
+            if self.launch is not None:
+                self.launch.discard()  # a container's environment file
             _remove(workspace)
             if self.identity is not None and self.identities is not None:
                 self.identities.give_back(self.identity)
@@ -250,18 +254,16 @@ class FlightRun:
         self.lease.local_expiry = expiry
         self._arm_lease_stop()
         for proc in list(self._watched):
-            if isinstance(proc, LaunchedProcess) and self.local_deadline:
+            if isinstance(proc, LaunchedProcess):
                 proc.watch(self.lease.kill_at)
 
     def _watch(self, proc: LaunchedProcess | subprocess.Popen) -> None:
         """``proc`` is one of this flight's: the launcher kills its tree at the kill deadline."""
         self._watched = [p for p in self._watched if p.poll() is None] + [proc]
-        if isinstance(proc, LaunchedProcess) and self.local_deadline:
+        if isinstance(proc, LaunchedProcess):
             proc.watch(self.lease.kill_at)
 
     def _arm_lease_stop(self) -> None:
-        if not self.local_deadline:
-            return
         ALARM.cancel(self._lease_alarm)
         self._lease_alarm = ALARM.at(self.lease.stop_at, self._lease_stop_due)
 
@@ -654,22 +656,19 @@ class FlightRun:
                 sent = time.monotonic()
                 # Worth trying only until the flight is stopped here (after that, the server
                 # refuses a renewal anyway)
-                left = (max(0.1, self.lease.stop_at - sent) if self.local_deadline
-                        else self._patience())
+                left = max(0.1, self.lease.stop_at - sent)
                 answer = self.client.renew(self.id, self.lease.epoch, retry_for=left,
                                            timeout=left)
-                remaining = answer.expires_at - answer.server_time
-                self.lease_renewed(sent + remaining)
+                if not self.renewed_by_polls:  # a delivery moved the expiry already
+                    self.lease_renewed(sent + (answer.expires_at - answer.server_time))
                 if answer.service is not None:  # a service: the newest spec (an update)
                     self.service_spec = answer.service
             except (Unreachable, ServerFault):
                 # Kept trying (a 5xx is "try again", never a lost flight) until the flight's
                 # stop: the alarm stops it then (now, if it has not yet)
-                if self.local_deadline and time.monotonic() >= self.lease.stop_at:
+                if time.monotonic() >= self.lease.stop_at:
                     self._lease_stop_due()
                     return
-                if not self.local_deadline:  # pull mode: the control plane decides
-                    self.lease.local_expiry = time.monotonic() + self.lease.renew_at + 1.0
                 self.lost.wait(0.5)
             except ApiError as exc:
                 if exc.code == "runner_retired":

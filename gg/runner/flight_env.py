@@ -19,6 +19,14 @@ the command's is handed over on fd ``HANDED_FD`` (``Launch.handed``), never on a
   variables already runs as the flight. A console joining such a flight (nsenter, setpriv)
   gets the same: its shell sources the lines from fd ``HANDED_FD`` itself (``Launch.sourced``).
 
+A container (isolation ``container``) is the same: the engine's client (podman, docker) runs
+with the runner's own environment, as bwrap does, so a flight's ``LD_PRELOAD`` or ``PATH``
+never steers it. The flight's variables are the same ``export K='v'`` lines, written to a
+file in a private directory (:func:`write_private`), bound read-only at ``ENVIRONMENT_FILE``
+in the container, and sourced by the container's ``/bin/sh`` before it execs the command
+(:func:`sourcing`). An engine's own ``--env-file`` cannot carry them: docker's format has no
+multi-line values, and podman's changed between releases (from 4.7 it cut a value at ``#``).
+
 A name the shell cannot export (``BASH_FUNC_f%%``, inherited from a runner's own environment)
 is left out of the file: a flight's and a service's own names are shell names already
 (``gg.domain.services.env_problem``).
@@ -29,7 +37,9 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 
 HANDED_FD = 3  # where bwrap reads the command's environment: see Launch.handed
 # All that setpriv (uid 0, before the drop) and the sourcing shell start with.
@@ -57,11 +67,11 @@ def handed_env(env: Mapping[str, str]) -> bytes:
     return b"".join(os.fsencode(arg) + b"\0" for arg in args)
 
 
-def environment_file(env: Mapping[str, str]) -> bytes:
+def environment_file(env: Mapping[str, str], *, unset_path: bool = True) -> bytes:
     """``env`` as the lines a shell sources (every value single-quoted, so a newline or a
     ``$(…)`` in it is only text): the command starts with it, the shell's own ``PATH``
-    unset when ``env`` has none."""
-    lines = [] if "PATH" in env else ["unset PATH"]
+    unset when ``env`` has none (unless not ``unset_path``: a container keeps its image's)."""
+    lines = [] if "PATH" in env or not unset_path else ["unset PATH"]
     for key, value in env.items():
         if _SHELL_NAME.match(key) and "\0" not in value:
             lines.append(f"export {key}={shlex.quote(value)}")
@@ -84,3 +94,30 @@ def after_drop(command: list[str], source: str = ENVIRONMENT_FILE) -> list[str]:
     """``command`` started, after setpriv, by a shell that first takes its environment from
     ``source``."""
     return [SHELL, "-c", f'. {source} && exec "$@" {HANDED_FD}<&-', "sh", *command]
+
+
+def sourcing(command: list[str], source: str = ENVIRONMENT_FILE) -> list[str]:
+    """``command`` started by a shell that first takes its environment from ``source`` (a
+    container's bound file)."""
+    return [SHELL, "-c", f'. {source} && exec "$@"', "sh", *command]
+
+
+PRIVATE_NAME = "environment"
+
+
+def write_private(data: bytes, parent: Path | None = None) -> Path:
+    """``data`` in a file of a new directory only its owner may enter (0700), under
+    ``parent`` (the system's temporary directory when None); the file's path. The file itself
+    is 0444: bound into a container it must be readable by whoever the container runs as,
+    and the directory keeps everyone else on the host out. Remove the directory (the file's
+    parent) once the container ended."""
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder = Path(tempfile.mkdtemp(prefix="gg-env-", dir=parent))
+    path = folder / PRIVATE_NAME
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        os.fchmod(fh.fileno(), 0o444)
+    return path

@@ -32,14 +32,17 @@ the command's is the launch's ``handed`` bytes on fd ``HANDED_FD``, which bwrap 
 execs the command (``--args 3``), or, on a root runner, which a shell started after setpriv
 took the flight identity applies. A flight's ``LD_PRELOAD`` or ``PATH`` so never loads into
 bwrap or setpriv nor finds another one, and no value is on a command line.
-The plain command (isolation ``none``, egress ``all``) gets its environment directly; a
-container gets ``--env NAME`` (the engine client reads the value from its own environment).
+A container engine's client runs with the runner's own environment too; the flight's
+variables are a file bound read-only into the container and sourced there before the command
+(``Launch.private``, removed once the container ended). The plain command (isolation
+``none``, egress ``all``) gets its environment directly.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import stat
 import sys
 import threading
@@ -54,13 +57,17 @@ from gg.domain.health import FLIGHTS_AS_ROOT, first_missing
 from gg.domain.policy import Policy
 from gg.runner import flight_identity as identities
 from gg.runner import socket_activation
-from gg.runner.flight_env import (HANDED_FD, after_drop, before_drop, bound_file,
-                                  environment_file, handed_env, runner_env)
+from gg.runner.flight_env import (ENVIRONMENT_FILE, HANDED_FD, after_drop, before_drop,
+                                  bound_file, environment_file, handed_env, runner_env,
+                                  sourcing, write_private)
 from gg.runner.flight_identity import Identity
 from gg.trees import recorded as recorded_trees
 
 DEFAULT_IMAGE = "docker.io/library/python:3.11-slim"
 CONTAINER_WORKSPACE = "/workspace"
+# Under the runner's state dir (hidden from every sandbox): each container's environment file,
+# in a directory of its own, while the container runs.
+ENVIRONMENTS = "environments"
 # Host-specific variables that mean nothing (or the wrong thing) inside a container.
 # Bound read-only into every sandbox when present (a symbolic link stays a link).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
@@ -110,6 +117,9 @@ class Launch:
     ``env`` is then the runner's own, for bwrap alone. ``sourced``: ``handed`` is that file's
     shell lines, applied by a shell after the drop, not bwrap's ``--args``. The runner's
     launcher puts them there (``LAUNCHER.start(..., handed=...)``).
+
+    ``private``: a container's environment file's directory (the flight's variables, bound
+    into the container), to remove with :meth:`discard` once the container ended.
     """
 
     argv: list[str]
@@ -119,6 +129,13 @@ class Launch:
     container_name: str | None = None
     handed: bytes | None = None
     sourced: bool = False
+    private: Path | None = None
+
+    def discard(self) -> None:
+        """What this launch left on the host for its process (a container's environment
+        file), gone; call it once the process ended (again: nothing happens)."""
+        if self.private is not None:
+            shutil.rmtree(self.private, ignore_errors=True)
 
 
 def _bwrap(capabilities: Mapping[str, Any]) -> str:
@@ -415,7 +432,10 @@ def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
 
 def _container(command: list[str], engine: str, workspace: Path, env: Mapping[str, str],
                cut_net: bool, image: str, name: str, terminal: bool = False,
-               drop_to: Identity | None = None) -> Launch:
+               drop_to: Identity | None = None, private_root: Path | None = None) -> Launch:
+    """The engine's client with the runner's own environment; the flight's variables only in
+    a file bound read-only into the container, which its ``/bin/sh`` sources before it execs
+    the command (:mod:`gg.runner.flight_env`)."""
     argv = [engine, "run", "--rm", *(["--interactive", "--tty"] if terminal else []),
             "--name", name, "--security-opt", "no-new-privileges"]
     if drop_to is not None:  # a root engine's container root is host root: never a flight's
@@ -425,13 +445,11 @@ def _container(command: list[str], engine: str, workspace: Path, env: Mapping[st
     if cut_net:
         argv += ["--network", "none"]
     passed = {k: v for k, v in env.items() if k not in _HOST_ONLY}
-    for key in sorted(passed):
-        argv += ["--env", key]
-    client_env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "XDG_RUNTIME_DIR",
-                                                               "DOCKER_HOST", "CONTAINER_HOST")}
-    client_env.update(passed)
-    return Launch(argv=argv + [image, *command], env=client_env, cwd=workspace,
-                  cleanup=[engine, "rm", "--force", name], container_name=name)
+    path = write_private(environment_file(passed, unset_path=False), private_root)
+    argv += ["--volume", f"{path}:{ENVIRONMENT_FILE}:ro"]
+    return Launch(argv=argv + [image, *sourcing(command)], env=runner_env(), cwd=workspace,
+                  cleanup=[engine, "rm", "--force", name], container_name=name,
+                  private=path.parent)
 
 
 def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: Path,
@@ -487,7 +505,7 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
         engine = str(capabilities["container_engine"])
         name = container_name or f"gg-{workspace.name[:40]}-{secrets.token_hex(4)}"
         return _container(command, engine, workspace, out_env, cut_net, image, name, terminal,
-                          drop_to)
+                          drop_to, state_dir / ENVIRONMENTS if state_dir else None)
     if policy.isolation == "none":
         if not cut_net:
             return Launch(argv=list(command), env=out_env, cwd=workspace)

@@ -7,17 +7,26 @@ leases it holds, its outbox of reports and hand-backs) and ``deliver`` brings th
 (policy, admin state, renewed leases, refusals, grants).
 
 Flights fly exactly as a dial-out runner's do (:class:`gg.runner.flight.FlightRun`: the same
-workspace, sandbox, policy, output and lease keeper); only their client differs. The
-:class:`Relay` stands where the HTTP client stands: a report or a hand-back waits in the
-outbox for the next poll, a renewal is the one the control plane makes at each poll it gets
-through, and a refusal (a lease fenced by a newer epoch, a flight ended, the runner
+workspace, sandbox, policy, output, local deadline and launcher watchdog); only their client
+differs. The :class:`Relay` stands where the HTTP client stands: a report or a hand-back waits
+in the outbox for the next poll, a renewal is the one the control plane makes at each poll it
+gets through, and a refusal (a lease fenced by a newer epoch, a flight ended, the runner
 retired) reaches the flight as the same ApiError a dial-out runner's request would get.
+
+A lease's local expiry is counted from when the runner *answered* the poll that granted or
+renewed it, plus the lifetime the control plane gave it then (``expires_at - server_time``,
+a duration on the control plane's one clock, so the two clocks' skew does not matter). The
+control plane made the grant or renewal after that answer reached it, so the local expiry is
+never later than its own. A flight not renewed by its deadline (the stop margin before that)
+is stopped here, and its tree killed by the launcher even when this runner is frozen
+(docs/lease-protocol.md, "The runner stops what it cannot renew").
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -39,6 +48,7 @@ from gg.settings import DEFAULTS, Settings
 
 PINNED_NAME = "control-plane.pub"
 REPROBE_EVERY = 300.0
+ANSWERED_KEPT = 16  # polls whose answer times are remembered for their deliveries
 
 
 @dataclass
@@ -185,6 +195,8 @@ class PullRunner:
         self._inventory_sent: dict | None = None
         self._capabilities_sent: dict | None = None
         self._polled: dict = {}  # what the last poll sent, confirmed by its delivery
+        self._polls = 0
+        self._answered: OrderedDict[int, float] = OrderedDict()  # poll -> when (monotonic)
         self.said_goodbye = threading.Event()  # a poll carrying the goodbye was delivered
 
     # -- the pinned control plane key -------------------------------------------------------
@@ -255,19 +267,38 @@ class PullRunner:
         goodbye = self.stopping and not held and not outbox
         self._polled = {"inventory": changed if "inventory" in check_in else None,
                         "capabilities": check_in.get("capabilities"), "goodbye": goodbye}
-        return {"check_in": check_in, "held": held, "outbox": outbox, "goodbye": goodbye}
+        with self.lock:
+            self._polls += 1
+            number = self._polls
+            self._answered[number] = time.monotonic()  # an instant before the answer leaves
+            while len(self._answered) > ANSWERED_KEPT:
+                self._answered.popitem(last=False)
+        return {"check_in": check_in, "held": held, "outbox": outbox, "goodbye": goodbye,
+                "poll": number}
+
+    def answered_at(self, poll: int | None) -> float:
+        """When this runner answered the poll a delivery names (monotonic): what its grants
+        and renewals count from. A delivery that names none (an older control plane) counts
+        from the newest answer, one naming a poll long forgotten from the oldest kept."""
+        with self.lock:
+            if poll in self._answered:
+                return self._answered[poll]
+            if self._answered:
+                return next(iter(self._answered.values()) if poll is not None
+                            else reversed(self._answered.values()))
+        return time.monotonic()
 
     def deliver(self, delivery: Delivery) -> dict:
         """The control plane's answers to the last poll: applied in the order a dial-out
         runner hears them (check-in, its reports, its leases, new grants)."""
         if delivery.checked_in:
             self._checked_in(CheckedIn.model_validate(delivery.checked_in))
+        answered = self.answered_at(delivery.poll)
         hand_backs = self.relay.settle(delivery.applied, delivery.refusals, delivery.renewals)
         for renewal in delivery.renewals:
             run = self.runs.get(renewal["flight"])
             if run is not None:
-                run.lease_renewed(time.monotonic() + (renewal["expires_at"]
-                                                      - renewal["server_time"]))
+                run.lease_renewed(answered + (renewal["expires_at"] - renewal["server_time"]))
                 if renewal.get("service") is not None:
                     run.service_spec = renewal["service"]
         for refusal in delivery.refusals:  # as the refused request's ApiError would
@@ -281,7 +312,7 @@ class PullRunner:
         taken, refused = [], []
         for grant in delivery.grants:
             claimed = Claimed.model_validate(grant)
-            (taken if self._take(claimed) else refused).append(claimed.flight.id)
+            (taken if self._take(claimed, answered) else refused).append(claimed.flight.id)
         return {"taken": taken, "refused": refused}
 
     def _checked_in(self, answer: CheckedIn) -> None:
@@ -315,19 +346,20 @@ class PullRunner:
         for run in list(self.runs.values()):
             run.retire()
 
-    def _take(self, answer: Claimed) -> bool:
-        """Fly a granted flight; a grant it cannot take (stopping, no slot) is given back."""
+    def _take(self, answer: Claimed, answered: float) -> bool:
+        """Fly a granted flight; a grant it cannot take (stopping, no slot) is given back.
+        Its lease runs out here its lifetime after ``answered`` (the poll that got it)."""
         flight, lease = answer.flight, answer.lease
         ttl = lease.expires_at - lease.granted_at
         run = FlightRun(client=self.relay, flight=flight, say=self.say,
                         lease=Lease(flight.id, lease.epoch, ttl, answer.protocol.lease_renew_at,
-                                    time.monotonic() + ttl,
+                                    answered + ttl,
                                     margin=answer.protocol.lease_margin or DEFAULTS.lease_margin),
                         workspace_root=self.state.workspaces, fleet=None,
                         policy=answer.policy or self.policy,
                         capabilities=self.capabilities or {}, state_dir=self.state.path,
                         hidden=list(self.options.hidden), on_unmet=self._unmet,
-                        on_retired=self._retire_once, local_deadline=False)
+                        on_retired=self._retire_once, renewed_by_polls=True)
         with self.lock:
             fits = len(self.runs) < self.capacity and flight.id not in self.runs
             if fits and not (self.stopping or self.retired):

@@ -541,6 +541,8 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 signal_group(proc, signal.SIGKILL)
                 return False
+            finally:
+                launch.discard()
         if spec.get("port") is not None:
             try:
                 gen.connect(timeout=1.0).close()
@@ -569,6 +571,8 @@ class Supervisor:
         if gen.launch is not None and gen.launch.cleanup:
             subprocess.run(gen.launch.cleanup, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, check=False, timeout=30)
+        if gen.launch is not None:
+            gen.launch.discard()
         if gen.reader is not None:
             gen.reader.join(timeout=5)
         gen.close()

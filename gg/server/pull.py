@@ -39,7 +39,7 @@ from gg.errors import GGError
 
 log = logging.getLogger("gg.server")
 
-MIN_GAP = 0.2  # seconds between two polling rounds woken by ready flights
+MIN_GAP = rules.MIN_POLL_GAP  # seconds between two polls of one runner woken by ready flights
 
 
 class PullFailed(GGError):
@@ -182,12 +182,15 @@ class Poller:
         promptly; at once when a flight becomes ready (at most every MIN_GAP)."""
         settings = self.core.settings
         poke = self._pokes[runner_id]
+        busy = False
         while runner_id in self._wanted:
             started = time.monotonic()
             runner = self.core.store.runner(runner_id)
             if runner is None:
                 return
-            busy = await self.poll(http, runner)
+            # A poll that did not get through keeps the pace of the last one that did: a
+            # runner that held a lease is tried again soon, while its lease can be renewed
+            busy = await self.poll(http, runner, busy)
             wait = settings.pull_busy_interval if busy else settings.check_in_interval
             poke.clear()
             with contextlib.suppress(asyncio.TimeoutError):
@@ -196,9 +199,10 @@ class Poller:
             if gap > 0:
                 await asyncio.sleep(gap)
 
-    async def poll(self, http: httpx.AsyncClient, runner: Runner) -> bool:
+    async def poll(self, http: httpx.AsyncClient, runner: Runner, busy: bool = False) -> bool:
         """One poll of one runner; whether it is busy (it holds a lease or had something to
-        send). An unreachable runner is not busy: nothing is recorded, nothing renewed."""
+        send). An unreachable runner is as busy as it was (``busy``): nothing is recorded,
+        nothing renewed."""
         if not runner.url:
             return False
         try:
@@ -215,4 +219,4 @@ class Poller:
             log.info("pull: runner %s: %s", runner.name, exc.message)
         except Exception as exc:  # a bad answer is one runner's problem, not the poller's
             log.warning("pull: runner %s: %s: %s", runner.name, type(exc).__name__, exc)
-        return False
+        return busy

@@ -50,3 +50,17 @@ def test_a_second_server_on_the_same_data_dir_is_refused(tmp_path):
     again = LocalServer(tmp_path / "data", free_port(), log=tmp_path / "again.log")
     again.start()
     again.stop()
+
+
+def test_pull_polls_too_seldom_for_the_leases_are_refused_in_one_sentence(tmp_path):
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("GG_")},
+           "GG_LEASE_TTL": "3", "GG_LEASE_RENEW_AT": "2", "GG_PULL_BUSY_INTERVAL": "5"}
+    done = subprocess.run(gg_argv("server", "--data-dir", str(tmp_path / "data"), "--listen",
+                                  f"127.0.0.1:{free_port()}", "--dev"),
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        "PULL_BUSY_INTERVAL (5s) must be shorter than the 2s a pull-mode runner's lease leaves "
+        "for its renewal (LEASE_TTL 3s less the runner's stop margin 1s): poll more often or "
+        "make the leases longer")
+    assert not (tmp_path / "data").exists()

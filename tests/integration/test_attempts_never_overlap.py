@@ -1,11 +1,14 @@
 """Attempts never overlap, whatever happens to the runner: cut off from the control plane,
-frozen (SIGSTOP), retired, or its flight timed out with children that left its group.
+frozen (SIGSTOP), retired, or its flight timed out with children that left its group; for a
+dial-out runner and for a pull-mode one (``gg runner up --listen``).
 
 Real server, real runners, real processes, isolation none. Each flight's command appends
 beats (its attempt, ``time.time()``) to a file outside its workspace; the test reads them and
 shows that attempt 1's last beat came before attempt 2's first, on this one machine's clock.
 A partition is a relay on loopback between a runner and its server that the test cuts: the
-runner's requests then hang unanswered, as over a dead link.
+runner's requests then hang unanswered, as over a dead link. A pull-mode runner lives in a
+network namespace of its own, reached through one forwarded port; the test brings that
+namespace's only link down, so the control plane's polls go nowhere.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from gg.launch import LocalRunner, free_port
+from pull_support import PullRunner, netns_available
 from support import gone, wait_until
 
 # Leases a loaded machine renews comfortably: the runner stops a flight it could not renew
@@ -291,4 +297,73 @@ def test_a_partitioned_runners_service_generation_stops_before_the_re_placement_
             "re-placement began")
     finally:
         relay.close()
+        _kill_leftovers(log)
+
+
+# -- a pull-mode runner ------------------------------------------------------------------------
+
+# Brings the namespace's `lo` down (the bridge to the runner's port goes over it).
+LINK_DOWN = r"""
+import fcntl, socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+flags = struct.unpack("16sH", fcntl.ioctl(s, 0x8913, struct.pack("16sH", b"lo", 0)))[1]
+fcntl.ioctl(s, 0x8914, struct.pack("16sH", b"lo", flags & ~1))
+"""
+
+
+def _pull_runner(fleet, tmp_path: Path, name: str, **kw) -> PullRunner:
+    runner = PullRunner(tmp_path, name, fleet.env, **kw)
+    wait_until(runner.fingerprint, what=f"{name} to listen")
+    attached = fleet.gg("runner", "attach", runner.url, "--name", name)
+    assert attached.returncode == 0, attached.stderr
+    fleet.wait_online(name)
+    return runner
+
+
+def _landed_on(fleet, flight: str) -> list[str]:
+    shown = wait_until(lambda: (lambda f: f if f["stage"] == "landed" else None)(
+        fleet.api().flight(flight)), timeout=60, what="attempt 2 to land")
+    return [a["runner_name"] for a in shown["attempts"]]
+
+
+def test_a_cut_off_pull_runner_stops_attempt_one_before_attempt_two_begins(make_fleet,
+                                                                           tmp_path):
+    why = netns_available()
+    if why is not None:
+        pytest.skip(why)
+    fleet = make_fleet(LEASES)
+    runner = _pull_runner(fleet, tmp_path, "cut", netns=True)
+    log = tmp_path / "beats.jsonl"
+    try:
+        flight, log = _open(fleet, tmp_path)
+        wait_until(lambda: _beats(log), what="attempt 1 to beat on the pull-mode runner")
+        down = runner.in_namespace(sys.executable, "-c", LINK_DOWN)
+        assert down.returncode == 0, down.stderr  # from now on no poll reaches it
+        fleet.runner("other")
+        _no_overlap(log)
+        assert _landed_on(fleet, flight) == ["cut", "other"]
+        wait_until(lambda: "could not be renewed in time" in runner.output(), timeout=10,
+                   what="the cut-off runner to say why it stopped the flight")
+    finally:
+        runner.kill()
+        _kill_leftovers(log)
+
+
+def test_a_frozen_pull_runners_launcher_kills_attempt_one_before_attempt_two_begins(
+        make_fleet, tmp_path):
+    fleet = make_fleet({**LEASES, "GG_PULL_TIMEOUT": "2"})
+    runner = _pull_runner(fleet, tmp_path, "frozen")
+    log = tmp_path / "beats.jsonl"
+    try:
+        flight, log = _open(fleet, tmp_path)
+        wait_until(lambda: _beats(log), what="attempt 1 to beat on the pull-mode runner")
+        runner.proc.send_signal(signal.SIGSTOP)  # it answers no poll; its alarm never rings
+        try:
+            fleet.runner("other")
+            _no_overlap(log)
+        finally:
+            runner.proc.send_signal(signal.SIGCONT)
+        assert _landed_on(fleet, flight) == ["frozen", "other"]
+    finally:
+        runner.kill()
         _kill_leftovers(log)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -17,10 +18,11 @@ import psutil
 import pytest
 
 from gg.runner.capabilities import probe
-from gg.runner.flight_env import ENVIRONMENT_FILE
+from gg.runner.flight_env import ENVIRONMENT_FILE, runner_env, sourcing
 from gg.runner.isolation import (
     CONTAINER_WORKSPACE,
     DEFAULT_IMAGE,
+    ENVIRONMENTS,
     IsolationUnavailable,
     Launch,
     build,
@@ -363,11 +365,49 @@ def test_container_mounts_the_workspace_and_cuts_egress_on_request(egress, offli
     assert f"{workspace}:{CONTAINER_WORKSPACE}" in argv
     assert argv[argv.index("--workdir") + 1] == CONTAINER_WORKSPACE
     assert ("--network" in argv and argv[argv.index("--network") + 1] == "none") is offline
-    assert argv[-3:] == [DEFAULT_IMAGE, "make", "test"]
-    assert "s3cret" not in " ".join(argv)  # values travel in the client's env, not argv
-    assert "API_TOKEN" in argv and launch.env["API_TOKEN"] == "s3cret"
+    assert argv[-3:] == ["sh", "make", "test"]
+    assert argv[argv.index(DEFAULT_IMAGE) + 1:] == sourcing(["make", "test"])
+    assert "s3cret" not in " ".join(argv)  # values travel in a bound file, not argv
     assert f"HOME={CONTAINER_WORKSPACE}" in argv
     assert launch.cleanup == ["podman", "rm", "--force", "gg-f1"]
+    launch.discard()
+
+
+def _bound_environment(launch: Launch) -> Path:
+    """The host file a container's launch binds at ENVIRONMENT_FILE."""
+    argv = launch.argv
+    mounts = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--volume"]
+    return Path(next(m for m in mounts if m.endswith(f":{ENVIRONMENT_FILE}:ro")).split(":")[0])
+
+
+def test_a_containers_engine_client_gets_the_runners_environment_and_the_container_the_flights(
+        workspace, tmp_path):
+    flights = {"LD_PRELOAD": "/nonexistent/libmark.so", "PATH": "/flight/bin",
+               "PYTHONPATH": "/flight/py", "API_TOKEN": "s3cret", "MULTI": "one\ntwo",
+               "TRICKY": "a=b # c 'd' \"e\" $(id) `id` \\", "EMPTY": ""}
+    state = tmp_path / "state"
+    launch = build(["make", "test"], policy={"isolation": "container", "egress": "all"},
+                   workspace=workspace, env={**_env(), **flights}, state_dir=state,
+                   capabilities=ENGINE, container_name="gg-f1")
+    assert launch.env == runner_env()  # the client's: the runner's own, as bubblewrap's
+    assert not {k for k, v in flights.items() if launch.env.get(k) == v}
+    assert "s3cret" not in " ".join(launch.argv)
+    bound = _bound_environment(launch)
+    assert bound.parent.parent == state / ENVIRONMENTS and launch.private == bound.parent
+    assert stat.S_IMODE(bound.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(bound.stat().st_mode) == 0o444
+    # What the container's shell makes of it: every value as it was, none but the host's
+    # PATH (the image keeps its own)
+    shown = subprocess.run(["/bin/sh", "-c", '. "$0" && exec "$1" -c "$2"', str(bound),
+                            sys.executable, "import json, os; print(json.dumps(dict(os.environ)))"],
+                           env={"PATH": "/image/bin"}, capture_output=True, text=True, timeout=30)
+    inside = json.loads(shown.stdout)
+    assert {k: inside.get(k) for k in flights if k != "PATH"} == {
+        k: v for k, v in flights.items() if k != "PATH"}
+    assert inside["PATH"] == "/image/bin"
+    launch.discard()
+    assert not bound.parent.exists()
+    launch.discard()  # once more: nothing left, nothing happens
 
 
 def test_container_image_is_a_parameter(workspace):
@@ -375,5 +415,6 @@ def test_container_image_is_a_parameter(workspace):
                    workspace=workspace, env={}, state_dir=None,
                    capabilities={**ENGINE, "container_engine": "docker"},
                    image="registry.example/ci:1")
-    assert launch.argv[0] == "docker" and launch.argv[-2:] == ["registry.example/ci:1", "true"]
+    assert launch.argv[0] == "docker"
+    assert launch.argv[-6:] == ["registry.example/ci:1", *sourcing(["true"])]
     assert launch.container_name and launch.container_name.startswith("gg-workspace-")
