@@ -47,9 +47,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from gg.domain.events import EventKind, flight_ended
 from gg.errors import Conflict
+
+if TYPE_CHECKING:
+    from gg.domain.flight_spec import FlightSpec
 
 
 class Stage(StrEnum):
@@ -144,6 +148,13 @@ class Flight:
     @property
     def final(self) -> bool:
         return self.stage.final
+
+    @property
+    def spec(self) -> FlightSpec:
+        """What its opener chose, as the flight holds it (settled: see :class:`FlightSpec`)."""
+        from gg.domain.flight_spec import FlightSpec  # it builds on this module's names
+
+        return FlightSpec.from_row(self.__dict__)
 
 
 def required_labels(environment: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -259,9 +270,10 @@ def changed(flight: Flight, change: Change) -> Flight:
     return replace(flight, **{**change.values, "stage": Stage(change.to).value})
 
 
-def opened(*, held: bool, **fields) -> Flight:
-    """A new flight: born ``gated`` when something holds it back, else ``ready``."""
-    return Flight(stage=(Stage.GATED if held else Stage.READY).value, **fields)
+def opened(spec: FlightSpec, *, held: bool, **record) -> Flight:
+    """A new flight of a settled ``spec``: born ``gated`` when something holds it back, else
+    ``ready``. ``record`` is the rest of its record (id, opener, time, gates)."""
+    return Flight(stage=(Stage.GATED if held else Stage.READY).value, **spec.to_row(), **record)
 
 
 def after_expiry(flight: Flight, max_expiries: int) -> tuple[str, int, str | None]:

@@ -20,25 +20,30 @@ import json
 import shlex
 from typing import Any
 
+from gg.domain.flight_spec import FlightSpec
+from gg.domain.flights import Flight
+
 PREFIX = "sha256:"
 SHORT = 19  # "sha256:" and 12 hex digits: what a table shows
 
 
-def what_runs(flight: Any) -> dict:
-    """The spec of ``flight`` (a :class:`gg.domain.flights.Flight`, or anything with its
-    fields), as plain JSON values."""
-    service = dict(flight.service) if flight.service else None
-    command = list(service["command"]) if service and "command" in service else list(flight.command)
+def what_runs(flight: FlightSpec | Flight) -> dict:
+    """The spec of ``flight`` (its settled :class:`FlightSpec`, or a :class:`Flight`, read
+    as its spec), as plain JSON values. A setting that runs nothing new (the priority, the
+    output cap) is left out."""
+    spec = flight.spec if isinstance(flight, Flight) else flight
+    service = dict(spec.service) if spec.service else None
+    command = list(service["command"]) if service and "command" in service else list(spec.command)
     if service is not None:
         service.pop("generation", None)
         service.pop("command", None)
         for kept in ("last_ready", "failed"):  # what ran, recorded; not what runs
             service.pop(kept, None)
-    return {"command": command, "environment": flight.environment,
-            "requires": dict(flight.requires), "runner": flight.runner_target,
-            "group": flight.group, "where": dict(flight.where), "repo": flight.repo,
-            "agent": flight.agent, "attended": bool(flight.attended), "kind": flight.kind,
-            "timeout": flight.timeout, "service": service}
+    return {"command": command, "environment": spec.environment,
+            "requires": spec.requires, "runner": spec.runner,
+            "group": spec.group, "where": dict(spec.where), "repo": spec.repo,
+            "agent": spec.agent, "attended": bool(spec.attended), "kind": spec.kind,
+            "timeout": spec.timeout, "service": service}
 
 
 def canonical(spec: dict) -> bytes:

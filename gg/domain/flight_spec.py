@@ -1,0 +1,110 @@
+"""A flight's spec: every setting a person chooses at ``gg fly``, as one value.
+
+The spec is made once from the wire (:meth:`FlightSpec.from_wire`, from ``FlightOpen``),
+passed whole through the control layer's opening (gg.control.flights.open_flight), written
+as the flight's columns (:meth:`FlightSpec.to_row`) and read back from them
+(:meth:`FlightSpec.from_row`, ``Flight.spec``) where a rule needs it: the digest an approval
+is given for (gg.domain.specs), a service's change, what a runner is handed, and
+:meth:`FlightSpec.to_wire` to open the same flight again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from gg.domain.flights import Priority, required_labels
+
+# A FlightSpec field's column where the two names differ; approval and approver are no
+# column (the approval gate opened with the flight holds them).
+_COLUMN = {"runner": "runner_target", "labels": "requires"}
+_NOT_STORED = ("approval", "approver")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlightSpec:
+    """Every per-flight setting a person chooses at ``gg fly``, made once from the wire
+    (:meth:`from_wire`) and passed whole from the route to the store.
+
+    A spec is *asked* (as the opener sent it) or *settled* (as the flight holds it, after
+    :func:`gg.control.flights.open_flight` decided the defaults): ``runner`` is a name or id
+    asked, the runner's id settled; ``timeout`` and ``output_limit`` are what was asked, the
+    limits the flight got settled; ``service`` is the options asked (``port``,
+    ``ready_cmd``), the service's whole spec settled (gg.control.services.new_spec), with
+    ``kind`` ``service``. :meth:`to_row` and :meth:`from_row` are the one pair that turn a
+    settled spec into the flight's columns and back; :meth:`to_wire` gives what opens the
+    same flight again.
+
+    Adding a setting: a field here (and on :class:`Flight`, whose fields are the columns),
+    its column (a migration), its wire field (gg.api.schemas.FlightOpen), and where it is
+    used. The dicts are copies owned by the spec: never changed, never hashed.
+    """
+
+    command: tuple[str, ...]
+    title: str = ""
+    environment: str | None = None
+    runner: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    attended: bool = False
+    repo: str | None = None
+    agent: str = "shell"
+    kind: str = "work"
+    timeout: float | None = None  # seconds each attempt may run
+    output_limit: int | None = None  # bytes of output stored at most
+    priority: Priority = Priority.NORMAL
+    approval: bool = False  # held until an admin or the approver approves it
+    approver: str | None = None
+    service: dict | None = None
+    group: str | None = None
+    where: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "priority", Priority(self.priority))
+
+    @property
+    def requires(self) -> dict[str, str]:
+        """The labels its runner must have: those asked, and ``environment=X`` in X."""
+        return required_labels(self.environment, self.labels)
+
+    @classmethod
+    def from_wire(cls, body: dict) -> FlightSpec:
+        """The spec a validated open asks for (``FlightOpen.model_dump()``)."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in body.items() if k in known}
+        for key in ("labels", "where"):
+            values[key] = dict(values.get(key) or {})
+        if values.get("service") is not None:
+            values["service"] = dict(values["service"])
+        return cls(**values)
+
+    def to_wire(self) -> dict:
+        """What opens a flight with this spec again (a ``FlightOpen`` body)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "kind"}
+        out.update(command=list(self.command), labels=dict(self.labels),
+                   where=dict(self.where), priority=self.priority.value)
+        if self.service is not None:
+            out["service"] = {"port": self.service.get("port"),
+                              "ready_cmd": self.service.get("ready_cmd")}
+        return out
+
+    def to_row(self) -> dict:
+        """The flight's columns this spec fills (a settled spec)."""
+        out = {_COLUMN.get(f.name, f.name): getattr(self, f.name) for f in fields(self)
+               if f.name not in _NOT_STORED}
+        out.update(command=list(self.command), requires=self.requires, where=dict(self.where),
+                   priority=self.priority.value,
+                   service=dict(self.service) if self.service is not None else None)
+        return out
+
+    @classmethod
+    def from_row(cls, row: dict) -> FlightSpec:
+        """The settled spec of a flight's field values (:class:`Flight` or a listing's row)."""
+        values = {f.name: row[_COLUMN.get(f.name, f.name)] for f in fields(cls)
+                  if f.name not in _NOT_STORED}
+        environment = row["environment"]
+        values["labels"] = {k: v for k, v in row["requires"].items()
+                            if not (k == "environment" and environment and v == environment)}
+        values["where"] = dict(row["where"])
+        if row["service"] is not None:
+            values["service"] = dict(row["service"])
+        return cls(**values)
