@@ -24,17 +24,11 @@ from gg.domain.console import may_cancel
 from gg.domain.waiting import Context, OpenGate, Waiting, why_ended, why_waiting
 from gg.errors import BadRequest, Forbidden, NotFound
 
-MAX_COMMAND_ARGS = 4096
-
-
 def open_flight(core: Core, person: dict, spec: FlightSpec) -> Flight:
     """Open a flight of the ``spec`` its opener asked for: its defaults settled (the runner
     named, the time and output limits, a service's whole spec), held behind what holds it."""
-    command = spec.command
-    if not command or not all(isinstance(a, str) for a in command):
-        raise BadRequest("a flight needs a command: gg fly -- CMD ...")
-    if len(command) > MAX_COMMAND_ARGS:
-        raise BadRequest(f"a command has at most {MAX_COMMAND_ARGS} arguments")
+    if problem := spec.problem():
+        raise BadRequest(problem)
     if spec.repo is not None and (problem := fitness.repo_problem(spec.repo)):  # enrolment
         raise BadRequest(f"--repo: {problem}")
     kept = output.limit_for(spec.output_limit, default=core.settings.output_limit_default,
@@ -43,7 +37,7 @@ def open_flight(core: Core, person: dict, spec: FlightSpec) -> Flight:
                                high_for=core.settings.high_priority)
     if refusal:
         raise Forbidden(refusal)
-    service = (service_ops.new_spec(core, list(command), spec.service)
+    service = (service_ops.new_spec(core, list(spec.command), spec.service)
                if spec.service is not None else None)
     if service is not None and spec.timeout is not None:
         raise BadRequest("a service runs until it is cancelled: --timeout does not apply")
@@ -58,7 +52,7 @@ def open_flight(core: Core, person: dict, spec: FlightSpec) -> Flight:
             attended_ops.check_open(core, target)
         limit = None if service is not None else timeouts.limit_for(
             spec.timeout, _default_timeout(core, environment), core.settings.flight_timeout_max)
-        settled = replace(spec, title=spec.title or " ".join(command)[:120], runner=target,
+        settled = replace(spec, title=spec.title or " ".join(spec.command)[:120], runner=target,
                           timeout=limit, output_limit=kept, service=service,
                           kind=services.KIND if service is not None else "work")
         flight_id = tokens.new_id("f_")

@@ -14,10 +14,14 @@ from dataclasses import dataclass, field, fields
 
 from gg.domain.flights import Priority, required_labels
 
+MAX_COMMAND_ARGS = 4096
 # A FlightSpec field's column where the two names differ; approval and approver are no
 # column (the approval gate opened with the flight holds them).
 _COLUMN = {"runner": "runner_target", "labels": "requires"}
 _NOT_STORED = ("approval", "approver")
+# What only names, orders or books a flight: changing it runs nothing new, so it is left out
+# of the digest an approval is given for (gg.domain.specs). Every other field is in it.
+RUNS_NOTHING_NEW = ("title", "output_limit", "priority", "approval", "approver")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +65,15 @@ class FlightSpec:
         object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "priority", Priority(self.priority))
 
+    def problem(self) -> str | None:
+        """Why no flight can have this spec, in one sentence (None: it can); what depends
+        on the server (a runner named, an environment, the limits) is checked on opening."""
+        if not self.command or not all(isinstance(a, str) for a in self.command):
+            return "a flight needs a command: gg fly -- CMD ..."
+        if len(self.command) > MAX_COMMAND_ARGS:
+            return f"a command has at most {MAX_COMMAND_ARGS} arguments"
+        return None
+
     @property
     def requires(self) -> dict[str, str]:
         """The labels its runner must have: those asked, and ``environment=X`` in X."""
@@ -95,6 +108,11 @@ class FlightSpec:
                    priority=self.priority.value,
                    service=dict(self.service) if self.service is not None else None)
         return out
+
+    def row_changes(self, row: dict) -> dict:
+        """The columns of a flight's field values ``row`` that this (settled) spec sets to
+        other values: what a change of its spec writes."""
+        return {k: v for k, v in self.to_row().items() if row[k] != v}
 
     @classmethod
     def from_row(cls, row: dict) -> FlightSpec:
