@@ -36,8 +36,8 @@ from gg import keys
 from gg.control import flights, key_proof, leases, people, runners
 from gg.control.core import Core
 from gg.domain import tokens
-from gg.domain.flight_spec import FlightSpec
-from gg.domain.flights import Flight, required_labels
+from gg.domain.flight_spec import FlightSpec, required_labels
+from gg.domain.flights import Flight
 from gg.domain.runners import HealthState
 from gg.launch import LocalServer, free_port
 from gg.settings import Settings

@@ -1,5 +1,8 @@
 """A flight's spec: every setting a person chooses at ``gg fly``, as one value.
 
+Priorities and the labels an environment requires are settings of the spec too, so they
+are named here (gg.domain.flights re-exports ``Priority``).
+
 The spec is made once from the wire (:meth:`FlightSpec.from_wire`, from ``FlightOpen``),
 passed whole through the control layer's opening (gg.control.flights.open_flight), written
 as the flight's columns (:meth:`FlightSpec.to_row`) and read back from them
@@ -11,8 +14,34 @@ is given for (gg.domain.specs), a service's change, what a runner is handed, and
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
+from typing import Any
 
-from gg.domain.flights import Priority, required_labels
+
+class Priority(StrEnum):
+    """How urgent a flight is: the claim offers higher priorities first (``gg fly --priority``)."""
+
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+    @property
+    def rank(self) -> int:
+        """0 for the most urgent; the matcher orders by it (read per flight on the hot path:
+        a dict look-up, not a walk of the enum)."""
+        return _PRIORITY_RANK[self]
+
+
+_PRIORITY_RANK = {p: i for i, p in enumerate(Priority)}
+
+
+def required_labels(environment: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A flight in environment X requires the label ``environment=X``."""
+    labels = dict(extra or {})
+    if environment:
+        labels["environment"] = environment
+    return labels
+
 
 MAX_COMMAND_ARGS = 4096
 NOTE_MAX = 500  # characters of a flight's note
@@ -70,7 +99,7 @@ class FlightSpec:
     priority: Priority = Priority.NORMAL
     approval: bool = False  # held until an admin or the approver approves it
     approver: str | None = None
-    service: dict | None = None
+    service: dict[str, Any] | None = None
     group: str | None = None
     where: dict[str, str] = field(default_factory=dict)
     note: str = ""
@@ -96,7 +125,7 @@ class FlightSpec:
         return required_labels(self.environment, self.labels)
 
     @classmethod
-    def from_wire(cls, body: dict) -> FlightSpec:
+    def from_wire(cls, body: dict[str, Any]) -> FlightSpec:
         """The spec a validated open asks for (``FlightOpen.model_dump()``)."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in body.items() if k in known}
@@ -106,8 +135,10 @@ class FlightSpec:
             values["service"] = dict(values["service"])
         return cls(**values)
 
-    def to_wire(self) -> dict:
-        """What opens a flight with this spec again (a ``FlightOpen`` body)."""
+    def to_wire(self) -> dict[str, Any]:
+        """What opens a flight with this spec again (a ``FlightOpen`` body): its settled
+        limits asked for explicitly; an approval is asked again by its environment's rule
+        (whether it was asked is kept by its gate, not the spec)."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "kind"}
         out.update(command=list(self.command), labels=dict(self.labels),
                    where=dict(self.where), priority=self.priority.value)
@@ -116,7 +147,7 @@ class FlightSpec:
                               "ready_cmd": self.service.get("ready_cmd")}
         return out
 
-    def to_row(self) -> dict:
+    def to_row(self) -> dict[str, Any]:
         """The flight's columns this spec fills (a settled spec)."""
         out = {_COLUMN.get(f.name, f.name): getattr(self, f.name) for f in fields(self)
                if f.name not in _NOT_STORED}
@@ -125,13 +156,13 @@ class FlightSpec:
                    service=dict(self.service) if self.service is not None else None)
         return out
 
-    def row_changes(self, row: dict) -> dict:
+    def row_changes(self, row: dict[str, Any]) -> dict[str, Any]:
         """The columns of a flight's field values ``row`` that this (settled) spec sets to
         other values: what a change of its spec writes."""
         return {k: v for k, v in self.to_row().items() if row[k] != v}
 
     @classmethod
-    def from_row(cls, row: dict) -> FlightSpec:
+    def from_row(cls, row: dict[str, Any]) -> FlightSpec:
         """The settled spec of a flight's field values (:class:`Flight` or a listing's row)."""
         values = {f.name: row[_COLUMN.get(f.name, f.name)] for f in fields(cls)
                   if f.name not in _NOT_STORED}

@@ -47,13 +47,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from gg.domain.events import EventKind, flight_ended
+from gg.domain.flight_spec import FlightSpec, Priority  # a flight's settings (its spec)
 from gg.errors import Conflict
-
-if TYPE_CHECKING:
-    from gg.domain.flight_spec import FlightSpec
 
 
 class Stage(StrEnum):
@@ -78,23 +75,6 @@ class Outcome(StrEnum):
     LANDED = "landed"  # work done, exit 0
     FAILED = "failed"  # work ran and failed; not retried
     RETURNED = "returned"  # this machine could not do it; back to ready for another
-
-
-class Priority(StrEnum):
-    """How urgent a flight is: the claim offers higher priorities first (``gg fly --priority``)."""
-
-    HIGH = "high"
-    NORMAL = "normal"
-    LOW = "low"
-
-    @property
-    def rank(self) -> int:
-        """0 for the most urgent; the matcher orders by it (read per flight on the hot path:
-        a dict look-up, not a walk of the enum)."""
-        return _PRIORITY_RANK[self]
-
-
-_PRIORITY_RANK = {p: i for i, p in enumerate(Priority)}
 
 
 def priority_refusal(priority: str, *, admin: bool, high_for: str) -> str | None:
@@ -153,17 +133,7 @@ class Flight:
     @property
     def spec(self) -> FlightSpec:
         """What its opener chose, as the flight holds it (settled: see :class:`FlightSpec`)."""
-        from gg.domain.flight_spec import FlightSpec  # it builds on this module's names
-
         return FlightSpec.from_row(self.__dict__)
-
-
-def required_labels(environment: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """A flight in environment X requires the label ``environment=X``."""
-    labels = dict(extra or {})
-    if environment:
-        labels["environment"] = environment
-    return labels
 
 
 # --------------------------------------------------------------------------- the lifecycle
