@@ -105,8 +105,10 @@ class FlightSpec:
     note: str = ""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "command", tuple(self.command))
-        object.__setattr__(self, "priority", Priority(self.priority))
+        if type(self.command) is not tuple:
+            object.__setattr__(self, "command", tuple(self.command))
+        if type(self.priority) is not Priority:
+            object.__setattr__(self, "priority", Priority(self.priority))
 
     def problem(self) -> str | None:
         """Why no flight can have this spec, in one sentence (None: it can); what depends
@@ -127,8 +129,7 @@ class FlightSpec:
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> FlightSpec:
         """The spec a validated open asks for (``FlightOpen.model_dump()``)."""
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in body.items() if k in known}
+        values = {k: v for k, v in body.items() if k in _NAMES}
         for key in ("labels", "where"):
             values[key] = dict(values.get(key) or {})
         if values.get("service") is not None:
@@ -139,7 +140,7 @@ class FlightSpec:
         """What opens a flight with this spec again (a ``FlightOpen`` body): its settled
         limits asked for explicitly; an approval is asked again by its environment's rule
         (whether it was asked is kept by its gate, not the spec)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "kind"}
+        out = {name: getattr(self, name) for name in _NAMES if name != "kind"}
         out.update(command=list(self.command), labels=dict(self.labels),
                    where=dict(self.where), priority=self.priority.value)
         if self.service is not None:
@@ -149,8 +150,7 @@ class FlightSpec:
 
     def to_row(self) -> dict[str, Any]:
         """The flight's columns this spec fills (a settled spec)."""
-        out = {_COLUMN.get(f.name, f.name): getattr(self, f.name) for f in fields(self)
-               if f.name not in _NOT_STORED}
+        out = {column: getattr(self, name) for name, column in _STORED}
         out.update(command=list(self.command), requires=self.requires, where=dict(self.where),
                    priority=self.priority.value,
                    service=dict(self.service) if self.service is not None else None)
@@ -164,8 +164,7 @@ class FlightSpec:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> FlightSpec:
         """The settled spec of a flight's field values (:class:`Flight` or a listing's row)."""
-        values = {f.name: row[_COLUMN.get(f.name, f.name)] for f in fields(cls)
-                  if f.name not in _NOT_STORED}
+        values = {name: row[column] for name, column in _STORED}
         environment = row["environment"]
         values["labels"] = {k: v for k, v in row["requires"].items()
                             if not (k == "environment" and environment and v == environment)}
@@ -173,3 +172,8 @@ class FlightSpec:
         if row["service"] is not None:
             values["service"] = dict(row["service"])
         return cls(**values)
+
+
+_NAMES = frozenset(f.name for f in fields(FlightSpec))
+_STORED = tuple((f.name, _COLUMN.get(f.name, f.name)) for f in fields(FlightSpec)
+                if f.name not in _NOT_STORED)  # (field, its column)
