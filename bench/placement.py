@@ -36,7 +36,8 @@ from gg import keys
 from gg.control import flights, key_proof, leases, people, runners
 from gg.control.core import Core
 from gg.domain import tokens
-from gg.domain.flights import Flight, required_labels
+from gg.domain.flight_spec import FlightSpec, required_labels
+from gg.domain.flights import Flight
 from gg.domain.runners import HealthState
 from gg.launch import LocalServer, free_port
 from gg.settings import Settings
@@ -111,7 +112,7 @@ def fill(data_dir: Path, n_runners: int, n_flights: int, seed: int = 1,
             core.store.db.run("UPDATE runners SET health = ?", (HealthState.OK.value,))
     # Saturate: every runner holds one live lease, so no ready flight is offerable.
     for r in made:
-        flights.open_flight(core, owner, command=["sleep", "1"], runner=r.id)
+        flights.open_flight(core, owner, FlightSpec(command=["sleep", "1"], runner=r.id))
         leases.try_claim(core, r.id)
     with core.store.atomic():
         for r in made[:40]:

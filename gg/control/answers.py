@@ -18,6 +18,7 @@ from gg.control.core import Core
 from gg.control.people import public_person
 from gg.control.views import flight_for_runner, runner_view, runners_view
 from gg.domain import estimates as estimate_rules
+from gg.domain.flight_spec import FlightSpec
 from gg.domain.flights import Flight
 from gg.domain.leases import Grant
 from gg.domain.people import Person
@@ -183,9 +184,9 @@ def refs_set(core: Core, runner: Runner, refs: list[dict]) -> dict:
 # -- flights -------------------------------------------------------------------------------------
 
 
-async def opened(core: Core, person: Person, **fields: Any) -> dict:
+async def opened(core: Core, person: Person, spec: FlightSpec) -> dict:
     """Open a flight on the writer; its row (not the whole detail) once it is durable."""
-    flight = await core.run(flights.open_flight, person, **fields)
+    flight = await core.run(flights.open_flight, person, spec)
     return flights.row(core, flight, opener=person)
 
 

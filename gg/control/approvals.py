@@ -22,6 +22,7 @@ from gg.control.lifecycle import move
 from gg.control.people import require_admin
 from gg.domain import approvals, specs
 from gg.domain.events import EventKind
+from gg.domain.flight_spec import FlightSpec
 from gg.domain.flights import Event, Flight, Stage
 from gg.domain.gates import Gate, refusal_to_clear
 from gg.domain.people import Person
@@ -71,10 +72,12 @@ def _open_proposal(core: Core, flight_id: str) -> Gate | None:
                  if g.payload.get("proposed") is not None), None)
 
 
-def change(core: Core, person: Person, flight: Flight, values: dict) -> Gate | None:
-    """Change the spec of ``flight`` to the field ``values`` (inside the caller's
-    transaction). Where no approval covers the flight it changes at once (None); else the
-    approval gate that now waits for the new spec."""
+def change(core: Core, person: Person, flight: Flight, spec: FlightSpec) -> Gate | None:
+    """Change the spec of ``flight`` to ``spec`` (settled, built on :func:`as_asked`: it
+    holds any change still waiting for approval) inside the caller's transaction. Where no
+    approval covers the flight it changes at once (None); else the approval gate that now
+    waits for the new spec."""
+    values = spec.row_changes(flight.__dict__)
     gates = core.store.flight_gates(flight.id, kind=approvals.KIND, status=None)
     env = flight.environment
     root = core.store.root_envelope() if env else None
@@ -93,15 +96,15 @@ def change(core: Core, person: Person, flight: Flight, values: dict) -> Gate | N
         # Never approved: nothing of it ran, so the spec itself changes, and the approver
         # is asked about the new one (with every change since the flight was opened).
         core.store.update_flight(flight.id, **values)
-        after = specs.what_runs(replace(flight, **values))
+        after = specs.what_runs(spec)
         payload["changes"] = list(waiting.payload.get("changes") or []) + specs.changes(before,
                                                                                          after)
         guards, approved = approvals.guards(flight.id), False
     else:
         # Approved (or opened before its environment required approvals): it keeps what it
-        # runs, and the change waits as a proposal, on top of any proposal before it.
-        proposed = {**(waiting.payload.get("proposed") or {} if waiting else {}), **values}
-        after = specs.what_runs(replace(flight, **proposed))
+        # runs, and the change waits as a proposal (the spec holds any proposal before it).
+        proposed = values
+        after = specs.what_runs(spec)
         payload.update(proposed=proposed, approved_digest=specs.digest(before),
                        changes=specs.changes(before, after))
         guards, approved = approvals.guards_change(flight.id), True

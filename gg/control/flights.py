@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 from gg.control import approvals as approval_ops
 from gg.control import attended as attended_ops
@@ -15,9 +15,9 @@ from gg.control import runners as runner_ops
 from gg.control import services as service_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
-from gg.domain import approvals, fitness, output, paging, specs, timeouts, tokens
-from gg.domain.flights import (Event, Flight, Priority, Stage, opened, priority_refusal,
-                               required_labels)
+from gg.domain import approvals, fitness, output, paging, services, specs, timeouts, tokens
+from gg.domain.flight_spec import FlightSpec
+from gg.domain.flights import Event, Flight, Priority, Stage, opened, priority_refusal
 from gg.domain.events import EventKind
 from gg.domain.matching import Seat, seat
 from gg.domain.console import may_cancel
@@ -25,55 +25,45 @@ from gg.domain.people import Person
 from gg.domain.waiting import Context, OpenGate, Waiting, why_ended, why_waiting
 from gg.errors import BadRequest, Forbidden, NotFound
 
-MAX_COMMAND_ARGS = 4096
 
-
-def open_flight(core: Core, person: Person, *, command: list[str], title: str = "",
-                environment: str | None = None, runner: str | None = None,
-                labels: dict | None = None, attended: bool = False, repo: str | None = None,
-                agent: str = "shell", timeout: float | None = None,
-                output_limit: int | None = None, priority: str = Priority.NORMAL.value,
-                approval: bool = False, approver: str | None = None,
-                service: dict | None = None, group: str | None = None,
-                where: dict[str, str] | None = None) -> Flight:
-    if not command or not all(isinstance(a, str) for a in command):
-        raise BadRequest("a flight needs a command: gg fly -- CMD ...")
-    if len(command) > MAX_COMMAND_ARGS:
-        raise BadRequest(f"a command has at most {MAX_COMMAND_ARGS} arguments")
-    if repo is not None and (problem := fitness.repo_problem(repo)):  # enrolment
+def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
+    """Open a flight of the ``spec`` its opener asked for: its defaults settled (the runner
+    named, the time and output limits, a service's whole spec), held behind what holds it."""
+    if problem := spec.problem():
+        raise BadRequest(problem)
+    if spec.repo is not None and (problem := fitness.repo_problem(spec.repo)):  # enrolment
         raise BadRequest(f"--repo: {problem}")
-    kept = output.limit_for(output_limit, default=core.settings.output_limit_default,
+    kept = output.limit_for(spec.output_limit, default=core.settings.output_limit_default,
                             maximum=core.settings.output_limit_max)
-    refusal = priority_refusal(priority, admin=person.is_admin,
+    refusal = priority_refusal(spec.priority, admin=person.is_admin,
                                high_for=core.settings.high_priority)
     if refusal:
         raise Forbidden(refusal)
-    spec = service_ops.new_spec(core, command, service) if service is not None else None
-    if spec is not None and timeout is not None:
+    service = (service_ops.new_spec(core, list(spec.command), spec.service)
+               if spec.service is not None else None)
+    if service is not None and spec.timeout is not None:
         raise BadRequest("a service runs until it is cancelled: --timeout does not apply")
+    environment = spec.environment
     now = core.now()
     with core.store.atomic():
-        target = runner_ops.resolve(core, runner).id if runner else None
-        behind = environment_ops.admit(core, environment=environment, labels=labels or {})
-        group_ops.check_open(core, group=group, where=where or {}, environment=environment,
-                             repo=repo)
-        if attended:
+        target = runner_ops.resolve(core, spec.runner).id if spec.runner else None
+        behind = environment_ops.admit(core, environment=environment, labels=spec.labels)
+        group_ops.check_open(core, group=spec.group, where=spec.where, environment=environment,
+                             repo=spec.repo)
+        if spec.attended:
             attended_ops.check_open(core, target)
-        limit = None if spec is not None else timeouts.limit_for(
-            timeout, _default_timeout(core, environment), core.settings.flight_timeout_max)
+        limit = None if service is not None else timeouts.limit_for(
+            spec.timeout, _default_timeout(core, environment), core.settings.flight_timeout_max)
+        settled = replace(spec, title=spec.title or " ".join(spec.command)[:120], runner=target,
+                          timeout=limit, output_limit=kept, service=service,
+                          kind=services.KIND if service is not None else "work")
         flight_id = tokens.new_id("f_")
-        values = dict(id=flight_id, command=list(command), opened_by=person.id, opened_at=now,
-                      title=title or " ".join(command)[:120], environment=environment,
-                      requires=required_labels(environment, labels), runner_target=target,
-                      attended=attended, repo=repo, agent=agent, timeout=limit,
-                      output_limit=kept, priority=Priority(priority).value,
-                      kind="service" if spec is not None else "work", service=spec,
-                      group=group, where=dict(where or {}))
         approval_gate = approval_ops.gate_for_new_flight(  # for this exact spec
-            core, person, flight_id=flight_id, asked=approval, approver=approver,
-            environment=environment, digest=specs.digest(specs.what_runs(Flight(**values))))
+            core, person, flight_id=flight_id, asked=spec.approval, approver=spec.approver,
+            environment=environment, digest=specs.digest(specs.what_runs(settled)))
         behind = behind + ([approval_gate] if approval_gate else [])
-        flight = opened(held=bool(behind), gates=behind, **values)
+        flight = opened(settled, held=bool(behind), gates=behind, id=flight_id,
+                        opened_by=person["id"], opened_at=now)
         core.store.insert_flight(flight)
         core.event(EventKind.FLIGHT_OPENED, actor=person.name, flight_id=flight.id, at=now,
                    title=flight.title)

@@ -25,6 +25,7 @@ from gg.control import gates
 from gg.control.core import CONTROL_PLANE, Core
 from gg.control.lifecycle import move
 from gg.domain import tokens
+from gg.domain.flight_spec import FlightSpec
 from gg.domain.flights import Event, Flight, opened
 from gg.domain.gates import Gate
 from gg.domain.enrolment import expected_items, refs_digest
@@ -127,9 +128,10 @@ def _land_if_done(core: Core, gate: Gate) -> None:
 
 def _open_flight(core: Core, runner: Runner) -> Flight:
     now = core.now()
-    flight = opened(held=True, id=tokens.new_id("f_"), command=[MAINTENANCE],
-                    opened_by=CONTROL_PLANE, opened_at=now, kind=MAINTENANCE,
-                    title=f"maintenance of runner {runner.name}", runner_target=runner.id)
+    spec = FlightSpec(command=(MAINTENANCE,), kind=MAINTENANCE, runner=runner.id,
+                      title=f"maintenance of runner {runner.name}")
+    flight = opened(spec, held=True, id=tokens.new_id("f_"), opened_by=CONTROL_PLANE,
+                    opened_at=now)
     core.store.insert_flight(flight)
     core.event(EventKind.FLIGHT_OPENED, actor=CONTROL_PLANE, runner_id=runner.id,
                flight_id=flight.id, at=now, title=flight.title, flight_kind=MAINTENANCE)

@@ -10,6 +10,8 @@ one is approved (docs/approvals.md).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gg.control import approvals as approval_ops
 from gg.control.core import Core
 from gg.domain import services
@@ -57,14 +59,15 @@ def update(core: Core, person: Person, flight_id: str, *, command: list[str] | N
         if flight.final:
             raise Conflict(f"service {flight_id} has {flight.stage}; open a new one",
                            code="flight_final")
-        spec = dict(approval_ops.as_asked(core, flight).service)
+        asked = approval_ops.as_asked(core, flight).spec
+        spec = dict(asked.service or {})
         spec["generation"] = spec["generation"] + 1
         if command:
             spec["command"] = list(command)
         spec["env"] = {**spec.get("env", {}), **(env or {})}
         # The flight's command is the one that runs: gg show never shows an older one.
         gate = approval_ops.change(core, person, flight,
-                                   {"service": spec, "command": list(spec["command"])})
+                                   replace(asked, command=tuple(spec["command"]), service=spec))
         core.event(EventKind.SERVICE_UPDATED, actor=person.name, flight_id=flight_id, at=now,
                    generation=spec["generation"], command=command is not None,
                    env=sorted((env or {}).keys()), approval=gate.id if gate else None)

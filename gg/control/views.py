@@ -78,11 +78,12 @@ def group_fields(core: Core, runner: Runner, groups: dict[str, Group] | None = N
 
 
 def flight_for_runner(flight: Flight, settings: Settings = DEFAULTS) -> dict:
-    """Only what a runner needs to fly it."""
-    return {"id": flight.id, "title": flight.title, "command": flight.command,
-            "repo": flight.repo, "agent": flight.agent, "environment": flight.environment,
-            "attempt": flight.attempt, "epoch": flight.epoch, "kind": flight.kind,
-            "timeout": flight.timeout, "service": flight.service,
+    """Only what a runner needs to fly it: what its spec runs, and this attempt."""
+    spec = flight.spec
+    return {"id": flight.id, "title": spec.title, "command": list(spec.command),
+            "repo": spec.repo, "agent": spec.agent, "environment": spec.environment,
+            "attempt": flight.attempt, "epoch": flight.epoch, "kind": spec.kind,
+            "timeout": spec.timeout, "service": spec.service,
             **output_allowance(flight, settings)}
 
 

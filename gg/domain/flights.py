@@ -51,6 +51,8 @@ from enum import StrEnum
 from typing import Any
 
 from gg.domain.events import EventKind, flight_ended
+from gg.domain.flight_spec import FlightSpec
+from gg.domain.flight_spec import Priority as Priority  # named here too: what orders a flight
 from gg.errors import Conflict
 
 
@@ -76,23 +78,6 @@ class Outcome(StrEnum):
     LANDED = "landed"  # work done, exit 0
     FAILED = "failed"  # work ran and failed; not retried
     RETURNED = "returned"  # this machine could not do it; back to ready for another
-
-
-class Priority(StrEnum):
-    """How urgent a flight is: the claim offers higher priorities first (``gg fly --priority``)."""
-
-    HIGH = "high"
-    NORMAL = "normal"
-    LOW = "low"
-
-    @property
-    def rank(self) -> int:
-        """0 for the most urgent; the matcher orders by it (read per flight on the hot path:
-        a dict look-up, not a walk of the enum)."""
-        return _PRIORITY_RANK[self]
-
-
-_PRIORITY_RANK = {p: i for i, p in enumerate(Priority)}
 
 
 def priority_refusal(priority: str, *, admin: bool, high_for: str) -> str | None:
@@ -139,6 +124,7 @@ class Flight:
     service: dict[str, Any] | None = None  # kind service: its spec (gg.domain.services)
     group: str | None = None  # placed in this runner group only (gg.domain.groups)
     where: dict[str, str] = field(default_factory=dict)  # attributes its runner's group must have
+    note: str = ""  # free text from its opener (gg fly --note), shown beside it
 
     def __post_init__(self) -> None:
         self.stage = Stage(self.stage)  # a row's text becomes the enum (it compares as text)
@@ -147,13 +133,10 @@ class Flight:
     def final(self) -> bool:
         return self.stage.final
 
-
-def required_labels(environment: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """A flight in environment X requires the label ``environment=X``."""
-    labels = dict(extra or {})
-    if environment:
-        labels["environment"] = environment
-    return labels
+    @property
+    def spec(self) -> FlightSpec:
+        """What its opener chose, as the flight holds it (settled: see :class:`FlightSpec`)."""
+        return FlightSpec.from_row(self.__dict__)
 
 
 # --------------------------------------------------------------------------- the lifecycle
@@ -261,9 +244,10 @@ def changed(flight: Flight, change: Change) -> Flight:
     return replace(flight, **{**change.values, "stage": Stage(change.to).value})
 
 
-def opened(*, held: bool, **fields: Any) -> Flight:
-    """A new flight: born ``gated`` when something holds it back, else ``ready``."""
-    return Flight(stage=Stage.GATED if held else Stage.READY, **fields)
+def opened(spec: FlightSpec, *, held: bool, **record: Any) -> Flight:
+    """A new flight of a settled ``spec``: born ``gated`` when something holds it back, else
+    ``ready``. ``record`` is the rest of its record (id, opener, time, gates)."""
+    return Flight(stage=Stage.GATED if held else Stage.READY, **spec.to_row(), **record)
 
 
 def after_expiry(flight: Flight, max_expiries: int) -> tuple[str, int, str | None]:

@@ -5,7 +5,8 @@ command as its spec holds it), the environment, the labels it requires, its plac
 runner, a group, the attributes its group must have), the repository and agent, whether it
 is attended, its time limit, and a service's spec (environment values as set, port, ready
 command, its settings). What only orders or books it (priority, the output cap, a service's
-generation number) is not in it: changing those runs nothing new.
+generation number) is not in it: changing those runs nothing new
+(``gg.domain.flight_spec.RUNS_NOTHING_NEW``); every other setting of the spec is.
 
 The **digest** is SHA-256 over the canonical JSON of the spec (keys sorted, no spaces,
 UTF-8), written ``sha256:<64 hex>``. An approval records the digest it was given for; a
@@ -18,27 +19,34 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from dataclasses import fields
 from typing import Any
+
+from gg.domain.flight_spec import RUNS_NOTHING_NEW, FlightSpec
+from gg.domain.flights import Flight
 
 PREFIX = "sha256:"
 SHORT = 19  # "sha256:" and 12 hex digits: what a table shows
 
 
-def what_runs(flight: Any) -> dict[str, Any]:
-    """The spec of ``flight`` (a :class:`gg.domain.flights.Flight`, or anything with its
-    fields), as plain JSON values."""
-    service = dict(flight.service) if flight.service else None
-    command = list(service["command"]) if service and "command" in service else list(flight.command)
+def what_runs(flight: FlightSpec | Flight) -> dict[str, Any]:
+    """The spec of ``flight`` (its settled :class:`FlightSpec`, or a :class:`Flight`, read
+    as its spec), as plain JSON values: every setting but those that run nothing new
+    (``RUNS_NOTHING_NEW``), so a setting added to the spec is approved with the rest."""
+    spec = flight.spec if isinstance(flight, Flight) else flight
+    out = {f.name: getattr(spec, f.name) for f in fields(spec)
+           if f.name not in RUNS_NOTHING_NEW}
+    del out["labels"]  # they are in ``requires``, with the environment's
+    service = dict(spec.service) if spec.service else None
     if service is not None:
         service.pop("generation", None)
         service.pop("command", None)
         for kept in ("last_ready", "failed"):  # what ran, recorded; not what runs
             service.pop(kept, None)
-    return {"command": command, "environment": flight.environment,
-            "requires": dict(flight.requires), "runner": flight.runner_target,
-            "group": flight.group, "where": dict(flight.where), "repo": flight.repo,
-            "agent": flight.agent, "attended": bool(flight.attended), "kind": flight.kind,
-            "timeout": flight.timeout, "service": service}
+    command = spec.service["command"] if spec.service and "command" in spec.service else spec.command
+    out.update(command=list(command), requires=spec.requires, where=dict(spec.where),
+               attended=bool(spec.attended), service=service)
+    return out
 
 
 def canonical(spec: dict[str, Any]) -> bytes:

@@ -52,5 +52,5 @@ class OpenRoute(ahead.Route):
 
     async def respond(self, scope, accepted) -> Response:
         person, body = accepted
-        return ahead.answer(_ROW, await answers.opened(self.state.core, person, **opening(body)),
+        return ahead.answer(_ROW, await answers.opened(self.state.core, person, opening(body)),
                             status=201)

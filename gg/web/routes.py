@@ -13,6 +13,7 @@ from gg.control import answers, console, flights, gates, pools
 from gg.domain import console as rules
 from gg.domain.events import SEQ_MAX
 from gg.domain.people import Person
+from gg.domain.flight_spec import FlightSpec
 from gg.errors import BadRequest, GGError, NotFound, Unauthorized
 from gg.web import guard, render
 
@@ -256,8 +257,8 @@ async def open_flight(request: Request) -> Response:
             raise BadRequest("say what to run: the command is empty")
         if len(command) > 4096 or (environment is not None and len(environment) > 64):
             raise BadRequest("the command takes at most 4096 characters, the environment 64")
-        row = await answers.opened(request.app.state.core, person, command=[command],
-                                   environment=environment)
+        row = await answers.opened(request.app.state.core, person,
+                                   FlightSpec(command=(command,), environment=environment))
         return _to(request, f"/ui/flights/{row['id']}")
     return await _answer(request, make)
 

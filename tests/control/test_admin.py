@@ -10,6 +10,7 @@ import pytest
 from gg.control import admin, flights, leases, people, plan, runners, views
 from gg.control.core import Core
 from gg.control.people import bootstrap
+from gg.domain.flight_spec import FlightSpec
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 from gg.settings import Settings
 from gg.store import open_store
@@ -72,7 +73,7 @@ def test_cordon_records_one_event_with_its_actor_and_repeating_it_records_none(c
 def test_a_cordoned_runner_is_offered_nothing_and_resume_makes_it_eligible_at_once(core):
     r, _ = make_runner(core)
     admin.change_state(core, owner_of(core), "r1", "cordon")
-    f = flights.open_flight(core, owner_of(core), command=["true"])
+    f = flights.open_flight(core, owner_of(core), FlightSpec(command=["true"]))
     assert leases.try_claim(core, r.id) is None
     shown = flights.show_flight(core, f.id)
     assert shown["waiting"] == "waiting: every runner is cordoned"
@@ -84,7 +85,7 @@ def test_a_cordoned_runner_is_offered_nothing_and_resume_makes_it_eligible_at_on
 
 
 def _fly(core, runner):
-    opened = flights.open_flight(core, owner_of(core), command=["true"])
+    opened = flights.open_flight(core, owner_of(core), FlightSpec(command=["true"]))
     got = leases.try_claim(core, runner.id)
     assert got is not None and got[0].id == opened.id
     return got[0], got[1]
@@ -112,7 +113,7 @@ def test_draining_becomes_drained_by_itself_on_every_path_that_ends_its_last_lea
 def test_drain_without_work_is_drained_at_once_and_a_drained_runner_takes_nothing(core):
     r, _ = make_runner(core)
     assert admin.change_state(core, owner_of(core), "r1", "drain")["state"] == "drained"
-    flights.open_flight(core, owner_of(core), command=["true"])
+    flights.open_flight(core, owner_of(core), FlightSpec(command=["true"]))
     assert leases.try_claim(core, r.id) is None
 
 
@@ -277,7 +278,7 @@ def test_a_non_dev_runner_is_sandboxed_by_default_and_healthy_once_its_report_me
 
 def test_allowlist_degrades_the_runner_once_and_a_policy_it_can_meet_clears_it(core, clock):
     r, _ = make_runner(core)
-    flights.open_flight(core, owner_of(core), command=["true"])
+    flights.open_flight(core, owner_of(core), FlightSpec(command=["true"]))
     clock.advance(1)
     admin.set_policy(core, owner_of(core), "r1", egress="allowlist")
     runner = core.store.runner(r.id)

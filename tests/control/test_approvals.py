@@ -7,6 +7,7 @@ import pytest
 
 from gg.control import approvals, environments, flights, gates, leases, pending, people
 from gg.domain.events import EventKind
+from gg.domain.flight_spec import FlightSpec
 from gg.errors import BadRequest, Conflict, Forbidden
 from gg.settings import Settings
 
@@ -32,7 +33,7 @@ def _events(core, kind, flight_id):
 
 def test_a_flight_opened_with_approval_is_gated_and_never_offered(core, owner, ada):
     runner = make_runner(core, owner)
-    f = flights.open_flight(core, ada, command=["true"], approval=True)
+    f = flights.open_flight(core, ada, FlightSpec(command=["true"], approval=True))
     row = flights.show_flight(core, f.id)
     assert row["stage"] == "gated"
     assert row["waiting"] == f"waiting: needs approval by an admin: gg approve {f.id}"
@@ -41,7 +42,7 @@ def test_a_flight_opened_with_approval_is_gated_and_never_offered(core, owner, a
 
 def test_the_named_approver_approves_and_the_flight_becomes_ready(core, owner, ada, bob):
     runner = make_runner(core, owner)
-    f = flights.open_flight(core, ada, command=["true"], approver="bob")
+    f = flights.open_flight(core, ada, FlightSpec(command=["true"], approver="bob"))
     assert flights.show_flight(core, f.id)["waiting"] == (
         f"waiting: needs approval by an admin or bob: gg approve {f.id}")
     approvals.approve(core, bob, f.id)
@@ -52,7 +53,7 @@ def test_the_named_approver_approves_and_the_flight_becomes_ready(core, owner, a
 
 
 def test_the_opener_never_approves_whatever_their_role_by_any_path(core, owner, ada):
-    f = flights.open_flight(core, owner, command=["true"], approval=True)
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"], approval=True))
     gate = core.store.flight_gates(f.id)[0]
     sentence = f"you opened flight {f.id}, so someone else must approve it (separation of duties)"
     for attempt in (lambda: approvals.approve(core, owner, f.id),
@@ -68,13 +69,13 @@ def test_the_opener_never_approves_whatever_their_role_by_any_path(core, owner, 
 
 def test_a_member_opener_cannot_approve_their_own_flight_though_they_clear_opener_gates(
         core, owner, ada):
-    f = flights.open_flight(core, ada, command=["true"], approval=True)
+    f = flights.open_flight(core, ada, FlightSpec(command=["true"], approval=True))
     with pytest.raises(Forbidden):
         approvals.approve(core, ada, f.id)
 
 
 def test_reject_ends_the_flight_cancelled_with_the_reason_and_records_who(core, owner, ada, bob):
-    f = flights.open_flight(core, ada, command=["true"], approver="bob")
+    f = flights.open_flight(core, ada, FlightSpec(command=["true"], approver="bob"))
     with pytest.raises(Forbidden):  # the opener, a member, cancels instead
         approvals.reject(core, ada, f.id, "no")
     approvals.reject(core, bob, f.id, "not on a friday")
@@ -89,7 +90,7 @@ def test_reject_ends_the_flight_cancelled_with_the_reason_and_records_who(core, 
 
 
 def test_force_clears_every_gate_a_person_may_clear_and_records_who(core, owner, eve, ada):
-    f = flights.open_flight(core, ada, command=["true"], approval=True)
+    f = flights.open_flight(core, ada, FlightSpec(command=["true"], approval=True))
     with core.store.atomic():
         other = gates.open_gate(core, kind="environment", subject="x", guards="something",
                                 why="test", clearer="opener", actor="owner")
@@ -105,8 +106,8 @@ def test_force_clears_every_gate_a_person_may_clear_and_records_who(core, owner,
 
 
 def test_pending_lists_what_waits_for_a_person_and_whether_you_may_clear_it(core, owner, ada, bob):
-    mine = flights.open_flight(core, ada, command=["true"], approver="bob")
-    flights.open_flight(core, ada, command=["true"])  # ready: waits for no person
+    mine = flights.open_flight(core, ada, FlightSpec(command=["true"], approver="bob"))
+    flights.open_flight(core, ada, FlightSpec(command=["true"]))  # ready: waits for no person
     rows = pending.pending(core, bob)
     assert [r["id"] for r in rows] == [mine.id]
     assert rows[0]["waiting"] == f"waiting: needs approval by an admin or bob: gg approve {mine.id}"
@@ -122,21 +123,21 @@ def test_an_environment_or_the_root_envelope_can_require_an_approval(core, owner
     for name in ("prod", "ui"):
         gate = environments.chart(core, owner, name, "true")["gate"]
         gates.clear_gate(core, gate, person=owner)
-    assert flights.open_flight(core, ada, command=["true"], environment="prod").stage == "ready"
+    assert flights.open_flight(core, ada, FlightSpec(command=["true"], environment="prod")).stage == "ready"
     with pytest.raises(Forbidden):
         approvals.set_environment_approval(core, ada, "prod", True)
     assert approvals.set_environment_approval(core, owner, "prod", True) is True
-    f = flights.open_flight(core, ada, command=["true"], environment="prod")
+    f = flights.open_flight(core, ada, FlightSpec(command=["true"], environment="prod"))
     assert f.stage == "gated"
     assert environments.environment_view(core, "prod")["approval"] == "required"
     assert approvals.set_environment_approval(core, owner, "prod", False) is True
-    assert flights.open_flight(core, ada, command=["true"], environment="prod").stage == "ready"
+    assert flights.open_flight(core, ada, FlightSpec(command=["true"], environment="prod")).stage == "ready"
 
     make_runner(core, owner, name="r2", labels={"environment": "ui"})
     environments.apply_root(core, owner, {"environments": ["prod", "ui"], "approvals": ["ui"]})
     assert environments.root_view(core)["approvals"] == ["ui"]
-    assert flights.open_flight(core, ada, command=["true"], environment="ui").stage == "gated"
-    assert flights.open_flight(core, ada, command=["true"], environment="prod").stage == "ready"
+    assert flights.open_flight(core, ada, FlightSpec(command=["true"], environment="ui")).stage == "gated"
+    assert flights.open_flight(core, ada, FlightSpec(command=["true"], environment="prod")).stage == "ready"
 
 
 def test_a_bad_approver_is_refused_and_nothing_is_opened(core, owner, ada):
@@ -145,14 +146,14 @@ def test_a_bad_approver_is_refused_and_nothing_is_opened(core, owner, ada):
                            ("ada", "--approver: you cannot approve a flight you open "
                                    "(separation of duties); name someone else")):
         with pytest.raises(BadRequest) as refused:
-            flights.open_flight(core, ada, command=["true"], approver=name)
+            flights.open_flight(core, ada, FlightSpec(command=["true"], approver=name))
         assert str(refused.value) == sentence
     assert len(core.store.flight_values(limit=100)) == before
     assert core.store.gates(kind="approval") == []
 
 
 def test_the_only_admins_own_flight_says_a_second_admin_is_needed_and_how(core, owner, eve):
-    f = flights.open_flight(core, owner, command=["true"], approval=True)
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"], approval=True))
     # eve, a second admin, may approve it: the usual sentence
     assert flights.show_flight(core, f.id)["waiting"] == (
         f"waiting: needs approval by an admin: gg approve {f.id}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gg.control import flights, leases
+from gg.domain.flight_spec import FlightSpec
 from gg.errors import BadRequest, Conflict
 
 from placement_support import runner
@@ -14,16 +15,16 @@ STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both s
 
 def test_an_attended_flight_needs_a_runner(core, owner):
     with pytest.raises(BadRequest) as err:
-        flights.open_flight(core, owner, command=["true"], attended=True)
+        flights.open_flight(core, owner, FlightSpec(command=["true"], attended=True))
     assert err.value.message == "an attended flight needs a runner: gg fly --attended --runner R -- CMD"
 
 
 def test_an_attended_flight_is_refused_at_once_when_the_runner_is_flying(core, owner):
     r = runner(core, owner, "r1", workers=2)
-    busy = flights.open_flight(core, owner, command=["true"], runner="r1")
+    busy = flights.open_flight(core, owner, FlightSpec(command=["true"], runner="r1"))
     leases.try_claim(core, r.id)
     with pytest.raises(Conflict) as err:
-        flights.open_flight(core, owner, command=["true"], runner="r1", attended=True)
+        flights.open_flight(core, owner, FlightSpec(command=["true"], runner="r1", attended=True))
     assert err.value.message == (f"runner r1 is already flying {busy.id}; an attended flight "
                                  "needs it free now")
     assert len(core.store.flights()) == 1
@@ -31,7 +32,7 @@ def test_an_attended_flight_is_refused_at_once_when_the_runner_is_flying(core, o
 
 def test_an_attended_flight_not_taken_within_claim_wait_fails_when_anyone_looks(core, owner, clock):
     runner(core, owner, "r1")
-    f = flights.open_flight(core, owner, command=["true"], runner="r1", attended=True)
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"], runner="r1", attended=True))
     clock.advance(29)
     assert flights.show_flight(core, f.id)["stage"] == "ready"
     clock.advance(1)  # CLAIM_WAIT has passed; nothing ran a timer, the listing looks
@@ -48,7 +49,7 @@ def test_an_attended_flight_not_taken_within_claim_wait_fails_when_anyone_looks(
 
 def test_a_claim_after_the_deadline_records_the_failure_instead_of_taking_it(core, owner, clock):
     r = runner(core, owner, "r1")
-    f = flights.open_flight(core, owner, command=["true"], runner="r1", attended=True)
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"], runner="r1", attended=True))
     clock.advance(31)
     assert leases.try_claim(core, r.id) is None
     assert core.store.flight(f.id).stage == "failed"
@@ -56,7 +57,7 @@ def test_a_claim_after_the_deadline_records_the_failure_instead_of_taking_it(cor
 
 def test_an_attended_flight_taken_in_time_is_not_failed_later(core, owner, clock):
     r = runner(core, owner, "r1")
-    f = flights.open_flight(core, owner, command=["true"], runner="r1", attended=True)
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"], runner="r1", attended=True))
     clock.advance(5)
     assert leases.try_claim(core, r.id)[0].id == f.id
     leases.hand_back(core, r, f.id, epoch=1, outcome="returned", exit_code=None, reason="stopping", key="k")

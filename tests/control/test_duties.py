@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gg.control import duties, flights, leases
 from gg.control.core import Core
+from gg.domain.flight_spec import FlightSpec
 from gg.store import open_store
 from support import make_runner
 
@@ -39,7 +40,7 @@ def test_a_duty_is_held_by_one_replica_until_its_holder_lets_it_lapse(core, cloc
 def test_a_replica_starting_while_another_serves_extends_no_lease(core, owner, clock, tmp_path,
                                                                   store_url):
     runner = make_runner(core, owner, "r1")
-    flight = flights.open_flight(core, owner, command=["true"])
+    flight = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     leases.try_claim(core, runner.id)
     granted = core.store.flight(flight.id).lease_expires_at
     clock.advance(30)

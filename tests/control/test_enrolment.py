@@ -6,6 +6,7 @@ import pytest
 
 from gg.control import enrolment, gates, people, profiles
 from gg.domain import tokens
+from gg.domain.flight_spec import FlightSpec
 from gg.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from gg.settings import Settings
 
@@ -127,7 +128,7 @@ def test_an_enrolled_machine_takes_no_work_until_its_profile_is_in_force(core, o
     machine, _ = spend(core, token)
     runners.check_in(core, machine, readings={}, inventory=None,
                      capabilities=SANDBOX_CAPABILITIES, version=None, held=[], peer_address=None)
-    plain = flights.open_flight(core, owner, command=["true"])
+    plain = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     assert leases.try_claim(core, machine.id) is None
     shown = flights.show_flight(core, plain.id)
     assert shown["waiting"] == ("waiting: no runner can take it: m1 cannot because its fleet "

@@ -6,6 +6,7 @@ import pytest
 
 from gg.airspace.errors import AirspaceError
 from gg.control import environments, flights, gates, labels, leases
+from gg.domain.flight_spec import FlightSpec
 from gg.errors import BadRequest, Conflict, Forbidden
 from gg.domain.meanings import MeaningError
 
@@ -46,7 +47,7 @@ def test_charting_opens_a_gate_and_the_meaning_is_in_force_only_once_it_clears(c
     assert env["meaning"] is None and env["pending_meaning"] == "cpu_count >= 64"
     assert core.store.refuted_pairs(r.id) == frozenset()  # not in force: the label stays stated
     with pytest.raises(BadRequest) as err:
-        flights.open_flight(core, owner, command=["true"], environment="ui")
+        flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
     assert err.value.code == "environment_gated"
     assert err.value.message == (f"environment ui is charted but waits for gate {gate.id}; an "
                                  f"admin clears it with gg gate clear {gate.id}")
@@ -60,7 +61,7 @@ def test_charting_opens_a_gate_and_the_meaning_is_in_force_only_once_it_clears(c
 def test_a_refuted_label_never_matches(core, owner):
     charted(core, owner, "ui", "cpu_count >= 64")
     small = runner(core, owner, "small", labels={"environment": "ui"}, inventory=LINUX)
-    f = flights.open_flight(core, owner, command=["true"], environment="ui")
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
     assert leases.try_claim(core, small.id) is None
     big = runner(core, owner, "big", labels={"environment": "ui"},
                  inventory={**LINUX, "cpu_count": 96})
@@ -71,7 +72,7 @@ def test_a_refuted_label_never_matches(core, owner):
 def test_unknown_facts_leave_the_label_stated_and_usable(core, owner):
     charted(core, owner, "ui", "cpu_count >= 64")
     r = runner(core, owner, "quiet", labels={"environment": "ui"})  # no inventory reported
-    f = flights.open_flight(core, owner, command=["true"], environment="ui")
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
     assert leases.try_claim(core, r.id)[0].id == f.id
 
 
@@ -99,20 +100,20 @@ def test_labels_stated_at_check_in_replace_the_registered_ones(core, owner):
 
 def test_readings_can_never_be_required_or_advertised(core, owner):
     with pytest.raises(BadRequest):
-        flights.open_flight(core, owner, command=["true"], labels={"memory_free": "8g"})
+        flights.open_flight(core, owner, FlightSpec(command=["true"], labels={"memory_free": "8g"}))
     with pytest.raises(BadRequest):
         runner(core, owner, "r1", labels={"cpu": "8"})
 
 
 def test_the_environment_is_named_with_env_not_as_a_label(core, owner):
     with pytest.raises(BadRequest) as err:
-        flights.open_flight(core, owner, command=["true"], labels={"environment": "ui"})
+        flights.open_flight(core, owner, FlightSpec(command=["true"], labels={"environment": "ui"}))
     assert err.value.message == "name the environment with --env NAME, not as a label"
 
 
 def test_flying_in_an_environment_never_charted_points_at_chart(core, owner):
     with pytest.raises(BadRequest) as err:
-        flights.open_flight(core, owner, command=["true"], environment="nightly")
+        flights.open_flight(core, owner, FlightSpec(command=["true"], environment="nightly"))
     assert err.value.code == "environment_not_charted"
     assert err.value.message == ("environment nightly is not charted; an admin charts it with "
                                  "gg environment chart nightly --means PREDICATE")
@@ -122,8 +123,8 @@ def test_flying_in_an_environment_never_charted_points_at_chart(core, owner):
 def test_re_charting_holds_waiting_flights_and_releases_them_when_it_clears(core, owner):
     charted(core, owner, "ui")
     r = runner(core, owner, "r1", labels={"environment": "ui"}, inventory=LINUX)
-    waiting = flights.open_flight(core, owner, command=["true"], environment="ui")
-    other = flights.open_flight(core, owner, command=["true"])  # not in ui: untouched
+    waiting = flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
+    other = flights.open_flight(core, owner, FlightSpec(command=["true"]))  # not in ui: untouched
     env = environments.chart(core, owner, "ui", 'os == "linux" && cpu_count >= 4')
     assert env["meaning"] == 'os == "linux"'  # the old meaning stays in force meanwhile
     assert core.store.flight(waiting.id).stage == "gated"
@@ -187,11 +188,11 @@ def test_once_a_root_is_applied_only_its_environments_may_fly(core, owner):
     applied = environments.apply_root(core, owner, {"environments": ["ui"]})
     assert applied["environments"] == ["ui"] and applied["not_in_force"] == []
     with pytest.raises(BadRequest) as err:
-        flights.open_flight(core, owner, command=["true"], environment="api")
+        flights.open_flight(core, owner, FlightSpec(command=["true"], environment="api"))
     assert err.value.code == "environment_not_in_root"
     assert err.value.message == ("environment api is not in the root envelope (it lists ui); "
                                  "add it to airspace/root.yaml and run gg airspace apply")
-    assert flights.open_flight(core, owner, command=["true"], environment="ui").stage == "ready"
+    assert flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui")).stage == "ready"
 
 
 def test_environments_view_counts_advertising_measured_and_refuted(core, owner):

@@ -9,6 +9,7 @@ import pytest
 from gg.control import estimates, flights, leases
 from gg.control.core import Core
 from gg.domain.estimates import GATED, kind_of
+from gg.domain.flight_spec import FlightSpec
 from gg.settings import Settings
 from gg.store import open_store
 from gg.store.estimates import FLIGHT
@@ -36,20 +37,20 @@ def _one_waits_behind_one_flying(core, owner, clock, *, history: int):
     """Runner ``a`` after ``history`` 30-second builds, flying one more, with one waiting."""
     a = make_runner(core, owner, "a")
     for _ in range(history):
-        flights.open_flight(core, owner, command=["build"])
+        flights.open_flight(core, owner, FlightSpec(command=["build"]))
         _fly(core, a, 30, clock)
-    flying = flights.open_flight(core, owner, command=["build"])
+    flying = flights.open_flight(core, owner, FlightSpec(command=["build"]))
     check_in(core, a)
     leases.try_claim(core, a.id)
-    return a, flying, flights.open_flight(core, owner, command=["build"])
+    return a, flying, flights.open_flight(core, owner, FlightSpec(command=["build"]))
 
 
 def test_a_final_report_folds_the_duration_into_its_kinds_summary_and_a_return_does_not(
         core, owner, clock):
     a = make_runner(core, owner, "a")
-    f = flights.open_flight(core, owner, command=["make", "test"], title="tests")
+    f = flights.open_flight(core, owner, FlightSpec(command=["make", "test"], title="tests"))
     _fly(core, a, 30, clock)
-    flights.open_flight(core, owner, command=["make", "test"], title="tests")
+    flights.open_flight(core, owner, FlightSpec(command=["make", "test"], title="tests"))
     _fly(core, a, 5, clock, outcome="returned")
     kept = core.store.durations(FLIGHT)
     assert list(kept) == [kind_of(f)]
@@ -120,7 +121,7 @@ def test_a_flight_shown_an_estimate_waits_again_and_its_next_start_keeps_the_new
     flight, grant = leases.try_claim(core, a.id)
     assert flight.id == waiting.id
     # handed back as returned: it waits again, behind a new flight that flies first
-    blocker = flights.open_flight(core, owner, command=["build"], priority="high")
+    blocker = flights.open_flight(core, owner, FlightSpec(command=["build"], priority="high"))
     leases.hand_back(core, a, waiting.id, epoch=grant.epoch, outcome="returned", exit_code=None,
                      reason="machine going away", key=None)
     check_in(core, a)
@@ -141,10 +142,10 @@ def test_a_flight_shown_an_estimate_waits_again_and_its_next_start_keeps_the_new
 def test_a_page_of_new_estimates_is_written_in_one_statement_and_an_unmoved_one_not_again(
         core, owner, clock):
     a = make_runner(core, owner, "a")
-    flights.open_flight(core, owner, command=["build"])
+    flights.open_flight(core, owner, FlightSpec(command=["build"]))
     _fly(core, a, 30, clock)
     check_in(core, a)
-    waiting = [flights.open_flight(core, owner, command=["build"]).id for _ in range(5)]
+    waiting = [flights.open_flight(core, owner, FlightSpec(command=["build"])).id for _ in range(5)]
     said: list[str] = []
     core.store.db.trace(said.append)
     try:
@@ -161,7 +162,7 @@ def test_a_page_of_new_estimates_is_written_in_one_statement_and_an_unmoved_one_
 
 def test_a_flight_with_no_runner_or_behind_a_gate_gets_the_reason_not_a_time(core, owner):
     make_runner(core, owner, "a")
-    nobody = flights.open_flight(core, owner, command=["x"], labels={"gpu": "yes"})
+    nobody = flights.open_flight(core, owner, FlightSpec(command=["x"], labels={"gpu": "yes"}))
     row = flights.show_flight(core, nobody.id)
     assert (row["expected_start_at"], row["expected_start_low"], row["expected_start_high"]) == (
         None, None, None)
@@ -176,11 +177,11 @@ def test_a_flight_placed_in_a_group_without_runners_gets_no_time(core, owner, cl
     from gg.domain.estimates import NOBODY
 
     a = make_runner(core, owner, "a")  # in group default, and its kind of flight is measured
-    flights.open_flight(core, owner, command=["build"])
+    flights.open_flight(core, owner, FlightSpec(command=["build"]))
     _fly(core, a, 30, clock)
     groups.set_group(core, owner, "lab")  # nobody is in it
-    placed = flights.open_flight(core, owner, command=["build"], group="lab")
-    free = flights.open_flight(core, owner, command=["build"])
+    placed = flights.open_flight(core, owner, FlightSpec(command=["build"], group="lab"))
+    free = flights.open_flight(core, owner, FlightSpec(command=["build"]))
     check_in(core, a)
     in_lab, anywhere = (flights.show_flight(core, f.id) for f in (placed, free))
     assert in_lab["expected_start_at"] is None
@@ -193,13 +194,13 @@ def test_the_pages_of_one_listing_share_one_forecast_until_an_event_or_the_reuse
     a = make_runner(core, owner, "a")
     check_in(core, a)
     for _ in range(3):
-        flights.open_flight(core, owner, command=["build"])
+        flights.open_flight(core, owner, FlightSpec(command=["build"]))
     first = flights.list_flights(core, limit=1)
     kept = core.last_forecast
     second = flights.list_flights(core, limit=1, cursor=first["next_cursor"])
     assert core.last_forecast is kept  # the second page reused the first page's run
     assert second["items"][0]["expected_start_basis"] is not None
-    flights.open_flight(core, owner, command=["build"])  # an event: the queue changed
+    flights.open_flight(core, owner, FlightSpec(command=["build"]))  # an event: the queue changed
     flights.list_flights(core, limit=1)
     assert core.last_forecast is not kept
     kept = core.last_forecast
@@ -212,7 +213,7 @@ def test_a_read_plays_the_queue_only_as_far_as_its_flights_and_a_read_already_co
         core, owner, clock):
     a = make_runner(core, owner, "a")
     check_in(core, a)
-    opened = [flights.open_flight(core, owner, command=["build"]) for _ in range(5)]
+    opened = [flights.open_flight(core, owner, FlightSpec(command=["build"])) for _ in range(5)]
     first = flights.show_flight(core, opened[0].id)
     assert core.last_forecast[2].played == [opened[0].id]  # nothing behind it was played
     assert first["expected_start_basis"] is not None

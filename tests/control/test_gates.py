@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gg.control import flights, gates, leases, people
+from gg.domain.flight_spec import FlightSpec
 from gg.domain.gates import Gate, refusal_to_clear
 from gg.domain.people import Person
 from gg.errors import Forbidden
@@ -30,7 +31,7 @@ def gate_on(core, flight_ids, clearer="admin", subject="environment:ui", **kw):
 
 
 def test_a_flight_behind_an_open_gate_is_gated_and_says_so(core, owner):
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     gate = gate_on(core, [f.id])
     row = flights.show_flight(core, f.id)
     assert row["stage"] == "gated"
@@ -40,7 +41,7 @@ def test_a_flight_behind_an_open_gate_is_gated_and_says_so(core, owner):
 
 def test_a_gated_flight_is_never_offered_and_becomes_ready_when_the_gate_clears(core, owner):
     runner = make_runner(core, owner)
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     gate = gate_on(core, [f.id])
     assert leases.try_claim(core, runner.id) is None
     gates.clear_gate(core, gate.id, person=owner)
@@ -52,7 +53,7 @@ def test_a_gated_flight_is_never_offered_and_becomes_ready_when_the_gate_clears(
 
 
 def test_a_member_cannot_clear_an_admin_gate_and_nothing_changes(core, owner):
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     gate = gate_on(core, [f.id])
     member, _ = people.add_person(core, owner, "bob", admin=False)
     member = core.store.person_by_name("bob")
@@ -64,7 +65,7 @@ def test_a_member_cannot_clear_an_admin_gate_and_nothing_changes(core, owner):
 
 
 def test_a_flight_with_two_open_gates_waits_for_both(core, owner):
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     first = gate_on(core, [f.id], subject="a")
     second = gate_on(core, [f.id], subject="b")
     gates.clear_gate(core, first.id, person=owner)
@@ -74,7 +75,7 @@ def test_a_flight_with_two_open_gates_waits_for_both(core, owner):
 
 
 def test_a_newer_gate_on_the_same_subject_supersedes_and_keeps_holding_its_flights(core, owner):
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     old = gate_on(core, [f.id])
     with core.store.atomic():
         new = gates.open_gate(core, kind="environment", subject="environment:ui", guards="again",

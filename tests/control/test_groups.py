@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gg.control import flights, groups, leases
+from gg.domain.flight_spec import FlightSpec
 from gg.errors import Conflict, Forbidden
 from gg.store import open_store
 from support import check_in, make_runner
@@ -35,7 +36,7 @@ def test_a_quiesced_fleet_grants_nothing_and_stays_quiesced_across_a_restart(cor
                                                                               tmp_path, store_url):
     runner = make_runner(core, owner)
     check_in(core, runner)
-    flights.open_flight(core, owner, command=["true"])
+    flights.open_flight(core, owner, FlightSpec(command=["true"]))
     groups.quiesce(core, owner)
     assert leases.try_claim(core, runner.id) is None
     reopened = open_store(tmp_path, store_url)
@@ -48,7 +49,7 @@ def test_a_quiesced_fleet_grants_nothing_and_stays_quiesced_across_a_restart(cor
 def test_fleet_drained_is_recorded_once_when_the_last_flight_of_a_quiesce_ends(core, owner):
     runner = make_runner(core, owner)
     check_in(core, runner)
-    flight = flights.open_flight(core, owner, command=["true"])
+    flight = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     _, grant = leases.try_claim(core, runner.id)
     groups.quiesce(core, owner)
     assert core.store.events(kind="warn:fleet:drained") == []

@@ -11,6 +11,7 @@ import pytest
 
 from gg.control import leases as lease_ops
 from gg.control import runners
+from gg.domain.flight_spec import FlightSpec
 from gg.domain.runners import is_online
 from gg.domain.runners import policy_digest
 from support import check_in, make_runner
@@ -145,7 +146,7 @@ def test_with_nothing_ready_and_no_lease_due_the_claim_has_nothing_to_ask_the_wr
     from gg.control import flights
 
     assert lease_ops.offer_state(core) == (False, None)
-    flights.open_flight(core, owner, command=["true"])
+    flights.open_flight(core, owner, FlightSpec(command=["true"]))
     assert lease_ops.offer_state(core)[0] is True
 
 

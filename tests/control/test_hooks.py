@@ -7,6 +7,7 @@ import pytest
 
 from gg.control import hooks
 from gg.domain.events import EventKind
+from gg.domain.flight_spec import FlightSpec
 from gg.errors import Forbidden
 
 STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores
@@ -64,7 +65,7 @@ def test_an_environments_hook_hears_only_that_environments_flights(core, owner, 
     from gg.control import flights
 
     _add(core, owner, environment="prod")
-    opened = flights.open_flight(core, ada, command=["true"], labels={})
+    opened = flights.open_flight(core, ada, FlightSpec(command=["true"], labels={}))
     core.event(EventKind.FLIGHT_LANDED, flight_id=opened.id)
     assert hooks.due(core, 10) == []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gg.control import flights, leases, runners
+from gg.domain.flight_spec import FlightSpec
 from gg.errors import Conflict, LeaseSuperseded, NotFound
 from gg.settings import Settings
 
@@ -23,7 +24,7 @@ def settings():
 def _a_lease_ran_out(core, owner, clock):
     """Runners a and b, and a flight whose lease a held and let run out; b is checked in."""
     a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     leases.try_claim(core, a.id)
     clock.advance(61)
     runners.check_in(core, b, readings={}, inventory=None, capabilities=None, version=None,
@@ -32,7 +33,7 @@ def _a_lease_ran_out(core, owner, clock):
 
 def test_a_claim_grants_epoch_one_and_a_second_claim_gets_nothing(core, owner):
     a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     got = leases.try_claim(core, a.id)
     assert got is not None and got[1].epoch == 1 and got[0].id == f.id
     assert leases.try_claim(core, b.id) is None
@@ -56,7 +57,7 @@ def test_an_expired_lease_is_recorded_by_the_next_look_and_re_offered_with_a_new
 
 def test_a_renewal_after_expiry_is_refused_even_before_anyone_noticed(core, owner, clock):
     a = make_runner(core, owner)
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     leases.try_claim(core, a.id)
     clock.advance(59)
     assert leases.renew(core, a, f.id, 1)["expires_at"] == clock.now + 60
@@ -67,7 +68,7 @@ def test_a_renewal_after_expiry_is_refused_even_before_anyone_noticed(core, owne
 
 def test_a_flight_lost_max_expiries_times_fails_as_lost(core, owner, clock):
     a = make_runner(core, owner)
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     for _ in range(3):
         runners.check_in(core, a, readings={}, inventory=None, capabilities=None, version=None,
                          held=[], peer_address=None)
@@ -83,7 +84,7 @@ def test_a_flight_lost_max_expiries_times_fails_as_lost(core, owner, clock):
 
 def test_a_final_outcome_is_accepted_once_and_an_identical_repeat_is_harmless(core, owner):
     a = make_runner(core, owner)
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     leases.try_claim(core, a.id)
     first = leases.hand_back(core, a, f.id, epoch=1, outcome="failed", exit_code=2, reason=None, key="1:hand-back")
     again = leases.hand_back(core, a, f.id, epoch=1, outcome="failed", exit_code=2, reason=None, key="1:hand-back")
@@ -96,7 +97,7 @@ def test_a_final_outcome_is_accepted_once_and_an_identical_repeat_is_harmless(co
 
 def test_a_retried_report_is_stored_once(core, owner):
     a = make_runner(core, owner)
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     leases.try_claim(core, a.id)
     fact = {"kind": "output", "body": {"text": "x"}, "key": "1:output:1"}
     assert leases.report(core, a, f.id, epoch=1, facts=[fact])["stored"] == 1
@@ -108,7 +109,7 @@ def test_output_with_a_nul_byte_is_stored_as_sent_on_both_stores(core, owner):
     """Text columns refuse U+0000 (PostgreSQL's cannot hold it); a fact's body is JSON, kept
     escaped, so a program's output may carry one on either store."""
     a = make_runner(core, owner)
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     leases.try_claim(core, a.id)
     fact = {"kind": "output", "body": {"text": "a\x00b\n"}, "key": "1:output:1"}
     assert leases.report(core, a, f.id, epoch=1, facts=[fact])["stored"] == 1
@@ -117,7 +118,7 @@ def test_output_with_a_nul_byte_is_stored_as_sent_on_both_stores(core, owner):
 
 def test_a_runner_may_touch_only_the_flights_it_holds(core, owner):
     a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     leases.try_claim(core, a.id)
     for call in (lambda: leases.renew(core, b, f.id, 1),
                  lambda: leases.report(core, b, f.id, epoch=1, facts=[{"kind": "note"}]),
@@ -130,7 +131,7 @@ def test_a_runner_may_touch_only_the_flights_it_holds(core, owner):
 
 def test_returned_goes_back_to_ready_for_another_runner(core, owner):
     a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     leases.try_claim(core, a.id)
     leases.hand_back(core, a, f.id, epoch=1, outcome="returned", exit_code=None, reason="no credential", key="k")
     assert core.store.flight(f.id).stage == "ready"
@@ -140,7 +141,7 @@ def test_returned_goes_back_to_ready_for_another_runner(core, owner):
 
 def test_a_restart_honours_every_lease_for_one_ttl(core, owner, clock):
     a = make_runner(core, owner)
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     leases.try_claim(core, a.id)
     clock.advance(300)  # the control plane was away for five minutes
     leases.honour_after_restart(core)
@@ -152,7 +153,7 @@ def test_a_restart_honours_every_lease_for_one_ttl(core, owner, clock):
 
 def test_cancelling_a_flying_flight_tells_its_holder_it_ended(core, owner):
     a = make_runner(core, owner)
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     leases.try_claim(core, a.id)
     flights.cancel(core, owner, f.id)
     with pytest.raises(Conflict) as err:
@@ -162,7 +163,7 @@ def test_cancelling_a_flying_flight_tells_its_holder_it_ended(core, owner):
 
 def test_a_started_fact_sent_late_is_dated_when_it_started_never_before_the_grant(core, owner, clock):
     a = make_runner(core, owner)
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     leases.try_claim(core, a.id)
     granted_at = clock.now
     clock.advance(5)
@@ -199,7 +200,7 @@ def test_a_grant_and_a_hand_back_answer_the_row_as_stored_without_reading_it_aga
     """The claim's flight is the row the compare-and-set left (built from the change, not
     read back), and the hand-back's stage is the stage it wrote: both equal the store's."""
     a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
-    f = flights.open_flight(core, owner, command=["true"], title="t", timeout=30)
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"], title="t", timeout=30))
     statements: list[str] = []
     core.store.db.trace(statements.append)
     try:
@@ -240,7 +241,7 @@ def test_a_claims_answer_carries_the_policy_in_force_at_the_grant_from_its_colum
 
     a = make_runner(core, owner, "a")
     parked = core.store.runner(a.id)
-    flights.open_flight(core, owner, command=["true"])
+    flights.open_flight(core, owner, FlightSpec(command=["true"]))
     got = leases.try_claim(core, a.id)
     core.store.update_runner(a.id, policy={**parked.policy, "workers": 3})
     statements: list[str] = []

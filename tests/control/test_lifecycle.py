@@ -9,6 +9,7 @@ from gg.control import flights, leases
 from gg.control.core import Core
 from gg.control.lifecycle import move
 from gg.control.people import bootstrap
+from gg.domain.flight_spec import FlightSpec
 from gg.domain.flights import Event, IllegalTransition
 from gg.settings import Settings
 from gg.store import open_store
@@ -37,7 +38,7 @@ def owner(core):
 
 def test_a_change_decided_on_a_stale_reading_is_not_applied_and_records_nothing(core, owner):
     a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     stale = core.store.flight(f.id)
     with core.store.atomic():
         first = move(core, stale, Event.GRANTED, core.now(), actor="runner:a", runner_id=a.id,
@@ -52,14 +53,14 @@ def test_a_change_decided_on_a_stale_reading_is_not_applied_and_records_nothing(
 
 
 def test_an_event_the_stage_has_no_edge_for_is_refused_and_writes_nothing(core, owner):
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     with core.store.atomic(), pytest.raises(IllegalTransition):
         move(core, core.store.flight(f.id), Event.LANDED, core.now(), runner_id="r_x")
     assert core.store.flight(f.id).stage == "ready" and core.store.facts(f.id) == []
 
 
 def test_the_store_refuses_a_stage_written_past_the_compare_and_set(core, owner):
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     with pytest.raises(ValueError):
         core.store.update_flight(f.id, stage="landed")
     assert core.store.flight(f.id).stage == "ready"
@@ -67,8 +68,8 @@ def test_the_store_refuses_a_stage_written_past_the_compare_and_set(core, owner)
 
 def test_parked_claimers_are_matched_oldest_flight_to_longest_parked_runner(core, owner):
     a, b, c = (make_runner(core, owner, n) for n in ("a", "b", "c"))
-    first = flights.open_flight(core, owner, command=["true"])
-    second = flights.open_flight(core, owner, command=["true"])
+    first = flights.open_flight(core, owner, FlightSpec(command=["true"]))
+    second = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     granted = leases.match_parked(core, [b.id, a.id, c.id])
     assert [(fl.id, g.runner_id, g.epoch) for fl, g in granted] == [(first.id, b.id, 1),
                                                                      (second.id, a.id, 1)]
@@ -77,7 +78,7 @@ def test_parked_claimers_are_matched_oldest_flight_to_longest_parked_runner(core
 
 def test_returned_and_expired_both_put_a_flight_back_through_the_same_table(core, owner, clock):
     a = make_runner(core, owner, "a")
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     _, grant = leases.try_claim(core, a.id)
     leases.hand_back(core, a, f.id, epoch=grant.epoch, outcome="returned", exit_code=None, reason="no disk", key="k1")
     _, grant = leases.try_claim(core, a.id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gg.control import flights, leases, ownership
+from gg.domain.flight_spec import FlightSpec
 from gg.errors import Conflict, Forbidden
 
 from placement_support import runner
@@ -59,8 +60,8 @@ def test_a_reserved_runner_takes_only_its_owners_flights(core, owner, ada, bob):
     ownership.set_ownership(core, owner, "adas", "open")
     ownership.change(core, ada, "adas", "claim")
     ownership.change(core, ada, "adas", "reserve")
-    bobs = flights.open_flight(core, bob, command=["true"])
-    adas = flights.open_flight(core, ada, command=["true"])
+    bobs = flights.open_flight(core, bob, FlightSpec(command=["true"]))
+    adas = flights.open_flight(core, ada, FlightSpec(command=["true"]))
     got = leases.try_claim(core, r.id)
     assert got[0].id == adas.id  # bob's older flight is passed over
     assert core.store.flight(bobs.id).stage == "ready"

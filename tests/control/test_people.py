@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gg.control import flights, leases, ownership, people, runners
+from gg.domain.flight_spec import FlightSpec
 from gg.errors import Conflict, Forbidden, Unauthorized
 
 from support import make_runner
@@ -54,7 +55,7 @@ def test_ttl_never_and_the_owners_first_token_do_not_expire(core, owner, clock, 
 
 def test_a_removed_persons_token_stops_at_once_and_history_keeps_the_name(core, owner):
     ada, token = _add(core, owner, "ada")
-    flight = flights.open_flight(core, people.authenticate_person(core, token), command=["true"])
+    flight = flights.open_flight(core, people.authenticate_person(core, token), FlightSpec(command=["true"]))
     removed = people.remove_person(core, owner, "ada")
     assert removed["removed_by"] == "owner" and removed["removed_at"] is not None
     with pytest.raises(Unauthorized):
@@ -112,7 +113,7 @@ def test_a_runner_registered_by_a_removed_person_keeps_checking_in_and_flying(co
     assert runner.registered_by == ada.id
     runners.check_in(core, runner, readings={}, inventory=None, capabilities=None, version=None,
                      held=[], peer_address=None)
-    flight = flights.open_flight(core, owner, command=["true"])
+    flight = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     granted = leases.try_claim(core, runner.id)
     assert granted is not None and granted[0].id == flight.id
 

@@ -20,6 +20,7 @@ from gg.control import (
     strategies,
 )
 from gg.control.people import add_person
+from gg.domain.flight_spec import FlightSpec
 from gg.errors import Conflict, Forbidden, Unauthorized
 from gg.settings import Settings
 
@@ -231,7 +232,7 @@ def test_a_second_maintainer_is_refused_while_the_first_is_online(core, owner, k
 def test_members_start_to_warm_plus_waiting_and_never_beyond_pool_max(core, owner, keeper):
     assert plan_actions(core, keeper) == [{"action": "start", "count": 1, "digest": D1}]
     for _ in range(5):
-        flights.open_flight(core, owner, command=["true"], environment="ui")
+        flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
     assert plan_actions(core, keeper) == [{"action": "start", "count": 3, "digest": D1}]
     started = [start_member(core, keeper)[0]["id"] for _ in range(3)]
     assert len(set(started)) == 3
@@ -248,13 +249,13 @@ def test_a_flight_waits_with_pool_max_reached_while_every_member_is_busy(core, o
     keeper = make_runner(core, owner, name="keeper")
     pools.allow(core, owner, "ui-pool", "keeper")
     _, runner = ready_member(core, keeper)
-    flights.open_flight(core, owner, command=["true"], environment="ui")
+    flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
     assert leases.try_claim(core, runner.id) is not None
-    waiting = flights.open_flight(core, owner, command=["true"], environment="ui")
+    waiting = flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
     shown = flights.show_flight(core, waiting.id)
     assert shown["waiting"] == ("waiting: pool ui-pool's limits allow no more machines now "
                                 "(pool-max 1 reached)")
-    sent = flights.open_flight(core, owner, command=["true"], environment="ui", runner="keeper")
+    sent = flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui", runner="keeper"))
     assert "pool" not in flights.show_flight(core, sent.id)["waiting"]  # not a member's flight
 
 
@@ -265,7 +266,7 @@ def test_outside_active_hours_nothing_starts_and_the_waiting_sentence_says_so(co
     pools.allow(core, owner, "ui-pool", "keeper")
     clock.now = datetime(2024, 6, 3, 21, 0, tzinfo=UTC).timestamp()
     check_in(core, core.store.runner(keeper.id))
-    flight = flights.open_flight(core, owner, command=["true"], environment="ui")
+    flight = flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
     # Nobody maintains the pool yet: a plan nobody carries out warms nothing.
     assert flights.show_flight(core, flight.id)["waiting"] == (
         "waiting: no runner advertises environment=ui")
@@ -290,7 +291,7 @@ def test_an_action_on_a_member_that_just_took_a_flight_is_refused(core, owner, k
     member, runner = ready_member(core, keeper)
     strategies.pin_digest(core, owner, "ui", D2)
     assert plan_actions(core, keeper)[0]["action"] == "roll"
-    flights.open_flight(core, owner, command=["true"], environment="ui")
+    flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
     assert leases.try_claim(core, runner.id) is not None  # it took one before the roll
     with pytest.raises(Conflict, match=f"no longer says roll {member['id']}"):
         members.act(core, keeper, "ui-pool", "roll", member_id=member["id"])
@@ -306,8 +307,8 @@ def test_a_member_code_is_spent_once_and_refused_after_member_code_ttl(core, kee
     assert answer["credential"].startswith("ggr_")
     with pytest.raises(Unauthorized):
         join(core, code)  # spent
-    flights.open_flight(core, core.store.person_by_name("owner"), command=["true"],
-                        environment="ui")
+    flights.open_flight(core, core.store.person_by_name("owner"), FlightSpec(command=["true"],
+                        environment="ui"))
     _, slow_code = start_member(core, keeper)
     clock.advance(core.settings.member_code_ttl + 1)  # ten minutes and a second
     with pytest.raises(Unauthorized):
@@ -339,7 +340,7 @@ def test_a_member_whose_flight_ended_is_reset_with_a_new_code_and_a_fresh_creden
     runner, first = join(core, code)
     check_in(core, runner)
     attest(core, keeper, [member["id"]])
-    flight = flights.open_flight(core, owner, command=["true"], environment="ui")
+    flight = flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
     _, grant = leases.try_claim(core, runner.id)
     leases.hand_back(core, runner, flight.id, epoch=grant.epoch, outcome="landed", exit_code=0, reason=None, key=None)
     assert plan_actions(core, keeper) == [{"action": "reset", "member_id": member["id"],
@@ -365,7 +366,7 @@ def test_an_attestation_turns_gone_processes_into_dirty_or_stopped(core, owner, 
     in_force(core, owner, warm=2)
     flown, runner = ready_member(core, keeper)
     idle, _ = ready_member(core, keeper)
-    flight = flights.open_flight(core, owner, command=["true"], environment="ui")
+    flight = flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
     granted = leases.try_claim(core, runner.id)
     assert granted is not None and granted[0].id == flight.id
     leases.hand_back(core, runner, flight.id, epoch=granted[1].epoch,
@@ -415,7 +416,7 @@ def test_a_members_warm_up_is_measured_at_its_first_check_in_and_estimates_the_n
         core, owner, keeper, clock):
     from gg.store.estimates import WARMUP
 
-    waiting = flights.open_flight(core, owner, command=["true"], environment="ui")
+    waiting = flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
     member, code = start_member(core, keeper)  # the keeper maintains the pool from now on
     before = flights.show_flight(core, waiting.id)
     assert before["expected_start_at"] is None
@@ -430,7 +431,7 @@ def test_a_members_warm_up_is_measured_at_its_first_check_in_and_estimates_the_n
     # the next member the pool warms for a waiting flight: about 40 s from its start
     assert leases.try_claim(core, runner.id)[0].id == waiting.id
     check_in(core, keeper)
-    second = flights.open_flight(core, owner, command=["true"], environment="ui")
+    second = flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
     start_member(core, keeper)
     shown = flights.show_flight(core, second.id)
     assert abs(shown["expected_start_at"] - (clock.now + 40)) < 4
@@ -442,9 +443,9 @@ def test_a_members_reset_and_warm_up_between_flights_is_not_a_runners_turnaround
     runner, _ = join(core, code)
     check_in(core, runner)
     attest(core, keeper, [member["id"]])
-    flown = flights.open_flight(core, owner, command=["true"], environment="ui")
+    flown = flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
     _, grant = leases.try_claim(core, runner.id)
-    waiting = flights.open_flight(core, owner, command=["true"], environment="ui")
+    waiting = flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
     clock.advance(5)
     leases.hand_back(core, runner, flown.id, epoch=grant.epoch, outcome="landed", exit_code=0,
                      reason=None, key=None)
@@ -530,7 +531,7 @@ def test_a_fleet_profile_is_refused_while_runners_or_tokens_use_it_naming_them(c
 def test_an_environment_is_refused_while_flights_or_the_root_use_it(core, owner):
     from gg.control import environments, flights, removals
 
-    flight = flights.open_flight(core, owner, command=["true"], environment="ui")
+    flight = flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
     with pytest.raises(Conflict, match=f"used by flight {flight.id}, which has not ended"):
         removals.remove_environment(core, owner, "ui")
     flights.cancel(core, owner, flight.id)
@@ -550,7 +551,7 @@ def test_a_pools_maintainer_flies_nothing_so_no_wait_or_estimate_counts_on_it(co
     from gg.control import estimates
     from gg.control import flights as flight_ops
 
-    waiting = flight_ops.open_flight(core, owner, command=["true"])
+    waiting = flight_ops.open_flight(core, owner, FlightSpec(command=["true"]))
     shown = flight_ops.show_flight(core, waiting.id)
     assert "keeper" not in shown["waiting"] and "next claim" not in shown["waiting"], shown
     assert shown["expected_start_at"] is None and shown["expected_start_basis"]

@@ -13,6 +13,7 @@ import pytest
 from gg.control import flights, leases
 from gg.control.core import Core
 from gg.control.people import bootstrap
+from gg.domain.flight_spec import FlightSpec
 from gg.settings import Settings
 from gg.store import Store, wakeups
 from gg.store.dialect import ddl, translate
@@ -101,7 +102,7 @@ def test_claims_through_two_replicas_at_once_never_overfill_a_runner(pg_url, tmp
         owner = a.store.person_by_name("owner")
         runners = [make_runner(a, owner, f"r{i}", workers=1) for i in range(3)]
         for i in range(8):
-            flights.open_flight(b, owner, command=["echo", str(i)])
+            flights.open_flight(b, owner, FlightSpec(command=["echo", str(i)]))
         start = threading.Barrier(12)
         errors: list[Exception] = []
 
@@ -204,7 +205,7 @@ def test_a_copied_store_holds_every_row_and_its_sequences_go_on_past_them(tmp_pa
     owner = old.store.person_by_name("owner")
     runner = make_runner(old, owner, "r1")
     hooks.add_hook(old, owner, url="https://hooks.example/x", on="landed,failed")
-    opened = [flights.open_flight(old, owner, command=["echo", str(i)]) for i in range(3)]
+    opened = [flights.open_flight(old, owner, FlightSpec(command=["echo", str(i)])) for i in range(3)]
     assert leases.try_claim(old, runner.id) is not None
     old.store.db.run("INSERT INTO hook_deliveries (id, hook_id, event_seq, kind, body, "
                      "created_at, next_at) VALUES ('d1', 'h', 1, 'k', ?, 1, 1)", (b"\x00\xffok",))
@@ -227,7 +228,7 @@ def test_a_copied_store_holds_every_row_and_its_sequences_go_on_past_them(tmp_pa
         body = new.store.db.one("SELECT body FROM hook_deliveries WHERE id = 'd1'")[0]
         assert bytes(body) == b"\x00\xffok"
         last_event = max(e["seq"] for e in new.store.events(limit=10000))
-        later = flights.open_flight(new, owner, command=["echo", "after"])  # no key collides
+        later = flights.open_flight(new, owner, FlightSpec(command=["echo", "after"]))  # no key collides
         assert new.store.flight(later.id) is not None
         assert min(e["seq"] for e in new.store.events(after=last_event)) > last_event
     finally:
@@ -369,7 +370,7 @@ def test_a_claims_read_of_the_queue_does_not_grow_with_the_flights_that_landed(p
     try:
         bootstrap(core, tmp_path)
         owner = core.store.person_by_name("owner")
-        first = flights.open_flight(core, owner, command=["true"])
+        first = flights.open_flight(core, owner, FlightSpec(command=["true"]))
         with psycopg.connect(pg_url, autocommit=True) as pg:
             columns = [c for (c,) in pg.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_name = 'flights' "
@@ -380,7 +381,7 @@ def test_a_claims_read_of_the_queue_does_not_grow_with_the_flights_that_landed(p
                        "WHERE id = %s", (first.id,))
             pg.execute("ANALYZE flights")
         for _ in range(4):
-            flights.open_flight(core, owner, command=["true"])
+            flights.open_flight(core, owner, FlightSpec(command=["true"]))
         with core.store.atomic():
             ready, _, _ = core.store.ready_turns(8)
             read = core.store.db.one(

@@ -7,6 +7,7 @@ import pytest
 
 from gg.control import flights, leases
 from gg.control.plan import plan_for
+from gg.domain.flight_spec import FlightSpec
 from gg.errors import Forbidden
 from gg.settings import Settings
 
@@ -17,7 +18,7 @@ STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both s
 
 def fly(core, person, clock, **kw):
     clock.advance(1)
-    return flights.open_flight(core, person, command=["true"], **kw)
+    return flights.open_flight(core, person, FlightSpec(command=["true"], **kw))
 
 
 def claim_and_land(core, clock, runner):

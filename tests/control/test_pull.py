@@ -12,6 +12,7 @@ from gg.api.pull import Polled
 from gg.control import admin, flights
 from gg.control import pull as pull_ops
 from gg.control.core import Core
+from gg.domain.flight_spec import FlightSpec
 from gg.domain.identity import key_fingerprint
 from gg.errors import Conflict, Forbidden
 from gg.store import open_store
@@ -81,7 +82,7 @@ def _poll(core, runner, *, free=1, held=(), outbox=()):
 
 def test_a_poll_checks_the_runner_in_grants_renews_and_takes_a_hand_back(core, owner, clock):
     runner, _ = _attach(core, owner)
-    opened = flights.open_flight(core, owner, command=["true"])
+    opened = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     got = _poll(core, runner)
     assert core.store.runner(runner.id).last_seen_at == clock()
     [grant] = got["grants"]
@@ -104,7 +105,7 @@ def test_a_poll_checks_the_runner_in_grants_renews_and_takes_a_hand_back(core, o
 
 def test_a_poll_fences_a_stale_epoch_as_a_dial_out_runner_is_fenced(core, owner, clock):
     runner, _ = _attach(core, owner)
-    opened = flights.open_flight(core, owner, command=["true"])
+    opened = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     _poll(core, runner)
     clock.advance(core.settings.lease_ttl + 1)  # not reached: its lease runs out
     other = make_runner(core, owner, "r2")
@@ -124,7 +125,7 @@ def test_a_poll_fences_a_stale_epoch_as_a_dial_out_runner_is_fenced(core, owner,
 
 def test_a_cordoned_pull_runner_is_granted_nothing_until_resumed(core, owner):
     runner, _ = _attach(core, owner)
-    opened = flights.open_flight(core, owner, command=["true"])
+    opened = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     _poll(core, runner, free=0)  # checked in: online
     admin.change_state(core, owner, runner.id, "cordon")
     got = _poll(core, runner)
@@ -136,7 +137,7 @@ def test_a_cordoned_pull_runner_is_granted_nothing_until_resumed(core, owner):
 
 def test_a_retired_pull_runner_is_told_to_stop_and_may_hand_its_flight_back(core, owner):
     runner, _ = _attach(core, owner)
-    opened = flights.open_flight(core, owner, command=["true"])
+    opened = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     _poll(core, runner)
     admin.retire(core, owner, runner.id)
     assert [r.id for r in core.store.pull_runners()] == [runner.id]  # polled while it holds one

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from gg.control import flights, gates, leases, machine_console, retention
+from gg.domain.flight_spec import FlightSpec
 from gg.domain.machine_console import ConsoleSession
 from gg.proof.invariants import check
 from gg.settings import Settings
@@ -29,7 +30,7 @@ def settings() -> Settings:
 def landed(core, owner, runner, outputs: int = 3):
     """A flight that ran on ``runner``, printed ``outputs`` lines and landed."""
     check_in(core, runner)  # online now, whatever the clock did
-    f = flights.open_flight(core, owner, command=["true"])
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     flight, grant = leases.try_claim(core, runner.id)
     assert flight.id == f.id
     holder = core.store.runner(runner.id)
@@ -73,12 +74,12 @@ def test_a_final_flight_older_than_the_window_goes_with_its_facts_grants_and_eve
 
 def test_a_flight_that_is_not_final_is_never_pruned_whatever_its_age(core, owner, clock):
     runner = make_runner(core, owner, "r1")
-    flying = flights.open_flight(core, owner, command=["sleep", "1"])
+    flying = flights.open_flight(core, owner, FlightSpec(command=["sleep", "1"]))
     assert leases.try_claim(core, runner.id)[0].id == flying.id
-    ready = flights.open_flight(core, owner, command=["true"])
+    ready = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     gate = gates.open_gate(core, kind="approval", subject="flights", guards="the flights",
                            why="held", clearer="admin", actor="owner")
-    held = flights.open_flight(core, owner, command=["true"])
+    held = flights.open_flight(core, owner, FlightSpec(command=["true"]))
     gates.hold_flights(core, gate.id, [held.id])
     stages = {f: core.store.flight(f).stage for f in (flying.id, ready.id, held.id)}
     assert stages == {flying.id: "flying", ready.id: "ready", held.id: "gated"}

@@ -7,6 +7,7 @@ import pytest
 
 from gg.control import flights, leases, services
 from gg.domain.events import EventKind
+from gg.domain.flight_spec import FlightSpec
 from gg.errors import BadRequest, Conflict, Forbidden
 from gg.settings import Settings
 
@@ -21,8 +22,8 @@ def settings():
 
 
 def test_a_service_carries_its_spec_with_the_servers_settings_and_no_time_limit(core, ada):
-    f = flights.open_flight(core, ada, command=["serve"], service={"port": 8080,
-                                                                   "ready_cmd": None})
+    f = flights.open_flight(core, ada, FlightSpec(command=["serve"], service={"port": 8080,
+                                                                   "ready_cmd": None}))
     assert (f.kind, f.timeout) == ("service", None)
     assert f.service == {"generation": 1, "command": ["serve"], "env": {}, "port": 8080,
                          "ready_cmd": None, "backoff": 0.25, "backoff_cap": 30.0,
@@ -31,15 +32,15 @@ def test_a_service_carries_its_spec_with_the_servers_settings_and_no_time_limit(
                                     service={"port": None, "socket_activation": True})
     assert activated.service["socket_activation"] is True
     with pytest.raises(BadRequest):
-        flights.open_flight(core, ada, command=["serve"], service={}, timeout=60)
+        flights.open_flight(core, ada, FlightSpec(command=["serve"], service={}, timeout=60))
     with pytest.raises(BadRequest):
-        flights.open_flight(core, ada, command=["serve"], service={"port": 70000})
+        flights.open_flight(core, ada, FlightSpec(command=["serve"], service={"port": 70000}))
 
 
 def test_an_update_raises_the_generation_and_the_holder_learns_it_when_it_renews(
         core, owner, ada, bob):
     runner = make_runner(core, owner)
-    f = flights.open_flight(core, ada, command=["serve"], service={})
+    f = flights.open_flight(core, ada, FlightSpec(command=["serve"], service={}))
     flight, grant = leases.try_claim(core, runner.id)
     with pytest.raises(Forbidden):
         services.update(core, bob, f.id, command=None, env={"V": "2"})
@@ -60,10 +61,10 @@ def test_an_update_raises_the_generation_and_the_holder_learns_it_when_it_renews
 
 
 def test_only_a_live_service_is_updated(core, ada):
-    work = flights.open_flight(core, ada, command=["true"])
+    work = flights.open_flight(core, ada, FlightSpec(command=["true"]))
     with pytest.raises(Conflict):
         services.update(core, ada, work.id, command=["x"], env=None)
-    svc = flights.open_flight(core, ada, command=["serve"], service={})
+    svc = flights.open_flight(core, ada, FlightSpec(command=["serve"], service={}))
     flights.cancel(core, ada, svc.id)
     with pytest.raises(Conflict):
         services.update(core, ada, svc.id, command=["x"], env=None)

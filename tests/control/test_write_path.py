@@ -15,6 +15,7 @@ import pytest
 
 from gg.control import flights
 from gg.control.core import Core
+from gg.domain.flight_spec import FlightSpec
 
 STORES = ("sqlite", "postgresql")
 
@@ -39,15 +40,15 @@ def test_units_queued_together_commit_as_one_group_and_a_failing_one_alone_rolls
     db = core.store.db
     before = db.turns.commits
     with core.store.atomic():  # hold the write lock: the writer must queue what arrives
-        futures = [db.submit(lambda i=i: flights.open_flight(core, owner, command=[f"echo {i}"]))
+        futures = [db.submit(lambda i=i: flights.open_flight(core, owner, FlightSpec(command=[f"echo {i}"])))
                    for i in range(20)]
 
         def fails():
-            flights.open_flight(core, owner, command=["echo doomed"])
+            flights.open_flight(core, owner, FlightSpec(command=["echo doomed"]))
             raise RuntimeError("this unit fails after writing")
 
         doomed = db.submit(fails)
-        futures += [db.submit(lambda: flights.open_flight(core, owner, command=["echo last"]))]
+        futures += [db.submit(lambda: flights.open_flight(core, owner, FlightSpec(command=["echo last"])))]
         assert not any(f.done() for f in futures)  # nothing answered before its commit
     opened = [f.result(timeout=30) for f in futures]
     with pytest.raises(RuntimeError, match="fails after writing"):
@@ -63,7 +64,7 @@ def test_a_result_is_answered_only_once_its_commit_is_visible_to_everyone(core, 
     seen = []
 
     async def main():
-        flight = await core.run(flights.open_flight, owner, command=["true"])
+        flight = await core.run(flights.open_flight, owner, FlightSpec(command=["true"]))
         seen.append(flight.id in _committed_flights(core))
 
     asyncio.run(main())
@@ -79,7 +80,7 @@ def test_signals_of_a_unit_reach_the_loop_after_its_commit(core, owner):
     core.signals.on_flight.append(on_flight)
 
     async def main():
-        flight = await core.run(flights.open_flight, owner, command=["true"])
+        flight = await core.run(flights.open_flight, owner, FlightSpec(command=["true"]))
         await core.run(flights.cancel, owner, flight.id)
         await asyncio.sleep(0)  # let the loop run the signal it was handed
         return flight.id
@@ -89,6 +90,6 @@ def test_signals_of_a_unit_reach_the_loop_after_its_commit(core, owner):
 
 
 def test_an_old_style_use_case_still_runs_on_its_own_transaction_off_the_writer(core, owner):
-    flight = flights.open_flight(core, owner, command=["true"])  # no writer: atomic() as before
+    flight = flights.open_flight(core, owner, FlightSpec(command=["true"]))  # no writer: atomic() as before
     assert flight.id in _committed_flights(core)
     assert core.store.flight(flight.id).stage == "ready"

@@ -7,6 +7,7 @@ import itertools
 
 import pytest
 
+from gg.domain.flight_spec import FlightSpec
 from gg.domain.flights import (
     Change,
     Event,
@@ -151,6 +152,7 @@ def test_no_edge_leaves_a_final_stage():
 
 
 def test_a_flight_is_born_gated_when_held_and_ready_otherwise():
-    base = dict(id="f_1", command=["true"], opened_by="p_1", opened_at=0.0)
-    assert opened(held=True, **base).stage == "gated"
-    assert opened(held=False, **base).stage == "ready"
+    spec = FlightSpec(command=("true",))
+    base = dict(id="f_1", opened_by="p_1", opened_at=0.0)
+    assert opened(spec, held=True, **base).stage == "gated"
+    assert opened(spec, held=False, **base).stage == "ready"

@@ -13,6 +13,7 @@ import pytest
 from gg.control import admin, flights, leases, runners
 from gg.control.core import Core
 from gg.control.people import bootstrap
+from gg.domain.flight_spec import FlightSpec
 from gg.proof.invariants import Restart, check
 from gg.settings import Settings
 from gg.store import open_store
@@ -36,7 +37,7 @@ def _history(core, owner, clock):
     a, b = make_runner(core, owner, "a", workers=4), make_runner(core, owner, "b", workers=4)
     ids = {}
     for name in ("landed", "failed", "returned", "expired", "cancelled", "ready", "flying"):
-        ids[name] = flights.open_flight(core, owner, command=["true"]).id
+        ids[name] = flights.open_flight(core, owner, FlightSpec(command=["true"])).id
         clock.advance(1)
     for name in ("landed", "failed", "returned", "expired"):
         got = leases.try_claim(core, a.id)
@@ -56,7 +57,7 @@ def _history(core, owner, clock):
     for name in ("returned", "expired"):
         leases.hand_back(core, b, ids[name], epoch=2, outcome="landed", exit_code=0, reason=None, key="2:hand-back")
     flights.cancel(core, owner, ids["ready"])  # keep one honestly ready below
-    ids["ready"] = flights.open_flight(core, owner, command=["true"]).id
+    ids["ready"] = flights.open_flight(core, owner, FlightSpec(command=["true"])).id
     ids["flying"] = leases.try_claim(core, b.id)[0].id
     return ids
 
@@ -175,7 +176,7 @@ def test_an_expiry_right_after_a_restart_is_caught_and_a_later_one_is_not(world)
 def test_a_retired_runners_flight_handed_back_then_regranted_holds_every_invariant(world):
     core, owner, clock, path = world
     a, b = make_runner(core, owner, "a"), make_runner(core, owner, "b")
-    opened = [flights.open_flight(core, owner, command=["true"]).id for _ in range(2)]
+    opened = [flights.open_flight(core, owner, FlightSpec(command=["true"])).id for _ in range(2)]
     assert {leases.try_claim(core, r.id)[0].id for r in (a, b)} == set(opened)
     admin.retire(core, owner, "a")
     admin.retire(core, owner, "b")

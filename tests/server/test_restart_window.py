@@ -7,6 +7,7 @@ from fastapi.testclient import TestClient
 
 from gg.control import flights, leases, people
 from gg.control.core import Core
+from gg.domain.flight_spec import FlightSpec
 from gg.server.app import create_app
 from gg.settings import Settings
 from gg.store import open_store
@@ -23,7 +24,7 @@ def test_the_restart_window_starts_when_the_server_serves(tmp_path, clock, store
     people.bootstrap(before, tmp_path)
     owner = before.store.person_by_name("owner")
     a = make_runner(before, owner)
-    flight = flights.open_flight(before, owner, command=["true"])
+    flight = flights.open_flight(before, owner, FlightSpec(command=["true"]))
     check_in(before, a)
     assert leases.try_claim(before, a.id) is not None
     before.store.close()

@@ -8,6 +8,7 @@ import asyncio
 from gg.control import flights, retention
 from gg.control.core import Core
 from gg.control.people import bootstrap
+from gg.domain.flight_spec import FlightSpec
 from gg.server.retention import prune_all
 from gg.settings import Settings
 from gg.store import open_store
@@ -21,7 +22,7 @@ def test_a_long_prune_runs_as_bounded_batches_with_the_loop_free_between_them(tm
     bootstrap(core, tmp_path)
     owner = core.store.person_by_name("owner")
     for _ in range(12):
-        flights.cancel(core, owner, flights.open_flight(core, owner, command=["true"]).id)
+        flights.cancel(core, owner, flights.open_flight(core, owner, FlightSpec(command=["true"])).id)
     clock.advance(2 * DAY)
     seen: list[int] = []  # flights left, as the neighbour saw them
 

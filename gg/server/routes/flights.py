@@ -15,6 +15,7 @@ from gg.api.schemas import FlightOpen
 from gg.control import answers, flights
 from gg.domain.events import SEQ_MAX
 from gg.domain.people import Person
+from gg.domain.flight_spec import FlightSpec
 from gg.server import auth
 from gg.server.json_body import JsonRoute
 
@@ -27,18 +28,12 @@ After = Annotated[int, Query(ge=0, le=SEQ_MAX)]  # a seq: an event's or a fact's
 async def open_flight(body: FlightOpen, request: Request,
                       person: Person = Depends(auth.person)) -> dict:
     # Answered ahead of the framework (gg/server/open_call.py); registered for the schema.
-    return await answers.opened(request.app.state.core, person, **opening(body))
+    return await answers.opened(request.app.state.core, person, opening(body))
 
 
-def opening(body: FlightOpen) -> dict:
-    """The open's body as the use case's arguments (this route and ``open_call.py``)."""
-    return dict(
-        command=body.command, title=body.title, environment=body.environment,
-        runner=body.runner, labels=body.labels, attended=body.attended, repo=body.repo,
-        agent=body.agent, timeout=body.timeout, output_limit=body.output_limit,
-        priority=body.priority.value, approval=body.approval, approver=body.approver,
-        service=body.service.model_dump() if body.service else None, group=body.group,
-        where=body.where)
+def opening(body: FlightOpen) -> FlightSpec:
+    """The spec the open's body asks for (this route and ``open_call.py``)."""
+    return FlightSpec.from_wire(body.model_dump())
 
 
 @router.get(paths.FLIGHTS, response_model=FlightPage)

@@ -1,0 +1,179 @@
+"""A flight's spec: every setting a person chooses at ``gg fly``, as one value.
+
+Priorities and the labels an environment requires are settings of the spec too, so they
+are named here (gg.domain.flights re-exports ``Priority``).
+
+The spec is made once from the wire (:meth:`FlightSpec.from_wire`, from ``FlightOpen``),
+passed whole through the control layer's opening (gg.control.flights.open_flight), written
+as the flight's columns (:meth:`FlightSpec.to_row`) and read back from them
+(:meth:`FlightSpec.from_row`, ``Flight.spec``) where a rule needs it: the digest an approval
+is given for (gg.domain.specs), a service's change, what a runner is handed, and
+:meth:`FlightSpec.to_wire` to open the same flight again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from enum import StrEnum
+from typing import Any
+
+
+class Priority(StrEnum):
+    """How urgent a flight is: the claim offers higher priorities first (``gg fly --priority``)."""
+
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+    @property
+    def rank(self) -> int:
+        """0 for the most urgent; the matcher orders by it (read per flight on the hot path:
+        a dict look-up, not a walk of the enum)."""
+        return _PRIORITY_RANK[self]
+
+
+_PRIORITY_RANK = {p: i for i, p in enumerate(Priority)}
+
+
+def required_labels(environment: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A flight in environment X requires the label ``environment=X``."""
+    labels = dict(extra or {})
+    if environment:
+        labels["environment"] = environment
+    return labels
+
+
+MAX_COMMAND_ARGS = 4096
+NOTE_MAX = 500  # characters of a flight's note
+
+
+def note_problem(note: str) -> str | None:
+    """Why ``note`` cannot be a flight's note (None: it can): one line of text, bounded,
+    since ``gg show`` prints it among its own lines on someone else's terminal."""
+    if len(note) > NOTE_MAX:
+        return f"a note takes at most {NOTE_MAX} characters (this one has {len(note)})"
+    if any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 for c in note):
+        return "a note is one line of text, without control characters"
+    return None
+
+
+# A FlightSpec field's column where the two names differ; approval and approver are no
+# column (the approval gate opened with the flight holds them).
+_COLUMN = {"runner": "runner_target", "labels": "requires"}
+_NOT_STORED = ("approval", "approver")
+# What only names, orders or books a flight: changing it runs nothing new, so it is left out
+# of the digest an approval is given for (gg.domain.specs). Every other field is in it.
+RUNS_NOTHING_NEW = ("title", "output_limit", "priority", "approval", "approver", "note")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlightSpec:
+    """Every per-flight setting a person chooses at ``gg fly``, made once from the wire
+    (:meth:`from_wire`) and passed whole from the route to the store.
+
+    A spec is *asked* (as the opener sent it) or *settled* (as the flight holds it, after
+    :func:`gg.control.flights.open_flight` decided the defaults): ``runner`` is a name or id
+    asked, the runner's id settled; ``timeout`` and ``output_limit`` are what was asked, the
+    limits the flight got settled; ``service`` is the options asked (``port``,
+    ``ready_cmd``), the service's whole spec settled (gg.control.services.new_spec), with
+    ``kind`` ``service``. :meth:`to_row` and :meth:`from_row` are the one pair that turn a
+    settled spec into the flight's columns and back; :meth:`to_wire` gives what opens the
+    same flight again.
+
+    Adding a setting: a field here (and on :class:`Flight`, whose fields are the columns),
+    its column (a migration), its wire field (gg.api.schemas.FlightOpen), and where it is
+    used. The dicts are copies owned by the spec: never changed, never hashed.
+    """
+
+    command: tuple[str, ...]
+    title: str = ""
+    environment: str | None = None
+    runner: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    attended: bool = False
+    repo: str | None = None
+    agent: str = "shell"
+    kind: str = "work"
+    timeout: float | None = None  # seconds each attempt may run
+    output_limit: int | None = None  # bytes of output stored at most
+    priority: Priority = Priority.NORMAL
+    approval: bool = False  # held until an admin or the approver approves it
+    approver: str | None = None
+    service: dict[str, Any] | None = None
+    group: str | None = None
+    where: dict[str, str] = field(default_factory=dict)
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if type(self.command) is not tuple:
+            object.__setattr__(self, "command", tuple(self.command))
+        if type(self.priority) is not Priority:
+            object.__setattr__(self, "priority", Priority(self.priority))
+
+    def problem(self) -> str | None:
+        """Why no flight can have this spec, in one sentence (None: it can); what depends
+        on the server (a runner named, an environment, the limits) is checked on opening."""
+        if not self.command or not all(isinstance(a, str) for a in self.command):
+            return "a flight needs a command: gg fly -- CMD ..."
+        if len(self.command) > MAX_COMMAND_ARGS:
+            return f"a command has at most {MAX_COMMAND_ARGS} arguments"
+        if problem := note_problem(self.note):
+            return f"--note: {problem}"
+        return None
+
+    @property
+    def requires(self) -> dict[str, str]:
+        """The labels its runner must have: those asked, and ``environment=X`` in X."""
+        return required_labels(self.environment, self.labels)
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> FlightSpec:
+        """The spec a validated open asks for (``FlightOpen.model_dump()``)."""
+        values = {k: v for k, v in body.items() if k in _NAMES}
+        for key in ("labels", "where"):
+            values[key] = dict(values.get(key) or {})
+        if values.get("service") is not None:
+            values["service"] = dict(values["service"])
+        return cls(**values)
+
+    def to_wire(self) -> dict[str, Any]:
+        """What opens a flight with this spec again (a ``FlightOpen`` body): its settled
+        limits asked for explicitly; an approval is asked again by its environment's rule
+        (whether it was asked is kept by its gate, not the spec)."""
+        out = {name: getattr(self, name) for name in _NAMES if name != "kind"}
+        out.update(command=list(self.command), labels=dict(self.labels),
+                   where=dict(self.where), priority=self.priority.value)
+        if self.service is not None:
+            out["service"] = {"port": self.service.get("port"),
+                              "ready_cmd": self.service.get("ready_cmd")}
+        return out
+
+    def to_row(self) -> dict[str, Any]:
+        """The flight's columns this spec fills (a settled spec)."""
+        out = {column: getattr(self, name) for name, column in _STORED}
+        out.update(command=list(self.command), requires=self.requires, where=dict(self.where),
+                   priority=self.priority.value,
+                   service=dict(self.service) if self.service is not None else None)
+        return out
+
+    def row_changes(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The columns of a flight's field values ``row`` that this (settled) spec sets to
+        other values: what a change of its spec writes."""
+        return {k: v for k, v in self.to_row().items() if row[k] != v}
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> FlightSpec:
+        """The settled spec of a flight's field values (:class:`Flight` or a listing's row)."""
+        values = {name: row[column] for name, column in _STORED}
+        environment = row["environment"]
+        values["labels"] = {k: v for k, v in row["requires"].items()
+                            if not (k == "environment" and environment and v == environment)}
+        values["where"] = dict(row["where"])
+        if row["service"] is not None:
+            values["service"] = dict(row["service"])
+        return cls(**values)
+
+
+_NAMES = frozenset(f.name for f in fields(FlightSpec))
+_STORED = tuple((f.name, _COLUMN.get(f.name, f.name)) for f in fields(FlightSpec)
+                if f.name not in _NOT_STORED)  # (field, its column)
