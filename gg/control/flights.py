@@ -63,7 +63,7 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
             environment=environment, digest=specs.digest(specs.what_runs(settled)))
         behind = behind + ([approval_gate] if approval_gate else [])
         flight = opened(settled, held=bool(behind), gates=behind, id=flight_id,
-                        opened_by=person["id"], opened_at=now)
+                        opened_by=person.id, opened_at=now)
         core.store.insert_flight(flight)
         core.event(EventKind.FLIGHT_OPENED, actor=person.name, flight_id=flight.id, at=now,
                    title=flight.title)

@@ -28,8 +28,8 @@ def test_a_service_carries_its_spec_with_the_servers_settings_and_no_time_limit(
     assert f.service == {"generation": 1, "command": ["serve"], "env": {}, "port": 8080,
                          "ready_cmd": None, "backoff": 0.25, "backoff_cap": 30.0,
                          "ready_timeout": 9, "stop_grace": 10.0, "degraded_after": 3}
-    activated = flights.open_flight(core, ada, command=["serve"],
-                                    service={"port": None, "socket_activation": True})
+    activated = flights.open_flight(core, ada, FlightSpec(
+        command=["serve"], service={"port": None, "socket_activation": True}))
     assert activated.service["socket_activation"] is True
     with pytest.raises(BadRequest):
         flights.open_flight(core, ada, FlightSpec(command=["serve"], service={}, timeout=60))

@@ -36,7 +36,9 @@ def test_the_spec_of_an_open_is_made_from_every_field_of_the_wire_model():
                               runner="ci-1", labels={"gpu": "yes"}, attended=True,
                               repo="github.com/acme/app", agent="claude", timeout=60.0,
                               output_limit=1024, priority=Priority.LOW, approval=True,
-                              approver="bob", service={"port": 8080, "ready_cmd": None},
+                              approver="bob",
+                              service={"port": 8080, "ready_cmd": None,
+                                       "socket_activation": False},
                               group="edge", where={"zone": "b"})
     # every wire field has its place in the spec: a field added to one is added to both
     assert set(FlightOpen.model_fields) == {f.name for f in fields(FlightSpec)} - {"kind"}
