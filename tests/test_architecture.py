@@ -216,3 +216,37 @@ def test_the_lifecycle_drawn_in_docs_architecture_is_the_transition_table():
 
 def test_the_lifecycle_drawn_in_the_flights_docstring_is_the_transition_table():
     assert _drawn_edges(flights.__doc__) == set(TRANSITIONS)
+
+
+# -- one writer for both stores --------------------------------------------------------
+
+# Where the two stores differ only at the edges of a transaction, the rest is written once
+# (gg/store/writer.py, gg.store.db.SharedDatabase): no run of this many lines stands in both.
+_SHARED_RUN = 12
+
+
+def _runs_in_both(one: str, other: str, length: int = _SHARED_RUN) -> list[str]:
+    """The runs of ``length`` lines found in both texts, compared without indentation, blank
+    lines and comment lines (the first line of each, as it reads in ``one``)."""
+    def lines(text: str) -> list[str]:
+        return [s for s in (line.strip() for line in text.splitlines())
+                if s and not s.startswith("#")]
+
+    theirs = lines(other)
+    seen = {tuple(theirs[i:i + length]) for i in range(len(theirs) - length + 1)}
+    ours = lines(one)
+    return [ours[i] for i in range(len(ours) - length + 1)
+            if tuple(ours[i:i + length]) in seen]
+
+
+def test_no_run_of_a_dozen_lines_stands_in_both_stores():
+    sqlite, postgres = (ROOT / "store" / "sqlite.py").read_text(), \
+        (ROOT / "store" / "postgres.py").read_text()
+    assert _runs_in_both(sqlite, postgres) == []
+
+
+def test_a_run_of_a_dozen_lines_in_both_texts_is_found_whatever_its_indentation():
+    run = "\n".join(f"x{i} = {i}" for i in range(_SHARED_RUN))
+    assert _runs_in_both("a = 1\n" + run, "    # note\n" + run.replace("\n", "\n\n    ")) == \
+        ["x0 = 0"]
+    assert _runs_in_both(run, run.rsplit("\n", 1)[0]) == []

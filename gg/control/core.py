@@ -205,7 +205,7 @@ class Core:
         self.credentials = CredentialCache(self.settings.credential_cache_size,
                                            self.settings.credential_cache_ttl,
                                            lambda: self.clock())
-        self.store.db.before_commit = self._before_commit
+        self.store.db.writer.before_commit = self._before_commit
 
     async def run(self, fn: Callable[..., T], *args: Any, durable: bool = True,
                   **kwargs: Any) -> T:

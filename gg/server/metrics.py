@@ -117,7 +117,7 @@ class StoreCollector:
         yield from self._write_turns()
 
     def _write_turns(self) -> Iterable:
-        """This process's group commits (gg.store.db.WriteTurns): how many units each carries
+        """This process's group commits (gg.store.writer.WriteTurns): how many units each carries
         and where a commit's time goes, for an operator asking why writes are slow."""
         turns = self.core.store.db.turns
         yield CounterMetricFamily("gg_store_commits", "Group commits of this server's writer.",

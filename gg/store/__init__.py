@@ -1,7 +1,7 @@
 """All SQL lives here, behind :class:`Store`.
 
 The control layer speaks only to the methods of :class:`Store` (rows in, domain objects
-out, no rules). The store is SQLite in the data dir (:mod:`gg.store.db`, the embedded
+out, no rules). The store is SQLite in the data dir (:mod:`gg.store.sqlite`, the embedded
 default) or, given a ``postgresql://`` URL, PostgreSQL (:mod:`gg.store.postgres`), which
 several ``gg server`` replicas share: the same methods, the same SQL translated in one place
 (:mod:`gg.store.dialect`), every write transaction serialised across replicas by an advisory
@@ -32,6 +32,7 @@ from gg.store.pull import PullRows
 from gg.store.retention import RetentionRows
 from gg.store.runners import RunnerRows
 from gg.store.sessions import SessionRows
+from gg.store.sqlite import SqliteDatabase
 
 
 def is_url(target: object) -> bool:
@@ -44,13 +45,15 @@ class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             EstimateRows, ApprovalRows, GroupRows, PullRows, ConsoleRows, DutyRows):
     """The store: SQLite at a path (the embedded default), PostgreSQL at a postgresql:// URL."""
 
+    db: Database
+
     def __init__(self, target: Path | str, *, pool_size: int = 8, hold_timeout: float = 10.0):
         if is_url(target):
             from gg.store.postgres import PgDatabase
 
             self.db = PgDatabase(str(target), pool_size=pool_size, hold_timeout=hold_timeout)
         else:
-            self.db = Database(target)
+            self.db = SqliteDatabase(target)
         self.db.migrate()
 
     @property

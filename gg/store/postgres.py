@@ -1,8 +1,9 @@
 """The PostgreSQL connections: the same seam as :mod:`gg.store.db`, for many replicas.
 
 Several ``gg server`` processes (replicas) share one database. Each has ONE write connection
-served by a writer thread that commits in groups (:meth:`PgDatabase.submit`, exactly as the
-SQLite store does) and a pool of read connections.
+served by the store's writer, which commits in groups (:class:`gg.store.writer.Writer`, the
+same loop as SQLite's; :class:`_Transactions` gives it PostgreSQL's edges of a transaction)
+and a pool of read connections.
 
 Serialising writers (docs/scale-out.md, "Isolation and locking"): every write transaction
 starts with ``pg_advisory_xact_lock(WRITE_LOCK)``, so writers of every replica take turns
@@ -22,12 +23,9 @@ one up); a group of only ``durable=False`` units commits with it off.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
-from concurrent.futures import Future
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Callable
 
 import psycopg
 from psycopg.adapt import Dumper, Loader
@@ -36,10 +34,11 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from gg.errors import DatabaseUnavailable
-from gg.store.db import GROUP_MAX, BeforeCommit, WriteTurns, refuse_nul
-from gg.store.faults import database_away
+from gg.store.db import SharedDatabase, refuse_nul
 from gg.store.dialect import ddl, split_script, translate
+from gg.store.faults import database_away
 from gg.store.migrations import MIGRATIONS
+from gg.store.writer import Writer
 
 log = logging.getLogger("gg.store")
 
@@ -141,7 +140,9 @@ def _configure(conn: psycopg.Connection) -> None:
     conn.adapters.register_loader("numeric", _Number)
 
 
-class PgDatabase:
+class PgDatabase(SharedDatabase):
+    """The PostgreSQL store (implements :class:`gg.store.db.Database`)."""
+
     dialect = "postgresql"
 
     def __init__(self, url: str, *, pool_size: int = 8, hold_timeout: float = 10.0,
@@ -151,14 +152,9 @@ class PgDatabase:
         self._timeout = connect_timeout
         self._hold_ms = int(hold_timeout * 1000)
         self._write = self._connect()
-        self._lock = threading.RLock()  # held by whoever uses the write connection
-        self._local = threading.local()  # per thread: transaction depth
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._writer: threading.Thread | None = None
-        self._closed = False
+        self.writer = Writer(_Transactions(self))
+        self._local = threading.local()  # the write transaction's kept rows and notifications
         self._trace: Callable[[str], None] | None = None
-        self.before_commit: BeforeCommit | None = None
-        self.turns = WriteTurns()
         self._away = False  # the database was found away and has not answered since
         self._probed_at = float("-inf")
         self._probing = threading.Lock()
@@ -242,9 +238,6 @@ class PgDatabase:
         """Statements on the write connection inside a transaction; otherwise on the pool."""
         return _Reader(self)
 
-    def _in_transaction(self) -> bool:
-        return bool(getattr(self._local, "depth", 0))
-
     # -- statements ---------------------------------------------------------------------
 
     def _execute(self, conn: psycopg.Connection, sql: str, params, *, rows=None) -> Result:
@@ -263,7 +256,7 @@ class PgDatabase:
             return Result(fetched, cursor.rowcount)
 
     def _read(self, sql: str, params, rows=None) -> Result:
-        if self._in_transaction():
+        if self.in_transaction():
             return self._execute(self._write, sql, params, rows=rows)
         self._present()
         for attempt in (1, 2):
@@ -292,7 +285,7 @@ class PgDatabase:
         while this transaction holds the write lock no replica can change the table, and a
         statement of its own that writes to it (or a savepoint rolled back) forgets what was
         kept. Outside a write transaction it is an ordinary read."""
-        if not self._in_transaction():
+        if not self.in_transaction():
             return self.all(sql, params)
         kept = self._local.kept
         key = (table, sql, params)
@@ -311,26 +304,12 @@ class PgDatabase:
         return self._read(sql, params, rows=tuple_row).fetchall()
 
     def run(self, sql: str, params: tuple | dict = ()) -> Result:
-        if self._in_transaction():
+        if self.in_transaction():
             return self._execute(self._write, sql, params)
         with self.atomic():  # a statement on its own: a transaction of its own, in turn
             return self._execute(self._write, sql, params)
 
-    def insert(self, table: str, values: dict[str, Any], *, returning: str | None = None) -> Result:
-        cols = ", ".join(f'"{k}"' for k in values)
-        marks = ", ".join(":" + k for k in values)
-        tail = f" RETURNING {returning}" if returning else ""
-        return self.run(f"INSERT INTO {table} ({cols}) VALUES ({marks}){tail}", values)
-
-    def update(self, table: str, key: str, key_value: Any, values: dict[str, Any]) -> int:
-        if not values:
-            return 0
-        sets = ", ".join(f'"{k}" = :{k}' for k in values)
-        params = dict(values)
-        params["_key"] = key_value
-        return self.run(f"UPDATE {table} SET {sets} WHERE {key} = :_key", params).rowcount
-
-    # -- transactions -------------------------------------------------------------------
+    # -- transactions: the writer's, with these edges ---------------------------------------
 
     def _start(self, durable: bool) -> psycopg.Connection:
         """Begin a write transaction on the write connection. A connection found dead at
@@ -367,7 +346,8 @@ class PgDatabase:
         wake-up); a savepoint rolled back takes back its own, as PostgreSQL's would."""
         self._local.notes.append((channel, payload))
 
-    def _commit(self, conn: psycopg.Connection) -> None:
+    def _commit(self) -> None:
+        conn = self._write
         notes = list(dict.fromkeys(self._local.notes))  # PostgreSQL sends a repeated one once
         self._local.notes = []
         self._local.kept = {}
@@ -379,50 +359,8 @@ class PgDatabase:
             conn.execute(text, [value for note in chunk for value in note])
         conn.execute("COMMIT")
 
-    @contextmanager
-    def atomic(self, durable: bool = True) -> Iterator[None]:
-        """One write transaction, serialised with every replica's writers (re-entrant; inside
-        a unit of a group commit, a savepoint of the group)."""
-        local = self._local
-        depth = getattr(local, "depth", 0)
-        if depth and not getattr(local, "unit_top", False):
-            local.depth = depth + 1
-            try:
-                yield
-            finally:
-                local.depth = depth
-            return
-        if depth:
-            local.unit_top = False
-            local.depth = depth + 1
-            self._write.execute("SAVEPOINT block")
-            noted = len(local.notes)
-            try:
-                yield
-            except BaseException:
-                self._rollback_to("block")
-                del local.notes[noted:]
-                raise
-            else:
-                self._write.execute("RELEASE block")
-            finally:
-                local.depth = depth
-                local.unit_top = True
-            return
-        with self._lock:
-            conn = self._start(durable)
-            local.depth = 1
-            try:
-                yield
-            except BaseException:
-                local.depth = 0
-                self._rollback(conn)
-                raise
-            else:
-                local.depth = 0
-                self._commit(conn)
-
-    def _rollback(self, conn: psycopg.Connection) -> None:
+    def _rollback(self) -> None:
+        conn = self._write
         if conn.closed or conn.broken:
             return
         if conn.info.transaction_status != TransactionStatus.IDLE:
@@ -433,134 +371,13 @@ class PgDatabase:
                     return
                 log.exception("rolling back")
 
-    def _rollback_to(self, name: str) -> None:
-        self._local.kept = {}
-        conn = self._write
-        if conn.closed or conn.broken:
-            return
-        conn.execute(f"ROLLBACK TO {name}; RELEASE {name}")
-
-    # -- the group commit -----------------------------------------------------------------
-
-    def submit(self, unit: Callable[[], Any], *, durable: bool = True) -> Future:
-        future: Future = Future()
-        if self._closed:
-            future.set_exception(RuntimeError("the store is closed"))
-            return future
-        self._queue.put((unit, durable, future))
-        if self._writer is None:
-            with self._lock:
-                if self._writer is None:
-                    self._writer = threading.Thread(target=self._write_loop, daemon=True,
-                                                    name="gg-store-writer")
-                    self._writer.start()
-        return future
-
-    def _write_loop(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            batch = [item]
-            while len(batch) < GROUP_MAX:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    self._queue.put(None)
-                    break
-                batch.append(more)
-            try:
-                self._group(batch)
-            except BaseException as exc:  # never leave a caller waiting
-                log.exception("group commit failed")
-                for _, _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-
-    def _group(self, batch: list[tuple[Callable[[], Any], bool, Future]]) -> None:
-        live = [(unit, future) for unit, _, future in batch if future.set_running_or_notify_cancel()]
-        if not live:
-            return
-        durable = any(d for _, d, f in batch if f.running())
-        outcomes: list[tuple[bool, Any]] = []
-        told: Callable[[bool], None] | None = None
-        local = self._local
-        with self._lock:
-            try:
-                started = time.perf_counter()
-                conn = self._start(durable)
-                begun = time.perf_counter()
-                local.depth = 1
-                local.savepoint = False
-                for unit, _ in live:
-                    outcomes.append(self._unit(conn, unit))
-                    if conn.broken or conn.info.transaction_status != TransactionStatus.INTRANS:
-                        raise outcomes[-1][1] if not outcomes[-1][0] else RuntimeError(
-                            "the group commit's transaction was lost")
-                if self.before_commit is not None:
-                    ok, told = self._unit(conn, self.before_commit)
-                    if not ok:
-                        log.error("the group's last step failed: %r", told)
-                        told = None
-                local.depth = 0
-                worked = time.perf_counter()
-                self._commit(conn)
-                self.turns.add(len(live), started, begun, worked, time.perf_counter())
-            except BaseException as exc:
-                local.depth = 0
-                self._rollback(self._write)
-                if told is not None:
-                    try:
-                        told(False)
-                    except Exception:  # noqa: BLE001
-                        log.exception("after a failed group commit")
-                for _, future in live:
-                    future.set_exception(exc)
-                return
-            finally:
-                local.depth = 0
-        if told is not None:
-            try:
-                told(True)
-            except Exception:  # noqa: BLE001
-                log.exception("after the group commit")
-        for (_, future), (ok, value) in zip(live, outcomes, strict=True):
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
-
-    def _unit(self, conn: psycopg.Connection, unit: Callable[[], Any]) -> tuple[bool, Any]:
-        """One unit of the group under a savepoint of its own. A unit that succeeded leaves
-        its savepoint to the next one, which releases it in the same round trip as it makes
-        its own (the last is released by the COMMIT): one round trip a unit, not two."""
-        local = self._local
-        conn.execute("RELEASE unit; SAVEPOINT unit" if local.savepoint else "SAVEPOINT unit")
-        local.savepoint = True
-        local.unit_top = True
-        noted = len(local.notes)
-        try:
-            value = unit()
-        except BaseException as exc:  # noqa: BLE001 - handed to the unit's caller
-            local.savepoint = False
-            del local.notes[noted:]
-            if not conn.broken:
-                self._rollback_to("unit")
-            return False, exc
-        finally:
-            local.unit_top = False
-            local.depth = 1
-        return True, value
-
     # -- the schema -----------------------------------------------------------------------
 
     def migrate(self) -> list[int]:
         """Every migration not applied yet, in number order, under a session advisory lock:
         replicas starting together migrate once (the others wait, then find nothing to do)."""
         applied = []
-        with self._lock:
+        with self.writer.lock:
             conn = self._writable()
             conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
             try:
@@ -585,7 +402,7 @@ class PgDatabase:
 
     def copy_rows(self, table: str, columns: list[str], rows: list[tuple]) -> None:
         """``rows`` into ``table`` with COPY, inside the current transaction."""
-        if not self._in_transaction():
+        if not self.in_transaction():
             raise RuntimeError("copy_rows runs inside atomic()")
         names = ", ".join(f'"{c}"' for c in columns)
         with self._write.cursor() as cursor:
@@ -601,15 +418,50 @@ class PgDatabase:
         return self.one("SELECT pg_database_size(current_database())")[0]
 
     def close(self) -> None:
-        if self._writer is not None and not self._closed:
-            self._closed = True
-            self._queue.put(None)
-            if self._writer is not threading.current_thread():
-                self._writer.join(timeout=30)
-        self._closed = True
+        self.writer.close()
         self._pool.close()
-        with self._lock:
+        with self.writer.lock:
             self._write.close()
+
+
+class _Transactions:
+    """PostgreSQL's edges of a write transaction (the writer's hooks): BEGIN with the write
+    lock, COMMIT with the transaction's notifications, savepoints that take back the
+    notifications and kept rows of what they undo."""
+
+    def __init__(self, db: PgDatabase):
+        self._db = db
+
+    def begin(self, durable: bool) -> None:
+        self._db._start(durable)
+
+    def commit(self) -> None:
+        self._db._commit()
+
+    def rollback(self) -> None:
+        self._db._rollback()
+
+    def savepoint(self, name: str, *, release_first: bool = False) -> object:
+        self._db._write.execute(f"RELEASE {name}; SAVEPOINT {name}" if release_first
+                                else f"SAVEPOINT {name}")
+        return len(self._db._local.notes)
+
+    def release(self, name: str) -> None:
+        self._db._write.execute(f"RELEASE {name}")
+
+    def rollback_to(self, name: str, mark: object) -> None:
+        local = self._db._local
+        assert isinstance(mark, int)
+        del local.notes[mark:]
+        local.kept = {}
+        conn = self._db._write
+        if conn.closed or conn.broken:
+            return
+        conn.execute(f"ROLLBACK TO {name}; RELEASE {name}")
+
+    def holds(self) -> bool:
+        conn = self._db._write
+        return not conn.broken and conn.info.transaction_status == TransactionStatus.INTRANS
 
 
 class _Reader:

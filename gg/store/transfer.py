@@ -97,12 +97,15 @@ def _drop_tables(url: str) -> None:
 
 
 def _copy(sqlite_path: Path, url: str) -> Copied:
+    from gg.store.postgres import PgDatabase
+
     source = Store(sqlite_path)
     target = Store(url, pool_size=1)
     try:
         tables = [t for t in user_tables(target) if t != "_migrations"]
         copied = Copied()
         pg = target.db
+        assert isinstance(pg, PgDatabase)  # a postgresql:// URL makes one (Store)
         with pg.atomic():
             for table in tables:
                 wanted = [r[0] for r in pg.all(

@@ -37,7 +37,7 @@ def announce(db, line: str) -> None:
     there is one, at once otherwise."""
     if len(line.encode()) > PAYLOAD_MAX:
         return  # ids are short; a line this long is nobody's wake-up
-    if getattr(db._local, "depth", 0):
+    if db.in_transaction():
         db.notify_at_commit(CHANNEL, line)
         return
     try:

@@ -93,3 +93,38 @@ def test_an_old_style_use_case_still_runs_on_its_own_transaction_off_the_writer(
     flight = flights.open_flight(core, owner, FlightSpec(command=["true"]))  # no writer: atomic() as before
     assert flight.id in _committed_flights(core)
     assert core.store.flight(flight.id).stage == "ready"
+
+
+def _deferred_parent_and_child(core: Core) -> None:
+    """Two tables whose foreign key is checked only at COMMIT: a child without its parent is
+    written, then refused by the commit itself."""
+    core.store.db.run("CREATE TABLE parents (id INTEGER PRIMARY KEY)")
+    core.store.db.run("CREATE TABLE children (parent INTEGER REFERENCES parents (id) "
+                      "DEFERRABLE INITIALLY DEFERRED)")
+
+
+REFUSED = (sqlite3.IntegrityError, psycopg.IntegrityError)
+
+
+def test_a_commit_refused_outside_a_group_ends_its_transaction_and_the_next_one_commits(core):
+    _deferred_parent_and_child(core)
+    with pytest.raises(REFUSED):
+        with core.store.atomic():
+            core.store.db.run("INSERT INTO children (parent) VALUES (7)")
+    with core.store.atomic():
+        core.store.db.run("INSERT INTO parents (id) VALUES (1)")
+    assert _committed(core, "SELECT id FROM parents") == [(1,)]
+    assert _committed(core, "SELECT parent FROM children") == []
+
+
+def test_a_group_whose_commit_is_refused_fails_each_unit_and_the_next_group_commits(core):
+    _deferred_parent_and_child(core)
+    orphan = core.store.db.submit(lambda: core.store.db.run(
+        "INSERT INTO children (parent) VALUES (7)"))
+    with pytest.raises(REFUSED):
+        orphan.result(timeout=30)
+    parent = core.store.db.submit(lambda: core.store.db.run(
+        "INSERT INTO parents (id) VALUES (1)").rowcount)
+    assert parent.result(timeout=30) == 1
+    assert _committed(core, "SELECT id FROM parents") == [(1,)]
+    assert _committed(core, "SELECT parent FROM children") == []

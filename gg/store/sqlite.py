@@ -1,0 +1,194 @@
+"""The SQLite store: one write connection served by the store's writer, readers of their own.
+
+Durability: ``journal_mode=WAL`` with ``synchronous=FULL`` makes SQLite fsync the WAL at
+every commit, so a lease grant that was answered to a runner survives a crash of the
+machine, not only of the process (with ``NORMAL`` the last commits can be lost on power
+failure). ``BEGIN IMMEDIATE`` takes the write lock at the start of every change, so the
+read-decide-write of a claim is one atomic compare-and-set.
+
+The write path (docs/architecture.md, "The write path"): the group commit is
+:class:`gg.store.writer.Writer`'s; this module gives it SQLite's edges of a transaction
+(:class:`_Transactions`: ``BEGIN IMMEDIATE``, ``COMMIT``, ``ROLLBACK``, ``SAVEPOINT``). A
+transaction of only ``durable=False`` work commits with ``synchronous=NORMAL`` (no fsync).
+Reads outside a transaction use a read connection of the calling thread (WAL readers never
+wait for the writer).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import sqlite_utils
+
+from gg.store.db import SharedDatabase, refuse_nul
+from gg.store.migrations import MIGRATIONS
+from gg.store.writer import Writer
+
+_PRAGMAS = ("journal_mode=WAL", "synchronous=FULL", "busy_timeout=10000", "foreign_keys=ON",
+            "temp_store=MEMORY", "cache_size=-32000")
+
+
+class _Transactions:
+    """SQLite's edges of a write transaction, on the write connection (the writer's hooks)."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+        self._quick = False  # this transaction lowered ``synchronous`` (durable=False)
+
+    def begin(self, durable: bool) -> None:
+        if not durable:
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self._quick = True
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        self.conn.execute("COMMIT")
+        self._durable_again()
+
+    def rollback(self) -> None:
+        try:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+        finally:
+            self._durable_again()
+
+    def _durable_again(self) -> None:
+        if self._quick:
+            self._quick = False
+            self.conn.execute("PRAGMA synchronous=FULL")
+
+    def savepoint(self, name: str, *, release_first: bool = False) -> object:
+        if release_first:
+            self.conn.execute(f"RELEASE {name}")
+        self.conn.execute(f"SAVEPOINT {name}")
+        return None
+
+    def release(self, name: str) -> None:
+        self.conn.execute(f"RELEASE {name}")
+
+    def rollback_to(self, name: str, mark: object) -> None:
+        if self.conn.in_transaction:
+            self.conn.execute(f"ROLLBACK TO {name}")
+            self.conn.execute(f"RELEASE {name}")
+
+    def holds(self) -> bool:
+        return self.conn.in_transaction
+
+
+class SqliteDatabase(SharedDatabase):
+    """The SQLite store (implements :class:`gg.store.db.Database`)."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: Path | str):
+        self.path = str(path)
+        self._memory = self.path == ":memory:" or "mode=memory" in self.path
+        self._write = self._connect()
+        self.writer = Writer(_Transactions(self._write))
+        self._local = threading.local()  # per thread: its read connection
+        self._readers: list[sqlite3.Connection] = []
+        self.db = sqlite_utils.Database(self._write)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        for pragma in _PRAGMAS:
+            conn.execute("PRAGMA " + pragma)
+        return conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The write connection inside a transaction; otherwise this thread's reader."""
+        if self._memory or self.writer.in_transaction():
+            return self._write
+        reader = getattr(self._local, "reader", None)
+        if reader is None:
+            reader = self._local.reader = self._connect()
+            with self.writer.lock:
+                self._readers.append(reader)
+        return reader
+
+    def migrate(self) -> list[int]:
+        self._write.execute("CREATE TABLE IF NOT EXISTS _migrations "
+                            "(number INTEGER PRIMARY KEY, name TEXT, at REAL)")
+        done = {r[0] for r in self._write.execute("SELECT number FROM _migrations")}
+        applied = []
+        for number in sorted(MIGRATIONS):
+            if number in done:
+                continue
+            name, fn = MIGRATIONS[number]
+            with self.atomic():
+                fn(self.db)
+                self._write.execute(
+                    "INSERT INTO _migrations (number, name, at) VALUES (?, ?, ?)",
+                    (number, name, time.time()),
+                )
+            applied.append(number)
+        return applied
+
+    # -- small helpers ------------------------------------------------------------------
+
+    def one(self, sql: str, params: tuple | dict = ()) -> sqlite3.Row | None:
+        refuse_nul(params)
+        return self.conn.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+        refuse_nul(params)
+        return self.conn.execute(sql, params).fetchall()
+
+    def all_kept(self, table: str, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
+        """Rows of a small table that seldom changes, which PostgreSQL's store keeps for the
+        rest of a write transaction (gg.store.postgres); here a read costs microseconds, so it
+        is simply read."""
+        return self.all(sql, params)
+
+    def run(self, sql: str, params: tuple | dict = ()) -> sqlite3.Cursor:
+        refuse_nul(params)
+        if self.writer.in_transaction():
+            return self._write.execute(sql, params)
+        with self.writer.lock:  # a statement on its own: the write connection, in turn
+            return self._write.execute(sql, params)
+
+    def tuples(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
+        """Rows as plain tuples (a long listing skips building a row object per line)."""
+        refuse_nul(params)
+        cursor = self.conn.cursor()
+        cursor.row_factory = None
+        return cursor.execute(sql, params).fetchall()
+
+    def available(self) -> bool:
+        """Whether the store answers (health): a file on this machine always does (a full
+        disk still reads; its writes are refused as insufficient storage)."""
+        return True
+
+    def size(self) -> int:
+        """The store's size on disk: the database file and its write-ahead log."""
+        total = 0
+        for path in (self.path, self.path + "-wal"):
+            try:
+                total += os.path.getsize(path)
+            except OSError:
+                pass
+        return total
+
+    def trace(self, callback: Callable[[str], None] | None) -> None:
+        """Every statement this thread's reads and the write connection run, to ``callback``
+        (None: stop)."""
+        self._write.set_trace_callback(callback)
+        if not self._memory:
+            self.conn.set_trace_callback(callback)
+
+    def close(self) -> None:
+        self.writer.close()
+        with self.writer.lock:
+            for reader in self._readers:
+                reader.close()
+            self._readers.clear()
+            self._write.close()
+
+
