@@ -23,10 +23,14 @@ def bearer(request: Request) -> str | None:
 
 
 async def person(request: Request) -> dict:
-    token = bearer(request)
+    return person_with(request.app.state.core, bearer(request))
+
+
+def person_with(core, token: str | None) -> dict:
+    """The person ``token`` is theirs (:func:`person`, and the open answered ahead)."""
     if token is None:
         raise Unauthorized("sign in first: gg login --server URL --token-file FILE")
-    return people.authenticate_person(request.app.state.core, token)
+    return people.authenticate_person(core, token)
 
 
 async def person_only(request: Request) -> dict:
@@ -50,8 +54,7 @@ async def runner_identity(request: Request) -> RunnerIdentity:
     return runners.authenticate(request.app.state.core, bearer(request))
 
 
-async def runner_handing_back(request: Request) -> RunnerIdentity:
-    """As :func:`runner_identity`, but a retired runner passes: its hand-back of a flight it
+def runner_handing_back(core, token: str | None) -> RunnerIdentity:
+    """As ``runners.authenticate``, but a retired runner passes: its hand-back of a flight it
     still holds acknowledges the stop (the use case refuses it anything else)."""
-    return runners.authenticate(request.app.state.core, bearer(request),
-                                retired_may_hand_back=True)
+    return runners.authenticate(core, token, retired_may_hand_back=True)

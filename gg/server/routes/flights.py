@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from gg.api import paths
 from gg.api.events import Event
-from gg.api.flights import EstimateAccuracy, FactsPage, FlightDetail, FlightPage, FlightRow
+from gg.api.flights import EstimateAccuracy, FactsPage, FlightDetail, FlightPage
 from gg.api.schemas import FlightOpen
 from gg.control import answers, flights
 from gg.domain.events import SEQ_MAX
@@ -22,14 +22,9 @@ Wait = Annotated[float, Query(ge=0, le=60)]
 After = Annotated[int, Query(ge=0, le=SEQ_MAX)]  # a seq: an event's or a fact's
 
 
-@router.post(paths.FLIGHTS, status_code=201, response_model=FlightRow)
-async def open_flight(body: FlightOpen, request: Request, person: dict = Depends(auth.person)) -> dict:
-    # Answered ahead of the framework (gg/server/open_call.py); registered for the schema.
-    return await answers.opened(request.app.state.core, person, **opening(body))
-
-
 def opening(body: FlightOpen) -> dict:
-    """The open's body as the use case's arguments (this route and ``open_call.py``)."""
+    """The open's body as the use case's arguments (the open, answered ahead of the
+    framework and documented by a route made from the same body: ``open_call.py``)."""
     return dict(
         command=body.command, title=body.title, environment=body.environment,
         runner=body.runner, labels=body.labels, attended=body.attended, repo=body.repo,
