@@ -15,6 +15,7 @@ from gg.control.core import Core
 from gg.domain import services
 from gg.domain.events import EventKind
 from gg.domain.flights import Stage
+from gg.error_codes import ErrorCode
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 
 
@@ -47,12 +48,12 @@ def update(core: Core, person: dict, flight_id: str, *, command: list[str] | Non
         if flight is None:
             raise NotFound(f"no flight {flight_id}")
         if flight.kind != services.KIND or flight.service is None:
-            raise Conflict(f"flight {flight_id} is not a service", code="not_a_service")
+            raise Conflict(f"flight {flight_id} is not a service", code=ErrorCode.NOT_A_SERVICE)
         if person["role"] != "admin" and flight.opened_by != person["id"]:
             raise Forbidden("only the service's opener or an admin may update it")
         if flight.final:
             raise Conflict(f"service {flight_id} has {flight.stage}; open a new one",
-                           code="flight_final")
+                           code=ErrorCode.FLIGHT_FINAL)
         spec = dict(approval_ops.as_asked(core, flight).service)
         spec["generation"] = spec["generation"] + 1
         if command:

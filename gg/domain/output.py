@@ -9,6 +9,7 @@ limit + tail bytes of a flight's output: a report that would pass that is refuse
 
 from __future__ import annotations
 
+from gg.error_codes import ErrorCode
 from gg.errors import BadRequest, TooLarge
 
 TRUNCATED = "output truncated after {n} bytes"
@@ -51,5 +52,5 @@ def admit(stored: int, limit: int, tail: int, facts: list[dict]) -> int:
     tails = sum(output_size(f) for f in facts if is_tail(f))
     if stored + output > limit or stored + output + tails > limit + tail:
         raise TooLarge(f"this flight's output is capped at {size_text(limit)}: "
-                       f"{stored} bytes are stored already", code="output_capped")
+                       f"{stored} bytes are stored already", code=ErrorCode.OUTPUT_CAPPED)
     return stored + output + tails

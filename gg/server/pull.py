@@ -34,6 +34,7 @@ from gg.control.people import require_admin
 from gg.domain import pull as rules
 from gg.domain.identity import key_fingerprint
 from gg.domain.runners import Runner
+from gg.error_codes import ErrorCode
 from gg.errors import GGError
 
 log = logging.getLogger("gg.server")
@@ -45,7 +46,7 @@ class PullFailed(GGError):
     """A listening runner could not be reached, or its answer was not its own."""
 
     status = 409
-    code = "runner_unreachable"
+    code = ErrorCode.RUNNER_UNREACHABLE
 
 
 class Link:
