@@ -146,7 +146,7 @@ def document(router: APIRouter, calls, responses: dict | None = None) -> None:
 def endpoint(call: Call):
     """The FastAPI endpoint of ``call``: the route's parsing, then ``call.body``."""
 
-    async def caller(request: Request):
+    async def who_calls(request: Request):
         return call.caller(request.app.state.core, bearer(request))
 
     async def answered(request: Request, body, caller, **path):
@@ -154,14 +154,14 @@ def endpoint(call: Call):
         return Response(status_code=204) if value is None else value
 
     keyword = inspect.Parameter.KEYWORD_ONLY
-    answered.__signature__ = inspect.Signature([
+    answered.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
         *(inspect.Parameter(name, keyword, annotation=str) for name in call.names),
         inspect.Parameter("body", keyword, annotation=call.model),
         inspect.Parameter("request", keyword, annotation=Request),
-        inspect.Parameter("caller", keyword, default=Depends(caller)),
+        inspect.Parameter("caller", keyword, default=Depends(who_calls)),
     ])
     answered.__name__ = answered.__qualname__ = call.body.__name__  # the operation's name
-    answered.call = call  # what tests/server/test_ahead.py holds the route to
+    answered.call = call  # type: ignore[attr-defined]  # tests/server/test_ahead.py reads it
     return answered
 
 

@@ -26,17 +26,17 @@ from gg.server.ahead import Call
 async def claim(state, scope, runner: RunnerIdentity, body: Claim) -> dict | None:
     """The claim's answer: a flight with its lease, an instruction, or None (204)."""
     core, dispatcher = state.core, state.dispatcher
-    heartbeat = body.readings is not None
-    if heartbeat:  # the claim is the runner's check-in; it may be told something at once
+    readings = body.readings
+    if readings is not None:  # the claim is the runner's check-in; it may be told something now
         client = scope.get("client")
         told = await runners.heartbeat_coalesced(  # written with other runners' at once
-            core, runner, readings=body.readings, free_slots=body.free_slots,
+            core, runner, readings=readings, free_slots=body.free_slots,
             peer_address=client[0] if client else None, stated_policy=body.policy)
         if told is not None and body.free_slots > 0:
             dispatcher.release(runner.id)  # its older parked claim, if any
             return answers.instructed(told)
     got = await dispatcher.claim(runner.id, body.free_slots, answers.claim_wait(core, body.wait),
-                                 instructable=heartbeat, parked_on=scope)
+                                 instructable=readings is not None, parked_on=scope)
     if isinstance(got, str):
         return answers.instructed(got)
     return answers.claimed(core, runner, got)
