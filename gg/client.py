@@ -3,7 +3,8 @@
 Every retry decision lives here: connection failures, timeouts and 502/503/504 are
 retried with exponential backoff and full jitter for as long as the caller allows
 (``retry_for`` seconds, or until ``stop`` is set); anything the server answered
-deliberately (4xx) is raised at once as :class:`ApiError`. A lease call (renew, report,
+deliberately (4xx) is raised at once as an :class:`ApiError` of its code's class
+(``gg.refusals``: ``RunnerRetired``, ``FlightEnded``, ...). A lease call (renew, report,
 hand-back) is stored once however often it arrives (it carries its epoch and key), so for
 it every 5xx, a 500 included, is "try again", never an answer (:class:`ServerFault` when
 the budget ran out).
@@ -41,7 +42,9 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from gg import __version__
 from gg.api import paths
+from gg.error_codes import ErrorCode
 from gg.errors import GGError
+from gg.refusals import ApiError, ServerFault, refusal  # noqa: F401 - callers import them here
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -131,22 +134,9 @@ SendHook = Callable[[str, str, "dict | None", Any], None]
 RetryHook = Callable[[Exception, float], None]
 
 
-class ApiError(GGError):
-    """The control plane refused a request: its status, code and one-sentence message."""
-
-    def __init__(self, status: int, code: str, message: str):
-        super().__init__(message, code=code)
-        self.status = status
-
-
-class ServerFault(ApiError):
-    """The control plane answered 5xx: it could not serve the request then (its disk full,
-    its database away, a bug), which says nothing about the request itself."""
-
-
 class Unreachable(GGError):
     status = 0
-    code = "unreachable"
+    code = ErrorCode.UNREACHABLE
 
     def __init__(self, message: str, *, where: str | None = None):
         super().__init__(message)
@@ -766,8 +756,8 @@ class Client:
                               f"({type(exc).__name__})") from None
         except Exception as exc:  # the handshake was refused (websockets' InvalidStatus, …)
             status = getattr(getattr(exc, "response", None), "status_code", 0) or 0
-            raise ApiError(status, "console_refused",
-                           f"the control plane refused the console connection ({exc})") from None
+            raise refusal(status, ErrorCode.CONSOLE_REFUSED,
+                          f"the control plane refused the console connection ({exc})") from None
 
 
 def ws_url(server: str) -> str:
@@ -1046,13 +1036,13 @@ def _decode(response) -> Any:
 
 
 def _error(response) -> ApiError:
-    kind = ServerFault if response.status_code >= 500 else ApiError
+    """The answer's refusal as its class (``gg.refusals``)."""
     try:
         body = response.json()["error"]
-        return kind(response.status_code, str(body["code"]), str(body["message"]))
+        return refusal(response.status_code, str(body["code"]), str(body["message"]))
     except (ValueError, KeyError, TypeError):
-        return kind(response.status_code, "http_error",
-                    f"the control plane answered {response.status_code}")
+        return refusal(response.status_code, ErrorCode.HTTP_ERROR,
+                       f"the control plane answered {response.status_code}")
 
 
 def _dry(dry_run: bool) -> dict | None:

@@ -23,10 +23,12 @@ either to one line on stderr and an exit code (``gg.cli.exits``).
 
 from __future__ import annotations
 
+from gg.error_codes import ErrorCode
+
 
 class GGError(Exception):
     status = 400
-    code = "bad_request"
+    code: str = ErrorCode.BAD_REQUEST  # an ErrorCode member, or a code a caller names
 
     def __init__(self, message: str, *, code: str | None = None):
         super().__init__(message)
@@ -37,12 +39,12 @@ class GGError(Exception):
 
 class BadRequest(GGError):
     status = 400
-    code = "bad_request"
+    code = ErrorCode.BAD_REQUEST
 
 
 class Unauthorized(GGError):
     status = 401
-    code = "unauthorized"
+    code = ErrorCode.UNAUTHORIZED
 
     def __init__(self, message: str = "the token was not accepted", *, code: str | None = None):
         super().__init__(message, code=code)
@@ -50,21 +52,21 @@ class Unauthorized(GGError):
 
 class Forbidden(GGError):
     status = 403
-    code = "forbidden"
+    code = ErrorCode.FORBIDDEN
 
 
 class NotFound(GGError):
     status = 404
-    code = "not_found"
+    code = ErrorCode.NOT_FOUND
 
 
 class Conflict(GGError):
     status = 409
-    code = "conflict"
+    code = ErrorCode.CONFLICT
 
 
 class LeaseSuperseded(Conflict):
-    code = "lease_superseded"
+    code = ErrorCode.LEASE_SUPERSEDED
 
     def __init__(self, message: str = "this lease was superseded: another runner holds the flight now"):
         super().__init__(message)
@@ -72,17 +74,17 @@ class LeaseSuperseded(Conflict):
 
 class Gone(GGError):
     status = 410
-    code = "gone"
+    code = ErrorCode.GONE
 
 
 class TooLarge(GGError):
     status = 413
-    code = "too_large"
+    code = ErrorCode.TOO_LARGE
 
 
 class TooManyRequests(GGError):
     status = 429
-    code = "too_many_requests"
+    code = ErrorCode.TOO_MANY_REQUESTS
 
 
 class Unavailable(GGError):
@@ -90,11 +92,11 @@ class Unavailable(GGError):
     fault of its host, never of the caller. Clients retry it (gg.client)."""
 
     status = 503
-    code = "unavailable"
+    code = ErrorCode.UNAVAILABLE
 
 
 class InsufficientStorage(Unavailable):
-    code = "insufficient_storage"
+    code = ErrorCode.INSUFFICIENT_STORAGE
 
     def __init__(self, message: str = "the control plane's disk is full, so nothing was stored; "
                                       "try again once its operator has freed space",
@@ -103,7 +105,7 @@ class InsufficientStorage(Unavailable):
 
 
 class DatabaseUnavailable(Unavailable):
-    code = "database_unavailable"
+    code = ErrorCode.DATABASE_UNAVAILABLE
 
     def __init__(self, message: str = "the database is unavailable, so nothing was stored; "
                                       "try again shortly", *, code: str | None = None):

@@ -1,8 +1,8 @@
 """Names once: an AST scan of gg/ for words and numbers that have one home.
 
 Stage, liveness and health words live in the domain's enums, retry budgets in gg/client.py,
-exit codes in gg.cli.exits.Exit, and the protocol's defaults in gg/settings.py; everything
-else imports them. (Event kinds: tests/domain/test_event_kinds.py.)
+exit codes in gg.cli.exits.Exit, error codes in gg.error_codes.ErrorCode, and the protocol's
+defaults in gg/settings.py; everything else imports them. (Event kinds: tests/domain/test_event_kinds.py.)
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import ast
 from pathlib import Path
 
 import gg
+from gg.error_codes import ErrorCode
 from gg.domain.flights import Stage
 from gg.domain.runners import HealthState, Liveness
 from gg.runner.loop import Runner, RunnerOptions
@@ -97,3 +98,24 @@ def test_a_runner_starts_with_the_settings_defaults_until_the_server_answers(tmp
     finally:
         runner.client.close()
         runner.claim_client.close()
+
+
+# Where a code's word means something else: a GitError's reasons, an environment listing's
+# key, an assertion's message. ``error`` is not looked for: it is also the one error shape's
+# key and an ordinary word (a fact's kind, a hook's outcome).
+NOT_A_CODE = {(Path("gg/runner/git.py"), "not_found"), (Path("gg/runner/git.py"), "unreachable"),
+              (Path("gg/control/environments.py"), "not_in_force"),
+              (Path("gg/client.py"), "unreachable"), (Path("gg/store/postgres.py"), "unreachable")}
+
+
+def test_error_codes_are_said_only_by_their_enum():
+    codes = {code.value for code in ErrorCode} - {ErrorCode.ERROR.value}
+    found = []
+    for path, tree in _trees():
+        if path == Path("gg/error_codes.py"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in codes \
+                    and (path, node.value) not in NOT_A_CODE:
+                found.append(f"{path}:{node.lineno}: {node.value!r}")
+    assert found == [], "say ErrorCode.<NAME> (gg/error_codes.py):\n" + "\n".join(found)

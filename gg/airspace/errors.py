@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from gg.error_codes import ErrorCode
 from gg.errors import BadRequest
 
 __all__ = ["AirspaceError", "describe"]
 
 
 class AirspaceError(BadRequest):
-    code = "invalid_airspace"
+    code = ErrorCode.INVALID_AIRSPACE
 
     def __init__(self, problem: str, *, file: str | None = None, line: int | None = None,
                  key: str | None = None) -> None:

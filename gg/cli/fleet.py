@@ -38,7 +38,7 @@ def apply(name: str = typer.Argument(..., metavar="NAME", help="Profile: airspac
     from gg.airspace.errors import AirspaceError
     from gg.airspace.profiles import read_profile
     from gg.airspace.yamlfile import read_yaml
-    from gg.client import ApiError
+    from gg.refusals import InvalidAirspace
 
     path = airspace_dir(airspace) / "fleet" / f"{name}.yaml"
     if not path.is_file():
@@ -55,8 +55,8 @@ def apply(name: str = typer.Argument(..., metavar="NAME", help="Profile: airspac
     try:
         answer = client().apply_profile(name, wire_profile(checked.unwrap().to_dict()),
                                         dry_run=dry_run)
-    except ApiError as exc:
-        if exc.code == "invalid_airspace" and exc.message.startswith(_REQUEST):
+    except InvalidAirspace as exc:
+        if exc.message.startswith(_REQUEST):
             raise CliError(_located(exc.message, str(path), doc.value_lines),
                            int(Exit.USAGE)) from None
         raise

@@ -26,6 +26,7 @@ from gg.domain.flight_spec import FlightSpec
 from gg.domain.flights import Event, Flight, Stage
 from gg.domain.gates import Gate, refusal_to_clear
 from gg.domain.people import Person
+from gg.error_codes import ErrorCode
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 
 PERSON_CLEARERS = ("admin", "opener", approvals.CLEARER)  # gates a person may clear
@@ -41,7 +42,7 @@ def gate_for_new_flight(core: Core, person: Person, *, flight_id: str, asked: bo
         approver_row = core.store.person_by_name(approver)
         refusal = approvals.refusal_to_name_approver(person, approver_row, approver)
         if refusal:
-            raise BadRequest(refusal, code="invalid_approver")
+            raise BadRequest(refusal, code=ErrorCode.INVALID_APPROVER)
     asked = asked or approver is not None
     root = core.store.root_envelope() if environment else None
     env_requires = bool(environment) and core.store.environment_requires_approval(environment)
@@ -166,11 +167,12 @@ def _flight(core: Core, flight_id: str) -> Flight:
 def _approval_gate(core: Core, flight: Flight) -> Gate:
     gates = core.store.flight_gates(flight.id, kind=approvals.KIND, status=None)
     if not gates:
-        raise Conflict(f"flight {flight.id} does not wait for an approval", code="no_approval")
+        raise Conflict(f"flight {flight.id} does not wait for an approval",
+                       code=ErrorCode.NO_APPROVAL)
     gate = next((g for g in gates if g.open), gates[0])
     if not gate.open:
         raise Conflict(f"the approval of flight {flight.id} is {gate.status} already "
-                       f"(by {gate.cleared_by})", code="no_approval")
+                       f"(by {gate.cleared_by})", code=ErrorCode.NO_APPROVAL)
     return gate
 
 
@@ -192,7 +194,7 @@ def approve(core: Core, person: Person, flight_id: str, digest: str | None = Non
         refusal = approvals.digest_refusal(flight_id, wanted=digest_of(gate, flight),
                                            given=digest)
         if refusal:
-            raise Conflict(refusal, code="approval_changed")
+            raise Conflict(refusal, code=ErrorCode.APPROVAL_CHANGED)
         _, released = clear_allowed(core, gate, person.name)
     _signal(core, flight_id, released)
     return core.store.flight(flight_id)
@@ -230,13 +232,13 @@ def force(core: Core, person: Person, flight_id: str) -> tuple[Flight, list[str]
         flight = _flight(core, flight_id)
         if flight.final:
             raise Conflict(f"flight {flight_id} has {flight.stage}; nothing to force",
-                           code="flight_final")
+                           code=ErrorCode.FLIGHT_FINAL)
         open_ids = core.store.open_gate_ids(list(flight.gates))
         held = [g for g in (core.store.gate(i) for i in flight.gates if i in open_ids)
                 if g is not None and g.clearer in PERSON_CLEARERS]
         if not held:
             raise Conflict(f"flight {flight_id} waits behind no gate a person may clear",
-                           code="nothing_to_force")
+                           code=ErrorCode.NOTHING_TO_FORCE)
         for gate in held:  # all or nothing: separation of duties holds under force too
             refusal = refusal_to_clear(gate, person=person, flight_opener=flight.opened_by)
             if refusal:

@@ -11,6 +11,7 @@ from gg.control.core import CONTROL_PLANE, Core
 from gg.control.lifecycle import move
 from gg.domain import attended
 from gg.domain.flights import Event
+from gg.error_codes import ErrorCode
 from gg.errors import BadRequest, Conflict
 
 
@@ -18,14 +19,15 @@ def check_open(core: Core, runner_target: str | None) -> None:
     """Refuse an attended flight at once when its runner is already flying (or not named)."""
     now = core.now()
     if runner_target is None:
-        raise BadRequest(attended.refusal_to_open(None, None, []), code="attended_needs_runner")
+        raise BadRequest(attended.refusal_to_open(None, None, []),
+                         code=ErrorCode.ATTENDED_NEEDS_RUNNER)
     runner = core.store.runner(runner_target)
     flying = [f.id for f in core.store.flights_held_by(runner_target)
               if f.lease_expires_at is not None and f.lease_expires_at > now]
     refusal = attended.refusal_to_open(runner_target, runner.name if runner else runner_target,
                                        flying)
     if refusal is not None:
-        raise Conflict(refusal, code="runner_busy")
+        raise Conflict(refusal, code=ErrorCode.RUNNER_BUSY)
 
 
 def next_deadline(core: Core) -> float | None:

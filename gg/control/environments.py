@@ -35,6 +35,7 @@ from gg.domain.gates import Gate
 from gg.domain.people import Person
 from gg.domain.profiles import name_problem, takes_flights
 from gg.domain.runners import is_online
+from gg.error_codes import ErrorCode
 from gg.errors import BadRequest, Conflict, NotFound
 
 Provider = Callable[[Core, str], list[str]]
@@ -77,7 +78,7 @@ def chart(core: Core, person: Person, name: str, means: str) -> dict:
     require_admin(person)
     problem = name_problem(name)
     if problem:
-        raise BadRequest(f"environment name {name!r}: {problem}", code="invalid_name")
+        raise BadRequest(f"environment name {name!r}: {problem}", code=ErrorCode.INVALID_NAME)
     # MeaningError (400, with line and column) before anything changes: a malformed meaning,
     # or one whose cost is unbounded or above GG_MEANING_COST_LIMIT.
     compile_meaning(means, core.settings.meaning_cost_limit)
@@ -142,7 +143,7 @@ def admit(core: Core, *, environment: str | None, labels: dict[str, str]) -> lis
     label_ops.checked(labels)
     if "environment" in labels:
         raise BadRequest("name the environment with --env NAME, not as a label",
-                         code="invalid_label")
+                         code=ErrorCode.INVALID_LABEL)
     if environment is None:
         return []
     env = core.store.environment(environment)
@@ -167,7 +168,7 @@ def apply_root(core: Core, person: Person, mapping: Any) -> dict:
         if missing:
             raise Conflict(unserved_sentence(missing, _refuted_holders(core, missing),
                                              _waiting_gates(core, missing)),
-                           code="environment_unserved")
+                           code=ErrorCode.ENVIRONMENT_UNSERVED)
         before = core.store.root_envelope()
         core.store.save_root_envelope(RootEnvelope(root.environments, now, person.name,
                                                    timeouts=dict(root.timeouts),

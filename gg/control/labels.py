@@ -45,6 +45,7 @@ from gg.domain.labels import (
 from gg.domain.meanings import Meaning, facts_from_inventory
 from gg.domain.pull import KIND as PULL_KIND
 from gg.domain.runners import Runner, is_online
+from gg.error_codes import ErrorCode
 from gg.errors import BadRequest
 
 log = logging.getLogger("gg.server")
@@ -60,7 +61,7 @@ def checked(labels: dict[str, str] | None) -> dict[str, str]:
     try:
         return check_labels(labels or {})
     except ValueError as exc:
-        raise BadRequest(str(exc), code="invalid_label") from None
+        raise BadRequest(str(exc), code=ErrorCode.INVALID_LABEL) from None
 
 
 @lru_cache(maxsize=1024)

@@ -16,6 +16,7 @@ from gg.domain.events import EventKind
 from gg.domain.machine_console import ConsoleSession
 from gg.domain.people import Person
 from gg.domain.runners import Instruction, Runner, is_online
+from gg.error_codes import ErrorCode
 from gg.errors import Conflict, Forbidden, NotFound
 
 RESTARTED = "the control plane restarted"
@@ -31,17 +32,17 @@ def open_console(core: Core, person: Person, ref: str, *, command: list[str],
         owner = core.store.person(runner.owner) if runner.owner else None
         why = rules.refusal(runner, person, owner.name if owner else None)
         if why:
-            raise Forbidden(why, code="console_refused")
+            raise Forbidden(why, code=ErrorCode.CONSOLE_REFUSED)
         if flight_ref:
             why = rules.flight_refusal(core.store.flight(flight_ref), flight_ref, runner)
             if why:
-                raise Conflict(why, code="console_flight_not_flying")
+                raise Conflict(why, code=ErrorCode.CONSOLE_FLIGHT_NOT_FLYING)
         why = rules.offline_refusal(runner, is_online(runner, now, core.settings.offline_after))
         if why:
-            raise Conflict(why, code="runner_offline")
+            raise Conflict(why, code=ErrorCode.RUNNER_OFFLINE)
         why = rules.feature_refusal(runner)
         if why:
-            raise Conflict(why, code="console_unsupported")
+            raise Conflict(why, code=ErrorCode.CONSOLE_UNSUPPORTED)
         session = ConsoleSession(id=tokens.new_id("c_"), runner_id=runner.id,
                                  person_id=person.id, person_name=person.name,
                                  opened_at=now, command=list(command), flight_id=flight_ref,
@@ -78,9 +79,10 @@ def join(core: Core, runner: Runner, console_id: str) -> ConsoleSession:
                                        runner)
             if why:
                 _close(core, session, now, exit_code=None, reason=why)
-                raise Conflict(why, code="console_flight_not_flying")
+                raise Conflict(why, code=ErrorCode.CONSOLE_FLIGHT_NOT_FLYING)
         if not core.store.join_console(console_id, runner.id, now):
-            raise Conflict(f"console {console_id} no longer waits", code="console_not_waiting")
+            raise Conflict(f"console {console_id} no longer waits",
+                           code=ErrorCode.CONSOLE_NOT_WAITING)
         core.event(EventKind.CONSOLE_OPENED, actor=session.person_name, runner_id=runner.id,
                    flight_id=session.flight_id, at=now, console=session.id,
                    person=session.person_name, runner=runner.name, command=session.command,

@@ -36,6 +36,7 @@ from gg.domain.events import EventKind
 from gg.domain.pool_planner import Action, PoolPlan, Start
 from gg.domain.pools import MEMBER_ID_PREFIX, MEMBER_KIND, PoolMember, StrategyRecord, code_refusal
 from gg.domain.runners import AdminState, Runner
+from gg.error_codes import ErrorCode
 from gg.errors import BadRequest, Conflict, Unauthorized
 
 ACTIONS = ("start", "reset", "roll", "replace", "remove")
@@ -59,7 +60,8 @@ def act(core: Core, runner: Runner, pool: str, kind: str, *,
         if action is None:
             what = kind if kind == "start" else f"{kind} {member_id}"
             raise Conflict(f"the plan for pool {pool} no longer says {what}: the pool changed "
-                           "since it was planned; ask for the plan again", code="plan_changed")
+                           "since it was planned; ask for the plan again",
+                           code=ErrorCode.PLAN_CHANGED)
         answer: dict = {"action": kind, "member_id": member_id}
         if kind in ("remove", "roll", "replace"):
             member = core.store.member(member_id)

@@ -36,6 +36,7 @@ from gg.domain.pools import (
     stale_event_due,
 )
 from gg.domain.runners import Runner, is_online
+from gg.error_codes import ErrorCode
 from gg.errors import Conflict, Forbidden, NotFound
 
 MAINTAIN_ROLE = "maintain"
@@ -119,13 +120,13 @@ def maintained(core: Core, runner: Runner, pool: str, *, claim: bool) -> Strateg
     if record.in_force is None:
         raise Conflict(f"pool {pool}'s strategy {record.name} is not in force yet: gate "
                        f"{record.gate_id} is open (an admin can clear it: gg gate clear "
-                       f"{record.gate_id})", code="not_in_force")
+                       f"{record.gate_id})", code=ErrorCode.NOT_IN_FORCE)
     if record.maintainer_id not in (None, runner.id):
         other = core.store.runner(record.maintainer_id)
         if (other is not None and other.retired_at is None
                 and is_online(other, core.now(), core.settings.offline_after)):
             raise Conflict(f"pool {pool} is maintained by runner {other.name}, which is "
-                           "online; a pool lives on one host", code="pool_maintained")
+                           "online; a pool lives on one host", code=ErrorCode.POOL_MAINTAINED)
     if claim and record.maintainer_id != runner.id:
         core.store.update_strategy(record.name, maintainer_id=runner.id)
     return record

@@ -25,6 +25,7 @@ from gg.domain.flights import Outcome
 from gg.domain.identity import key_fingerprint
 from gg.domain.people import Person
 from gg.domain.runners import AdminState, Runner
+from gg.error_codes import ErrorCode
 from gg.errors import BadRequest, Conflict, Forbidden, GGError
 
 AUTO_CLAIMS = 64  # grants handed in one poll at most (its free slots, at most this)
@@ -72,13 +73,13 @@ def check_attach(core: Core, person: Person, *, name: str, public_key: str,
     if fingerprint is not None and fingerprint.strip() != found:
         raise Conflict(f"the runner's key fingerprint is {found}, not {fingerprint.strip()}: "
                        "not attached (is the URL the machine you meant?)",
-                       code="fingerprint_mismatch")
+                       code=ErrorCode.FINGERPRINT_MISMATCH)
     if core.store.tombstoned(public_key):
         raise Forbidden("this runner key was retired and can never join again")
     existing = core.store.runner_by_key(public_key)
     if existing is not None and existing.mode != rules.MODE_PULL:
         raise Conflict(f"this key is runner {existing.id}'s, which dials out; a machine runs "
-                       "in one mode at a time", code="runner_mode_taken")
+                       "in one mode at a time", code=ErrorCode.RUNNER_MODE_TAKEN)
     runner_ops.refuse_taken_name(core, name, existing.id if existing else None, core.now())
     return found
 
@@ -192,5 +193,5 @@ def _renewal_due(core: Core, runner: Runner, flight_id: str, epoch: int) -> bool
 
 def _refusal(flight_id: str, exc: GGError, *, seq: int | None = None) -> dict:
     return {"flight": flight_id, "seq": seq, "status": getattr(exc, "status", 400),
-            "code": getattr(exc, "code", "bad_request"), "message": exc.message}
+            "code": getattr(exc, "code", ErrorCode.BAD_REQUEST), "message": exc.message}
 

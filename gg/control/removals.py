@@ -16,6 +16,7 @@ from gg.control.people import require_admin
 from gg.domain.enrolment import token_status
 from gg.domain.events import EventKind
 from gg.domain.people import Person
+from gg.error_codes import ErrorCode
 from gg.errors import Conflict, NotFound
 
 SHOWN = 5  # names listed in a refusal before "and N more"
@@ -51,7 +52,7 @@ def delete_profile(core: Core, person: Person, name: str) -> dict:
                 uses.append(f"enrolment token{'s' if len(tokens) != 1 else ''} "
                             f"{_names(tokens)} (gg fleet revoke)")
             raise Conflict(f"fleet profile {name} is in use by {' and '.join(uses)}; "
-                           "take those down first", code="in_use")
+                           "take those down first", code=ErrorCode.IN_USE)
         _supersede(core, record.gate_id, person.name, now)
         core.store.delete_profile(name)
         core.event(EventKind.PROFILE_DELETED, actor=person.name, at=now, profile=name,
@@ -70,13 +71,13 @@ def remove_environment(core: Core, person: Person, name: str) -> dict:
         root = core.store.root_envelope()
         if root is not None and name in root.environments:
             raise Conflict(f"environment {name} is listed in the root envelope; remove it from "
-                           "root.yaml and gg airspace apply first", code="in_use")
+                           "root.yaml and gg airspace apply first", code=ErrorCode.IN_USE)
         flights = core.store.unended_flights_in(name)
         if flights:
             raise Conflict(f"environment {name} is used by flight{'s' if len(flights) != 1 else ''}"
                            f" {_names(flights)}, which {'have' if len(flights) != 1 else 'has'}"
                            " not ended; let them end or cancel them (gg cancel F) first",
-                           code="in_use")
+                           code=ErrorCode.IN_USE)
         _supersede(core, env.gate_id, person.name, now)
         core.store.delete_environment(name)
         core.event(EventKind.ENVIRONMENT_REMOVED, actor=person.name, at=now,
@@ -96,7 +97,7 @@ def delete_strategy(core: Core, person: Person, name: str) -> dict:
         if members:
             raise Conflict(f"strategy {name}'s pool {record.pool} still holds member"
                            f"{'s' if len(members) != 1 else ''} {_names(members)}; "
-                           f"gg pool delete {record.pool} stops them first", code="in_use")
+                           f"gg pool delete {record.pool} stops them first", code=ErrorCode.IN_USE)
         _supersede(core, record.gate_id, person.name, now)
         core.store.delete_strategy(name)
         core.event(EventKind.STRATEGY_DELETED, actor=person.name, at=now, strategy=name,

@@ -17,6 +17,7 @@ from gg.domain.people import Person
 from gg.domain.pools import MEMBER_KIND
 from gg.domain.runners import (AdminState, Instruction, Runner, RunnerIdentity,
                                instruction_at_claim, is_online, silently_gone)
+from gg.error_codes import ErrorCode
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -91,14 +92,14 @@ def refuse_taken_name(core: Core, name: str, own_id: str | None, now: float, *,
             raise Conflict(
                 f"the runner name {name} is taken by live runner {holder.id}: pick another "
                 f"--name, or free it with gg runner forget {holder.id} once that runner is "
-                "offline", code="runner_name_taken")
+                "offline", code=ErrorCode.RUNNER_NAME_TAKEN)
         if person is not None and identity.keeps_name_from(
                 holder, now, core.settings.offline_after, holds_lease=holds_lease,
                 person_id=person.id, person_is_admin=person.is_admin):
             raise Conflict(
                 f"the runner name {name} belongs to runner {holder.id}, which is offline but "
                 "not retired: pick another --name, or ask an admin to retire or forget "
-                f"{holder.id}", code="runner_name_taken")
+                f"{holder.id}", code=ErrorCode.RUNNER_NAME_TAKEN)
 
 
 def upsert_runner(core: Core, existing: Runner | None, *, public_key: str, fields: dict,
@@ -176,9 +177,9 @@ def is_retired(runner: Runner | RunnerIdentity) -> bool:
 
 def retired_refusal(runner: Runner | RunnerIdentity | None = None) -> Forbidden:
     if runner is not None and runner.ephemeral:
-        return Forbidden(EPHEMERAL_RETIRED, code="runner_retired")
+        return Forbidden(EPHEMERAL_RETIRED, code=ErrorCode.RUNNER_RETIRED)
     return Forbidden("this runner was retired by an admin: its credential is dead",
-                     code="runner_retired")
+                     code=ErrorCode.RUNNER_RETIRED)
 
 
 def after_ephemeral_grant(core: Core, runner: Runner, now: float) -> None:
@@ -379,7 +380,7 @@ def _refuse_member_renewal(runner: Runner | RunnerIdentity) -> None:
     the member before the credential ends (gg.domain.pool_planner, Replace)."""
     if runner.kind == MEMBER_KIND:
         raise Forbidden("a pool member's credential is never renewed; its pool replaces the "
-                        "member before it ends", code="member_not_renewed")
+                        "member before it ends", code=ErrorCode.MEMBER_NOT_RENEWED)
 
 
 def goodbye(core: Core, runner: Runner | RunnerIdentity) -> None:

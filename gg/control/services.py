@@ -18,6 +18,7 @@ from gg.domain import services
 from gg.domain.events import EventKind
 from gg.domain.flights import Stage
 from gg.domain.people import Person
+from gg.error_codes import ErrorCode
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 
 
@@ -53,12 +54,12 @@ def update(core: Core, person: Person, flight_id: str, *, command: list[str] | N
         if flight is None:
             raise NotFound(f"no flight {flight_id}")
         if flight.kind != services.KIND or flight.service is None:
-            raise Conflict(f"flight {flight_id} is not a service", code="not_a_service")
+            raise Conflict(f"flight {flight_id} is not a service", code=ErrorCode.NOT_A_SERVICE)
         if not person.is_admin and flight.opened_by != person.id:
             raise Forbidden("only the service's opener or an admin may update it")
         if flight.final:
             raise Conflict(f"service {flight_id} has {flight.stage}; open a new one",
-                           code="flight_final")
+                           code=ErrorCode.FLIGHT_FINAL)
         asked = approval_ops.as_asked(core, flight).spec
         spec = dict(asked.service or {})
         spec["generation"] = spec["generation"] + 1

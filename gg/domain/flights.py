@@ -53,6 +53,7 @@ from typing import Any
 from gg.domain.events import EventKind, flight_ended
 from gg.domain.flight_spec import FlightSpec
 from gg.domain.flight_spec import Priority as Priority  # named here too: what orders a flight
+from gg.error_codes import ErrorCode
 from gg.errors import Conflict
 
 
@@ -184,7 +185,7 @@ NOT_TAKEN = "not taken promptly"  # the ended reason of an attended flight nobod
 class IllegalTransition(Conflict):
     """``event`` cannot happen to a flight in its stage (no edge in :data:`TRANSITIONS`)."""
 
-    code = "illegal_transition"
+    code = ErrorCode.ILLEGAL_TRANSITION
 
     def __init__(self, stage: str, event: Event):
         super().__init__(f"a {Stage(stage).value} flight cannot be {Event(event).value}")

@@ -12,6 +12,7 @@ refused. Whoever looks first (a claim, a check-in, a listing) records the expiry
 from __future__ import annotations
 
 from gg.domain.flights import Flight, Grant, Stage, after_expiry, next_lease
+from gg.error_codes import ErrorCode
 from gg.errors import Conflict, LeaseSuperseded, NotFound
 
 __all__ = ["Grant", "after_expiry", "check_holder", "grant", "lease_expired", "lease_live",
@@ -55,7 +56,8 @@ def check_holder(
     if flight is None or epoch not in held_epochs:
         raise NotFound("no such flight")
     if flight.final and flight.epoch == epoch:
-        raise Conflict(f"flight {flight.id} has ended ({flight.stage})", code="flight_ended")
+        raise Conflict(f"flight {flight.id} has ended ({flight.stage})",
+                       code=ErrorCode.FLIGHT_ENDED)
     if epoch != flight.epoch or flight.lease_runner != runner_id:
         raise LeaseSuperseded()
     if not lease_live(flight, now):

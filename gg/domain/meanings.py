@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gg.error_codes import ErrorCode
 from gg.errors import BadRequest
 
 __all__ = ["FACT_TYPES", "MAX_LENGTH", "Meaning", "MeaningError", "check", "check_text",
@@ -94,7 +95,7 @@ class Tree(Protocol):
 class MeaningError(BadRequest):
     """A predicate that cannot be charted; ``line`` and ``column`` are 1-based."""
 
-    code = "invalid_meaning"
+    code = ErrorCode.INVALID_MEANING
 
     def __init__(self, message: str, line: int, column: int):
         super().__init__(message)

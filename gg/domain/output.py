@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gg.error_codes import ErrorCode
 from gg.errors import BadRequest, TooLarge
 
 TRUNCATED = "output truncated after {n} bytes"
@@ -53,5 +54,5 @@ def admit(stored: int, limit: int, tail: int, facts: list[dict[str, Any]]) -> in
     tails = sum(output_size(f) for f in facts if is_tail(f))
     if stored + output > limit or stored + output + tails > limit + tail:
         raise TooLarge(f"this flight's output is capped at {size_text(limit)}: "
-                       f"{stored} bytes are stored already", code="output_capped")
+                       f"{stored} bytes are stored already", code=ErrorCode.OUTPUT_CAPPED)
     return stored + output + tails

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from gg.error_codes import ErrorCode
 from gg.errors import BadRequest
 
 _PARTS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
@@ -40,10 +41,10 @@ def limit_for(asked: float | None, default: float | None, maximum: float) -> flo
     """
     if asked is not None:
         if not asked > 0:
-            raise BadRequest("--timeout must be longer than 0s", code="invalid_timeout")
+            raise BadRequest("--timeout must be longer than 0s", code=ErrorCode.INVALID_TIMEOUT)
         if maximum and asked > maximum:
             raise BadRequest(f"--timeout {describe(asked)} is longer than this server allows "
-                             f"(at most {describe(maximum)})", code="timeout_too_long")
+                             f"(at most {describe(maximum)})", code=ErrorCode.TIMEOUT_TOO_LONG)
         return asked
     if default is not None:
         return min(default, maximum) if maximum else default

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
+from gg.error_codes import ErrorCode
 from gg.errors import GGError
 
 DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
@@ -45,7 +46,7 @@ _CHUNK = 1 << 20
 class ImageError(GGError):
     """An image cannot be built, found, trusted or unpacked; the message says which and why."""
 
-    code = "image_invalid"
+    code = ErrorCode.IMAGE_INVALID
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ from gg.domain.output import TRUNCATED
 from gg.api.runners import Claimed, FlightForRunner
 from gg.domain.health import FLIGHTS_AS_ROOT
 from gg.runner import flight_identity, isolation, repository
+from gg.refusals import FlightEnded, OutputCapped, RunnerRetired
 from gg.runner.flight_identity import (FlightIdentities, Identity, IdentityRangeError,
                                        runs_as_root)
 from gg.runner.alarm import ALARM
@@ -592,7 +593,7 @@ class FlightRun:
             if isinstance(refused, (Unreachable, ServerFault)):
                 return "lost"
             exc = refused
-            if exc.code == "runner_retired" and not self.retired.is_set():
+            if isinstance(exc, RunnerRetired) and not self.retired.is_set():
                 self.retire()  # retired just now: a retired runner may only give it back
                 return self._hand_back()
             self._refused(exc, raise_=False)
@@ -600,16 +601,16 @@ class FlightRun:
         return outcome
 
     def _refused(self, exc: ApiError, raise_: bool = True) -> None:
-        if exc.code == "output_capped":  # the server stores no more of it: stop sending output
+        if isinstance(exc, OutputCapped):  # the server stores no more of it: stop sending output
             with self._lock:
                 self._out.refused = True
                 if self._out.cut_at is None:
                     self._out.cut_at = self._out.kept
             return
-        if exc.code == "runner_retired":  # nothing more is reported: stop it, hand it back
+        if isinstance(exc, RunnerRetired):  # nothing more is reported: stop it, hand it back
             self.retire()  # the process is stopped by the loop in run()
             return
-        if exc.code == "flight_ended":
+        if isinstance(exc, FlightEnded):
             self.ended_by_server.set()
         if exc.status in (404, 409, 410, 401, 403):
             self.lost.set()
@@ -670,13 +671,13 @@ class FlightRun:
                     self._lease_stop_due()
                     return
                 self.lost.wait(0.5)
+            except RunnerRetired:
+                self.say(f"{self.id}: this runner was retired; stopping the flight and "
+                         "handing it back")
+                self.retire()
+                return
             except ApiError as exc:
-                if exc.code == "runner_retired":
-                    self.say(f"{self.id}: this runner was retired; stopping the flight and "
-                             "handing it back")
-                    self.retire()
-                    return
-                if exc.code == "flight_ended":
+                if isinstance(exc, FlightEnded):
                     self.ended_by_server.set()
                 self.say(f"{self.id}: lease refused ({exc.message}); stopping it here")
                 self.lost.set()

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from gg import __version__, keys
 from gg.api.pull import AttachRunner, Delivery, PollAsk
 from gg.domain import pull as rules
+from gg.error_codes import ErrorCode
 from gg.runner.pull import PullRunner
 
 MAX_BODY = 16 * 1024 * 1024
@@ -83,13 +84,13 @@ class Listener:
         try:
             length = int(request.headers.get("content-length") or 0)
             if length < 0 or length > MAX_BODY:
-                raise Refused(413, "too_large", "the request body is too large")
+                raise Refused(413, ErrorCode.TOO_LARGE, "the request body is too large")
             body = request.rfile.read(length) if length else b""
             status, answer = self.route(method, path, request.headers, body)
         except Refused as exc:
             status, answer = exc.status, {"error": {"code": exc.code, "message": exc.message}}
         except Exception as exc:  # one bad request must not take the runner down
-            status, answer = 500, {"error": {"code": "error",
+            status, answer = 500, {"error": {"code": ErrorCode.ERROR,
                                              "message": f"{type(exc).__name__}"}}
         self.answer(request, status, answer, nonce, path)
 
@@ -114,7 +115,7 @@ class Listener:
                          "version": __version__}
         if method != "POST" or path not in (rules.ATTACH_PATH, rules.POLL_PATH,
                                             rules.DELIVER_PATH):
-            raise Refused(404, "not_found", "no such path")
+            raise Refused(404, ErrorCode.NOT_FOUND, "no such path")
         if path == rules.ATTACH_PATH:
             ask = _parse(AttachRunner, body)
             # The first attach pins the key it carries (and must be signed by it); after
@@ -123,7 +124,7 @@ class Listener:
             return 200, {"control_key_fingerprint": runner.pin(ask.control_key)}
         pinned = runner.pinned()
         if pinned is None:
-            raise Refused(401, "unauthorized", "this runner is not attached yet")
+            raise Refused(401, ErrorCode.UNAUTHORIZED, "this runner is not attached yet")
         self.verify(method, path, headers, body, pinned)
         if runner.said_goodbye.is_set():  # it said goodbye: not checked in again on its way out
             raise Refused(409, "runner_stopping", "this runner is stopping")
@@ -139,20 +140,20 @@ class Listener:
         signature = headers.get(rules.SIGNATURE_HEADER, "")
         now = time.time()
         if not (stamp and nonce and signature):
-            raise Refused(401, "unauthorized", "the request is not signed")
+            raise Refused(401, ErrorCode.UNAUTHORIZED, "the request is not signed")
         if not keys.verify(key, rules.request_message(self.runner.fingerprint, method, path,
                                                       stamp, nonce, body), signature):
-            raise Refused(401, "unauthorized", "the request is not signed by the control "
+            raise Refused(401, ErrorCode.UNAUTHORIZED, "the request is not signed by the control "
                                                "plane's key this runner pinned, for this "
                                                "runner")
         if not rules.fresh(stamp, now, self.runner.settings.pull_signature_skew):
-            raise Refused(401, "unauthorized", "the request's timestamp is stale")
+            raise Refused(401, ErrorCode.UNAUTHORIZED, "the request's timestamp is stale")
         if float(stamp) < self.started_at:  # its nonce could not be remembered: a replay?
-            raise Refused(401, "unauthorized", "the request was signed before this runner "
+            raise Refused(401, ErrorCode.UNAUTHORIZED, "the request was signed before this runner "
                                                "started")
         with self.nonce_lock:
             if not self.nonces.accept(nonce, now):
-                raise Refused(401, "unauthorized", "the request was replayed")
+                raise Refused(401, ErrorCode.UNAUTHORIZED, "the request was replayed")
 
 
 def _parse(model, body: bytes):
@@ -161,7 +162,7 @@ def _parse(model, body: bytes):
     except ValidationError as exc:
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()))
-        raise Refused(400, "invalid_request",
+        raise Refused(400, ErrorCode.INVALID_REQUEST,
                       f"{where}: {first.get('msg', 'is not valid')}") from None
 
 

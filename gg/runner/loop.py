@@ -31,6 +31,7 @@ from gg.domain.identity import key_fingerprint
 from gg.domain.health import effective_workers
 from gg.domain.policy import Policy
 from gg.domain.runners import AdminState, Instruction, policy_digest
+from gg.refusals import RunnerRetired
 from gg.runner import capabilities, inventory
 from gg.runner.console import Consoles
 from gg.runner.connection import ConnectionLog
@@ -361,7 +362,7 @@ class Runner:
         except ServerFault:
             raise  # the control plane's fault, not a refusal of this runner: try again later
         except ApiError as exc:
-            refusal = Retired if exc.code == "runner_retired" else RunnerExit
+            refusal = Retired if isinstance(exc, RunnerRetired) else RunnerExit
             raise refusal(self._refusal_sentence(exc)) from None
         self._inventory_sent = changed
         self._extras_sent = extras
@@ -430,7 +431,7 @@ class Runner:
         self.check_now.set()
 
     def _refusal_sentence(self, exc: ApiError) -> str:
-        if exc.code == "runner_retired":
+        if isinstance(exc, RunnerRetired):
             return EPHEMERAL_SENTENCE if "ephemeral" in exc.message else RETIRED_SENTENCE
         if exc.status == 401:
             return ("the control plane no longer accepts this runner's credential; "
@@ -465,7 +466,7 @@ class Runner:
             except ApiError as exc:
                 if exc.status in (401, 403):
                     self.request_stop(self._refusal_sentence(exc),
-                                      retired=exc.code == "runner_retired")
+                                      retired=isinstance(exc, RunnerRetired))
                     return
                 self.stop.wait(1.0)
                 continue

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gg import __version__, keys
+from gg import __version__, keys, refusals
 from gg.api.pull import Delivery, PollAsk
 from gg.api.runners import CheckedIn, Claimed, LeaseRenewed
 from gg.client import RETRY_CALL, ApiError, Unreachable
@@ -40,6 +40,7 @@ from gg.domain.health import effective_workers
 from gg.domain.identity import key_fingerprint
 from gg.domain.policy import Policy
 from gg.domain.runners import AdminState
+from gg.error_codes import ErrorCode
 from gg.runner import capabilities, inventory
 from gg.runner.flight import STOP_GRACE, FlightRun, Lease, fly_saying
 from gg.runner.sent import SentLog
@@ -161,9 +162,10 @@ class Relay:
             self.lease_refused.pop(flight_id, None)
 
 
-def _error(refusal: dict) -> ApiError:
-    return ApiError(int(refusal.get("status") or 409), str(refusal.get("code") or "conflict"),
-                    str(refusal.get("message") or "refused"))
+def _error(refused: dict) -> ApiError:
+    return refusals.refusal(int(refused.get("status") or 409),
+                            str(refused.get("code") or ErrorCode.CONFLICT),
+                            str(refused.get("message") or "refused"))
 
 
 class PullRunner:

@@ -1,10 +1,18 @@
-"""What the routes answered ahead of FastAPI share: the credential, the body, the answer.
+"""The calls answered ahead of FastAPI, and the one body each runs whichever way it came in.
 
-A few calls are answered by plain ASGI handlers wrapped around the app's middleware stack
-(``claims.py``: the claim, which parks; ``lease_calls.py``: renew, facts, hand-back, the calls
-every flight makes; ``open_call.py``: a person's open of a flight). Each does what its FastAPI
-route does (which stays registered, so the published schema documents it) with the same
-pieces, kept here once:
+A few calls are answered by a plain ASGI handler wrapped around the app's middleware stack,
+:class:`Ahead`: the claim, which parks (``claims.py``); renew, facts and hand-back, the calls
+every flight makes (``lease_calls.py``); a person's open of a flight (``open_call.py``).
+Through the framework each cost more than its use case (docs/performance.md). Each is one
+:class:`Call` (its template, who may make it, its body and answer models, and its **body**,
+the one function that answers it); the app builds both ways in from the same list:
+
+- :class:`Ahead` answers the call itself, ahead of the framework;
+- :func:`document` registers the call's FastAPI route, whose endpoint is made here and runs
+  the same body: the published schema documents the call, and a request the app answers (a
+  refusal handed back, below) meets the very same code. Nothing can drift between the two.
+
+What :class:`Ahead` shares between the calls:
 
 - :func:`headers` reads the bearer token and says whether the request is one to read at all
   (a JSON body within a declared length the app would accept); anything else is the app's;
@@ -20,14 +28,24 @@ pieces, kept here once:
 
 from __future__ import annotations
 
+import inspect
+import re
 import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
 
-from pydantic import TypeAdapter
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, TypeAdapter
+from starlette.requests import Request
 from starlette.responses import Response
 
 from gg.errors import GGError
 from gg.server import errors
+from gg.server.auth import bearer
 from gg.server.json_body import loads
+
+# body(app state, ASGI scope, caller, request body, **path values) -> the answer (None: 204)
+Body = Callable[..., Awaitable[Any]]
 
 
 def headers(scope, max_bytes: int) -> tuple[str | None, bool]:
@@ -89,32 +107,89 @@ def answer(adapter: TypeAdapter, value, status: int = 200) -> Response:
                     status_code=status, media_type="application/json")
 
 
-class Route:
-    """ASGI: the ``POST`` requests :meth:`match` picks are answered by :meth:`answer`, ahead
-    of the framework, and counted in the request metrics under their route's template;
-    everything else goes to ``inner`` (the app's middleware stack, or another Route)."""
+@dataclass(frozen=True)
+class Call:
+    """One ``POST`` answered ahead of the framework, and documented by its route."""
 
-    def __init__(self, app, inner):
+    template: str  # the route's path, as ``paths`` names it
+    body: Body  # the one function that answers it, both ways in
+    model: type[BaseModel]  # the request body
+    response_model: Any
+    caller: Callable[[Any, str | None], Any]  # (core, bearer token) -> who calls, or raises
+    status: int = 200
+    responses: dict | None = None  # what the schema says besides ``status`` (a 204)
+    names: tuple[str, ...] = field(init=False)  # the path's parameters, in order
+    pattern: re.Pattern = field(init=False)
+    adapter: TypeAdapter = field(init=False)
+
+    def __post_init__(self):
+        parts = re.split(r"\{(\w+)\}", self.template)
+        names = tuple(parts[1::2])
+        pattern = "".join(re.escape(part) if i % 2 == 0 else f"(?P<{part}>[^/]+)"
+                          for i, part in enumerate(parts))
+        object.__setattr__(self, "names", names)
+        object.__setattr__(self, "pattern", re.compile(pattern + r"\Z"))
+        object.__setattr__(self, "adapter", TypeAdapter(self.response_model))
+
+
+def document(router: APIRouter, calls, responses: dict | None = None) -> None:
+    """Registers each call's route on ``router`` (``responses``: what every route of the app
+    documents besides its own). Its endpoint is made here, so it can only run the call's body:
+    FastAPI reads the schema from the signature it is given (the path's parameters, the body's
+    model, the request, and the caller through ``Depends``)."""
+    for call in calls:
+        router.add_api_route(call.template, endpoint(call), methods=["POST"],
+                             response_model=call.response_model, status_code=call.status,
+                             responses={**(responses or {}), **(call.responses or {})})
+
+
+def endpoint(call: Call):
+    """The FastAPI endpoint of ``call``: the route's parsing, then ``call.body``."""
+
+    async def who_calls(request: Request):
+        return call.caller(request.app.state.core, bearer(request))
+
+    async def answered(request: Request, body, caller, **path):
+        value = await call.body(request.app.state, request.scope, caller, body, **path)
+        return Response(status_code=204) if value is None else value
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    answered.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+        *(inspect.Parameter(name, keyword, annotation=str) for name in call.names),
+        inspect.Parameter("body", keyword, annotation=call.model),
+        inspect.Parameter("request", keyword, annotation=Request),
+        inspect.Parameter("caller", keyword, default=Depends(who_calls)),
+    ])
+    answered.__name__ = answered.__qualname__ = call.body.__name__  # the operation's name
+    answered.call = call  # type: ignore[attr-defined]  # tests/server/test_ahead.py reads it
+    return answered
+
+
+class Ahead:
+    """ASGI: the ``POST`` requests of :attr:`calls` are answered here, ahead of the framework,
+    and counted in the request metrics under their route's template; everything else goes to
+    ``inner`` (the app's middleware stack)."""
+
+    def __init__(self, app, inner, calls):
         self.state = app.state  # core, dispatcher, request metrics
         self.inner = inner
         self.max_bytes = self.state.core.settings.max_body_bytes
+        self.calls = tuple(calls)
+        self._exact = {c.template: c for c in self.calls if not c.names}
+        self._patterned = [c for c in self.calls if c.names]
 
-    def match(self, path: str) -> tuple[str, tuple] | None:
-        """(the route's template, what :meth:`answer` takes after ``send``) for a path
-        answered here, else None."""
-        raise NotImplementedError
+    def match(self, path: str) -> tuple[Call, dict] | None:
+        """The call a path is, with its path's values, or None."""
+        call = self._exact.get(path)
+        if call is not None:
+            return call, {}
+        for call in self._patterned:
+            found = call.pattern.match(path)
+            if found is not None:
+                return call, found.groupdict()
+        return None
 
-    def accept(self, token: str | None, data, *args):
-        """The caller and the body checked (credential, then the route's model), as what
-        :meth:`respond` takes; any exception hands the request to the app, so that every
-        refusal before the use case is the app's own answer, byte for byte."""
-        raise NotImplementedError
-
-    async def respond(self, scope, accepted, *args) -> Response:
-        """The use case's answer (a use case's refusal: any GGError)."""
-        raise NotImplementedError
-
-    async def answer(self, scope, receive, send, *args) -> int | None:
+    async def answer(self, scope, receive, send, call: Call, path: dict) -> int | None:
         """The status answered, or None where the app answered (and counted) it."""
         token, readable = headers(scope, self.max_bytes)
         if not readable:
@@ -122,13 +197,16 @@ class Route:
         raw, received = await read_body(receive, self.max_bytes)
         if raw is None:  # too large, or the connection went: the app answers as it would
             return await self.inner(scope, replay(received, receive), send)
-        try:
-            accepted = self.accept(token, loads(raw) if raw else None, *args)
+        try:  # the caller, then the body's model: as the route checks them
+            caller = call.caller(self.state.core, token)
+            body = call.model.model_validate(loads(raw) if raw else None)
         except Exception:  # noqa: BLE001 - every refusal (or failure) is the app's own answer
             return await self.inner(scope, replay(received, receive), send)
         del raw, received  # a parked claim keeps only what it was accepted as
         try:
-            response = await self.respond(scope, accepted, *args)
+            value = await call.body(self.state, scope, caller, body, **path)
+            response = (Response(status_code=204) if value is None
+                        else answer(call.adapter, value, call.status))
         except Exception as exc:  # noqa: BLE001 - the one error shape, as the app's handlers
             response = failure(exc, "POST", scope["path"])
         await response(scope, receive, send)
@@ -139,9 +217,8 @@ class Route:
                    if scope["type"] == "http" and scope["method"] == "POST" else None)
         if matched is None:
             return await self.inner(scope, receive, send)
-        template, args = matched
         started = time.perf_counter()
-        status = await self.answer(scope, receive, send, *args)
+        status = await self.answer(scope, receive, send, *matched)
         if status is not None:
-            self.state.request_metrics.observe(template, "POST", status,
+            self.state.request_metrics.observe(matched[0].template, "POST", status,
                                                time.perf_counter() - started)

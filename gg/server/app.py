@@ -13,13 +13,10 @@ from gg.control import leases as lease_ops
 from gg.control import machine_console
 from gg.control.core import Core
 from gg.control.people import bootstrap
-from gg.server import errors, liveness, metrics
-from gg.server.claims import ClaimRoute
+from gg.server import ahead, claims, errors, lease_calls, liveness, metrics, open_call
 from gg.server.dispatch import Dispatcher, Watch
 from gg.server.duties import Duties
 from gg.server.hooks import Outbox
-from gg.server.lease_calls import LeaseCalls
-from gg.server.open_call import OpenRoute
 from gg.server.json_body import JsonRoute
 from gg.server.pull import Poller
 from gg.server.html_guard import HtmlGuard
@@ -64,6 +61,11 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
         app.state.relay = app.state.replicas.relay  # and so do consoles' two sides
     errors.install(app)
     errors.document(app)
+    # Answered ahead of the whole stack (below), and documented by routes running the same
+    # bodies: a claim (a parked one holds no framework frames), the lease calls every flight
+    # makes and a person's open of a flight (the framework cost more than their use cases).
+    calls = (claims.CLAIM, *lease_calls.CALLS, open_call.OPEN)
+    ahead.document(app.router, calls, responses=errors.REFUSALS)
     for module in (people, runners, flights, gates, fleet, admin, placement, pools, hooks,
                    approvals, services, groups, pull, consoles):
         app.include_router(module.router, responses=errors.REFUSALS)
@@ -72,12 +74,8 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(HtmlGuard)  # every HTML answer: the console's CSP and frame headers
     metrics.install(app)  # outermost: counts every answer, 413s included
-    # A claim is answered ahead of the whole stack (a parked one holds no framework frames),
-    # and so are the lease calls every flight makes (renew, facts, hand-back: the framework
-    # cost more than their use cases), and so is a person's open of a flight (the same);
-    # built now, so nothing adds a middleware after this.
-    app.middleware_stack = ClaimRoute(app, LeaseCalls(app, OpenRoute(
-        app, app.build_middleware_stack())))
+    # built now, so nothing adds a middleware after this
+    app.middleware_stack = ahead.Ahead(app, app.build_middleware_stack(), calls)
     return app
 
 

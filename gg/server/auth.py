@@ -10,6 +10,7 @@ from fastapi import Request
 from starlette.requests import HTTPConnection
 
 from gg.control import people, runners
+from gg.control.core import Core
 from gg.domain import tokens
 from gg.domain.people import Person
 from gg.domain.runners import Runner, RunnerIdentity
@@ -25,10 +26,14 @@ def bearer(request: HTTPConnection) -> str | None:  # a request or a websocket
 
 
 async def person(request: Request) -> Person:
-    token = bearer(request)
+    return person_with(request.app.state.core, bearer(request))
+
+
+def person_with(core: Core, token: str | None) -> Person:
+    """The person ``token`` is theirs (:func:`person`, and the open answered ahead)."""
     if token is None:
         raise Unauthorized("sign in first: gg login --server URL --token-file FILE")
-    return people.authenticate_person(request.app.state.core, token)
+    return people.authenticate_person(core, token)
 
 
 async def person_only(request: Request) -> Person:
@@ -52,8 +57,7 @@ async def runner_identity(request: Request) -> RunnerIdentity:
     return runners.authenticate(request.app.state.core, bearer(request))
 
 
-async def runner_handing_back(request: Request) -> RunnerIdentity:
-    """As :func:`runner_identity`, but a retired runner passes: its hand-back of a flight it
+def runner_handing_back(core, token: str | None) -> RunnerIdentity:
+    """As ``runners.authenticate``, but a retired runner passes: its hand-back of a flight it
     still holds acknowledges the stop (the use case refuses it anything else)."""
-    return runners.authenticate(request.app.state.core, bearer(request),
-                                retired_may_hand_back=True)
+    return runners.authenticate(core, token, retired_may_hand_back=True)

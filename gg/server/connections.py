@@ -45,6 +45,7 @@ from typing import Callable
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from gg.error_codes import ErrorCode
 from gg.server.one_send import OneSend
 
 try:  # uvicorn[standard]: the C parser and loop; pure-Python ones otherwise
@@ -294,8 +295,8 @@ def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
     return Bounded
 
 
-_LATE_BODY_TEXT = (b'{"error": {"code": "request_timeout", "message": "the request body did not '
-                   b'arrive in time (GG_BODY_TIMEOUT)"}}')
+_LATE_BODY_TEXT = ('{"error": {"code": "%s", "message": "the request body did not arrive in time '
+                   '(GG_BODY_TIMEOUT)"}}' % ErrorCode.REQUEST_TIMEOUT).encode()
 _LATE_BODY = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
               b"connection: close\r\ncontent-length: " + str(len(_LATE_BODY_TEXT)).encode()
               + b"\r\n\r\n" + _LATE_BODY_TEXT)

@@ -11,14 +11,17 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gg.api.schemas import ErrorAnswer
+from gg.error_codes import ErrorCode
 from gg.errors import GGError
 from gg.store.faults import fault, fault_types
 
 log = logging.getLogger("gg.server")
 
-_STATUS_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-                 405: "method_not_allowed", 409: "conflict", 413: "too_large",
-                 415: "unsupported_media_type", 422: "invalid_request", 429: "too_many_requests"}
+_STATUS_CODES = {400: ErrorCode.BAD_REQUEST, 401: ErrorCode.UNAUTHORIZED,
+                 403: ErrorCode.FORBIDDEN, 404: ErrorCode.NOT_FOUND,
+                 405: ErrorCode.METHOD_NOT_ALLOWED, 409: ErrorCode.CONFLICT,
+                 413: ErrorCode.TOO_LARGE, 415: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+                 422: ErrorCode.INVALID_REQUEST, 429: ErrorCode.TOO_MANY_REQUESTS}
 
 
 def error_body(code: str, message: str) -> dict:
@@ -53,7 +56,7 @@ def crash_response(exc: Exception, method: str, path: str) -> JSONResponse:
                     str(exc).strip().splitlines()[0] if str(exc).strip() else "")
         return error_response(found.status, found.code, found.message)
     log.error("internal error on %s %s: %s", method, path, type(exc).__name__, exc_info=exc)
-    return error_response(500, "internal", "the control plane hit an internal error")
+    return error_response(500, ErrorCode.INTERNAL, "the control plane hit an internal error")
 
 
 def install(app: FastAPI) -> None:
@@ -64,11 +67,11 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
-        return error_response(400, "invalid_request", _validation_message(exc))
+        return error_response(400, ErrorCode.INVALID_REQUEST, _validation_message(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
-        code = _STATUS_CODES.get(exc.status_code, "error")
+        code = _STATUS_CODES.get(exc.status_code, ErrorCode.ERROR)
         message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
         return error_response(exc.status_code, code, message)
 

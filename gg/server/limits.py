@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gg.error_codes import ErrorCode
+
 import json
 
 from starlette.exceptions import HTTPException
@@ -27,9 +29,10 @@ class BodyLimit:
                 try:
                     declared = int(value)
                 except ValueError:
-                    return await _refuse(send, 400, "bad_request", "Content-Length is not a number")
+                    return await _refuse(send, 400, ErrorCode.BAD_REQUEST,
+                                         "Content-Length is not a number")
                 if declared > self.max_bytes:
-                    return await _refuse(send, 413, "too_large", self._message())
+                    return await _refuse(send, 413, ErrorCode.TOO_LARGE, self._message())
         seen = 0
 
         async def limited_receive():

@@ -35,6 +35,7 @@ from gg.domain import pull as rules
 from gg.domain.identity import key_fingerprint
 from gg.domain.people import Person
 from gg.domain.runners import Runner
+from gg.error_codes import ErrorCode
 from gg.errors import GGError
 
 log = logging.getLogger("gg.server")
@@ -46,7 +47,7 @@ class PullFailed(GGError):
     """A listening runner could not be reached, or its answer was not its own."""
 
     status = 409
-    code = "runner_unreachable"
+    code = ErrorCode.RUNNER_UNREACHABLE
 
 
 class Link:

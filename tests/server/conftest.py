@@ -33,3 +33,17 @@ def client(tmp_path, clock, settings, store_url):
         yield c
     if store_url:
         store.close()
+
+
+@pytest.fixture
+def framework(client) -> TestClient:
+    """The app's own stack, without the calls answered ahead of it (gg/server/ahead.py): a
+    request sent here meets the routes those calls are documented by."""
+    app = client.app
+    inner = app.middleware_stack.inner
+
+    async def stack(scope, receive, send):
+        scope["app"] = app
+        await inner(scope, receive, send)
+
+    return TestClient(stack)

@@ -8,7 +8,6 @@ import gc
 import threading
 
 import pytest
-from fastapi.testclient import TestClient
 from starlette.requests import Request
 
 from gg.settings import Settings
@@ -33,21 +32,8 @@ def _runner(client, name: str) -> str:
     return credential
 
 
-def _framework(client) -> TestClient:
-    """The app's own stack, without the claim route in front of it."""
-    app = client.app
-    inner = app.middleware_stack.inner
-
-    async def stack(scope, receive, send):
-        scope["app"] = app
-        await inner(scope, receive, send)
-
-    return TestClient(stack)
-
-
-def test_every_refusal_is_the_apps_own_answer(client):
+def test_every_refusal_is_the_apps_own_answer(client, framework):
     credential = _runner(client, "r")
-    framework = _framework(client)
     good = auth(credential) | JSON
     asked = [
         ({}, b'{"wait": 0}'),  # no credential
@@ -85,8 +71,7 @@ def _shape(value):
     return type(value).__name__
 
 
-def test_answers_are_serialised_as_the_route_serialises_them(client):
-    framework = _framework(client)
+def test_answers_are_serialised_as_the_route_serialises_them(client, framework):
     runners = [_runner(client, name) for name in ("a", "b")]
     # The app's stack first: the dispatcher keeps the loop of the last claim it saw, and the
     # drain below must reach the client's.

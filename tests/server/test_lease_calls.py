@@ -5,10 +5,7 @@ answer is the route's."""
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
-from gg.server.claims import ClaimRoute
-from gg.server.lease_calls import LeaseCalls
 from gg.settings import Settings
 from support import auth, http_proof
 
@@ -30,20 +27,6 @@ def _runner(client, name: str) -> str:
     return credential
 
 
-def _framework(client) -> TestClient:
-    """The app's own stack, without the routes answered ahead of it."""
-    app = client.app
-    assert isinstance(app.middleware_stack, ClaimRoute)
-    assert isinstance(app.middleware_stack.inner, LeaseCalls)
-    inner = app.middleware_stack.inner.inner
-
-    async def stack(scope, receive, send):
-        scope["app"] = app
-        await inner(scope, receive, send)
-
-    return TestClient(stack)
-
-
 def _flying(client, credential: str) -> str:
     flight = client.post("/v1/flights", json={"command": ["true"]}, headers=auth(client.owner))
     claimed = client.post("/v1/runner/claim", json={"wait": 0}, headers=auth(credential))
@@ -57,10 +40,9 @@ def _same(ours, theirs, what):
         (theirs.status_code, theirs.content, dict(theirs.headers)), what
 
 
-def test_every_refusal_before_the_use_case_is_the_apps_own_answer(client):
+def test_every_refusal_before_the_use_case_is_the_apps_own_answer(client, framework):
     credential = _runner(client, "r")
     flight = _flying(client, credential)
-    framework = _framework(client)
     good = auth(credential) | JSON
     for call, body in (("renew", b'{"epoch": 1}'), ("facts", b'{"epoch": 1, "facts": [{"kind": "output"}]}'),
                        ("hand-back", b'{"epoch": 1, "outcome": "landed"}')):
@@ -97,9 +79,8 @@ def test_every_refusal_before_the_use_case_is_the_apps_own_answer(client):
         assert client.get(path).status_code == 405  # another method: the app's
 
 
-def test_a_stale_epoch_is_refused_exactly_as_the_route_refused_it(client, clock):
+def test_a_stale_epoch_is_refused_exactly_as_the_route_refused_it(client, clock, framework):
     a, b = _runner(client, "a"), _runner(client, "b")
-    framework = _framework(client)
     flight = _flying(client, a)
     clock.advance(61)  # a's lease ran out: the flight goes to b at epoch 2
     for credential in (a, b):
@@ -123,8 +104,7 @@ def test_a_stale_epoch_is_refused_exactly_as_the_route_refused_it(client, clock)
     assert all(f["epoch"] == 2 or f["kind"] == "expired" for f in facts)
 
 
-def test_answers_are_the_routes_own_and_counted_under_their_templates(client):
-    framework = _framework(client)
+def test_answers_are_the_routes_own_and_counted_under_their_templates(client, framework):
     answers = {}
     for who in ("ours", "theirs"):
         http = client if who == "ours" else framework
@@ -161,11 +141,10 @@ def test_answers_are_the_routes_own_and_counted_under_their_templates(client):
     assert any("{flight_id}" in line and 'status="200"' in line for line in metrics), metrics
 
 
-def test_a_hand_back_asking_for_the_next_flight_carries_it_in_its_answer(client):
+def test_a_hand_back_asking_for_the_next_flight_carries_it_in_its_answer(client, framework):
     """``claim_next``: the slot the flight frees is filled at once, in the hand-back's own
     answer (one request a flight fewer); nothing ready, a repeat, a draining runner or a
     retired runner's last word get no next flight. The ahead route and the app agree."""
-    framework = _framework(client)
     for who in ("ours", "theirs"):
         http = client if who == "ours" else framework
         credential = _runner(client, who)

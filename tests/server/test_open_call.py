@@ -4,11 +4,7 @@ is the app's own answer byte for byte, and every answer is the route's."""
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
-from gg.server.claims import ClaimRoute
-from gg.server.lease_calls import LeaseCalls
-from gg.server.open_call import OpenRoute
 from gg.settings import Settings
 from support import auth, http_proof
 
@@ -18,21 +14,6 @@ JSON = {"content-type": "application/json"}
 @pytest.fixture
 def settings():
     return Settings(dev=True, max_body_bytes=4096, claim_wait=30, lease_ttl=60)
-
-
-def _framework(client) -> TestClient:
-    """The app's own stack, without the routes answered ahead of it."""
-    app = client.app
-    assert isinstance(app.middleware_stack, ClaimRoute)
-    assert isinstance(app.middleware_stack.inner, LeaseCalls)
-    assert isinstance(app.middleware_stack.inner.inner, OpenRoute)
-    inner = app.middleware_stack.inner.inner.inner
-
-    async def stack(scope, receive, send):
-        scope["app"] = app
-        await inner(scope, receive, send)
-
-    return TestClient(stack)
 
 
 def _same(ours, theirs, what):
@@ -45,8 +26,7 @@ def _runner_credential(client) -> str:
                        headers=auth(client.owner)).json()["credential"]
 
 
-def test_every_refusal_before_the_use_case_is_the_apps_own_answer(client):
-    framework = _framework(client)
+def test_every_refusal_before_the_use_case_is_the_apps_own_answer(client, framework):
     removed = client.post("/v1/people", json={"name": "gone"}, headers=auth(client.owner)).json()
     assert client.delete("/v1/people/gone", headers=auth(client.owner)).status_code == 200
     good = auth(client.owner) | JSON
@@ -86,8 +66,7 @@ def test_every_refusal_before_the_use_case_is_the_apps_own_answer(client):
     assert listed == []  # nothing refused was opened
 
 
-def test_a_use_case_refusal_is_answered_in_the_routes_shape(client):
-    framework = _framework(client)
+def test_a_use_case_refusal_is_answered_in_the_routes_shape(client, framework):
     member = client.post("/v1/people", json={"name": "bob"}, headers=auth(client.owner)).json()
     asked = [
         (client.owner, {"command": ["true"], "environment": "nowhere"}),  # not charted
@@ -104,8 +83,7 @@ def test_a_use_case_refusal_is_answered_in_the_routes_shape(client):
     assert client.get("/v1/flights", headers=auth(client.owner)).json()["items"] == []
 
 
-def test_the_answer_is_the_routes_row_and_counted_under_its_path(client):
-    framework = _framework(client)
+def test_the_answer_is_the_routes_row_and_counted_under_its_path(client, framework):
     body = {"command": ["echo", "hi"], "title": "t", "labels": {"os": "linux"},
             "priority": "low", "timeout": 30, "output_limit": 1000}
     ours = client.post("/v1/flights", json=body, headers=auth(client.owner))

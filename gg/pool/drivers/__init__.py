@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from gg.error_codes import ErrorCode
 from gg.errors import GGError
 
 DRIVERS = ("process", "podman", "docker")
@@ -32,7 +33,7 @@ MEMBER_ID = re.compile(r"^m_[0-9a-f]{1,32}$")
 class DriverError(GGError):
     """A driver could not do what it was asked; the message says what and why."""
 
-    code = "driver_failed"
+    code = ErrorCode.DRIVER_FAILED
 
 
 @dataclass(frozen=True)

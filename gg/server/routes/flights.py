@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from gg.api import paths
 from gg.api.events import Event
-from gg.api.flights import EstimateAccuracy, FactsPage, FlightDetail, FlightPage, FlightRow
+from gg.api.flights import EstimateAccuracy, FactsPage, FlightDetail, FlightPage
 from gg.api.schemas import FlightOpen
 from gg.control import answers, flights
 from gg.domain.events import SEQ_MAX
@@ -22,13 +22,6 @@ from gg.server.json_body import JsonRoute
 router = APIRouter(route_class=JsonRoute)
 Wait = Annotated[float, Query(ge=0, le=60)]
 After = Annotated[int, Query(ge=0, le=SEQ_MAX)]  # a seq: an event's or a fact's
-
-
-@router.post(paths.FLIGHTS, status_code=201, response_model=FlightRow)
-async def open_flight(body: FlightOpen, request: Request,
-                      person: Person = Depends(auth.person)) -> dict:
-    # Answered ahead of the framework (gg/server/open_call.py); registered for the schema.
-    return await answers.opened(request.app.state.core, person, opening(body))
 
 
 def opening(body: FlightOpen) -> FlightSpec:

@@ -1,26 +1,26 @@
-"""Runner endpoints: registration, check-in, claim (long-poll), leases, goodbye; listings."""
+"""Runner endpoints: registration, check-in, goodbye, credentials; listings.
+
+The claim (long-poll) and the lease calls are answered ahead of the framework and
+documented by routes made from the same bodies (``claims.py``, ``lease_calls.py``)."""
 
 from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
 
 from gg.api import paths
 from gg.api.enrolment import MaintenanceReport
-from gg.api.runners import (Challenge, CheckedIn, Claimed, CredentialRenewed, FactsStored,
-                            HandedBack, Instructed, KeyNonce, LeaseRenewed, Registered,
+from gg.api.runners import (Challenge, CheckedIn, CredentialRenewed, KeyNonce, Registered,
                             RunnerDetail, RunnerRow)
-from gg.api.schemas import (CheckIn, Claim, CredentialRenew, HandBack, KeyNonceAsk, Ok, Renew,
-                            Report, RunnerRegister)
-from gg.control import answers, key_proof, leases, runners
+from gg.api.schemas import (CheckIn, CredentialRenew, KeyNonceAsk, Ok, RunnerRegister)
+from gg.control import answers, key_proof, runners
 from gg.domain.people import Person
 from gg.domain.runners import Runner, RunnerIdentity
 from gg.errors import BadRequest, TooManyRequests
 from gg.server import auth
 from gg.server.json_body import JsonRoute
-from gg.server.lease_calls import handed_back
 
 router = APIRouter(route_class=JsonRoute)
 
@@ -83,52 +83,6 @@ def _maintenance(report: dict) -> MaintenanceReport:
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()))
         raise BadRequest(f"maintenance.{where}: {first.get('msg', 'is not valid')}") from None
-
-
-@router.post(paths.RUNNER_CLAIM, response_model=Claimed | Instructed,
-             responses={204: {"description": "nothing for you"}})
-async def claim(body: Claim, request: Request,
-                runner: RunnerIdentity = Depends(auth.runner_identity)):
-    core = request.app.state.core
-    heartbeat = body.readings is not None
-    if heartbeat:  # the claim is the runner's check-in; it may be told something at once
-        told = runners.heartbeat(core, runner, readings=body.readings, free_slots=body.free_slots,
-                                 peer_address=request.client.host if request.client else None,
-                                 stated_policy=body.policy)
-        if told is not None and body.free_slots > 0:
-            request.app.state.dispatcher.release(runner.id)  # its older parked claim, if any
-            return answers.instructed(told)
-    got = await request.app.state.dispatcher.claim(runner.id, body.free_slots,
-                                                   answers.claim_wait(core, body.wait),
-                                                   instructable=heartbeat,
-                                                   parked_on=request.scope)
-    if isinstance(got, str):
-        return answers.instructed(got)
-    answer = answers.claimed(core, runner, got)
-    return Response(status_code=204) if answer is None else answer
-
-
-@router.post(paths.LEASE_RENEW, response_model=LeaseRenewed)
-async def renew(flight_id: str, body: Renew, request: Request,
-                runner: RunnerIdentity = Depends(auth.runner_identity)) -> dict:
-    return await request.app.state.core.run(leases.renew, runner, flight_id, body.epoch)
-
-
-@router.post(paths.LEASE_FACTS, response_model=FactsStored)
-async def report(flight_id: str, body: Report, request: Request,
-                 runner: RunnerIdentity = Depends(auth.runner_identity)) -> dict:
-    facts = [f.model_dump() for f in body.facts]
-    # Output facts need not survive a power cut: their group may skip the fsync (a process
-    # crash loses nothing); the hand-back's durable commit covers them on disk.
-    return await request.app.state.core.run(leases.report, runner, flight_id, epoch=body.epoch,
-                                            facts=facts, durable=False)
-
-
-@router.post(paths.LEASE_HAND_BACK, response_model=HandedBack)
-async def hand_back(flight_id: str, body: HandBack, request: Request,
-                    runner: RunnerIdentity = Depends(auth.runner_handing_back)) -> dict:
-    return await handed_back(request.app.state.core, request.app.state.dispatcher, runner,
-                             flight_id, body)
 
 
 @router.post(paths.RUNNER_GOODBYE, response_model=Ok)
