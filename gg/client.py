@@ -35,8 +35,8 @@ import json as _json
 import random
 import sys
 import threading
-import urllib.parse
 import time
+import urllib.parse
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
@@ -75,20 +75,20 @@ def _lazy(name: str) -> Any:
 # The wire modules, loaded on first use at run time; the type checker reads them as they are.
 if TYPE_CHECKING:
     from gg import keys
+    from gg.api import approvals as ap
+    from gg.api import consoles as co
     from gg.api import enrolment as e
     from gg.api import events as ev
     from gg.api import flights as f
     from gg.api import gates as g
+    from gg.api import groups as gr
     from gg.api import hooks as h
     from gg.api import people as pe
     from gg.api import placement as pl
     from gg.api import pools as po
     from gg.api import runners as r
     from gg.api import schemas as s
-    from gg.api import approvals as ap
-    from gg.api import groups as gr
     from gg.api import services as sv
-    from gg.api import consoles as co
 else:
     keys = _lazy("gg.keys")
     e = _lazy("gg.api.enrolment")

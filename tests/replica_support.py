@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gg.client import Client
 from gg.launch import LocalRunner, LocalServer, free_port, gg_argv, sign_in
+
 from support import WireJson
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from gg.client import Client, Unreachable, same_control_plane
 from gg.launch import LocalRunner, LocalServer, free_port, gg_argv
+
 from support import FAST, Fleet, wait_until
 
 

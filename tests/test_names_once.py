@@ -11,9 +11,9 @@ import ast
 from pathlib import Path
 
 import gg
-from gg.error_codes import ErrorCode
 from gg.domain.flights import Stage
 from gg.domain.runners import HealthState, Liveness
+from gg.error_codes import ErrorCode
 from gg.runner.loop import Runner, RunnerOptions
 from gg.settings import Settings
 

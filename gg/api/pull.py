@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-from gg.api.runners import CheckedIn, Claimed, LeaseRenewed
 from gg.api.paths import RUNNER_ATTACH  # noqa: F401 - gg runner attach (admin)
+from gg.api.runners import CheckedIn, Claimed, LeaseRenewed
 from gg.api.schemas import Answer, CheckIn, Fact, HandBack, Request
 
 # http(s)://, a host name or address (IPv6 in brackets), an optional port, a printable path

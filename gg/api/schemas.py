@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
-
 from pydantic_core import PydanticCustomError
 
 from gg.domain.flight_spec import NOTE_MAX, note_problem

@@ -5,14 +5,21 @@ from __future__ import annotations
 import shlex
 import sys
 import time
-from typing import List, Optional
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from gg.cli.context import (CliError, ago, client, console, emit_json, parse_labels, state,
-                            table, words)
+from gg.cli.context import (
+    CliError,
+    ago,
+    client,
+    console,
+    emit_json,
+    parse_labels,
+    state,
+    table,
+    words,
+)
 from gg.cli.exits import Exit
 from gg.client import RETRY_FOLLOW, WAITING_POLL
 from gg.domain.flights import Priority, Stage

@@ -12,8 +12,19 @@ import typer
 
 from gg import config
 from gg.api.pools import Pool
-from gg.cli.context import (CliError, ago, client, console, emit_json, run_until_signalled,
-                            say, server_url, settings, short, table)
+from gg.cli.context import (
+    CliError,
+    ago,
+    client,
+    console,
+    emit_json,
+    run_until_signalled,
+    say,
+    server_url,
+    settings,
+    short,
+    table,
+)
 from gg.cli.context import state as coloured
 from gg.cli.exits import Exit
 from gg.domain.runners import Liveness

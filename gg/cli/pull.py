@@ -9,8 +9,7 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import (CliError, client, emit_json, parse_labels, run_until_signalled,
-                            say)
+from gg.cli.context import CliError, client, emit_json, parse_labels, run_until_signalled, say
 from gg.cli.exits import Exit
 from gg.cli.runners import runner_app
 

@@ -11,8 +11,20 @@ from typing import Optional
 import typer
 
 from gg import config
-from gg.cli.context import (CliError, ago, client, console, emit_json, parse_labels,
-                            run_until_signalled, say, server_url, settings, state, table)
+from gg.cli.context import (
+    CliError,
+    ago,
+    client,
+    console,
+    emit_json,
+    parse_labels,
+    run_until_signalled,
+    say,
+    server_url,
+    settings,
+    state,
+    table,
+)
 from gg.cli.exits import Exit
 from gg.domain.runners import Liveness
 

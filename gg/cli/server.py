@@ -12,7 +12,6 @@ import typer
 from gg.cli.context import CliError
 from gg.cli.exits import Exit
 
-
 server_app = typer.Typer(help="The control plane: start it, or look after its store.")
 
 

@@ -11,9 +11,22 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
-from gg.control import (admin, approvals, credentials, enrolment, environments, estimates,
-                        flights, gates, labels, maintenance, people, retention, runners)
-from gg.control import machine_console
+from gg.control import (
+    admin,
+    approvals,
+    credentials,
+    enrolment,
+    environments,
+    estimates,
+    flights,
+    gates,
+    labels,
+    machine_console,
+    maintenance,
+    people,
+    retention,
+    runners,
+)
 from gg.control.core import Core
 from gg.control.people import public_person
 from gg.control.views import flight_for_runner, runner_view, runners_view

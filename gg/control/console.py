@@ -10,9 +10,8 @@ from __future__ import annotations
 from gg.control import approvals as approval_ops
 from gg.control import flights, gates, people
 from gg.control.core import Core
-from gg.domain import approvals
+from gg.domain import approvals, tokens
 from gg.domain import console as rules
-from gg.domain import tokens
 from gg.domain.events import EventKind
 from gg.domain.flights import Stage
 from gg.domain.people import Person

@@ -20,13 +20,13 @@ import re
 from gg import keys
 from gg.control import key_proof, profiles
 from gg.control.core import Core
-from gg.control.runners import build_skew, refuse_taken_name, upsert_runner
 from gg.control.people import require_admin
-from gg.domain import tokens
+from gg.control.runners import build_skew, refuse_taken_name, upsert_runner
 from gg.domain import groups as group_rules
-from gg.domain.groups import DEFAULT_GROUP
+from gg.domain import tokens
 from gg.domain.enrolment import MAX_TTL, MAX_USES, EnrolToken
 from gg.domain.events import EventKind
+from gg.domain.groups import DEFAULT_GROUP
 from gg.domain.people import Person
 from gg.domain.pools import MEMBER_KIND
 from gg.domain.runners import OWNERSHIPS, Runner

@@ -6,9 +6,9 @@ from dataclasses import fields, replace
 
 from gg.control import approvals as approval_ops
 from gg.control import attended as attended_ops
+from gg.control import environments as environment_ops
 from gg.control import estimates as estimate_ops
 from gg.control import groups as group_ops
-from gg.control import environments as environment_ops
 from gg.control import leases as lease_ops
 from gg.control import pool_look
 from gg.control import runners as runner_ops
@@ -16,11 +16,11 @@ from gg.control import services as service_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
 from gg.domain import approvals, fitness, output, paging, services, specs, timeouts, tokens
+from gg.domain.console import may_cancel
+from gg.domain.events import EventKind
 from gg.domain.flight_spec import FlightSpec
 from gg.domain.flights import Event, Flight, Priority, Stage, opened, priority_refusal
-from gg.domain.events import EventKind
 from gg.domain.matching import Seat, seat
-from gg.domain.console import may_cancel
 from gg.domain.people import Person
 from gg.domain.waiting import Context, OpenGate, Waiting, why_ended, why_waiting
 from gg.errors import BadRequest, Forbidden, NotFound

@@ -13,8 +13,8 @@ from typing import Callable
 from gg.control.core import Core
 from gg.control.lifecycle import move
 from gg.domain import tokens
-from gg.domain.flights import Event, Stage
 from gg.domain.events import EventKind
+from gg.domain.flights import Event, Stage
 from gg.domain.gates import CLEARERS, STATUSES, Gate, refusal_to_clear
 from gg.domain.people import Person
 from gg.errors import BadRequest, Forbidden, NotFound

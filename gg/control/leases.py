@@ -24,6 +24,7 @@ from gg.domain.matching import Assignment, Seat, assign, seat
 from gg.domain.runners import AdminState, Runner, RunnerIdentity, after_lease_ended
 from gg.errors import BadRequest, GGError
 
+
 def expire_due(core: Core, now: float) -> int:
     """Record every lease past its expiry (clock comparison; no timer decides this), and
     every attended flight nobody took by its deadline."""

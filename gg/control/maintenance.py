@@ -25,11 +25,11 @@ from gg.control import gates
 from gg.control.core import CONTROL_PLANE, Core
 from gg.control.lifecycle import move
 from gg.domain import tokens
+from gg.domain.enrolment import expected_items, refs_digest
+from gg.domain.events import EventKind
 from gg.domain.flight_spec import FlightSpec
 from gg.domain.flights import Event, Flight, opened
 from gg.domain.gates import Gate
-from gg.domain.enrolment import expected_items, refs_digest
-from gg.domain.events import EventKind
 from gg.domain.profiles import Profile
 from gg.domain.runners import Runner
 

@@ -20,8 +20,7 @@ from typing import Any
 
 from gg.airspace.errors import AirspaceError
 from gg.airspace.profiles import profile_from_mapping
-from gg.control import gates
-from gg.control import health
+from gg.control import gates, health
 from gg.control import labels as label_ops
 from gg.control.core import Core
 from gg.control.people import require_admin

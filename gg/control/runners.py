@@ -15,8 +15,15 @@ from gg.domain import machine_console as console_rules
 from gg.domain.events import EventKind
 from gg.domain.people import Person
 from gg.domain.pools import MEMBER_KIND
-from gg.domain.runners import (AdminState, Instruction, Runner, RunnerIdentity,
-                               instruction_at_claim, is_online, silently_gone)
+from gg.domain.runners import (
+    AdminState,
+    Instruction,
+    Runner,
+    RunnerIdentity,
+    instruction_at_claim,
+    is_online,
+    silently_gone,
+)
 from gg.error_codes import ErrorCode
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Callable
 
 from gg import config
-from gg.client import ApiError, RETRY_GOODBYE, RETRY_STEP, Unreachable
 from gg.api.pools import ActionTaken, MaintainerPlan
+from gg.client import RETRY_GOODBYE, RETRY_STEP, ApiError, Unreachable
 from gg.errors import GGError
 from gg.pool.drivers import Driver, MemberLaunch, make_driver
 from gg.runner.loop import Runner, RunnerExit, RunnerOptions

@@ -19,9 +19,9 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from gg.client import ApiError, Client, RETRY_CALL, RETRY_JOIN, Unreachable
 from gg.api.enrolment import Enrolled
 from gg.api.runners import RunnerProfile
+from gg.client import RETRY_CALL, RETRY_JOIN, ApiError, Client, Unreachable
 from gg.domain.enrolment import refs_digest
 from gg.runner import agents as agent_config
 from gg.runner import maintenance

@@ -54,22 +54,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gg.client import ApiError, Client, RETRY_FLIGHT_MIN, ServerFault, Unreachable
+from gg.api.runners import Claimed, FlightForRunner
+from gg.client import RETRY_FLIGHT_MIN, ApiError, Client, ServerFault, Unreachable
 from gg.domain.flights import Outcome
-from gg.domain.timeouts import timed_out_reason
+from gg.domain.health import FLIGHTS_AS_ROOT
 from gg.domain.leases import stop_margin
 from gg.domain.output import TRUNCATED
-from gg.api.runners import Claimed, FlightForRunner
-from gg.domain.health import FLIGHTS_AS_ROOT
-from gg.runner import flight_identity, isolation, repository
+from gg.domain.timeouts import timed_out_reason
 from gg.refusals import FlightEnded, OutputCapped, RunnerRetired
-from gg.runner.flight_identity import (FlightIdentities, Identity, IdentityRangeError,
-                                       runs_as_root)
+from gg.runner import flight_identity, isolation, repository
 from gg.runner.alarm import ALARM
-from gg.runner.launching import (LAUNCHER, SPAWNER, WATCHDOG, LaunchedProcess, kill_tree,
-                                 signal_group)
-from gg.settings import DEFAULTS
+from gg.runner.flight_identity import FlightIdentities, Identity, IdentityRangeError, runs_as_root
+from gg.runner.launching import (
+    LAUNCHER,
+    SPAWNER,
+    WATCHDOG,
+    LaunchedProcess,
+    kill_tree,
+    signal_group,
+)
 from gg.runner.started import PendingStarted
+from gg.settings import DEFAULTS
 
 FLUSH_EVERY = 0.2
 FLUSH_BYTES = 32_000

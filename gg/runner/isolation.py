@@ -57,9 +57,18 @@ from gg.domain.health import FLIGHTS_AS_ROOT, first_missing
 from gg.domain.policy import Policy
 from gg.runner import flight_identity as identities
 from gg.runner import socket_activation
-from gg.runner.flight_env import (ENVIRONMENT_FILE, HANDED_FD, after_drop, before_drop,
-                                  bound_file, environment_file, handed_env, runner_env,
-                                  sourcing, write_private)
+from gg.runner.flight_env import (
+    ENVIRONMENT_FILE,
+    HANDED_FD,
+    after_drop,
+    before_drop,
+    bound_file,
+    environment_file,
+    handed_env,
+    runner_env,
+    sourcing,
+    write_private,
+)
 from gg.runner.flight_identity import Identity
 from gg.trees import recorded as recorded_trees
 

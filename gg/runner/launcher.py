@@ -69,6 +69,8 @@ The standard library only: the runner runs it by path
 
 from __future__ import annotations
 
+# The signal module's C half: the same functions and numbers, without the enum classes.
+import _signal as signal
 import ctypes
 import importlib.util
 import marshal
@@ -77,9 +79,6 @@ import select
 import socket
 import sys
 import time
-
-# The signal module's C half: the same functions and numbers, without the enum classes.
-import _signal as signal
 
 PR_SET_PDEATHSIG = 1
 KEYCTL_JOIN_SESSION_KEYRING = 1

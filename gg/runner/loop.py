@@ -23,18 +23,31 @@ from typing import Callable
 
 from gg import __version__, keys
 from gg.api.runners import CheckedIn, Claimed, Instructed
-from gg.client import (BACKOFF_BASE, BACKOFF_CAP, RETRY_CALL, RETRY_FOREVER, RETRY_GOODBYE,
-                       RETRY_JOIN, RETRY_REFRESH, RETRY_RELEASE, RETRY_STEP, ApiError, Client,
-                       ServerFault, Unreachable, same_control_plane)
+from gg.client import (
+    BACKOFF_BASE,
+    BACKOFF_CAP,
+    RETRY_CALL,
+    RETRY_FOREVER,
+    RETRY_GOODBYE,
+    RETRY_JOIN,
+    RETRY_REFRESH,
+    RETRY_RELEASE,
+    RETRY_STEP,
+    ApiError,
+    Client,
+    ServerFault,
+    Unreachable,
+    same_control_plane,
+)
 from gg.domain.flights import Outcome
-from gg.domain.identity import key_fingerprint
 from gg.domain.health import effective_workers
+from gg.domain.identity import key_fingerprint
 from gg.domain.policy import Policy
 from gg.domain.runners import AdminState, Instruction, policy_digest
 from gg.refusals import RunnerRetired
 from gg.runner import capabilities, inventory
-from gg.runner.console import Consoles
 from gg.runner.connection import ConnectionLog
+from gg.runner.console import Consoles
 from gg.runner.fleet import FleetState, enrol
 from gg.runner.flight import STOP_GRACE, FlightRun, Lease, fly_saying
 from gg.runner.flight_identity import FlightIdentities, flight_range, runs_as_root

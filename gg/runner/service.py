@@ -49,9 +49,15 @@ from pathlib import Path
 from gg.domain import services
 from gg.runner import isolation, socket_activation
 from gg.runner.launching import LAUNCHER, LaunchedProcess, kill_tree, signal_group
-from gg.runner.service_ports import (NotTheGeneration, connect_own_socket, foreign,
-                                     generation_port, listen_exclusively, listeners,
-                                     socket_inodes)
+from gg.runner.service_ports import (
+    NotTheGeneration,
+    connect_own_socket,
+    foreign,
+    generation_port,
+    listen_exclusively,
+    listeners,
+    socket_inodes,
+)
 
 POLL = 0.1  # seconds between looks at the processes, the readiness and the spec
 READY_CHECK_TIMEOUT = 5.0  # one --ready-cmd run, or one connection attempt, at most

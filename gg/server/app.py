@@ -8,7 +8,7 @@ from typing import Callable
 
 from fastapi import FastAPI
 
-from gg import __version__
+from gg import __version__, web
 from gg.control import leases as lease_ops
 from gg.control import machine_console
 from gg.control.core import Core
@@ -17,18 +17,31 @@ from gg.server import ahead, claims, errors, lease_calls, liveness, metrics, ope
 from gg.server.dispatch import Dispatcher, Watch
 from gg.server.duties import Duties
 from gg.server.hooks import Outbox
-from gg.server.json_body import JsonRoute
-from gg.server.pull import Poller
 from gg.server.html_guard import HtmlGuard
+from gg.server.json_body import JsonRoute
 from gg.server.limits import BodyLimit
-from gg.server.source_rate import SourceRate
+from gg.server.pull import Poller
 from gg.server.relay import LocalRelay
 from gg.server.replicas import Replicas
-from gg.server.routes import (admin, approvals, consoles, fleet, flights, gates, groups, hooks,
-                              people, placement, pools, pull, runners, services)
+from gg.server.routes import (
+    admin,
+    approvals,
+    consoles,
+    fleet,
+    flights,
+    gates,
+    groups,
+    hooks,
+    people,
+    placement,
+    pools,
+    pull,
+    runners,
+    services,
+)
+from gg.server.source_rate import SourceRate
 from gg.settings import Settings
 from gg.store import Store, hold_data_dir, open_store
-from gg import web
 
 
 def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] = time.time,

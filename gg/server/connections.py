@@ -49,8 +49,8 @@ from gg.error_codes import ErrorCode
 from gg.server.one_send import OneSend
 
 try:  # uvicorn[standard]: the C parser and loop; pure-Python ones otherwise
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as FastProtocol
     import uvloop  # noqa: F401
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as FastProtocol
     LOOP = "uvloop"
 except ImportError:  # pragma: no cover - a bare install
     FastProtocol, LOOP = H11Protocol, "asyncio"

@@ -26,7 +26,6 @@ from gg.control.core import Core
 from gg.errors import TooManyRequests
 from gg.server.connections import ON_LOST
 
-
 _READ = object()  # _arm_expiry_wake: read when the earliest lease is due
 
 

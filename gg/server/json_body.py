@@ -18,7 +18,6 @@ import json
 import math
 from typing import Any
 
-
 from fastapi import Request
 from fastapi.routing import APIRoute
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from gg.error_codes import ErrorCode
-
 import json
 
 from starlette.exceptions import HTTPException
+
+from gg.error_codes import ErrorCode
 
 
 class BodyLimit:

@@ -6,7 +6,6 @@ from typing import Collection
 
 from gg.store.db import Database, dumps, loads
 
-
 KEPT_ANSWERS = 10  # a delivery keeps the answers of its last this many attempts
 
 # An undelivered row with no undelivered row of the same flight to the same hook before it.

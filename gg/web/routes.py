@@ -12,8 +12,8 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from gg.control import answers, console, flights, gates, pools
 from gg.domain import console as rules
 from gg.domain.events import SEQ_MAX
-from gg.domain.people import Person
 from gg.domain.flight_spec import FlightSpec
+from gg.domain.people import Person
 from gg.errors import BadRequest, GGError, NotFound, Unauthorized
 from gg.web import guard, render
 

@@ -25,6 +25,7 @@ from gg.api import paths
 from gg.client import Client
 from gg.launch import LocalRunner
 from gg.proof.invariants import Report, Restart, check
+
 from support import FAST, Fleet, WireJson, wait_until
 
 LEASE_TTL = float(FAST["GG_LEASE_TTL"])

@@ -21,6 +21,7 @@ from pathlib import Path
 from gg.api import paths
 from gg.client import Client
 from gg.proof.invariants import Report, check_postgresql
+
 from replica_support import ReplicaSet
 from support import FAST, wait_until
 

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from gg.proof.invariants import Restart, check
+
 from support import FAST, Fleet, auth, http_proof, wait_until
 
 OPENERS = 4

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from chaos.driver import Chaos, Plan, landing_output
+
 from pg_support import fleet_store
 
 SEED = int(os.environ.get("GG_CHAOS_SEED", "20261129"))

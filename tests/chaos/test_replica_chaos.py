@@ -7,7 +7,6 @@ is recorded twice. ``--runslow`` runs a larger one."""
 from __future__ import annotations
 
 import pytest
-
 from chaos.driver import landing_output
 from chaos.replica_driver import ReplicaChaos, ReplicaPlan
 

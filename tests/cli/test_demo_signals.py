@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from gg.launch import gg_argv
+
 from support import gone, wait_until
 
 

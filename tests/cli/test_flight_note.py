@@ -9,6 +9,7 @@ import json
 import pytest
 
 from gg.client import ApiError
+
 from support import cli
 
 NOTE = "rebuild after the 2.3 upgrade <b>&</b> ünïcode"

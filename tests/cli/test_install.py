@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from gg.launch import free_port, gg_argv
+
 from support import cli, wait_until
 
 ANALYZE = shutil.which("systemd-analyze")

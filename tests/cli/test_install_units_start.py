@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet_support import apply_and_clear, mint, profile_yaml, write_profile
 from gg.launch import gg_argv
+
+from fleet_support import apply_and_clear, mint, profile_yaml, write_profile
 from support import wait_until
 
 

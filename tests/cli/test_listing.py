@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import gg.client
+
 from support import cli
 
 

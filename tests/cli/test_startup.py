@@ -8,9 +8,9 @@ import os
 import subprocess
 import sys
 
-from gg.cli import app as cli_app  # first: it chooses plain (not Rich) help
-
 import typer  # noqa: E402
+
+from gg.cli import app as cli_app  # first: it chooses plain (not Rich) help
 
 
 def _modules_after(*argv: str, env: dict | None = None) -> list[str]:

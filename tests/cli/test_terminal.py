@@ -13,8 +13,9 @@ import subprocess
 import pexpect
 import pytest
 
-from fleet_support import apply_and_clear, profile_yaml
 from gg.launch import LocalRunner, free_port, gg_argv
+
+from fleet_support import apply_and_clear, profile_yaml
 from support import wait_until
 
 LONG = "runner-with-a-name-longer-than-an-eighty-column-terminal-shows"

@@ -14,6 +14,7 @@ from gg.domain.flight_spec import FlightSpec
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 from gg.settings import Settings
 from gg.store import open_store
+
 from fleet_support import CONFINED
 from support import check_in, new_key, proof
 

@@ -10,6 +10,7 @@ from gg.control import admin, runners
 from gg.control.credential_cache import CredentialCache
 from gg.domain.runners import Runner, RunnerIdentity
 from gg.errors import Forbidden, Unauthorized
+
 from support import new_key, proof
 
 

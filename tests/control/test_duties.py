@@ -7,6 +7,7 @@ from gg.control import duties, flights, leases
 from gg.control.core import Core
 from gg.domain.flight_spec import FlightSpec
 from gg.store import open_store
+
 from support import make_runner
 
 STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores

@@ -7,8 +7,8 @@ import pytest
 from gg.airspace.errors import AirspaceError
 from gg.control import environments, flights, gates, labels, leases
 from gg.domain.flight_spec import FlightSpec
-from gg.errors import BadRequest, Conflict, Forbidden
 from gg.domain.meanings import MeaningError
+from gg.errors import BadRequest, Conflict, Forbidden
 
 from placement_support import LINUX, charted, runner
 from support import check_in

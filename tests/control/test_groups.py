@@ -8,6 +8,7 @@ from gg.control import flights, groups, leases
 from gg.domain.flight_spec import FlightSpec
 from gg.errors import Conflict, Forbidden
 from gg.store import open_store
+
 from support import check_in, make_runner
 
 STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores

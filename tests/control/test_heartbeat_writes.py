@@ -12,8 +12,8 @@ import pytest
 from gg.control import leases as lease_ops
 from gg.control import runners
 from gg.domain.flight_spec import FlightSpec
-from gg.domain.runners import is_online
-from gg.domain.runners import policy_digest
+from gg.domain.runners import is_online, policy_digest
+
 from support import check_in, make_runner
 
 STORES = ("sqlite", "postgresql")  # the one UPDATE … FROM (VALUES …) runs on both

@@ -9,6 +9,7 @@ from gg.control import machine_console as consoles
 from gg.control import runners
 from gg.domain.runners import Instruction
 from gg.errors import Conflict, Forbidden
+
 from support import check_in, make_runner
 
 STORES = ("sqlite", "postgresql")  # console rows: storage semantics

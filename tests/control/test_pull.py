@@ -16,6 +16,7 @@ from gg.domain.flight_spec import FlightSpec
 from gg.domain.identity import key_fingerprint
 from gg.errors import Conflict, Forbidden
 from gg.store import open_store
+
 from support import make_runner
 
 STORES = ("sqlite", "postgresql")  # the control plane key and pull rows: storage semantics

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from gg.domain.enrolment import (EnrolToken, enrolled_labels, expected_items, refs_digest,
-                                 token_status)
+from gg.domain.enrolment import (
+    EnrolToken,
+    enrolled_labels,
+    expected_items,
+    refs_digest,
+    token_status,
+)
 from gg.domain.profiles import Profile
 
 

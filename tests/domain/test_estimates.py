@@ -7,8 +7,20 @@ from datetime import datetime, timezone
 import pytest
 
 from gg.domain.durations import Summary
-from gg.domain.estimates import (GATED, NOBODY, UNMEASURED, UNWARMED, History, PoolOutlook,
-                                 Queue, expected_start, forecast, moved, next_opening, sentence)
+from gg.domain.estimates import (
+    GATED,
+    NOBODY,
+    UNMEASURED,
+    UNWARMED,
+    History,
+    PoolOutlook,
+    Queue,
+    expected_start,
+    forecast,
+    moved,
+    next_opening,
+    sentence,
+)
 from gg.domain.flights import Flight
 from gg.domain.matching import Seat
 from gg.domain.pool_planner import parse_active_hours

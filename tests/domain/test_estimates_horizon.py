@@ -8,8 +8,7 @@ import random
 from datetime import datetime, timezone
 
 from gg.domain.durations import Summary
-from gg.domain.estimates import (NOBODY, UNMEASURED, UNWARMED, History, PoolOutlook, Queue,
-                                 forecast)
+from gg.domain.estimates import NOBODY, UNMEASURED, UNWARMED, History, PoolOutlook, Queue, forecast
 from gg.domain.flights import Flight
 from gg.domain.groups import Group, Placement
 from gg.domain.matching import Seat, order

@@ -9,6 +9,7 @@ import pytest
 
 from gg.domain.flight_spec import FlightSpec
 from gg.domain.flights import (
+    TRANSITIONS,
     Change,
     Event,
     Fact,
@@ -17,7 +18,6 @@ from gg.domain.flights import (
     IllegalTransition,
     Record,
     Stage,
-    TRANSITIONS,
     opened,
     transition,
 )

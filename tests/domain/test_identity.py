@@ -9,8 +9,15 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from gg import keys
-from gg.domain.identity import (holds_name, key_fingerprint, normalise_fingerprint,
-                                openssh_public_key, skew, skew_pair, skew_warns)
+from gg.domain.identity import (
+    holds_name,
+    key_fingerprint,
+    normalise_fingerprint,
+    openssh_public_key,
+    skew,
+    skew_pair,
+    skew_warns,
+)
 from gg.domain.runners import Runner
 
 from support import new_key

@@ -12,6 +12,7 @@ import time
 import httpx
 
 from gg.launch import gg_argv
+
 from support import new_key, wait_until
 
 RETIRED_SENTENCE = "this runner was retired by an admin; it exits and will not come back"

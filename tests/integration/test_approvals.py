@@ -8,8 +8,9 @@ import json
 
 import httpx
 
-from console_support import form_token
 from gg.client import ApiError
+
+from console_support import form_token
 from support import wait_until
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from gg.launch import LocalRunner, free_port
+
 from pull_support import PullRunner, netns_available
 from support import gone, wait_until
 

@@ -11,6 +11,7 @@ import pexpect
 import psutil
 
 from gg.launch import gg_argv
+
 from support import gone, wait_until
 
 PROMPT = "gg-console> "

@@ -8,9 +8,10 @@ import os
 
 import pexpect
 import psutil
+from integration.test_console import PROMPT, STEP, set_prompt, type_line
 
 from gg.launch import gg_argv
-from integration.test_console import PROMPT, STEP, set_prompt, type_line
+
 from support import wait_until
 
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-import pg_support
 from gg.client import ApiError, Client, Unreachable
 from gg.launch import sign_in, stop_process
+
+import pg_support
 from support import FAST, Fleet, wait_until
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from gg.client import ApiError, Client
 from gg.launch import free_port
+
 from support import wait_until
 
 # Retries in a fraction of a second, so a test waits for them only briefly.

@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from gg.runner.launching import LAUNCHER_DIED
+
 from support import gone, wait_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),

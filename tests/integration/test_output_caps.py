@@ -8,6 +8,7 @@ import json
 import httpx
 
 from gg.launch import LocalServer, free_port
+
 from support import http_proof, wait_until
 
 PRINTED = 50 * 1024 * 1024

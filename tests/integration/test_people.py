@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gg.client import ApiError
 from gg.launch import LocalRunner, sign_in
+
 from support import wait_until
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from gg.launch import gg_argv
 from gg.runner.capabilities import probe
+
 from support import FAST, Fleet, wait_until
 
 CAPS = probe()

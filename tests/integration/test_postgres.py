@@ -11,6 +11,7 @@ import subprocess
 import psycopg
 
 from gg.launch import LocalServer, free_port, gg_argv
+
 from support import wait_until
 
 

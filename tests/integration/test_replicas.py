@@ -13,9 +13,10 @@ import signal
 import threading
 
 import httpx
+from integration.test_hooks import Receiver
 
 from gg.client import Client
-from integration.test_hooks import Receiver
+
 from support import new_key, wait_until
 
 PARKED = {"GG_CHECK_IN_INTERVAL": "120", "GG_CLAIM_WAIT": "120", "GG_OFFLINE_AFTER": "300"}

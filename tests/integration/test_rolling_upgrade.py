@@ -36,6 +36,7 @@ from gg.api import paths
 from gg.launch import LocalServer, sign_in
 from gg.proof.invariants import check_postgresql
 from gg.store.migrations import MIGRATIONS
+
 from replica_support import ReplicaSet
 from support import FAST, wait_until
 

@@ -18,6 +18,7 @@ import pytest
 
 from gg.launch import free_port
 from gg.runner.service_ports import ephemeral_range
+
 from support import wait_until
 
 FAST_SERVICES = {"GG_SERVICE_BACKOFF": "0.1", "GG_SERVICE_BACKOFF_CAP": "1",

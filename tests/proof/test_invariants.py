@@ -17,6 +17,7 @@ from gg.domain.flight_spec import FlightSpec
 from gg.proof.invariants import Restart, check
 from gg.settings import Settings
 from gg.store import open_store
+
 from support import Clock, make_runner
 
 TTL = 60.0

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gg.runner.agents import (AgentError, argv_for, available, load_agents, present,
-                              signed_in)
+from gg.runner.agents import AgentError, argv_for, available, load_agents, present, signed_in
 
 
 def write(state: Path, text: str) -> None:

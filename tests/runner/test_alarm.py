@@ -7,6 +7,7 @@ import threading
 import time
 
 from gg.runner.alarm import Alarm
+
 from support import wait_until
 
 

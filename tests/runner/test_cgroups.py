@@ -13,6 +13,7 @@ import pytest
 
 from gg.runner import cgroups
 from gg.runner.launching import LAUNCHER, WATCHDOG
+
 from support import gone, wait_until
 
 pytestmark = pytest.mark.skipif(cgroups.usable()[0] is None,

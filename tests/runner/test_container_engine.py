@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from gg.runner.isolation import build
+
 from support import flight_workspace, marking_library, run_launch
 
 IMAGE = "localhost/gg-test-busybox:1"

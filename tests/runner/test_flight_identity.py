@@ -14,10 +14,19 @@ import pytest
 
 from gg.runner import flight_identity
 from gg.runner.capabilities import probe
-from gg.runner.flight_identity import (DEFAULT_BASE, DEFAULT_COUNT, FlightIdentities, IdRange,
-                                       Identity, IdentityRangeError, flight_range, parse_range)
+from gg.runner.flight_identity import (
+    DEFAULT_BASE,
+    DEFAULT_COUNT,
+    FlightIdentities,
+    Identity,
+    IdentityRangeError,
+    IdRange,
+    flight_range,
+    parse_range,
+)
 from gg.runner.isolation import build
 from gg.runner.launching import LAUNCHER
+
 from support import FAST, Fleet, flight_workspace, run_launch, wait_until
 
 CAPS = probe()

@@ -9,6 +9,7 @@ import pytest
 
 from gg.client import ApiError, Unreachable
 from gg.runner.pull import Relay
+
 from support import wait_until
 
 

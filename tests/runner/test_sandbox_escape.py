@@ -23,8 +23,9 @@ from gg.pool.drivers.process import ProcessDriver
 from gg.pool.image import build_image
 from gg.runner import isolation
 from gg.runner.capabilities import probe
-from gg.runner.isolation import ENV_HIDE, Launch, build
 from gg.runner.flight_identity import shared
+from gg.runner.isolation import ENV_HIDE, Launch, build
+
 from support import FAST, Fleet, flight_workspace, run_launch, wait_until
 
 CAPS = probe()

@@ -9,6 +9,7 @@ import socket
 import threading
 
 from gg.client import IDLE_KEPT, Client
+
 from support import wait_until
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 from gg.runner.loop import Workers
+
 from support import wait_until
 
 

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from gg.launch import LocalServer, free_port
+
 from support import http_proof
 
 LIMIT = 1_048_576  # the default max body size

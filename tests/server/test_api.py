@@ -8,6 +8,7 @@ import base64
 import pytest
 
 from gg.settings import Settings
+
 from fleet_support import CONFINED
 from support import auth, http_proof, new_key
 

@@ -11,6 +11,7 @@ import pytest
 from starlette.requests import Request
 
 from gg.settings import Settings
+
 from support import auth, http_proof, wait_until
 
 CLAIM = "/v1/runner/claim"

@@ -21,6 +21,7 @@ import pytest
 
 from gg.launch import LocalServer, free_port
 from gg.server.connections import CAP_CEILING, Gate, default_cap, plan_cap
+
 from support import accept_queue, http_proof, wait_until
 
 CAP = 300

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from gg.launch import LocalServer, free_port
+
 from support import http_proof, wait_until
 
 # Within the static cost bound (it assumes 64 tools), yet seconds of CEL for a runner that

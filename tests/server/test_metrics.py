@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gg.settings import Settings
+
 from support import auth, http_proof
 
 

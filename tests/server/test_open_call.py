@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gg.settings import Settings
+
 from support import auth, http_proof
 
 JSON = {"content-type": "application/json"}

@@ -3,7 +3,6 @@ member's code and credential are refused."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from gg.settings import Settings

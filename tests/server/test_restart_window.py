@@ -14,7 +14,6 @@ from gg.store import open_store
 
 from support import check_in, make_runner
 
-
 STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both stores
 
 

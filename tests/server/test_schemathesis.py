@@ -23,6 +23,7 @@ from schemathesis.checks import not_a_server_error, response_schema_conformance
 from schemathesis.core.failures import FailureGroup
 
 from gg.launch import LocalServer, free_port
+
 from support import http_proof
 
 EXAMPLES = 3  # per operation, per mode, per caller: a few hundred requests in all

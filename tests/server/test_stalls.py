@@ -16,6 +16,7 @@ import httpx
 
 from gg import keys
 from gg.launch import LocalServer, free_port
+
 from support import accept_queue, new_key, wait_until
 
 # Each attacker process opens COUNT sockets from SOURCE to the server and sends PAYLOAD on

@@ -26,6 +26,7 @@ from fastapi.testclient import TestClient
 
 from gg import keys
 from gg.settings import Settings
+
 from fleet_support import UI
 from support import Clock, auth, http_proof, new_key, refusal
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, TypeAdapter
 from gg.server.app import create_app
 from gg.settings import Settings
 from gg.store import open_store
+
 from fleet_support import SANDBOX_CAPABILITIES
 from support import http_proof
 

@@ -9,12 +9,13 @@ import re
 
 from fastapi.testclient import TestClient
 
-from console_support import ORIGIN, PAGES, open_flight, page_token, post_form, sign_in
 from gg.control import leases
 from gg.domain import tokens
 from gg.server.app import create_app
 from gg.settings import Settings
 from gg.store import open_store
+
+from console_support import ORIGIN, PAGES, open_flight, page_token, post_form, sign_in
 from support import auth, check_in, make_runner
 
 STORES = ("sqlite", "postgresql")  # sessions and pages read the store: each test runs on both
@@ -165,6 +166,7 @@ def test_a_nul_character_in_what_a_page_is_asked_is_refused_on_both_stores(brows
 
 def test_an_admin_cordons_drains_and_resumes_a_runner_from_the_console(browser, owner, app):
     from gg.control.people import authenticate_person
+
     from support import make_runner
 
     core = app.state.core

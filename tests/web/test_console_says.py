@@ -8,10 +8,11 @@ import re
 
 import pytest
 
-from console_support import ORIGIN, post_form, sign_in
 from gg.control import leases
 from gg.control.people import authenticate_person
 from gg.settings import Settings
+
+from console_support import ORIGIN, post_form, sign_in
 from support import auth, check_in, make_runner
 
 STORES = ("sqlite",)

@@ -6,8 +6,14 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from gg.api import approvals as paths
-from gg.api.approvals import (EnvironmentApproval, EnvironmentApprovalSet, FlightApprove,
-                              FlightReject, Forced, PendingFlight)
+from gg.api.approvals import (
+    EnvironmentApproval,
+    EnvironmentApprovalSet,
+    FlightApprove,
+    FlightReject,
+    Forced,
+    PendingFlight,
+)
 from gg.api.flights import FlightDetail
 from gg.control import answers, pending
 from gg.domain.people import Person

@@ -5,12 +5,21 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from gg.api import paths
-from gg.api.enrolment import (CredentialRefRow, CredentialRefs, CredentialRefsSet, Enrol, Enrolled,
-                              EnrolTokenMinted, EnrolTokenView, ProfileApplied, ProfileApply,
-                              ProfileView, TokenMint)
-from gg.control import answers, enrolment, profiles
-from gg.control import credentials, removals
+from gg.api.enrolment import (
+    CredentialRefRow,
+    CredentialRefs,
+    CredentialRefsSet,
+    Enrol,
+    Enrolled,
+    EnrolTokenMinted,
+    EnrolTokenView,
+    ProfileApplied,
+    ProfileApply,
+    ProfileView,
+    TokenMint,
+)
 from gg.api.schemas import Removed
+from gg.control import answers, credentials, enrolment, profiles, removals
 from gg.control.dry_run import maybe_dry
 from gg.domain.people import Person
 from gg.domain.runners import Runner

@@ -14,8 +14,8 @@ from gg.api.flights import EstimateAccuracy, FactsPage, FlightDetail, FlightPage
 from gg.api.schemas import FlightOpen
 from gg.control import answers, flights
 from gg.domain.events import SEQ_MAX
-from gg.domain.people import Person
 from gg.domain.flight_spec import FlightSpec
+from gg.domain.people import Person
 from gg.server import auth
 from gg.server.json_body import JsonRoute
 

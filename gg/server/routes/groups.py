@@ -5,8 +5,19 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from gg.api import paths
-from gg.api.groups import (AttributeSet, AttributeView, FleetState, GroupChanged, GroupDeleted,
-                           GroupDemand, GroupDetail, GroupSet, GroupView, RunnerMove, RunnerMoved)
+from gg.api.groups import (
+    AttributeSet,
+    AttributeView,
+    FleetState,
+    GroupChanged,
+    GroupDeleted,
+    GroupDemand,
+    GroupDetail,
+    GroupSet,
+    GroupView,
+    RunnerMove,
+    RunnerMoved,
+)
 from gg.control import groups
 from gg.domain.people import Person
 from gg.server import auth

@@ -6,8 +6,15 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 
 from gg.api import placement as paths
 from gg.api.flights import Plan
-from gg.api.placement import (EnvironmentChart, EnvironmentCharted, EnvironmentView, OwnershipSet,
-                              RootApplied, RootApply, RootView)
+from gg.api.placement import (
+    EnvironmentChart,
+    EnvironmentCharted,
+    EnvironmentView,
+    OwnershipSet,
+    RootApplied,
+    RootApply,
+    RootView,
+)
 from gg.api.runners import LabelDispositions, OwnershipChanged
 from gg.api.schemas import Removed
 from gg.control import answers, environments, ownership, plan, removals

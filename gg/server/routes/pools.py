@@ -10,10 +10,26 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from gg.api import paths
-from gg.api.pools import (ActionTaken, Attested, DigestPinned, MaintainerAllowed, MaintainerPlan,
-                          MemberJoined, Pool, Strategy, StrategyApplied)
-from gg.api.schemas import Removed
-from gg.api.schemas import Attestation, MemberJoin, PoolAction, PoolAllow, StrategyApply, StrategyDigest
+from gg.api.pools import (
+    ActionTaken,
+    Attested,
+    DigestPinned,
+    MaintainerAllowed,
+    MaintainerPlan,
+    MemberJoined,
+    Pool,
+    Strategy,
+    StrategyApplied,
+)
+from gg.api.schemas import (
+    Attestation,
+    MemberJoin,
+    PoolAction,
+    PoolAllow,
+    Removed,
+    StrategyApply,
+    StrategyDigest,
+)
 from gg.control import members, pools, removals, strategies
 from gg.control.dry_run import maybe_dry
 from gg.domain.people import Person

@@ -12,9 +12,16 @@ from pydantic import ValidationError
 
 from gg.api import paths
 from gg.api.enrolment import MaintenanceReport
-from gg.api.runners import (Challenge, CheckedIn, CredentialRenewed, KeyNonce, Registered,
-                            RunnerDetail, RunnerRow)
-from gg.api.schemas import (CheckIn, CredentialRenew, KeyNonceAsk, Ok, RunnerRegister)
+from gg.api.runners import (
+    Challenge,
+    CheckedIn,
+    CredentialRenewed,
+    KeyNonce,
+    Registered,
+    RunnerDetail,
+    RunnerRow,
+)
+from gg.api.schemas import CheckIn, CredentialRenew, KeyNonceAsk, Ok, RunnerRegister
 from gg.control import answers, key_proof, runners
 from gg.domain.people import Person
 from gg.domain.runners import Runner, RunnerIdentity
