@@ -46,6 +46,7 @@ from gg.store import Store, hold_data_dir, open_store
 
 def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] = time.time,
                data_dir: Path | None = None) -> FastAPI:
+    errors.quiet_framework_warnings()
     core = Core(store=store, settings=settings, clock=clock)
     core.started_at = core.now()
     core.verdicts.warm()  # a meaning worker, started off the loop before the first check-in

@@ -92,6 +92,14 @@ BODY_ALIAS_WARNING = r"The 'alias' attribute with value 'body' was provided"
 REFUSALS = {"4XX": {"model": ErrorAnswer, "description": "Refused, in the one error shape"}}
 
 
+def quiet_framework_warnings() -> None:
+    """FastAPI names every request body with an alias ("body") that pydantic 2.12+ reports as
+    unused each time it builds a route's validator (when the schema is written, and lazily at
+    the first request a route validates): a warning about FastAPI's own field, nothing of
+    gg's, which put its block in every server log. Ignored for the server's process."""
+    warnings.filterwarnings("ignore", message=BODY_ALIAS_WARNING)
+
+
 def document(app: FastAPI) -> None:
     """The published schema says what is answered: a request that fails validation is
     answered 400 in the one error shape (every operation documents ``4XX``), never 422."""
