@@ -385,7 +385,8 @@ class FlightRun:
         try:
             self.proc = LAUNCHER.start(launch.argv, env=launch.env, cwd=launch.cwd,
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       handed=launch.handed, listening=listening)
+                                       handed=launch.handed, listening=listening,
+                                       cleanup=launch.cleanup)
         except OSError as exc:
             self.proc = SPAWNER.popen(["/bin/sh", "-c", f"echo {_quote(str(exc))} >&2; exit 127"],
                                       cwd=workspace, stdout=subprocess.PIPE,

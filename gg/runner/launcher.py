@@ -74,6 +74,7 @@ import _signal as signal
 import ctypes
 import importlib.util
 import marshal
+import math
 import os
 import select
 import socket
@@ -89,6 +90,7 @@ NO_KEYRINGS = (38, 1)  # ENOSYS: no keyrings in this kernel; EPERM: a seccomp fi
 PARENT_GONE = signal.SIGHUP  # what the kernel sends the launcher when the runner dies
 CHUNK = 32_768  # bytes of a message per packet, well under any socket buffer
 HEADER = 4
+CLEANUP_BOUND = 60.0  # seconds a child's cleanup may run before the launcher kills it
 FDS = 5  # the most descriptors a start carries: 0, 1, 2, what bwrap reads on 3, a socket
 # What the child puts back before exec: the handlers set here, and what Python ignores.
 RESTORED = (signal.SIGCHLD, signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE,
@@ -122,6 +124,10 @@ class Launcher:
         # predecessor's cgroups (which the runner kills)
         self.hierarchy, self.cgroup_base, _ = self.cgroups.find(f"{runner_pid}/{self.me}")
         self.cgroup_of: dict[int, str] = {}  # pid -> its tree's cgroup
+        # pid -> (argv, env): what stops what the child's tree leaves outside its cgroup (a
+        # container, in its engine's cgroups), run when the launcher kills that tree itself
+        self.cleanups: dict[int, tuple[list[str], dict[str, str]]] = {}
+        self.cleaning: dict[int, float] = {}  # a running cleanup's pid -> its kill time
 
     def fresh_keyring(self) -> None:
         """Join a new, empty, anonymous session keyring: the next child starts with it."""
@@ -141,6 +147,7 @@ class Launcher:
         for pid in list(self.children):
             self.signal_group(pid, signal.SIGKILL)
             self.kill_tree(pid)
+            self.clean_up(pid)  # left to finish on its own: the launcher exits next
         if self.cgroup_base is not None:
             self.cgroups.kill(self.hierarchy, self.cgroup_base)
             try:
@@ -158,8 +165,9 @@ class Launcher:
                 self.cgroup_of[pid] = path  # not empty yet: tried again when it is reaped
 
     def watch(self) -> float | None:
-        """Kill the tree of every child whose deadline passed; the milliseconds until the
-        next deadline (None: none)."""
+        """Kill the tree of every child whose deadline passed, and start its cleanup; kill a
+        cleanup that outran its bound. The milliseconds until the next of these (None:
+        none)."""
         now = time.monotonic()
         for pid, when in list(self.deadlines.items()):
             if when <= now:
@@ -167,9 +175,37 @@ class Launcher:
                 if pid in self.children:
                     self.send(("watchdog", pid))
                     self.kill_tree(pid)
-        if not self.deadlines:
+                    self.clean_up(pid)
+        for pid, when in list(self.cleaning.items()):
+            if when <= now:
+                self.cleaning[pid] = math.inf  # killed once; reaped with the others
+                self.signal_group(pid, signal.SIGKILL)
+        times = [t for t in (*self.deadlines.values(), *self.cleaning.values()) if t < math.inf]
+        if not times:
             return None
-        return max(0.0, min(self.deadlines.values()) - time.monotonic()) * 1000
+        return max(0.0, min(times) - time.monotonic()) * 1000
+
+    def clean_up(self, pid: int) -> None:
+        """Start child ``pid``'s cleanup (a container's ``ENGINE rm --force NAME``), if it has
+        one: in a session of its own, with the environment the child started with, on
+        /dev/null. Never waited for here: reaped with the children, killed past
+        ``CLEANUP_BOUND``. The runner's own cleanup, later, finds nothing left to remove."""
+        argv, env = self.cleanups.pop(pid, (None, None))
+        if not argv or env is None:
+            return
+        program = find(argv[0], env)
+        if program is None:
+            return
+        try:
+            self.fresh_keyring()
+            os.chdir("/")
+            cleaner = os.posix_spawn(
+                program, argv, env, setsid=True, setsigdef=RESTORED,
+                file_actions=[(os.POSIX_SPAWN_OPEN, n, os.devnull, os.O_RDWR, 0)
+                              for n in range(3)])
+        except OSError:
+            return
+        self.cleaning[cleaner] = time.monotonic() + CLEANUP_BOUND
 
     def signal_group(self, pid: int, sig: int) -> None:
         """``sig`` to the group child ``pid`` leads; to the child alone while it has not made
@@ -215,15 +251,18 @@ class Launcher:
         return 0
 
     def reap(self) -> None:
-        while self.children:
+        while self.children or self.cleaning:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
+            if self.cleaning.pop(pid, None) is not None:
+                continue  # a cleanup: the runner never heard of it
             self.children.discard(pid)
             self.deadlines.pop(pid, None)
+            self.cleanups.pop(pid, None)  # ended: the runner cleans up after it, as ever
             if pid in self.cgroup_of:  # what is left of its tree goes with it
                 self.kill_tree(pid)
             self.send(("ended", pid, status))
@@ -270,8 +309,9 @@ class Launcher:
                 self.deadlines[pid] = when
             else:
                 self.deadlines.pop(pid, None)
-        elif message[0] == "start":
-            _, ticket, argv, env, cwd = message
+        elif message[0] == "start":  # a runner from before cleanups sends five values
+            _, ticket, argv, env, cwd, *rest = message
+            cleanup = rest[0] if rest else None
             cgroup = self.new_cgroup(ticket)
             try:
                 pid, joined = self.start_in(cgroup, argv, env, cwd, fds)
@@ -279,6 +319,8 @@ class Launcher:
                 self.send(("refused", ticket, f"cannot start a process: {exc.strerror}"))
             else:
                 self.children.add(pid)
+                if cleanup:
+                    self.cleanups[pid] = (list(cleanup), env)
                 if joined:
                     self.cgroup_of[pid] = cgroup
                 self.send(("started", ticket, pid))

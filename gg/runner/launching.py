@@ -180,7 +180,7 @@ class _Channel:
         threading.Thread(target=self._read, name="launcher", daemon=True).start()
 
     def start(self, argv: list[str], env: dict[str, str], cwd: str,
-              fds: list[int]) -> LaunchedProcess:
+              fds: list[int], cleanup: list[str] | None = None) -> LaunchedProcess:
         done, box = threading.Event(), {"argv": argv}
         with self._lock:
             if not self.alive:
@@ -188,7 +188,8 @@ class _Channel:
             ticket = next(self._tickets)
             self._waiting[ticket] = (done, box)
         try:
-            self._send(("start", ticket, list(argv), dict(env), str(cwd)), fds)
+            self._send(("start", ticket, list(argv), dict(env), str(cwd),
+                        list(cleanup) if cleanup else None), fds)
         except OSError:
             with self._lock:
                 self._waiting.pop(ticket, None)
@@ -306,7 +307,8 @@ class Launcher:
               stdin: int | None = None, stdout: int | None = None,
               stderr: int | None = None,
               handed: bytes | None = None,
-              listening: int | None = None) -> LaunchedProcess | subprocess.Popen:
+              listening: int | None = None,
+              cleanup: list[str] | None = None) -> LaunchedProcess | subprocess.Popen:
         """Start ``argv`` in a session and process group of its own, tied to the runner.
 
         ``stdin`` / ``stdout`` / ``stderr``: a file descriptor, or None for /dev/null;
@@ -315,6 +317,9 @@ class Launcher:
         ``--args``, the command's environment kept off ``env`` and every command line).
         ``listening``: a listening socket the child gets next (fd 3, or 4 after ``handed``):
         a service's socket activation (gg.runner.socket_activation); the caller keeps its own.
+        ``cleanup``: an argv the launcher runs (with ``env``) when it kills the tree itself
+        (the watchdog, or the runner gone): ``isolation.Launch.cleanup``, a container's
+        ``ENGINE rm --force NAME``, since the container is not in the tree's cgroup.
         OSError when it cannot be started (the child's own exec error is its output and
         exit status 127, as a shell would say it).
         """
@@ -348,11 +353,11 @@ class Launcher:
             where = os.path.abspath(cwd)  # the launcher's own folder is not the runner's
             channel = self.channel()
             try:
-                proc = channel.start(argv, env, where, fds)
+                proc = channel.start(argv, env, where, fds, cleanup)
             except OSError:
                 if channel.alive:
                     raise
-                proc = self.channel().start(argv, env, where, fds)  # it had just died
+                proc = self.channel().start(argv, env, where, fds, cleanup)  # it had just died
         except BaseException:
             if reader is not None:
                 os.close(reader)

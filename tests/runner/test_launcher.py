@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -279,3 +280,48 @@ def test_what_is_handed_is_read_on_fd_3_and_never_in_the_environment_or_argv():
 def test_a_start_without_anything_handed_has_no_fd_3():
     code, out = _run(["sh", "-c", "test -e /proc/self/fd/3 && echo open || echo closed"])
     assert code == 0 and out.strip() == b"closed"
+
+
+def test_a_child_past_its_kill_deadline_gets_its_cleanup_run_by_the_launcher(tmp_path):
+    """The watchdog kills the child's tree, and then runs its cleanup (a container's
+    ``ENGINE rm --force NAME``: the container is outside that tree), whatever the runner is
+    doing; here the cleanup leaves a marker. A child that ends on its own gets none."""
+    env = {"PATH": os.environ["PATH"]}
+    marker, quiet = tmp_path / "cleaned", tmp_path / "not-cleaned"
+    proc = LAUNCHER.start(["sleep", "600"], env=env, cwd=tmp_path,
+                          cleanup=["sh", "-c", f"echo $PATH > {marker}"])
+    ended = LAUNCHER.start(["true"], env=env, cwd=tmp_path,
+                           cleanup=["sh", "-c", f"echo > {quiet}"])
+    try:
+        assert ended.wait(timeout=30) == 0
+        proc.watch(time.monotonic())  # its deadline: now
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+        wait_until(marker.exists, timeout=10, what="the launcher to run the cleanup")
+        assert marker.read_text() == os.environ["PATH"] + "\n"  # with the child's environment
+        ended.watch(time.monotonic())  # reaped already: nothing to kill, nothing to clean
+        _run(["true"])  # a round trip after it: the launcher has read the deadline
+        assert not quiet.exists()
+    finally:
+        proc.kill()
+
+
+def test_the_launcher_runs_its_childrens_cleanups_when_its_runner_is_killed(tmp_path):
+    marker = tmp_path / "cleaned"
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import signal\n"
+        "from gg.runner.launching import LAUNCHER\n"
+        f"LAUNCHER.start(['sleep', '600'], env=None, cwd='/', "
+        f"cleanup=['sh', '-c', 'echo > {marker}'])\n"
+        "print(LAUNCHER.pid(), flush=True)\n"
+        "signal.pause()\n")], stdout=subprocess.PIPE)
+    try:
+        launcher = int(parent.stdout.readline())
+        assert not marker.exists()
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        wait_until(lambda: gone(launcher) and marker.exists(), timeout=10,
+                   what="the launcher to run the cleanup and exit")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
