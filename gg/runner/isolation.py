@@ -439,6 +439,11 @@ def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
     return argv + ["--remount-ro", "/", "--chdir", str(workspace)]
 
 
+# What makes ``rm --force`` kill at once: podman first sends the stop signal and waits 10 s
+# (a container's PID 1 ignores SIGTERM); docker's kills.
+_NO_WAIT = {"podman": ("--time", "0")}
+
+
 def _container(command: list[str], engine: str, workspace: Path, env: Mapping[str, str],
                cut_net: bool, image: str, name: str, terminal: bool = False,
                drop_to: Identity | None = None, private_root: Path | None = None) -> Launch:
@@ -457,7 +462,8 @@ def _container(command: list[str], engine: str, workspace: Path, env: Mapping[st
     path = write_private(environment_file(passed, unset_path=False), private_root)
     argv += ["--volume", f"{path}:{ENVIRONMENT_FILE}:ro"]
     return Launch(argv=argv + [image, *sourcing(command)], env=runner_env(), cwd=workspace,
-                  cleanup=[engine, "rm", "--force", name], container_name=name,
+                  cleanup=[engine, "rm", "--force", *_NO_WAIT.get(Path(engine).name, ()), name],
+                  container_name=name,
                   private=path.parent)
 
 

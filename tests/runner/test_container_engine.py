@@ -9,10 +9,13 @@ not static cannot run in an image that holds no C library).
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -20,9 +23,10 @@ import pytest
 
 from gg.runner.isolation import build
 
-from support import flight_workspace, marking_library, run_launch
+from support import flight_workspace, marking_library, run_launch, wait_until
 
-IMAGE = "localhost/gg-test-busybox:1"
+# One per test worker: a worker removes the image it made when its tests end.
+IMAGE = f"localhost/gg-test-busybox-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}:1"
 BUSYBOX = Path("/bin/busybox")
 APPLETS = ("sh", "echo", "cat", "env", "true")
 # What this engine is told through the runner's own environment (CONTAINERS_CONF): runc,
@@ -107,3 +111,59 @@ def test_a_flights_ld_preload_reaches_the_containers_command_and_never_the_engin
     assert done.stdout == f"{library}\na=b # c\nd 'e'\n"  # the command got them, as they were
     assert sorted(p.name for p in marks.iterdir()) == []  # podman (host root) never loaded it
     assert not launch.private.exists()
+
+
+# A stand-in for the runner (the same runner-side code, in a process of its own): it starts
+# the container through its launcher, waits until the container's command runs, gives the
+# launcher a kill deadline of now, and freezes itself, as a SIGSTOPped runner would be.
+FROZEN_RUNNER = """
+import json, os, signal, sys, time
+from gg.runner.launching import LAUNCHER, PIPE
+launch = json.loads(open(sys.argv[1]).read())
+proc = LAUNCHER.start(launch["argv"], env=launch["env"], cwd=launch["cwd"], stdout=PIPE,
+                      handed=None, cleanup=launch["cleanup"])
+print(proc.stdout.readline().decode().strip(), flush=True)
+proc.watch(time.monotonic())
+os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+def _running(name: str) -> bool:
+    return name in _podman("ps", "--format", "{{.Names}}").stdout.split()
+
+
+def test_a_frozen_runners_launcher_removes_its_flights_container_at_the_kill_deadline(
+        podman, tmp_path):
+    """The container lives in the engine's cgroups, outside the flight's tree: killing its
+    client leaves it running. The launcher runs the launch's cleanup itself."""
+    name = f"gg-test-{secrets.token_hex(4)}"
+    launch = build(["/bin/sh", "-c", "echo up; while true; do sleep 1; done"],
+                   policy={"isolation": "container", "egress": "none"},
+                   workspace=flight_workspace(tmp_path / "workspace"),
+                   env={"PATH": "/usr/bin:/bin"}, state_dir=tmp_path / "state",
+                   capabilities={"container_engine": podman, "bwrap": None,
+                                 "bwrap_usable": False, "netns": False},
+                   image=IMAGE, container_name=name)
+    given = tmp_path / "launch.json"
+    given.write_text(json.dumps({"argv": launch.argv, "env": launch.env,
+                                 "cwd": str(launch.cwd), "cleanup": launch.cleanup}))
+    runner = subprocess.Popen([sys.executable, "-c", FROZEN_RUNNER, str(given)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert runner.stdout.readline().strip() == "up"
+        wait_until(lambda: runner.poll() is None and _state(runner.pid) == "T",
+                   what="the runner to be frozen")
+        wait_until(lambda: not _running(name), timeout=60,
+                   what="the launcher to remove the container")
+        assert _state(runner.pid) == "T"  # the runner had no part in it
+    finally:
+        runner.send_signal(signal.SIGCONT)
+        runner.kill()
+        runner.wait()
+        _podman("rm", "--force", "--time", "0", name)
+        launch.discard()
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0]

@@ -369,7 +369,7 @@ def test_container_mounts_the_workspace_and_cuts_egress_on_request(egress, offli
     assert argv[argv.index(DEFAULT_IMAGE) + 1:] == sourcing(["make", "test"])
     assert "s3cret" not in " ".join(argv)  # values travel in a bound file, not argv
     assert f"HOME={CONTAINER_WORKSPACE}" in argv
-    assert launch.cleanup == ["podman", "rm", "--force", "gg-f1"]
+    assert launch.cleanup == ["podman", "rm", "--force", "--time", "0", "gg-f1"]
     launch.discard()
 
 
