@@ -30,7 +30,7 @@ socket (:mod:`gg.runner.launching`)::
 - The launcher holds a parent-death signal (``PR_SET_PDEATHSIG``) tied to the runner's
   long-lived spawner thread, and reads the socket: when the runner dies (the signal, or the
   socket's end of file, whichever comes first), the launcher SIGKILLs the process group of
-  every child it has not reaped, then exits. A launcher killed first takes its children
+  every child it has not reaped, starts each one's cleanup (below), then exits. A launcher killed first takes its children
   with it: the runner sees the socket end, SIGKILLs each of their groups, reports those
   flights as killed (``-9``, with a note), and starts a new launcher for the next one.
 - A graceful stop is the runner's: SIGTERM to the group, SIGKILL after its grace, sent
@@ -52,12 +52,22 @@ socket (:mod:`gg.runner.launching`)::
   ``kill`` would, and tells the runner (``watchdog``): a frozen runner (SIGSTOP, a stalled
   VM) cannot renew, and its flights still stop before their leases run out
   (docs/lease-protocol.md, "The runner stops what it cannot renew").
+- A start may carry the child's cleanup, an argv (a container's ``ENGINE rm --force NAME``:
+  a container lives in its engine's cgroups, outside the child's tree). The launcher runs it
+  when it kills that tree on its own, at the watchdog's deadline and when the runner is
+  gone; never for a child that ended otherwise (the runner cleans up after those, as after
+  its own ``kill``). It is spawned, not waited for: in a session of its own, with the
+  environment the child started with, on /dev/null; reaped with the children, and killed
+  if it still runs ``CLEANUP_BOUND`` seconds later (the runner gone, it is left to finish).
+  The runner's own cleanup afterwards finds nothing left, and removes nothing twice.
 
 The wire (``SOCK_SEQPACKET``, values in ``marshal``, the peer being the runner only)::
 
     runner -> launcher   a message of N bytes: first packet = 4-byte N + up to CHUNK bytes
                          (the descriptors ride on it), then packets of the rest
-                         ("start", ticket, argv, env, cwd) + fds 0, 1, 2 [, 3] [, socket]
+                         ("start", ticket, argv, env, cwd, cleanup argv or None)
+                         + fds 0, 1, 2 [, 3] [, socket] (a start without cleanup, of
+                         five values, is read as one with None)
                          ("signal", pid, signal number) · ("kill", pid)
                          ("deadline", pid, monotonic time or None)
     launcher -> runner   ("started", ticket, pid) · ("refused", ticket, message)
