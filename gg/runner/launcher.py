@@ -30,9 +30,10 @@ socket (:mod:`gg.runner.launching`)::
 - The launcher holds a parent-death signal (``PR_SET_PDEATHSIG``) tied to the runner's
   long-lived spawner thread, and reads the socket: when the runner dies (the signal, or the
   socket's end of file, whichever comes first), the launcher SIGKILLs the process group of
-  every child it has not reaped, starts each one's cleanup (below), then exits. A launcher killed first takes its children
-  with it: the runner sees the socket end, SIGKILLs each of their groups, reports those
-  flights as killed (``-9``, with a note), and starts a new launcher for the next one.
+  every child it has not reaped, starts each one's cleanup (below), then exits. A launcher
+  killed first takes its children with it: the runner sees the socket end, SIGKILLs each of
+  their groups, reports those flights as killed (``-9``, with a note), and starts a new
+  launcher for the next one.
 - A graceful stop is the runner's: SIGTERM to the group, SIGKILL after its grace, sent
   through the launcher (``signal``), which signals a group only while its leader is not yet
   reaped, so a recycled pid is never hit. SIGTERM and SIGINT to the launcher itself are
