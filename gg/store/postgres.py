@@ -262,7 +262,17 @@ class PgDatabase(SharedDatabase):
         for attempt in (1, 2):
             try:
                 with self._pool.connection() as conn:
-                    return self._execute(conn, sql, params, rows=rows)
+                    try:
+                        return self._execute(conn, sql, params, rows=rows)
+                    except psycopg.errors.FeatureNotSupported as exc:
+                        # A column another replica's migration added under a statement
+                        # this connection prepared (a rolling upgrade): its prepared
+                        # statements are let go (psycopg forgets them too) and the read is
+                        # asked once more, prepared afresh.
+                        if attempt == 2 or "cached plan" not in str(exc):
+                            raise
+                        conn.rollback()
+                        conn.execute("DEALLOCATE ALL")
             except psycopg.OperationalError as exc:
                 if self._found_away(exc):
                     raise DatabaseUnavailable() from None

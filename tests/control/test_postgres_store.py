@@ -179,6 +179,26 @@ def test_a_connection_the_database_dropped_is_made_again(pg_url):
         store.close()
 
 
+def test_a_read_prepared_before_another_replica_adds_a_column_is_asked_again(pg_url):
+    # A rolling upgrade: the newer replica's migration adds a column to a table this replica
+    # has read often enough for psycopg to prepare the statement on the server; PostgreSQL
+    # then refuses that statement once ("cached plan must not change result type").
+    store = Store(pg_url, pool_size=1)
+    try:
+        write_meta(store, "k", "v")
+        for _ in range(8):  # past psycopg's threshold: prepared on the server
+            assert store.db.one("SELECT * FROM meta WHERE key = ?", ("k",))[1] == "v"
+        with psycopg.connect(pg_url, autocommit=True) as other:
+            other.execute("ALTER TABLE meta ADD COLUMN added_by_a_newer_replica TEXT")
+        try:
+            assert store.db.one("SELECT * FROM meta WHERE key = ?", ("k",))[1] == "v"
+        finally:
+            with psycopg.connect(pg_url, autocommit=True) as other:
+                other.execute("ALTER TABLE meta DROP COLUMN added_by_a_newer_replica")
+    finally:
+        store.close()
+
+
 def test_only_a_transaction_that_says_so_commits_without_waiting_for_the_flush(pg_url):
     store = Store(pg_url, pool_size=1)
     try:

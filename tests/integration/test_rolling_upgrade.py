@@ -35,6 +35,7 @@ import gg.store  # noqa: F401 - imports every module that registers a migration
 from gg.api import paths
 from gg.launch import LocalServer, sign_in
 from gg.proof.invariants import check_postgresql
+from gg.refusals import Internal
 from gg.store.migrations import MIGRATIONS
 
 from replica_support import ReplicaSet
@@ -200,7 +201,10 @@ class Upgrade:
 
     def online(self, *names: str) -> None:
         def listed():
-            rows = {r["name"]: r for r in self.replicas.api(0).runners()}
+            try:
+                rows = {r["name"]: r for r in self.replicas.api(0).runners()}
+            except Internal:  # the previous version, once per statement it had prepared
+                return False  # before this version's migration added a column under it
             return all(n in rows and rows[n]["online"] for n in names)
         wait_until(listed, 60, interval=0.2, what=f"runners {names} online")
 
@@ -211,8 +215,12 @@ class Upgrade:
         return self.replicas.api(replica).flight(flight)["stage"]
 
     def landed(self, flights: list[str], replica: int, what: str) -> None:
-        wait_until(lambda: all(self.stage(f, replica) == "landed" for f in flights), 60,
-                   interval=0.2, what=what)
+        def all_landed() -> bool:
+            try:
+                return all(self.stage(f, replica) == "landed" for f in flights)
+            except Internal:  # as in online(): the previous version's prepared statements
+                return False
+        wait_until(all_landed, 60, interval=0.2, what=what)
 
     def every_pairing(self, runners: list[str], what: str) -> None:
         """A flight for each runner opened through each replica, and one for any runner
