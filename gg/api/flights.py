@@ -50,7 +50,6 @@ class FlightRow(Answer):
     service: dict[str, Any] | None = None  # kind service: its spec (docs/services.md)
     group: str | None = None  # placed in this runner group only
     where: dict[str, str] = {}  # attributes its runner's group must have
-    note: str = ""  # free text from its opener (gg fly --note)
     # what people are shown beside the record
     runner: str | None = None
     runner_name: str | None = None

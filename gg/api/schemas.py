@@ -9,9 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
-from pydantic_core import PydanticCustomError
 
-from gg.domain.flight_spec import NOTE_MAX, note_problem
 from gg.domain.flights import Outcome, Priority
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64)]
@@ -209,16 +207,6 @@ class ServiceOpen(Request):
     socket_activation: bool = False
 
 
-def _note(value: str) -> str:
-    problem = note_problem(value)
-    if problem:
-        raise PydanticCustomError("invalid_note", problem)
-    return value
-
-
-Note = Annotated[str, AfterValidator(_note), Field(json_schema_extra={"maxLength": NOTE_MAX})]
-
-
 class FlightOpen(Request):
     command: Annotated[list[Arg], Field(min_length=1, max_length=4096)]
     title: ShortText = ""
@@ -236,7 +224,6 @@ class FlightOpen(Request):
     service: ServiceOpen | None = None  # kept running by its runner until cancelled
     group: Annotated[str | None, StringConstraints(min_length=1, max_length=63)] = None
     where: Labels = {}  # attributes the runner's group must have (gg.domain.groups)
-    note: Note = ""  # free text shown beside the flight (gg show, the console)
 
 
 class PolicySet(Request):

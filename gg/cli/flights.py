@@ -73,8 +73,6 @@ def fly(
                                         help="Only runners of group G."),
     where: Optional[str] = typer.Option(None, "--where", metavar="k=v,...",
                                         help="Attributes the runner's group must have."),
-    note: str = typer.Option("", "--note", metavar="TEXT",
-                             help="Free text shown beside it (gg show, the console)."),
 ) -> None:
     """Open a flight."""
     if priority not in PRIORITIES:
@@ -90,8 +88,6 @@ def fly(
         body["service"] = {"port": port, "ready_cmd": ready_cmd}
         if socket_activation:
             body["service"]["socket_activation"] = True
-    if note:
-        body["note"] = note
     if approval or approver is not None:
         body["approval"] = True
     if approver is not None:
@@ -307,8 +303,6 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
         lines.append(f"  env       {f.environment}")
     if f.priority != Priority.NORMAL:
         lines.append(f"  priority  {f.priority}")
-    if f.note:
-        lines.append(f"  note      {f.note}")
     if f.lease:
         lease = f.lease
         lines.append(f"  lease     {f.runner_name} ({lease.runner}), epoch {lease.epoch}, "

@@ -44,26 +44,13 @@ def required_labels(environment: str | None, extra: dict[str, str] | None = None
 
 
 MAX_COMMAND_ARGS = 4096
-NOTE_MAX = 500  # characters of a flight's note
-
-
-def note_problem(note: str) -> str | None:
-    """Why ``note`` cannot be a flight's note (None: it can): one line of text, bounded,
-    since ``gg show`` prints it among its own lines on someone else's terminal."""
-    if len(note) > NOTE_MAX:
-        return f"a note takes at most {NOTE_MAX} characters (this one has {len(note)})"
-    if any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 for c in note):
-        return "a note is one line of text, without control characters"
-    return None
-
-
 # A FlightSpec field's column where the two names differ; approval and approver are no
 # column (the approval gate opened with the flight holds them).
 _COLUMN = {"runner": "runner_target", "labels": "requires"}
 _NOT_STORED = ("approval", "approver")
 # What only names, orders or books a flight: changing it runs nothing new, so it is left out
 # of the digest an approval is given for (gg.domain.specs). Every other field is in it.
-RUNS_NOTHING_NEW = ("title", "output_limit", "priority", "approval", "approver", "note")
+RUNS_NOTHING_NEW = ("title", "output_limit", "priority", "approval", "approver")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,7 +89,6 @@ class FlightSpec:
     service: dict[str, Any] | None = None
     group: str | None = None
     where: dict[str, str] = field(default_factory=dict)
-    note: str = ""
 
     def __post_init__(self) -> None:
         if type(self.command) is not tuple:
@@ -117,8 +103,6 @@ class FlightSpec:
             return "a flight needs a command: gg fly -- CMD ..."
         if len(self.command) > MAX_COMMAND_ARGS:
             return f"a command has at most {MAX_COMMAND_ARGS} arguments"
-        if problem := note_problem(self.note):
-            return f"--note: {problem}"
         return None
 
     @property

@@ -125,7 +125,6 @@ class Flight:
     service: dict[str, Any] | None = None  # kind service: its spec (gg.domain.services)
     group: str | None = None  # placed in this runner group only (gg.domain.groups)
     where: dict[str, str] = field(default_factory=dict)  # attributes its runner's group must have
-    note: str = ""  # free text from its opener (gg fly --note), shown beside it
 
     def __post_init__(self) -> None:
         self.stage = Stage(self.stage)  # a row's text becomes the enum (it compares as text)

@@ -6,8 +6,7 @@ Ranges keep parallel work apart: 1-99 core, 100-199 placement, 200-299 fleet ope
 approvals and services (gg/store/approvals.py), 760-769 web console sessions, 770-779 the
 operator's removals, 780-789 start estimates, 800-809 run-time limits, 810-819 output caps,
 820-829 priorities, 830-839 retention, 840-849 hooks, 850-869 the hot path, 880-899 the
-PostgreSQL store, 900-909 control-plane replicas, 910-919 per-flight settings
-(gg.domain.flight_spec).
+PostgreSQL store, 900-909 control-plane replicas.
 
 Every migration runs on both stores. It is handed an object with ``executescript(script)``
 and ``execute(sql, params)`` only: sqlite_utils's Database on SQLite; on PostgreSQL an adapter
@@ -639,13 +638,3 @@ def _duties(db: sqlite_utils.Database) -> None:
         );
         """
     )
-
-
-# -- per-flight settings (910-919) ----------------------------------------------------------------
-
-
-@migration(910, "flights: a note from the opener")
-def _flight_notes(db: sqlite_utils.Database) -> None:
-    """Free text from a flight's opener (``gg fly --note``; empty for every flight opened
-    before this migration)."""
-    db.executescript("ALTER TABLE flights ADD COLUMN note TEXT NOT NULL DEFAULT '';")

@@ -123,25 +123,3 @@ def test_a_setting_added_to_the_spec_is_in_the_approval_digest_unless_it_runs_no
     assert named == {f.name for f in fields(FlightSpec)} | {"requires"}
     for name in RUNS_NOTHING_NEW:
         assert name not in specs.what_runs(_settled())
-
-
-def test_a_note_is_kept_with_the_flight_and_opens_the_same_flight_again():
-    spec = _settled(service=None, note="after the upgrade")
-    flight = opened(spec, held=False, **RECORD)
-    assert flight.note == "after the upgrade" and flight.spec.note == "after the upgrade"
-    again = FlightSpec.from_wire(FlightOpen.model_validate(flight.spec.to_wire()).model_dump())
-    assert again.note == "after the upgrade"  # what a rerun of it would open
-
-
-def test_a_note_runs_nothing_new_so_it_leaves_the_approval_digest_alone():
-    assert specs.digest(specs.what_runs(_settled(note="a"))) == specs.digest(
-        specs.what_runs(_settled(note="b")))
-
-
-def test_a_note_is_one_line_of_at_most_500_characters():
-    assert _settled(note="é" * 500).problem() is None
-    assert _settled(note="x" * 501).problem() == (
-        "--note: a note takes at most 500 characters (this one has 501)")
-    for sneaky in ("two\nlines", "carriage\rreturn", "\x1b[2J cleared", "c1 \x9b control"):
-        assert _settled(note=sneaky).problem() == (
-            "--note: a note is one line of text, without control characters")
