@@ -6,7 +6,8 @@ Ranges keep parallel work apart: 1-99 core, 100-199 placement, 200-299 fleet ope
 approvals and services (gg/store/approvals.py), 760-769 web console sessions, 770-779 the
 operator's removals, 780-789 start estimates, 800-809 run-time limits, 810-819 output caps,
 820-829 priorities, 830-839 retention, 840-849 hooks, 850-869 the hot path, 880-899 the
-PostgreSQL store, 900-909 control-plane replicas.
+PostgreSQL store, 900-909 control-plane replicas, 910-919 per-flight settings
+(gg.domain.flight_spec).
 
 Every migration runs on both stores. It is handed an object with ``executescript(script)``
 and ``execute(sql, params)`` only: sqlite_utils's Database on SQLite; on PostgreSQL an adapter
@@ -638,3 +639,14 @@ def _duties(db: sqlite_utils.Database) -> None:
         );
         """
     )
+
+
+# -- per-flight settings (910-919) ----------------------------------------------------------------
+
+
+@migration(910, "reserved: a flights column withdrawn before release")
+def _withdrawn_flight_note(db: sqlite_utils.Database) -> None:
+    """Kept so that the numbers stay append-only: a flights column was added here and taken
+    back before release (a column added under a previous version's replica breaks its
+    prepared ``SELECT *``; docs/architecture.md). It changes nothing."""
+    db.execute("SELECT 1")
