@@ -19,7 +19,7 @@ import pytest
 from gg.launch import free_port
 from gg.runner.service_ports import ephemeral_range
 
-from support import wait_until
+from support import marking_library, wait_until
 
 FAST_SERVICES = {"GG_SERVICE_BACKOFF": "0.1", "GG_SERVICE_BACKOFF_CAP": "1",
                  "GG_SERVICE_READY_TIMEOUT": "4", "GG_SERVICE_STOP_GRACE": "3"}
@@ -375,41 +375,15 @@ def test_a_services_path_binds_no_host_directory_into_its_sandbox(sandboxed_runn
     assert "No such file or directory" in output  # it tried, and the directory was not there
 
 
-LIBRARY = r"""
-#include <fcntl.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
-__attribute__((constructor)) static void mark(void) {
-    char name[64] = {0}, path[4096];
-    int fd = open("/proc/self/comm", O_RDONLY);
-    if (fd >= 0) { if (read(fd, name, sizeof name - 1) < 0) name[0] = 0; close(fd); }
-    name[strcspn(name, "\n")] = 0;
-    snprintf(path, sizeof path, "%s/%s", MARKS, name);
-    fd = open(path, O_WRONLY | O_CREAT, 0644);
-    if (fd >= 0) close(fd);
-}
-"""
-
-
 def test_a_services_ld_preload_never_loads_into_bubblewrap_or_the_launcher(
         sandboxed_runner, tmp_path):
     """`--set LD_PRELOAD=...` was accepted and applied to bubblewrap itself (root, outside
     the sandbox). The library marks every process it loads into, in a host directory that no
     sandbox sees: only a process outside the sandbox can leave a mark."""
-    cc = shutil.which("cc")
-    if cc is None:
+    built = marking_library(tmp_path)
+    if built is None:
         pytest.skip("no C compiler to build the marking library")
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    source = tmp_path / "mark.c"
-    source.write_text(LIBRARY)
-    library = tmp_path / "libmark.so"
-    subprocess.run([cc, "-shared", "-fPIC", f'-DMARKS="{marks}"', "-o", str(library),
-                    str(source)], check=True, capture_output=True, timeout=60)
-    subprocess.run(["true"], env={**os.environ, "LD_PRELOAD": str(library)}, check=True)
-    assert [p.name for p in marks.iterdir()] == ["true"]  # the library does mark
-    (marks / "true").unlink()
+    library, marks = built
     fleet = sandboxed_runner
     flight = _fly(fleet, "--ready-cmd", "true", "--", 'echo "gen-${V:-1}"; exec sleep 1000')
     wait_until(lambda: _serving(fleet, flight, generation=1), what="generation 1 serving")
