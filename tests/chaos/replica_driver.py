@@ -1,7 +1,8 @@
 """Chaos across replicas: three ``gg server`` replicas on one PostgreSQL database, runners
 spread over them, a stream of flights, and violence: one replica SIGKILLed (and started
-again) twice, one runner SIGKILLed while it holds a flight (and started again later). That flight runs
-long, so it is still held when the signal lands.
+again) twice, one runner SIGKILLed while it holds a flight (and started again later). That flight waits
+for a gate file the driver writes only after the signal, so it is still held when the signal
+lands however slow the machine is.
 
 Each act waits for a condition of the run (so many flights landed), never for a time, so the
 violence lands in the middle of the work however loaded the machine is. Afterwards the
@@ -36,11 +37,10 @@ class ReplicaPlan:
     flights: int = 300
     replica_kills: int = 2  # of the same replica, each followed by its restart
     settle: float = 240.0  # how long the fleet may take to finish everything
-    hold: float = 10.0  # how long the flight the runner is killed under runs
 
     @property
     def held(self) -> int:
-        """The flight whose runner is SIGKILLed: it runs ``hold`` seconds, not 0.2, so it
+        """The flight whose runner is SIGKILLed: it waits for the driver's gate file, so it
         cannot land between being seen flying and its runner's death."""
         return self.flights // 3
 
@@ -77,6 +77,7 @@ class ReplicaChaos:
         self.opened_by_replica: dict[int, int] = {}
         self._opening_failed: list[BaseException] = []
         self.held_id: str | None = None
+        self.gate = root / "held-flight-may-end"
 
     def run(self) -> ReplicaOutcome:
         replicas = self.set.start()
@@ -108,10 +109,11 @@ class ReplicaChaos:
         try:
             for i in range(self.plan.flights):
                 first = i % self.plan.replicas
-                pause = self.plan.hold if i == self.plan.held else 0.2
+                wait = (f"while [ ! -e {self.gate} ]; do sleep 0.05; done" if i == self.plan.held
+                        else "sleep 0.2")
                 flight = clients[first].request(
                     "POST", paths.FLIGHTS, retry_for=60.0,
-                    json={"command": ["sh", "-c", f"echo begin {i}; sleep {pause}; echo end {i}"]})
+                    json={"command": ["sh", "-c", f"echo begin {i}; {wait}; echo end {i}"]})
                 self.expected[flight["id"]] = f"begin {i}\nend {i}\n"
                 if i == self.plan.held:
                     self.held_id = flight["id"]
@@ -142,6 +144,7 @@ class ReplicaChaos:
                 killed = self._runner_holding_the_held_flight(api)
                 killed.proc.send_signal(signal.SIGKILL)
                 killed.proc.wait()
+                self.gate.touch()  # the flight's next attempt, on another runner, may end
                 self.acts.append(f"runner {killed.name} killed at {landed} landed")
             elif act == "revive" and killed is not None:
                 killed.start()
