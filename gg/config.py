@@ -88,8 +88,9 @@ def load() -> Config:
                          "sign in again with gg login") from None
 
 
-def save(config: Config) -> Path:
-    path = config_path()
+def save(config: Config, path: Path | None = None) -> Path:
+    """Write ``config`` (mode 0600) to ``path``, by default this machine's config file."""
+    path = path or config_path()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

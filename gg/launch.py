@@ -134,15 +134,15 @@ class LocalRunner:
 
 
 def sign_in(config_dir: Path, server: str, token: str) -> None:
-    """Write a signed-in config for ``config_dir`` (what ``gg login`` writes)."""
-    config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    token_file = config_dir / "token-to-sign-in"
-    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(token)
-    env = {**os.environ, "GG_CONFIG_DIR": str(config_dir)}
+    """Write a signed-in config for ``config_dir``: what ``gg login --server URL`` writes,
+    the token checked by the same ``whoami`` call, without starting another process."""
+    from gg import config
+    from gg.client import Client
+
+    client = Client(server, token)
     try:
-        subprocess.run(gg_argv("login", "--server", server, "--token-file", str(token_file)),
-                       env=env, check=True, stdout=subprocess.DEVNULL)
+        person = client.whoami().person.name
     finally:
-        token_file.unlink(missing_ok=True)
+        client.close()
+    config.save(config.Config(server=server, token=token, person=person),
+                config_dir / "config.json")

@@ -33,7 +33,26 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("store_kind", kinds, scope="function")
 
 
+# The files whose tests take longest (each over half a minute on two busy cores, measured
+# with --durations): they are handed to the workers first, so that none of them starts last
+# and runs alone while the other workers have nothing left to do.
+LONGEST_FIRST = (
+    "tests/test_release.py",
+    "tests/server/test_schemathesis.py",
+    "tests/cli/test_terminal.py",
+    "tests/chaos/",
+    "tests/integration/test_faults.py",
+    "tests/integration/test_pools.py",
+    "tests/integration/test_rolling_upgrade.py",
+    "tests/integration/test_replicas.py",
+    "tests/cli/test_install.py",
+    "tests/test_client.py",
+    "tests/server/test_stalls.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))  # stable
     if config.getoption("--runslow"):
         return
     skip = pytest.mark.skip(reason="larger run: use --runslow")

@@ -59,6 +59,9 @@ logging.getLogger("celpy").setLevel(logging.CRITICAL)
 
 
 def _environment() -> celpy.Environment:
+    """celpy's environment, built on first use (:func:`_env`): building its LALR parser costs
+    about half a second of CPU, which a control plane that never charts a meaning, and every
+    process that only imports this module, need not pay."""
     parser = CELParser.CEL_PARSER
     if parser is not None and parser.options.tree_class is not TranspilerTree:
         CELParser.CEL_PARSER = None  # the documented way to rebuild celpy's singleton parser
@@ -68,7 +71,14 @@ def _environment() -> celpy.Environment:
     return env
 
 
-_ENV = _environment()
+_BUILT: list[celpy.Environment] = []
+
+
+def _env() -> celpy.Environment:
+    """The one environment of this process (call with ``_LOCK`` held)."""
+    if not _BUILT:
+        _BUILT.append(_environment())
+    return _BUILT[0]
 
 
 def compile_meaning(text: str, cost_limit: int | None = COST_LIMIT) -> Meaning:
@@ -80,7 +90,7 @@ def compile_meaning(text: str, cost_limit: int | None = COST_LIMIT) -> Meaning:
     check_text(text)
     try:
         with _LOCK:
-            tree = _ENV.compile(text)
+            tree = _env().compile(text)
     except celpy.CELParseError as exc:
         raise _parse_error(text, exc) from None
     except RecursionError:
@@ -88,7 +98,7 @@ def compile_meaning(text: str, cost_limit: int | None = COST_LIMIT) -> Meaning:
     facts_used, cost = check(tree, functions=_FUNCTIONS, cost_limit=cost_limit)
     try:
         with _LOCK:
-            program = _ENV.program(tree)
+            program = _env().program(tree)
     except Exception:  # noqa: BLE001 -- a celpy limitation, not the operator's typo
         raise MeaningError("the meaning uses a construct gg cannot evaluate", 1, 1) from None
     return Meaning(text, facts_used, _evaluator(program), cost)
@@ -129,6 +139,8 @@ def serve(requests: Any = None, answers: Any = None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (_WORKER_MEMORY, _WORKER_MEMORY))
     except (ImportError, ValueError, OSError):  # not every platform has it
         pass
+    with _LOCK:
+        _env()  # the parser is built before "ready": the deadline is for evaluations only
     compiled: dict[str, Meaning | None] = {}
     answers.write(b'{"ready": true}\n')
     answers.flush()

@@ -82,6 +82,7 @@ def chart(core: Core, person: Person, name: str, means: str) -> dict:
     # MeaningError (400, with line and column) before anything changes: a malformed meaning,
     # or one whose cost is unbounded or above GG_MEANING_COST_LIMIT.
     compile_meaning(means, core.settings.meaning_cost_limit)
+    core.verdicts.warm()  # its first evaluation need not wait for a worker to start
     now = core.now()
     held: list[str] = []
     with core.store.atomic():

@@ -49,7 +49,8 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     errors.quiet_framework_warnings()
     core = Core(store=store, settings=settings, clock=clock)
     core.started_at = core.now()
-    core.verdicts.warm()  # a meaning worker, started off the loop before the first check-in
+    if any(env.meaning for env in store.environments()):
+        core.verdicts.warm()  # a meaning worker, started off the loop before the first check-in
     if data_dir is not None:
         core.owner_token_path = bootstrap(core, data_dir)
     lease_ops.honour_after_restart(core)
