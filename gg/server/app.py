@@ -13,6 +13,7 @@ from gg.control import leases as lease_ops
 from gg.control import machine_console
 from gg.control.core import Core
 from gg.control.people import bootstrap
+from gg.control.wiring import wired
 from gg.server import ahead, claims, errors, lease_calls, liveness, metrics, open_call
 from gg.server.dispatch import Dispatcher, Watch
 from gg.server.duties import Duties
@@ -47,7 +48,8 @@ from gg.store import Store, hold_data_dir, open_store
 def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] = time.time,
                data_dir: Path | None = None) -> FastAPI:
     errors.quiet_framework_warnings()
-    core = Core(store=store, settings=settings, clock=clock)
+    # every feature's gate hooks and providers, registered here (gg.control.wiring)
+    core = Core(store=store, settings=settings, clock=clock, wiring=wired())
     core.started_at = core.now()
     if any(env.meaning for env in store.environments()):
         core.verdicts.warm()  # a meaning worker, started off the loop before the first check-in

@@ -8,6 +8,7 @@ import pytest
 
 from gg.control import estimates, flights, leases
 from gg.control.core import Core
+from gg.control.wiring import wired
 from gg.domain.estimates import GATED, kind_of
 from gg.domain.flight_spec import FlightSpec
 from gg.settings import Settings
@@ -93,7 +94,7 @@ def test_the_estimate_shown_by_one_server_is_kept_by_the_grant_of_another_or_aft
     assert flights.show_flight(core, waiting.id)["expected_start_at"] == pytest.approx(
         shown["expected_start_at"], abs=0.5)  # the same estimate, shown again
 
-    other = Core(store=open_store(tmp_path, store_url), settings=core.settings, clock=clock)
+    other = Core(store=open_store(tmp_path, store_url), settings=core.settings, clock=clock, wiring=wired())
     try:
         assert other.written_estimates == {}  # nothing in this one's memory
         clock.advance(28)
