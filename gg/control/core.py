@@ -16,10 +16,10 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from gg import __version__, build_commit
 from gg.control.credential_cache import CredentialCache
+from gg.control.estimate_memory import EstimateMemory
 from gg.control.heartbeats import HeartbeatWrites
 from gg.control.verdicts import Verdicts
 from gg.domain import hooks as hook_rules
-from gg.domain.durations import Summary
 from gg.domain.events import EventKind
 from gg.domain.gates import Gate
 from gg.domain.runners import Runner
@@ -194,19 +194,9 @@ class Core:
     # This server process's name among replicas (duties, wake-ups): new at every start.
     replica: str = field(default_factory=lambda: secrets.token_hex(6))
     silence_scanned_at: float = 0.0
-    owner_token_path: object = None
     verdicts: Verdicts = field(init=False)  # the meanings' verdicts (gg.control.verdicts)
-    # flight id -> (at, low, high): the start estimate this replica last wrote
-    # as shown for a waiting flight, so that showing it again writes nothing
-    # (gg.control.estimates); memory only, and losing it costs one write
-    written_estimates: dict = field(default_factory=dict)
-    # runner id -> when it last handed a flight back, and the summary of the time it then
-    # took to start the next waiting one (gg.control.estimates); memory only
-    lease_ended: dict = field(default_factory=dict)
-    turnaround: Summary = field(default_factory=Summary)
-    # (newest event seq, when, forecast): the last forecast of the whole queue, reused for
-    # ESTIMATE_REUSE seconds while no event was recorded (gg.control.estimates); memory only
-    last_forecast: tuple | None = None
+    # what this replica remembers of start estimates (gg.control.estimates); memory only
+    estimates: EstimateMemory = field(default_factory=EstimateMemory)
     credentials: CredentialCache = field(init=False)  # runner credential checks (its module)
     # heartbeats noted on the loop, written together by the writer (gg.control.heartbeats)
     heartbeats: HeartbeatWrites = field(default_factory=HeartbeatWrites)

@@ -53,8 +53,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     core.started_at = core.now()
     if any(env.meaning for env in store.environments()):
         core.verdicts.warm()  # a meaning worker, started off the loop before the first check-in
-    if data_dir is not None:
-        core.owner_token_path = bootstrap(core, data_dir)
+    owner_token_path = bootstrap(core, data_dir) if data_dir is not None else None
     lease_ops.honour_after_restart(core)
     if not Replicas.wanted(core):  # replicas: the others may still relay the open ones
         machine_console.close_left_open(core)  # their relay ended with the last process
@@ -66,6 +65,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
                   docs_url=None, redoc_url=None)
     app.router.route_class = JsonRoute  # any route added on the app reads bodies strictly too
     app.state.core = core
+    app.state.owner_token_path = owner_token_path  # where bootstrap wrote the owner's token
     app.state.dispatcher = Dispatcher(core)
     app.state.watch = Watch(core)
     app.state.outbox = Outbox(core)
@@ -110,4 +110,4 @@ def build(data_dir: Path, settings: Settings) -> tuple[FastAPI, Path | None]:
     app = create_app(settings, store, data_dir=data_dir)
     # Held while the process lives: `gg server vacuum` refuses while any server holds it.
     app.state.data_dir_lock = hold_data_dir(data_dir)
-    return app, getattr(app.state.core, "owner_token_path", None)
+    return app, app.state.owner_token_path
