@@ -174,7 +174,8 @@ class Wiring:
     ``cleared``: per gate kind, what clearing a gate of that kind brings into force, run in
     order inside the clearing's transaction (:func:`gg.control.gates.clear_allowed`).
     ``providers``: what can serve an environment, each returning what serves it in words
-    (``runner build-1``, ``pool ui-pool``) or nothing (:func:`gg.control.environments.providers_of`).
+    (``runner build-1``, ``pool ui-pool``) or nothing
+    (:func:`gg.control.environments.providers_of`).
     """
 
     cleared: Mapping[str, tuple[Callable[[Core, Gate], None], ...]] = field(default_factory=dict)

@@ -3,8 +3,8 @@
 ``chart`` checks the meaning (a malformed one is refused with its position and nothing is
 charted), opens an ``environment`` gate an admin clears, and on a re-chart holds every
 waiting flight of the environment behind that gate. The meaning comes into force in the
-gate's clearing hook (:func:`meaning_in_force`), which also recomputes the dispositions of every runner stating
-``environment=NAME``.
+gate's clearing hook (:func:`meaning_in_force`), which also recomputes the dispositions of
+every runner stating ``environment=NAME``.
 
 ``apply_root`` stores the root envelope after checking that something provides each
 environment it lists. What counts as a provider is a list of functions,
