@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gg.control.core import Core
-from gg.control.gates import clear_allowed, on_cleared, open_gate
+from gg.control.gates import clear_allowed, open_gate
 from gg.control.lifecycle import move
 from gg.control.people import require_admin
 from gg.domain import approvals, specs
@@ -117,8 +117,7 @@ def change(core: Core, person: Person, flight: Flight, spec: FlightSpec) -> Gate
                      flight_id=flight.id, payload=payload)
 
 
-@on_cleared(approvals.KIND)
-def _approved(core: Core, gate: Gate) -> None:
+def approved(core: Core, gate: Gate) -> None:
     proposed = gate.payload.get("proposed")
     if proposed is not None:  # a change approved: the flight runs it from now on
         flight = core.store.flight(gate.flight_id)

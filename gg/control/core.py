@@ -12,15 +12,16 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 from gg import __version__, build_commit
 from gg.control.credential_cache import CredentialCache
+from gg.control.estimate_memory import EstimateMemory
 from gg.control.heartbeats import HeartbeatWrites
 from gg.control.verdicts import Verdicts
 from gg.domain import hooks as hook_rules
-from gg.domain.durations import Summary
 from gg.domain.events import EventKind
+from gg.domain.gates import Gate
 from gg.domain.runners import Runner
 from gg.errors import NotFound
 from gg.settings import Settings
@@ -164,6 +165,23 @@ class Signals:
             self._instruct(runner_id, kind)
 
 
+@dataclass(frozen=True)
+class Wiring:
+    """What one feature brings to another's use case, registered where the app is built
+    (:func:`gg.control.wiring.wired`), never by importing a module: a Core built without it
+    brings nothing into force when a gate clears and knows no provider of an environment.
+
+    ``cleared``: per gate kind, what clearing a gate of that kind brings into force, run in
+    order inside the clearing's transaction (:func:`gg.control.gates.clear_allowed`).
+    ``providers``: what can serve an environment, each returning what serves it in words
+    (``runner build-1``, ``pool ui-pool``) or nothing
+    (:func:`gg.control.environments.providers_of`).
+    """
+
+    cleared: Mapping[str, tuple[Callable[[Core, Gate], None], ...]] = field(default_factory=dict)
+    providers: tuple[Callable[[Core, str], list[str]], ...] = ()
+
+
 @dataclass
 class Core:
     store: Store
@@ -172,23 +190,14 @@ class Core:
     version: str = __version__
     commit: str = field(default_factory=build_commit)  # gg.build_commit: version skew
     signals: Signals = field(default_factory=Signals)
+    wiring: Wiring = field(default_factory=Wiring)  # gg.control.wiring.wired(): the app's
     started_at: float = 0.0
     # This server process's name among replicas (duties, wake-ups): new at every start.
     replica: str = field(default_factory=lambda: secrets.token_hex(6))
     silence_scanned_at: float = 0.0
-    owner_token_path: object = None
     verdicts: Verdicts = field(init=False)  # the meanings' verdicts (gg.control.verdicts)
-    # flight id -> (at, low, high): the start estimate this replica last wrote
-    # as shown for a waiting flight, so that showing it again writes nothing
-    # (gg.control.estimates); memory only, and losing it costs one write
-    written_estimates: dict = field(default_factory=dict)
-    # runner id -> when it last handed a flight back, and the summary of the time it then
-    # took to start the next waiting one (gg.control.estimates); memory only
-    lease_ended: dict = field(default_factory=dict)
-    turnaround: Summary = field(default_factory=Summary)
-    # (newest event seq, when, forecast): the last forecast of the whole queue, reused for
-    # ESTIMATE_REUSE seconds while no event was recorded (gg.control.estimates); memory only
-    last_forecast: tuple | None = None
+    # what this replica remembers of start estimates (gg.control.estimates); memory only
+    estimates: EstimateMemory = field(default_factory=EstimateMemory)
     credentials: CredentialCache = field(init=False)  # runner credential checks (its module)
     # heartbeats noted on the loop, written together by the writer (gg.control.heartbeats)
     heartbeats: HeartbeatWrites = field(default_factory=HeartbeatWrites)

@@ -3,23 +3,24 @@
 ``chart`` checks the meaning (a malformed one is refused with its position and nothing is
 charted), opens an ``environment`` gate an admin clears, and on a re-chart holds every
 waiting flight of the environment behind that gate. The meaning comes into force in the
-gate's ``on_cleared`` hook, which also recomputes the dispositions of every runner stating
-``environment=NAME``.
+gate's clearing hook (:func:`meaning_in_force`), which also recomputes the dispositions of
+every runner stating ``environment=NAME``.
 
 ``apply_root`` stores the root envelope after checking that something provides each
-environment it lists. What counts as a provider is a list of functions
-(:func:`provider`): live runners are the first; pools register theirs.
+environment it lists. What counts as a provider is a list of functions,
+``core.wiring.providers`` (listed in ``gg.control.wiring.wired``): live runners are the first;
+pools add theirs.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from gg.airspace.root import root_from_mapping
 from gg.control import labels as label_ops
 from gg.control.cel import compile_meaning
 from gg.control.core import Core
-from gg.control.gates import hold_flights, on_cleared, open_gate
+from gg.control.gates import hold_flights, open_gate
 from gg.control.people import require_admin
 from gg.domain.environments import (
     Environment,
@@ -38,18 +39,7 @@ from gg.domain.runners import is_online
 from gg.error_codes import ErrorCode
 from gg.errors import BadRequest, Conflict, NotFound
 
-Provider = Callable[[Core, str], list[str]]
-_PROVIDERS: list[Provider] = []
 
-
-def provider(fn: Provider) -> Provider:
-    """Register something that can serve an environment; it returns what serves it, in
-    words (``runner build-1``, ``pool ui-pool``), or nothing. Pools register one."""
-    _PROVIDERS.append(fn)
-    return fn
-
-
-@provider
 def live_runners(core: Core, environment: str) -> list[str]:
     """Online runners that advertise ``environment=NAME`` and whose facts do not refute it."""
     pair = label_pair(environment)
@@ -69,7 +59,7 @@ def live_runners(core: Core, environment: str) -> list[str]:
 
 
 def providers_of(core: Core, environment: str) -> list[str]:
-    return [p for fn in _PROVIDERS for p in fn(core, environment)]
+    return [p for fn in core.wiring.providers for p in fn(core, environment)]
 
 
 # -- charting ----------------------------------------------------------------------------
@@ -112,8 +102,7 @@ def chart(core: Core, person: Person, name: str, means: str) -> dict:
     return environment_view(core, name) | {"changed": True}
 
 
-@on_cleared("environment")
-def _meaning_in_force(core: Core, gate: Gate) -> None:
+def meaning_in_force(core: Core, gate: Gate) -> None:
     """The gate's meaning becomes the environment's meaning (inside clear_gate's transaction)."""
     name = gate.payload.get("environment")
     env = core.store.environment(name) if name else None

@@ -31,7 +31,7 @@ HANDED_BACK = (Event.LANDED, Event.FAILED, Event.RETURNED)
 
 def history(core: Core) -> History:
     warmups = {title: s for (title, _, _), s in core.store.durations(WARMUP).items()}
-    return History(core.store.durations(FLIGHT), warmups, turnaround=core.turnaround)
+    return History(core.store.durations(FLIGHT), warmups, turnaround=core.estimates.turnaround)
 
 
 def outlooks(core: Core, now: float) -> list[PoolOutlook]:
@@ -63,14 +63,14 @@ def forecast(core: Core, seats: list[Seat], now: float,
     listing share one run (the first page, the newest flights, are the last in the queue)."""
     rows = core.store.events(after=0, limit=1, newest=True)
     seq = rows[-1]["seq"] if rows else 0
-    kept = core.last_forecast
+    kept = core.estimates.last_forecast
     if kept is not None and kept[0] == seq and 0 <= now - kept[1] < core.settings.estimate_reuse:
         if kept[2].covers(needed):
             return kept[2]
         if needed is not None:  # go at least as far as the kept run, for the next reader
             needed = [*needed, *kept[2].played[-1:]]
     made = run_forecast(core, seats, now, needed)
-    core.last_forecast = (seq, now, made)
+    core.estimates.last_forecast = (seq, now, made)
     return made
 
 
@@ -125,7 +125,7 @@ def keep_shown(core: Core, shown: list[tuple[str, Estimate]], now: float) -> Non
     keeps the time it was first shown so. Waits for the writer's
     non-durable commit, so a person who saw an estimate can count on its being checked
     afterwards; a read whose estimates were all written already costs nothing."""
-    written = core.written_estimates
+    written = core.estimates.written
     new = []
     for flight_id, est in shown:
         said = (est.at, est.low, est.high)
@@ -150,13 +150,14 @@ def on_change(core: Core, flight: Flight, event: Event, now: float, *,
     shown beside its start (and, in memory, how long its runner took from its last hand-back
     to this start while the flight waited); a final report folds the flight's duration into
     its kind's summary."""
+    memory = core.estimates
     if event in HANDED_BACK and flight.lease_runner:
-        core.lease_ended[flight.lease_runner] = now
+        memory.lease_ended[flight.lease_runner] = now
     if event == Event.GRANTED:
-        ended = core.lease_ended.pop(runner_id, None)
+        ended = memory.lease_ended.pop(runner_id, None) if runner_id else None
         if ended is not None and flight.opened_at <= ended:  # it waited for this runner
-            core.turnaround = core.turnaround.add(now - ended, core.settings.estimate_window)
-        core.written_estimates.pop(flight.id, None)  # waiting again later: written anew
+            memory.turnaround = memory.turnaround.add(now - ended, core.settings.estimate_window)
+        memory.written.pop(flight.id, None)  # waiting again later: written anew
         core.store.started_with_estimate(flight.id, now)
     elif event in ENDED and flight.stage == Stage.FLYING.value and flight.lease_granted_at:
         core.store.add_duration(FLIGHT, estimates.kind_of(flight), now - flight.lease_granted_at,
@@ -170,7 +171,7 @@ def on_first_check_in(core: Core, pool: str, *, runner_id: str, started_at: floa
     warm-up, in the check-in's own transaction. Its last hand-back is forgotten: the time
     from there to its next flight is its reset and warm-up, which the estimate adds as the
     pool's, not a runner's turnaround (counted as one, it would stretch every runner's)."""
-    core.lease_ended.pop(runner_id, None)
+    core.estimates.lease_ended.pop(runner_id, None)
     core.store.add_duration(WARMUP, (pool, "", ""), now - started_at,
                             window=core.settings.estimate_window,
                             keep=core.settings.estimate_kinds, now=now)

@@ -1,14 +1,13 @@
 """Opening and clearing gates, and holding flights back behind them.
 
-What a gate brings into force when it clears depends on its kind; each owner registers
-that with :func:`on_cleared` (environments, profiles, strategies, maintenance). Clearing a
+What a gate brings into force when it clears depends on its kind; each owner's hook is
+listed in ``gg.control.wiring.wired`` (environments, profiles, strategies, maintenance,
+approvals) and handed to the use cases as ``core.wiring.cleared``. Clearing a
 gate also releases every flight held behind it: a gated flight with no other open gate
 becomes ``ready`` in the same transaction, and parked runners are woken.
 """
 
 from __future__ import annotations
-
-from typing import Callable
 
 from gg.control.core import Core
 from gg.control.lifecycle import move
@@ -18,17 +17,6 @@ from gg.domain.flights import Event, Stage
 from gg.domain.gates import CLEARERS, STATUSES, Gate, refusal_to_clear
 from gg.domain.people import Person
 from gg.errors import BadRequest, Forbidden, NotFound
-
-ClearedHook = Callable[[Core, Gate], None]
-_HOOKS: dict[str, list[ClearedHook]] = {}
-
-
-def on_cleared(kind: str):
-    """Register what clearing a gate of ``kind`` brings into force."""
-    def register(fn: ClearedHook) -> ClearedHook:
-        _HOOKS.setdefault(kind, []).append(fn)
-        return fn
-    return register
 
 
 def open_gate(core: Core, *, kind: str, subject: str, guards: str, why: str, clearer: str,
@@ -101,7 +89,7 @@ def clear_allowed(core: Core, gate: Gate, actor: str) -> tuple[Gate, int]:
     core.event(EventKind.GATE_CLEARED, actor=actor, runner_id=gate.runner_id,
                flight_id=gate.flight_id, at=now, gate=gate.id, gate_kind=gate.kind,
                subject=gate.subject)
-    for hook in _HOOKS.get(gate.kind, []):
+    for hook in core.wiring.cleared.get(gate.kind, ()):
         hook(core, gate)
     return gate, release_flights(core, gate.id)
 

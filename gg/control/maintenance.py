@@ -84,7 +84,7 @@ def _settle(core: Core, runner: Runner, *, expected: dict[str, str], missing: di
             if item not in expected:
                 core.store.update_gate(gate.id, status="superseded", cleared_at=now,
                                        cleared_by=CONTROL_PLANE)
-                _land_if_done(core, gate)
+                land_if_done(core, gate)
             elif item in confirmed:
                 gates.clear_gate(core, gate.id, runner_id=runner.id)
         new = [item for item in missing if item not in open_gates]
@@ -105,12 +105,7 @@ def _settle(core: Core, runner: Runner, *, expected: dict[str, str], missing: di
         core.signals.event_added()
 
 
-@gates.on_cleared(MAINTENANCE)
-def _on_cleared(core: Core, gate: Gate) -> None:
-    _land_if_done(core, gate)
-
-
-def _land_if_done(core: Core, gate: Gate) -> None:
+def land_if_done(core: Core, gate: Gate) -> None:
     """The maintenance flight lands when none of its gates is open any more."""
     if not gate.flight_id:
         return

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections import Counter
 
 from gg.control.core import Core
-from gg.control.environments import provider
 from gg.control.flights import Snapshot
 from gg.control.people import require_admin
 from gg.control.pool_look import look, maintainer_online
@@ -52,7 +51,6 @@ def pool_environments(core: Core) -> set[str]:
             if r.in_force is not None}
 
 
-@provider
 def pools_providing(core: Core, environment: str) -> list[str]:
     """A pool in force serves its environment even with no member online yet."""
     return [f"pool {r.in_force.inventory.name}" for r in core.store.strategies(in_force=True)

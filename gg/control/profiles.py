@@ -6,7 +6,7 @@ force at once. When something widens, the narrowings take effect now
 (``effective_profile``) and the whole new profile waits behind a gate of kind ``profile``
 that an admin clears; a later apply supersedes that gate (``gates.open_gate`` does that), so
 there is never more than one open gate per profile. Clearing it brings the profile it
-guarded into force (the ``on_cleared("profile")`` hook below), and every machine enrolled
+guarded into force (:func:`bring_into_force`, its gate's clearing hook), and every machine enrolled
 with the profile gets its labels, policy and limits in the same transaction.
 
 A widening can never take effect before its gate is cleared: the only writer of
@@ -91,8 +91,7 @@ def apply_profile(core: Core, person: Person, name: str, mapping: Any) -> dict:
     return answer
 
 
-@gates.on_cleared("profile")
-def _bring_into_force(core: Core, gate: Gate) -> None:
+def bring_into_force(core: Core, gate: Gate) -> None:
     """The gate guarded the whole applied profile: it is in force from now on."""
     name = str(gate.payload.get("profile", ""))
     record = core.store.profile_record(name)

@@ -92,8 +92,7 @@ def _save(core: Core, record: StrategyRecord | None, *, strategy: Strategy, now:
         core.store.update_strategy(record.name, **values)
 
 
-@gate_ops.on_cleared(GATE_KIND)
-def _cleared(core: Core, gate: Gate) -> None:
+def bring_into_force(core: Core, gate: Gate) -> None:
     """The whole strategy the gate guarded comes into force (inside clear_gate's transaction)."""
     record = core.store.strategy_by_gate(gate.id)
     if record is None:

@@ -13,6 +13,7 @@ from gg.control import leases as lease_ops
 from gg.control import machine_console
 from gg.control.core import Core
 from gg.control.people import bootstrap
+from gg.control.wiring import wired
 from gg.server import ahead, claims, errors, lease_calls, liveness, metrics, open_call
 from gg.server.dispatch import Dispatcher, Watch
 from gg.server.duties import Duties
@@ -47,12 +48,12 @@ from gg.store import Store, hold_data_dir, open_store
 def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] = time.time,
                data_dir: Path | None = None) -> FastAPI:
     errors.quiet_framework_warnings()
-    core = Core(store=store, settings=settings, clock=clock)
+    # every feature's gate hooks and providers, registered here (gg.control.wiring)
+    core = Core(store=store, settings=settings, clock=clock, wiring=wired())
     core.started_at = core.now()
     if any(env.meaning for env in store.environments()):
         core.verdicts.warm()  # a meaning worker, started off the loop before the first check-in
-    if data_dir is not None:
-        core.owner_token_path = bootstrap(core, data_dir)
+    owner_token_path = bootstrap(core, data_dir) if data_dir is not None else None
     lease_ops.honour_after_restart(core)
     if not Replicas.wanted(core):  # replicas: the others may still relay the open ones
         machine_console.close_left_open(core)  # their relay ended with the last process
@@ -64,6 +65,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
                   docs_url=None, redoc_url=None)
     app.router.route_class = JsonRoute  # any route added on the app reads bodies strictly too
     app.state.core = core
+    app.state.owner_token_path = owner_token_path  # where bootstrap wrote the owner's token
     app.state.dispatcher = Dispatcher(core)
     app.state.watch = Watch(core)
     app.state.outbox = Outbox(core)
@@ -108,4 +110,4 @@ def build(data_dir: Path, settings: Settings) -> tuple[FastAPI, Path | None]:
     app = create_app(settings, store, data_dir=data_dir)
     # Held while the process lives: `gg server vacuum` refuses while any server holds it.
     app.state.data_dir_lock = hold_data_dir(data_dir)
-    return app, getattr(app.state.core, "owner_token_path", None)
+    return app, app.state.owner_token_path

@@ -12,11 +12,9 @@ import sqlite_utils
 from gg.domain.gates import Gate
 from gg.store.db import Database
 from gg.store.gates import gate_from_row
-from gg.store.migrations import migration
 
 
-@migration(730, "gates: the approver clearer")
-def _approver_clearer(db: sqlite_utils.Database) -> None:
+def migrate_approver_clearer(db: sqlite_utils.Database) -> None:
     """SQLite cannot widen a CHECK in place: the gates table is rebuilt with ``approver``
     among its clearers, every row and index kept."""
     columns = ("id, kind, subject, guards, why, clearer, opened_at, opened_by, runner_id, "
@@ -49,8 +47,7 @@ def _approver_clearer(db: sqlite_utils.Database) -> None:
     )
 
 
-@migration(731, "approvals: environments that require one, and the root envelope's list")
-def _approvals(db: sqlite_utils.Database) -> None:
+def migrate_approvals(db: sqlite_utils.Database) -> None:
     db.executescript(
         """
         CREATE TABLE environment_approvals (
@@ -63,8 +60,7 @@ def _approvals(db: sqlite_utils.Database) -> None:
     )
 
 
-@migration(732, "flights: a service's spec")
-def _service_spec(db: sqlite_utils.Database) -> None:
+def migrate_service_spec(db: sqlite_utils.Database) -> None:
     """A service flight's spec (gg.domain.services), JSON; NULL for every other flight."""
     db.executescript("ALTER TABLE flights ADD COLUMN service TEXT;")
 

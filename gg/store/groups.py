@@ -1,6 +1,7 @@
 """Runner groups, the attribute registry and the fleet-wide stop (SPEC section 17).
 
-The migrations of the groups range (700-719) live here beside the rows they create. The
+The migrations of the groups range (700-719) live here beside the rows they create (their
+numbers are in ``gg.store.migrations.MIGRATIONS``). The
 columns ``group`` and ``where`` are SQL keywords, so every statement quotes them.
 """
 
@@ -11,11 +12,9 @@ import sqlite_utils
 from gg.domain.flights import Stage
 from gg.domain.groups import Attribute, Group
 from gg.store.db import Database, dumps, loads
-from gg.store.migrations import migration
 
 
-@migration(700, "runner groups, attributes and the fleet-wide stop")
-def _groups(db: sqlite_utils.Database) -> None:
+def migrate_groups(db: sqlite_utils.Database) -> None:
     db.executescript(
         """
         CREATE TABLE runner_groups (

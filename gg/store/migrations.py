@@ -18,25 +18,26 @@ Write new ones with those two calls and SQL both engines accept.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import sqlite_utils
 
-Migration = Callable[[sqlite_utils.Database], None]
-MIGRATIONS: dict[int, tuple[str, Migration]] = {}
+from gg.store import approvals, groups, placement, pull
+
+Step = Callable[[sqlite_utils.Database], None]
 
 
-def migration(number: int, name: str):
-    def register(fn: Migration) -> Migration:
-        if number in MIGRATIONS:
-            raise RuntimeError(f"migration {number} registered twice")
-        MIGRATIONS[number] = (name, fn)
-        return fn
+@dataclass(frozen=True)
+class Migration:
+    """One change of the schema: its number (its place in the order, for ever), its name
+    (kept in ``_migrations`` beside the number) and what it runs."""
 
-    return register
+    number: int
+    name: str
+    step: Step
 
 
-@migration(1, "core")
 def _core(db: sqlite_utils.Database) -> None:
     db.executescript(
         """
@@ -158,7 +159,6 @@ def _core(db: sqlite_utils.Database) -> None:
     )
 
 
-@migration(100, "gates")
 def _gates(db: sqlite_utils.Database) -> None:
     db.executescript(
         """
@@ -184,7 +184,6 @@ def _gates(db: sqlite_utils.Database) -> None:
     )
 
 
-@migration(300, "fleet profiles, enrolment tokens, runner fitness")
 def _enrolment(db: sqlite_utils.Database) -> None:
     """Profiles (applied and in force, with history), enrolment tokens (hash only) and what
     the control plane knows a runner can do: the agents it reports, the credential
@@ -235,7 +234,6 @@ def _enrolment(db: sqlite_utils.Database) -> None:
     )
 
 
-@migration(200, "runner policy override")
 def _runner_policy_override(db: sqlite_utils.Database) -> None:
     """What an admin set with ``gg runner policy`` (layered over default and profile), and
     when the assigned policy last changed (for the ``checks pending`` verdict)."""
@@ -250,7 +248,6 @@ def _runner_policy_override(db: sqlite_utils.Database) -> None:
 # -- pools (400-499) ------------------------------------------------------------------------
 
 
-@migration(400, "pools")
 def _pools(db: sqlite_utils.Database) -> None:
     """Strategies (applied, in force, their pool's attestation), members and the admin's
     allow-list of pool maintainers. A strategy's pool name is unique and never changes."""
@@ -302,7 +299,6 @@ def _pools(db: sqlite_utils.Database) -> None:
 # -- key proof (600-609) ----------------------------------------------------------------------
 
 
-@migration(600, "key nonces")
 def _key_nonces(db: sqlite_utils.Database) -> None:
     """Single-use nonces a machine signs to prove it holds the private key it registers,
     enrols or joins a pool with (before any runner row exists, so not runner_challenges).
@@ -320,7 +316,6 @@ def _key_nonces(db: sqlite_utils.Database) -> None:
     )
 
 
-@migration(610, "people: token expiry and removal")
 def _people_removal(db: sqlite_utils.Database) -> None:
     """A person's token may expire (NULL: never, as the owner's first token and every token
     minted before this migration), and a removed person's row stays as a tombstone so that
@@ -336,7 +331,6 @@ def _people_removal(db: sqlite_utils.Database) -> None:
     )
 
 
-@migration(800, "run-time limits")
 def _run_time_limits(db: sqlite_utils.Database) -> None:
     """How long each attempt of a flight may run (NULL: no limit, as every flight opened
     before this migration), and the root envelope's default limit per environment."""
@@ -351,7 +345,6 @@ def _run_time_limits(db: sqlite_utils.Database) -> None:
 # -- output caps (810-819) --------------------------------------------------------------------
 
 
-@migration(810, "flights: output limit and stored output bytes")
 def _output_caps(db: sqlite_utils.Database) -> None:
     """A flight's output limit (NULL: the server's default, as for every flight opened before
     this migration) and the bytes of output stored for it, counted with each report."""
@@ -366,7 +359,6 @@ def _output_caps(db: sqlite_utils.Database) -> None:
 # -- retention (830-839) ----------------------------------------------------------------------
 
 
-@migration(830, "retention indexes")
 def _retention_indexes(db: sqlite_utils.Database) -> None:
     """Pruning finds ended flights by ``ended_at`` and old events by ``at``, oldest first, each a
     range scan of an index rather than of the table."""
@@ -381,7 +373,6 @@ def _retention_indexes(db: sqlite_utils.Database) -> None:
 # -- hooks (840-849) --------------------------------------------------------------------------
 
 
-@migration(840, "hooks and their outbox")
 def _hooks(db: sqlite_utils.Database) -> None:
     """Hooks an admin added, and the durable outbox of their deliveries. The secret is kept
     as it was minted (the server must compute HMACs with it), in this file, which is 0600 in
@@ -430,7 +421,6 @@ def _hooks(db: sqlite_utils.Database) -> None:
 # -- priorities and fair share (820-829) ------------------------------------------------------
 
 
-@migration(820, "flight priorities")
 def _priorities(db: sqlite_utils.Database) -> None:
     """A flight's priority (high, normal, low); every flight opened before it is normal.
     ``flights_turns`` reads each (priority, opener)'s oldest ready flights without walking a
@@ -447,7 +437,6 @@ def _priorities(db: sqlite_utils.Database) -> None:
 # -- the web console (760-769) ----------------------------------------------------------------
 
 
-@migration(760, "console sessions")
 def _console_sessions(db: sqlite_utils.Database) -> None:
     """A person signed in to the web console. Only the SHA-256 of the session's secret is kept
     (like every token), so a copy of this file signs nobody in; the row lives here, not in the
@@ -466,7 +455,6 @@ def _console_sessions(db: sqlite_utils.Database) -> None:
     )
 
 
-@migration(761, "console sessions: the person token each was made with")
 def _console_session_tokens(db: sqlite_utils.Database) -> None:
     """A session works only while the person token it was made with is still its person's
     token: the hash of that token is kept with it, and a session without one (made before
@@ -477,7 +465,6 @@ def _console_session_tokens(db: sqlite_utils.Database) -> None:
 # -- start estimates (780-789) ----------------------------------------------------------------
 
 
-@migration(780, "start estimates")
 def _start_estimates(db: sqlite_utils.Database) -> None:
     """``durations``: how long finished flights of one kind (title, environment, agent) flew,
     and how long each pool took to warm a member, as small fading histograms
@@ -511,7 +498,6 @@ def _start_estimates(db: sqlite_utils.Database) -> None:
 # -- identity you can check (720-729) --------------------------------------------------------
 
 
-@migration(781, "start estimates shown, kept in the store")
 def _shown_estimates(db: sqlite_utils.Database) -> None:
     """``shown_estimates``: the last estimate a waiting flight was shown, written by the read
     that showed it, so that any replica's grant finds it and a restart does not forget it; the
@@ -531,7 +517,6 @@ def _shown_estimates(db: sqlite_utils.Database) -> None:
     )
 
 
-@migration(720, "runner identity: skew noted, ephemeral runners and tokens")
 def _identity(db: sqlite_utils.Database) -> None:
     """``skew_checked_pair``: the last version pair a check-in looked up, so a runner's
     heartbeat reads the skew events only when its build changes. ``ephemeral``: a runner
@@ -546,7 +531,6 @@ def _identity(db: sqlite_utils.Database) -> None:
     )
 
 
-@migration(721, "runner key fingerprints, indexed")
 def _key_fingerprints(db: sqlite_utils.Database) -> None:
     """``gg runner show --fingerprint F`` is one indexed lookup, not a walk of the fleet: each
     row keeps its key's fingerprint (gg.domain.identity.key_fingerprint), filled in here for
@@ -563,7 +547,6 @@ def _key_fingerprints(db: sqlite_utils.Database) -> None:
 # -- the operator's surface (770-779) -----------------------------------------------------------
 
 
-@migration(770, "pools being deleted")
 def _pools_deleting(db: sqlite_utils.Database) -> None:
     """When ``gg pool delete`` asked for the pool to go: its plan is then to hold nothing, and
     the strategy is deleted once the maintainer attests an empty pool."""
@@ -573,7 +556,6 @@ def _pools_deleting(db: sqlite_utils.Database) -> None:
 # -- consoles to a machine (870-879) -------------------------------------------------------------
 
 
-@migration(870, "consoles to a machine")
 def _machine_consoles(db: sqlite_utils.Database) -> None:
     """One row per console session (docs/console.md): who asked, on which runner (and flight),
     the command, when the runner heard of it, joined, and when it closed with what status.
@@ -605,7 +587,6 @@ def _machine_consoles(db: sqlite_utils.Database) -> None:
 # -- heartbeats at fleet scale (871-878; 879: consoles again) --------------------------------------------------------
 
 
-@migration(871, "runners by mode")
 def _runners_by_mode(db: sqlite_utils.Database) -> None:
     """The pull-mode poller reads the runners it polls (``mode = 'pull'``) whenever a flight
     may have become ready, which a fleet's check-ins signal many times a second: an index
@@ -613,7 +594,6 @@ def _runners_by_mode(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX runners_mode ON runners(mode)")
 
 
-@migration(879, "closed consoles by age")
 def _closed_consoles_by_age(db: sqlite_utils.Database) -> None:
     """Closed console sessions are pruned by age with the events (``gg.control.retention``):
     this index lets each batch walk the oldest closed ones first."""
@@ -625,7 +605,6 @@ def _closed_consoles_by_age(db: sqlite_utils.Database) -> None:
 # -- control-plane replicas (900-909) -----------------------------------------------------------
 
 
-@migration(900, "duties held by one replica at a time")
 def _duties(db: sqlite_utils.Database) -> None:
     """Who does each background duty (gg.control.duties): one row per duty, held by one
     server process until ``until`` and renewed by it well before."""
@@ -644,9 +623,53 @@ def _duties(db: sqlite_utils.Database) -> None:
 # -- per-flight settings (910-919) ----------------------------------------------------------------
 
 
-@migration(910, "reserved: a flights column withdrawn before release")
 def _withdrawn_flight_note(db: sqlite_utils.Database) -> None:
     """Kept so that the numbers stay append-only: a flights column was added here and taken
     back before release (a column added under a previous version's replica breaks its
     prepared ``SELECT *``; docs/architecture.md). It changes nothing."""
     db.execute("SELECT 1")
+
+
+# -- the list ---------------------------------------------------------------------------------
+
+# Every migration, in the order both stores run them: strictly increasing numbers, append only.
+# A new migration is its function (above, in its range's section, or in its feature's store
+# module) and ONE line at the end of this list; tests/store/test_migrations.py fails when the
+# numbers do not increase or when a migration is registered any other way.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "core", _core),
+    Migration(100, "gates", _gates),
+    Migration(101, "environments and the root envelope", placement.migrate_environments),
+    Migration(102, "label dispositions", placement.migrate_dispositions),
+    Migration(200, "runner policy override", _runner_policy_override),
+    Migration(300, "fleet profiles, enrolment tokens, runner fitness", _enrolment),
+    Migration(400, "pools", _pools),
+    Migration(600, "key nonces", _key_nonces),
+    Migration(610, "people: token expiry and removal", _people_removal),
+    Migration(700, "runner groups, attributes and the fleet-wide stop", groups.migrate_groups),
+    Migration(720, "runner identity: skew noted, ephemeral runners and tokens", _identity),
+    Migration(721, "runner key fingerprints, indexed", _key_fingerprints),
+    Migration(730, "gates: the approver clearer", approvals.migrate_approver_clearer),
+    Migration(731, "approvals: environments that require one, and the root envelope's list",
+              approvals.migrate_approvals),
+    Migration(732, "flights: a service's spec", approvals.migrate_service_spec),
+    Migration(750, "pull mode: the control plane's signing key", pull.migrate_control_key),
+    Migration(751, "pull mode: a runner's mode and the address it is polled at",
+              pull.migrate_runner_mode),
+    Migration(760, "console sessions", _console_sessions),
+    Migration(761, "console sessions: the person token each was made with",
+              _console_session_tokens),
+    Migration(770, "pools being deleted", _pools_deleting),
+    Migration(780, "start estimates", _start_estimates),
+    Migration(781, "start estimates shown, kept in the store", _shown_estimates),
+    Migration(800, "run-time limits", _run_time_limits),
+    Migration(810, "flights: output limit and stored output bytes", _output_caps),
+    Migration(820, "flight priorities", _priorities),
+    Migration(830, "retention indexes", _retention_indexes),
+    Migration(840, "hooks and their outbox", _hooks),
+    Migration(870, "consoles to a machine", _machine_consoles),
+    Migration(871, "runners by mode", _runners_by_mode),
+    Migration(879, "closed consoles by age", _closed_consoles_by_age),
+    Migration(900, "duties held by one replica at a time", _duties),
+    Migration(910, "reserved: a flights column withdrawn before release", _withdrawn_flight_note),
+)

@@ -1,8 +1,8 @@
 """Placement rows: environments, the root envelope, label dispositions, attended deadlines.
 
 The migrations of the placement range (100-199) that are not gates live here, beside the
-rows they create, so that placement work never edits the core's migration file. They are
-registered with the same numbered ``migration`` decorator and run in number order.
+rows they create; their numbers and names are in the one list,
+``gg.store.migrations.MIGRATIONS``, and they run in its order.
 """
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ import sqlite_utils
 from gg.domain.environments import Environment, RootEnvelope
 from gg.domain.flights import Stage
 from gg.store.db import Database, dumps, loads
-from gg.store.migrations import migration
 
 
-@migration(101, "environments and the root envelope")
-def _environments(db: sqlite_utils.Database) -> None:
+def migrate_environments(db: sqlite_utils.Database) -> None:
     db.executescript(
         """
         CREATE TABLE environments (
@@ -40,8 +38,7 @@ def _environments(db: sqlite_utils.Database) -> None:
     )
 
 
-@migration(102, "label dispositions")
-def _dispositions(db: sqlite_utils.Database) -> None:
+def migrate_dispositions(db: sqlite_utils.Database) -> None:
     db.executescript(
         """
         CREATE TABLE label_dispositions (

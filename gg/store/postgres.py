@@ -394,15 +394,14 @@ class PgDatabase(SharedDatabase):
                 conn.execute("CREATE TABLE IF NOT EXISTS _migrations "
                              "(number BIGINT PRIMARY KEY, name TEXT, at DOUBLE PRECISION)")
                 done = {r[0] for r in conn.execute("SELECT number FROM _migrations").fetchall()}
-                for number in sorted(MIGRATIONS):
-                    if number in done:
+                for migration in MIGRATIONS:
+                    if migration.number in done:
                         continue
-                    name, fn = MIGRATIONS[number]
                     with self.atomic():
-                        fn(_Schema(self))
+                        migration.step(_Schema(self))
                         self.run("INSERT INTO _migrations (number, name, at) VALUES (?, ?, ?)",
-                                 (number, name, time.time()))
-                    applied.append(number)
+                                 (migration.number, migration.name, time.time()))
+                    applied.append(migration.number)
             finally:
                 if not (conn.closed or conn.broken):
                     conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))

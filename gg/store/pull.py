@@ -12,12 +12,10 @@ import sqlite_utils
 from gg.domain.pull import MODE_PULL
 from gg.domain.runners import Runner
 from gg.store.db import Database
-from gg.store.migrations import migration
 from gg.store.runners import runner_from_row
 
 
-@migration(750, "pull mode: the control plane's signing key")
-def _control_key(db: sqlite_utils.Database) -> None:
+def migrate_control_key(db: sqlite_utils.Database) -> None:
     """One row at most (``id = 1``): the private key as PKCS#8 PEM, and its public half."""
     db.executescript(
         """
@@ -31,8 +29,7 @@ def _control_key(db: sqlite_utils.Database) -> None:
     )
 
 
-@migration(751, "pull mode: a runner's mode and the address it is polled at")
-def _runner_mode(db: sqlite_utils.Database) -> None:
+def migrate_runner_mode(db: sqlite_utils.Database) -> None:
     """``mode``: ``dial`` (it dials out to the control plane) or ``pull`` (the control plane
     polls it at ``url``)."""
     db.executescript(

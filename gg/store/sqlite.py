@@ -118,17 +118,16 @@ class SqliteDatabase(SharedDatabase):
                             "(number INTEGER PRIMARY KEY, name TEXT, at REAL)")
         done = {r[0] for r in self._write.execute("SELECT number FROM _migrations")}
         applied = []
-        for number in sorted(MIGRATIONS):
-            if number in done:
+        for migration in MIGRATIONS:
+            if migration.number in done:
                 continue
-            name, fn = MIGRATIONS[number]
             with self.atomic():
-                fn(self.db)
+                migration.step(self.db)
                 self._write.execute(
                     "INSERT INTO _migrations (number, name, at) VALUES (?, ?, ?)",
-                    (number, name, time.time()),
+                    (migration.number, migration.name, time.time()),
                 )
-            applied.append(number)
+            applied.append(migration.number)
         return applied
 
     # -- small helpers ------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 from gg.control import people
 from gg.control.core import Core
 from gg.control.people import bootstrap
+from gg.control.wiring import wired
 from gg.settings import Settings
 from gg.store import open_store
 
@@ -29,7 +30,7 @@ def settings() -> Settings:
 def core(tmp_path, clock, settings, store_url) -> Core:
     """On SQLite in ``tmp_path``, or on a PostgreSQL database of its own when the test module
     runs on both stores (``STORES``, tests/conftest.py)."""
-    c = Core(store=open_store(tmp_path, store_url), settings=settings, clock=clock)
+    c = Core(store=open_store(tmp_path, store_url), settings=settings, clock=clock, wiring=wired())
     bootstrap(c, tmp_path)
     yield c
     if store_url:

@@ -10,6 +10,7 @@ import pytest
 from gg.control import admin, flights, leases, people, plan, runners, views
 from gg.control.core import Core
 from gg.control.people import bootstrap
+from gg.control.wiring import wired
 from gg.domain.flight_spec import FlightSpec
 from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 from gg.settings import Settings
@@ -34,7 +35,7 @@ def prod(tmp_path, clock, settings):
     """A second control plane that does not run --dev."""
     data = tmp_path / "prod"
     data.mkdir()
-    c = Core(store=open_store(data), settings=replace(settings, dev=False), clock=clock)
+    c = Core(store=open_store(data), settings=replace(settings, dev=False), clock=clock, wiring=wired())
     bootstrap(c, data)
     return c
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gg.control import duties, flights, leases
 from gg.control.core import Core
+from gg.control.wiring import wired
 from gg.domain.flight_spec import FlightSpec
 from gg.store import open_store
 
@@ -15,7 +16,7 @@ STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both s
 
 def _another_replica(core: Core, tmp_path, store_url: str) -> Core:
     """A second server process on the same store (SQLite: the same file)."""
-    return Core(store=open_store(tmp_path, store_url), settings=core.settings, clock=core.clock)
+    return Core(store=open_store(tmp_path, store_url), settings=core.settings, clock=core.clock, wiring=wired())
 
 
 def test_a_duty_is_held_by_one_replica_until_its_holder_lets_it_lapse(core, clock, tmp_path,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gg.airspace.errors import AirspaceError
@@ -167,10 +169,10 @@ def test_the_root_envelope_is_refused_when_no_live_runner_advertises_an_environm
         environments.apply_root(core, owner, {"environments": ["ui"]})
 
 
-def test_a_pool_or_other_provider_can_serve_an_environment(core, owner, monkeypatch):
-    monkeypatch.setattr(environments, "_PROVIDERS", [*environments._PROVIDERS,
-                                                     lambda c, env: ["pool night-pool"]
-                                                     if env == "nightly" else []])
+def test_a_pool_or_other_provider_can_serve_an_environment(core, owner):
+    core.wiring = replace(core.wiring, providers=(*core.wiring.providers,
+                                                  lambda c, env: ["pool night-pool"]
+                                                  if env == "nightly" else []))
     applied = environments.apply_root(core, owner, {"environments": ["nightly"]})
     assert applied["providers"] == {"nightly": ["pool night-pool"]}
 

@@ -8,6 +8,7 @@ import pytest
 
 from gg.control import estimates, flights, leases
 from gg.control.core import Core
+from gg.control.wiring import wired
 from gg.domain.estimates import GATED, kind_of
 from gg.domain.flight_spec import FlightSpec
 from gg.settings import Settings
@@ -93,9 +94,9 @@ def test_the_estimate_shown_by_one_server_is_kept_by_the_grant_of_another_or_aft
     assert flights.show_flight(core, waiting.id)["expected_start_at"] == pytest.approx(
         shown["expected_start_at"], abs=0.5)  # the same estimate, shown again
 
-    other = Core(store=open_store(tmp_path, store_url), settings=core.settings, clock=clock)
+    other = Core(store=open_store(tmp_path, store_url), settings=core.settings, clock=clock, wiring=wired())
     try:
-        assert other.written_estimates == {}  # nothing in this one's memory
+        assert other.estimates.written == {}  # nothing in this one's memory
         clock.advance(28)
         check_in(other, a)
         leases.hand_back(other, a, flying.id, epoch=1, outcome="landed", exit_code=0,
@@ -196,17 +197,17 @@ def test_the_pages_of_one_listing_share_one_forecast_until_an_event_or_the_reuse
     for _ in range(3):
         flights.open_flight(core, owner, FlightSpec(command=["build"]))
     first = flights.list_flights(core, limit=1)
-    kept = core.last_forecast
+    kept = core.estimates.last_forecast
     second = flights.list_flights(core, limit=1, cursor=first["next_cursor"])
-    assert core.last_forecast is kept  # the second page reused the first page's run
+    assert core.estimates.last_forecast is kept  # the second page reused the first page's run
     assert second["items"][0]["expected_start_basis"] is not None
     flights.open_flight(core, owner, FlightSpec(command=["build"]))  # an event: the queue changed
     flights.list_flights(core, limit=1)
-    assert core.last_forecast is not kept
-    kept = core.last_forecast
+    assert core.estimates.last_forecast is not kept
+    kept = core.estimates.last_forecast
     clock.advance(core.settings.estimate_reuse)  # the window passed: looked at afresh
     flights.list_flights(core, limit=1)
-    assert core.last_forecast is not kept
+    assert core.estimates.last_forecast is not kept
 
 
 def test_a_read_plays_the_queue_only_as_far_as_its_flights_and_a_read_already_covered_reuses_it(
@@ -215,13 +216,13 @@ def test_a_read_plays_the_queue_only_as_far_as_its_flights_and_a_read_already_co
     check_in(core, a)
     opened = [flights.open_flight(core, owner, FlightSpec(command=["build"])) for _ in range(5)]
     first = flights.show_flight(core, opened[0].id)
-    assert core.last_forecast[2].played == [opened[0].id]  # nothing behind it was played
+    assert core.estimates.last_forecast[2].played == [opened[0].id]  # nothing behind it was played
     assert first["expected_start_basis"] is not None
     page = flights.list_flights(core, limit=2)  # the newest two: the last in the queue
-    assert core.last_forecast[2].played == [f.id for f in opened]
-    kept = core.last_forecast
+    assert core.estimates.last_forecast[2].played == [f.id for f in opened]
+    kept = core.estimates.last_forecast
     again = flights.show_flight(core, opened[0].id)  # covered by the listing's run: reused
-    assert core.last_forecast is kept
+    assert core.estimates.last_forecast is kept
     assert again["expected_start_at"] == first["expected_start_at"]
     assert [r["expected_start_basis"] for r in page["items"]] == [
         kept[2].get(f.id).basis for f in opened[:2:-1]]

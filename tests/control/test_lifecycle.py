@@ -9,6 +9,7 @@ from gg.control import flights, leases
 from gg.control.core import Core
 from gg.control.lifecycle import move
 from gg.control.people import bootstrap
+from gg.control.wiring import wired
 from gg.domain.flight_spec import FlightSpec
 from gg.domain.flights import Event, IllegalTransition
 from gg.settings import Settings
@@ -26,7 +27,7 @@ def clock():
 
 @pytest.fixture
 def core(tmp_path, clock):
-    c = Core(store=open_store(tmp_path), settings=Settings(lease_ttl=60, dev=True), clock=clock)
+    c = Core(store=open_store(tmp_path), settings=Settings(lease_ttl=60, dev=True), clock=clock, wiring=wired())
     bootstrap(c, tmp_path)
     return c
 

@@ -454,7 +454,7 @@ def test_a_members_reset_and_warm_up_between_flights_is_not_a_runners_turnaround
     again, _ = join(core, answer["code"])
     check_in(core, again)
     assert leases.try_claim(core, again.id)[0].id == waiting.id
-    assert core.turnaround.count == 0  # it would add ~40 s after every runner's flight
+    assert core.estimates.turnaround.count == 0  # it would add ~40 s after every runner's flight
 
 
 def test_a_member_cannot_join_under_a_name_a_live_runner_holds(core, owner, keeper):

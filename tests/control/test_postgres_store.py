@@ -13,6 +13,7 @@ import pytest
 from gg.control import flights, leases
 from gg.control.core import Core
 from gg.control.people import bootstrap
+from gg.control.wiring import wired
 from gg.domain.flight_spec import FlightSpec
 from gg.settings import Settings
 from gg.store import Store, wakeups
@@ -68,7 +69,7 @@ def test_replicas_starting_together_migrate_once_and_make_one_owner(pg_cluster, 
             stores.append(store)
             data_dir = tmp_path / f"replica{i}"
             data_dir.mkdir()
-            made.append(bootstrap(Core(store=store, settings=Settings(), clock=clock), data_dir))
+            made.append(bootstrap(Core(store=store, settings=Settings(), clock=clock, wiring=wired()), data_dir))
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -95,8 +96,8 @@ def test_claims_through_two_replicas_at_once_never_overfill_a_runner(pg_url, tmp
     over. The seat is read and the grant written in one transaction that every replica takes
     in turn: each runner ends with exactly one flight, and no (flight, epoch) twice."""
     settings = Settings(dev=True, claim_wait=30, lease_ttl=60, offline_after=45)
-    a = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock)
-    b = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock)
+    a = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
+    b = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
     try:
         bootstrap(a, tmp_path)
         owner = a.store.person_by_name("owner")
@@ -220,7 +221,7 @@ def test_a_copied_store_holds_every_row_and_its_sequences_go_on_past_them(tmp_pa
     from gg.store.transfer import TargetNotEmpty, copy_store
 
     settings = Settings(dev=True, claim_wait=30, lease_ttl=60, offline_after=45)
-    old = Core(store=open_store(tmp_path), settings=settings, clock=clock)
+    old = Core(store=open_store(tmp_path), settings=settings, clock=clock, wiring=wired())
     bootstrap(old, tmp_path)
     owner = old.store.person_by_name("owner")
     runner = make_runner(old, owner, "r1")
@@ -240,7 +241,7 @@ def test_a_copied_store_holds_every_row_and_its_sequences_go_on_past_them(tmp_pa
     assert copied.rows == counts and copied.nul_replaced == {}
     with pytest.raises(TargetNotEmpty):
         copy_store(tmp_path / "gg.sqlite3", url)
-    new = Core(store=Store(url, pool_size=1), settings=settings, clock=clock)
+    new = Core(store=Store(url, pool_size=1), settings=settings, clock=clock, wiring=wired())
     try:
         assert bootstrap(new, tmp_path / "elsewhere") is None  # the owner came along
         assert new.store.person_by_name("owner").id == owner.id
@@ -386,7 +387,7 @@ def test_a_claims_read_of_the_queue_does_not_grow_with_the_flights_that_landed(p
     with 3,000 landed flights and 5 ready, the read touches a few rows of ``flights``, not every
     one (PostgreSQL's planner ran the portable form as a filter over the whole table, so a claim
     cost more with every flight ever opened). Counted by PostgreSQL itself, in the transaction."""
-    core = Core(store=Store(pg_url, pool_size=2), settings=Settings(dev=True), clock=clock)
+    core = Core(store=Store(pg_url, pool_size=2), settings=Settings(dev=True), clock=clock, wiring=wired())
     try:
         bootstrap(core, tmp_path)
         owner = core.store.person_by_name("owner")

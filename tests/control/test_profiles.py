@@ -8,6 +8,7 @@ from gg.airspace.errors import AirspaceError
 from gg.control import enrolment, gates, people, profiles
 from gg.control.core import Core
 from gg.control.people import bootstrap
+from gg.control.wiring import wired
 from gg.errors import Forbidden
 from gg.settings import Settings
 from gg.store import open_store
@@ -119,7 +120,7 @@ def test_isolation_none_is_refused_unless_the_server_runs_dev(core, owner, tmp_p
         profiles.apply_profile(core, owner, "ui", with_(policy={"isolation": "none"}))
     assert str(refused.value).startswith("<request>: policy.isolation: none is allowed only")
     assert core.store.profile_record("ui") is None
-    dev = Core(store=open_store(tmp_path / "dev"), settings=Settings(dev=True), clock=Clock())
+    dev = Core(store=open_store(tmp_path / "dev"), settings=Settings(dev=True), clock=Clock(), wiring=wired())
     bootstrap(dev, tmp_path / "dev")
     answer = profiles.apply_profile(dev, dev.store.person_by_name("owner"), "ui",
                                     with_(policy={"isolation": "none"}))

@@ -12,6 +12,7 @@ from gg.api.pull import Polled
 from gg.control import admin, flights
 from gg.control import pull as pull_ops
 from gg.control.core import Core
+from gg.control.wiring import wired
 from gg.domain.flight_spec import FlightSpec
 from gg.domain.identity import key_fingerprint
 from gg.errors import Conflict, Forbidden
@@ -26,7 +27,7 @@ def test_the_control_plane_key_is_made_once_per_database_and_kept_in_it(core, tm
                                                                         clock, settings,
                                                                         store_url):
     first = keys.public_text(pull_ops.signing_key(core))
-    again = Core(store=open_store(tmp_path, store_url), settings=settings, clock=clock)
+    again = Core(store=open_store(tmp_path, store_url), settings=settings, clock=clock, wiring=wired())
     assert keys.public_text(pull_ops.signing_key(again)) == first
     assert core.store.control_key()["public_key"] == first
     assert not core.store.add_control_key(keys.private_pem(keys.generate()),

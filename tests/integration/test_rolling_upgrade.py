@@ -31,7 +31,6 @@ import httpx
 import psycopg
 import pytest
 
-import gg.store  # noqa: F401 - imports every module that registers a migration
 from gg.api import paths
 from gg.launch import LocalServer, sign_in
 from gg.proof.invariants import check_postgresql
@@ -42,7 +41,12 @@ from replica_support import ReplicaSet
 from support import FAST, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-REGISTERED = re.compile(r"@migration\(([0-9]+)")
+# A migration as a commit's gg writes it: a line of the list gg.store.migrations.MIGRATIONS
+# (``Migration(N, ...``), or, in versions before that list, a decorator (``@migration(N, ...``)
+# in whichever store module held the migration.
+LISTED = r"[mM]igration\([0-9]+"
+REGISTERED = re.compile(r"[mM]igration\(([0-9]+)")
+CURRENT = {m.number for m in MIGRATIONS}
 LEASE_TTL = float(FAST["GG_LEASE_TTL"])
 
 
@@ -57,7 +61,7 @@ def _git(*args: str) -> subprocess.CompletedProcess:
 
 def _migrations_at(commits: list[str]) -> dict[str, set[int]]:
     """The migration numbers each commit's ``gg`` registers (read as this tree writes them)."""
-    done = _git("grep", "-o", "-E", r"@migration\([0-9]+", *commits, "--", "gg/*.py")
+    done = _git("grep", "-o", "-E", LISTED, *commits, "--", "gg/*.py")
     if done.returncode not in (0, 1):  # 1: no match anywhere
         pytest.fail(f"git grep failed: {done.stderr.strip()}")
     found: dict[str, set[int]] = {c: set() for c in commits}
@@ -72,11 +76,12 @@ def previous_version() -> str:
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout (an sdist?): the previous version is taken from the "
                     "history, and this source tree has none")
-    current = set(MIGRATIONS)
+    current = CURRENT
     written = {int(n) for path in (ROOT / "gg").rglob("*.py")
                for n in REGISTERED.findall(path.read_text())}
     assert written == current, (
-        f"this test reads a commit's migrations as '@migration(N' in gg/*.py, which finds "
+        f"this test reads a commit's migrations as 'Migration(N' or '@migration(N' in gg/*.py, "
+        f"which finds "
         f"{sorted(written ^ current)} differently from the registry: teach it the new way")
     listed = _git("rev-list", "--first-parent", "HEAD")
     assert listed.returncode == 0, f"git rev-list failed: {listed.stderr.strip()}"
@@ -124,14 +129,16 @@ def previous(tmp_path_factory) -> Previous:
     env = {"PYTHONPATH": str(where), "PYTHONSAFEPATH": "1"}
     # Run from this tree, where a plain `python -m gg` would find this tree's gg first.
     probe = subprocess.run(
+        # MIGRATIONS: a dict keyed by number before the list, a tuple of Migration since
         [sys.executable, "-c", "import json, gg, gg.store; from gg.store.migrations import "
          "MIGRATIONS; from gg.settings import Settings; print(json.dumps([gg.__file__, "
-         "sorted(MIGRATIONS), bool(Settings().protocol().get('hand_back_claims'))]))"],
+         "sorted(getattr(m, 'number', m) for m in MIGRATIONS), "
+         "bool(Settings().protocol().get('hand_back_claims'))]))"],
         env={**os.environ, **env}, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0, probe.stderr
     loaded, numbers, claims_next = json.loads(probe.stdout)
     assert Path(loaded).is_relative_to(where), f"the previous version ran {loaded}"
-    assert set(numbers) < set(MIGRATIONS), (commit, numbers)
+    assert set(numbers) < CURRENT, (commit, numbers)
     return Previous(commit, env, frozenset(numbers), claims_next)
 
 
@@ -264,7 +271,7 @@ def test_a_rolling_upgrade_from_the_previous_version_lands_every_flight_once(upg
     #    under its lock while the old one serves (the held flights' lease calls go there).
     b.start(timeout=60)
     assert _commit(b) != previous.commit
-    assert _applied(url) == set(MIGRATIONS)
+    assert _applied(url) == CURRENT
     replicas.runner("old-b", first=1, env=previous.env)
     replicas.runner("new-b", first=1)
     up.online("old-b", "new-b")
@@ -301,7 +308,7 @@ def test_a_rolling_upgrade_from_the_previous_version_lands_every_flight_once(upg
     _answered_well(a, "the old replica", hand_backs_refused=0 if previous.claims_next else 1)
     a.stop()
     a.start(timeout=60)
-    assert _commit(a) == previous.commit and _applied(url) == set(MIGRATIONS)
+    assert _commit(a) == previous.commit and _applied(url) == CURRENT
     up.every_pairing(everyone, "every flight to land with the old replica restarted")
     _answered_well(a, "the restarted old replica")
     _answered_well(b, "the restarted new replica")

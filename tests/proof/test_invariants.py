@@ -13,6 +13,7 @@ import pytest
 from gg.control import admin, flights, leases, runners
 from gg.control.core import Core
 from gg.control.people import bootstrap
+from gg.control.wiring import wired
 from gg.domain.flight_spec import FlightSpec
 from gg.proof.invariants import Restart, check
 from gg.settings import Settings
@@ -27,7 +28,7 @@ TTL = 60.0
 def world(tmp_path):
     clock = Clock()
     core = Core(store=open_store(tmp_path), settings=Settings(dev=True, lease_ttl=TTL, max_expiries=3),
-                clock=clock)
+                clock=clock, wiring=wired())
     bootstrap(core, tmp_path)
     owner = core.store.person_by_name("owner")
     return core, owner, clock, tmp_path / "gg.sqlite3"

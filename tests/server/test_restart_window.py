@@ -7,6 +7,7 @@ from fastapi.testclient import TestClient
 
 from gg.control import flights, leases, people
 from gg.control.core import Core
+from gg.control.wiring import wired
 from gg.domain.flight_spec import FlightSpec
 from gg.server.app import create_app
 from gg.settings import Settings
@@ -19,7 +20,7 @@ STORES = ("sqlite", "postgresql")  # storage semantics: each test runs on both s
 
 def test_the_restart_window_starts_when_the_server_serves(tmp_path, clock, store_url):
     settings = Settings(lease_ttl=3.0, dev=True)
-    before = Core(store=open_store(tmp_path, store_url), settings=settings, clock=clock)
+    before = Core(store=open_store(tmp_path, store_url), settings=settings, clock=clock, wiring=wired())
     people.bootstrap(before, tmp_path)
     owner = before.store.person_by_name("owner")
     a = make_runner(before, owner)

@@ -8,6 +8,7 @@ import asyncio
 from gg.control import flights, retention
 from gg.control.core import Core
 from gg.control.people import bootstrap
+from gg.control.wiring import wired
 from gg.domain.flight_spec import FlightSpec
 from gg.server.retention import prune_all
 from gg.settings import Settings
@@ -18,7 +19,7 @@ DAY = 86400.0
 
 def test_a_long_prune_runs_as_bounded_batches_with_the_loop_free_between_them(tmp_path, clock):
     core = Core(store=open_store(tmp_path), clock=clock,
-                settings=Settings(retain_flights=DAY, retain_events=0, retention_batch=3))
+                settings=Settings(retain_flights=DAY, retain_events=0, retention_batch=3), wiring=wired())
     bootstrap(core, tmp_path)
     owner = core.store.person_by_name("owner")
     for _ in range(12):
