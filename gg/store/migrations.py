@@ -650,3 +650,29 @@ def _withdrawn_flight_note(db: sqlite_utils.Database) -> None:
     back before release (a column added under a previous version's replica breaks its
     prepared ``SELECT *``; docs/architecture.md). It changes nothing."""
     db.execute("SELECT 1")
+
+
+# -- the job contract: concurrency keys and a grace per flight (920-929) ------------------------
+
+
+@migration(920, "concurrency keys and a grace per flight")
+def _concurrency_and_grace(db: sqlite_utils.Database) -> None:
+    """A flight's concurrency key (``gg fly --concurrency KEY[:N] [--cancel-in-progress]``)
+    and its grace (``--grace``), each in a table of its own keyed by flight id: a row only for
+    a flight that set it, and no new flights column (docs/architecture.md). Flights of a key
+    are found by ``key``: counting those flying is the claim's check."""
+    db.executescript(
+        """
+        CREATE TABLE flight_concurrency (
+            flight_id TEXT PRIMARY KEY,
+            key TEXT NOT NULL,
+            max_flying INTEGER NOT NULL DEFAULT 1,
+            cancel_in_progress INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX flight_concurrency_key ON flight_concurrency(key);
+        CREATE TABLE flight_grace (
+            flight_id TEXT PRIMARY KEY,
+            grace REAL NOT NULL
+        );
+        """
+    )
