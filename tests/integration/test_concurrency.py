@@ -111,7 +111,9 @@ def test_one_key_flies_one_at_a_time_says_why_the_rest_wait_and_every_flight_lan
     assert len(fleet.api().flights(limit=1000)) == before
 
     # 18 more of the key on 8 free slots: one at a time, and every one lands
-    rest = [_fly(fleet, "--concurrency", KEY, "--", "true") for _ in range(18)]
+    api = fleet.api()
+    rest = [api.open_flight({"command": ["true"], "concurrency": {"key": KEY}})["id"]
+            for _ in range(18)]
     gate.write_text("go")
     ids = {first, second, *rest}
     wait_until(lambda: all(_stage(fleet, f, "landed") for f in ids), timeout=90,
@@ -131,6 +133,21 @@ def test_one_key_flies_one_at_a_time_says_why_the_rest_wait_and_every_flight_lan
         assert newest in data["ended"]
     wait_until(lambda: _stage(fleet, newest, "landed"), timeout=30, what="the newest to land")
     gate.write_text("go")
+
+
+def test_two_replicas_on_postgresql_never_fly_two_flights_of_one_key_at_once(make_replicas):
+    replicas = make_replicas(2, {})
+    for name, first in (("a", 0), ("b", 1), ("c", 1)):
+        replicas.runner(name, first=first, only=True, workers=2)
+    ids = [replicas.api(i % 2).open_flight({"command": ["sleep", "0.2"],
+                                             "concurrency": {"key": KEY}})["id"]
+           for i in range(8)]
+    wait_until(lambda: all(replicas.api(1).flight(f)["stage"] == "landed" for f in ids),
+               timeout=120, what="every flight of the key to land")
+    events = replicas.api(0).events(kind="info:flight:", limit=10000)
+    assert most_at_once(events, set(ids)) == 1
+    runners = {replicas.api(0).flight(f)["runner_name"] for f in ids}
+    assert len(runners) > 1  # granted through both replicas' runners, not one by chance
 
 
 def test_a_flight_with_grace_1s_gets_sigterm_first_and_is_killed_when_it_ignores_it(fleet):
