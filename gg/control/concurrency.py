@@ -1,5 +1,5 @@
-"""Concurrency keys and graces at opening, at the grant, and when a flight of a key ends
-(gg.domain.concurrency decides; docs/jobs.md).
+"""Concurrency keys at the grant, and when a flight of a key ends (gg.domain.concurrency
+decides; docs/jobs.md; opening is gg.control.keys_opened).
 
 The grant's check holds across replicas: :func:`may_grant` runs inside the transaction that
 grants, takes the key's lock (``Store.lock_concurrency_key``: on PostgreSQL an advisory lock
@@ -13,39 +13,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from gg.control import approvals as approval_ops
-from gg.control import leases as lease_ops
 from gg.control.core import Core
-from gg.control.lifecycle import move
-from gg.domain.concurrency import GRACE_DEFAULT, Concurrency, Keys, held, superseded
-from gg.domain.flight_spec import FlightSpec
-from gg.domain.flights import Event, Flight, Stage
-
-
-def record(core: Core, flight: Flight, spec: FlightSpec, now: float) -> list[str]:
-    """Keep a new flight's key and grace (in the opening's transaction); with
-    ``--cancel-in-progress``, cancel the older flights of its key that have not ended. The
-    ids of the flights cancelled."""
-    if spec.grace is not None:
-        core.store.set_grace(flight.id, spec.grace)
-    c = spec.concurrency
-    if c is None:
-        return []
-    older = core.store.unended_with_key(c.key) if c.cancel_in_progress else []
-    core.store.set_concurrency(flight.id, c)
-    cancelled = []
-    for flight_id in older:
-        old = core.store.flight(flight_id)
-        if old is None or old.final:
-            continue
-        if move(core, old, Event.CANCELLED, now, actor=f"flight:{flight.id}",
-                reason=superseded(flight.id, c.key)) is None:
-            continue
-        approval_ops.withdraw(core, old, f"flight:{flight.id}")
-        if old.stage == Stage.FLYING.value:
-            lease_ops._settle_runner(core, old.lease_runner, now)  # its lease ended here
-        cancelled.append(flight_id)
-    return cancelled
+from gg.domain.concurrency import GRACE_DEFAULT, Concurrency, Keys, held
+from gg.domain.flights import Flight
 
 
 def keys_for(core: Core, flights: Iterable[Flight]) -> Keys:

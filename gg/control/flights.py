@@ -10,8 +10,8 @@ from gg.control import concurrency as concurrency_ops
 from gg.control import environments as environment_ops
 from gg.control import estimates as estimate_ops
 from gg.control import groups as group_ops
+from gg.control import keys_opened, pool_look
 from gg.control import leases as lease_ops
-from gg.control import pool_look
 from gg.control import runners as runner_ops
 from gg.control import services as service_ops
 from gg.control.core import Core
@@ -69,7 +69,7 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
         core.store.insert_flight(flight)
         core.event(EventKind.FLIGHT_OPENED, actor=person.name, flight_id=flight.id, at=now,
                    title=flight.title)
-        superseded = concurrency_ops.record(core, flight, settled, now)  # key and grace
+        superseded = keys_opened.record(core, flight, settled, now)  # key and grace
     core.signals.ready_changed()
     core.signals.event_added()
     for flight_id in superseded:

@@ -49,13 +49,14 @@ MAX_COMMAND_ARGS = 4096
 # A FlightSpec field's column where the two names differ; approval and approver are no
 # column (the approval gate opened with the flight holds them).
 _COLUMN = {"runner": "runner_target", "labels": "requires"}
-_NOT_STORED = ("approval", "approver")
+_NOT_STORED: tuple[str, ...] = ("approval", "approver")
 # Settings kept in a table of their own keyed by flight id, not a flights column
 # (docs/architecture.md: a new flights column breaks a rolling upgrade).
 _NOT_STORED += ("concurrency", "grace")  # tables flight_concurrency, flight_grace
 # What only names, orders or books a flight: changing it runs nothing new, so it is left out
 # of the digest an approval is given for (gg.domain.specs). Every other field is in it.
-RUNS_NOTHING_NEW = ("title", "output_limit", "priority", "approval", "approver")
+RUNS_NOTHING_NEW: tuple[str, ...] = ("title", "output_limit", "priority", "approval",
+                                     "approver")
 RUNS_NOTHING_NEW += ("concurrency", "grace")  # when it flies, and how it is stopped
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import httpx
+
 from support import wait_until
 
 KEY = "deploy-prod"
