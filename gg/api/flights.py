@@ -117,8 +117,17 @@ class FlightApproval(Answer):
     waiting: ApprovalWaiting | None = None  # the approval it waits for
 
 
+class FlightConcurrency(Answer):
+    """Its concurrency key: at most ``limit`` flights with ``key`` fly at once (docs/jobs.md)."""
+    key: str
+    limit: int = 1
+    cancel_in_progress: bool = False
+
+
 class FlightDetail(FlightRow):
     approval: FlightApproval | None = None
+    concurrency: FlightConcurrency | None = None  # gg fly --concurrency KEY[:N]
+    grace: float | None = None  # seconds from SIGTERM to SIGKILL when it is stopped
     stopping: str | None = None  # a retired runner is stopping it
     time_left: float | None = None  # flying with a limit: seconds it may still run
     time_left_sentence: str | None = None  # e.g. "may run 1m 20s more"

@@ -207,6 +207,15 @@ class ServiceOpen(Request):
     socket_activation: bool = False
 
 
+class ConcurrencyOpen(Request):
+    """``gg fly --concurrency KEY[:N] [--cancel-in-progress]`` (docs/jobs.md). The key's
+    shape and N's range are the domain's to judge, with a sentence
+    (gg.domain.concurrency.key_problem)."""
+    key: Annotated[str, StringConstraints(max_length=1000)]
+    limit: int = 1
+    cancel_in_progress: bool = False
+
+
 class FlightOpen(Request):
     command: Annotated[list[Arg], Field(min_length=1, max_length=4096)]
     title: ShortText = ""
@@ -224,6 +233,9 @@ class FlightOpen(Request):
     service: ServiceOpen | None = None  # kept running by its runner until cancelled
     group: Annotated[str | None, StringConstraints(min_length=1, max_length=63)] = None
     where: Labels = {}  # attributes the runner's group must have (gg.domain.groups)
+    # the job contract (docs/jobs.md): a concurrency key, and seconds from SIGTERM to SIGKILL
+    concurrency: ConcurrencyOpen | None = None
+    grace: float | None = None
 
 
 class PolicySet(Request):

@@ -73,6 +73,15 @@ def fly(
                                         help="Only runners of group G."),
     where: Optional[str] = typer.Option(None, "--where", metavar="k=v,...",
                                         help="Attributes the runner's group must have."),
+    concurrency: Optional[str] = typer.Option(
+        None, "--concurrency", metavar="KEY[:N]",
+        help="At most N (1) flights with KEY fly at once, fleet-wide."),
+    cancel_in_progress: bool = typer.Option(
+        False, "--cancel-in-progress",
+        help="With --concurrency: cancel the older flights of KEY not ended yet."),
+    grace: Optional[str] = typer.Option(
+        None, "--grace", metavar="DUR",
+        help="Time between SIGTERM and SIGKILL when stopped (default 5s, at most 10m)."),
 ) -> None:
     """Open a flight."""
     if priority not in PRIORITIES:
@@ -96,6 +105,7 @@ def fly(
         body["timeout"] = _duration("--timeout", timeout)
     if output_limit is not None:
         body["output_limit"] = _size("--output-limit", output_limit)
+    body.update(_job_contract(concurrency, cancel_in_progress, grace))
     api = client()
     # the answers are only printed: read as sent, with no wire model (gg fly stays quick)
     flight = api.open_flight(body, plain=True)
@@ -118,6 +128,27 @@ def fly(
     if json_:
         emit_json(api.flight(flight.id, plain=True))
     raise typer.Exit(exit_code_of(final, api if not json_ else None))
+
+
+def _job_contract(concurrency: str | None, cancel_in_progress: bool,
+                  grace: str | None) -> dict:
+    """``--concurrency``, ``--cancel-in-progress`` and ``--grace`` as the open's body has them
+    (docs/jobs.md); a bad one is refused here with the domain's sentence."""
+    from gg.domain import concurrency as rules
+
+    out: dict = {}
+    if cancel_in_progress and concurrency is None:
+        raise CliError("--cancel-in-progress needs --concurrency KEY", Exit.USAGE)
+    if concurrency is not None:
+        try:
+            out["concurrency"] = rules.parse(concurrency, cancel_in_progress).to_wire()
+        except ValueError as exc:
+            raise CliError(str(exc), Exit.USAGE) from None
+    if grace is not None:
+        out["grace"] = _duration("--grace", grace)
+        if problem := rules.grace_problem(out["grace"]):
+            raise CliError(problem, Exit.USAGE)
+    return out
 
 
 def _pairs(flag: str, text: str | None) -> dict[str, str]:
@@ -310,6 +341,7 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
     if f.timeout is not None:
         lines.append(f"  timeout   {describe_duration(f.timeout)}"
                      + (f" ({f.time_left_sentence})" if f.time_left_sentence else ""))
+    lines.extend(_contract_lines(f))
     if f.stopping:
         lines.append(f"  {f.stopping}")
     if f.exit_code is not None:
@@ -339,6 +371,20 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
     if follow_ and not Stage(f.stage).final:
         final = follow(api, flight_id, after=last)
         raise typer.Exit(exit_code_of(final, api))
+
+
+def _contract_lines(f) -> list[str]:
+    """Its concurrency key and its grace (docs/jobs.md): a line each."""
+    lines = []
+    c = getattr(f, "concurrency", None)
+    if c is not None:
+        lines.append(f"  concurrency {c.key} (at most {c.limit} at once"
+                     + (", cancels older ones in progress" if c.cancel_in_progress else "")
+                     + ")")
+    grace = getattr(f, "grace", None)
+    if grace is not None:
+        lines.append(f"  grace     {describe_duration(grace)} from SIGTERM to SIGKILL")
+    return lines
 
 
 def _approval_lines(f) -> list[str]:

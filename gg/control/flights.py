@@ -6,16 +6,18 @@ from dataclasses import fields, replace
 
 from gg.control import approvals as approval_ops
 from gg.control import attended as attended_ops
+from gg.control import concurrency as concurrency_ops
 from gg.control import environments as environment_ops
 from gg.control import estimates as estimate_ops
 from gg.control import groups as group_ops
+from gg.control import keys_opened, pool_look
 from gg.control import leases as lease_ops
-from gg.control import pool_look
 from gg.control import runners as runner_ops
 from gg.control import services as service_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
 from gg.domain import approvals, fitness, output, paging, services, specs, timeouts, tokens
+from gg.domain.concurrency import Keys
 from gg.domain.console import may_cancel
 from gg.domain.events import EventKind
 from gg.domain.flight_spec import FlightSpec
@@ -67,8 +69,11 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
         core.store.insert_flight(flight)
         core.event(EventKind.FLIGHT_OPENED, actor=person.name, flight_id=flight.id, at=now,
                    title=flight.title)
+        superseded = keys_opened.record(core, flight, settled, now)  # key and grace
     core.signals.ready_changed()
     core.signals.event_added()
+    for flight_id in superseded:
+        core.signals.flight_changed(flight_id)
     return flight
 
 
@@ -91,9 +96,13 @@ def cancel(core: Core, person: Person, flight_id: str) -> Flight:
         move(core, flight, Event.CANCELLED, now, actor=person.name,
              reason=f"cancelled by {person.name}")
         approval_ops.withdraw(core, flight, person.name)
+        frees = False
         if flight.stage == Stage.FLYING.value:
             lease_ops._settle_runner(core, flight.lease_runner, now)  # its lease ended here
+            frees = concurrency_ops.frees_a_key(core, flight_id)
         flight = core.store.flight(flight_id)
+    if frees:  # one its concurrency key held back may start now
+        core.signals.ready_changed()
     core.signals.flight_changed(flight_id)
     core.signals.event_added()
     return flight
@@ -119,6 +128,23 @@ class Snapshot:
         self._cache: dict = {}
         self._admins: set[str] | None = None  # read the first time an approval asks
         self._higher: dict[int, list[tuple[Flight, int]]] = {}
+        self.keys = Keys({}, {})  # concurrency keys of the flights explained (load_keys)
+        self._keys_read: set[str] = set()
+
+    def load_keys(self, flight_ids: list[str]) -> None:
+        """Read the concurrency keys of these flights, and who flies with each key, at once
+        (a listing explains a page of flights from one read)."""
+        fresh = [i for i in flight_ids if i not in self._keys_read]
+        if not fresh:
+            return
+        self._keys_read.update(fresh)
+        of = self.core.store.concurrency_of(fresh)
+        if not of:
+            return
+        self.keys = Keys({**self.keys.of, **of}, self.keys.flying)
+        unread = {c.key for c in of.values()} - set(self.keys.flying)
+        flying = self.core.store.flying_with_keys(unread)
+        self.keys.flying.update({k: flying.get(k, []) for k in unread})
 
     def waiting(self, flight: Flight) -> Waiting | None:
         return self.waiting_of(flight.__dict__, lambda: flight)
@@ -133,7 +159,8 @@ class Snapshot:
         key = (stage, tuple(sorted(values["requires"].items())), values["runner_target"],
                opener, tuple(values["gates"]), values["repo"], values["agent"], values["kind"],
                values["priority"], values["group"], tuple(sorted(values["where"].items())),
-               values["environment"], (values.get("service") or {}).get("port"))
+               values["environment"], (values.get("service") or {}).get("port"),
+               self.keys.of.get(values["id"]))
         if key not in self._cache:
             flight = make() if make is not None else Flight(**values)
             seats = self.seats
@@ -151,9 +178,11 @@ class Snapshot:
                           nobody_may=self._nobody_may_approve(g, flight))
                  for g in (self.open_gates.get(gid) for gid in flight.gates) if g is not None]
         missing = fitness.credential_missing_for(flight.repo, (s.runner for s in self.seats))
+        self.load_keys([flight.id])
         return Context(open_gates=gates, runner_names=self.names, credential_missing_for=missing,
                        pool_reason=pool_look.reason_for(self.pool_reasons, flight),
-                       higher=self.higher(flight), quiesced_by=self.placement.quiesced_by)
+                       higher=self.higher(flight), quiesced_by=self.placement.quiesced_by,
+                       concurrency=self.keys.of.get(flight.id), held=self.keys.held(flight.id))
 
     def _nobody_may_approve(self, gate, flight: Flight) -> bool:
         """An approval that no live person may give: no named approver, and every admin
@@ -193,6 +222,7 @@ def list_flights(core: Core, *, stage: str | None = None, limit: int = 200,
     more = len(rows) > limit
     rows = rows[:limit]
     snap = Snapshot(core, now)
+    snap.load_keys([v["id"] for v in rows if v["stage"] in (Stage.READY.value, Stage.GATED.value)])
     people = {p.id: p.name for p in core.store.people()}
     last = rows[-1]["_seq"] if rows else None
     items = []
@@ -236,6 +266,7 @@ def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
         out["runner_name"] = retired
         out["stopping"] = stopping_sentence(retired)
     out["approval"] = approval_ops.approval_view(core, flight)
+    out.update(concurrency_ops.of_flight(core, flight_id))
     out["facts"] = core.store.facts(flight_id)
     grants = core.store.grants(flight_id)
     names = with_past_names(core, snap.names, [g["runner_id"] for g in grants])

@@ -11,12 +11,14 @@ a grant that lost a race is dropped.
 from __future__ import annotations
 
 from gg.control import attended as attended_ops
+from gg.control import concurrency as concurrency_ops
 from gg.control import duties as duty_ops
 from gg.control import groups as group_ops
 from gg.control import runners as runner_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.control.lifecycle import move
 from gg.domain import leases, output, services
+from gg.domain.concurrency import Keys
 from gg.domain.events import EventKind
 from gg.domain.flights import Event, Flight, Outcome, Priority, Stage, changed
 from gg.domain.groups import Placement
@@ -130,30 +132,35 @@ def expire_now(core: Core) -> int:
     return expired
 
 
-def _plan(core: Core, seats: list[Seat]) -> list[Assignment]:
+def _plan(core: Core, seats: list[Seat]) -> tuple[list[Assignment], Keys]:
     """The matcher's plan over the ready queue, read by turns: the oldest few ready flights
     of each (priority, opener), deeper only while the plan could differ from one over the
-    whole queue (a seat is left empty, or a group cut short outranks a flight planned)."""
+    whole queue (a seat is left empty, or a group cut short outranks a flight planned); and
+    the concurrency keys of the flights read (a flight its key holds back is not planned)."""
     depth = 8
     while True:
         flights, served, deeper = core.store.ready_turns(depth)
-        plan = assign(flights, seats, served)
+        keys = concurrency_ops.keys_for(core, flights)
+        plan = assign(flights, seats, served, keys)
         if not deeper:
-            return plan
+            return plan, keys
         cut = min(Priority(p).rank for p in deeper)
         if len(plan) == len(seats) and all(Priority(a.flight.priority).rank <= cut
                                            for a in plan):
-            return plan
+            return plan, keys
         depth *= 4
 
 
-def _apply(core: Core, plan: list[Assignment], now: float) -> list[tuple[Flight, leases.Grant]]:
-    """Apply a matching plan: each grant a compare-and-set; one that lost a race is dropped."""
+def _apply(core: Core, planned: tuple[list[Assignment], Keys],
+           now: float) -> list[tuple[Flight, leases.Grant]]:
+    """Apply a matching plan: each grant a compare-and-set; one that lost a race, or whose
+    concurrency key is full when counted again under its lock, is dropped."""
+    plan, keys = planned
     out = []
     took_one: set[str] = set()  # ephemeral runners granted their one flight in this plan
     for a in plan:
         runner = a.seat.runner
-        if runner.id in took_one:
+        if runner.id in took_one or not concurrency_ops.may_grant(core, a.flight, keys):
             continue
         change = move(core, a.flight, Event.GRANTED, now, actor=f"runner:{runner.name}",
                       runner_id=runner.id, ttl=core.settings.lease_ttl)
@@ -270,7 +277,9 @@ def hand_back(core: Core, runner: Runner | RunnerIdentity, flight_id: str, *, ep
         _settle_runner(core, runner.id, now)
         stage = (Stage(change.to).value if change is not None
                  else core.store.flight(flight_id).stage)
-    if outcome == Outcome.RETURNED.value:
+        # a flight of a concurrency key ended: one its key held back may start now
+        frees = change is not None and concurrency_ops.frees_a_key(core, flight_id)
+    if outcome == Outcome.RETURNED.value or frees:
         core.signals.ready_changed()
     core.signals.flight_changed(flight_id)
     core.signals.event_added()

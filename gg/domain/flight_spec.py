@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
+from gg.domain.concurrency import Concurrency, grace_problem
+
 
 class Priority(StrEnum):
     """How urgent a flight is: the claim offers higher priorities first (``gg fly --priority``)."""
@@ -47,10 +49,15 @@ MAX_COMMAND_ARGS = 4096
 # A FlightSpec field's column where the two names differ; approval and approver are no
 # column (the approval gate opened with the flight holds them).
 _COLUMN = {"runner": "runner_target", "labels": "requires"}
-_NOT_STORED = ("approval", "approver")
+_NOT_STORED: tuple[str, ...] = ("approval", "approver")
+# Settings kept in a table of their own keyed by flight id, not a flights column
+# (docs/architecture.md: a new flights column breaks a rolling upgrade).
+_NOT_STORED += ("concurrency", "grace")  # tables flight_concurrency, flight_grace
 # What only names, orders or books a flight: changing it runs nothing new, so it is left out
 # of the digest an approval is given for (gg.domain.specs). Every other field is in it.
-RUNS_NOTHING_NEW = ("title", "output_limit", "priority", "approval", "approver")
+RUNS_NOTHING_NEW: tuple[str, ...] = ("title", "output_limit", "priority", "approval",
+                                     "approver")
+RUNS_NOTHING_NEW += ("concurrency", "grace")  # when it flies, and how it is stopped
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,12 +96,17 @@ class FlightSpec:
     service: dict[str, Any] | None = None
     group: str | None = None
     where: dict[str, str] = field(default_factory=dict)
+    # gg.domain.concurrency: its concurrency key, and seconds from SIGTERM to SIGKILL
+    concurrency: Concurrency | None = None
+    grace: float | None = None
 
     def __post_init__(self) -> None:
         if type(self.command) is not tuple:
             object.__setattr__(self, "command", tuple(self.command))
         if type(self.priority) is not Priority:
             object.__setattr__(self, "priority", Priority(self.priority))
+        if self.concurrency is not None and type(self.concurrency) is not Concurrency:
+            object.__setattr__(self, "concurrency", Concurrency.of(self.concurrency))
 
     def problem(self) -> str | None:
         """Why no flight can have this spec, in one sentence (None: it can); what depends
@@ -103,6 +115,10 @@ class FlightSpec:
             return "a flight needs a command: gg fly -- CMD ..."
         if len(self.command) > MAX_COMMAND_ARGS:
             return f"a command has at most {MAX_COMMAND_ARGS} arguments"
+        if self.concurrency is not None and (problem := self.concurrency.problem()):
+            return problem
+        if self.grace is not None and (problem := grace_problem(self.grace)):
+            return problem
         return None
 
     @property
@@ -127,6 +143,8 @@ class FlightSpec:
         out = {name: getattr(self, name) for name in _NAMES if name != "kind"}
         out.update(command=list(self.command), labels=dict(self.labels),
                    where=dict(self.where), priority=self.priority.value)
+        if self.concurrency is not None:
+            out["concurrency"] = self.concurrency.to_wire()
         if self.service is not None:
             out["service"] = {"port": self.service.get("port"),
                               "ready_cmd": self.service.get("ready_cmd")}

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Iterable, Mapping, Protocol, TypeVar
 
+from gg.domain.concurrency import Keys
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Priority, Stage
 from gg.domain.groups import OPEN, Group, Placement, selects
@@ -204,19 +205,28 @@ def order(flights: Iterable[Q], served: Mapping[str, float] | None = None) -> li
 
 
 def assign(flights: Iterable[Flight], seats: list[Seat],
-           served: Mapping[str, float] | None = None) -> list[Assignment]:
+           served: Mapping[str, float] | None = None,
+           keys: Keys | None = None) -> list[Assignment]:
     """The plan of one matching pass: the flights in :func:`order` (priority, then round
     robin between openers, oldest first within each), each to the first seat (in the order
-    given: longest-parked first) that may be offered it, at most one flight per seat."""
+    given: longest-parked first) that may be offered it, at most one flight per seat.
+    ``keys``: the concurrency keys of ``flights`` and who flies with each; a flight its key
+    holds back (:func:`gg.domain.concurrency.held`) is offered to no seat, and a flight
+    planned counts against its key for the rest of the pass."""
     pending = list(seats)
     plan: list[Assignment] = []
     if not pending:
         return plan
+    keys = keys.fork() if keys is not None and keys.of else None
     for flight in order(flights, served):
+        if keys is not None and keys.held(flight.id) is not None:
+            continue
         for s in pending:
             if offerable(flight, s):
                 plan.append(Assignment(flight, s))
                 pending.remove(s)
+                if keys is not None:
+                    keys.take(flight.id)
                 break
         if not pending:
             break

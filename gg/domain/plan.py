@@ -118,9 +118,11 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
     placed = _placement_item(flight, live)
     if placed is not None:
         items.append(placed)
+    if ctx.concurrency is not None:
+        items.append(_concurrency_item(ctx))
     capacity = _capacity_item(flight, live, target, facts)
     items.append(capacity)
-    startable = capacity.held and flight.stage == Stage.READY.value
+    startable = capacity.held and flight.stage == Stage.READY.value and ctx.held is None
     if waiting is not None and waiting.code == PRIORITY:  # the same count, the same condition
         behind = ahead_of(flight, [target] if target is not None else live, ctx)
         items.append(Item("no flight of higher priority is ahead of it", False,
@@ -133,6 +135,18 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
                           note=(f"{max(left, 0):.0f}s left; otherwise it fails as "
                                 "not taken promptly")))
     return Plan(flight.id, flight.stage, startable, waiting, items)
+
+
+def _concurrency_item(ctx: Context) -> Item:
+    """Its concurrency key leaves room (gg.domain.concurrency.held, as the claim reads it)."""
+    c = ctx.concurrency
+    assert c is not None
+    need = (f"no other flight with concurrency key {c.key} is flying" if c.limit == 1 else
+            f"fewer than {c.limit} flights with concurrency key {c.key} are flying")
+    if ctx.held is None:
+        return Item(need, True)
+    return Item(need, False, [Way(MACHINE, None), Way(ADMIN, f"gg cancel {ctx.held.flying[0]}")],
+                note=ctx.held.sentence.removeprefix("waiting: "))
 
 
 def _runner_name(ctx: Context, runner_id: str | None) -> str | None:

@@ -6,6 +6,9 @@ The ladder is SPEC section 7, kept-back reasons first::
     0  gated: an open gate guards it                       (gates arrive with placement;
                                                             an approval gate reads
                                                             "needs approval by WHO")
+    -  N flights with concurrency key K are flying (limit L): F, ...
+                                                           (gg.domain.concurrency.held:
+                                                            the claim's own rule)
     -  N flights of higher priority are ahead of it          (the matcher's order; said
                                                             only when no free slot is left)
     1  a runner that could take it is reserved for another person
@@ -39,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gg.domain import approvals
+from gg.domain.concurrency import Concurrency, Held
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Stage
 from gg.domain.matching import (
@@ -67,6 +71,7 @@ _STATE_WORDS = (
 
 
 PRIORITY = "priority"  # the code of the sentence for flights of higher priority ahead
+CONCURRENCY = "concurrency"  # the code of the sentence for a flight its key holds back
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,8 @@ class Context:
     # ready flights of higher priority, (flight, how many like it): see matching.ahead
     higher: list[tuple[Flight, int]] = field(default_factory=list)
     quiesced_by: str | None = None  # the fleet is quiesced, by this person (SPEC 17)
+    concurrency: Concurrency | None = None  # its concurrency key (gg.domain.concurrency)
+    held: Held | None = None  # its key holds it back now: held(concurrency, flying)
 
 
 def label_text(requires: dict[str, str]) -> str:
@@ -131,6 +138,8 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         return Waiting("gated", f"waiting: gate {gate.id} is open ({gate.guards})", remedy)
     if ctx.missing:
         return Waiting("missing", f"waiting: {ctx.missing[0]}", "see gg plan " + flight.id)
+    if ctx.held is not None and flight.stage == Stage.READY.value:
+        return Waiting(CONCURRENCY, ctx.held.sentence, ctx.held.remedy)
     # One pass over the fleet: this runs once per distinct kind of waiting flight, and a
     # listing of 10,000 flights over 1,000 runners may ask a few hundred times.
     target_id = flight.runner_target

@@ -12,7 +12,7 @@ process is stopped and nothing more is reported, so a machine that stalled and c
 cannot overwrite its replacement.
 
 A refusal with 403 ``runner_retired`` (an admin retired this runner) is different: the process
-is stopped at once (SIGTERM to its process group, SIGKILL after :data:`STOP_GRACE`) and the
+is stopped at once (SIGTERM to its process group, SIGKILL after its grace) and the
 flight handed back ``returned``, the one request a retired runner may still make; only that
 acknowledgement (or the lease's expiry) makes the flight ready for another runner.
 
@@ -56,6 +56,7 @@ from typing import Any, Callable
 
 from gg.api.runners import Claimed, FlightForRunner
 from gg.client import RETRY_FLIGHT_MIN, ApiError, Client, ServerFault, Unreachable
+from gg.domain.concurrency import GRACE_DEFAULT
 from gg.domain.flights import Outcome
 from gg.domain.health import FLIGHTS_AS_ROOT
 from gg.domain.leases import stop_margin
@@ -80,7 +81,7 @@ FLUSH_EVERY = 0.2
 FLUSH_BYTES = 32_000
 REPORT_CHARS = 128_000  # output text per report, well under the server's body limit
 READ_BYTES = 65_536
-STOP_GRACE = 5.0  # seconds between SIGTERM and SIGKILL to a flight's process group
+STOP_GRACE = GRACE_DEFAULT  # seconds from SIGTERM to SIGKILL, unless the flight says (--grace)
 RETIRED_REASON = "the runner was retired: it stopped the flight"
 
 
@@ -448,9 +449,12 @@ class FlightRun:
         except subprocess.TimeoutExpired:
             pass
 
-    def stop_grace(self, grace: float = STOP_GRACE) -> float:
-        """Seconds between SIGTERM and the kill: ``grace``, or less when the lease ran out
-        here (the tree must be dead at its kill deadline)."""
+    def stop_grace(self, grace: float | None = None) -> float:
+        """Seconds between SIGTERM and the kill: ``grace`` (unless given, the flight's own,
+        ``gg fly --grace``, else :data:`STOP_GRACE`), or less when the lease ran out here
+        (the tree must be dead at its kill deadline)."""
+        if grace is None:
+            grace = self.flight.grace if self.flight.grace is not None else STOP_GRACE
         if self.ran_out.is_set():
             return max(0.0, min(grace, self.lease.kill_at - time.monotonic()))
         return grace

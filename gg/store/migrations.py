@@ -630,6 +630,31 @@ def _withdrawn_flight_note(db: sqlite_utils.Database) -> None:
     db.execute("SELECT 1")
 
 
+# -- the job contract: concurrency keys and a grace per flight (920-929) ------------------------
+
+
+def _concurrency_and_grace(db: sqlite_utils.Database) -> None:
+    """A flight's concurrency key (``gg fly --concurrency KEY[:N] [--cancel-in-progress]``)
+    and its grace (``--grace``), each in a table of its own keyed by flight id: a row only for
+    a flight that set it, and no new flights column (docs/architecture.md). Flights of a key
+    are found by ``key``: counting those flying is the claim's check."""
+    db.executescript(
+        """
+        CREATE TABLE flight_concurrency (
+            flight_id TEXT PRIMARY KEY,
+            key TEXT NOT NULL,
+            max_flying INTEGER NOT NULL DEFAULT 1,
+            cancel_in_progress INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX flight_concurrency_key ON flight_concurrency(key);
+        CREATE TABLE flight_grace (
+            flight_id TEXT PRIMARY KEY,
+            grace REAL NOT NULL
+        );
+        """
+    )
+
+
 # -- the list ---------------------------------------------------------------------------------
 
 # Every migration, in the order both stores run them: strictly increasing numbers, append only.
@@ -672,4 +697,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(879, "closed consoles by age", _closed_consoles_by_age),
     Migration(900, "duties held by one replica at a time", _duties),
     Migration(910, "reserved: a flights column withdrawn before release", _withdrawn_flight_note),
+    Migration(920, "concurrency keys and a grace per flight", _concurrency_and_grace),
 )

@@ -17,7 +17,8 @@ FINAL = tuple(s.value for s in Stage if s.final)
 _FINAL_MARKS = ", ".join("?" * len(FINAL))
 # meta: events recorded before this time may have been pruned (the invariant checker reads it)
 EVENTS_PRUNED_BEFORE = "retention:events_pruned_before"
-_CHILDREN = {"facts": "seq", "grants": "rowid", "events": "seq"}
+_CHILDREN = {"facts": "seq", "grants": "rowid", "events": "seq",
+             "flight_concurrency": "flight_id", "flight_grace": "flight_id"}
 
 
 class RetentionRows:

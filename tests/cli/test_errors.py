@@ -25,6 +25,15 @@ def gg(*args: str, config_dir) -> subprocess.CompletedProcess:
     (["server", "--listen", "nope"], 2, "--listen takes HOST:PORT (got 'nope')"),
     (["login", "--server", "http://127.0.0.1:9", "--token", "abc"], 2,
      "that is not a person's token (they start with ggp_)"),
+    # the job contract (docs/jobs.md): refused before anything is sent
+    (["fly", "--concurrency", "deploy prod", "--", "x"], 2,
+     "--concurrency: a key has no spaces, colons or control characters"),
+    (["fly", "--concurrency", "", "--", "x"], 2, "--concurrency needs a key: KEY or KEY:N"),
+    (["fly", "--concurrency", "k:0", "--", "x"], 2, "--concurrency KEY:N: N is a whole number"),
+    (["fly", "--concurrency", "k:two", "--", "x"], 2, "--concurrency KEY:N: N is a whole number"),
+    (["fly", "--cancel-in-progress", "--", "x"], 2, "--cancel-in-progress needs --concurrency"),
+    (["fly", "--grace", "11m", "--", "x"], 2, "--grace is at most 10 minutes"),
+    (["fly", "--grace", "soon", "--", "x"], 2, "--grace: 'soon' is not a duration"),
 ])
 def test_bad_input_is_one_sentence_and_a_non_zero_exit(tmp_path, args, code, sentence):
     done = gg(*args, config_dir=tmp_path)

@@ -330,3 +330,14 @@ def test_a_changed_flight_shows_its_change_and_an_approval_for_what_was_shown_be
                      digest=digest).status_code == 303
     shown = browser.get(f"/v1/flights/{flight}", headers=auth(ada)).json()
     assert (shown["stage"], shown["approval"]["approved"]["digest"]) == ("ready", digest)
+
+
+def test_the_flight_page_shows_its_concurrency_key_and_its_grace(browser, owner):
+    shown = browser.post("/v1/flights", headers=auth(owner), json={
+        "command": ["true"], "grace": 30,
+        "concurrency": {"key": "deploy-prod", "limit": 2, "cancel_in_progress": True}})
+    assert shown.status_code == 201, shown.text
+    sign_in(browser, owner)
+    page = browser.get(f"/ui/flights/{shown.json()['id']}").text
+    assert "deploy-prod (at most 2 at once, cancels older ones in progress)" in page
+    assert "30s from SIGTERM to SIGKILL" in page

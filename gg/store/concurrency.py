@@ -1,0 +1,75 @@
+"""Concurrency keys and graces of flights (tables ``flight_concurrency``, ``flight_grace``;
+gg.domain.concurrency): a row only for a flight that set one."""
+
+from __future__ import annotations
+
+from gg.domain.concurrency import Concurrency
+from gg.store.db import Database
+
+# gg's advisory lock class for concurrency keys on PostgreSQL (the two-int lock space, which
+# never overlaps the one-bigint space of gg.store.postgres's locks): "gg" in ASCII
+KEY_LOCK_CLASS = 0x6767
+_CHUNK = 500  # flight ids in one IN (...) list
+
+
+class ConcurrencyRows:
+    db: Database
+
+    def set_concurrency(self, flight_id: str, concurrency: Concurrency) -> None:
+        self.db.insert("flight_concurrency", {
+            "flight_id": flight_id, "key": concurrency.key, "max_flying": concurrency.limit,
+            "cancel_in_progress": int(concurrency.cancel_in_progress)})
+
+    def set_grace(self, flight_id: str, grace: float) -> None:
+        self.db.insert("flight_grace", {"flight_id": flight_id, "grace": float(grace)})
+
+    def concurrency_of(self, flight_ids: list[str]) -> dict[str, Concurrency]:
+        """flight id -> its concurrency key, for those of ``flight_ids`` that have one."""
+        out: dict[str, Concurrency] = {}
+        for i in range(0, len(flight_ids), _CHUNK):
+            part = flight_ids[i:i + _CHUNK]
+            rows = self.db.all(
+                "SELECT flight_id, key, max_flying, cancel_in_progress FROM flight_concurrency "
+                f"WHERE flight_id IN ({','.join('?' * len(part))})", tuple(part))
+            for fid, key, limit, cancel in rows:
+                out[fid] = Concurrency(key, int(limit), bool(cancel))
+        return out
+
+    def graces_of(self, flight_ids: list[str]) -> dict[str, float]:
+        """flight id -> its grace in seconds, for those of ``flight_ids`` that set one."""
+        out: dict[str, float] = {}
+        for i in range(0, len(flight_ids), _CHUNK):
+            part = flight_ids[i:i + _CHUNK]
+            rows = self.db.all("SELECT flight_id, grace FROM flight_grace "
+                               f"WHERE flight_id IN ({','.join('?' * len(part))})", tuple(part))
+            out.update({fid: float(grace) for fid, grace in rows})
+        return out
+
+    def flying_with_keys(self, keys: set[str] | list[str]) -> dict[str, list[str]]:
+        """key -> the flights with it flying now, the earliest granted first."""
+        keys = sorted(set(keys))
+        if not keys:
+            return {}
+        rows = self.db.all(
+            "SELECT c.key, f.id FROM flight_concurrency AS c JOIN flights AS f "
+            "ON f.id = c.flight_id WHERE f.stage = 'flying' "
+            f"AND c.key IN ({','.join('?' * len(keys))}) ORDER BY f.lease_granted_at, f.seq",
+            tuple(keys))
+        out: dict[str, list[str]] = {}
+        for key, fid in rows:
+            out.setdefault(key, []).append(fid)
+        return out
+
+    def unended_with_key(self, key: str) -> list[str]:
+        """The flights with ``key`` that have not ended (gated, ready or flying), oldest
+        first: what a newer one with ``--cancel-in-progress`` cancels."""
+        rows = self.db.all(
+            "SELECT f.id FROM flight_concurrency AS c JOIN flights AS f ON f.id = c.flight_id "
+            "WHERE c.key = ? AND f.stage IN ('gated', 'ready', 'flying') ORDER BY f.seq", (key,))
+        return [r[0] for r in rows]
+
+    def lock_concurrency_key(self, key: str) -> None:
+        """Serialise grants of ``key`` until this write transaction ends (PostgreSQL: a
+        transaction-scoped advisory lock; SQLite's one writer serialises already)."""
+        if self.db.dialect == "postgresql":
+            self.db.one("SELECT pg_advisory_xact_lock(?, hashtext(?))", (KEY_LOCK_CLASS, key))
