@@ -224,6 +224,9 @@ class FlightOpen(Request):
     service: ServiceOpen | None = None  # kept running by its runner until cancelled
     group: Annotated[str | None, StringConstraints(min_length=1, max_length=63)] = None
     where: Labels = {}  # attributes the runner's group must have (gg.domain.groups)
+    # held until these flights land (any ending, with after_any); docs/work-graphs.md
+    after: Annotated[list[Name], Field(max_length=1000)] = []
+    after_any: bool = False
 
 
 class PolicySet(Request):

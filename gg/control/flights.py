@@ -6,6 +6,7 @@ from dataclasses import fields, replace
 
 from gg.control import approvals as approval_ops
 from gg.control import attended as attended_ops
+from gg.control import dependencies as dependency_ops
 from gg.control import environments as environment_ops
 from gg.control import estimates as estimate_ops
 from gg.control import groups as group_ops
@@ -52,6 +53,9 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
                              repo=spec.repo)
         if spec.attended:
             attended_ops.check_open(core, target)
+        if spec.after_any and not spec.after:  # --after: docs/work-graphs.md
+            raise BadRequest("--after-any needs --after F1,F2: the flights to run after")
+        after, held = dependency_ops.check_open(core, list(spec.after), spec.after_any)
         limit = None if service is not None else timeouts.limit_for(
             spec.timeout, _default_timeout(core, environment), core.settings.flight_timeout_max)
         settled = replace(spec, title=spec.title or " ".join(spec.command)[:120], runner=target,
@@ -65,6 +69,7 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
         flight = opened(settled, held=bool(behind), gates=behind, id=flight_id,
                         opened_by=person.id, opened_at=now)
         core.store.insert_flight(flight)
+        dependency_ops.record(core, flight.id, after, spec.after_any, held)
         core.event(EventKind.FLIGHT_OPENED, actor=person.name, flight_id=flight.id, at=now,
                    title=flight.title)
     core.signals.ready_changed()
@@ -119,6 +124,8 @@ class Snapshot:
         self._cache: dict = {}
         self._admins: set[str] | None = None  # read the first time an approval asks
         self._higher: dict[int, list[tuple[Flight, int]]] = {}
+        self._held = core.store.held_flights()  # --after: flights a dependency holds back
+        self._held_by: dict[str, tuple] = {}
 
     def waiting(self, flight: Flight) -> Waiting | None:
         return self.waiting_of(flight.__dict__, lambda: flight)
@@ -133,7 +140,8 @@ class Snapshot:
         key = (stage, tuple(sorted(values["requires"].items())), values["runner_target"],
                opener, tuple(values["gates"]), values["repo"], values["agent"], values["kind"],
                values["priority"], values["group"], tuple(sorted(values["where"].items())),
-               values["environment"], (values.get("service") or {}).get("port"))
+               values["environment"], (values.get("service") or {}).get("port"),
+               self.held_by(values["id"]))
         if key not in self._cache:
             flight = make() if make is not None else Flight(**values)
             seats = self.seats
@@ -151,9 +159,20 @@ class Snapshot:
                           nobody_may=self._nobody_may_approve(g, flight))
                  for g in (self.open_gates.get(gid) for gid in flight.gates) if g is not None]
         missing = fitness.credential_missing_for(flight.repo, (s.runner for s in self.seats))
+        held_by, after_any = self.held_by(flight.id)
         return Context(open_gates=gates, runner_names=self.names, credential_missing_for=missing,
                        pool_reason=pool_look.reason_for(self.pool_reasons, flight),
-                       higher=self.higher(flight), quiesced_by=self.placement.quiesced_by)
+                       higher=self.higher(flight), quiesced_by=self.placement.quiesced_by,
+                       held_by=held_by, after_any=after_any)
+
+    def held_by(self, flight_id: str) -> tuple:
+        """(the first dependency holding the flight back, whether any ending will do), or
+        (None, False) for a flight no dependency holds (read only for those held)."""
+        if flight_id not in self._held:
+            return None, False
+        if flight_id not in self._held_by:
+            self._held_by[flight_id] = dependency_ops.held_by(self.core, flight_id)
+        return self._held_by[flight_id]
 
     def _nobody_may_approve(self, gate, flight: Flight) -> bool:
         """An approval that no live person may give: no named approver, and every admin
@@ -236,6 +255,7 @@ def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
         out["runner_name"] = retired
         out["stopping"] = stopping_sentence(retired)
     out["approval"] = approval_ops.approval_view(core, flight)
+    out.update(dependency_ops.view(core, flight_id))  # --after: both ways
     out["facts"] = core.store.facts(flight_id)
     grants = core.store.grants(flight_id)
     names = with_past_names(core, snap.names, [g["runner_id"] for g in grants])

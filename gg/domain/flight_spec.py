@@ -47,10 +47,12 @@ MAX_COMMAND_ARGS = 4096
 # A FlightSpec field's column where the two names differ; approval and approver are no
 # column (the approval gate opened with the flight holds them).
 _COLUMN = {"runner": "runner_target", "labels": "requires"}
-_NOT_STORED = ("approval", "approver")
+_NOT_STORED = ("approval", "approver",
+               "after", "after_any")  # --after: rows of their own (gg.store.dependencies)
 # What only names, orders or books a flight: changing it runs nothing new, so it is left out
 # of the digest an approval is given for (gg.domain.specs). Every other field is in it.
-RUNS_NOTHING_NEW = ("title", "output_limit", "priority", "approval", "approver")
+RUNS_NOTHING_NEW = ("title", "output_limit", "priority", "approval", "approver",
+                    "after", "after_any")  # --after orders flights; it runs nothing
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,10 +91,15 @@ class FlightSpec:
     service: dict[str, Any] | None = None
     group: str | None = None
     where: dict[str, str] = field(default_factory=dict)
+    # --after F1,F2 [--after-any]: held until they land (or end); docs/work-graphs.md
+    after: tuple[str, ...] = ()
+    after_any: bool = False
 
     def __post_init__(self) -> None:
         if type(self.command) is not tuple:
             object.__setattr__(self, "command", tuple(self.command))
+        if type(self.after) is not tuple:
+            object.__setattr__(self, "after", tuple(self.after))
         if type(self.priority) is not Priority:
             object.__setattr__(self, "priority", Priority(self.priority))
 
@@ -126,7 +133,7 @@ class FlightSpec:
         (whether it was asked is kept by its gate, not the spec)."""
         out = {name: getattr(self, name) for name in _NAMES if name != "kind"}
         out.update(command=list(self.command), labels=dict(self.labels),
-                   where=dict(self.where), priority=self.priority.value)
+                   where=dict(self.where), priority=self.priority.value, after=list(self.after))
         if self.service is not None:
             out["service"] = {"port": self.service.get("port"),
                               "ready_cmd": self.service.get("ready_cmd")}

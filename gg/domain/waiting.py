@@ -6,6 +6,8 @@ The ladder is SPEC section 7, kept-back reasons first::
     0  gated: an open gate guards it                       (gates arrive with placement;
                                                             an approval gate reads
                                                             "needs approval by WHO")
+    -  F (TITLE) is still flying | is still waiting         (--after: its first dependency
+                                                            not landed; docs/work-graphs.md)
     -  N flights of higher priority are ahead of it          (the matcher's order; said
                                                             only when no free slot is left)
     1  a runner that could take it is reserved for another person
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gg.domain import approvals
+from gg.domain import approvals, dependencies
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Stage
 from gg.domain.matching import (
@@ -97,6 +99,9 @@ class Context:
     # ready flights of higher priority, (flight, how many like it): see matching.ahead
     higher: list[tuple[Flight, int]] = field(default_factory=list)
     quiesced_by: str | None = None  # the fleet is quiesced, by this person (SPEC 17)
+    # --after: the first dependency that still holds it back, and whether any ending will do
+    held_by: dependencies.Dependency | None = None
+    after_any: bool = False
 
 
 def label_text(requires: dict[str, str]) -> str:
@@ -131,6 +136,8 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         return Waiting("gated", f"waiting: gate {gate.id} is open ({gate.guards})", remedy)
     if ctx.missing:
         return Waiting("missing", f"waiting: {ctx.missing[0]}", "see gg plan " + flight.id)
+    if ctx.held_by is not None:
+        return Waiting("dependency", *dependencies.waiting(ctx.held_by, ctx.after_any))
     # One pass over the fleet: this runs once per distinct kind of waiting flight, and a
     # listing of 10,000 flights over 1,000 runners may ask a few hundred times.
     target_id = flight.runner_target

@@ -16,6 +16,7 @@ from pathlib import Path
 from gg.store.approvals import ApprovalRows
 from gg.store.consoles import ConsoleRows
 from gg.store.db import Database
+from gg.store.dependencies import DependencyRows
 from gg.store.duties import DutyRows
 from gg.store.estimates import EstimateRows
 from gg.store.events import EventRows
@@ -42,7 +43,8 @@ def is_url(target: object) -> bool:
 
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows,
-            EstimateRows, ApprovalRows, GroupRows, PullRows, ConsoleRows, DutyRows):
+            EstimateRows, ApprovalRows, GroupRows, PullRows, ConsoleRows, DutyRows,
+            DependencyRows):
     """The store: SQLite at a path (the embedded default), PostgreSQL at a postgresql:// URL."""
 
     db: Database
