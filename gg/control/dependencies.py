@@ -10,13 +10,19 @@ dependency failed is cancelled, and its own dependents in turn (docs/work-graphs
 
 from __future__ import annotations
 
-from gg.control import approvals as approval_ops
-from gg.control import lifecycle
+from collections.abc import Callable
+
 from gg.control.core import CONTROL_PLANE, Core
+from gg.domain import approvals
 from gg.domain import dependencies as rules
 from gg.domain.dependencies import Dependency
-from gg.domain.flights import Change, Event, Flight, Stage
+from gg.domain.flights import Change, Flight, Stage
 from gg.errors import BadRequest
+
+# Cancels one dependent (as read in this transaction) with a reason and the dependency that
+# failed first; False when it moved on meanwhile. gg.control.lifecycle hands its own ``move``
+# in, so that this module, which ``move`` calls, does not import it back.
+Cancel = Callable[[Flight, str, str], bool]
 
 
 def check_open(core: Core, asked: list[str], any_end: bool) -> tuple[list[str], bool]:
@@ -31,15 +37,16 @@ def check_open(core: Core, asked: list[str], any_end: bool) -> tuple[list[str], 
     return ids, rules.holding([found[i] for i in ids], any_end) is not None
 
 
-def record(core: Core, flight_id: str, ids: list[str], any_end: bool, held: bool) -> None:
+def record(core: Core, flight_id: str, *, ids: list[str], any_end: bool, held: bool) -> None:
     """The new flight's dependencies, in the transaction that opens it."""
     if ids:
         core.store.add_dependencies(flight_id, ids, any_end=any_end, held=held)
 
 
-def ended(core: Core, flight: Flight, change: Change, now: float) -> None:
+def ended(core: Core, flight: Flight, change: Change, *, now: float, cancel: Cancel) -> None:
     """``flight`` just ended (``change``, applied in this transaction): release the
-    dependents it was the last to hold, and cancel those it fails, however deep."""
+    dependents it was the last to hold, and cancel those it fails, however deep (a walk,
+    not a recursion: a chain may be long)."""
     work: list[tuple[str, str, str | None, tuple[str, str] | None]] = [
         (flight.id, Stage(change.to).value, change.values.get("ended_reason"), None)]
     while work:
@@ -51,13 +58,21 @@ def ended(core: Core, flight: Flight, change: Change, now: float) -> None:
                 continue
             first = origin or (ended_id, word)
             why = rules.cancel_reason(*first)
-            if lifecycle.move(core, dependent, Event.CANCELLED, now, actor=CONTROL_PLANE,
-                              settle=False, reason=why, dependency=first[0]) is None:
+            if not cancel(dependent, why, first[0]):
                 continue  # it moved meanwhile (a stale reading): nothing was written
-            approval_ops.withdraw(core, dependent, CONTROL_PLANE)
+            withdraw_approvals(core, dependent.id, now)
             core.signals.flight_changed(dependent.id)
             core.signals.event_added()
             work.append((dependent.id, Stage.CANCELLED.value, why, first))
+
+
+def withdraw_approvals(core: Core, flight_id: str, now: float) -> None:
+    """A dependent cancelled before its approval: its open approval gate is closed
+    ``superseded``, as gg.control.approvals.withdraw does for a cancel (that module moves
+    flights through gates, which this one, called by every move, may not import)."""
+    for gate in core.store.flight_gates(flight_id, kind=approvals.KIND):
+        core.store.update_gate(gate.id, status="superseded", cleared_at=now,
+                               cleared_by=CONTROL_PLANE)
 
 
 def _release_if_free(core: Core, flight_id: str, any_end: bool) -> None:
@@ -88,5 +103,8 @@ def view(core: Core, flight_id: str) -> dict:
             "dependents": [_brief(d) for d in core.store.dependents_of(flight_id)]}
 
 
+_LINKED = ("id", "title", "stage", "ended_reason")  # gg.api.flights.Linked
+
+
 def _brief(d: Dependency) -> dict:
-    return {"id": d.id, "title": d.title, "stage": d.stage, "ended_reason": d.ended_reason}
+    return {name: getattr(d, name) for name in _LINKED}

@@ -69,7 +69,7 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
         flight = opened(settled, held=bool(behind), gates=behind, id=flight_id,
                         opened_by=person.id, opened_at=now)
         core.store.insert_flight(flight)
-        dependency_ops.record(core, flight.id, after, spec.after_any, held)
+        dependency_ops.record(core, flight.id, ids=after, any_end=spec.after_any, held=held)
         core.event(EventKind.FLIGHT_OPENED, actor=person.name, flight_id=flight.id, at=now,
                    title=flight.title)
     core.signals.ready_changed()

@@ -11,6 +11,7 @@ transaction too (gg.control.dependencies: released, or cancelled with it).
 from __future__ import annotations
 
 from gg.control import dependencies, estimates
+from gg.control.core import CONTROL_PLANE
 from gg.control.core import Core
 from gg.domain.flights import Change, Event, Flight, Stage, transition
 
@@ -33,5 +34,14 @@ def move(core: Core, flight: Flight, event: Event, now: float, *, actor: str | N
                    flight_id=flight.id, at=now, **record.body)
     estimates.on_change(core, flight, event, now, runner_id=details.get("runner_id"))
     if settle and Stage(change.to).final:
-        dependencies.ended(core, flight, change, now)
+        dependencies.ended(core, flight, change, now=now, cancel=_cancel_dependent(core, now))
     return change
+
+
+def _cancel_dependent(core: Core, now: float) -> dependencies.Cancel:
+    """How the cascade cancels a dependent: through :func:`move`, whose own settling it
+    leaves to the cascade's walk."""
+    def cancel(dependent: Flight, reason: str, dependency: str) -> bool:
+        return move(core, dependent, Event.CANCELLED, now, actor=CONTROL_PLANE, settle=False,
+                    reason=reason, dependency=dependency) is not None
+    return cancel
