@@ -11,8 +11,7 @@ transaction too (gg.control.dependencies: released, or cancelled with it).
 from __future__ import annotations
 
 from gg.control import dependencies, estimates
-from gg.control.core import CONTROL_PLANE
-from gg.control.core import Core
+from gg.control.core import CONTROL_PLANE, Core
 from gg.domain.flights import Change, Event, Flight, Stage, transition
 
 
