@@ -53,6 +53,9 @@ def test_a_chain_lands_in_order_a_failure_cancels_two_deep_and_a_restart_still_r
     shown = fleet.gg("show", test, check=True).stdout
     assert sentence in shown and f"  after     {build} (build) flying" in shown
     assert f"  before    {publish} " in shown
+    plan = fleet.gg("plan", test, check=True).stdout
+    assert f"✗ dependency {build} (build) has landed (it is flying;" in plan
+    assert f"{build}'s opener (owner): gg show {build}" in plan and "runner r1, flying it" in plan
     answer = json.loads(fleet.gg("show", "--json", build, check=True).stdout)
     assert [d["id"] for d in answer["dependents"]] == [test]
     assert api.flight(test)["stage"] == api.flight(publish)["stage"] == "ready"
