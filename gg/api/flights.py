@@ -122,12 +122,21 @@ class FlightConcurrency(Answer):
     key: str
     limit: int = 1
     cancel_in_progress: bool = False
+class Linked(Answer):
+    """A dependency or a dependent of a flight (``--after``, docs/work-graphs.md)."""
+    id: str
+    title: str = ""
+    stage: Stage
+    ended_reason: str | None = None
 
 
 class FlightDetail(FlightRow):
     approval: FlightApproval | None = None
     concurrency: FlightConcurrency | None = None  # gg fly --concurrency KEY[:N]
     grace: float | None = None  # seconds from SIGTERM to SIGKILL when it is stopped
+    after: list[Linked] = []  # the flights it runs after, in the order given
+    after_any: bool = False  # any ending of them will do, not only landing
+    dependents: list[Linked] = []  # the flights opened --after it
     stopping: str | None = None  # a retired runner is stopping it
     time_left: float | None = None  # flying with a limit: seconds it may still run
     time_left_sentence: str | None = None  # e.g. "may run 1m 20s more"

@@ -236,6 +236,9 @@ class FlightOpen(Request):
     # the job contract (docs/jobs.md): a concurrency key, and seconds from SIGTERM to SIGKILL
     concurrency: ConcurrencyOpen | None = None
     grace: float | None = None
+    # held until these flights land (any ending, with after_any); docs/work-graphs.md
+    after: Annotated[list[Name], Field(max_length=1000)] = []
+    after_any: bool = False
 
 
 class PolicySet(Request):

@@ -82,6 +82,10 @@ def fly(
     grace: Optional[str] = typer.Option(
         None, "--grace", metavar="DUR",
         help="Time between SIGTERM and SIGKILL when stopped (default 5s, at most 10m)."),
+    after: Optional[str] = typer.Option(None, "--after", metavar="F1,F2",
+                                        help="Start only once these flights have landed."),
+    after_any: bool = typer.Option(False, "--after-any",
+                                   help="With --after: once they have ended in any way."),
 ) -> None:
     """Open a flight."""
     if priority not in PRIORITIES:
@@ -101,6 +105,9 @@ def fly(
         body["approval"] = True
     if approver is not None:
         body["approver"] = approver
+    if after is not None or after_any:  # docs/work-graphs.md
+        body["after"] = [f for f in (after or "").replace(" ", "").split(",") if f]
+        body["after_any"] = after_any
     if timeout is not None:
         body["timeout"] = _duration("--timeout", timeout)
     if output_limit is not None:
@@ -347,6 +354,7 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
     if f.exit_code is not None:
         lines.append(f"  exit      {f.exit_code}")
     lines.extend(_approval_lines(f))
+    lines.extend(_linked_lines(f))
     if f.waiting or f.ended:
         lines.append(f"  {f.waiting or f.ended}")
         if f.expected_start:
@@ -403,6 +411,20 @@ def _approval_lines(f) -> list[str]:
         lines.append(f"  approval  {what} waits for {w.who_may_clear} (gate {w.gate}): "
                      f"approving runs {w.digest}: {shlex.join(w.command)}")
         lines.extend(f"  changed   by {w.changed_by}: {c}" for c in w.changes)
+    return lines
+
+
+def _linked_lines(f) -> list[str]:
+    """The flights it runs after and those that run after it (docs/work-graphs.md)."""
+    def brief(d) -> str:
+        return f"{d.id} ({d.title}) {d.stage}" if d.title else f"{d.id} {d.stage}"
+
+    lines = []
+    if f.after:
+        lines.append(f"  after     {', '.join(brief(d) for d in f.after)}"
+                     + (" (any ending)" if f.after_any else ""))
+    if f.dependents:
+        lines.append(f"  before    {', '.join(brief(d) for d in f.dependents)}")
     return lines
 
 

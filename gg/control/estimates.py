@@ -103,6 +103,8 @@ def add_to_rows(core: Core, rows: list[dict], seats: list[Seat], now: float) -> 
     waiting = [r for r in rows if r["stage"] in (Stage.READY.value, Stage.GATED.value)]
     result = None
     ready = [r["id"] for r in waiting if r["stage"] == Stage.READY.value]
+    held = core.store.held_flights() if ready else set()  # --after: not in the queue yet
+    ready = [r for r in ready if r not in held]
     if ready:  # played forward as far as the last of these rows in the matcher's order
         result = forecast(core, seats, now, ready)
     shown = []
@@ -110,6 +112,8 @@ def add_to_rows(core: Core, rows: list[dict], seats: list[Seat], now: float) -> 
         est = None
         if row["stage"] == Stage.GATED.value:
             est = estimates.no_estimate(estimates.GATED)
+        elif row["id"] in held:
+            est = estimates.no_estimate(estimates.AFTER)
         elif row["stage"] == Stage.READY.value and result is not None:
             est = result.get(row["id"]) or estimates.no_estimate(estimates.NOBODY)
         row.update(fields(est, now))

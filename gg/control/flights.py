@@ -7,6 +7,7 @@ from dataclasses import fields, replace
 from gg.control import approvals as approval_ops
 from gg.control import attended as attended_ops
 from gg.control import concurrency as concurrency_ops
+from gg.control import dependencies as dependency_ops
 from gg.control import environments as environment_ops
 from gg.control import estimates as estimate_ops
 from gg.control import groups as group_ops
@@ -54,6 +55,9 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
                              repo=spec.repo)
         if spec.attended:
             attended_ops.check_open(core, target)
+        if spec.after_any and not spec.after:  # --after: docs/work-graphs.md
+            raise BadRequest("--after-any needs --after F1,F2: the flights to run after")
+        after, held = dependency_ops.check_open(core, list(spec.after), spec.after_any)
         limit = None if service is not None else timeouts.limit_for(
             spec.timeout, _default_timeout(core, environment), core.settings.flight_timeout_max)
         settled = replace(spec, title=spec.title or " ".join(spec.command)[:120], runner=target,
@@ -67,6 +71,7 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
         flight = opened(settled, held=bool(behind), gates=behind, id=flight_id,
                         opened_by=person.id, opened_at=now)
         core.store.insert_flight(flight)
+        dependency_ops.record(core, flight.id, ids=after, any_end=spec.after_any, held=held)
         core.event(EventKind.FLIGHT_OPENED, actor=person.name, flight_id=flight.id, at=now,
                    title=flight.title)
         superseded = keys_opened.record(core, flight, settled, now)  # key and grace
@@ -130,6 +135,8 @@ class Snapshot:
         self._higher: dict[int, list[tuple[Flight, int]]] = {}
         self.keys = Keys({}, {})  # concurrency keys of the flights explained (load_keys)
         self._keys_read: set[str] = set()
+        self._held = core.store.held_flights()  # --after: flights a dependency holds back
+        self._held_by: dict[str, tuple] = {}
 
     def load_keys(self, flight_ids: list[str]) -> None:
         """Read the concurrency keys of these flights, and who flies with each key, at once
@@ -160,7 +167,7 @@ class Snapshot:
                opener, tuple(values["gates"]), values["repo"], values["agent"], values["kind"],
                values["priority"], values["group"], tuple(sorted(values["where"].items())),
                values["environment"], (values.get("service") or {}).get("port"),
-               self.keys.of.get(values["id"]))
+               self.keys.of.get(values["id"]), self.held_by(values["id"]))
         if key not in self._cache:
             flight = make() if make is not None else Flight(**values)
             seats = self.seats
@@ -179,10 +186,21 @@ class Snapshot:
                  for g in (self.open_gates.get(gid) for gid in flight.gates) if g is not None]
         missing = fitness.credential_missing_for(flight.repo, (s.runner for s in self.seats))
         self.load_keys([flight.id])
+        held_by, after_any = self.held_by(flight.id)
         return Context(open_gates=gates, runner_names=self.names, credential_missing_for=missing,
                        pool_reason=pool_look.reason_for(self.pool_reasons, flight),
                        higher=self.higher(flight), quiesced_by=self.placement.quiesced_by,
-                       concurrency=self.keys.of.get(flight.id), held=self.keys.held(flight.id))
+                       concurrency=self.keys.of.get(flight.id), held=self.keys.held(flight.id),
+                       held_by=held_by, after_any=after_any)
+
+    def held_by(self, flight_id: str) -> tuple:
+        """(the first dependency holding the flight back, whether any ending will do), or
+        (None, False) for a flight no dependency holds (read only for those held)."""
+        if flight_id not in self._held:
+            return None, False
+        if flight_id not in self._held_by:
+            self._held_by[flight_id] = dependency_ops.held_by(self.core, flight_id)
+        return self._held_by[flight_id]
 
     def _nobody_may_approve(self, gate, flight: Flight) -> bool:
         """An approval that no live person may give: no named approver, and every admin
@@ -267,6 +285,7 @@ def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
         out["stopping"] = stopping_sentence(retired)
     out["approval"] = approval_ops.approval_view(core, flight)
     out.update(concurrency_ops.of_flight(core, flight_id))
+    out.update(dependency_ops.view(core, flight_id))  # --after: both ways
     out["facts"] = core.store.facts(flight_id)
     grants = core.store.grants(flight_id)
     names = with_past_names(core, snap.names, [g["runner_id"] for g in grants])

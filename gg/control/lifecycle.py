@@ -4,21 +4,23 @@ The domain decides (:func:`gg.domain.flights.transition` turns an event into a c
 refuses it); the store applies the change as a compare-and-set on the stage and epoch this
 transaction read (``Store.apply_flight_change``); then the change's fact and audit events
 are recorded in the same transaction. A change decided on a stale reading is not applied
-and records nothing.
+and records nothing. A change to a final stage settles the flight's dependents in the same
+transaction too (gg.control.dependencies: released, or cancelled with it).
 """
 
 from __future__ import annotations
 
-from gg.control import estimates
-from gg.control.core import Core
-from gg.domain.flights import Change, Event, Flight, transition
+from gg.control import dependencies, estimates
+from gg.control.core import CONTROL_PLANE, Core
+from gg.domain.flights import Change, Event, Flight, Stage, transition
 
 
 def move(core: Core, flight: Flight, event: Event, now: float, *, actor: str | None = None,
-         **details) -> Change | None:
+         settle: bool = True, **details) -> Change | None:
     """Apply ``event`` to ``flight`` (as read in this transaction); the change, or None when
     the flight moved on meanwhile. Raises ``IllegalTransition`` for an event its stage has
-    no edge for."""
+    no edge for. ``settle=False``: its dependents are the caller's (the cascade's own
+    cancels, which it walks itself rather than by recursion)."""
     change = transition(flight, event, now, actor=actor, **details)
     if not core.store.apply_flight_change(flight.id, flight.stage, flight.epoch, change):
         return None
@@ -30,4 +32,15 @@ def move(core: Core, flight: Flight, event: Event, now: float, *, actor: str | N
         core.event(record.kind, actor=record.actor, runner_id=record.runner_id,
                    flight_id=flight.id, at=now, **record.body)
     estimates.on_change(core, flight, event, now, runner_id=details.get("runner_id"))
+    if settle and Stage(change.to).final:
+        dependencies.ended(core, flight, change, now=now, cancel=_cancel_dependent(core, now))
     return change
+
+
+def _cancel_dependent(core: Core, now: float) -> dependencies.Cancel:
+    """How the cascade cancels a dependent: through :func:`move`, whose own settling it
+    leaves to the cascade's walk."""
+    def cancel(dependent: Flight, reason: str, dependency: str) -> bool:
+        return move(core, dependent, Event.CANCELLED, now, actor=CONTROL_PLANE, settle=False,
+                    reason=reason, dependency=dependency) is not None
+    return cancel

@@ -49,6 +49,7 @@ SOON = 5.0  # seconds: an estimate closer than this reads "in a few seconds"
 
 GATED = "no estimate: it waits behind an open gate, and when that clears is not up to the queue"
 NOBODY = "no estimate: no runner that takes work now can take it, and no pool would start one"
+AFTER = "no estimate: it runs after other flights (--after), and when they land is not up to the queue"
 UNMEASURED = ("no estimate yet: nothing like the flights ahead of it has finished here, so "
               "how long they fly is unknown")
 UNWARMED = "no estimate yet: pool {pool} has not warmed a machine yet, so its warm-up is unknown"

@@ -53,11 +53,13 @@ _NOT_STORED: tuple[str, ...] = ("approval", "approver")
 # Settings kept in a table of their own keyed by flight id, not a flights column
 # (docs/architecture.md: a new flights column breaks a rolling upgrade).
 _NOT_STORED += ("concurrency", "grace")  # tables flight_concurrency, flight_grace
+_NOT_STORED += ("after", "after_any")  # --after: rows of their own (gg.store.dependencies)
 # What only names, orders or books a flight: changing it runs nothing new, so it is left out
 # of the digest an approval is given for (gg.domain.specs). Every other field is in it.
 RUNS_NOTHING_NEW: tuple[str, ...] = ("title", "output_limit", "priority", "approval",
                                      "approver")
 RUNS_NOTHING_NEW += ("concurrency", "grace")  # when it flies, and how it is stopped
+RUNS_NOTHING_NEW += ("after", "after_any")  # --after orders flights; it runs nothing
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,10 +101,15 @@ class FlightSpec:
     # gg.domain.concurrency: its concurrency key, and seconds from SIGTERM to SIGKILL
     concurrency: Concurrency | None = None
     grace: float | None = None
+    # --after F1,F2 [--after-any]: held until they land (or end); docs/work-graphs.md
+    after: tuple[str, ...] = ()
+    after_any: bool = False
 
     def __post_init__(self) -> None:
         if type(self.command) is not tuple:
             object.__setattr__(self, "command", tuple(self.command))
+        if type(self.after) is not tuple:
+            object.__setattr__(self, "after", tuple(self.after))
         if type(self.priority) is not Priority:
             object.__setattr__(self, "priority", Priority(self.priority))
         if self.concurrency is not None and type(self.concurrency) is not Concurrency:
@@ -142,7 +149,7 @@ class FlightSpec:
         (whether it was asked is kept by its gate, not the spec)."""
         out = {name: getattr(self, name) for name in _NAMES if name != "kind"}
         out.update(command=list(self.command), labels=dict(self.labels),
-                   where=dict(self.where), priority=self.priority.value)
+                   where=dict(self.where), priority=self.priority.value, after=list(self.after))
         if self.concurrency is not None:
             out["concurrency"] = self.concurrency.to_wire()
         if self.service is not None:

@@ -268,8 +268,8 @@ def transition(flight: Flight, event: Event, now: float, *, actor: str | None = 
 
     ``details`` by event: ``gates`` (gated); ``runner_id``, ``ttl`` (granted); ``ttl``
     (renewed); ``runner_id``, ``exit_code``, ``reason``, ``key`` (returned, landed, failed);
-    ``max_expiries`` (expired); ``reason`` (cancelled); ``runner_name``, ``claim_wait``
-    (not_taken). ``actor`` names who made it happen in the audit events.
+    ``max_expiries`` (expired); ``reason``, ``dependency`` (cancelled); ``runner_name``,
+    ``claim_wait`` (not_taken). ``actor`` names who made it happen in the audit events.
     """
     event = Event(event)
     targets = edges(flight.stage, event)
@@ -333,9 +333,13 @@ def _expired(flight: Flight, now: float, actor: str | None, *, max_expiries: int
     return Change(Event.EXPIRED, Stage(stage), values, fact, tuple(records))
 
 
-def _cancelled(flight: Flight, now: float, actor: str | None, *, reason: str) -> Change:
+def _cancelled(flight: Flight, now: float, actor: str | None, *, reason: str,
+               dependency: str | None = None) -> Change:
     values = {"outcome": "cancelled", "ended_at": now, "ended_reason": reason}
-    record = Record(EventKind.FLIGHT_CANCELLED, actor, None, {"was": flight.stage})
+    body: dict[str, Any] = {"was": flight.stage}
+    if dependency is not None:  # --after: the dependency that failed first, and how
+        body.update(reason=reason, dependency=dependency)
+    record = Record(EventKind.FLIGHT_CANCELLED, actor, None, body)
     return Change(Event.CANCELLED, Stage.CANCELLED, values, records=(record,))
 
 

@@ -106,6 +106,8 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
     if flight.environment:
         items.append(_environment_item(flight.environment, facts))
     items.extend(Item(f"{missing}", False) for missing in ctx.missing)
+    if ctx.held_by is not None:
+        items.append(_dependency_item(ctx, facts))
     if ctx.pool_reason is not None:
         items.append(Item("a pool can start a machine for it", False,
                           [Way(ADMIN, "wait, or change the strategy's bounds")],
@@ -122,7 +124,8 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
         items.append(_concurrency_item(ctx))
     capacity = _capacity_item(flight, live, target, facts)
     items.append(capacity)
-    startable = capacity.held and flight.stage == Stage.READY.value and ctx.held is None
+    startable = (capacity.held and flight.stage == Stage.READY.value
+                 and ctx.held is None and ctx.held_by is None)
     if waiting is not None and waiting.code == PRIORITY:  # the same count, the same condition
         behind = ahead_of(flight, [target] if target is not None else live, ctx)
         items.append(Item("no flight of higher priority is ahead of it", False,
@@ -147,6 +150,21 @@ def _concurrency_item(ctx: Context) -> Item:
         return Item(need, True)
     return Item(need, False, [Way(MACHINE, None), Way(ADMIN, f"gg cancel {ctx.held.flying[0]}")],
                 note=ctx.held.sentence.removeprefix("waiting: "))
+
+
+def _dependency_item(ctx: Context, facts: PlanFacts) -> Item:
+    """``--after``: the first dependency not yet landed (ended, with --after-any), and who
+    can move it: its opener, and the runner flying it."""
+    dep = ctx.held_by
+    assert dep is not None
+    opener = facts.people.get(dep.opened_by or "", dep.opened_by) or "its opener"
+    ways = [Way(f"{dep.id}'s opener ({opener})", f"gg show {dep.id}")]
+    if dep.stage == Stage.FLYING.value and dep.lease_runner:
+        ways.append(Way(f"runner {_runner_name(ctx, dep.lease_runner)}, flying it", None))
+    need = "ended" if ctx.after_any else "landed"
+    return Item(f"dependency {dep.named} has {need}", False, ways,
+                note=f"it is {dep.stage}" + ("" if ctx.after_any else
+                                             "; if it fails, this flight is cancelled"))
 
 
 def _runner_name(ctx: Context, runner_id: str | None) -> str | None:

@@ -6,6 +6,8 @@ The ladder is SPEC section 7, kept-back reasons first::
     0  gated: an open gate guards it                       (gates arrive with placement;
                                                             an approval gate reads
                                                             "needs approval by WHO")
+    -  F (TITLE) is still flying | is still waiting         (--after: its first dependency
+                                                            not landed; docs/work-graphs.md)
     -  N flights with concurrency key K are flying (limit L): F, ...
                                                            (gg.domain.concurrency.held:
                                                             the claim's own rule)
@@ -41,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gg.domain import approvals
+from gg.domain import approvals, dependencies
 from gg.domain.concurrency import Concurrency, Held
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Stage
@@ -104,6 +106,9 @@ class Context:
     quiesced_by: str | None = None  # the fleet is quiesced, by this person (SPEC 17)
     concurrency: Concurrency | None = None  # its concurrency key (gg.domain.concurrency)
     held: Held | None = None  # its key holds it back now: held(concurrency, flying)
+    # --after: the first dependency that still holds it back, and whether any ending will do
+    held_by: dependencies.Dependency | None = None
+    after_any: bool = False
 
 
 def label_text(requires: dict[str, str]) -> str:
@@ -138,6 +143,8 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         return Waiting("gated", f"waiting: gate {gate.id} is open ({gate.guards})", remedy)
     if ctx.missing:
         return Waiting("missing", f"waiting: {ctx.missing[0]}", "see gg plan " + flight.id)
+    if ctx.held_by is not None:
+        return Waiting("dependency", *dependencies.waiting(ctx.held_by, ctx.after_any))
     if ctx.held is not None and flight.stage == Stage.READY.value:
         return Waiting(CONCURRENCY, ctx.held.sentence, ctx.held.remedy)
     # One pass over the fleet: this runs once per distinct kind of waiting flight, and a

@@ -17,6 +17,7 @@ from gg.store.approvals import ApprovalRows
 from gg.store.concurrency import ConcurrencyRows
 from gg.store.consoles import ConsoleRows
 from gg.store.db import Database
+from gg.store.dependencies import DependencyRows
 from gg.store.duties import DutyRows
 from gg.store.estimates import EstimateRows
 from gg.store.events import EventRows
@@ -44,7 +45,7 @@ def is_url(target: object) -> bool:
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows,
             EstimateRows, ApprovalRows, GroupRows, PullRows, ConsoleRows, DutyRows,
-            ConcurrencyRows):
+            ConcurrencyRows, DependencyRows):
     """The store: SQLite at a path (the embedded default), PostgreSQL at a postgresql:// URL."""
 
     db: Database

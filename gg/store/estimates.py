@@ -8,6 +8,7 @@ from gg.domain.durations import Summary
 from gg.domain.estimates import Waiting
 from gg.domain.flights import Stage
 from gg.store.db import Database
+from gg.store.flights import NOT_HELD
 
 SHOWN_A_STATEMENT = 500  # shown estimates written by one statement (5 values each)
 
@@ -99,11 +100,13 @@ class EstimateRows:
         return out
 
     def waiting_for_estimates(self) -> list[Waiting]:
-        """Every ready flight as the estimator's run reads it: a tuple each, labels and
-        ``where`` decoded once per distinct text (a listing plays the whole queue forward)."""
+        """Every ready flight no dependency holds (``--after``) as the estimator's run reads
+        it: a tuple each, labels and ``where`` decoded once per distinct text (a listing plays
+        the whole queue forward)."""
         rows = self.db.tuples("SELECT id, opened_by, opened_at, priority, coalesce(title, ''), "
                               'environment, agent, requires, runner_target, repo, kind, "group", '
-                              '"where" FROM flights WHERE stage = ?', (Stage.READY.value,))
+                              f'"where" FROM flights WHERE stage = ? AND {NOT_HELD}',
+                              (Stage.READY.value,))
         pairs: dict[str | None, tuple] = {None: (), "": (), "{}": ()}
         out = []
         make = Waiting._make

@@ -50,16 +50,21 @@ def _encode(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# A ready flight a dependency still holds back (``--after``, gg.store.dependencies) is not
+# offered: the claim's reads of ``flights`` add this (a primary-key look-up of the row's id).
+NOT_HELD = ("NOT EXISTS (SELECT 1 FROM flight_after AS h WHERE h.flight_id = flights.id "
+            "AND h.held = 1)")
+
 # Each (priority, opener)'s head: SQLite reads it as a bounded range of ``flights_turns`` per
 # pair; PostgreSQL plans that IN as a filter on every row of ``flights`` (a claim's cost then
 # grows with every flight ever opened: 18 ms with 3,000), so it is told the same as a LATERAL
 # join, which it runs as one short index range per pair (1 ms).
 _HEADS_IN = ("SELECT f.*, served.at AS served_at FROM served JOIN flights AS f ON f.seq IN ("
              "  SELECT seq FROM flights WHERE stage = 'ready' AND priority = served.p "
-             "  AND opened_by = served.o ORDER BY seq LIMIT ?) ")
+             f"  AND opened_by = served.o AND {NOT_HELD} ORDER BY seq LIMIT ?) ")
 _HEADS_LATERAL = ("SELECT f.*, served.at AS served_at FROM served CROSS JOIN LATERAL ("
                   "  SELECT * FROM flights WHERE stage = 'ready' AND priority = served.p "
-                  "  AND opened_by = served.o ORDER BY seq LIMIT ?) AS f ")
+                  f"  AND opened_by = served.o AND {NOT_HELD} ORDER BY seq LIMIT ?) AS f ")
 
 
 class FlightRows:
@@ -167,15 +172,16 @@ class FlightRows:
             return []
         rows = self.db.all(  # each kind's oldest flight stands for it
             "SELECT f.*, k.how_many FROM flights AS f JOIN (SELECT min(seq) AS seq, "
-            "count(*) AS how_many FROM flights WHERE stage = 'ready' AND priority IN "
-            f"({','.join('?' * len(priorities))}) "
+            f"count(*) AS how_many FROM flights WHERE stage = 'ready' AND {NOT_HELD} "
+            f"AND priority IN ({','.join('?' * len(priorities))}) "
             "GROUP BY priority, requires, runner_target, opened_by, repo, agent, kind, "
             '"group", "where", environment) AS k ON f.seq = k.seq ORDER BY f.seq',
             tuple(priorities))
         return [(flight_from_row(r), r["how_many"]) for r in rows]
 
     def any_ready(self) -> bool:
-        return self.db.one("SELECT 1 FROM flights WHERE stage = 'ready' LIMIT 1") is not None
+        return self.db.one(f"SELECT 1 FROM flights WHERE stage = 'ready' AND {NOT_HELD} "
+                           "LIMIT 1") is not None
 
     def expired_leases(self, now: float, limit: int = 500) -> list[Flight]:
         rows = self.db.all(
@@ -186,7 +192,8 @@ class FlightRows:
     def offer_state(self) -> tuple[float | None, bool]:
         """:meth:`next_lease_expiry` and :meth:`any_ready` in one read."""
         row = self.db.one("SELECT (SELECT min(lease_expires_at) FROM flights WHERE stage = "
-                          "'flying'), EXISTS (SELECT 1 FROM flights WHERE stage = 'ready')")
+                          "'flying'), EXISTS (SELECT 1 FROM flights WHERE stage = 'ready' "
+                          f"AND {NOT_HELD})")
         return (row[0], bool(row[1])) if row else (None, False)
 
     def next_lease_expiry(self) -> float | None:

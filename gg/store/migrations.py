@@ -655,6 +655,35 @@ def _concurrency_and_grace(db: sqlite_utils.Database) -> None:
     )
 
 
+# -- dependencies between flights (930-939) -------------------------------------------------------
+
+
+def _dependencies(db: sqlite_utils.Database) -> None:
+    """``gg fly --after F1,F2 [--after-any]`` (docs/work-graphs.md). New tables, not columns
+    on ``flights`` (docs/architecture.md says why). ``flight_after`` is one row per flight
+    opened with ``--after``: whether any ending will do (``any_end``) and whether it is still
+    held by a dependency (``held``: the claim's queries skip a ready flight held so);
+    ``flight_dependencies`` is one row per edge, in the order given, read from both ends:
+    a flight's dependencies (``gg show``), and the dependents of one that just ended (the
+    cascade, in the transaction that ends it)."""
+    db.executescript(
+        """
+        CREATE TABLE flight_after (
+            flight_id TEXT PRIMARY KEY,
+            any_end INTEGER NOT NULL DEFAULT 0,
+            held INTEGER NOT NULL DEFAULT 1
+        );
+        CREATE TABLE flight_dependencies (
+            flight_id TEXT NOT NULL,
+            dependency_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            PRIMARY KEY (flight_id, dependency_id)
+        );
+        CREATE INDEX flight_dependencies_dependents ON flight_dependencies(dependency_id);
+        """
+    )
+
+
 # -- the list ---------------------------------------------------------------------------------
 
 # Every migration, in the order both stores run them: strictly increasing numbers, append only.
@@ -698,4 +727,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(900, "duties held by one replica at a time", _duties),
     Migration(910, "reserved: a flights column withdrawn before release", _withdrawn_flight_note),
     Migration(920, "concurrency keys and a grace per flight", _concurrency_and_grace),
+    Migration(930, "dependencies between flights", _dependencies),
 )

@@ -9,6 +9,7 @@ from gg.domain.flights import Stage
 from gg.domain.pools import PoolMember, StrategyRecord
 from gg.domain.strategies import Strategy
 from gg.store.db import Database, dumps, loads
+from gg.store.flights import NOT_HELD
 
 _MEMBER_FIELDS = {f.name for f in dataclasses.fields(PoolMember)}
 _STRATEGIES = ("applied", "in_force")
@@ -129,9 +130,10 @@ class PoolRows:
     # -- flights a member could take ------------------------------------------------------
 
     def count_ready_requiring(self, requires: dict[str, str]) -> int:
-        """Ready flights that require exactly ``requires`` and were not sent to one runner.
-        Flights store ``requires`` canonically (``dumps``), so equality is exact."""
+        """Ready flights that require exactly ``requires`` and were not sent to one runner
+        (nor held by a dependency: no machine is warmed for them yet). Flights store
+        ``requires`` canonically (``dumps``), so equality is exact."""
         row = self.db.one("SELECT count(*) FROM flights WHERE stage = ? AND "
-                          "runner_target IS NULL AND requires = ?",
+                          f"runner_target IS NULL AND requires = ? AND {NOT_HELD}",
                           (Stage.READY.value, dumps(requires)))
         return row[0]
