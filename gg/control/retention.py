@@ -40,7 +40,8 @@ def prune_batch(core: Core) -> Pruned:
             cutoff = now - settings.retain_flights
             ids = core.store.prunable_flights(cutoff, limit)
             if ids:
-                for table in ("facts", "grants", "events", "flight_concurrency", "flight_grace"):
+                for table in ("facts", "grants", "events", "flight_concurrency", "flight_grace",
+                              "flight_after", "flight_dependencies"):
                     rows += core.store.delete_flight_children(table, ids, limit - rows)
                     if rows >= limit:
                         break

@@ -18,7 +18,8 @@ _FINAL_MARKS = ", ".join("?" * len(FINAL))
 # meta: events recorded before this time may have been pruned (the invariant checker reads it)
 EVENTS_PRUNED_BEFORE = "retention:events_pruned_before"
 _CHILDREN = {"facts": "seq", "grants": "rowid", "events": "seq",
-             "flight_concurrency": "flight_id", "flight_grace": "flight_id"}
+             "flight_concurrency": "flight_id", "flight_grace": "flight_id",
+             "flight_after": "flight_id", "flight_dependencies": "flight_id"}
 
 
 class RetentionRows:

@@ -178,3 +178,27 @@ def test_every_pruning_statement_walks_an_index_in_order_never_a_whole_table(cor
         # no walk of a whole table, and no sort of everything that matches before the LIMIT
         assert plan and not [step for step in plan
                              if step.startswith("SCAN") or "TEMP B-TREE" in step], (sql, plan)
+
+
+def test_a_pruned_flights_dependency_concurrency_and_grace_rows_go_with_it(core, owner, clock):
+    from gg.domain.concurrency import Concurrency
+
+    runner = make_runner(core, owner)
+    first = landed(core, owner, runner)
+    check_in(core, runner)
+    spec = FlightSpec(command=["true"], after=(first,), concurrency=Concurrency("deploy", 1),
+                      grace=2.0)
+    f = flights.open_flight(core, owner, spec)
+    flight, grant = leases.try_claim(core, runner.id)
+    assert flight.id == f.id
+    leases.hand_back(core, core.store.runner(runner.id), f.id, epoch=grant.epoch,
+                     outcome="landed", exit_code=0, reason=None, key=None)
+    tables = ("flight_after", "flight_dependencies", "flight_concurrency", "flight_grace")
+    counts = {t: core.store.db.one(f"SELECT count(*) FROM {t} WHERE flight_id = ?", (f.id,))[0]
+              for t in tables}
+    assert all(counts.values()), counts
+    clock.advance(11 * DAY)
+    prune_until_done(core)
+    assert core.store.flight(f.id) is None
+    assert {t: core.store.db.one(f"SELECT count(*) FROM {t} WHERE flight_id = ?", (f.id,))[0]
+            for t in tables} == dict.fromkeys(tables, 0)
