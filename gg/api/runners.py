@@ -139,6 +139,7 @@ class FlightForRunner(Answer):
     output_room: int | None = None  # bytes of output it may still send (None: no cap told)
     output_tail: int = 0  # bytes of the tail it keeps past the cap, sent with the final report
     service: dict[str, Any] | None = None  # kind service: the spec to keep running
+    limits: dict[str, Any] = {}  # resource limits asked (gg.domain.limits); the policy settles them
 
 
 class LeaseGrant(Answer):

@@ -207,6 +207,14 @@ class ServiceOpen(Request):
     socket_activation: bool = False
 
 
+class LimitsAsked(Request):
+    """A flight's resource limits: cores, bytes of memory, processes (None: the policy's)."""
+
+    cpus: Annotated[float | None, Field(ge=0.01, le=1024)] = None
+    memory: Annotated[int | None, Field(ge=1024 * 1024, le=2 ** 50)] = None
+    pids: Annotated[int | None, Field(ge=1, le=4_194_304)] = None
+
+
 class FlightOpen(Request):
     command: Annotated[list[Arg], Field(min_length=1, max_length=4096)]
     title: ShortText = ""
@@ -224,12 +232,20 @@ class FlightOpen(Request):
     service: ServiceOpen | None = None  # kept running by its runner until cancelled
     group: Annotated[str | None, StringConstraints(min_length=1, max_length=63)] = None
     where: Labels = {}  # attributes the runner's group must have (gg.domain.groups)
+    limits: LimitsAsked = LimitsAsked()  # gg fly --cpus --memory --pids (gg.domain.limits)
 
 
 class PolicySet(Request):
     isolation: Literal["none", "sandbox", "container"] | None = None
     egress: Literal["none", "allowlist", "all"] | None = None
     workers: Annotated[int | None, Field(ge=1, le=256)] = None
+    # resource limits (gg.domain.limits): a default and a maximum for each; memory in bytes
+    cpus: Annotated[float | None, Field(gt=0, le=1024)] = None
+    memory: Annotated[int | None, Field(gt=0, le=2 ** 50)] = None
+    pids: Annotated[int | None, Field(ge=1, le=4_194_304)] = None
+    max_cpus: Annotated[float | None, Field(gt=0, le=1024)] = None
+    max_memory: Annotated[int | None, Field(gt=0, le=2 ** 50)] = None
+    max_pids: Annotated[int | None, Field(ge=1, le=4_194_304)] = None
 
 
 class DrainSelection(Request):

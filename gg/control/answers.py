@@ -137,7 +137,8 @@ def claimed(core: Core, runner: RunnerIdentity, got: tuple[Flight, Grant] | None
     policy = core.store.runner_policy(runner.id)  # in force at the grant, not at parking
     if policy is None:  # forgotten since it parked: its lease expires and the flight goes on
         raise Unauthorized()
-    return {"flight": flight_for_runner(flight, core.settings),
+    return {"flight": {**flight_for_runner(flight, core.settings),
+                       "limits": core.store.flight_limits(flight.id)},  # asked: gg fly --cpus
             "policy": policy,
             "lease": {"epoch": grant.epoch, "expires_at": grant.expires_at,
                       "granted_at": grant.granted_at},

@@ -10,6 +10,7 @@ from gg.control import environments as environment_ops
 from gg.control import estimates as estimate_ops
 from gg.control import groups as group_ops
 from gg.control import leases as lease_ops
+from gg.control import limits as limit_ops
 from gg.control import pool_look
 from gg.control import runners as runner_ops
 from gg.control import services as service_ops
@@ -52,6 +53,7 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
                              repo=spec.repo)
         if spec.attended:
             attended_ops.check_open(core, target)
+        limit_ops.check_open(core, spec, target)  # gg fly --cpus --memory --pids
         limit = None if service is not None else timeouts.limit_for(
             spec.timeout, _default_timeout(core, environment), core.settings.flight_timeout_max)
         settled = replace(spec, title=spec.title or " ".join(spec.command)[:120], runner=target,
@@ -65,6 +67,7 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
         flight = opened(settled, held=bool(behind), gates=behind, id=flight_id,
                         opened_by=person.id, opened_at=now)
         core.store.insert_flight(flight)
+        limit_ops.keep(core, flight.id, spec)
         core.event(EventKind.FLIGHT_OPENED, actor=person.name, flight_id=flight.id, at=now,
                    title=flight.title)
     core.signals.ready_changed()

@@ -40,7 +40,7 @@ def prune_batch(core: Core) -> Pruned:
             cutoff = now - settings.retain_flights
             ids = core.store.prunable_flights(cutoff, limit)
             if ids:
-                for table in ("facts", "grants", "events"):
+                for table in ("facts", "grants", "events", "flight_limits"):
                     rows += core.store.delete_flight_children(table, ids, limit - rows)
                     if rows >= limit:
                         break

@@ -47,10 +47,10 @@ MAX_COMMAND_ARGS = 4096
 # A FlightSpec field's column where the two names differ; approval and approver are no
 # column (the approval gate opened with the flight holds them).
 _COLUMN = {"runner": "runner_target", "labels": "requires"}
-_NOT_STORED = ("approval", "approver")
+_NOT_STORED = ("approval", "approver", "limits")
 # What only names, orders or books a flight: changing it runs nothing new, so it is left out
 # of the digest an approval is given for (gg.domain.specs). Every other field is in it.
-RUNS_NOTHING_NEW = ("title", "output_limit", "priority", "approval", "approver")
+RUNS_NOTHING_NEW = ("title", "output_limit", "priority", "approval", "approver", "limits")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,6 +89,9 @@ class FlightSpec:
     service: dict[str, Any] | None = None
     group: str | None = None
     where: dict[str, str] = field(default_factory=dict)
+    # resource limits asked (gg.domain.limits: cpus, memory, pids): kept in a table of their
+    # own (no flights column), settled by the runner's policy where it flies
+    limits: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if type(self.command) is not tuple:
@@ -116,6 +119,8 @@ class FlightSpec:
         values = {k: v for k, v in body.items() if k in _NAMES}
         for key in ("labels", "where"):
             values[key] = dict(values.get(key) or {})
+        values["limits"] = {k: v for k, v in (values.get("limits") or {}).items()
+                            if v is not None}
         if values.get("service") is not None:
             values["service"] = dict(values["service"])
         return cls(**values)
@@ -126,7 +131,8 @@ class FlightSpec:
         (whether it was asked is kept by its gate, not the spec)."""
         out = {name: getattr(self, name) for name in _NAMES if name != "kind"}
         out.update(command=list(self.command), labels=dict(self.labels),
-                   where=dict(self.where), priority=self.priority.value)
+                   where=dict(self.where), priority=self.priority.value,
+                   limits=dict(self.limits))
         if self.service is not None:
             out["service"] = {"port": self.service.get("port"),
                               "ready_cmd": self.service.get("ready_cmd")}

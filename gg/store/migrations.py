@@ -650,3 +650,21 @@ def _withdrawn_flight_note(db: sqlite_utils.Database) -> None:
     back before release (a column added under a previous version's replica breaks its
     prepared ``SELECT *``; docs/architecture.md). It changes nothing."""
     db.execute("SELECT 1")
+
+
+# -- resource limits (940-949) --------------------------------------------------------------
+
+
+@migration(940, "flight limits")
+def _flight_limits(db: sqlite_utils.Database) -> None:
+    """The resource limits a flight asked for (``gg fly --cpus --memory --pids``,
+    gg.domain.limits), as JSON, one row per flight that asked any: a table of its own, not a
+    flights column (a previous version's replicas keep prepared ``SELECT *`` on flights)."""
+    db.executescript(
+        """
+        CREATE TABLE flight_limits (
+            flight_id TEXT PRIMARY KEY,
+            limits TEXT NOT NULL
+        );
+        """
+    )

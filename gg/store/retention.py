@@ -17,7 +17,7 @@ FINAL = tuple(s.value for s in Stage if s.final)
 _FINAL_MARKS = ", ".join("?" * len(FINAL))
 # meta: events recorded before this time may have been pruned (the invariant checker reads it)
 EVENTS_PRUNED_BEFORE = "retention:events_pruned_before"
-_CHILDREN = {"facts": "seq", "grants": "rowid", "events": "seq"}
+_CHILDREN = {"facts": "seq", "grants": "rowid", "events": "seq", "flight_limits": "flight_id"}
 
 
 class RetentionRows:
@@ -34,7 +34,7 @@ class RetentionRows:
         return [r[0] for r in rows]
 
     def delete_flight_children(self, table: str, flight_ids: list[str], limit: int) -> int:
-        """Delete up to ``limit`` rows of ``table`` (facts, grants, events) that belong to
+        """Delete up to ``limit`` rows of ``table`` (facts, grants, events, limits) that belong to
         ``flight_ids``; the number deleted."""
         key = _CHILDREN[table]
         marks = ", ".join("?" * len(flight_ids))
