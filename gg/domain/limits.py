@@ -209,12 +209,18 @@ def oom_reason(memory: int) -> str:
     return f"killed: out of memory (limit {memory_text(memory)})"
 
 
-def usage_note(peak_memory: int | None, cpu_seconds: float | None) -> dict[str, Any]:
-    """The body of the note a flight's usage is reported in (``gg show``: its facts)."""
-    usage: dict[str, Any] = {}
-    if peak_memory is not None:
-        usage["peak_memory"] = memory_text(peak_memory)
-        usage["peak_memory_bytes"] = int(peak_memory)
-    if cpu_seconds is not None:
-        usage["cpu_seconds"] = round(float(cpu_seconds), 3)
-    return {"usage": usage}
+def usage_note(usage: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The body of the note a flight's usage is reported in (its cgroups' count: bytes of
+    ``peak_memory``, ``cpu_seconds``), shown by ``gg show``; None when nothing was counted."""
+    peak, cpu = usage.get("peak_memory"), usage.get("cpu_seconds")
+    body: dict[str, Any] = {}
+    words = []
+    if isinstance(peak, int) and not isinstance(peak, bool):
+        body.update(peak_memory=memory_text(peak), peak_memory_bytes=peak)
+        words.append(f"peak memory {memory_text(peak)}")
+    if isinstance(cpu, (int, float)) and not isinstance(cpu, bool):
+        body["cpu_seconds"] = round(float(cpu), 3)
+        words.append(f"{float(cpu):.2f} CPU seconds")
+    if not words:
+        return None
+    return {"text": "used " + ", ".join(words), **body}

@@ -56,6 +56,7 @@ from typing import Any, Callable
 
 from gg.api.runners import Claimed, FlightForRunner
 from gg.client import RETRY_FLIGHT_MIN, ApiError, Client, ServerFault, Unreachable
+from gg.domain import limits as limit_rules
 from gg.domain.flights import Outcome
 from gg.domain.health import FLIGHTS_AS_ROOT
 from gg.domain.leases import stop_margin
@@ -131,6 +132,7 @@ class FlightRun:
     hidden: list = field(default_factory=list)
     on_unmet: Callable[[str], None] | None = None
     proc: LaunchedProcess | subprocess.Popen | None = None
+    limits: limit_rules.Limits = field(default_factory=limit_rules.Limits)  # settled here
     launch: isolation.Launch | None = None
     exit_code: int | None = None
     fleet: Any = None  # enrolment: gg.runner.fleet.FleetState (profile, agents, credentials)
@@ -177,6 +179,9 @@ class FlightRun:
                 if self.on_unmet is not None:
                     self.on_unmet(exc.missing)
                 return self._hand_back_unmet(exc.missing)
+            refusal = self._settle_limits()
+            if refusal is not None:  # asked more than this runner gives, or cannot enforce
+                return self._hand_back(Outcome.FAILED.value, refusal)
             self._started_now({"workspace": str(workspace), "pid": os.getpid(),
                                "policy": self.policy or None})
             # After: the keeper also sends `started` alone when its bound passes. It starts
@@ -386,7 +391,8 @@ class FlightRun:
             self.proc = LAUNCHER.start(launch.argv, env=launch.env, cwd=launch.cwd,
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                        handed=launch.handed, listening=listening,
-                                       cleanup=launch.cleanup)
+                                       cleanup=launch.cleanup,
+                                       limits=self.limits.to_dict() or None)
         except OSError as exc:
             self.proc = SPAWNER.popen(["/bin/sh", "-c", f"echo {_quote(str(exc))} >&2; exit 127"],
                                       cwd=workspace, stdout=subprocess.PIPE,
@@ -492,6 +498,9 @@ class FlightRun:
             facts.append({"kind": "note", "key": f"{self.lease.epoch}:output-truncated",
                           "body": {"text": TRUNCATED.format(n=out.cut_at),
                                    "truncated_after": out.cut_at}})
+        usage = self._usage_note() if final else None
+        if usage is not None:  # once: what its cgroups counted (gg show)
+            facts.append({"kind": "note", "key": f"{self.lease.epoch}:usage", "body": usage})
         if tail is not None:  # once, with the final report: the last bytes it did not send
             facts.append({"kind": "output", "key": f"{self.lease.epoch}:output-tail",
                           "body": {"text": tail, "tail": True,
@@ -555,6 +564,31 @@ class FlightRun:
         finally:
             self._reporting.release()
 
+    # -- resource limits (gg.domain.limits) ---------------------------------------------
+
+    def _settle_limits(self) -> str | None:
+        """Settle the limits it asked for with this runner's policy; why it cannot run here
+        (one sentence), or None."""
+        try:
+            asked = limit_rules.Limits.from_dict(self.flight.limits)
+            self.limits = limit_rules.settle(asked, self.policy)
+        except ValueError as exc:
+            return f"this runner cannot run it: {exc}"
+        missing = limit_rules.missing_controller(self.limits,
+                                                 self.capabilities.get("flight_limits"))
+        if missing is not None:
+            return f"this runner cannot enforce its limits: {missing}"
+        return None
+
+    def _out_of_memory(self) -> bool:
+        """The kernel killed one of its processes over its memory limit."""
+        used = getattr(self.proc, "usage", None) or {}
+        return self.limits.memory is not None and bool(used.get("oom_kills"))
+
+    def _usage_note(self) -> dict | None:
+        used = getattr(self.proc, "usage", None) or {}
+        return limit_rules.usage_note(used) if used else None
+
     def _hand_back_unmet(self, missing: str) -> str:
         """Nothing ran: give the flight back for a runner that can meet its policy."""
         return self._hand_back(Outcome.RETURNED.value,
@@ -577,6 +611,8 @@ class FlightRun:
         else:
             outcome = (Outcome.LANDED if self.exit_code == 0 else Outcome.FAILED).value
             reason = getattr(self.proc, "note", None)  # the launcher died under it
+            if outcome == Outcome.FAILED.value and self._out_of_memory():
+                reason = limit_rules.oom_reason(self.limits.memory or 0)
         body = {"epoch": self.lease.epoch, "outcome": outcome, "exit_code": self.exit_code,
                 "reason": reason, "key": f"{self.lease.epoch}:hand-back"}
         with self._reporting:  # after every report; it carries `started` if none did
