@@ -81,8 +81,8 @@ class Policy:
             raise ValueError("a policy must be a mapping of isolation, egress and workers")
         unknown = sorted(str(k) for k in data if k not in KEYS)
         if unknown:
-            raise ValueError(f"a policy has only isolation, egress, workers and the limits "
-                             f"{', '.join(LIMIT_KEYS)}, not {', '.join(unknown)}")
+            raise ValueError(f"a policy has only isolation, egress, workers and limits "
+                             f"({', '.join(LIMIT_KEYS)}), not {', '.join(unknown)}")
         start = base or DEFAULT_POLICY
         return cls(**{k: data.get(k, getattr(start, k)) for k in KEYS})
 
