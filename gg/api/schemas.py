@@ -70,6 +70,9 @@ class Protocol(Answer):
     # flight, in the hand-back's answer (docs/lease-protocol.md, "A flight's requests").
     # False: an older control plane; the runner claims again on its own.
     hand_back_claims: bool = False
+    # The hand-back takes the flight's usage note (peak memory, CPU seconds; gg.domain.limits)
+    # beside `started`. False: an older control plane; the runner reports it before.
+    hand_back_usage: bool = False
 
 
 class Health(Answer):
@@ -169,9 +172,14 @@ class Fact(Request):
     ago: Annotated[float | None, Field(ge=0, le=30 * 86400)] = None
 
 
+USAGE_KEY = ":usage"  # the end of a usage note's key (gg.runner.flight)
+
+
 def _only_started(facts: list[Fact]) -> list[Fact]:
-    if any(f.kind != "started" for f in facts):
-        raise ValueError("a hand-back carries only the flight's started fact; report the rest")
+    if any(f.kind != "started" and not (f.kind == "note" and (f.key or "").endswith(USAGE_KEY))
+           for f in facts):
+        raise ValueError("a hand-back carries only the flight's started fact and its usage "
+                         "note; report the rest")
     return facts
 
 
@@ -188,7 +196,7 @@ class HandBack(Request):
     key: Annotated[str | None, StringConstraints(max_length=128)] = None
     # The `started` fact, when the flight ended before it was sent: stored in the hand-back's
     # own transaction, after the same (flight, epoch) check, before the outcome.
-    facts: Annotated[list[Fact], Field(max_length=1), AfterValidator(_only_started)] = []
+    facts: Annotated[list[Fact], Field(max_length=2), AfterValidator(_only_started)] = []
     # Free slots to fill at once: the answer's ``next`` is a flight granted to this runner in
     # the same call (a claim that does not park), or null when none is ready for it now.
     claim_next: Annotated[int, Field(ge=0, le=256)] = 0

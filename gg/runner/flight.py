@@ -133,6 +133,9 @@ class FlightRun:
     on_unmet: Callable[[str], None] | None = None
     proc: LaunchedProcess | subprocess.Popen | None = None
     limits: limit_rules.Limits = field(default_factory=limit_rules.Limits)  # settled here
+    # The usage note rides with the hand-back (the control plane takes it there), else it is
+    # reported with the final output: no request of its own either way when output is left.
+    usage_rides: bool = False
     launch: isolation.Launch | None = None
     exit_code: int | None = None
     fleet: Any = None  # enrolment: gg.runner.fleet.FleetState (profile, agents, credentials)
@@ -498,7 +501,7 @@ class FlightRun:
             facts.append({"kind": "note", "key": f"{self.lease.epoch}:output-truncated",
                           "body": {"text": TRUNCATED.format(n=out.cut_at),
                                    "truncated_after": out.cut_at}})
-        usage = self._usage_note() if final else None
+        usage = self._usage_note() if final and not self.usage_rides else None
         if usage is not None:  # once: what its cgroups counted (gg show)
             facts.append({"kind": "note", "key": f"{self.lease.epoch}:usage", "body": usage})
         if tail is not None:  # once, with the final report: the last bytes it did not send
@@ -617,8 +620,10 @@ class FlightRun:
                 "reason": reason, "key": f"{self.lease.epoch}:hand-back"}
         with self._reporting:  # after every report; it carries `started` if none did
             started = self._started.take()
-            if started:
-                body["facts"] = started
+            usage = self._usage_note() if self.usage_rides else None
+            if started or usage:
+                body["facts"] = started + ([{"kind": "note", "key": f"{self.lease.epoch}:usage",
+                                             "body": usage}] if usage else [])
             wanted = (self.claim_next() if self.claim_next is not None
                       and outcome != Outcome.RETURNED.value else 0)
             if wanted > 0:
