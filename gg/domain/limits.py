@@ -22,7 +22,7 @@ Pure: no I/O; sizes are bytes, cpus are cores (1.5 = one and a half).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +87,8 @@ def parse_pids(text: str | int) -> int:
     return pids
 
 
-_PARSE = {"cpus": parse_cpus, "memory": parse_memory, "pids": parse_pids}
+_PARSE: dict[str, Callable[[Any], Any]] = {"cpus": parse_cpus, "memory": parse_memory,
+                                           "pids": parse_pids}
 
 
 def memory_text(n: int) -> str:

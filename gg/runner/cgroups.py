@@ -305,7 +305,7 @@ def limit_bases(name: str, main: Hierarchy | None = None,
         wanted = [c for c in v2_wanted if c != "cpuacct"]
         for controller in enable(main, main_base, wanted):
             out[controller] = (main, main_base)
-    if v2_main:
+    if v2_main and main is not None and main_base is not None:
         out["cpuacct"] = (main, main_base)  # cpu.stat counts usage in every v2 cgroup
     return out
 
