@@ -176,15 +176,15 @@ class FlightRun:
         try:
             try:
                 self.identity = self._take_identity()
+                refusal = self._settle_limits()  # before its launch: a container takes them
+                if refusal is not None:  # asked more than this runner gives, or cannot enforce
+                    return self._hand_back(Outcome.FAILED.value, refusal)
                 launched_for = self._argv()
                 self.launch = self.launch_for(launched_for, workspace)
             except isolation.IsolationUnavailable as exc:
                 if self.on_unmet is not None:
                     self.on_unmet(exc.missing)
                 return self._hand_back_unmet(exc.missing)
-            refusal = self._settle_limits()
-            if refusal is not None:  # asked more than this runner gives, or cannot enforce
-                return self._hand_back(Outcome.FAILED.value, refusal)
             self._started_now({"workspace": str(workspace), "pid": os.getpid(),
                                "policy": self.policy or None})
             # After: the keeper also sends `started` alone when its bound passes. It starts
@@ -379,7 +379,7 @@ class FlightRun:
             return isolation.build(argv, policy=policy, workspace=workspace, env=env,
                                    state_dir=self.state_dir, capabilities=self.capabilities,
                                    hidden=hidden, terminal=terminal, identity=self.identity,
-                                   activation=activation,
+                                   activation=activation, limits=self.limits.to_dict(),
                                    container_name=(f"gg-{self.id}-{self.lease.epoch}" if not terminal
                                                    else None))
         except ValueError as exc:  # a policy or a hidden path this runner cannot use
@@ -395,7 +395,9 @@ class FlightRun:
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                        handed=launch.handed, listening=listening,
                                        cleanup=launch.cleanup,
-                                       limits=self.limits.to_dict() or None)
+                                       # a container has them as the engine's flags
+                                       limits=(self.limits.to_dict() or None)
+                                       if launch.container_name is None else None)
         except OSError as exc:
             self.proc = SPAWNER.popen(["/bin/sh", "-c", f"echo {_quote(str(exc))} >&2; exit 127"],
                                       cwd=workspace, stdout=subprocess.PIPE,
@@ -577,6 +579,8 @@ class FlightRun:
             self.limits = limit_rules.settle(asked, self.policy)
         except ValueError as exc:
             return f"this runner cannot run it: {exc}"
+        if (self.policy or {}).get("isolation") == "container":
+            return None  # the engine enforces them (gg.runner.isolation.container_limits)
         missing = limit_rules.missing_controller(self.limits,
                                                  self.capabilities.get("flight_limits"))
         if missing is not None:
