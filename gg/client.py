@@ -398,15 +398,27 @@ class Client:
         of the new version and the hand-back reach one of the previous version, which
         refuses a body field it does not know (400, before anything is stored): it is then
         sent again without it, and the runner claims its next flight itself
-        (docs/scale-out.md, "upgrades with two adjacent versions side by side")."""
+        (docs/scale-out.md, "upgrades with two adjacent versions side by side"). The same
+        for the usage note beside `started` (``hand_back_usage``): sent again without it."""
         path = paths.LEASE_HAND_BACK.format(flight_id=flight_id)
-        try:
-            return _one(r.HandedBack, self.request("POST", path, json=body, idempotent=True, **kw))
-        except ApiError as exc:
-            if exc.status != 400 or "claim_next" not in body:
-                raise
-        older = {k: v for k, v in body.items() if k != "claim_next"}
-        return _one(r.HandedBack, self.request("POST", path, json=older, idempotent=True, **kw))
+        started = [f for f in body.get("facts") or [] if f.get("kind") == "started"]
+        without_usage = {k: v for k, v in body.items() if k != "facts"}
+        if started:
+            without_usage["facts"] = started
+        tries = [body]  # then what an older replica takes: without the usage note, then
+        if without_usage != body:  # without claim_next either
+            tries.append(without_usage)
+        if "claim_next" in body:
+            tries.append({k: v for k, v in without_usage.items() if k != "claim_next"})
+        for sent in tries[:-1]:
+            try:
+                return _one(r.HandedBack, self.request("POST", path, json=sent, idempotent=True,
+                                                       **kw))
+            except ApiError as exc:
+                if exc.status != 400:
+                    raise
+        return _one(r.HandedBack, self.request("POST", path, json=tries[-1], idempotent=True,
+                                               **kw))
 
     def goodbye(self, **kw) -> s.Ok:
         return _one(s.Ok, self.request("POST", paths.RUNNER_GOODBYE, **kw))

@@ -228,6 +228,7 @@ class Settings:
             "maintenance_check_interval": self.maintenance_check_interval,
             "started_within": self.started_within,
             "hand_back_claims": True,
+            "hand_back_usage": True,
         }
 
 

@@ -140,6 +140,7 @@ class FlightForRunner(Answer):
     output_tail: int = 0  # bytes of the tail it keeps past the cap, sent with the final report
     service: dict[str, Any] | None = None  # kind service: the spec to keep running
     grace: float | None = None  # seconds from SIGTERM to SIGKILL when stopped (None: 5s)
+    limits: dict[str, Any] = {}  # resource limits asked (gg.domain.limits); the policy settles them
 
 
 class LeaseGrant(Answer):

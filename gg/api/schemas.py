@@ -70,6 +70,9 @@ class Protocol(Answer):
     # flight, in the hand-back's answer (docs/lease-protocol.md, "A flight's requests").
     # False: an older control plane; the runner claims again on its own.
     hand_back_claims: bool = False
+    # The hand-back takes the flight's usage note (peak memory, CPU seconds; gg.domain.limits)
+    # beside `started`. False: an older control plane; the runner reports it before.
+    hand_back_usage: bool = False
 
 
 class Health(Answer):
@@ -169,9 +172,14 @@ class Fact(Request):
     ago: Annotated[float | None, Field(ge=0, le=30 * 86400)] = None
 
 
+USAGE_KEY = ":usage"  # the end of a usage note's key (gg.runner.flight)
+
+
 def _only_started(facts: list[Fact]) -> list[Fact]:
-    if any(f.kind != "started" for f in facts):
-        raise ValueError("a hand-back carries only the flight's started fact; report the rest")
+    if any(f.kind != "started" and not (f.kind == "note" and (f.key or "").endswith(USAGE_KEY))
+           for f in facts):
+        raise ValueError("a hand-back carries only the flight's started fact and its usage "
+                         "note; report the rest")
     return facts
 
 
@@ -188,7 +196,7 @@ class HandBack(Request):
     key: Annotated[str | None, StringConstraints(max_length=128)] = None
     # The `started` fact, when the flight ended before it was sent: stored in the hand-back's
     # own transaction, after the same (flight, epoch) check, before the outcome.
-    facts: Annotated[list[Fact], Field(max_length=1), AfterValidator(_only_started)] = []
+    facts: Annotated[list[Fact], Field(max_length=2), AfterValidator(_only_started)] = []
     # Free slots to fill at once: the answer's ``next`` is a flight granted to this runner in
     # the same call (a claim that does not park), or null when none is ready for it now.
     claim_next: Annotated[int, Field(ge=0, le=256)] = 0
@@ -216,6 +224,14 @@ class ConcurrencyOpen(Request):
     cancel_in_progress: bool = False
 
 
+class LimitsAsked(Request):
+    """A flight's resource limits: cores, bytes of memory, processes (None: the policy's)."""
+
+    cpus: Annotated[float | None, Field(ge=0.01, le=1024)] = None
+    memory: Annotated[int | None, Field(ge=1024 * 1024, le=2 ** 50)] = None
+    pids: Annotated[int | None, Field(ge=1, le=4_194_304)] = None
+
+
 class FlightOpen(Request):
     command: Annotated[list[Arg], Field(min_length=1, max_length=4096)]
     title: ShortText = ""
@@ -239,12 +255,20 @@ class FlightOpen(Request):
     # held until these flights land (any ending, with after_any); docs/work-graphs.md
     after: Annotated[list[Name], Field(max_length=1000)] = []
     after_any: bool = False
+    limits: LimitsAsked = LimitsAsked()  # gg fly --cpus --memory --pids (gg.domain.limits)
 
 
 class PolicySet(Request):
     isolation: Literal["none", "sandbox", "container"] | None = None
     egress: Literal["none", "allowlist", "all"] | None = None
     workers: Annotated[int | None, Field(ge=1, le=256)] = None
+    # resource limits (gg.domain.limits): a default and a maximum for each; memory in bytes
+    cpus: Annotated[float | None, Field(gt=0, le=1024)] = None
+    memory: Annotated[int | None, Field(gt=0, le=2 ** 50)] = None
+    pids: Annotated[int | None, Field(ge=1, le=4_194_304)] = None
+    max_cpus: Annotated[float | None, Field(gt=0, le=1024)] = None
+    max_memory: Annotated[int | None, Field(gt=0, le=2 ** 50)] = None
+    max_pids: Annotated[int | None, Field(ge=1, le=4_194_304)] = None
 
 
 class DrainSelection(Request):

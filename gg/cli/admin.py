@@ -9,6 +9,7 @@ import typer
 from gg.api.runners import StateChange
 from gg.cli.context import CliError, client, confirm, emit_json
 from gg.cli.exits import Exit
+from gg.cli.limits import parse_limits, policy_limits_text
 from gg.cli.runners import runner_app
 from gg.domain.policy import EGRESSES, ISOLATIONS, MAX_WORKERS
 
@@ -105,22 +106,34 @@ def policy(
     isolation: Optional[str] = typer.Option(None, "--isolation", metavar="|".join(ISOLATIONS)),
     egress: Optional[str] = typer.Option(None, "--egress", metavar="|".join(reversed(EGRESSES))),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, max=MAX_WORKERS),
+    cpus: Optional[str] = typer.Option(None, "--cpus", metavar="N",
+                                       help="Cores a flight gets unless it asks (0.5, 2)."),
+    memory: Optional[str] = typer.Option(None, "--memory", metavar="SIZE",
+                                         help="Memory a flight gets unless it asks (512M)."),
+    pids: Optional[str] = typer.Option(None, "--pids", metavar="N",
+                                       help="Processes a flight gets unless it asks."),
+    max_cpus: Optional[str] = typer.Option(None, "--max-cpus", metavar="N"),
+    max_memory: Optional[str] = typer.Option(None, "--max-memory", metavar="SIZE"),
+    max_pids: Optional[str] = typer.Option(None, "--max-pids", metavar="N"),
     json_: bool = JSON,
 ) -> None:
     """Show RUNNER's assigned policy, or change it (admin); applied at its next check-in."""
     _one_of("--isolation", isolation, ISOLATIONS)
     _one_of("--egress", egress, EGRESSES)
+    limits = parse_limits(cpus=cpus, memory=memory, pids=pids)
+    limits.update({f"max_{k}": v for k, v in parse_limits(
+        cpus=max_cpus, memory=max_memory, pids=max_pids, prefix="--max-").items()})
     api = client()
-    if isolation is None and egress is None and workers is None:
+    if isolation is None and egress is None and workers is None and not limits:
         r = api.runner(ref)
     else:
-        r = api.set_policy(ref, isolation=isolation, egress=egress, workers=workers)
+        r = api.set_policy(ref, isolation=isolation, egress=egress, workers=workers, **limits)
     if json_:
         emit_json(r)
         return
     p = r.policy
     typer.echo(f"{r.name}: isolation {p.get('isolation')}, egress {p.get('egress')}, "
-               f"workers {p.get('workers')}")
+               f"workers {p.get('workers')}" + policy_limits_text(p))
     typer.echo(f"  health {r.health}" + "".join(f" ({n})" for n in r.health_notes)
                + f"; {r.checks_verdict}")
 

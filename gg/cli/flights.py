@@ -86,6 +86,12 @@ def fly(
                                         help="Start only once these flights have landed."),
     after_any: bool = typer.Option(False, "--after-any",
                                    help="With --after: once they have ended in any way."),
+    cpus: Optional[str] = typer.Option(None, "--cpus", metavar="N",
+                                       help="Cores it may use at most (0.5, 1.5)."),
+    memory: Optional[str] = typer.Option(None, "--memory", metavar="SIZE",
+                                         help="Memory it may use; past it it is killed (512M)."),
+    pids: Optional[str] = typer.Option(None, "--pids", metavar="N",
+                                       help="Processes it may have at once."),
 ) -> None:
     """Open a flight."""
     if priority not in PRIORITIES:
@@ -113,6 +119,10 @@ def fly(
     if output_limit is not None:
         body["output_limit"] = _size("--output-limit", output_limit)
     body.update(_job_contract(concurrency, cancel_in_progress, grace))
+    if cpus is not None or memory is not None or pids is not None:
+        from gg.cli.limits import parse_limits
+
+        body["limits"] = parse_limits(cpus=cpus, memory=memory, pids=pids)
     api = client()
     # the answers are only printed: read as sent, with no wire model (gg fly stays quick)
     flight = api.open_flight(body, plain=True)

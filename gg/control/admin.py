@@ -16,6 +16,8 @@ Retire and forget differ on purpose (SPEC section 4):
 
 from __future__ import annotations
 
+from typing import Any
+
 from gg.control import health
 from gg.control import leases as lease_ops
 from gg.control.core import Core
@@ -25,6 +27,7 @@ from gg.domain import admin as rules
 from gg.domain.events import EventKind
 from gg.domain.labels import check_labels, format_labels
 from gg.domain.people import Person
+from gg.domain.policy import KEYS as POLICY_KEYS
 from gg.domain.policy import Policy
 from gg.domain.runners import AdminState, Instruction, Runner, is_online
 from gg.errors import BadRequest, Conflict, NotFound
@@ -144,14 +147,18 @@ def forget(core: Core, person: Person, ref: str) -> Runner:
     return runner
 
 
-def set_policy(core: Core, person: Person, ref: str, *, isolation: str | None = None,
-               egress: str | None = None, workers: int | None = None) -> Runner:
-    """An admin's policy for one runner, applied on its next check-in."""
+def set_policy(core: Core, person: Person, ref: str, **asked: Any) -> Runner:
+    """An admin's policy for one runner, applied on its next check-in: ``isolation``,
+    ``egress``, ``workers`` and the resource limits (``cpus``, ``max_memory``, ...); a key
+    left None is not changed."""
     require_admin(person)
-    changes = {k: v for k, v in (("isolation", isolation), ("egress", egress),
-                                 ("workers", workers)) if v is not None}
+    unknown = sorted(k for k in asked if k not in POLICY_KEYS)
+    if unknown:
+        raise BadRequest(f"a policy has no {', '.join(unknown)}")
+    changes = {k: v for k, v in asked.items() if v is not None}
     if not changes:
-        raise BadRequest("say what to change: --isolation, --egress or --workers")
+        raise BadRequest("say what to change: --isolation, --egress, --workers or a limit "
+                         "(--cpus, --memory, --pids, --max-cpus, --max-memory, --max-pids)")
     if changes.get("isolation") == "none" and not core.settings.dev:
         raise BadRequest("isolation none is allowed only on a control plane started with "
                          "--dev; use sandbox or container")

@@ -137,7 +137,8 @@ def claimed(core: Core, runner: RunnerIdentity, got: tuple[Flight, Grant] | None
     policy = core.store.runner_policy(runner.id)  # in force at the grant, not at parking
     if policy is None:  # forgotten since it parked: its lease expires and the flight goes on
         raise Unauthorized()
-    sent = flight_for_runner(flight, core.settings)
+    sent = {**flight_for_runner(flight, core.settings),
+            "limits": core.store.flight_limits(flight.id)}  # asked: gg fly --cpus
     grace = core.store.graces_of([flight.id]).get(flight.id)  # gg fly --grace
     if grace is not None:
         sent["grace"] = grace

@@ -13,6 +13,7 @@ from gg.control import estimates as estimate_ops
 from gg.control import groups as group_ops
 from gg.control import keys_opened, pool_look
 from gg.control import leases as lease_ops
+from gg.control import limits as limit_ops
 from gg.control import runners as runner_ops
 from gg.control import services as service_ops
 from gg.control.core import Core
@@ -58,6 +59,7 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
         if spec.after_any and not spec.after:  # --after: docs/work-graphs.md
             raise BadRequest("--after-any needs --after F1,F2: the flights to run after")
         after, held = dependency_ops.check_open(core, list(spec.after), spec.after_any)
+        limit_ops.check_open(core, spec, target)  # gg fly --cpus --memory --pids
         limit = None if service is not None else timeouts.limit_for(
             spec.timeout, _default_timeout(core, environment), core.settings.flight_timeout_max)
         settled = replace(spec, title=spec.title or " ".join(spec.command)[:120], runner=target,
@@ -72,6 +74,7 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
                         opened_by=person.id, opened_at=now)
         core.store.insert_flight(flight)
         dependency_ops.record(core, flight.id, ids=after, any_end=spec.after_any, held=held)
+        limit_ops.keep(core, flight.id, spec)
         core.event(EventKind.FLIGHT_OPENED, actor=person.name, flight_id=flight.id, at=now,
                    title=flight.title)
         superseded = keys_opened.record(core, flight, settled, now)  # key and grace

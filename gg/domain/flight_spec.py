@@ -54,12 +54,14 @@ _NOT_STORED: tuple[str, ...] = ("approval", "approver")
 # (docs/architecture.md: a new flights column breaks a rolling upgrade).
 _NOT_STORED += ("concurrency", "grace")  # tables flight_concurrency, flight_grace
 _NOT_STORED += ("after", "after_any")  # --after: rows of their own (gg.store.dependencies)
+_NOT_STORED += ("limits",)  # table flight_limits
 # What only names, orders or books a flight: changing it runs nothing new, so it is left out
 # of the digest an approval is given for (gg.domain.specs). Every other field is in it.
 RUNS_NOTHING_NEW: tuple[str, ...] = ("title", "output_limit", "priority", "approval",
                                      "approver")
 RUNS_NOTHING_NEW += ("concurrency", "grace")  # when it flies, and how it is stopped
 RUNS_NOTHING_NEW += ("after", "after_any")  # --after orders flights; it runs nothing
+RUNS_NOTHING_NEW += ("limits",)  # what it may use, not what it runs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,6 +106,9 @@ class FlightSpec:
     # --after F1,F2 [--after-any]: held until they land (or end); docs/work-graphs.md
     after: tuple[str, ...] = ()
     after_any: bool = False
+    # resource limits asked (gg.domain.limits: cpus, memory, pids): kept in a table of their
+    # own (no flights column), settled by the runner's policy where it flies
+    limits: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if type(self.command) is not tuple:
@@ -139,6 +144,8 @@ class FlightSpec:
         values = {k: v for k, v in body.items() if k in _NAMES}
         for key in ("labels", "where"):
             values[key] = dict(values.get(key) or {})
+        values["limits"] = {k: v for k, v in (values.get("limits") or {}).items()
+                            if v is not None}
         if values.get("service") is not None:
             values["service"] = dict(values["service"])
         return cls(**values)
@@ -149,7 +156,8 @@ class FlightSpec:
         (whether it was asked is kept by its gate, not the spec)."""
         out = {name: getattr(self, name) for name in _NAMES if name != "kind"}
         out.update(command=list(self.command), labels=dict(self.labels),
-                   where=dict(self.where), priority=self.priority.value, after=list(self.after))
+                   where=dict(self.where), priority=self.priority.value, after=list(self.after),
+                   limits=dict(self.limits))
         if self.concurrency is not None:
             out["concurrency"] = self.concurrency.to_wire()
         if self.service is not None:

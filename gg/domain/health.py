@@ -18,6 +18,9 @@ names the missing piece::
                                        (as the probe read them)
     network namespace        host      egress none (sandbox or none): an empty netns can be made
     container engine         host      container: podman or docker answers
+    resource limits          host      the policy's default limits (cpus, memory, pids):
+                                       each one's cgroup controller is there
+                                       ("cgroup controller pids not available")
     workers                  never fails; raising past the started count is only a note
 
 Policy problems come first because no change on the host can fix them. Checks the policy does
@@ -35,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gg.domain import limits as limit_rules
 from gg.domain.policy import Policy
 from gg.domain.runners import HealthState
 
@@ -160,6 +164,17 @@ def _confinement_check(caps: Mapping[str, Any]) -> Check:
                  f"capabilities dropped, no_new_privs, own pid namespace{userns}{uid}")
 
 
+def _limit_checks(policy: Policy, caps: Mapping[str, Any]) -> list[Check]:
+    """The policy's default limits apply to every flight: each one's controller must be
+    here. (A limit only a flight asks for is checked when that flight comes.)"""
+    defaults, _ = limit_rules.policy_limits(policy.to_dict())
+    if not defaults:
+        return []
+    missing = limit_rules.missing_controller(defaults, caps.get("flight_limits"))
+    return [_check("resource limits", missing is None,
+                   f"{defaults.text()} enforced by cgroups", missing or "")]
+
+
 def workers_note(policy: Policy, started_workers: int) -> str | None:
     """Raising workers past what the runner started with takes a restart; lowering does not."""
     if policy.workers > started_workers:
@@ -182,7 +197,7 @@ def checks(policy: PolicyLike, capabilities: Mapping[str, Any] | None, *, dev: b
     """Every check that decides this runner's health, in the order they are judged."""
     policy = _as_policy(policy)
     caps = capabilities or {}
-    out = _policy_checks(policy, dev) + _host_checks(policy, caps)
+    out = _policy_checks(policy, dev) + _host_checks(policy, caps) + _limit_checks(policy, caps)
     note = workers_note(policy, started_workers)
     out.append(Check("workers", True,
                      note or f"{effective_workers(policy, started_workers)} of "

@@ -22,9 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gg.domain import limits as limit_rules
+
 ISOLATIONS = ("none", "sandbox", "container")
 EGRESSES = ("all", "allowlist", "none")
 MAX_WORKERS = 256
+# Resource limits (gg.domain.limits): a default and a maximum for each, None when unset.
+LIMIT_KEYS = tuple(limit_rules.NAMES) + tuple(f"max_{n}" for n in limit_rules.NAMES)
+KEYS = ("isolation", "egress", "workers") + LIMIT_KEYS
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,12 @@ class Policy:
     isolation: str = "sandbox"
     egress: str = "all"
     workers: int = 1
+    cpus: float | None = None
+    memory: int | None = None
+    pids: int | None = None
+    max_cpus: float | None = None
+    max_memory: int | None = None
+    max_pids: int | None = None
 
     def __post_init__(self) -> None:
         if self.isolation not in ISOLATIONS:
@@ -43,9 +54,22 @@ class Policy:
             raise ValueError(f"workers must be a whole number, not {self.workers!r}")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise ValueError(f"workers must be between 1 and {MAX_WORKERS}, not {self.workers}")
+        read = {k: getattr(self, k) for k in LIMIT_KEYS}
+        for key, value in limit_rules.Limits.from_dict(
+                {k: v for k, v in read.items() if not k.startswith("max_")}).to_dict().items():
+            object.__setattr__(self, key, value)
+        for key, value in limit_rules.Limits.from_dict(
+                {k[4:]: v for k, v in read.items() if k.startswith("max_")}).to_dict().items():
+            object.__setattr__(self, f"max_{key}", value)
+        limit_rules.check_policy(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"isolation": self.isolation, "egress": self.egress, "workers": self.workers}
+        """The policy's keys; a limit only when it is set (a policy without limits reads as
+        it did before limits existed)."""
+        out: dict[str, Any] = {"isolation": self.isolation, "egress": self.egress,
+                               "workers": self.workers}
+        out.update({k: getattr(self, k) for k in LIMIT_KEYS if getattr(self, k) is not None})
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None, *,
@@ -55,14 +79,12 @@ class Policy:
             data = {}
         if not isinstance(data, Mapping):
             raise ValueError("a policy must be a mapping of isolation, egress and workers")
-        unknown = sorted(str(k) for k in data if k not in ("isolation", "egress", "workers"))
+        unknown = sorted(str(k) for k in data if k not in KEYS)
         if unknown:
-            raise ValueError(f"a policy has only isolation, egress and workers, "
-                             f"not {', '.join(unknown)}")
+            raise ValueError(f"a policy has only isolation, egress, workers and limits "
+                             f"({', '.join(LIMIT_KEYS)}), not {', '.join(unknown)}")
         start = base or DEFAULT_POLICY
-        return cls(isolation=data.get("isolation", start.isolation),
-                   egress=data.get("egress", start.egress),
-                   workers=data.get("workers", start.workers))
+        return cls(**{k: data.get(k, getattr(start, k)) for k in KEYS})
 
 
 DEFAULT_POLICY = Policy(isolation="sandbox", egress="all", workers=1)
@@ -75,8 +97,16 @@ def default_policy(*, dev: bool, workers: int = 1) -> Policy:
     return Policy(isolation=base.isolation, egress=base.egress, workers=workers)
 
 
+def _raised(old: float | None, new: float | None) -> bool:
+    """A limit raised: higher, or taken away (None is no limit at all)."""
+    return old is not None and (new is None or new > old)
+
+
 def is_looser(old: Policy, new: Policy) -> bool:
-    """Does ``new`` let a machine do more than ``old`` (the gate rule's question)?"""
+    """Does ``new`` let a machine do more than ``old`` (the gate rule's question)? A
+    maximum raised or taken away lets a flight ask for more."""
     return (ISOLATIONS.index(new.isolation) < ISOLATIONS.index(old.isolation)
             or EGRESSES.index(new.egress) < EGRESSES.index(old.egress)
-            or new.workers > old.workers)
+            or new.workers > old.workers
+            or any(_raised(getattr(old, f"max_{n}"), getattr(new, f"max_{n}"))
+                   for n in limit_rules.NAMES))

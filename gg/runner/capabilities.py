@@ -22,6 +22,9 @@ with the runner's policy (``gg.domain.health``). Keys, all always present::
     cgroup_version          str | None   "2", "1", "hybrid" or None (no cgroup fs)
     cgroup_controllers      list[str]    controllers in this process's own cgroup that it may
                                          write to (the delegated subtree), sorted
+    flight_limits           dict         controller -> "v1" or "v2": each of memory, cpu, cpuacct,
+                                         pids that a flight's cgroups can use here (the
+                                         resource limits of gg fly --cpus --memory --pids)
     container_engine        str | None   "podman" or "docker", whichever answers first in that order
     container_engine_error  str | None   why none answers, in one short line
     tools                   list[str]    executables found on PATH among TOOLS, sorted
@@ -286,6 +289,7 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
         engine, engine_error = engine_job.result()
     version, controllers = cgroups(_read("/proc/self/mountinfo"), _read("/proc/self/cgroup"))
     flight_cgroups, flight_cgroups_error = flight_cgroup.usable()  # a flight's whole tree
+    flight_limits = flight_cgroup.limits_usable()  # its resource limits and usage
     sandbox = bwrap_usable and confinement_missing(confinement) is None
     levels = ["none"] + (["sandbox"] if sandbox else []) + (["container"] if engine else [])
     egress = ["all"] + (["none"] if netns or engine else [])
@@ -299,6 +303,7 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
         "cgroup_controllers": controllers,
         "flight_cgroups": flight_cgroups,
         "flight_cgroups_error": flight_cgroups_error,
+        "flight_limits": flight_limits,
         "container_engine": engine,
         "container_engine_error": engine_error,
         "tools": tools,

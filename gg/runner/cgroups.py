@@ -16,8 +16,18 @@ under its own cgroup in the first hierarchy that works of
 
 and puts the process there before it runs a single instruction of the flight's (the
 launcher, single-threaded, joins the cgroup, starts the process, and goes back). A kill
-repeats until ``cgroup.procs`` is empty, then removes the directory. Memory and CPU limits
-belong in the same directories (another controller's files beside these).
+repeats until ``cgroup.procs`` is empty, then removes the directory.
+
+Resource limits (``gg fly --cpus --memory --pids``, gg.domain.limits) and the usage every
+flight reports (peak memory, CPU seconds) take the ``memory``, ``cpu``, ``cpuacct`` and
+``pids`` controllers, each where the host has it (:func:`limit_hierarchies`): in the v2
+hierarchy when its ``cgroup.controllers`` lists it (enabled down the launcher's subtree with
+``cgroup.subtree_control``), else in its own v1 hierarchy (a hybrid host: v2 mounted at
+``/sys/fs/cgroup/unified`` with no controllers, ``memory``, ``cpu``... mounted as v1). A
+flight then also lives in ``gg/<runner pid>/<launcher pid>/<n>`` of each v1 hierarchy used;
+those directories are emptied and removed with the rest when it ends. A limit's controller
+the host does not have is reported by :func:`limits_usable` (the capability report's
+``flight_limits``), and a start that asks for it is refused.
 
 When no cgroup can be made (a runner without root and without a delegated subtree, no
 cgroup file system), :func:`find` says why, the capability report's ``flight_cgroups`` is
@@ -197,3 +207,194 @@ def _write(path: str, text: str) -> None:
             fh.write(text)
     except OSError:
         pass
+
+
+# -- resource limits and usage ------------------------------------------------------------
+
+LIMIT_CONTROLLERS = ("memory", "cpu", "cpuacct", "pids")
+CPU_PERIOD = 100_000  # microseconds: a quota of cpus * this per period
+
+
+def limit_hierarchies(mountinfo: str | None = None,
+                      own_cgroups: str | None = None) -> dict[str, Hierarchy]:
+    """controller -> where this process may use it: the v2 hierarchy (kind ``cgroup2``) when
+    its own cgroup lists the controller, else the v1 hierarchy it is mounted in (kind
+    ``v1``). A controller in neither is left out."""
+    mountinfo = _read("/proc/self/mountinfo") if mountinfo is None else mountinfo
+    own_cgroups = _read("/proc/self/cgroup") if own_cgroups is None else own_cgroups
+    paths: dict[str, str] = {}
+    for line in own_cgroups.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            paths[parts[1]] = parts[2]
+    found: dict[str, Hierarchy] = {}
+    v1: dict[str, Hierarchy] = {}
+    for line in mountinfo.splitlines():
+        before, sep, after = line.partition(" - ")
+        if not sep:
+            continue
+        fields = before.split()
+        root, mount_point = _unescape(fields[3]), _unescape(fields[4])
+        fstype, _, options = (after.split() + ["", "", ""])[:3]
+        if fstype == "cgroup2" and "" in paths:
+            own = _own(mount_point, root, paths[""])
+            for name in _read(os.path.join(own, "cgroup.controllers")).split():
+                if name in LIMIT_CONTROLLERS and name not in found:
+                    found[name] = Hierarchy(V2, own)
+        elif fstype == "cgroup":
+            names = [o for o in options.split(",") if o in LIMIT_CONTROLLERS]
+            key = next((k for k in paths if names and set(names) <= set(k.split(","))), None)
+            if key is not None:
+                hierarchy = Hierarchy("v1", _own(mount_point, root, paths[key]))
+                for name in names:
+                    v1.setdefault(name, hierarchy)
+    if "cpu" in found:  # v2 counts cpu time in cpu.stat of every cgroup: no cpuacct there
+        found.setdefault("cpuacct", found["cpu"])
+    for name, hierarchy in v1.items():
+        found.setdefault(name, hierarchy)
+    return found
+
+
+def enable(hierarchy: Hierarchy, base: str, controllers: list[str]) -> list[str]:
+    """Enable v2 ``controllers`` for the cgroups made under ``base`` (each level from this
+    process's own cgroup down); the ones that could be enabled."""
+    levels, path = [], base
+    while path.startswith(hierarchy.own) and path != hierarchy.own:
+        levels.append(path)
+        path = os.path.dirname(path)
+    levels.append(hierarchy.own)
+    done = []
+    for name in controllers:
+        try:
+            for level in reversed(levels):
+                with open(os.path.join(level, "cgroup.subtree_control"), "w") as fh:
+                    fh.write(f"+{name}")
+        except OSError:
+            continue
+        done.append(name)
+    return done
+
+
+def limit_bases(name: str, main: Hierarchy | None = None,
+                main_base: str | None = None) -> dict[str, tuple[Hierarchy, str]]:
+    """controller -> (hierarchy, the directory ``gg/<name>`` made in it): where a flight's
+    limits go. A v2 controller uses ``main_base`` (the flights' own cgroups, in ``main``)
+    when the controller can be enabled there; a v1 one gets a directory of its own."""
+    out: dict[str, tuple[Hierarchy, str]] = {}
+    v2_wanted: list[str] = []
+    made: dict[str, str] = {}
+    v2_main = main is not None and main.kind == V2 and main_base is not None
+    for controller, hierarchy in limit_hierarchies().items():
+        if controller == "cpuacct" and v2_main:
+            continue  # counted in the v2 cgroup's cpu.stat (below)
+        if hierarchy.kind == V2:
+            if main is not None and main.kind == V2 and main_base is not None \
+                    and main.own == hierarchy.own:
+                v2_wanted.append(controller)
+            continue
+        base = made.get(hierarchy.own)
+        if base is None:
+            try:
+                base = os.path.join(hierarchy.own, "gg", name)
+                os.makedirs(base, exist_ok=True)
+            except OSError:
+                continue
+            made[hierarchy.own] = base
+        out[controller] = (hierarchy, base)
+    if v2_wanted and main is not None and main_base is not None:
+        wanted = [c for c in v2_wanted if c != "cpuacct"]
+        for controller in enable(main, main_base, wanted):
+            out[controller] = (main, main_base)
+    if v2_main and main is not None and main_base is not None:
+        out["cpuacct"] = (main, main_base)  # cpu.stat counts usage in every v2 cgroup
+    return out
+
+
+def limits_usable() -> dict[str, str]:
+    """controller -> ``v1`` or ``v2`` for each limit controller a flight can get here (the
+    capability report's ``flight_limits``)."""
+    name = f"probe-{os.getpid()}"
+    main, main_base, _ = find(name)
+    bases = limit_bases(name, main, main_base)
+    usable: dict[str, str] = {}
+    for controller, (hierarchy, base) in bases.items():
+        probe = os.path.join(base, "probe")
+        try:
+            if hierarchy.kind != V2:
+                os.mkdir(probe)
+                os.rmdir(probe)
+            usable[controller] = "v2" if hierarchy.kind == V2 else "v1"
+        except OSError:
+            pass
+    for _controller, (_hierarchy, base) in bases.items():
+        remove(base)
+    if main_base is not None:
+        remove(main_base)
+    return usable
+
+
+def set_limits(limit_dirs: dict[str, str], kinds: dict[str, str], limits: dict) -> None:
+    """Write ``limits`` (cpus, memory in bytes, pids) into a flight's cgroups: ``limit_dirs``
+    controller -> its directory, ``kinds`` controller -> ``v1``/``v2``. OSError when one
+    cannot be written."""
+    memory, cpus, pids = limits.get("memory"), limits.get("cpus"), limits.get("pids")
+    if memory is not None:
+        path = limit_dirs["memory"]
+        if kinds["memory"] == "v2":
+            _write_strict(os.path.join(path, "memory.max"), str(int(memory)))
+            _write(os.path.join(path, "memory.swap.max"), "0")
+        else:
+            _write_strict(os.path.join(path, "memory.limit_in_bytes"), str(int(memory)))
+            _write(os.path.join(path, "memory.memsw.limit_in_bytes"), str(int(memory)))
+    if pids is not None:
+        _write_strict(os.path.join(limit_dirs["pids"], "pids.max"), str(int(pids)))
+    if cpus is not None:
+        path = limit_dirs["cpu"]
+        quota = max(1000, int(float(cpus) * CPU_PERIOD))
+        if kinds["cpu"] == "v2":
+            _write_strict(os.path.join(path, "cpu.max"), f"{quota} {CPU_PERIOD}")
+        else:
+            _write_strict(os.path.join(path, "cpu.cfs_period_us"), str(CPU_PERIOD))
+            _write_strict(os.path.join(path, "cpu.cfs_quota_us"), str(quota))
+
+
+def usage(limit_dirs: dict[str, str], kinds: dict[str, str]) -> dict:
+    """What a flight's cgroups counted: ``peak_memory`` (bytes), ``cpu_seconds`` and
+    ``oom_kills`` (processes the kernel killed over its memory limit), each when known."""
+    out: dict = {}
+    memory = limit_dirs.get("memory")
+    if memory is not None:
+        if kinds["memory"] == "v2":
+            peak = _read(os.path.join(memory, "memory.peak")).strip()
+            events = _read(os.path.join(memory, "memory.events"))
+        else:
+            peak = _read(os.path.join(memory, "memory.max_usage_in_bytes")).strip()
+            events = _read(os.path.join(memory, "memory.oom_control"))
+        if peak.isdigit():
+            out["peak_memory"] = int(peak)
+        for line in events.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                out["oom_kills"] = int(value)
+        if "oom_kills" not in out and kinds["memory"] == "v1":
+            failed = _read(os.path.join(memory, "memory.failcnt")).strip()
+            under = "under_oom 1" in events
+            if under and failed.isdigit() and int(failed) > 0:
+                out["oom_kills"] = 1  # an older kernel: no count, but it is out of memory
+    acct = limit_dirs.get("cpuacct")
+    if acct is not None:
+        if kinds["cpuacct"] == "v2":
+            for line in _read(os.path.join(acct, "cpu.stat")).splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec" and value.strip().isdigit():
+                    out["cpu_seconds"] = int(value) / 1e6
+        else:
+            used = _read(os.path.join(acct, "cpuacct.usage")).strip()
+            if used.isdigit():
+                out["cpu_seconds"] = int(used) / 1e9
+    return out
+
+
+def _write_strict(path: str, text: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(text)

@@ -56,6 +56,7 @@ from typing import Any, Callable
 
 from gg.api.runners import Claimed, FlightForRunner
 from gg.client import RETRY_FLIGHT_MIN, ApiError, Client, ServerFault, Unreachable
+from gg.domain import limits as limit_rules
 from gg.domain.concurrency import GRACE_DEFAULT
 from gg.domain.flights import Outcome
 from gg.domain.health import FLIGHTS_AS_ROOT
@@ -132,6 +133,10 @@ class FlightRun:
     hidden: list = field(default_factory=list)
     on_unmet: Callable[[str], None] | None = None
     proc: LaunchedProcess | subprocess.Popen | None = None
+    limits: limit_rules.Limits = field(default_factory=limit_rules.Limits)  # settled here
+    # The usage note rides with the hand-back (the control plane takes it there), else it is
+    # reported with the final output: no request of its own either way when output is left.
+    usage_rides: bool = False
     launch: isolation.Launch | None = None
     exit_code: int | None = None
     fleet: Any = None  # enrolment: gg.runner.fleet.FleetState (profile, agents, credentials)
@@ -172,6 +177,9 @@ class FlightRun:
         try:
             try:
                 self.identity = self._take_identity()
+                refusal = self._settle_limits()  # before its launch: a container takes them
+                if refusal is not None:  # asked more than this runner gives, or cannot enforce
+                    return self._hand_back(Outcome.FAILED.value, refusal)
                 launched_for = self._argv()
                 self.launch = self.launch_for(launched_for, workspace)
             except isolation.IsolationUnavailable as exc:
@@ -372,7 +380,7 @@ class FlightRun:
             return isolation.build(argv, policy=policy, workspace=workspace, env=env,
                                    state_dir=self.state_dir, capabilities=self.capabilities,
                                    hidden=hidden, terminal=terminal, identity=self.identity,
-                                   activation=activation,
+                                   activation=activation, limits=self.limits.to_dict(),
                                    container_name=(f"gg-{self.id}-{self.lease.epoch}" if not terminal
                                                    else None))
         except ValueError as exc:  # a policy or a hidden path this runner cannot use
@@ -387,7 +395,10 @@ class FlightRun:
             self.proc = LAUNCHER.start(launch.argv, env=launch.env, cwd=launch.cwd,
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                        handed=launch.handed, listening=listening,
-                                       cleanup=launch.cleanup)
+                                       cleanup=launch.cleanup,
+                                       # a container has them as the engine's flags
+                                       limits=(self.limits.to_dict() or None)
+                                       if launch.container_name is None else None)
         except OSError as exc:
             self.proc = SPAWNER.popen(["/bin/sh", "-c", f"echo {_quote(str(exc))} >&2; exit 127"],
                                       cwd=workspace, stdout=subprocess.PIPE,
@@ -496,6 +507,9 @@ class FlightRun:
             facts.append({"kind": "note", "key": f"{self.lease.epoch}:output-truncated",
                           "body": {"text": TRUNCATED.format(n=out.cut_at),
                                    "truncated_after": out.cut_at}})
+        usage = self._usage_note() if final and not self.usage_rides else None
+        if usage is not None:  # once: what its cgroups counted (gg show)
+            facts.append({"kind": "note", "key": f"{self.lease.epoch}:usage", "body": usage})
         if tail is not None:  # once, with the final report: the last bytes it did not send
             facts.append({"kind": "output", "key": f"{self.lease.epoch}:output-tail",
                           "body": {"text": tail, "tail": True,
@@ -559,6 +573,33 @@ class FlightRun:
         finally:
             self._reporting.release()
 
+    # -- resource limits (gg.domain.limits) ---------------------------------------------
+
+    def _settle_limits(self) -> str | None:
+        """Settle the limits it asked for with this runner's policy; why it cannot run here
+        (one sentence), or None."""
+        try:
+            asked = limit_rules.Limits.from_dict(self.flight.limits)
+            self.limits = limit_rules.settle(asked, self.policy)
+        except ValueError as exc:
+            return f"this runner cannot run it: {exc}"
+        if (self.policy or {}).get("isolation") == "container":
+            return None  # the engine enforces them (gg.runner.isolation.container_limits)
+        missing = limit_rules.missing_controller(self.limits,
+                                                 self.capabilities.get("flight_limits"))
+        if missing is not None:
+            return f"this runner cannot enforce its limits: {missing}"
+        return None
+
+    def _out_of_memory(self) -> bool:
+        """The kernel killed one of its processes over its memory limit."""
+        used = getattr(self.proc, "usage", None) or {}
+        return self.limits.memory is not None and bool(used.get("oom_kills"))
+
+    def _usage_note(self) -> dict | None:
+        used = getattr(self.proc, "usage", None) or {}
+        return limit_rules.usage_note(used) if used else None
+
     def _hand_back_unmet(self, missing: str) -> str:
         """Nothing ran: give the flight back for a runner that can meet its policy."""
         return self._hand_back(Outcome.RETURNED.value,
@@ -581,12 +622,16 @@ class FlightRun:
         else:
             outcome = (Outcome.LANDED if self.exit_code == 0 else Outcome.FAILED).value
             reason = getattr(self.proc, "note", None)  # the launcher died under it
+            if outcome == Outcome.FAILED.value and self._out_of_memory():
+                reason = limit_rules.oom_reason(self.limits.memory or 0)
         body = {"epoch": self.lease.epoch, "outcome": outcome, "exit_code": self.exit_code,
                 "reason": reason, "key": f"{self.lease.epoch}:hand-back"}
         with self._reporting:  # after every report; it carries `started` if none did
             started = self._started.take()
-            if started:
-                body["facts"] = started
+            usage = self._usage_note() if self.usage_rides else None
+            if started or usage:
+                body["facts"] = started + ([{"kind": "note", "key": f"{self.lease.epoch}:usage",
+                                             "body": usage}] if usage else [])
             wanted = (self.claim_next() if self.claim_next is not None
                       and outcome != Outcome.RETURNED.value else 0)
             if wanted > 0:

@@ -446,7 +446,8 @@ _NO_WAIT = {"podman": ("--time", "0")}
 
 def _container(command: list[str], engine: str, workspace: Path, env: Mapping[str, str],
                cut_net: bool, image: str, name: str, terminal: bool = False,
-               drop_to: Identity | None = None, private_root: Path | None = None) -> Launch:
+               drop_to: Identity | None = None, private_root: Path | None = None,
+               limits: Mapping[str, Any] | None = None) -> Launch:
     """The engine's client with the runner's own environment; the flight's variables only in
     a file bound read-only into the container, which its ``/bin/sh`` sources before it execs
     the command (:mod:`gg.runner.flight_env`)."""
@@ -458,6 +459,7 @@ def _container(command: list[str], engine: str, workspace: Path, env: Mapping[st
              "--env", f"HOME={CONTAINER_WORKSPACE}"]
     if cut_net:
         argv += ["--network", "none"]
+    argv += container_limits(limits or {})
     passed = {k: v for k, v in env.items() if k not in _HOST_ONLY}
     path = write_private(environment_file(passed, unset_path=False), private_root)
     argv += ["--volume", f"{path}:{ENVIRONMENT_FILE}:ro"]
@@ -467,13 +469,30 @@ def _container(command: list[str], engine: str, workspace: Path, env: Mapping[st
                   private=path.parent)
 
 
+def container_limits(limits: Mapping[str, Any]) -> list[str]:
+    """A flight's resource limits as the engine's own flags: a container lives in the
+    engine's cgroups, not the flight's (gg.domain.limits)."""
+    flags: list[str] = []
+    if limits.get("memory") is not None:
+        memory = str(int(limits["memory"]))
+        flags += ["--memory", memory, "--memory-swap", memory]
+    if limits.get("cpus") is not None:
+        flags += ["--cpus", f"{float(limits['cpus']):g}"]
+    if limits.get("pids") is not None:
+        flags += ["--pids-limit", str(int(limits["pids"]))]
+    return flags
+
+
 def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: Path,
           env: Mapping[str, str], state_dir: Path | None, capabilities: Mapping[str, Any],
           hidden: Iterable[Path] = (), image: str = DEFAULT_IMAGE,
           container_name: str | None = None, terminal: bool = False,
           identity: Identity | None = None, as_runner: bool = False,
-          activation: bool = False) -> Launch:
+          activation: bool = False, limits: Mapping[str, Any] | None = None) -> Launch:
     """Wrap ``command`` for ``policy``; raise ``IsolationUnavailable`` if it cannot be met.
+
+    ``limits``: the flight's resource limits; a container gets them as the engine's flags
+    (elsewhere the launcher's cgroups enforce them).
 
     ``identity``: who a root runner's flight runs as (its worker slot's flight identity,
     :mod:`gg.runner.flight_identity`; by default the first of the runner's range). A root runner's
@@ -520,7 +539,7 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
         engine = str(capabilities["container_engine"])
         name = container_name or f"gg-{workspace.name[:40]}-{secrets.token_hex(4)}"
         return _container(command, engine, workspace, out_env, cut_net, image, name, terminal,
-                          drop_to, state_dir / ENVIRONMENTS if state_dir else None)
+                          drop_to, state_dir / ENVIRONMENTS if state_dir else None, limits)
     if policy.isolation == "none":
         if not cut_net:
             return Launch(argv=list(command), env=out_env, cwd=workspace)

@@ -53,6 +53,13 @@ socket (:mod:`gg.runner.launching`)::
   ``kill`` would, and tells the runner (``watchdog``): a frozen runner (SIGSTOP, a stalled
   VM) cannot renew, and its flights still stop before their leases run out
   (docs/lease-protocol.md, "The runner stops what it cannot renew").
+- A start may carry the child's resource limits (``cpus``, ``memory`` in bytes, ``pids``):
+  the child also starts in a cgroup of its own in each hierarchy of the ``memory``, ``cpu``,
+  ``cpuacct`` and ``pids`` controllers the host has (:func:`gg.runner.cgroups.limit_bases`;
+  v1 on a hybrid host), with the limits written there; a limit whose controller is missing
+  refuses the start. Every child is counted so, limited or not: ``ended`` carries its usage
+  (peak memory, CPU seconds, and how many of its processes the kernel killed over its
+  memory limit), read before its cgroups are emptied and removed.
 - A start may carry the child's cleanup, an argv (a container's ``ENGINE rm --force NAME``:
   a container lives in its engine's cgroups, outside the child's tree). The launcher runs it
   when it kills that tree on its own, at the watchdog's deadline and when the runner is
@@ -66,13 +73,14 @@ The wire (``SOCK_SEQPACKET``, values in ``marshal``, the peer being the runner o
 
     runner -> launcher   a message of N bytes: first packet = 4-byte N + up to CHUNK bytes
                          (the descriptors ride on it), then packets of the rest
-                         ("start", ticket, argv, env, cwd, cleanup argv or None)
-                         + fds 0, 1, 2 [, 3] [, socket] (a start without cleanup, of
-                         five values, is read as one with None)
+                         ("start", ticket, argv, env, cwd, cleanup argv or None,
+                          limits {cpus, memory, pids})
+                         + fds 0, 1, 2 [, 3] [, socket] (a start without cleanup or
+                         limits, of five or six values, is read as one with None)
                          ("signal", pid, signal number) · ("kill", pid)
                          ("deadline", pid, monotonic time or None)
     launcher -> runner   ("started", ticket, pid) · ("refused", ticket, message)
-                         ("ended", pid, wait status) · ("watchdog", pid)
+                         ("ended", pid, wait status, usage) · ("watchdog", pid)
 
 The standard library only: the runner runs it by path
 (``python -I -S launcher.py RUNNER_PID SOCKET_FD``), without gg on ``sys.path``.
@@ -102,6 +110,9 @@ PARENT_GONE = signal.SIGHUP  # what the kernel sends the launcher when the runne
 CHUNK = 32_768  # bytes of a message per packet, well under any socket buffer
 HEADER = 4
 CLEANUP_BOUND = 60.0  # seconds a child's cleanup may run before the launcher kills it
+# Limits whose controller counts nothing a flight reports: its cgroup is made only when asked
+# (memory and cpuacct, which count peak memory and CPU seconds, are made for every child).
+UNCOUNTED = {"cpus": "cpu", "pids": "pids"}
 FDS = 5  # the most descriptors a start carries: 0, 1, 2, what bwrap reads on 3, a socket
 # What the child puts back before exec: the handlers set here, and what Python ignores.
 RESTORED = (signal.SIGCHLD, signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE,
@@ -135,6 +146,14 @@ class Launcher:
         # predecessor's cgroups (which the runner kills)
         self.hierarchy, self.cgroup_base, _ = self.cgroups.find(f"{runner_pid}/{self.me}")
         self.cgroup_of: dict[int, str] = {}  # pid -> its tree's cgroup
+        # Resource limits and usage (gg fly --cpus --memory --pids): controller -> where a
+        # child's cgroup for it is made (a v1 hierarchy's own directory, or the tree's
+        # cgroup above when v2 has it), and each child's, pid -> controller -> directory
+        self.limit_bases = self.cgroups.limit_bases(f"{runner_pid}/{self.me}",
+                                                    self.hierarchy, self.cgroup_base)
+        self.limit_kinds = {c: ("v2" if h.kind == self.cgroups.V2 else "v1")
+                            for c, (h, _base) in self.limit_bases.items()}
+        self.limit_of: dict[int, dict[str, str]] = {}
         # pid -> (argv, env): what stops what the child's tree leaves outside its cgroup (a
         # container, in its engine's cgroups), run when the launcher kills that tree itself
         self.cleanups: dict[int, tuple[list[str], dict[str, str]]] = {}
@@ -159,6 +178,14 @@ class Launcher:
             self.signal_group(pid, signal.SIGKILL)
             self.kill_tree(pid)
             self.clean_up(pid)  # left to finish on its own: the launcher exits next
+            self.drop_limits(pid)
+        for base, hierarchy in {b: h for h, b in self.limit_bases.values()}.items():
+            if base != self.cgroup_base:
+                self.cgroups.kill(hierarchy, base)
+                try:
+                    os.rmdir(os.path.dirname(base))  # the runner's, when it was the last
+                except OSError:
+                    pass
         if self.cgroup_base is not None:
             self.cgroups.kill(self.hierarchy, self.cgroup_base)
             try:
@@ -274,9 +301,11 @@ class Launcher:
             self.children.discard(pid)
             self.deadlines.pop(pid, None)
             self.cleanups.pop(pid, None)  # ended: the runner cleans up after it, as ever
+            used = self.cgroups.usage(self.limit_of.get(pid, {}), self.limit_kinds)
             if pid in self.cgroup_of:  # what is left of its tree goes with it
                 self.kill_tree(pid)
-            self.send(("ended", pid, status))
+            self.drop_limits(pid)
+            self.send(("ended", pid, status, used))
 
     def send(self, message: tuple) -> None:
         try:
@@ -323,21 +352,29 @@ class Launcher:
         elif message[0] == "start":  # a runner from before cleanups sends five values
             _, ticket, argv, env, cwd, *rest = message
             cleanup = rest[0] if rest else None
+            limits = (rest[1] if len(rest) > 1 else None) or {}
             cgroup = self.new_cgroup(ticket)
+            dirs: dict[str, str] = {}
             try:
-                pid, joined = self.start_in(cgroup, argv, env, cwd, fds)
+                dirs = self.new_limit_cgroups(ticket, cgroup, limits)
+                pid, joined = self.start_in(cgroup, argv, env, cwd, fds, dirs)
             except OSError as exc:
-                self.send(("refused", ticket, f"cannot start a process: {exc.strerror}"))
+                self.send(("refused", ticket, f"cannot start a process: "
+                                              f"{exc.strerror or exc}"))
             else:
                 self.children.add(pid)
                 if cleanup:
                     self.cleanups[pid] = (list(cleanup), env)
                 if joined:
                     self.cgroup_of[pid] = cgroup
+                self.limit_of[pid] = dirs
                 self.send(("started", ticket, pid))
             finally:
                 if cgroup is not None and cgroup not in self.cgroup_of.values():
                     self.cgroups.remove(cgroup)
+                for path in set(dirs.values()) - {cgroup}:
+                    if dirs not in self.limit_of.values():
+                        self.cgroups.remove(path)
         for fd in fds:
             os.close(fd)
         return True
@@ -351,11 +388,53 @@ class Launcher:
         except OSError:
             return None
 
+    def new_limit_cgroups(self, ticket: int, cgroup: str | None,
+                          limits: dict) -> dict[str, str]:
+        """controller -> the next child's cgroup for its limits and usage: in each v1
+        hierarchy a new one, in v2 the child's own ``cgroup``; ``limits`` written there.
+        OSError when a limit asked for cannot be enforced here (nothing is left made)."""
+        dirs: dict[str, str] = {}
+        made: dict[str, str] = {}
+        try:
+            for controller, (hierarchy, base) in self.limit_bases.items():
+                if controller in UNCOUNTED.values() and not any(
+                        limits.get(n) is not None for n, c in UNCOUNTED.items()
+                        if c == controller):
+                    continue  # cpu and pids only limit: made only when asked
+                if hierarchy.kind == self.cgroups.V2:
+                    if cgroup is not None:
+                        dirs[controller] = cgroup
+                    continue
+                if base not in made:
+                    try:
+                        made[base] = self.cgroups.make(base, str(ticket))
+                    except FileExistsError:  # left by a child whose cgroup was not emptied
+                        made[base] = os.path.join(base, str(ticket))
+                dirs[controller] = made[base]
+            for name, controller in (*UNCOUNTED.items(), ("memory", "memory")):
+                if limits.get(name) is not None and controller not in dirs:
+                    raise OSError(0, f"cgroup controller {controller} not available")
+            self.cgroups.set_limits(dirs, self.limit_kinds, limits)
+        except OSError:
+            for path in made.values():
+                self.cgroups.remove(path)
+            raise
+        return dirs
+
+    def drop_limits(self, pid: int) -> None:
+        """Empty and remove a child's v1 cgroups (its tree's cgroup is killed apart)."""
+        dirs = self.limit_of.pop(pid, {})
+        for controller, path in dirs.items():
+            hierarchy, _base = self.limit_bases[controller]
+            if hierarchy.kind != self.cgroups.V2:
+                self.cgroups.kill(hierarchy, path)
+
     def start_in(self, cgroup: str | None, argv: list[str], env: dict[str, str], cwd: str,
-                 fds: list[int]) -> tuple[int, bool]:
-        """Start the child from inside ``cgroup``: the launcher joins it, starts the child
-        (which is born there, its every descendant with it) and goes back to its own.
-        Returns the pid and whether the child is in ``cgroup``."""
+                 fds: list[int], dirs: dict[str, str] | None = None) -> tuple[int, bool]:
+        """Start the child from inside ``cgroup`` (and the v1 cgroups of its limits,
+        ``dirs``): the launcher joins them, starts the child (which is born there, its every
+        descendant with it) and goes back to its own. Returns the pid and whether the child
+        is in ``cgroup``."""
         joined = False
         if cgroup is not None:
             try:
@@ -363,11 +442,19 @@ class Launcher:
                 joined = True
             except OSError:
                 pass
+        limited = []
         try:
+            for controller, path in (dirs or {}).items():
+                hierarchy, _base = self.limit_bases[controller]
+                if hierarchy.kind != self.cgroups.V2 and hierarchy.own not in limited:
+                    self.cgroups.join(path)  # OSError: refused, nothing started
+                    limited.append(hierarchy.own)
             return self.start(argv, env, cwd, fds), joined
         finally:
             if joined:
                 self.cgroups.join(self.hierarchy.own)
+            for own in limited:
+                self.cgroups.join(own)
 
     def start(self, argv: list[str], env: dict[str, str], cwd: str, fds: list[int]) -> int:
         """Spawn ``argv``; fork it where spawning fails, so that its child says why. Either

@@ -95,6 +95,9 @@ class LaunchedProcess:
         self.returncode: int | None = None
         self.stdout: IO[bytes] | None = None
         self.note: str | None = None  # why it ended, when that was not its own doing
+        # what its cgroups counted (gg.runner.cgroups.usage): peak_memory, cpu_seconds,
+        # oom_kills; {} where the host gives no such cgroup
+        self.usage: dict[str, Any] = {}
         self._ended = threading.Event()
 
     def poll(self) -> int | None:
@@ -180,7 +183,8 @@ class _Channel:
         threading.Thread(target=self._read, name="launcher", daemon=True).start()
 
     def start(self, argv: list[str], env: dict[str, str], cwd: str,
-              fds: list[int], cleanup: list[str] | None = None) -> LaunchedProcess:
+              fds: list[int], cleanup: list[str] | None = None,
+              limits: dict[str, Any] | None = None) -> LaunchedProcess:
         done, box = threading.Event(), {"argv": argv}
         with self._lock:
             if not self.alive:
@@ -189,7 +193,7 @@ class _Channel:
             self._waiting[ticket] = (done, box)
         try:
             self._send(("start", ticket, list(argv), dict(env), str(cwd),
-                        list(cleanup) if cleanup else None), fds)
+                        list(cleanup) if cleanup else None, dict(limits or {})), fds)
         except OSError:
             with self._lock:
                 self._waiting.pop(ticket, None)
@@ -241,6 +245,8 @@ class _Channel:
                 if message[0] == "ended":
                     proc = self._running.pop(message[1], None)
                     if proc is not None:
+                        if len(message) > 3 and isinstance(message[3], dict):
+                            proc.usage = message[3]
                         proc._end(os.waitstatus_to_exitcode(message[2]))
                     continue
                 if message[0] == "watchdog":
@@ -275,7 +281,8 @@ class _Channel:
     def _kill_cgroups(self) -> None:
         """What the dead launcher had started, in the cgroups it made
         (``gg/<runner pid>/<launcher pid>``)."""
-        for hierarchy in cgroups.hierarchies():
+        limited = {h.own: h for h in cgroups.limit_hierarchies().values()}
+        for hierarchy in [*cgroups.hierarchies(), *limited.values()]:
             base = os.path.join(hierarchy.own, "gg", str(os.getpid()), str(self.process.pid))
             if os.path.isdir(base):
                 cgroups.kill(hierarchy, base)
@@ -308,7 +315,8 @@ class Launcher:
               stderr: int | None = None,
               handed: bytes | None = None,
               listening: int | None = None,
-              cleanup: list[str] | None = None) -> LaunchedProcess | subprocess.Popen:
+              cleanup: list[str] | None = None,
+              limits: dict[str, Any] | None = None) -> LaunchedProcess | subprocess.Popen:
         """Start ``argv`` in a session and process group of its own, tied to the runner.
 
         ``stdin`` / ``stdout`` / ``stderr``: a file descriptor, or None for /dev/null;
@@ -320,6 +328,8 @@ class Launcher:
         ``cleanup``: an argv the launcher runs (with ``env``) when it kills the tree itself
         (the watchdog, or the runner gone): ``isolation.Launch.cleanup``, a container's
         ``ENGINE rm --force NAME``, since the container is not in the tree's cgroup.
+        ``limits``: the resource limits its cgroups enforce (gg.domain.limits: cpus, memory
+        in bytes, pids); OSError when one cannot be enforced here.
         OSError when it cannot be started (the child's own exec error is its output and
         exit status 127, as a shell would say it).
         """
@@ -327,6 +337,8 @@ class Launcher:
         if not SUPPORTED:
             if handed is not None or listening is not None:
                 raise OSError("a sandbox's environment is handed over on Linux only")
+            if limits:
+                raise OSError("resource limits are enforced on Linux only")
             null = subprocess.DEVNULL
             return self._spawner.popen(argv, env=env, cwd=cwd,
                                        stdin=null if stdin is None else stdin,
@@ -353,11 +365,12 @@ class Launcher:
             where = os.path.abspath(cwd)  # the launcher's own folder is not the runner's
             channel = self.channel()
             try:
-                proc = channel.start(argv, env, where, fds, cleanup)
+                proc = channel.start(argv, env, where, fds, cleanup, limits)
             except OSError:
                 if channel.alive:
                     raise
-                proc = self.channel().start(argv, env, where, fds, cleanup)  # it had just died
+                proc = self.channel().start(argv, env, where, fds, cleanup,
+                                            limits)  # it had just died
         except BaseException:
             if reader is not None:
                 os.close(reader)

@@ -532,7 +532,8 @@ class Runner:
                         identities=self.identities,
                         on_retired=lambda: self.request_stop(RETIRED_SENTENCE, retired=True),
                         claim_next=(self._next_wanted if answer.protocol.hand_back_claims
-                                    else None))
+                                    else None),
+                        usage_rides=answer.protocol.hand_back_usage)
         if self.stop.is_set():  # granted while stopping: give it straight back
             try:
                 self.client.hand_back(flight.id, {"epoch": lease.epoch, "outcome": Outcome.RETURNED,

@@ -75,6 +75,16 @@ class FlightRows:
         # of every value was half of an open's time on the writer.
         self.db.insert("flights", _encode({name: getattr(flight, name) for name in _ORDER}))
 
+    def set_flight_limits(self, flight_id: str, limits: dict[str, Any]) -> None:
+        """The resource limits a flight asked for (gg.domain.limits); written at its open."""
+        self.db.run("INSERT INTO flight_limits (flight_id, limits) VALUES (?, ?)",
+                    (flight_id, dumps(limits)))
+
+    def flight_limits(self, flight_id: str) -> dict[str, Any]:
+        """What ``set_flight_limits`` wrote, or ``{}`` (it asked none)."""
+        row = self.db.one("SELECT limits FROM flight_limits WHERE flight_id = ?", (flight_id,))
+        return loads(row[0], {}) if row else {}
+
     def flight(self, flight_id: str) -> Flight | None:
         row = self.db.one("SELECT * FROM flights WHERE id = ?", (flight_id,))
         return flight_from_row(row) if row else None

@@ -684,6 +684,23 @@ def _dependencies(db: sqlite_utils.Database) -> None:
     )
 
 
+# -- resource limits (940-949) --------------------------------------------------------------
+
+
+def _flight_limits(db: sqlite_utils.Database) -> None:
+    """The resource limits a flight asked for (``gg fly --cpus --memory --pids``,
+    gg.domain.limits), as JSON, one row per flight that asked any: a table of its own, not a
+    flights column (a previous version's replicas keep prepared ``SELECT *`` on flights)."""
+    db.executescript(
+        """
+        CREATE TABLE flight_limits (
+            flight_id TEXT PRIMARY KEY,
+            limits TEXT NOT NULL
+        );
+        """
+    )
+
+
 # -- the list ---------------------------------------------------------------------------------
 
 # Every migration, in the order both stores run them: strictly increasing numbers, append only.
@@ -728,4 +745,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(910, "reserved: a flights column withdrawn before release", _withdrawn_flight_note),
     Migration(920, "concurrency keys and a grace per flight", _concurrency_and_grace),
     Migration(930, "dependencies between flights", _dependencies),
+    Migration(940, "flight limits", _flight_limits),
 )

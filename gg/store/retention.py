@@ -19,7 +19,8 @@ _FINAL_MARKS = ", ".join("?" * len(FINAL))
 EVENTS_PRUNED_BEFORE = "retention:events_pruned_before"
 _CHILDREN = {"facts": "seq", "grants": "rowid", "events": "seq",
              "flight_concurrency": "flight_id", "flight_grace": "flight_id",
-             "flight_after": "flight_id", "flight_dependencies": "flight_id"}
+             "flight_after": "flight_id", "flight_dependencies": "flight_id",
+             "flight_limits": "flight_id"}
 
 
 class RetentionRows:
@@ -36,7 +37,7 @@ class RetentionRows:
         return [r[0] for r in rows]
 
     def delete_flight_children(self, table: str, flight_ids: list[str], limit: int) -> int:
-        """Delete up to ``limit`` rows of ``table`` (facts, grants, events) that belong to
+        """Delete up to ``limit`` rows of ``table`` (facts, grants, events, limits) that belong to
         ``flight_ids``; the number deleted."""
         key = _CHILDREN[table]
         marks = ", ".join("?" * len(flight_ids))

@@ -69,7 +69,8 @@ def test_policy_keys_left_out_keep_the_default():
     ({"workers": 0}, "workers must be between 1 and"),
     ({"workers": "2"}, "workers must be a whole number"),
     ({"workers": True}, "workers must be a whole number"),
-    ({"colour": "red"}, "a policy has only isolation, egress and workers, not colour"),
+    ({"colour": "red"}, r"a policy has only isolation, egress, workers and limits \(cpus, .*\), "
+                        "not colour"),
 ])
 def test_bad_policy_is_refused_with_a_sentence(data, words):
     with pytest.raises(ValueError, match=words):

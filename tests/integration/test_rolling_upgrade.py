@@ -111,6 +111,7 @@ class Previous:
     env: dict[str, str]  # what runs its gg: added to a process's environment
     migrations: frozenset[int]
     claims_next: bool  # its protocol says hand_back_claims: a hand-back may ask for the next
+    usage_rides: bool = False  # its protocol says hand_back_usage: the usage note rides along
 
 
 @pytest.fixture(scope="module")
@@ -133,13 +134,14 @@ def previous(tmp_path_factory) -> Previous:
         [sys.executable, "-c", "import json, gg, gg.store; from gg.store.migrations import "
          "MIGRATIONS; from gg.settings import Settings; print(json.dumps([gg.__file__, "
          "sorted(getattr(m, 'number', m) for m in MIGRATIONS), "
-         "bool(Settings().protocol().get('hand_back_claims'))]))"],
+         "bool(Settings().protocol().get('hand_back_claims')), "
+         "bool(Settings().protocol().get('hand_back_usage'))]))"],
         env={**os.environ, **env}, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0, probe.stderr
-    loaded, numbers, claims_next = json.loads(probe.stdout)
+    loaded, numbers, claims_next, usage_rides = json.loads(probe.stdout)
     assert Path(loaded).is_relative_to(where), f"the previous version ran {loaded}"
     assert set(numbers) < CURRENT, (commit, numbers)
-    return Previous(commit, env, frozenset(numbers), claims_next)
+    return Previous(commit, env, frozenset(numbers), claims_next, usage_rides)
 
 
 # -- the upgrade ------------------------------------------------------------------------------
@@ -305,7 +307,11 @@ def test_a_rolling_upgrade_from_the_previous_version_lands_every_flight_once(upg
     b.start(timeout=60)
 
     # 4. The previous version restarted against the newer schema starts and serves.
-    _answered_well(a, "the old replica", hand_backs_refused=0 if previous.claims_next else 1)
+    # The crossing hand-back carried the usage note the new replica's protocol takes
+    # (hand_back_usage): the old replica refused it once, and it went again without.
+    usage_refused = 0 if previous.usage_rides else 1
+    _answered_well(a, "the old replica",
+                   hand_backs_refused=usage_refused + (0 if previous.claims_next else 1))
     a.stop()
     a.start(timeout=60)
     assert _commit(a) == previous.commit and _applied(url) == CURRENT

@@ -42,7 +42,9 @@ def test_a_quiet_flight_sends_started_with_its_hand_back_dated_when_it_started(m
     shown, sent = _flown(make_fleet, "sleep 1")
     assert not any(r["path"].endswith("/facts") for r in sent), sent  # no report of its own
     hand_back = next(r for r in sent if r["path"].endswith("/hand-back"))
-    assert [f["kind"] for f in hand_back["body"]["facts"]] == ["started"]
+    # and what it used rides along too (gg.domain.limits' usage note)
+    assert [f["kind"] for f in hand_back["body"]["facts"]] == ["started", "note"]
+    assert hand_back["body"]["facts"][1]["key"] == "1:usage"
     assert hand_back["body"]["facts"][0]["ago"] >= 1.0  # it slept a second after starting
     facts = shown["facts"]
     kinds = [f["kind"] for f in facts]
@@ -64,7 +66,7 @@ def test_a_flight_that_prints_sends_started_with_its_first_output(make_fleet):
     first = [f["kind"] for f in reports[0]["body"]["facts"]]
     assert first[0] == "started" and "output" in first
     hand_back = next(r for r in sent if r["path"].endswith("/hand-back"))
-    assert "facts" not in hand_back["body"]
+    assert [f["key"] for f in hand_back["body"]["facts"]] == ["1:usage"]  # no `started`
     kinds = [f["kind"] for f in shown["facts"]]
     assert kinds.count("started") == 1 and kinds.index("started") < kinds.index("output")
     assert "".join(f["body"]["text"] for f in shown["facts"] if f["kind"] == "output") == "hello\nbye\n"

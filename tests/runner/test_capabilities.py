@@ -19,7 +19,8 @@ from gg.runner.flight_identity import Identity
 
 KEYS = {"bwrap", "bwrap_usable", "bwrap_error", "netns", "cgroup_version", "cgroup_controllers",
         "container_engine", "container_engine_error", "tools", "isolation_levels",
-        "egress_controls", "confinement", "runs_as_root", "flight_cgroups", "flight_cgroups_error"}
+        "egress_controls", "confinement", "runs_as_root", "flight_cgroups", "flight_cgroups_error",
+        "flight_limits"}
 
 
 def _bin_dir(tmp_path: Path, **scripts: str) -> Path:
@@ -44,6 +45,8 @@ def test_probe_reports_every_key_with_its_type():
     assert report["tools"] == sorted(report["tools"])
     assert report["container_engine"] in ("podman", "docker", None)
     assert (report["container_engine"] is None) == (report["container_engine_error"] is not None)
+    assert set(report["flight_limits"]) <= {"memory", "cpu", "cpuacct", "pids"}
+    assert set(report["flight_limits"].values()) <= {"v1", "v2"}
 
 
 def test_levels_follow_the_measurements_and_allowlist_is_never_offered():

@@ -418,3 +418,15 @@ def test_container_image_is_a_parameter(workspace):
     assert launch.argv[0] == "docker"
     assert launch.argv[-6:] == ["registry.example/ci:1", *sourcing(["true"])]
     assert launch.container_name and launch.container_name.startswith("gg-workspace-")
+
+
+def test_a_containers_resource_limits_are_the_engines_flags_before_its_image(workspace):
+    launch = build(["true"], policy={"isolation": "container", "egress": "all"},
+                   workspace=workspace, env=_env(), state_dir=None, capabilities=ENGINE,
+                   container_name="gg-f1", limits={"memory": 256 << 20, "cpus": 0.5, "pids": 64})
+    argv = launch.argv
+    flags = ["--memory", str(256 << 20), "--memory-swap", str(256 << 20), "--cpus", "0.5",
+             "--pids-limit", "64"]
+    at = argv.index("--memory")
+    assert argv[at:at + len(flags)] == flags and at < argv.index(DEFAULT_IMAGE)
+    launch.discard()

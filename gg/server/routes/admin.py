@@ -52,5 +52,4 @@ async def forget(ref: str, request: Request, person: Person = Depends(auth.perso
 @router.post(paths.RUNNER_POLICY, response_model=RunnerDetail)
 async def set_policy(ref: str, body: PolicySet, request: Request,
                      person: Person = Depends(auth.person)) -> dict:
-    return answers.policy_set(request.app.state.core, person, ref, isolation=body.isolation,
-                              egress=body.egress, workers=body.workers)
+    return answers.policy_set(request.app.state.core, person, ref, **body.model_dump())
