@@ -38,7 +38,8 @@ from common import TABLE_HEAD, emit, row, summary, write_section  # noqa: E402
 from gg import keys  # noqa: E402
 from gg.launch import LocalServer, free_port  # noqa: E402
 
-# Opens COUNT sockets from SOURCE and sends PAYLOAD on each, prints how many, holds them until
+# Opens COUNT sockets from SOURCE and sends PAYLOAD on each (a health request is also read
+# back: its socket is then kept alive, asked and answered), prints how many, holds them until
 # its input closes.
 ATTACKER = r"""
 import resource, socket, sys
@@ -61,6 +62,12 @@ for _ in range(count):
         s.sendall(payload)
     except OSError:
         pass
+if payload.startswith(b"GET /v1/health"):  # kept alive: each request answered before holding
+    for s in held:
+        try:
+            s.recv(4096)
+        except OSError:
+            pass
 print(len(held), flush=True)
 sys.stdin.read()
 """
@@ -120,7 +127,8 @@ def _server(root: Path, name: str, env: dict[str, str] | None = None,
 def _sockets(server: LocalServer, payload: str, count: int, sources: tuple[str, ...],
              hold: float = 2.0) -> tuple[int, tuple[float, float]]:
     """Attackers open ``count`` sockets between them and hold them ``hold`` seconds: how many
-    opened, and the held window (monotonic start and end: every socket open and asked)."""
+    opened, and the held window (monotonic start and end: every socket open and asked, and a
+    kept-alive one answered)."""
     per = count // len(sources)
     procs = [subprocess.Popen([sys.executable, "-c", ATTACKER, str(server.port), str(per), s,
                                payload], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
