@@ -73,16 +73,18 @@ def _unescape(text: str) -> str:
         .replace("\\134", "\\")
 
 
-def hierarchies(mountinfo: str | None = None, own_cgroups: str | None = None) -> list[Hierarchy]:
-    """The hierarchies to try, in order: v2, then the v1 freezer."""
-    mountinfo = _read("/proc/self/mountinfo") if mountinfo is None else mountinfo
-    own_cgroups = _read("/proc/self/cgroup") if own_cgroups is None else own_cgroups
+def _own_paths(own_cgroups: str) -> dict[str, str]:
+    """``/proc/self/cgroup`` read: controller list ("" for v2) -> this process's cgroup."""
     paths: dict[str, str] = {}
     for line in own_cgroups.splitlines():
         parts = line.split(":", 2)
         if len(parts) == 3:
             paths[parts[1]] = parts[2]
-    found: dict[str, Hierarchy] = {}
+    return paths
+
+
+def _cgroup_mounts(mountinfo: str):
+    """Each mount of ``/proc/self/mountinfo`` as (fstype, options, mount point, root)."""
     for line in mountinfo.splitlines():
         before, sep, after = line.partition(" - ")
         if not sep:
@@ -90,6 +92,16 @@ def hierarchies(mountinfo: str | None = None, own_cgroups: str | None = None) ->
         fields = before.split()
         root, mount_point = _unescape(fields[3]), _unescape(fields[4])
         fstype, _, options = (after.split() + ["", "", ""])[:3]
+        yield fstype, options, mount_point, root
+
+
+def hierarchies(mountinfo: str | None = None, own_cgroups: str | None = None) -> list[Hierarchy]:
+    """The hierarchies to try, in order: v2, then the v1 freezer."""
+    mountinfo = _read("/proc/self/mountinfo") if mountinfo is None else mountinfo
+    own_cgroups = _read("/proc/self/cgroup") if own_cgroups is None else own_cgroups
+    paths = _own_paths(own_cgroups)
+    found: dict[str, Hierarchy] = {}
+    for fstype, options, mount_point, root in _cgroup_mounts(mountinfo):
         if fstype == "cgroup2" and V2 not in found and "" in paths:
             found[V2] = Hierarchy(V2, _own(mount_point, root, paths[""]))
         elif fstype == "cgroup" and FREEZER not in found and FREEZER in options.split(","):
@@ -222,20 +234,10 @@ def limit_hierarchies(mountinfo: str | None = None,
     ``v1``). A controller in neither is left out."""
     mountinfo = _read("/proc/self/mountinfo") if mountinfo is None else mountinfo
     own_cgroups = _read("/proc/self/cgroup") if own_cgroups is None else own_cgroups
-    paths: dict[str, str] = {}
-    for line in own_cgroups.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3:
-            paths[parts[1]] = parts[2]
+    paths = _own_paths(own_cgroups)
     found: dict[str, Hierarchy] = {}
     v1: dict[str, Hierarchy] = {}
-    for line in mountinfo.splitlines():
-        before, sep, after = line.partition(" - ")
-        if not sep:
-            continue
-        fields = before.split()
-        root, mount_point = _unescape(fields[3]), _unescape(fields[4])
-        fstype, _, options = (after.split() + ["", "", ""])[:3]
+    for fstype, options, mount_point, root in _cgroup_mounts(mountinfo):
         if fstype == "cgroup2" and "" in paths:
             own = _own(mount_point, root, paths[""])
             for name in _read(os.path.join(own, "cgroup.controllers")).split():
