@@ -256,6 +256,8 @@ class FlightOpen(Request):
     after: Annotated[list[Name], Field(max_length=1000)] = []
     after_any: bool = False
     limits: LimitsAsked = LimitsAsked()  # gg fly --cpus --memory --pids (gg.domain.limits)
+    # gg fly --note: free text for people (gg.domain.flight_spec.note_problem says what fits)
+    note: Annotated[str | None, StringConstraints(max_length=100_000)] = None
 
 
 class PolicySet(Request):

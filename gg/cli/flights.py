@@ -22,6 +22,7 @@ from gg.cli.context import (
 )
 from gg.cli.exits import Exit
 from gg.client import RETRY_FOLLOW, WAITING_POLL
+from gg.domain.flight_spec import note_problem
 from gg.domain.flights import Priority, Stage
 from gg.domain.timeouts import describe as describe_duration
 from gg.settings import parse_size
@@ -92,6 +93,8 @@ def fly(
                                          help="Memory it may use; past it it is killed (512M)."),
     pids: Optional[str] = typer.Option(None, "--pids", metavar="N",
                                        help="Processes it may have at once."),
+    note: Optional[str] = typer.Option(None, "--note", metavar="TEXT",
+                                       help="Free text for people, shown with the flight."),
 ) -> None:
     """Open a flight."""
     if priority not in PRIORITIES:
@@ -123,6 +126,10 @@ def fly(
         from gg.cli.limits import parse_limits
 
         body["limits"] = parse_limits(cpus=cpus, memory=memory, pids=pids)
+    if note is not None:
+        if problem := note_problem(note):
+            raise CliError(problem, Exit.USAGE)
+        body["note"] = note
     api = client()
     # the answers are only printed: read as sent, with no wire model (gg fly stays quick)
     flight = api.open_flight(body, plain=True)
@@ -347,6 +354,8 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
              f"  stage     {f.stage}" + (f" ({f.ended_reason})" if f.ended_reason else ""),
              f"  opened    {ago(f.opened_at)} by {f.opened_by_name}",
              f"  command   {' '.join(f.command)}"]
+    if getattr(f, "note", None):  # gg fly --note: its lines under one another
+        lines.append("  note      " + f.note.replace("\n", "\n            "))
     if f.environment:
         lines.append(f"  env       {f.environment}")
     if f.priority != Priority.NORMAL:

@@ -75,6 +75,8 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
         core.store.insert_flight(flight)
         dependency_ops.record(core, flight.id, ids=after, any_end=spec.after_any, held=held)
         limit_ops.keep(core, flight.id, spec)
+        if spec.note is not None:  # gg fly --note
+            core.store.set_flight_note(flight.id, spec.note)
         core.event(EventKind.FLIGHT_OPENED, actor=person.name, flight_id=flight.id, at=now,
                    title=flight.title)
         superseded = keys_opened.record(core, flight, settled, now)  # key and grace
@@ -288,6 +290,7 @@ def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
         out["stopping"] = stopping_sentence(retired)
     out["approval"] = approval_ops.approval_view(core, flight)
     out.update(concurrency_ops.of_flight(core, flight_id))
+    out["note"] = core.store.flight_note(flight_id)  # gg fly --note
     out.update(dependency_ops.view(core, flight_id))  # --after: both ways
     out["facts"] = core.store.facts(flight_id)
     grants = core.store.grants(flight_id)

@@ -40,8 +40,7 @@ def prune_batch(core: Core) -> Pruned:
             cutoff = now - settings.retain_flights
             ids = core.store.prunable_flights(cutoff, limit)
             if ids:
-                for table in ("facts", "grants", "events", "flight_concurrency", "flight_grace",
-                              "flight_after", "flight_dependencies", "flight_limits"):
+                for table in core.store.flight_children:
                     rows += core.store.delete_flight_children(table, ids, limit - rows)
                     if rows >= limit:
                         break

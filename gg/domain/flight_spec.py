@@ -46,6 +46,21 @@ def required_labels(environment: str | None, extra: dict[str, str] | None = None
 
 
 MAX_COMMAND_ARGS = 4096
+MAX_NOTE_CHARS = 2000  # gg fly --note: a paragraph, not a file
+
+
+def note_problem(note: str) -> str | None:
+    """Why ``note`` cannot be a flight's note, in one sentence (None: it can): free text of
+    at most MAX_NOTE_CHARS characters, lines and tabs allowed, no other control character
+    (a terminal reading ``gg show`` must not be steered by one)."""
+    if not note.strip():
+        return "--note needs some text"
+    if len(note) > MAX_NOTE_CHARS:
+        return f"--note is at most {MAX_NOTE_CHARS} characters ({len(note)} given)"
+    if any((ord(c) < 32 and c not in "\n\t") or 127 <= ord(c) < 160 for c in note):
+        return "--note may not hold control characters (lines and tabs are fine)"
+    return None
+
 # A FlightSpec field's column where the two names differ; approval and approver are no
 # column (the approval gate opened with the flight holds them).
 _COLUMN = {"runner": "runner_target", "labels": "requires"}
@@ -55,6 +70,7 @@ _NOT_STORED: tuple[str, ...] = ("approval", "approver")
 _NOT_STORED += ("concurrency", "grace")  # tables flight_concurrency, flight_grace
 _NOT_STORED += ("after", "after_any")  # --after: rows of their own (gg.store.dependencies)
 _NOT_STORED += ("limits",)  # table flight_limits
+_NOT_STORED += ("note",)  # table flight_notes
 # What only names, orders or books a flight: changing it runs nothing new, so it is left out
 # of the digest an approval is given for (gg.domain.specs). Every other field is in it.
 RUNS_NOTHING_NEW: tuple[str, ...] = ("title", "output_limit", "priority", "approval",
@@ -62,6 +78,7 @@ RUNS_NOTHING_NEW: tuple[str, ...] = ("title", "output_limit", "priority", "appro
 RUNS_NOTHING_NEW += ("concurrency", "grace")  # when it flies, and how it is stopped
 RUNS_NOTHING_NEW += ("after", "after_any")  # --after orders flights; it runs nothing
 RUNS_NOTHING_NEW += ("limits",)  # what it may use, not what it runs
+RUNS_NOTHING_NEW += ("note",)  # words for people
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +126,8 @@ class FlightSpec:
     # resource limits asked (gg.domain.limits: cpus, memory, pids): kept in a table of their
     # own (no flights column), settled by the runner's policy where it flies
     limits: dict[str, Any] = field(default_factory=dict)
+    # gg fly --note TEXT: free text for people, shown with the flight (table flight_notes)
+    note: str | None = None
 
     def __post_init__(self) -> None:
         if type(self.command) is not tuple:
@@ -130,6 +149,8 @@ class FlightSpec:
         if self.concurrency is not None and (problem := self.concurrency.problem()):
             return problem
         if self.grace is not None and (problem := grace_problem(self.grace)):
+            return problem
+        if self.note is not None and (problem := note_problem(self.note)):
             return problem
         return None
 

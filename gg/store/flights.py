@@ -85,6 +85,14 @@ class FlightRows:
         row = self.db.one("SELECT limits FROM flight_limits WHERE flight_id = ?", (flight_id,))
         return loads(row[0], {}) if row else {}
 
+    def set_flight_note(self, flight_id: str, note: str) -> None:
+        """A flight's note (``gg fly --note``); written at its open."""
+        self.db.run("INSERT INTO flight_notes (flight_id, note) VALUES (?, ?)", (flight_id, note))
+
+    def flight_note(self, flight_id: str) -> str | None:
+        row = self.db.one("SELECT note FROM flight_notes WHERE flight_id = ?", (flight_id,))
+        return row[0] if row else None
+
     def flight(self, flight_id: str) -> Flight | None:
         row = self.db.one("SELECT * FROM flights WHERE id = ?", (flight_id,))
         return flight_from_row(row) if row else None

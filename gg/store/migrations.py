@@ -701,6 +701,19 @@ def _flight_limits(db: sqlite_utils.Database) -> None:
     )
 
 
+def _flight_notes(db: sqlite_utils.Database) -> None:
+    """A flight's note (``gg fly --note``), free text for people, one row per flight that has
+    one: a table of its own, not a flights column (docs/architecture.md)."""
+    db.executescript(
+        """
+        CREATE TABLE flight_notes (
+            flight_id TEXT PRIMARY KEY,
+            note TEXT NOT NULL
+        );
+        """
+    )
+
+
 # -- the list ---------------------------------------------------------------------------------
 
 # Every migration, in the order both stores run them: strictly increasing numbers, append only.
@@ -746,4 +759,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(920, "concurrency keys and a grace per flight", _concurrency_and_grace),
     Migration(930, "dependencies between flights", _dependencies),
     Migration(940, "flight limits", _flight_limits),
+    Migration(990, "flight notes", _flight_notes),
 )

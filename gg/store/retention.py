@@ -20,11 +20,14 @@ EVENTS_PRUNED_BEFORE = "retention:events_pruned_before"
 _CHILDREN = {"facts": "seq", "grants": "rowid", "events": "seq",
              "flight_concurrency": "flight_id", "flight_grace": "flight_id",
              "flight_after": "flight_id", "flight_dependencies": "flight_id",
-             "flight_limits": "flight_id"}
+             "flight_limits": "flight_id", "flight_notes": "flight_id"}
 
 
 class RetentionRows:
     db: Database
+    # the tables whose rows go with a pruned flight, in the order they are pruned: a new
+    # per-flight table is named once, in _CHILDREN
+    flight_children: tuple[str, ...] = tuple(_CHILDREN)
 
     def prunable_flights(self, ended_before: float, limit: int) -> list[str]:
         """Up to ``limit`` final flights that ended before ``ended_before``, oldest end first:

@@ -187,13 +187,14 @@ def test_a_pruned_flights_dependency_concurrency_and_grace_rows_go_with_it(core,
     first = landed(core, owner, runner)
     check_in(core, runner)
     spec = FlightSpec(command=["true"], after=(first,), concurrency=Concurrency("deploy", 1),
-                      grace=2.0)
+                      grace=2.0, limits={"pids": 64}, note="for the release")
     f = flights.open_flight(core, owner, spec)
     flight, grant = leases.try_claim(core, runner.id)
     assert flight.id == f.id
     leases.hand_back(core, core.store.runner(runner.id), f.id, epoch=grant.epoch,
                      outcome="landed", exit_code=0, reason=None, key=None)
-    tables = ("flight_after", "flight_dependencies", "flight_concurrency", "flight_grace")
+    tables = ("flight_after", "flight_dependencies", "flight_concurrency", "flight_grace",
+              "flight_limits", "flight_notes")
     counts = {t: core.store.db.one(f"SELECT count(*) FROM {t} WHERE flight_id = ?", (f.id,))[0]
               for t in tables}
     assert all(counts.values()), counts
@@ -202,3 +203,18 @@ def test_a_pruned_flights_dependency_concurrency_and_grace_rows_go_with_it(core,
     assert core.store.flight(f.id) is None
     assert {t: core.store.db.one(f"SELECT count(*) FROM {t} WHERE flight_id = ?", (f.id,))[0]
             for t in tables} == dict.fromkeys(tables, 0)
+
+
+def test_every_per_flight_table_is_pruned_with_its_flights(core):
+    """A per-flight setting's table (``flight_<setting>``, keyed by flight id) is named once,
+    in the store's list of a flight's children; one left out would keep its rows forever."""
+    if core.store.db.dialect == "postgresql":
+        names = [r[0] for r in core.store.db.all(
+            "SELECT table_name FROM information_schema.columns WHERE column_name = 'flight_id' "
+            "AND table_schema = current_schema()")]
+    else:
+        names = [r[0] for r in core.store.db.all(
+            "SELECT m.name FROM sqlite_master AS m, pragma_table_info(m.name) AS c "
+            "WHERE m.type = 'table' AND c.name = 'flight_id'")]
+    per_flight = {n for n in names if n.startswith("flight_")}
+    assert per_flight and per_flight <= set(core.store.flight_children)

@@ -123,3 +123,22 @@ def test_a_setting_added_to_the_spec_is_in_the_approval_digest_unless_it_runs_no
     assert named == {f.name for f in fields(FlightSpec)} | {"requires"}
     for name in RUNS_NOTHING_NEW:
         assert name not in specs.what_runs(_settled())
+
+
+@pytest.mark.parametrize("note, says", [
+    ("   ", "needs some text"),
+    ("x" * 2001, "at most 2000 characters (2001 given)"),
+    ("bell \x07", "control characters"),
+    ("escape \x1b[31m", "control characters"),
+    ("c1 \x9b", "control characters"),
+])
+def test_a_note_that_is_empty_too_long_or_holds_a_control_character_is_refused(note, says):
+    assert says in FlightSpec(command=("true",), note=note).problem()
+
+
+def test_a_note_of_lines_and_tabs_is_a_note_and_changes_nothing_an_approval_covers():
+    spec = FlightSpec(command=("true",), note="ticket 42\n\tfor the release")
+    assert spec.problem() is None
+    assert "note" in RUNS_NOTHING_NEW
+    assert specs.digest(specs.what_runs(spec)) == specs.digest(
+        specs.what_runs(replace(spec, note=None)))

@@ -341,3 +341,26 @@ def test_the_flight_page_shows_its_concurrency_key_and_its_grace(browser, owner)
     page = browser.get(f"/ui/flights/{shown.json()['id']}").text
     assert "deploy-prod (at most 2 at once, cancels older ones in progress)" in page
     assert "30s from SIGTERM to SIGKILL" in page
+
+
+def test_the_flight_page_shows_its_note_as_text_and_the_api_answers_it(browser, owner):
+    note = "release 4.2 <b>for the auditors</b>\nsecond line"
+    shown = browser.post("/v1/flights", headers=auth(owner), json={
+        "command": ["true"], "note": note})
+    assert shown.status_code == 201, shown.text
+    flight_id = shown.json()["id"]
+    assert browser.get(f"/v1/flights/{flight_id}", headers=auth(owner)).json()["note"] == note
+    sign_in(browser, owner)
+    page = browser.get(f"/ui/flights/{flight_id}").text
+    assert html.escape(note, quote=False) in page  # shown as text: no tag of its own
+    assert "<b>for the auditors</b>" not in page
+
+
+def test_a_note_with_a_control_character_is_refused_in_one_sentence_and_opens_nothing(
+        browser, owner, app):
+    before = len(app.state.core.store.db.all("SELECT id FROM flights"))
+    refused = browser.post("/v1/flights", headers=auth(owner), json={
+        "command": ["true"], "note": "clear the screen \x1b[2J"})
+    assert refused.status_code == 400, refused.text
+    assert "control characters" in refused.json()["error"]["message"]
+    assert len(app.state.core.store.db.all("SELECT id FROM flights")) == before
