@@ -81,8 +81,6 @@ def _apply(core: Core, person: Person, runner: Runner, *, action: str, now: floa
 
 
 def _signal(core: Core, changes: list[dict]) -> None:
-    if any(c["changed"] for c in changes):
-        core.signals.event_added()
     for c in changes:  # told at once: a draining runner stops claiming
         if c["changed"] and c["state"] in (AdminState.DRAINING.value, AdminState.DRAINED.value):
             core.signals.instruct(c["runner"], Instruction.DRAIN)
@@ -120,7 +118,6 @@ def retire(core: Core, person: Person, ref: str) -> tuple[Runner, list[str]]:
     core.credentials.forget(runner.id)  # its credential is refused at once
     for flight_id in stopping:
         core.signals.flight_changed(flight_id)
-    core.signals.event_added()
     return runner, stopping
 
 
@@ -143,7 +140,6 @@ def forget(core: Core, person: Person, ref: str) -> Runner:
         core.event(EventKind.RUNNER_FORGOTTEN, actor=person.name, runner_id=runner.id, at=now,
                    name=runner.name, last_seen_at=runner.last_seen_at)
     core.credentials.forget(runner.id)
-    core.signals.event_added()
     return runner
 
 
@@ -181,7 +177,6 @@ def set_policy(core: Core, person: Person, ref: str, **asked: Any) -> Runner:
         core.signals.ready_changed()
     if runner.policy != old:  # told at once: it fetches and applies the new policy
         core.signals.instruct(runner.id, Instruction.POLICY_CHANGED)
-    core.signals.event_added()
     return runner
 
 

@@ -264,7 +264,6 @@ def _signal(core: Core, flight_id: str, released: int) -> None:
     if released:
         core.signals.ready_changed()
     core.signals.flight_changed(flight_id)
-    core.signals.event_added()
 
 
 # -- environments that require an approval ---------------------------------------------------
@@ -284,6 +283,4 @@ def set_environment_approval(core: Core, person: Person, name: str, required: bo
         if changed:
             core.event(EventKind.ENVIRONMENT_APPROVAL, actor=person.name, at=now,
                        environment=name, approval="required" if required else "none")
-    if changed:
-        core.signals.event_added()
     return changed

@@ -55,6 +55,4 @@ def fail_overdue(core: Core, now: float) -> list[str]:
             failed.append(flight_id)
     for flight_id in failed:
         core.signals.flight_changed(flight_id)
-    if failed:
-        core.signals.event_added()
     return failed

@@ -37,7 +37,6 @@ def sign_in(core: Core, person_token: str,
                                expires_at=expires_at)
         core.event(EventKind.PERSON_SIGNED_IN, actor=person.name, at=now,
                    session=tokens.fingerprint(secret), expires_at=expires_at)
-    core.signals.event_added()
     return person, secret, expires_at
 
 
@@ -70,7 +69,6 @@ def sign_out(core: Core, person: Person, secret: str | None) -> None:
         if core.store.delete_session(tokens.digest(secret)):
             core.event(EventKind.PERSON_SIGNED_OUT, actor=person.name,
                        session=tokens.fingerprint(secret))
-    core.signals.event_added()
 
 
 def pending(core: Core) -> list[dict]:

@@ -64,6 +64,9 @@ class Signals:
     on_instruction: list[Callable[[str, str], None]] = field(default_factory=list)
     on_missed: list[Callable[[], None]] = field(default_factory=list)
     announce: Callable[[str], None] | None = None
+    # The store's after_commit (set by Core): a signal raised inside a write transaction
+    # that is not a held unit's is raised here once that transaction committed
+    defer: Callable[[Callable[[], None]], None] | None = None
     _local: threading.local = field(default_factory=threading.local, repr=False)
 
     def ready_changed(self) -> None:
@@ -74,7 +77,7 @@ class Signals:
             held.ready = True
             return
         self._tell("r")
-        self._ready()
+        self._after_commit(self._ready)
 
     def flight_changed(self, flight_id: str) -> None:
         held = getattr(self._local, "held", None)
@@ -84,7 +87,7 @@ class Signals:
             held.flights.append(flight_id)
             return
         self._tell(f"f {flight_id}")
-        self._flight(flight_id)
+        self._after_commit(lambda: self._flight(flight_id))
 
     def event_added(self) -> None:
         held = getattr(self._local, "held", None)
@@ -94,7 +97,7 @@ class Signals:
             held.events = True
             return
         self._tell("e")
-        self._event()
+        self._after_commit(self._event)
 
     def instruct(self, runner_id: str, kind: str) -> None:
         """Tell a runner something at once (an :class:`gg.domain.runners.Instruction`): the
@@ -105,7 +108,7 @@ class Signals:
         if held is not None:  # heard once the unit committed: what it changed is readable
             held.instructions.append((runner_id, kind))
             return
-        self._instruct(runner_id, kind)
+        self._after_commit(lambda: self._instruct(runner_id, kind))
 
     def heard(self, line: str) -> None:
         """Another replica's announcement (see the class): raised here, not announced again."""
@@ -123,6 +126,14 @@ class Signals:
     def missed(self) -> None:
         for fn in self.on_missed:
             fn()
+
+    def _after_commit(self, fn: Callable[[], None]) -> None:
+        """``fn`` now, or once the write transaction this thread is in committed: whoever
+        it wakes then reads what the change wrote."""
+        if self.defer is None:
+            fn()
+        else:
+            self.defer(fn)
 
     def _tell(self, line: str) -> None:
         if self.announce is not None:
@@ -215,6 +226,7 @@ class Core:
                                            self.settings.credential_cache_ttl,
                                            lambda: self.clock())
         self.store.db.writer.before_commit = self._before_commit
+        self.signals.defer = self.store.db.after_commit
 
     async def run(self, fn: Callable[..., T], *args: Any, durable: bool = True,
                   **kwargs: Any) -> T:
@@ -289,6 +301,8 @@ class Core:
             if kind.value in hook_rules.NAME_OF:
                 self._queue_for_hooks(dict(seq=seq, kind=kind.value, at=at, actor=actor,
                                            runner_id=runner_id, flight_id=flight_id, body=body))
+            # what it recorded wakes whoever follows the events, once it is committed
+            self.signals.event_added()
 
     def _queue_for_hooks(self, event: dict) -> None:
         """An outbox row for every hook that hears ``event`` (gg.domain.hooks)."""

@@ -46,7 +46,6 @@ def set_refs(core: Core, runner: Runner, refs: list[dict]) -> list[dict]:
         runner = core.runner_again(runner.id)
         maintenance.confirm(core, runner, {f"credential:{r['ref']}" for r in clean})
     core.signals.ready_changed()  # a flight waiting for this credential may be offered now
-    core.signals.event_added()
     return clean
 
 

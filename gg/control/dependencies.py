@@ -62,7 +62,6 @@ def ended(core: Core, flight: Flight, change: Change, *, now: float, cancel: Can
                 continue  # it moved meanwhile (a stale reading): nothing was written
             withdraw_approvals(core, dependent.id, now)
             core.signals.flight_changed(dependent.id)
-            core.signals.event_added()
             work.append((dependent.id, Stage.CANCELLED.value, why, first))
 
 

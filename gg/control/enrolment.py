@@ -88,7 +88,6 @@ def mint_token(core: Core, person: Person, *, profile: str, uses: int = 1,
         core.event(EventKind.ENROLMENT_TOKEN_MINTED, actor=person.name, at=now,
                    fingerprint=row.fingerprint, profile=profile, uses=uses,
                    expires_at=row.expires_at, ephemeral=ephemeral)
-    core.signals.event_added()
     return row, token
 
 
@@ -115,7 +114,6 @@ def revoke_token(core: Core, person: Person, fingerprint: str) -> dict:
             core.event(EventKind.ENROLMENT_TOKEN_REVOKED, actor=person.name, at=now,
                        fingerprint=fingerprint, profile=token.profile)
         token = core.store.enrol_token(fingerprint)
-    core.signals.event_added()
     return token.view(now)
 
 
@@ -170,7 +168,6 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
                    token=grant.fingerprint, superseded=existing is not None, group=grant.group)
         runner = core.store.runner(runner_id)
     core.credentials.forget(runner_id)  # a superseded credential is refused at once
-    core.signals.event_added()
     return runner, credential
 
 

@@ -98,7 +98,6 @@ def chart(core: Core, person: Person, name: str, means: str) -> dict:
                    meaning=means, gate=gate.id, rechart=not first, held=len(held))
     for flight_id in held:
         core.signals.flight_changed(flight_id)
-    core.signals.event_added()
     return environment_view(core, name) | {"changed": True}
 
 
@@ -168,7 +167,6 @@ def apply_root(core: Core, person: Person, mapping: Any) -> dict:
                    before=list(before.environments) if before else None,
                    **({"timeouts": dict(root.timeouts)} if root.timeouts else {}),
                    **({"approvals": list(root.approvals)} if root.approvals else {}))
-    core.signals.event_added()
     return root_view(core) | {"providers": providers}
 
 

@@ -81,7 +81,6 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
                    title=flight.title)
         superseded = keys_opened.record(core, flight, settled, now)  # key and grace
     core.signals.ready_changed()
-    core.signals.event_added()
     for flight_id in superseded:
         core.signals.flight_changed(flight_id)
     return flight
@@ -114,7 +113,6 @@ def cancel(core: Core, person: Person, flight_id: str) -> Flight:
     if frees:  # one its concurrency key held back may start now
         core.signals.ready_changed()
     core.signals.flight_changed(flight_id)
-    core.signals.event_added()
     return flight
 
 

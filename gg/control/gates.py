@@ -69,7 +69,6 @@ def clear_gate(core: Core, gate_id: str, *, person: Person | None = None,
         gate, released = clear_allowed(core, gate, actor)
     if released:
         core.signals.ready_changed()
-    core.signals.event_added()
     return gate
 
 

@@ -70,7 +70,6 @@ def set_group(core: Core, person: Person, name: str, *, attributes: dict | None 
                    attributes=dict(new.attributes), bindings=list(new.bindings),
                    exclusive=new.exclusive)
     core.signals.ready_changed()
-    core.signals.event_added()
     return group_view(core, new, members=core.store.group_members(name))
 
 
@@ -103,7 +102,6 @@ def delete_group(core: Core, person: Person, name: str) -> dict:
         core.store.delete_group(name)
         core.event(EventKind.GROUP_DELETED, actor=person.name, at=now, group=name)
     core.signals.ready_changed()
-    core.signals.event_added()
     return {"group": name, "deleted": True}
 
 
@@ -129,7 +127,6 @@ def set_attribute(core: Core, person: Person, key: str, values: list[str] | None
         core.store.save_attribute(Attribute(key, allowed), now, person.name)
         core.event(EventKind.ATTRIBUTE_SET, actor=person.name, at=now, key=key,
                    values=list(allowed))
-    core.signals.event_added()
     return {"key": key, "values": list(allowed)}
 
 
@@ -154,7 +151,6 @@ def move_runner(core: Core, person: Person, ref: str, name: str) -> dict:
                        at=now, name=runner.name, **{"from": runner.group, "to": name})
     if changed:
         core.signals.ready_changed()
-        core.signals.event_added()
     return {"runner": runner.id, "name": runner.name, "from": runner.group, "group": name,
             "changed": changed}
 
@@ -180,7 +176,6 @@ def set_group_drain(core: Core, person: Person, name: str, draining: bool) -> di
             group = new
     if changed:
         core.signals.ready_changed()
-        core.signals.event_added()
     data = group_view(core, group, members=core.store.group_members(name))
     data["changed"] = changed
     return data
@@ -240,7 +235,6 @@ def quiesce(core: Core, person: Person) -> dict:
             core.event(EventKind.FLEET_QUIESCED, actor=person.name, at=now)
         note_drained(core, now)
     core.signals.ready_changed()
-    core.signals.event_added()
     return {**fleet_state(core), "changed": changed}
 
 
@@ -252,7 +246,6 @@ def resume(core: Core, person: Person) -> dict:
         if changed:
             core.event(EventKind.FLEET_RESUMED, actor=person.name, at=now)
     core.signals.ready_changed()
-    core.signals.event_added()
     return {**fleet_state(core), "changed": changed}
 
 

@@ -34,7 +34,6 @@ def add_hook(core: Core, actor: Person, *, url: str, on: str | list[str],
                                    created_by=actor.name, now=core.now())
         core.event(EventKind.HOOK_ADDED, actor=actor.name, hook=hook["id"], url=url,
                    events=events, environment=environment)
-    core.signals.event_added()
     return public_hook(hook), secret
 
 
@@ -69,7 +68,6 @@ def remove_hook(core: Core, actor: Person, hook_id: str) -> dict:
         core.store.remove_hook(hook_id, now)
         core.event(EventKind.HOOK_REMOVED, actor=actor.name, at=now, hook=hook_id,
                    url=hook["url"])
-    core.signals.event_added()
     return public_hook(core.store.hook(hook_id))
 
 

@@ -71,7 +71,6 @@ def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tupl
         core.signals.ready_changed()
     if granted:
         core.signals.flight_changed(granted[0].id)
-        core.signals.event_added()
     return granted
 
 
@@ -100,8 +99,6 @@ def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases
         out = _apply(core, _plan(core, seats), now)
     for flight, _ in out:
         core.signals.flight_changed(flight.id)
-    if out:
-        core.signals.event_added()
     return out
 
 
@@ -282,7 +279,6 @@ def hand_back(core: Core, runner: Runner | RunnerIdentity, flight_id: str, *, ep
     if outcome == Outcome.RETURNED.value or frees:
         core.signals.ready_changed()
     core.signals.flight_changed(flight_id)
-    core.signals.event_added()
     return {"flight": flight_id, "stage": stage, "repeat": False}
 
 

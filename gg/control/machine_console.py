@@ -88,7 +88,6 @@ def join(core: Core, runner: Runner, console_id: str) -> ConsoleSession:
                    person=session.person_name, runner=runner.name, command=session.command,
                    waited=round(now - session.opened_at, 3),
                    identity=rules.identity(session, runner))
-    core.signals.event_added()
     return core.store.console(console_id)
 
 
@@ -100,9 +99,7 @@ def close(core: Core, console_id: str, *, exit_code: int | None, reason: str | N
         session = core.store.console(console_id)
         if session is None:
             return
-        closed = _close(core, session, now, exit_code=exit_code, reason=reason)
-    if closed:
-        core.signals.event_added()
+        _close(core, session, now, exit_code=exit_code, reason=reason)
 
 
 def _close(core: Core, session: ConsoleSession, now: float, *, exit_code: int | None,

@@ -74,7 +74,6 @@ def confirm(core: Core, runner: Runner, items: set[str]) -> None:
 
 def _settle(core: Core, runner: Runner, *, expected: dict[str, str], missing: dict[str, str],
             confirmed: set[str]) -> None:
-    opened = False
     with core.store.atomic():
         open_gates = {str(g.payload.get("item")): g
                       for g in core.store.gates(status="open", runner_id=runner.id,
@@ -100,9 +99,6 @@ def _settle(core: Core, runner: Runner, *, expected: dict[str, str], missing: di
                 core.store.add_fact(flight_id=flight.id, epoch=0, runner_id=None, kind="note",
                                     at=now, body={"text": f"missing: {_guards(item, runner)}: "
                                                           f"{missing[item]}", "gate": gate.id})
-            opened = True
-    if opened:
-        core.signals.event_added()
 
 
 def land_if_done(core: Core, gate: Gate) -> None:

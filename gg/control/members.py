@@ -187,7 +187,6 @@ def join(core: Core, code: str | None, *, public_key: str, inventory: dict,
                    cycle=member.resets)
         runner = core.store.runner(runner_id)
     core.credentials.forget(runner_id)  # the last cycle's credential is refused at once
-    core.signals.event_added()
     return {"runner": runner_view(core, runner), "credential": credential,
             "credential_expires_at": expires, "labels": runner.labels,
             "member": member.id, "protocol": core.settings.protocol()}

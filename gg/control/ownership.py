@@ -45,7 +45,6 @@ def _apply(core: Core, person: Person, runner_id: str, outcome: Change, *,
 def _after(core: Core, runner_id: str, outcome: Change) -> dict:
     if outcome.values:
         core.signals.ready_changed()  # a release or unclaim may let it take waiting flights
-        core.signals.event_added()
     view = runner_view(core, core.runner_again(runner_id))
     view["changed"] = bool(outcome.values)
     return view

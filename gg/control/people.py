@@ -88,7 +88,6 @@ def add_person(core: Core, actor: Person, name: str, *, admin: bool,
         core.event(EventKind.PERSON_ADDED, actor=actor.name, person=name,
                    role=person.role, token_fingerprint=person.token_fingerprint,
                    token_expires_at=expires)
-    core.signals.event_added()
     return person, token
 
 
@@ -114,7 +113,6 @@ def remove_person(core: Core, actor: Person, name: str) -> dict:
         released = _unclaim_runners_of(core, actor, target.id, now)
     if released:
         core.signals.ready_changed()
-    core.signals.event_added()
     return public_person(_reread(core, target))
 
 
@@ -150,7 +148,6 @@ def rotate_token(core: Core, actor: Person, name: str,
         core.event(EventKind.PERSON_TOKEN_ROTATED, actor=actor.name, at=now, person=name,
                    old_fingerprint=target.token_fingerprint,
                    token_fingerprint=tokens.fingerprint(token), token_expires_at=expires)
-    core.signals.event_added()
     return _reread(core, target), token
 
 

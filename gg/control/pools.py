@@ -102,7 +102,6 @@ def allow(core: Core, person: Person, pool: str, runner_ref: str) -> dict:
         core.store.allow_maintainer(pool, runner.id, person.name, now)
         core.event(EventKind.POOL_MAINTAINER_ALLOWED, actor=person.name, runner_id=runner.id,
                    at=now, pool=pool, runner=runner.name)
-    core.signals.event_added()
     return {"pool": pool, "runner": runner.id, "runner_name": runner.name}
 
 
@@ -191,8 +190,6 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
         if record.deleting_at is not None and not after.members:  # gg pool delete: done
             finish_deleting(core, record, now)
             worth_an_event = True
-    if worth_an_event:
-        core.signals.event_added()
     return {"pool": pool, "members": views, "unknown": attestation["unknown"],
             "recorded_event": worth_an_event}
 
@@ -244,8 +241,6 @@ def notice_stale_pools(core: Core) -> int:
         return 0
     with core.store.atomic():
         noted = note_stale_pools(core, now)
-    if noted:
-        core.signals.event_added()
     return noted
 
 
@@ -322,7 +317,6 @@ def delete_pool(core: Core, person: Person, pool: str) -> dict:
                 core.store.update_strategy(record.name, deleting_at=now)
             detail = (f"stopping {len(members)} member{'s' if len(members) != 1 else ''}: "
                       f"strategy {record.name} is deleted when maintainer attests an empty pool")
-    core.signals.event_added()
     return {"kind": "pool", "name": pool, "deleted": not members, "detail": detail}
 
 

@@ -87,7 +87,6 @@ def apply_profile(core: Core, person: Person, name: str, mapping: Any) -> dict:
         sync_profile_runners(core, new_record)
         answer = _answer(core, new_record, change)
     core.signals.ready_changed()
-    core.signals.event_added()
     return answer
 
 

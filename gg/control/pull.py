@@ -103,7 +103,6 @@ def attach(core: Core, person: Person, *, name: str, url: str, public_key: str) 
         core.event(EventKind.RUNNER_ATTACHED, actor=person.name, runner_id=runner_id,
                    name=name, url=url, fingerprint=key_fingerprint(public_key),
                    superseded=existing is not None)
-    core.signals.event_added()
     return core.store.runner(runner_id)
 
 

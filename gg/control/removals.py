@@ -57,7 +57,6 @@ def delete_profile(core: Core, person: Person, name: str) -> dict:
         core.store.delete_profile(name)
         core.event(EventKind.PROFILE_DELETED, actor=person.name, at=now, profile=name,
                    version=record.version)
-    core.signals.event_added()
     return {"kind": "profile", "name": name, "deleted": True, "detail": None}
 
 
@@ -82,7 +81,6 @@ def remove_environment(core: Core, person: Person, name: str) -> dict:
         core.store.delete_environment(name)
         core.event(EventKind.ENVIRONMENT_REMOVED, actor=person.name, at=now,
                    environment=name)
-    core.signals.event_added()
     return {"kind": "environment", "name": name, "deleted": True, "detail": None}
 
 
@@ -102,5 +100,4 @@ def delete_strategy(core: Core, person: Person, name: str) -> dict:
         core.store.delete_strategy(name)
         core.event(EventKind.STRATEGY_DELETED, actor=person.name, at=now, strategy=name,
                    pool=record.pool)
-    core.signals.event_added()
     return {"kind": "strategy", "name": name, "deleted": True, "detail": None}

@@ -73,7 +73,6 @@ def register(core: Core, person: Person, *, name: str, public_key: str, labels: 
         runner = core.store.runner(runner_id)
         label_ops.refresh(core, runner)
     core.credentials.forget(runner_id)  # a superseded credential is refused at once
-    core.signals.event_added()
     return runner, credential
 
 
@@ -394,7 +393,6 @@ def goodbye(core: Core, runner: Runner | RunnerIdentity) -> None:
     with core.store.atomic():
         core.store.update_runner(runner.id, goodbye_at=core.now())
         core.event(EventKind.RUNNER_GOODBYE, actor=_actor(runner), runner_id=runner.id)
-    core.signals.event_added()
 
 
 def note_silent_runners(core: Core, now: float, *, every: float = 1.0) -> int:
@@ -436,8 +434,6 @@ def notice_silence(core: Core) -> int:
         return 0
     with core.store.atomic():
         noted = note_silent_runners(core, now)
-    if noted:
-        core.signals.event_added()
     return noted
 
 

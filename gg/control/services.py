@@ -75,7 +75,6 @@ def update(core: Core, person: Person, flight_id: str, *, command: list[str] | N
     if gate is not None:
         core.signals.ready_changed()  # a waiting flight moved behind its new gate
     core.signals.flight_changed(flight_id)
-    core.signals.event_added()
     return spec, gate.id if gate else None
 
 

@@ -82,6 +82,8 @@ class Database(Protocol):
 
     def in_transaction(self) -> bool: ...
 
+    def after_commit(self, fn: Callable[[], None]) -> None: ...
+
     @property
     def turns(self) -> WriteTurns: ...
 
@@ -121,6 +123,10 @@ class SharedDatabase:
 
     def in_transaction(self) -> bool:
         return self.writer.in_transaction()
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """``fn`` once this thread's write is committed (:meth:`gg.store.writer.Writer.after_commit`)."""
+        self.writer.after_commit(fn)
 
     def run(self, sql: str, params: tuple | dict = ()) -> Cursor:
         raise NotImplementedError

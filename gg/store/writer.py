@@ -107,6 +107,24 @@ class Writer:
         the write connection)."""
         return bool(getattr(self._local, "depth", 0))
 
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once what this thread is writing is committed: at once outside a
+        transaction; after the outermost block's commit inside one (never, if it rolls
+        back); after the group's commit inside a unit of a group. A wake-up raised there
+        would otherwise reach a reader before the change it announces is readable."""
+        after = getattr(self._local, "after", None)
+        if not getattr(self._local, "depth", 0) or after is None:
+            fn()
+            return
+        after.append(fn)
+
+    def _run_after(self, after: list[Callable[[], None]]) -> None:
+        for fn in after:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - committed: the others are still told
+                log.exception("after a commit")
+
     # -- one transaction, from any thread ---------------------------------------------------
 
     @contextmanager
@@ -138,6 +156,8 @@ class Writer:
                 local.unit_top = True
             return
         with self.lock:
+            after: list[Callable[[], None]] = []
+            local.after = after
             try:
                 self.hooks.begin(durable)
                 local.depth = 1
@@ -148,6 +168,9 @@ class Writer:
                 local.depth = 0
                 self.hooks.rollback()
                 raise
+            finally:
+                local.after = None
+        self._run_after(after)
 
     # -- the group commit -------------------------------------------------------------------
 
@@ -201,7 +224,9 @@ class Writer:
         told: Callable[[bool], None] | None = None
         local = self._local
         hooks = self.hooks
+        after: list[Callable[[], None]] = []
         with self.lock:
+            local.after = after
             try:
                 started = time.perf_counter()
                 hooks.begin(durable)
@@ -235,6 +260,8 @@ class Writer:
                 return
             finally:
                 local.depth = 0
+                local.after = None
+        self._run_after(after)
         if told is not None:
             try:
                 told(True)
@@ -253,10 +280,13 @@ class Writer:
         mark = self.hooks.savepoint("unit", release_first=local.savepoint)
         local.savepoint = True
         local.unit_top = True
+        after = local.after
+        told = len(after)
         try:
             value = unit()
         except BaseException as exc:  # noqa: BLE001 - handed to the unit's caller
             local.savepoint = False
+            del after[told:]  # what it asked for after the commit went with it
             self.hooks.rollback_to("unit", mark)
             return False, exc
         finally:

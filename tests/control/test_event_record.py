@@ -24,3 +24,21 @@ def test_a_kind_not_in_the_enum_is_refused_before_anything_is_stored(core):
     with pytest.raises(ValueError):
         core.event("info:person:invented", actor="x")
     assert core.store.events(kind="info:person:invented") == []
+
+
+def test_recording_an_event_wakes_its_followers_once_committed_and_never_when_rolled_back(core):
+    """Core.event raises the event signal itself, after the transaction that recorded the
+    event committed: a follower woken by it reads the event; a rolled-back one wakes no one."""
+    woken: list[list[str]] = []
+    core.signals.on_event.append(lambda: woken.append(
+        [r["body"]["person"] for r in core.store.events(kind="info:person:added")]))
+    with core.store.atomic():
+        core.event(EventKind.PERSON_ADDED, actor="test", person="ada")
+        assert woken == []  # not before the commit: a reader then would not see it
+    assert woken == [["ada"]]
+    with pytest.raises(RuntimeError), core.store.atomic():
+        core.event(EventKind.PERSON_ADDED, actor="test", person="bob")
+        raise RuntimeError("rolled back")
+    assert woken == [["ada"]]
+    core.event(EventKind.PERSON_ADDED, actor="test", person="cy")  # a transaction of its own
+    assert woken[-1] == ["ada", "cy"]
