@@ -16,7 +16,6 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gg.api.id_tokens import JWKS
 from gg.control.core import Core
 from gg.control.people import require_admin
 from gg.domain import approvals, id_tokens, leases
@@ -65,8 +64,8 @@ def jwks(core: Core) -> dict:
                      if id_tokens.in_jwks(r["retired_at"], now)]}
 
 
-def discovery(core: Core, base_url: str) -> dict:
-    return id_tokens.discovery(issuer(core, base_url), JWKS)
+def discovery(core: Core, base_url: str, jwks_path: str) -> dict:
+    return id_tokens.discovery(issuer(core, base_url), jwks_path)
 
 
 def issuer(core: Core, base_url: str) -> str:

@@ -23,7 +23,6 @@ on the control plane, takes a short thread of its own.
 
 from __future__ import annotations
 
-import hmac
 import json
 import os
 import secrets
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 from gg.domain.id_tokens import audience_problem
+from gg.domain.tokens import same_digest
 from gg.error_codes import ErrorCode
 
 SOCKET_NAME = ".gg-id-token.sock"
@@ -134,7 +134,7 @@ class Desk:
         except (ValueError, KeyError, TypeError):
             raise IdTokenError(400, ErrorCode.BAD_REQUEST, "the request must be one JSON line "
                                "with request_token and audience") from None
-        if not hmac.compare_digest(token.encode(), self.request_token.encode()):
+        if not same_digest(token, self.request_token):
             raise IdTokenError(401, ErrorCode.UNAUTHORIZED, "the request token is not this "
                                f"flight's (it is ${ENV_REQUEST_TOKEN})")
         problem = audience_problem(audience)

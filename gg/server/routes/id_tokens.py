@@ -21,7 +21,7 @@ def _base_url(request: Request) -> str:
 
 @router.get(api.DISCOVERY, response_model=api.Discovery)
 async def discovery(request: Request) -> dict:
-    return id_tokens.discovery(request.app.state.core, _base_url(request))
+    return id_tokens.discovery(request.app.state.core, _base_url(request), api.JWKS)
 
 
 @router.get(api.JWKS, response_model=api.Jwks)
