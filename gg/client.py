@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from gg.api import gates as g
     from gg.api import groups as gr
     from gg.api import hooks as h
+    from gg.api import id_tokens as it
     from gg.api import people as pe
     from gg.api import placement as pl
     from gg.api import pools as po
@@ -105,6 +106,7 @@ else:
     gr = _lazy("gg.api.groups")
     sv = _lazy("gg.api.services")
     co = _lazy("gg.api.consoles")
+    it = _lazy("gg.api.id_tokens")
 
 _RETRY_STATUSES = (502, 503, 504)
 
@@ -419,6 +421,15 @@ class Client:
                     raise
         return _one(r.HandedBack, self.request("POST", path, json=tries[-1], idempotent=True,
                                                **kw))
+
+    def id_token(self, flight_id: str, epoch: int, audience: str, **kw) -> it.IdTokenMinted:
+        """A signed identity token for a flight this runner holds at ``epoch``."""
+        return _one(it.IdTokenMinted, self.request(
+            "POST", it.LEASE_ID_TOKEN.format(flight_id=_segment(flight_id)),
+            json={"epoch": epoch, "audience": audience}, **kw))
+
+    def rotate_signing_key(self) -> it.SigningKeyRotated:
+        return _one(it.SigningKeyRotated, self.request("POST", it.SIGNING_KEY_ROTATE))
 
     def goodbye(self, **kw) -> s.Ok:
         return _one(s.Ok, self.request("POST", paths.RUNNER_GOODBYE, **kw))

@@ -187,6 +187,9 @@ class Settings:
     # hooks' deliveries) is held by one replica for DUTY_TTL and renewed well before; a
     # replica that went away hands its duties on within DUTY_TTL.
     duty_ttl: float = 10.0
+    # Identity tokens (docs/jobs.md): the issuer URL every token's ``iss`` and the discovery
+    # document name; empty: the URL each request reached the server at.
+    issuer: str = ""
     dev: bool = False
 
     @classmethod
@@ -232,7 +235,7 @@ class Settings:
         }
 
 
-_TEXTS = ("database_url",)  # taken as written
+_TEXTS = ("database_url", "issuer")  # taken as written
 # in bytes, or 512k, 10MB
 _SIZES = ("output_limit_default", "output_limit_max", "output_tail", "hook_answer_limit")
 

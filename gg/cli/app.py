@@ -57,6 +57,8 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
                                     "whether it is in force."),
     "hooks": (("hooks",), "The hooks (admin): where they POST and what they hear."),
     "server": (("server",), "The control plane: start it, or look after its store."),
+    "id-token": (("id_tokens",), "Print a signed identity token (a JWT) for this flight, "
+                                 "through its runner; inside a flight only."),
     "person": (("people",), "People of the organisation."),
     "runner": (("runners", "admin", "sent", "ownership", "pools", "groups", "pull"),
                "Run this machine as a runner, and look at runners."),

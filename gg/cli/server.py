@@ -20,6 +20,9 @@ def register(app: typer.Typer) -> None:
     server_app.command("vacuum")(vacuum)
     server_app.command("backup")(backup)
     server_app.command("migrate")(migrate)
+    from gg.cli.id_tokens import register_server
+
+    register_server(server_app)  # rotate-signing-key
     app.add_typer(server_app, name="server")
 
 

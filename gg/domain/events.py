@@ -53,6 +53,8 @@ class EventKind(StrEnum):
     FLIGHT_APPROVED = "info:flight:approved"  # its approval gate cleared (gg approve, gg gate clear)
     FLIGHT_REJECTED = "info:flight:rejected"  # its approval refused: it ends cancelled
     FLIGHT_FORCED = "info:flight:forced"  # an admin cleared every gate a person may clear on it
+    FLIGHT_ID_TOKEN = "info:flight:id_token"  # an identity token minted for it (docs/jobs.md)
+    SIGNING_KEY_ROTATED = "info:signing_key:rotated"  # identity tokens' signing key
     # services (docs/services.md)
     SERVICE_UPDATED = "info:service:updated"
     # consoles to a machine (docs/console.md)

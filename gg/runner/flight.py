@@ -64,7 +64,7 @@ from gg.domain.leases import stop_margin
 from gg.domain.output import TRUNCATED
 from gg.domain.timeouts import timed_out_reason
 from gg.refusals import FlightEnded, OutputCapped, RunnerRetired
-from gg.runner import flight_identity, isolation, repository
+from gg.runner import flight_identity, id_tokens, isolation, repository
 from gg.runner.alarm import ALARM
 from gg.runner.flight_identity import FlightIdentities, Identity, IdentityRangeError, runs_as_root
 from gg.runner.launching import (
@@ -154,6 +154,7 @@ class FlightRun:
     # answered that poll), and the keeper only waits for them (docs/runner-modes.md).
     renewed_by_polls: bool = False
     on_lease_out: list = field(default_factory=list)  # called (quick) when it ran out
+    desk: id_tokens.Desk | None = None  # its identity tokens' socket (gg.runner.id_tokens)
     _watched: list = field(default_factory=list)  # its processes, each with a kill deadline
     _lease_alarm: int | None = None
     _seq: int = 0
@@ -198,6 +199,7 @@ class FlightRun:
                 self.launch = self._launch(workspace)  # under the same policy
             if self.returning.is_set():  # refused (retired) or stopping before it started
                 return self._hand_back()
+            self._open_desk(workspace)  # before the hand-over: the socket goes with it
             self._hand_over(workspace)
             if self.flight.kind == "service" and self.flight.service:
                 from gg.runner import service  # kept running until cancelled or lost
@@ -240,6 +242,8 @@ class FlightRun:
         finally:
             ALARM.cancel(keeping)  # not started yet: it never will be
             ALARM.cancel(self._lease_alarm)
+            if self.desk is not None:
+                self.desk.close()
             self.lost.set()  # stops the keeper
             self._stop_process()  # never leave it running behind a flight that is over here
             if self.launch is not None:
@@ -350,6 +354,16 @@ class FlightRun:
         if image_root and os.path.isdir(image_root) and os.path.abspath(image_root) != "/":
             flight_identity.hand_over(Path(image_root), self.identity)
 
+    def _open_desk(self, workspace: Path) -> None:
+        """Serve the flight's identity tokens (gg.runner.id_tokens); a flight whose socket
+        cannot be made still flies (``gg id-token`` then says the runner does not answer)."""
+        if self.desk is None or self.desk.listener is not None:
+            return
+        try:
+            self.desk.open(workspace)
+        except OSError as exc:
+            self.say(f"{self.id}: no identity tokens for it: {exc}")
+
     def _argv(self) -> list[str]:
         command = list(self.flight.command)
         return self.argv or (["/bin/sh", "-c", command[0]] if len(command) == 1 else command)
@@ -371,6 +385,9 @@ class FlightRun:
                 env.pop(key)
         env.update({"GG_FLIGHT": self.id, "GG_ATTEMPT": str(self.flight.attempt),
                     "GG_WORKSPACE": str(workspace), "HOME": str(workspace)})
+        self.desk = self.desk or id_tokens.desk_for(self)
+        env.update(self.desk.environment(workspace, Path(isolation.CONTAINER_WORKSPACE) if (
+            self.policy or {}).get("isolation") == "container" else None))
         env.update(extra_env or {})
         if not self.policy:
             raise isolation.IsolationUnavailable("no policy has been assigned yet")

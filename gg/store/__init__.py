@@ -26,6 +26,7 @@ from gg.store.flights import FlightRows
 from gg.store.gates import GateRows
 from gg.store.groups import GroupRows
 from gg.store.hooks import HookRows
+from gg.store.id_tokens import SigningKeyRows
 from gg.store.metrics import MetricRows
 from gg.store.people import PeopleRows
 from gg.store.placement import PlacementRows
@@ -45,7 +46,7 @@ def is_url(target: object) -> bool:
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows,
             EstimateRows, ApprovalRows, GroupRows, PullRows, ConsoleRows, DutyRows,
-            ConcurrencyRows, DependencyRows):
+            ConcurrencyRows, DependencyRows, SigningKeyRows):
     """The store: SQLite at a path (the embedded default), PostgreSQL at a postgresql:// URL."""
 
     db: Database
