@@ -107,6 +107,13 @@ class Relay:
             raise _error(refusal)
         return {"flight": flight_id}
 
+    def id_token(self, flight_id: str, epoch: int, audience: str, **_: Any) -> Any:
+        """Identity tokens (docs/jobs.md) are minted by the control plane at the runner's
+        request, which a pull-mode runner never makes: refused in one sentence."""
+        raise ApiError(409, ErrorCode.CONFLICT,
+                       "identity tokens are not served to flights of a pull-mode runner: it "
+                       "never calls the control plane (docs/jobs.md, \"Identity tokens\")")
+
     def give_back(self, flight_id: str, epoch: int, reason: str) -> None:
         """A grant this runner cannot take: returned with the next poll, without waiting."""
         self._put({"flight": flight_id, "epoch": epoch, "kind": "hand_back",

@@ -78,3 +78,21 @@ def test_a_renewal_is_the_newest_one_the_keeper_has_not_seen_or_its_refusal():
         relay.renew("f1", 1, retry_for=30)
     with pytest.raises(Unreachable):
         relay.renew("f2", 1, retry_for=0)
+
+
+def test_a_pull_mode_flight_asking_for_an_identity_token_is_refused_in_one_sentence():
+    from gg.runner.id_tokens import Desk, IdTokenError, desk_for
+
+    class Run:  # what the desk reads of a flight: its id, its client, its lease's epoch
+        id = "f_1"
+        client = Relay()
+
+        class lease:
+            epoch = 1
+
+    desk = desk_for(Run())
+    assert isinstance(desk, Desk)
+    with pytest.raises(IdTokenError) as refused:
+        desk.mint("sts.example")
+    assert refused.value.status == 409
+    assert "pull-mode runner" in refused.value.message and "\n" not in refused.value.message
