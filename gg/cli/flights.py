@@ -5,7 +5,10 @@ from __future__ import annotations
 import shlex
 import sys
 import time
-from typing import TYPE_CHECKING, List, Optional
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, List, Optional
 
 import typer
 
@@ -41,7 +44,7 @@ def register(app: typer.Typer) -> None:
 
 
 def fly(
-    command: List[str] = typer.Argument(..., metavar="-- CMD...", help="The command to run."),
+    command: List[str] = typer.Argument(None, metavar="-- CMD...", help="The command to run."),
     env: Optional[str] = typer.Option(None, "--env", metavar="NAME", help="Environment to fly in."),
     runner: Optional[str] = typer.Option(None, "--runner", metavar="R", help="Only this runner."),
     labels: Optional[str] = typer.Option(None, "--labels", metavar="k=v,...", help="Labels required."),
@@ -92,8 +95,15 @@ def fly(
                                          help="Memory it may use; past it it is killed (512M)."),
     pids: Optional[str] = typer.Option(None, "--pids", metavar="N",
                                        help="Processes it may have at once."),
+    file: Optional[Path] = typer.Option(
+        None, "--file", metavar="FLIGHTS.yaml",
+        help="Open the flights of a file (flights: NAME: {command, needs, ...}), all or none."),
 ) -> None:
     """Open a flight."""
+    if file is not None or not command:  # gg fly --file: docs/work-graphs.md
+        from gg.cli.flights_file import fly_file
+
+        return fly_file(file, command, json_)
     if priority not in PRIORITIES:
         raise CliError(f"--priority must be one of {', '.join(PRIORITIES)} (got {priority!r})",
                        Exit.USAGE)
@@ -123,6 +133,9 @@ def fly(
         from gg.cli.limits import parse_limits
 
         body["limits"] = parse_limits(cpus=cpus, memory=memory, pids=pids)
+    if (bodies := _FILE_BODIES.get()) is not None:  # a flight of gg fly --file, parsed
+        bodies.append(body)
+        return None
     api = client()
     # the answers are only printed: read as sent, with no wire model (gg fly stays quick)
     flight = api.open_flight(body, plain=True)
@@ -145,6 +158,21 @@ def fly(
     if json_:
         emit_json(api.flight(flight.id, plain=True))
     raise typer.Exit(exit_code_of(final, api if not json_ else None))
+
+
+_FILE_BODIES: ContextVar[list | None] = ContextVar("gg_fly_file_bodies", default=None)
+
+
+@contextmanager
+def collecting() -> Iterator[list[dict]]:
+    """While it lasts, ``gg fly`` hands the open's body it built to this list instead of
+    sending it (gg.cli.flights_file: a file's flights are parsed by these very flags)."""
+    bodies: list[dict] = []
+    token = _FILE_BODIES.set(bodies)
+    try:
+        yield bodies
+    finally:
+        _FILE_BODIES.reset(token)
 
 
 def _job_contract(concurrency: str | None, cancel_in_progress: bool,
