@@ -319,8 +319,14 @@ def list_flights(
     json_: bool = typer.Option(False, "--json"),
     watch_: bool = typer.Option(False, "--watch", "-w", help="Draw it again as it changes "
                                                              "(q or Ctrl-C quits)."),
+    graph: Optional[str] = typer.Option(None, "--graph", metavar="FLIGHT",
+                                        help="Draw the graph FLIGHT belongs to, with stages."),
 ) -> None:
     """Flights, newest first, with why each waiting one waits."""
+    if graph is not None:  # docs/work-graphs.md
+        from gg.cli.graphs import show_graph
+
+        return show_graph(graph, json_)
     if pending:
         from gg.cli.approvals import list_pending
 
