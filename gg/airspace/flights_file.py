@@ -21,6 +21,7 @@ The caller names the option keys (they are the flags' names): airspace loads no 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,13 +61,16 @@ class FlightsFile:
         return AirspaceError(problem, file=self.doc.file, line=line, key=path)
 
 
-def read_flights_file(path: str | Path, options: tuple[str, ...]) -> FlightsFile:
+def read_flights_file(path: str | Path, options: tuple[str, ...],
+                      not_here: Mapping[str, str] | None = None) -> FlightsFile:
     """The file's flights in the order written; the first problem (by line) raised as an
-    AirspaceError. ``options``: the keys a flight may set besides command and needs."""
-    return flights_from_document(read_yaml(path), options)
+    AirspaceError. ``options``: the keys a flight may set besides command and needs;
+    ``not_here``: keys refused with a sentence of their own (a flag of the whole command)."""
+    return flights_from_document(read_yaml(path), options, not_here or {})
 
 
-def flights_from_document(doc: Document, options: tuple[str, ...]) -> FlightsFile:
+def flights_from_document(doc: Document, options: tuple[str, ...],
+                          not_here: Mapping[str, str]) -> FlightsFile:
     errors: list[AirspaceError] = []
     top = Fields.top(doc, errors, "a flights file needs flights: NAME: {command: [...]}")
     section = top.section(TOP, required=True) if top is not None else None
@@ -78,7 +82,7 @@ def flights_from_document(doc: Document, options: tuple[str, ...]) -> FlightsFil
             section.fail(None, f"holds {len(section.data)} flights; one file opens at most "
                                f"{graphs.MAX_GRAPH_FLIGHTS}", at="mapping")
         for name, value in section.data.items():
-            flight = _flight(section, name, value, options)
+            flight = _flight(section, name, value, options, not_here)
             if flight is not None:
                 found.append(flight)
         if not errors:
@@ -88,8 +92,8 @@ def flights_from_document(doc: Document, options: tuple[str, ...]) -> FlightsFil
     return FlightsFile(doc, tuple(found))
 
 
-def _flight(section: Fields, name: str, value: Any,
-            options: tuple[str, ...]) -> FileFlight | None:
+def _flight(section: Fields, name: str, value: Any, options: tuple[str, ...],
+            not_here: Mapping[str, str]) -> FileFlight | None:
     section.known.append(name)
     if (problem := graphs.name_problem(name)) is not None:
         section.fail(name, problem, at="key")
@@ -106,6 +110,10 @@ def _flight(section: Fields, name: str, value: Any,
         fields.known.append(key)
         if value.get(key) is not None:  # a key with no value counts as absent
             chosen[key] = value[key]
+    for key, sentence in not_here.items():
+        if key in value:
+            fields.known.append(key)
+            fields.fail(key, sentence, at="key")
     fields.finish()
     if len(section.errors) > before or command is None or needs is None:
         return None

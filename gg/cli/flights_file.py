@@ -23,7 +23,13 @@ from gg.cli.context import CliError, client, emit_json
 from gg.cli.exits import Exit
 
 # Flags that say how ``gg fly`` itself behaves, not what one flight is: no key of the file.
-NOT_PER_FLIGHT = frozenset({"file", "wait", "json"})
+NOT_HERE = {
+    "wait": "is no key of a flight: gg fly --file does not follow its flights "
+            "(gg flights --graph F shows them)",
+    "json": "is no key of a flight: give it on the command line (gg fly --file FILE --json)",
+    "file": "is no key of a flight: a flights file does not name other files",
+}
+NOT_PER_FLIGHT = frozenset(NOT_HERE)
 
 
 def fly_file(path: Path | None, command: list[str] | None, json_: bool) -> None:
@@ -44,17 +50,22 @@ def fly_file(path: Path | None, command: list[str] | None, json_: bool) -> None:
                 and ctx.get_parameter_source(param.name) not in (ParameterSource.DEFAULT, None)):
             raise CliError(f"--file takes every flight's options from the file: leave out "
                            f"{param.opts[0]} (or set it under each flight)", Exit.USAGE)
-    options = option_keys(fly)
-    graph = read_flights_file(path, tuple(options))
-    bodies = [dict(body_of(fly, options, graph, flight), name=flight.name,
-                   needs=list(flight.needs)) for flight in graph.flights]
-    opened = client().open_graph(bodies).flights
+    opened = client().open_graph(bodies_of(path, fly)).flights
     if json_:
         emit_json([{"name": f.name, "id": f.id} for f in opened])
         return
     width = max(len(f.name) for f in opened)
     for f in opened:
         typer.echo(f"{f.name:<{width}}  {f.id}")
+
+
+def bodies_of(path: Path, fly) -> list[dict]:
+    """The bodies of ``POST /v1/graphs`` for the flights of ``path``, in the order written;
+    the first problem in the file raised (an AirspaceError: file:line:key)."""
+    options = option_keys(fly)
+    graph = read_flights_file(path, tuple(options), NOT_HERE)
+    return [dict(body_of(fly, options, graph, flight), name=flight.name,
+                 needs=list(flight.needs)) for flight in graph.flights]
 
 
 def option_keys(fly) -> dict:
