@@ -7,7 +7,6 @@ import sys
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, List, Optional
 
 import typer
@@ -95,7 +94,7 @@ def fly(
                                          help="Memory it may use; past it it is killed (512M)."),
     pids: Optional[str] = typer.Option(None, "--pids", metavar="N",
                                        help="Processes it may have at once."),
-    file: Optional[Path] = typer.Option(
+    file: Optional[str] = typer.Option(
         None, "--file", metavar="FLIGHTS.yaml",
         help="Open the flights of a file (flights: NAME: {command, needs, ...}), all or none."),
 ) -> None:

@@ -32,11 +32,11 @@ NOT_HERE = {
 NOT_PER_FLIGHT = frozenset(NOT_HERE)
 
 
-def fly_file(path: Path | None, command: list[str] | None, json_: bool) -> None:
+def fly_file(path: str | None, command: list[str] | None, json_: bool) -> None:
     """``gg fly`` without a command: the flights of ``path`` (``--file``), or a usage error."""
-    from typer._click.globals import get_current_context
     from typer._click.core import ParameterSource
     from typer._click.exceptions import MissingParameter
+    from typer._click.globals import get_current_context
 
     ctx = get_current_context()
     fly = ctx.command

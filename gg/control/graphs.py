@@ -71,9 +71,8 @@ def graph_of(core: Core, flight_id: str) -> dict:
     rows = core.store.graph_flights(sorted(seen))
     ids = [d.id for d, _ in rows]
     present = set(ids)
-    nodes = [{"id": d.id, "title": d.title, "stage": d.stage, "ended_reason": d.ended_reason,
-              "after": [a for a in after.get(d.id, []) if a in present], "after_any": any_end}
-             for d, any_end in rows]
+    nodes = [_read(d, _NODE) | {"after": [a for a in after.get(d.id, []) if a in present],
+                                "after_any": any_end} for d, any_end in rows]
     lines = [{"depth": depth, "id": node, "repeated": repeated}
              for depth, node, repeated in rules.tree(ids, after)]
     return {"flight": flight_id, "nodes": nodes, "lines": lines, "truncated": truncated}
@@ -91,5 +90,13 @@ async def opened(core: Core, person: Person, flights: list[GraphFlight]) -> dict
     """Open the graph on the writer (one unit of a group commit: one transaction); each
     flight's name and row once it is durable."""
     pairs = await core.run(open_graph, person, flights)
-    return {"flights": [{"name": name, "id": f.id, "stage": f.stage, "title": f.title}
-                        for name, f in pairs]}
+    return {"flights": [{"name": name} | _read(f, _OPENED) for name, f in pairs]}
+
+
+_NODE = ("id", "title", "stage", "ended_reason")  # gg.api.graphs.GraphNode
+_OPENED = ("id", "stage", "title")  # gg.api.graphs.GraphOpened
+
+
+def _read(value, names: tuple[str, ...]) -> dict:
+    """The fields ``names`` of a flight read from the store, as its answer carries them."""
+    return {name: getattr(value, name) for name in names}
