@@ -81,6 +81,7 @@ if TYPE_CHECKING:
     from gg.api import events as ev
     from gg.api import flights as f
     from gg.api import gates as g
+    from gg.api import graphs as gh
     from gg.api import groups as gr
     from gg.api import hooks as h
     from gg.api import id_tokens as it
@@ -96,6 +97,7 @@ else:
     ev = _lazy("gg.api.events")
     f = _lazy("gg.api.flights")
     g = _lazy("gg.api.gates")
+    gh = _lazy("gg.api.graphs")
     h = _lazy("gg.api.hooks")
     pe = _lazy("gg.api.people")
     pl = _lazy("gg.api.placement")
@@ -457,6 +459,17 @@ class Client:
         """The opened flight's row; ``plain``: read as sent (:class:`Plain`)."""
         answer = self.request("POST", paths.FLIGHTS, json=body)
         return Plain(answer) if plain else _one(f.FlightRow, answer)
+
+    def open_graph(self, flights: list[dict]) -> gh.GraphOpenedList:
+        """Open many flights in one transaction, all or none (``gg fly --file``): each
+        body is an open's with its ``name`` and the names it ``needs``."""
+        return _one(gh.GraphOpenedList, self.request("POST", paths.GRAPHS,
+                                                     json={"flights": flights}))
+
+    def graph(self, flight_id: str) -> gh.FlightGraph:
+        """The graph ``flight_id`` belongs to (``gg flights --graph F``)."""
+        return _one(gh.FlightGraph, self.request(
+            "GET", paths.FLIGHT_GRAPH.format(flight_id=flight_id)))
 
     def flights_page(self, stage: str | None = None, limit: int = 200,
                      cursor: str | None = None) -> f.FlightPage:

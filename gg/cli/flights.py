@@ -5,7 +5,9 @@ from __future__ import annotations
 import shlex
 import sys
 import time
-from typing import TYPE_CHECKING, List, Optional
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Iterator, List, Optional
 
 import typer
 
@@ -42,7 +44,7 @@ def register(app: typer.Typer) -> None:
 
 
 def fly(
-    command: List[str] = typer.Argument(..., metavar="-- CMD...", help="The command to run."),
+    command: List[str] = typer.Argument(None, metavar="-- CMD...", help="The command to run."),
     env: Optional[str] = typer.Option(None, "--env", metavar="NAME", help="Environment to fly in."),
     runner: Optional[str] = typer.Option(None, "--runner", metavar="R", help="Only this runner."),
     labels: Optional[str] = typer.Option(None, "--labels", metavar="k=v,...", help="Labels required."),
@@ -95,8 +97,15 @@ def fly(
                                        help="Processes it may have at once."),
     note: Optional[str] = typer.Option(None, "--note", metavar="TEXT",
                                        help="Free text for people, shown with the flight."),
+    file: Optional[str] = typer.Option(
+        None, "--file", metavar="FLIGHTS.yaml",
+        help="Open the flights of a file (flights: NAME: {command, needs, ...}), all or none."),
 ) -> None:
     """Open a flight."""
+    if file is not None or not command:  # gg fly --file: docs/work-graphs.md
+        from gg.cli.flights_file import fly_file
+
+        return fly_file(file, command, json_)
     if priority not in PRIORITIES:
         raise CliError(f"--priority must be one of {', '.join(PRIORITIES)} (got {priority!r})",
                        Exit.USAGE)
@@ -130,6 +139,9 @@ def fly(
         if problem := note_problem(note):
             raise CliError(problem, Exit.USAGE)
         body["note"] = note
+    if (bodies := _FILE_BODIES.get()) is not None:  # a flight of gg fly --file, parsed
+        bodies.append(body)
+        return None
     api = client()
     # the answers are only printed: read as sent, with no wire model (gg fly stays quick)
     flight = api.open_flight(body, plain=True)
@@ -152,6 +164,21 @@ def fly(
     if json_:
         emit_json(api.flight(flight.id, plain=True))
     raise typer.Exit(exit_code_of(final, api if not json_ else None))
+
+
+_FILE_BODIES: ContextVar[list | None] = ContextVar("gg_fly_file_bodies", default=None)
+
+
+@contextmanager
+def collecting() -> Iterator[list[dict]]:
+    """While it lasts, ``gg fly`` hands the open's body it built to this list instead of
+    sending it (gg.cli.flights_file: a file's flights are parsed by these very flags)."""
+    bodies: list[dict] = []
+    token = _FILE_BODIES.set(bodies)
+    try:
+        yield bodies
+    finally:
+        _FILE_BODIES.reset(token)
 
 
 def _job_contract(concurrency: str | None, cancel_in_progress: bool,
@@ -298,8 +325,14 @@ def list_flights(
     json_: bool = typer.Option(False, "--json"),
     watch_: bool = typer.Option(False, "--watch", "-w", help="Draw it again as it changes "
                                                              "(q or Ctrl-C quits)."),
+    graph: Optional[str] = typer.Option(None, "--graph", metavar="FLIGHT",
+                                        help="Draw the graph FLIGHT belongs to, with stages."),
 ) -> None:
     """Flights, newest first, with why each waiting one waits."""
+    if graph is not None:  # docs/work-graphs.md
+        from gg.cli.graphs import show_graph
+
+        return show_graph(graph, json_)
     if pending:
         from gg.cli.approvals import list_pending
 

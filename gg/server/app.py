@@ -31,6 +31,7 @@ from gg.server.routes import (
     fleet,
     flights,
     gates,
+    graphs,
     groups,
     hooks,
     id_tokens,
@@ -85,7 +86,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     calls = (claims.CLAIM, *lease_calls.CALLS, open_call.OPEN)
     ahead.document(app.router, calls, responses=errors.REFUSALS)
     for module in (people, runners, flights, gates, fleet, admin, placement, pools, hooks,
-                   approvals, services, groups, pull, consoles, id_tokens):
+                   approvals, services, groups, pull, consoles, id_tokens, graphs):
         app.include_router(module.router, responses=errors.REFUSALS)
     placement.install(app)
     web.install(app)  # the console's pages at / and /ui/ (docs/web-console.md)

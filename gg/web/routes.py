@@ -9,7 +9,7 @@ from typing import Annotated, Awaitable, Callable
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
-from gg.control import answers, console, flights, gates, pools
+from gg.control import answers, console, flights, gates, graphs, pools
 from gg.domain import console as rules
 from gg.domain.events import SEQ_MAX
 from gg.domain.flight_spec import FlightSpec
@@ -143,8 +143,11 @@ async def flight_page(flight_id: str, request: Request) -> Response:
         facts = flight["facts"]
         output = "".join(f["body"].get("text", "") for f in facts if f["kind"] == "output")
         others = [f for f in facts if f["kind"] != "output"]
+        graph = (graphs.graph_of(core, flight_id)  # docs/work-graphs.md
+                 if flight["after"] or flight["dependents"] else None)
         return _pages(request, "flight", f"flight {flight_id}",
-                      lambda p: {"flight": flight, "output": output, "facts": others},
+                      lambda p: {"flight": flight, "output": output, "facts": others,
+                                 "graph": graph},
                       flight=flight_id, facts_seen=facts[-1]["seq"] if facts else 0)
     return await _answer(request, make)
 

@@ -6,6 +6,7 @@ claim comes after its dependency's landing), never from timing (docs/work-graphs
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -119,3 +120,111 @@ def test_a_dependency_landing_on_one_replica_releases_a_dependent_to_a_claim_par
         second.flight(test)), timeout=60, what="the dependent to land")
     assert landed["attempt"] == 1
     assert seq_of(first, "info:flight:landed", build) < seq_of(first, "info:flight:claimed", test)
+
+
+THREE_STAGES = """\
+flights:
+  build:
+    command: [sh, -c, "{build}"]
+  test-1: {{command: [sh, -c, "echo one"], needs: [build], timeout: 5m}}
+  test-2: {{command: [sh, -c, "echo two"], needs: [build], labels: {{shard: "2"}}}}
+  test-3: {{command: [sh, -c, "echo three"], needs: build}}
+  publish:
+    command: [sh, -c, "echo publish"]
+    needs: [test-1, test-2, test-3]
+"""
+
+
+def fly_file(fleet, tmp_path, name: str, text: str, *args: str):
+    path = tmp_path / name
+    path.write_text(text)
+    return fleet.gg("fly", "--file", str(path), *args), path
+
+
+def test_a_file_of_three_stages_lands_in_order_and_a_failed_build_cancels_the_graph_below_it(
+        fleet, tmp_path):
+    fleet.runner("r1", labels="shard=2", workers=3)  # free slots: a held test would be taken
+    fleet.wait_online("r1")
+    api = fleet.api()
+
+    # bad files: one sentence at file:line:key each, and not one flight opened
+    bad = {
+        "cycle.yaml": ("flights:\n  a: {command: [echo, ok], needs: [b]}\n"
+                       "  b: {command: [echo, ok], needs: [a]}\n",
+                       ":2: flights.a.needs: needs go round in a cycle (a -> b -> a): no "
+                       "flight of it could ever start"),
+        "unknown.yaml": ("flights:\n  a:\n    command: [echo, ok]\n    needs: [bulid]\n",
+                         ":4: flights.a.needs[0]: no flight 'bulid' in this file (its flights "
+                         "are a)"),
+        "option.yaml": ("flights:\n  a: {command: [echo, ok]}\n  b:\n    command: [echo, ok]\n"
+                        "    timeout: soon\n",
+                        ":5: flights.b.timeout: 'soon' is not a duration (try 30, 500ms, 10m, "
+                        "12h or 30d)"),
+        "refused.yaml": ("flights:\n  a: {command: [echo, ok]}\n  b: {command: [echo, ok], env: prod}\n",
+                         None),
+    }
+    before = len(api.flights(limit=1000))
+    for name, (text, sentence) in bad.items():
+        done, path = fly_file(fleet, tmp_path, name, text)
+        assert done.returncode != 0 and done.stdout == "", (name, done.stderr)
+        if sentence is not None:
+            assert done.stderr == f"{path}{sentence}\n", name
+        else:  # refused by the server: the flight named, and the others not opened either
+            assert done.stderr.startswith("flight b: ") and "prod" in done.stderr
+            assert len(done.stderr.strip().splitlines()) == 1
+    assert len(api.flights(limit=1000)) == before
+
+    # build -> test x3 -> publish, opened at once: each name with its id
+    gate = tmp_path / "built"
+    done, _ = fly_file(fleet, tmp_path, "three.yaml", THREE_STAGES.format(
+        build=f"while [ ! -e {gate} ]; do sleep 0.05; done"), "--json")
+    assert done.returncode == 0, done.stderr
+    opened = json.loads(done.stdout)
+    assert [f["name"] for f in opened] == ["build", "test-1", "test-2", "test-3", "publish"]
+    assert all(set(f) == {"name", "id"} for f in opened)
+    ids = {f["name"]: f["id"] for f in opened}
+    wait_until(lambda: api.flight(ids["build"])["stage"] == "flying", what="build to fly")
+    assert api.flight(ids["test-1"])["waiting"] == f"waiting: {ids['build']} (build) is still flying"
+    drawn = fleet.gg("flights", "--graph", ids["test-2"], check=True).stdout
+    for name, flight_id in ids.items():
+        stage = "flying" if name == "build" else "ready"
+        assert re.search(rf"{name}\s+{flight_id}\s+{stage}", drawn), (name, drawn)
+    gate.touch()
+    ended(api, ids["publish"], "landed")
+    for test in ("test-1", "test-2", "test-3"):
+        assert seq_of(api, "info:flight:landed", ids["build"]) < seq_of(
+            api, "info:flight:claimed", ids[test])
+        assert seq_of(api, "info:flight:landed", ids[test]) < seq_of(
+            api, "info:flight:claimed", ids["publish"])
+    graph = json.loads(fleet.gg("flights", "--graph", ids["build"], "--json", check=True).stdout)
+    assert {n["id"]: n["stage"] for n in graph["nodes"]} == {i: "landed" for i in ids.values()}
+
+    # a failed build cancels everything below it, each naming the build
+    done, _ = fly_file(fleet, tmp_path, "broken.yaml", THREE_STAGES.format(build="exit 3"))
+    assert done.returncode == 0, done.stderr
+    lines = [line.split() for line in done.stdout.splitlines()]
+    assert [n for n, _ in lines] == ["build", "test-1", "test-2", "test-3", "publish"]
+    ids = dict(lines)
+    assert ended(api, ids["build"], "failed")["stage"] == "failed"
+    for name in ("test-1", "test-2", "test-3", "publish"):
+        gone = ended(api, ids[name], "cancelled", "landed")
+        assert (gone["stage"], gone["ended_reason"]) == (
+            "cancelled", f"dependency {ids['build']} failed"), name
+        assert not api.events(kind="info:flight:claimed", flight=ids[name], limit=10)
+
+
+def test_a_graph_opened_on_one_replica_lands_in_order_through_a_runner_on_another(
+        make_replicas):
+    replicas = make_replicas(2)
+    first, second = replicas.api(0), replicas.api(1)
+    replicas.runner("r", first=0, only=True)
+    wait_until(lambda: any(r["online"] for r in second.runners()), what="the runner online")
+    opened = second.open_graph([
+        {"name": "publish", "command": ["true"], "needs": ["build"]},
+        {"name": "build", "command": ["true"]}])["flights"]
+    ids = {f["name"]: f["id"] for f in opened}
+    landed = wait_until(lambda: (lambda f: f if f["stage"] == "landed" else None)(
+        first.flight(ids["publish"])), timeout=60, what="publish to land")
+    assert landed["after"][0]["id"] == ids["build"]
+    assert seq_of(first, "info:flight:landed", ids["build"]) < seq_of(
+        first, "info:flight:claimed", ids["publish"])
