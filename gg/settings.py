@@ -187,6 +187,9 @@ class Settings:
     # hooks' deliveries) is held by one replica for DUTY_TTL and renewed well before; a
     # replica that went away hands its duties on within DUTY_TTL.
     duty_ttl: float = 10.0
+    # Secrets (docs/jobs.md): the key file values are sealed under; empty: secrets.key in the
+    # data dir. Every replica must name the same key.
+    secrets_key_file: str = ""
     dev: bool = False
 
     @classmethod
@@ -232,7 +235,7 @@ class Settings:
         }
 
 
-_TEXTS = ("database_url",)  # taken as written
+_TEXTS = ("database_url", "secrets_key_file")  # taken as written
 # in bytes, or 512k, 10MB
 _SIZES = ("output_limit_default", "output_limit_max", "output_tail", "hook_answer_limit")
 

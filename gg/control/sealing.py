@@ -30,12 +30,13 @@ import binascii
 import hashlib
 import os
 import secrets
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from gg.domain.sealed import Sealed
 
 KEY_FILE = "secrets.key"  # in the server's data dir, unless GG_SECRETS_KEY_FILE names one
 NEW = ".new"  # a rotation's key, until its transaction committed
@@ -46,15 +47,6 @@ NONCE_BYTES = 12  # 96 bits, random per value
 
 class SealingError(Exception):
     """A key file that cannot be read or made, or a value no key here opens: one sentence."""
-
-
-@dataclass(frozen=True)
-class Sealed:
-    """A value as it is stored: the id of its key, its nonce and the ciphertext (with tag)."""
-
-    key_id: str
-    nonce: bytes
-    sealed: bytes
 
 
 def key_id(key: bytes) -> str:

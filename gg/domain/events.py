@@ -53,6 +53,10 @@ class EventKind(StrEnum):
     FLIGHT_APPROVED = "info:flight:approved"  # its approval gate cleared (gg approve, gg gate clear)
     FLIGHT_REJECTED = "info:flight:rejected"  # its approval refused: it ends cancelled
     FLIGHT_FORCED = "info:flight:forced"  # an admin cleared every gate a person may clear on it
+    # secrets (docs/jobs.md): names, never a value
+    SECRET_SET = "info:secret:set"
+    SECRET_REMOVED = "info:secret:removed"
+    SECRET_DELIVERED = "info:secret:delivered"  # with a grant: its names, flight, runner, epoch
     # services (docs/services.md)
     SERVICE_UPDATED = "info:service:updated"
     # consoles to a machine (docs/console.md)
