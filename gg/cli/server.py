@@ -272,10 +272,8 @@ def rotate_key(
     servers run (docs/jobs.md). The key file is GG_SECRETS_KEY_FILE, else secrets.key in the
     data dir; the previous key is kept beside it as secrets.key.old."""
     from gg import config
-    from gg.control import secrets as secret_ops
-    from gg.control.sealing import KEY_FILE, SealingError
+    from gg.server.rotate_key import SealingError, rotate
     from gg.settings import Settings
-    from gg.store import open_store
 
     directory = config.absolute(data_dir) if data_dir else config.data_dir()
     try:
@@ -283,18 +281,14 @@ def rotate_key(
     except ValueError as exc:
         raise CliError(str(exc), Exit.USAGE) from None
     _check_database_url(settings.database_url)
-    if not settings.database_url and not (directory / "gg.sqlite3").is_file():
-        raise CliError(f"there is no gg store in {directory}", Exit.NOT_FOUND)
-    path = Path(settings.secrets_key_file) if settings.secrets_key_file else directory / KEY_FILE
     os.umask(0o077)
-    store = open_store(directory, settings.database_url, pool_size=1)
     try:
-        key_id, count = secret_ops.rotate_key(store, path)
+        path, key_id, count = rotate(directory, settings.database_url,
+                                     settings.secrets_key_file)
+    except FileNotFoundError:
+        raise CliError(f"there is no gg store in {directory}", Exit.NOT_FOUND) from None
     except SealingError as exc:
         raise CliError(f"{exc}; nothing was changed", Exit.FAILURE) from None
-    finally:
-        store.close()
     typer.echo(f"new secrets key {key_id} in {path}: {count} secret{'s' if count != 1 else ''} "
                f"re-sealed under it in one transaction; the previous key is kept in {path}.old "
                "(a backup taken before now opens with it)")
-

@@ -124,7 +124,7 @@ class FlightSpec:
             object.__setattr__(self, "priority", Priority(self.priority))
         if self.concurrency is not None and type(self.concurrency) is not Concurrency:
             object.__setattr__(self, "concurrency", Concurrency.of(self.concurrency))
-        if self.secrets and not all(type(u) is Use for u in self.secrets):
+        if type(self.secrets) is not tuple or not all(type(u) is Use for u in self.secrets):
             object.__setattr__(self, "secrets", tuple(
                 u if type(u) is Use else Use(u["name"], u.get("envvar") or u["name"])
                 for u in self.secrets))
