@@ -181,9 +181,10 @@ def unopened(store, path: Path) -> str | None:
     missing = sealing.opens(path, store.secret_key_ids())
     if not missing:
         return None
-    return (f"the secrets key file {path} does not open {len(missing)} key's stored secrets "
-            f"(sealed under key {', '.join(sorted(missing))}): flights asking for them are "
-            "refused until GG_SECRETS_KEY_FILE names the key file every replica shares")
+    keys = ", ".join(sorted(missing))
+    return (f"the secrets key file {path} does not open the stored secrets sealed under key "
+            f"{keys}: flights asking for them are refused until GG_SECRETS_KEY_FILE names the "
+            "key file every replica shares")
 
 
 def rotate_key(store, path: Path) -> tuple[str, int]:
