@@ -341,3 +341,17 @@ def test_the_flight_page_shows_its_concurrency_key_and_its_grace(browser, owner)
     page = browser.get(f"/ui/flights/{shown.json()['id']}").text
     assert "deploy-prod (at most 2 at once, cancels older ones in progress)" in page
     assert "30s from SIGTERM to SIGKILL" in page
+
+
+def test_the_flight_page_names_its_secrets_and_never_shows_a_value(browser, owner):
+    value = "web-s3cret-value"
+    put = browser.put("/v1/secrets/DEPLOY_TOKEN", headers=auth(owner), json={"value": value})
+    assert put.status_code == 200 and value not in put.text, put.text
+    shown = browser.post("/v1/flights", headers=auth(owner), json={
+        "command": ["true"], "secrets": [{"name": "DEPLOY_TOKEN", "envvar": "TOKEN"}]})
+    assert shown.status_code == 201, shown.text
+    sign_in(browser, owner)
+    page = browser.get(f"/ui/flights/{shown.json()['id']}").text
+    assert "DEPLOY_TOKEN as $TOKEN" in page and value not in page
+    listed = browser.get("/v1/secrets", headers=auth(owner))
+    assert listed.json()[0]["name"] == "DEPLOY_TOKEN" and value not in listed.text
