@@ -199,6 +199,13 @@ def test_bad_secret_input_gets_one_sentence_and_changes_nothing(make_fleet, tmp_
     assert fleet.gg("secret", "set", "X", "--from-file", str(from_file)).returncode == 0
     assert [s["name"] for s in json.loads(
         fleet.gg("secrets", "--json", token=member, check=True).stdout)] == ["X"]
+    # a secret removed between the open and the grant: the runner fails the flight unstarted
+    waiting = _fly(fleet, "--secret", "X", "--", "sh", "-c", "echo started")
     removed = fleet.gg("secret", "remove", "X")
     assert removed.returncode == 0 and "secret X for every environment removed" in removed.stdout
     assert fleet.api().secrets() == []
+    fleet.runner("r1")
+    ended = wait_until(lambda: (lambda f: f if f["stage"] == "failed" else None)(
+        fleet.api().flight(waiting)), 60, what="the flight to fail")
+    assert ended["ended_reason"].startswith("secret X cannot be delivered: there is no secret X")
+    assert "started" not in _output(ended)
