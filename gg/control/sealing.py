@@ -103,7 +103,7 @@ def current_key(path: Path) -> bytes:
 
 def _keys(path: Path) -> dict[str, bytes]:
     """Every key this replica can find, by id: the current one, a rotation's, the old one."""
-    found = {}
+    found: dict[str, bytes] = {}
     for candidate in (path, Path(str(path) + NEW), Path(str(path) + OLD)):
         key = _read(candidate)
         if key is not None:

@@ -112,12 +112,15 @@ def check_open(core: Core, environment: str | None, uses: list[rules.Use]) -> No
     if problem := rules.uses_problem(uses):
         raise BadRequest(problem)
     scopes = core.store.secret_scopes(sorted({u.name for u in uses}))
-    for use in uses:
-        if refusal := rules.refusal(use.name, scopes[use.name], environment):
-            raise BadRequest(refusal)
-    path = key_file(core)
+    picked = {}
     for use in uses:
         scope = rules.pick(scopes[use.name], environment)
+        if scope is None:
+            raise BadRequest(rules.refusal(use.name, scopes[use.name], environment) or "")
+        picked[use.name] = scope
+    path = key_file(core)
+    for use in uses:
+        scope = picked[use.name]
         sealed = core.store.sealed_secret(use.name, scope)
         if sealed is None:
             continue
@@ -159,9 +162,10 @@ def for_grant(core: Core, flight: Flight) -> tuple[list[dict], str | None]:
     try:
         path = key_file(core)
         for name, envvar in uses:
-            if refusal := rules.refusal(name, scopes[name], flight.environment):
-                return [], f"secret {name} cannot be delivered: {refusal}"
             scope = rules.pick(scopes[name], flight.environment)
+            if scope is None:
+                refusal = rules.refusal(name, scopes[name], flight.environment)
+                return [], f"secret {name} cannot be delivered: {refusal}"
             sealed = core.store.sealed_secret(name, scope)
             if sealed is None:
                 return [], f"secret {name} was removed before the flight was granted"

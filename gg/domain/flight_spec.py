@@ -125,9 +125,7 @@ class FlightSpec:
         if self.concurrency is not None and type(self.concurrency) is not Concurrency:
             object.__setattr__(self, "concurrency", Concurrency.of(self.concurrency))
         if type(self.secrets) is not tuple or not all(type(u) is Use for u in self.secrets):
-            object.__setattr__(self, "secrets", tuple(
-                u if type(u) is Use else Use(u["name"], u.get("envvar") or u["name"])
-                for u in self.secrets))
+            object.__setattr__(self, "secrets", tuple(Use.of(u) for u in self.secrets))
 
     def problem(self) -> str | None:
         """Why no flight can have this spec, in one sentence (None: it can); what depends

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 ALL = ""  # the scope of a secret set without --env: every environment
 MASK = "***"
@@ -65,7 +66,14 @@ class Use:
                 raise ValueError(f"--secret {text}: {problem}")
         return cls(name, envvar)
 
-    def to_wire(self) -> dict:
+    @classmethod
+    def of(cls, value: Any) -> Use:
+        """A use, from itself or its wire form (``{"name", "envvar"}``)."""
+        if isinstance(value, Use):
+            return value
+        return cls(value["name"], value.get("envvar") or value["name"])
+
+    def to_wire(self) -> dict[str, str]:
         return {"name": self.name, "envvar": self.envvar}
 
 

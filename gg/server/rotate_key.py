@@ -8,8 +8,8 @@ from pathlib import Path
 
 from gg.control import secrets as secret_ops
 from gg.control.sealing import KEY_FILE, SealingError
-from gg.store import open_store
 from gg.server.vacuum import STORE_FILE
+from gg.store import open_store
 
 
 def key_path(data_dir: Path, key_file: str) -> Path:

@@ -4,7 +4,17 @@ import base64
 
 import pytest
 
-from gg.domain.secrets import ALL, MASK, Masker, Use, mask, name_problem, pick, refusal, uses_problem
+from gg.domain.secrets import (
+    ALL,
+    MASK,
+    Masker,
+    Use,
+    mask,
+    name_problem,
+    pick,
+    refusal,
+    uses_problem,
+)
 
 
 def _through(masker: Masker, chunks: list[str]) -> str:
