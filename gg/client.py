@@ -90,6 +90,7 @@ if TYPE_CHECKING:
     from gg.api import pools as po
     from gg.api import runners as r
     from gg.api import schemas as s
+    from gg.api import secrets as se
     from gg.api import services as sv
 else:
     keys = _lazy("gg.keys")
@@ -104,6 +105,7 @@ else:
     po = _lazy("gg.api.pools")
     r = _lazy("gg.api.runners")
     s = _lazy("gg.api.schemas")
+    se = _lazy("gg.api.secrets")
     ap = _lazy("gg.api.approvals")
     gr = _lazy("gg.api.groups")
     sv = _lazy("gg.api.services")
@@ -327,6 +329,21 @@ class Client:
 
     def remove_hook(self, hook_id: str) -> h.Hook:
         return _one(h.Hook, self.request("DELETE", paths.HOOK.format(hook_id=_segment(hook_id))))
+
+    # -- secrets (docs/jobs.md): a value goes in, never out ---------------------------------
+
+    def set_secret(self, name: str, value: str, environment: str | None = None) -> se.SecretSetAnswer:
+        return _one(se.SecretSetAnswer, self.request(
+            "PUT", paths.SECRET.format(name=_segment(name)),
+            json={"value": value, "environment": environment}))
+
+    def secrets(self) -> list[se.Secret]:
+        return _many(se.Secret, self.request("GET", paths.SECRETS))
+
+    def remove_secret(self, name: str, environment: str | None = None) -> se.SecretRemoved:
+        params = {"environment": environment} if environment else None
+        return _one(se.SecretRemoved, self.request(
+            "DELETE", paths.SECRET.format(name=_segment(name)), params=params))
 
     # -- runners (as the runner) ----------------------------------------------------------
 

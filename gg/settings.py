@@ -190,6 +190,9 @@ class Settings:
     # Identity tokens (docs/jobs.md): the issuer URL every token's ``iss`` and the discovery
     # document name; empty: the URL each request reached the server at.
     issuer: str = ""
+    # Secrets (docs/jobs.md): the key file values are sealed under; empty: secrets.key in the
+    # data dir. Every replica must name the same key.
+    secrets_key_file: str = ""
     dev: bool = False
 
     @classmethod
@@ -235,7 +238,7 @@ class Settings:
         }
 
 
-_TEXTS = ("database_url", "issuer")  # taken as written
+_TEXTS = ("database_url", "issuer", "secrets_key_file")  # taken as written
 # in bytes, or 512k, 10MB
 _SIZES = ("output_limit_default", "output_limit_max", "output_tail", "hook_answer_limit")
 

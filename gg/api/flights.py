@@ -130,11 +130,18 @@ class Linked(Answer):
     ended_reason: str | None = None
 
 
+class FlightSecretName(Answer):
+    """A secret the flight asked for (``--secret NAME[=ENVVAR]``): never its value."""
+    name: str
+    envvar: str
+
+
 class FlightDetail(FlightRow):
     approval: FlightApproval | None = None
     concurrency: FlightConcurrency | None = None  # gg fly --concurrency KEY[:N]
     grace: float | None = None  # seconds from SIGTERM to SIGKILL when it is stopped
     note: str | None = None  # gg fly --note: free text for people
+    secrets: list[FlightSecretName] = []  # gg fly --secret (docs/jobs.md)
     after: list[Linked] = []  # the flights it runs after, in the order given
     after_any: bool = False  # any ending of them will do, not only landing
     dependents: list[Linked] = []  # the flights opened --after it

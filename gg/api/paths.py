@@ -59,6 +59,10 @@ MEMBER_JOIN = "/v1/members/join"
 HOOKS = "/v1/hooks"
 HOOK = "/v1/hooks/{hook_id}"
 
+# -- secrets (docs/jobs.md) ----------------------------------------------------------------
+SECRETS = "/v1/secrets"
+SECRET = "/v1/secrets/{name}"
+
 # -- groups and the fleet-wide stop (docs/groups.md) -------------------------------------
 GROUPS = "/v1/groups"
 GROUP = "/v1/groups/{name}"

@@ -124,6 +124,13 @@ class CheckedIn(Answer):
     consoles: list[ConsoleCall] = []  # consoles waiting for it to dial in (docs/console.md)
 
 
+class FlightSecret(Answer):
+    """A secret delivered with a grant: put in the flight's environment as ``envvar``."""
+    name: str
+    envvar: str
+    value: str = Field(repr=False)  # never in a repr, a log line or a traceback's message
+
+
 class FlightForRunner(Answer):
     """Only what a runner needs to fly a flight."""
     id: str
@@ -141,6 +148,10 @@ class FlightForRunner(Answer):
     service: dict[str, Any] | None = None  # kind service: the spec to keep running
     grace: float | None = None  # seconds from SIGTERM to SIGKILL when stopped (None: 5s)
     limits: dict[str, Any] = {}  # resource limits asked (gg.domain.limits); the policy settles them
+    # gg fly --secret (docs/jobs.md): values opened at the grant, held in the runner's memory
+    # only; or why they could not be (the runner fails the flight without starting it)
+    secrets: list[FlightSecret] = []
+    secrets_refused: str | None = None
 
 
 class LeaseGrant(Answer):

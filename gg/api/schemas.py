@@ -232,6 +232,13 @@ class LimitsAsked(Request):
     pids: Annotated[int | None, Field(ge=1, le=4_194_304)] = None
 
 
+class SecretUse(Request):
+    """``gg fly --secret NAME[=ENVVAR]`` (docs/jobs.md): the variable is NAME unless given;
+    the names' shape is the domain's to judge (gg.domain.secrets.name_problem)."""
+    name: Annotated[str, StringConstraints(max_length=200)]
+    envvar: Annotated[str | None, StringConstraints(max_length=200)] = None
+
+
 class FlightOpen(Request):
     command: Annotated[list[Arg], Field(min_length=1, max_length=4096)]
     title: ShortText = ""
@@ -258,6 +265,7 @@ class FlightOpen(Request):
     limits: LimitsAsked = LimitsAsked()  # gg fly --cpus --memory --pids (gg.domain.limits)
     # gg fly --note: free text for people (gg.domain.flight_spec.note_problem says what fits)
     note: Annotated[str | None, StringConstraints(max_length=100_000)] = None
+    secrets: Annotated[list[SecretUse], Field(max_length=100)] = []  # gg fly --secret
 
 
 class PolicySet(Request):

@@ -51,6 +51,8 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
                         "runners, six flights."),
     "credentials": (("credentials",), "Credential references every runner registered (never a "
                                       "secret)."),
+    "secrets": (("secrets",), "Every secret: its name, scope, who set it and when (never a "
+                              "value)."),
     "pools": (("pools",), "Every pool: its members, its last attestation, and the flights "
                           "waiting on it."),
     "strategies": (("strategies",), "Every strategy: its pool, environment, bounds, image, and "
@@ -69,6 +71,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "fleet": (("fleet", "groups"), "Fleet profiles and enrolment of machines."),
     "credential": (("credentials",), "Secrets this runner keeps for flights (never sent "
                                      "anywhere)."),
+    "secret": (("secrets",), "Secrets flights receive as variables (values never shown)."),
     "pool": (("pools",), "Pools: managed sets of identical machines on one host."),
     "strategy": (("strategies",), "Pool strategies: how a pool is furnished and bounded."),
     "hook": (("hooks",), "Hooks: signed POSTs to a URL when flights end (admin)."),

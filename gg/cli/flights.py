@@ -100,6 +100,9 @@ def fly(
     file: Optional[str] = typer.Option(
         None, "--file", metavar="FLIGHTS.yaml",
         help="Open the flights of a file (flights: NAME: {command, needs, ...}), all or none."),
+    secret: list[str] = typer.Option(
+        [], "--secret", metavar="NAME[=ENVVAR]",
+        help="Put secret NAME in $ENVVAR (default $NAME); repeatable (docs/jobs.md)."),
 ) -> None:
     """Open a flight."""
     if file is not None or not command:  # gg fly --file: docs/work-graphs.md
@@ -131,6 +134,13 @@ def fly(
     if output_limit is not None:
         body["output_limit"] = _size("--output-limit", output_limit)
     body.update(_job_contract(concurrency, cancel_in_progress, grace))
+    if secret:  # --secret NAME[=ENVVAR]: names only; values go with the grant
+        from gg.domain.secrets import Use
+
+        try:
+            body["secrets"] = [Use.parse(s).to_wire() for s in secret]
+        except ValueError as exc:
+            raise CliError(str(exc), Exit.USAGE) from None
     if cpus is not None or memory is not None or pids is not None:
         from gg.cli.limits import parse_limits
 
@@ -444,6 +454,10 @@ def _contract_lines(f) -> list[str]:
     grace = getattr(f, "grace", None)
     if grace is not None:
         lines.append(f"  grace     {describe_duration(grace)} from SIGTERM to SIGKILL")
+    used = getattr(f, "secrets", None) or []  # --secret: names, never values
+    if used:
+        lines.append("  secrets   " + ", ".join(
+            s.name if s.envvar == s.name else f"{s.name} as ${s.envvar}" for s in used))
     return lines
 
 

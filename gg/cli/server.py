@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
     from gg.cli.id_tokens import register_server
 
     register_server(server_app)  # rotate-signing-key
+    server_app.command("rotate-key")(rotate_key)
     app.add_typer(server_app, name="server")
 
 
@@ -106,6 +107,8 @@ def server(
     from gg import trees
 
     trees.record(directory)  # its store and the owner's token are hidden from every flight
+    if app.state.secrets_unopened:
+        print(f"gg: {app.state.secrets_unopened}", file=sys.stderr)
     if owner_token is not None:
         print(f"gg: first start: organisation created; the owner's token is in {owner_token} "
               "(mode 0600)", file=sys.stderr)
@@ -257,3 +260,38 @@ def migrate(
     total = sum(copied.rows.values())
     typer.echo(f"copied {total} rows in {len(copied.rows)} tables from {from_data_dir} to "
                f"{_safe_url(to)}; start the server with --database URL")
+
+
+def rotate_key(
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", metavar="DIR",
+                                            help="The server's data dir (default: platformdirs "
+                                                 "data dir)."),
+    database: Optional[str] = typer.Option(
+        None, "--database", metavar="URL",
+        help="The replicas' PostgreSQL database (env GG_DATABASE_URL; default: SQLite in the "
+             "data dir)."),
+) -> None:
+    """Make a new secrets key and re-seal every secret under it in one transaction, while
+    servers run (docs/jobs.md). The key file is GG_SECRETS_KEY_FILE, else secrets.key in the
+    data dir; the previous key is kept beside it as secrets.key.old."""
+    from gg import config
+    from gg.server.rotate_key import SealingError, rotate
+    from gg.settings import Settings
+
+    directory = config.absolute(data_dir) if data_dir else config.data_dir()
+    try:
+        settings = Settings.from_env(**({"database_url": database} if database else {}))
+    except ValueError as exc:
+        raise CliError(str(exc), Exit.USAGE) from None
+    _check_database_url(settings.database_url)
+    os.umask(0o077)
+    try:
+        path, key_id, count = rotate(directory, settings.database_url,
+                                     settings.secrets_key_file)
+    except FileNotFoundError:
+        raise CliError(f"there is no gg store in {directory}", Exit.NOT_FOUND) from None
+    except SealingError as exc:
+        raise CliError(f"{exc}; nothing was changed", Exit.FAILURE) from None
+    typer.echo(f"new secrets key {key_id} in {path}: {count} secret{'s' if count != 1 else ''} "
+               f"re-sealed under it in one transaction; the previous key is kept in {path}.old "
+               "(a backup taken before now opens with it)")

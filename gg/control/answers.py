@@ -26,6 +26,7 @@ from gg.control import (
     people,
     retention,
     runners,
+    secrets,
 )
 from gg.control.core import Core
 from gg.control.people import public_person
@@ -142,6 +143,9 @@ def claimed(core: Core, runner: RunnerIdentity, got: tuple[Flight, Grant] | None
     grace = core.store.graces_of([flight.id]).get(flight.id)  # gg fly --grace
     if grace is not None:
         sent["grace"] = grace
+    delivered, refused = secrets.for_grant(core, flight)  # gg fly --secret: opened now
+    if delivered or refused:
+        sent["secrets"], sent["secrets_refused"] = delivered, refused
     return {"flight": sent,
             "policy": policy,
             "lease": {"epoch": grant.epoch, "expires_at": grant.expires_at,

@@ -15,6 +15,7 @@ from gg.control import keys_opened, pool_look
 from gg.control import leases as lease_ops
 from gg.control import limits as limit_ops
 from gg.control import runners as runner_ops
+from gg.control import secrets as secret_ops
 from gg.control import services as service_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
@@ -60,6 +61,7 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
             raise BadRequest("--after-any needs --after F1,F2: the flights to run after")
         after, held = dependency_ops.check_open(core, list(spec.after), spec.after_any)
         limit_ops.check_open(core, spec, target)  # gg fly --cpus --memory --pids
+        secret_ops.check_open(core, environment, list(spec.secrets))  # gg fly --secret
         limit = None if service is not None else timeouts.limit_for(
             spec.timeout, _default_timeout(core, environment), core.settings.flight_timeout_max)
         settled = replace(spec, title=spec.title or " ".join(spec.command)[:120], runner=target,
@@ -77,6 +79,7 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
         limit_ops.keep(core, flight.id, spec)
         if spec.note is not None:  # gg fly --note
             core.store.set_flight_note(flight.id, spec.note)
+        secret_ops.keep(core, flight.id, list(spec.secrets))  # names only
         core.event(EventKind.FLIGHT_OPENED, actor=person.name, flight_id=flight.id, at=now,
                    title=flight.title)
         superseded = keys_opened.record(core, flight, settled, now)  # key and grace
@@ -290,6 +293,7 @@ def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
     out.update(concurrency_ops.of_flight(core, flight_id))
     out["note"] = core.store.flight_note(flight_id)  # gg fly --note
     out.update(dependency_ops.view(core, flight_id))  # --after: both ways
+    out["secrets"] = secret_ops.names_of(core, flight_id)  # --secret: names, never values
     out["facts"] = core.store.facts(flight_id)
     grants = core.store.grants(flight_id)
     names = with_past_names(core, snap.names, [g["runner_id"] for g in grants])

@@ -15,6 +15,7 @@ from gg.control import concurrency as concurrency_ops
 from gg.control import duties as duty_ops
 from gg.control import groups as group_ops
 from gg.control import runners as runner_ops
+from gg.control import secrets as secret_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.control.lifecycle import move
 from gg.domain import leases, output, services
@@ -163,6 +164,7 @@ def _apply(core: Core, planned: tuple[list[Assignment], Keys],
                       runner_id=runner.id, ttl=core.settings.lease_ttl)
         if change is not None:  # the row as the compare-and-set left it, without reading it
             out.append((changed(a.flight, change), change.grant))
+            secret_ops.delivered(core, a.flight, runner.id, runner.name, change.grant.epoch, now)
             if runner.ephemeral:
                 took_one.add(runner.id)
                 runner_ops.after_ephemeral_grant(core, runner, now)

@@ -55,6 +55,10 @@ class EventKind(StrEnum):
     FLIGHT_FORCED = "info:flight:forced"  # an admin cleared every gate a person may clear on it
     FLIGHT_ID_TOKEN = "info:flight:id_token"  # an identity token minted for it (docs/jobs.md)
     SIGNING_KEY_ROTATED = "info:signing_key:rotated"  # identity tokens' signing key
+    # secrets (docs/jobs.md): names, never a value
+    SECRET_SET = "info:secret:set"
+    SECRET_REMOVED = "info:secret:removed"
+    SECRET_DELIVERED = "info:secret:delivered"  # with a grant: its names, flight, runner, epoch
     # services (docs/services.md)
     SERVICE_UPDATED = "info:service:updated"
     # consoles to a machine (docs/console.md)

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from gg.domain.concurrency import Concurrency, grace_problem
+from gg.domain.secrets import Use, name_problem, uses_problem
 
 
 class Priority(StrEnum):
@@ -71,6 +72,7 @@ _NOT_STORED += ("concurrency", "grace")  # tables flight_concurrency, flight_gra
 _NOT_STORED += ("after", "after_any")  # --after: rows of their own (gg.store.dependencies)
 _NOT_STORED += ("limits",)  # table flight_limits
 _NOT_STORED += ("note",)  # table flight_notes
+_NOT_STORED += ("secrets",)  # table flight_secrets (names only; docs/jobs.md)
 # What only names, orders or books a flight: changing it runs nothing new, so it is left out
 # of the digest an approval is given for (gg.domain.specs). Every other field is in it.
 RUNS_NOTHING_NEW: tuple[str, ...] = ("title", "output_limit", "priority", "approval",
@@ -79,6 +81,7 @@ RUNS_NOTHING_NEW += ("concurrency", "grace")  # when it flies, and how it is sto
 RUNS_NOTHING_NEW += ("after", "after_any")  # --after orders flights; it runs nothing
 RUNS_NOTHING_NEW += ("limits",)  # what it may use, not what it runs
 RUNS_NOTHING_NEW += ("note",)  # words for people
+RUNS_NOTHING_NEW += ("secrets",)  # what it may use; read back from its own table
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,6 +131,8 @@ class FlightSpec:
     limits: dict[str, Any] = field(default_factory=dict)
     # gg fly --note TEXT: free text for people, shown with the flight (table flight_notes)
     note: str | None = None
+    # --secret NAME[=ENVVAR] (gg.domain.secrets): names only, kept in flight_secrets
+    secrets: tuple[Use, ...] = ()
 
     def __post_init__(self) -> None:
         if type(self.command) is not tuple:
@@ -138,6 +143,8 @@ class FlightSpec:
             object.__setattr__(self, "priority", Priority(self.priority))
         if self.concurrency is not None and type(self.concurrency) is not Concurrency:
             object.__setattr__(self, "concurrency", Concurrency.of(self.concurrency))
+        if type(self.secrets) is not tuple or not all(type(u) is Use for u in self.secrets):
+            object.__setattr__(self, "secrets", tuple(Use.of(u) for u in self.secrets))
 
     def problem(self) -> str | None:
         """Why no flight can have this spec, in one sentence (None: it can); what depends
@@ -152,7 +159,11 @@ class FlightSpec:
             return problem
         if self.note is not None and (problem := note_problem(self.note)):
             return problem
-        return None
+        for use in self.secrets:  # --secret: the names, and no two in one variable
+            if problem := (name_problem(use.name) or
+                           name_problem(use.envvar, "a variable's name")):
+                return f"--secret {use.name}: {problem}"
+        return uses_problem(list(self.secrets))
 
     @property
     def requires(self) -> dict[str, str]:
@@ -181,6 +192,7 @@ class FlightSpec:
                    limits=dict(self.limits))
         if self.concurrency is not None:
             out["concurrency"] = self.concurrency.to_wire()
+        out["secrets"] = [u.to_wire() for u in self.secrets]
         if self.service is not None:
             out["service"] = {"port": self.service.get("port"),
                               "ready_cmd": self.service.get("ready_cmd")}

@@ -62,6 +62,7 @@ from gg.domain.flights import Outcome
 from gg.domain.health import FLIGHTS_AS_ROOT
 from gg.domain.leases import stop_margin
 from gg.domain.output import TRUNCATED
+from gg.domain.secrets import Masker
 from gg.domain.timeouts import timed_out_reason
 from gg.refusals import FlightEnded, OutputCapped, RunnerRetired
 from gg.runner import flight_identity, id_tokens, isolation, repository
@@ -165,6 +166,8 @@ class FlightRun:
     # goes alone once ``lease.started_within`` passed.
     _started: PendingStarted = field(default_factory=PendingStarted)
     _reporting: threading.Lock = field(default_factory=threading.Lock)  # reports in order
+    # gg fly --secret: every output chunk masked before it leaves (under ``_lock``)
+    _masker: Masker | None = None
 
     @property
     def id(self) -> str:
@@ -178,7 +181,8 @@ class FlightRun:
         try:
             try:
                 self.identity = self._take_identity()
-                refusal = self._settle_limits()  # before its launch: a container takes them
+                refusal = self.flight.secrets_refused or self._settle_limits()  # before
+                # its launch: its secrets could not be delivered; a container takes the limits
                 if refusal is not None:  # asked more than this runner gives, or cannot enforce
                     return self._hand_back(Outcome.FAILED.value, refusal)
                 launched_for = self._argv()
@@ -389,6 +393,8 @@ class FlightRun:
         env.update(self.desk.environment(workspace, Path(isolation.CONTAINER_WORKSPACE) if (
             self.policy or {}).get("isolation") == "container" else None))
         env.update(extra_env or {})
+        if not terminal:  # gg fly --secret: the flight's own processes, never a console's
+            env.update({s.envvar: s.value for s in self.flight.secrets})
         if not self.policy:
             raise isolation.IsolationUnavailable("no policy has been assigned yet")
         policy = self.policy
@@ -452,11 +458,16 @@ class FlightRun:
             self._take(decoder.decode(raw))
         return False
 
-    def _take(self, text: str) -> None:
-        """Buffer output to send while the flight's room lasts; past it, keep only the tail."""
-        data = text.encode("utf-8")
+    def _take(self, text: str, final: bool = False) -> None:
+        """Buffer output to send while the flight's room lasts; past it, keep only the tail.
+        Its secrets' values read ``***`` first (``final``: what masking held back, too)."""
         room, tail = self.flight.output_room, self.flight.output_tail
         with self._lock:
+            if self.flight.secrets:
+                if self._masker is None:
+                    self._masker = Masker.of([s.value for s in self.flight.secrets])
+                text = self._masker.feed(text) + (self._masker.rest() if final else "")
+            data = text.encode("utf-8")
             out = self._out
             if out.cut_at is None and (room is None or out.kept + len(data) <= room):
                 self._buffer.append(text)
@@ -508,6 +519,8 @@ class FlightRun:
     # -- reporting ----------------------------------------------------------------------
 
     def _flush(self, final: bool = False) -> None:
+        if final and self._masker is not None:
+            self._take("", final=True)  # what masking held back, masked
         with self._lock:
             text = "".join(self._buffer)
             self._buffer.clear()

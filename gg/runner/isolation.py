@@ -40,6 +40,7 @@ variables are a file bound read-only into the container and sourced there before
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import shutil
@@ -74,9 +75,12 @@ from gg.trees import recorded as recorded_trees
 
 DEFAULT_IMAGE = "docker.io/library/python:3.11-slim"
 CONTAINER_WORKSPACE = "/workspace"
-# Under the runner's state dir (hidden from every sandbox): each container's environment file,
-# in a directory of its own, while the container runs.
+# Each container's environment file, in a directory of its own, while the container runs:
+# under a directory of the runner's in memory (MEMORY, a tmpfs) when there is one, so that a
+# flight's variables (its secrets among them: docs/jobs.md) never reach a disk; else under the
+# runner's state dir (hidden from every sandbox).
 ENVIRONMENTS = "environments"
+MEMORY = Path("/dev/shm")
 # Host-specific variables that mean nothing (or the wrong thing) inside a container.
 # Bound read-only into every sandbox when present (a symbolic link stays a link).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
@@ -469,6 +473,29 @@ def _container(command: list[str], engine: str, workspace: Path, env: Mapping[st
                   private=path.parent)
 
 
+def environments_root(state_dir: Path | None) -> Path | None:
+    """Where a container's environment file goes: a directory only the runner's uid may
+    enter in MEMORY when that is a tmpfs (one that exists already and is not the runner's
+    own, 0700, is not used: anyone may make names there), else the state dir's."""
+    fallback = state_dir / ENVIRONMENTS if state_dir else None
+    try:
+        with open("/proc/self/mounts") as mounts:
+            if not any(line.split()[1:3] == [str(MEMORY), "tmpfs"] for line in mounts):
+                return fallback
+        tag = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
+        folder = MEMORY / f"gg-environments-{os.getuid()}-{tag}"
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+        st = os.lstat(folder)
+    except OSError:
+        return fallback
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return fallback
+    return folder
+
+
 def container_limits(limits: Mapping[str, Any]) -> list[str]:
     """A flight's resource limits as the engine's own flags: a container lives in the
     engine's cgroups, not the flight's (gg.domain.limits)."""
@@ -539,7 +566,7 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
         engine = str(capabilities["container_engine"])
         name = container_name or f"gg-{workspace.name[:40]}-{secrets.token_hex(4)}"
         return _container(command, engine, workspace, out_env, cut_net, image, name, terminal,
-                          drop_to, state_dir / ENVIRONMENTS if state_dir else None, limits)
+                          drop_to, environments_root(state_dir), limits)
     if policy.isolation == "none":
         if not cut_net:
             return Launch(argv=list(command), env=out_env, cwd=workspace)

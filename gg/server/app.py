@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -11,8 +12,10 @@ from fastapi import FastAPI
 from gg import __version__, web
 from gg.control import leases as lease_ops
 from gg.control import machine_console
+from gg.control import secrets as secret_ops
 from gg.control.core import Core
 from gg.control.people import bootstrap
+from gg.control.sealing import KEY_FILE
 from gg.control.wiring import wired
 from gg.server import ahead, claims, errors, lease_calls, liveness, metrics, open_call
 from gg.server.dispatch import Dispatcher, Watch
@@ -40,6 +43,7 @@ from gg.server.routes import (
     pools,
     pull,
     runners,
+    secrets,
     services,
 )
 from gg.server.source_rate import SourceRate
@@ -50,6 +54,8 @@ from gg.store import Store, hold_data_dir, open_store
 def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] = time.time,
                data_dir: Path | None = None) -> FastAPI:
     errors.quiet_framework_warnings()
+    if data_dir is not None and not settings.secrets_key_file:  # secrets.key in the data dir
+        settings = replace(settings, secrets_key_file=str(Path(data_dir) / KEY_FILE))
     # every feature's gate hooks and providers, registered here (gg.control.wiring)
     core = Core(store=store, settings=settings, clock=clock, wiring=wired())
     core.started_at = core.now()
@@ -68,6 +74,9 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.router.route_class = JsonRoute  # any route added on the app reads bodies strictly too
     app.state.core = core
     app.state.owner_token_path = owner_token_path  # where bootstrap wrote the owner's token
+    # stored secrets this replica's key file does not open: said once at start (gg server)
+    app.state.secrets_unopened = (secret_ops.unopened(store, Path(settings.secrets_key_file))
+                                  if settings.secrets_key_file else None)
     app.state.dispatcher = Dispatcher(core)
     app.state.watch = Watch(core)
     app.state.outbox = Outbox(core)
@@ -86,7 +95,7 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     calls = (claims.CLAIM, *lease_calls.CALLS, open_call.OPEN)
     ahead.document(app.router, calls, responses=errors.REFUSALS)
     for module in (people, runners, flights, gates, fleet, admin, placement, pools, hooks,
-                   approvals, services, groups, pull, consoles, id_tokens, graphs):
+                   approvals, services, groups, pull, consoles, id_tokens, graphs, secrets):
         app.include_router(module.router, responses=errors.REFUSALS)
     placement.install(app)
     web.install(app)  # the console's pages at / and /ui/ (docs/web-console.md)

@@ -23,7 +23,7 @@ from typing import Callable
 
 import sqlite_utils
 
-from gg.store import approvals, groups, id_tokens, placement, pull
+from gg.store import approvals, groups, id_tokens, placement, pull, secrets
 
 Step = Callable[[sqlite_utils.Database], None]
 
@@ -759,6 +759,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(920, "concurrency keys and a grace per flight", _concurrency_and_grace),
     Migration(930, "dependencies between flights", _dependencies),
     Migration(940, "flight limits", _flight_limits),
+    Migration(950, "secrets, sealed, and the secrets each flight uses", secrets.migrate_secrets),
     Migration(960, "identity tokens: signing keys", id_tokens.migrate_signing_keys),
     Migration(990, "flight notes", _flight_notes),
 )

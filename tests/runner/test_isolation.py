@@ -22,11 +22,12 @@ from gg.runner.flight_env import ENVIRONMENT_FILE, runner_env, sourcing
 from gg.runner.isolation import (
     CONTAINER_WORKSPACE,
     DEFAULT_IMAGE,
-    ENVIRONMENTS,
+    MEMORY,
     IsolationUnavailable,
     Launch,
     build,
     build_argv,
+    environments_root,
     layout,
     private_paths,
 )
@@ -393,7 +394,10 @@ def test_a_containers_engine_client_gets_the_runners_environment_and_the_contain
     assert not {k for k, v in flights.items() if launch.env.get(k) == v}
     assert "s3cret" not in " ".join(launch.argv)
     bound = _bound_environment(launch)
-    assert bound.parent.parent == state / ENVIRONMENTS and launch.private == bound.parent
+    # in memory where a tmpfs is mounted (a flight's secrets never reach a disk), else the
+    # state dir's
+    assert bound.parent.parent == environments_root(state) and launch.private == bound.parent
+    assert bound.parent.parent.parent in (state, MEMORY)
     assert stat.S_IMODE(bound.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(bound.stat().st_mode) == 0o444
     # What the container's shell makes of it: every value as it was, none but the host's

@@ -364,3 +364,17 @@ def test_a_note_with_a_control_character_is_refused_in_one_sentence_and_opens_no
     assert refused.status_code == 400, refused.text
     assert "control characters" in refused.json()["error"]["message"]
     assert len(app.state.core.store.db.all("SELECT id FROM flights")) == before
+
+
+def test_the_flight_page_names_its_secrets_and_never_shows_a_value(browser, owner):
+    value = "web-s3cret-value"
+    put = browser.put("/v1/secrets/DEPLOY_TOKEN", headers=auth(owner), json={"value": value})
+    assert put.status_code == 200 and value not in put.text, put.text
+    shown = browser.post("/v1/flights", headers=auth(owner), json={
+        "command": ["true"], "secrets": [{"name": "DEPLOY_TOKEN", "envvar": "TOKEN"}]})
+    assert shown.status_code == 201, shown.text
+    sign_in(browser, owner)
+    page = browser.get(f"/ui/flights/{shown.json()['id']}").text
+    assert "DEPLOY_TOKEN as $TOKEN" in page and value not in page
+    listed = browser.get("/v1/secrets", headers=auth(owner))
+    assert listed.json()[0]["name"] == "DEPLOY_TOKEN" and value not in listed.text
