@@ -21,6 +21,7 @@ FLIGHTS = "/v1/flights"
 FLIGHT = "/v1/flights/{flight_id}"
 FLIGHT_FACTS = "/v1/flights/{flight_id}/facts"
 FLIGHT_CANCEL = "/v1/flights/{flight_id}/cancel"
+FLIGHT_RERUN = "/v1/flights/{flight_id}/rerun"  # gg rerun: a new flight from its spec
 EVENTS = "/v1/events"
 ESTIMATE_ACCURACY = "/v1/estimates/accuracy"  # start estimates against the starts (docs/waiting.md)
 GATES = "/v1/gates"

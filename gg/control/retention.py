@@ -41,7 +41,8 @@ def prune_batch(core: Core) -> Pruned:
             ids = core.store.prunable_flights(cutoff, limit)
             if ids:
                 for table in ("facts", "grants", "events", "flight_concurrency", "flight_grace",
-                              "flight_after", "flight_dependencies", "flight_limits"):
+                              "flight_after", "flight_dependencies", "flight_limits",
+                              "flight_retries", "flight_attempts", "flight_reruns"):
                     rows += core.store.delete_flight_children(table, ids, limit - rows)
                     if rows >= limit:
                         break

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from gg.domain.concurrency import Concurrency, grace_problem
+from gg.domain.retries import Retry
 
 
 class Priority(StrEnum):
@@ -55,6 +56,7 @@ _NOT_STORED: tuple[str, ...] = ("approval", "approver")
 _NOT_STORED += ("concurrency", "grace")  # tables flight_concurrency, flight_grace
 _NOT_STORED += ("after", "after_any")  # --after: rows of their own (gg.store.dependencies)
 _NOT_STORED += ("limits",)  # table flight_limits
+_NOT_STORED += ("retry",)  # table flight_retries (gg.store.retries)
 # What only names, orders or books a flight: changing it runs nothing new, so it is left out
 # of the digest an approval is given for (gg.domain.specs). Every other field is in it.
 RUNS_NOTHING_NEW: tuple[str, ...] = ("title", "output_limit", "priority", "approval",
@@ -62,6 +64,7 @@ RUNS_NOTHING_NEW: tuple[str, ...] = ("title", "output_limit", "priority", "appro
 RUNS_NOTHING_NEW += ("concurrency", "grace")  # when it flies, and how it is stopped
 RUNS_NOTHING_NEW += ("after", "after_any")  # --after orders flights; it runs nothing
 RUNS_NOTHING_NEW += ("limits",)  # what it may use, not what it runs
+RUNS_NOTHING_NEW += ("retry",)  # how often the same thing runs again, not what runs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +112,9 @@ class FlightSpec:
     # resource limits asked (gg.domain.limits: cpus, memory, pids): kept in a table of their
     # own (no flights column), settled by the runner's policy where it flies
     limits: dict[str, Any] = field(default_factory=dict)
+    # --retries N --retry-on --retry-delay --retry-elsewhere (gg.domain.retries): as asked,
+    # or settled with the environment's defaults; kept in table flight_retries
+    retry: Retry | None = None
 
     def __post_init__(self) -> None:
         if type(self.command) is not tuple:
@@ -119,6 +125,8 @@ class FlightSpec:
             object.__setattr__(self, "priority", Priority(self.priority))
         if self.concurrency is not None and type(self.concurrency) is not Concurrency:
             object.__setattr__(self, "concurrency", Concurrency.of(self.concurrency))
+        if self.retry is not None and type(self.retry) is not Retry:
+            object.__setattr__(self, "retry", Retry.of(self.retry))
 
     def problem(self) -> str | None:
         """Why no flight can have this spec, in one sentence (None: it can); what depends
@@ -130,6 +138,8 @@ class FlightSpec:
         if self.concurrency is not None and (problem := self.concurrency.problem()):
             return problem
         if self.grace is not None and (problem := grace_problem(self.grace)):
+            return problem
+        if self.retry is not None and (problem := self.retry.problem()):
             return problem
         return None
 
@@ -160,6 +170,8 @@ class FlightSpec:
                    limits=dict(self.limits))
         if self.concurrency is not None:
             out["concurrency"] = self.concurrency.to_wire()
+        if self.retry is not None:
+            out["retry"] = self.retry.to_wire()
         if self.service is not None:
             out["service"] = {"port": self.service.get("port"),
                               "ready_cmd": self.service.get("ready_cmd")}

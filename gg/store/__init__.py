@@ -18,6 +18,7 @@ from gg.store.concurrency import ConcurrencyRows
 from gg.store.consoles import ConsoleRows
 from gg.store.db import Database
 from gg.store.dependencies import DependencyRows
+from gg.store.retries import RetryRows
 from gg.store.duties import DutyRows
 from gg.store.estimates import EstimateRows
 from gg.store.events import EventRows
@@ -45,7 +46,7 @@ def is_url(target: object) -> bool:
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows,
             EstimateRows, ApprovalRows, GroupRows, PullRows, ConsoleRows, DutyRows,
-            ConcurrencyRows, DependencyRows):
+            ConcurrencyRows, DependencyRows, RetryRows):
     """The store: SQLite at a path (the embedded default), PostgreSQL at a postgresql:// URL."""
 
     db: Database

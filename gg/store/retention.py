@@ -20,7 +20,8 @@ EVENTS_PRUNED_BEFORE = "retention:events_pruned_before"
 _CHILDREN = {"facts": "seq", "grants": "rowid", "events": "seq",
              "flight_concurrency": "flight_id", "flight_grace": "flight_id",
              "flight_after": "flight_id", "flight_dependencies": "flight_id",
-             "flight_limits": "flight_id"}
+             "flight_limits": "flight_id", "flight_retries": "flight_id",
+             "flight_attempts": "rowid", "flight_reruns": "flight_id"}
 
 
 class RetentionRows:
