@@ -18,8 +18,9 @@
 
 ``environments`` is required and may be empty (then no flight may name an environment once
 the root is applied). Each ``timeout`` and ``retries`` key and each ``approvals`` item must be
-one of ``environments``; a ``retries`` value is held to gg.domain.retries' bounds. Whether each name is charted, or advertised by a live runner, is for
-the control plane to decide when the root is applied; this module only checks the file.
+one of ``environments``; a ``retries`` value is held to gg.domain.retries' bounds. Whether
+each name is charted, or advertised by a live runner, is for the control plane to decide
+when the root is applied; this module only checks the file.
 """
 
 from __future__ import annotations

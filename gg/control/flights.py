@@ -14,13 +14,12 @@ from gg.control import groups as group_ops
 from gg.control import keys_opened, pool_look
 from gg.control import leases as lease_ops
 from gg.control import limits as limit_ops
-from gg.control import runners as runner_ops
 from gg.control import retries as retry_ops
+from gg.control import runners as runner_ops
 from gg.control import services as service_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
-from gg.domain import approvals, fitness, output, paging, retries, services, specs, timeouts
-from gg.domain import tokens
+from gg.domain import approvals, fitness, output, paging, retries, services, specs, timeouts, tokens
 from gg.domain.concurrency import Keys
 from gg.domain.console import may_cancel
 from gg.domain.events import EventKind
@@ -315,7 +314,8 @@ def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
     out["facts"] = core.store.facts(flight_id)
     grants = core.store.grants(flight_id)
     names = with_past_names(core, snap.names, [g["runner_id"] for g in grants])
-    out["attempts"] = retry_ops.attempts(core, flight, grants, out["facts"], names)
+    out["attempts"] = retry_ops.attempts(core, flight, grants=grants, facts=out["facts"],
+                                         names=names)
     return out
 
 

@@ -281,7 +281,7 @@ def hand_back(core: Core, runner: Runner | RunnerIdentity, flight_id: str, *, ep
                       runner_id=runner.id, exit_code=exit_code, reason=reason, key=key,
                       retry=retry)
         if change is not None and retry is not None:  # a new attempt: ready again
-            retry_ops.note(core, flight, retry, runner.id, now)
+            retry_ops.note(core, flight, retry, runner_id=runner.id, now=now)
         _settle_runner(core, runner.id, now)
         stage = (Stage(change.to).value if change is not None
                  else core.store.flight(flight_id).stage)

@@ -43,7 +43,7 @@ def decide(core: Core, flight: Flight, *, outcome: str, exit_code: int | None,
                           reason=reason, runner_id=runner_id, now=now)
 
 
-def note(core: Core, flight: Flight, decision: Decision, runner_id: str, now: float) -> None:
+def note(core: Core, flight: Flight, decision: Decision, *, runner_id: str, now: float) -> None:
     """The retry was applied: keep its number, its delay and why (same transaction)."""
     core.store.note_retry(flight.id, decision, epoch=flight.epoch, runner_id=runner_id, at=now)
 
@@ -89,7 +89,7 @@ def view(core: Core, flight_id: str) -> dict:
     return out
 
 
-def attempts(core: Core, flight: Flight, grants: list[dict], facts: list[dict],
+def attempts(core: Core, flight: Flight, *, grants: list[dict], facts: list[dict],
              names: dict[str, str]) -> list[dict]:
     """Its attempts (one per grant), each with how it ended and why, read from the facts of
     its epoch: the holder's ``exit`` or ``returned`` hand-back, the control plane's

@@ -18,7 +18,6 @@ from gg.store.concurrency import ConcurrencyRows
 from gg.store.consoles import ConsoleRows
 from gg.store.db import Database
 from gg.store.dependencies import DependencyRows
-from gg.store.retries import RetryRows
 from gg.store.duties import DutyRows
 from gg.store.estimates import EstimateRows
 from gg.store.events import EventRows
@@ -33,6 +32,7 @@ from gg.store.placement import PlacementRows
 from gg.store.pools import PoolRows
 from gg.store.pull import PullRows
 from gg.store.retention import RetentionRows
+from gg.store.retries import RetryRows
 from gg.store.runners import RunnerRows
 from gg.store.sessions import SessionRows
 from gg.store.sqlite import SqliteDatabase

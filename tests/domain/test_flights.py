@@ -8,7 +8,6 @@ import itertools
 import pytest
 
 from gg.domain.flight_spec import FlightSpec
-from gg.domain.retries import Decision
 from gg.domain.flights import (
     TRANSITIONS,
     Change,
@@ -22,6 +21,7 @@ from gg.domain.flights import (
     opened,
     transition,
 )
+from gg.domain.retries import Decision
 
 NOW = 200.0
 ACTOR = "someone"

@@ -12,8 +12,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-import pg_support
 from gg.domain.retries import clock
+
+import pg_support
 from support import FAST, Fleet, flight_workspace, wait_until
 
 # fails (exit 1) until it has been run N times, counting its runs in a file
