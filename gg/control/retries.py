@@ -16,13 +16,19 @@ from gg.domain import retries
 from gg.domain.flights import Flight
 from gg.domain.matching import Seat, elsewhere
 from gg.domain.retries import Decision, Retry
+from gg.errors import BadRequest
 
 
 def settle(core: Core, asked: Retry | None, environment: str | None) -> Retry | None:
     """A new flight's retry settings: as asked, else its environment's ``retries:`` in the
     root envelope (None: it has no retries)."""
     default = core.store.root_retries().get(environment) if environment else None
-    return retries.settle(asked, default)
+    settled = retries.settle(asked, default)
+    if settled is None and asked is not None and asked.retries is None and (
+            asked.on is not None or asked.delay is not None or asked.elsewhere):
+        raise BadRequest("--retry-on, --retry-delay and --retry-elsewhere need --retries N "
+                         "(or retries: for its environment in the root envelope)")
+    return settled
 
 
 def keep(core: Core, flight_id: str, settled: Retry | None) -> None:

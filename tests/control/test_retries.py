@@ -51,3 +51,7 @@ def test_a_flight_takes_its_environments_default_unless_it_says(core, owner):
     assert retry_ops.settle(core, Retry(retries=0), "ui") is None
     assert retry_ops.settle(core, None, "api") is None
     assert core.store.root_retries() == {"ui": Retry(retries=2, delay=5.0)}
+    assert retry_ops.settle(core, Retry(delay=9.0), "ui").delay == 9.0
+    with pytest.raises(GGError) as refused:  # a delay for retries nobody asked for
+        retry_ops.settle(core, Retry(delay=9.0), "api")
+    assert refused.value.status == 400 and "need --retries N" in str(refused.value)
