@@ -526,6 +526,11 @@ class Client:
         return _one(f.EstimateAccuracy, self.request("GET", paths.ESTIMATE_ACCURACY,
                                                      params=params))
 
+    def rerun(self, flight_id: str, changes: dict) -> f.FlightRow:
+        """``gg rerun``: a new flight from ``flight_id``'s spec, with ``changes``."""
+        return _one(f.FlightRow, self.request(
+            "POST", paths.FLIGHT_RERUN.format(flight_id=flight_id), json=changes))
+
     def cancel(self, flight_id: str) -> f.FlightDetail:
         return _one(f.FlightDetail, self.request(
             "POST", paths.FLIGHT_CANCEL.format(flight_id=flight_id)))

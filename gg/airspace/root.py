@@ -8,11 +8,19 @@
       nightly: 12h
     approvals: [ui]     # optional: environments whose every flight waits for an approval
                         # (gg approve F; docs/approvals.md)
+    retries:            # optional: how often a failed flight in each environment is tried
+      ui: 2             # again when gg fly --retries does not say (docs/jobs.md); N alone,
+      nightly:          # or the settings by name (each one not given: gg fly's default)
+        retries: 3
+        on: [failed, timed-out]
+        delay: 30s
+        elsewhere: true
 
 ``environments`` is required and may be empty (then no flight may name an environment once
-the root is applied). Each ``timeout`` key and each ``approvals`` item must be one of
-``environments``. Whether each name is charted, or advertised by a live runner, is for
-the control plane to decide when the root is applied; this module only checks the file.
+the root is applied). Each ``timeout`` and ``retries`` key and each ``approvals`` item must be
+one of ``environments``; a ``retries`` value is held to gg.domain.retries' bounds. Whether
+each name is charted, or advertised by a live runner, is for the control plane to decide
+when the root is applied; this module only checks the file.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from gg.airspace.errors import AirspaceError
 from gg.airspace.fields import Checked, Fields, sort_errors
 from gg.airspace.yamlfile import Document, document_from_mapping, read_yaml
 from gg.domain.profiles import name_problem
+from gg.domain.retries import KINDS, RETRIES_MAX, Retry
 from gg.settings import parse_duration
 
 __all__ = ["Root", "load_root", "read_root", "root_from_mapping"]
@@ -39,6 +48,7 @@ class Root:
     environments: tuple[str, ...]
     timeouts: Mapping[str, float] = field(default_factory=dict)
     approvals: tuple[str, ...] = ()
+    retries: Mapping[str, Retry] = field(default_factory=dict)  # default retries per environment
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"environments": list(self.environments)}
@@ -46,13 +56,17 @@ class Root:
             data["timeout"] = dict(self.timeouts)
         if self.approvals:
             data["approvals"] = list(self.approvals)
+        if self.retries:
+            data["retries"] = {env: {k: v for k, v in r.to_wire().items() if v is not None}
+                               for env, r in self.retries.items()}
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Root:
         return cls(environments=tuple(data.get("environments", ())),
                    timeouts=dict(data.get("timeout") or {}),
-                   approvals=tuple(data.get("approvals") or ()))
+                   approvals=tuple(data.get("approvals") or ()),
+                   retries={env: Retry.of(r) for env, r in (data.get("retries") or {}).items()})
 
 
 def read_root(doc: Document) -> Checked[Root]:
@@ -63,6 +77,7 @@ def read_root(doc: Document) -> Checked[Root]:
         return Checked(None, sort_errors(errors))
     names = fields.texts("environments", required=True, check=name_problem)
     timeouts = _timeouts(fields.section("timeout"), names or ())
+    retries = _retries(fields.section("retries"), names or ())
     listed = names or ()
     approvals = fields.texts(
         "approvals", check=lambda n: None if n in listed else
@@ -70,7 +85,8 @@ def read_root(doc: Document) -> Checked[Root]:
     fields.finish()
     if errors or names is None or approvals is None:
         return Checked(None, sort_errors(errors))
-    return Checked(Root(environments=names, timeouts=timeouts, approvals=approvals))
+    return Checked(Root(environments=names, timeouts=timeouts, approvals=approvals,
+                        retries=retries))
 
 
 def _timeouts(section: Fields | None, names: tuple[str, ...]) -> dict[str, float]:
@@ -97,6 +113,56 @@ def _timeouts(section: Fields | None, names: tuple[str, ...]) -> dict[str, float
             continue
         found[key] = seconds
     return found
+
+
+def _retries(section: Fields | None, names: tuple[str, ...]) -> dict[str, Retry]:
+    """``retries: {ENV: N}`` or ``{ENV: {retries, on, delay, elsewhere}}``: every key an
+    environment listed, every value within gg.domain.retries' bounds."""
+    found: dict[str, Retry] = {}
+    if section is None:
+        return found
+    for key, value in section.data.items():
+        if key not in names:
+            section.known.append(key)
+            section.fail(key, f"is not one of environments ({', '.join(names) or 'none'})",
+                         at="key")
+            continue
+        if not isinstance(value, dict):
+            n = section.integer(key, required=True, minimum=0, maximum=RETRIES_MAX)
+            if n is not None:
+                found[key] = Retry(retries=n)
+            continue
+        one = section.section(key)
+        if one is None:
+            continue
+        n = one.integer("retries", minimum=0, maximum=RETRIES_MAX)
+        on = one.texts("on", non_empty=True, options=KINDS) if "on" in one.data else None
+        delay = _delay(one)
+        elsewhere = one.boolean("elsewhere", default=False) if "elsewhere" in one.data else None
+        one.finish()
+        if "on" in one.data and on is None:
+            continue
+        found[key] = Retry(retries=n, on=on, delay=delay, elsewhere=elsewhere)
+    return found
+
+
+def _delay(one: Fields) -> float | None:
+    """A retry's ``delay``: a duration longer than 0 and at most a day."""
+    value = one.data.get("delay")
+    one.known.append("delay")
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError(f"{value!r} is not a duration (try 30, 500ms, 10m, 12h or 30d)")
+        seconds = float(value) if not isinstance(value, str) else parse_duration(value)
+    except ValueError as exc:
+        one.fail("delay", str(exc))
+        return None
+    if problem := Retry(delay=seconds).problem():
+        one.fail("delay", problem.replace("--retry-delay", "delay"))
+        return None
+    return seconds
 
 
 def load_root(path: str | Path) -> Root:

@@ -90,6 +90,23 @@ class Attempt(Answer):
     runner: str
     runner_name: str
     granted_at: float
+    # how it ended (None while it flies): landed, failed, returned, expired or cancelled;
+    # ``reason`` in words ("exit 1", "timed out after 2s", "lease expired"), and ``retry``
+    # when a failure was retried ("retry 1 of 3 after exit 1", gg.domain.retries)
+    ended: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    retry: str | None = None
+    offered_at: float | None = None  # a delayed retry: when it was offered again (from)
+
+
+class FlightRetry(Answer):
+    """Its retry settings (``gg fly --retries N ...``, docs/jobs.md), settled."""
+    retries: int
+    on: list[str]
+    delay: float | None = None
+    elsewhere: bool = False
+    text: str = ""
 
 
 class ApprovalWaiting(Answer):
@@ -145,6 +162,10 @@ class FlightDetail(FlightRow):
     after: list[Linked] = []  # the flights it runs after, in the order given
     after_any: bool = False  # any ending of them will do, not only landing
     dependents: list[Linked] = []  # the flights opened --after it
+    retry: FlightRetry | None = None  # gg fly --retries N [--retry-on ...]
+    retried: int = 0  # retries used so far
+    rerun_of: str | None = None  # gg rerun: the flight this one reran
+    reruns: list[str] = []  # the flights rerun from this one, oldest first
     stopping: str | None = None  # a retired runner is stopping it
     time_left: float | None = None  # flying with a limit: seconds it may still run
     time_left_sentence: str | None = None  # e.g. "may run 1m 20s more"

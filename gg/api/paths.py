@@ -23,6 +23,7 @@ FLIGHT_FACTS = "/v1/flights/{flight_id}/facts"
 FLIGHT_CANCEL = "/v1/flights/{flight_id}/cancel"
 FLIGHT_GRAPH = "/v1/flights/{flight_id}/graph"  # the graph it belongs to (docs/work-graphs.md)
 GRAPHS = "/v1/graphs"  # many flights opened at once, in one transaction (gg fly --file)
+FLIGHT_RERUN = "/v1/flights/{flight_id}/rerun"  # gg rerun: a new flight from its spec
 EVENTS = "/v1/events"
 ESTIMATE_ACCURACY = "/v1/estimates/accuracy"  # start estimates against the starts (docs/waiting.md)
 GATES = "/v1/gates"

@@ -36,6 +36,7 @@ class RootApply(Request):
     environments: Annotated[list[Any], Field(max_length=1000)]
     timeout: Annotated[dict[str, Any], Field(max_length=1000)] | None = None  # ENV -> duration
     approvals: Annotated[list[Any], Field(max_length=1000)] | None = None  # ENVs needing one
+    retries: Annotated[dict[str, Any], Field(max_length=1000)] | None = None  # ENV -> retries
 
 
 class OwnershipSet(Request):
@@ -74,6 +75,7 @@ class RootView(Answer):
     not_in_force: list[str]
     timeouts: dict[str, float] = {}  # default run-time limit per environment, in seconds
     approvals: list[str] = []  # environments whose every flight waits for an approval
+    retries: dict[str, dict] = {}  # default retries per environment (gg.domain.retries)
 
 
 class RootApplied(RootView):

@@ -224,6 +224,18 @@ class ConcurrencyOpen(Request):
     cancel_in_progress: bool = False
 
 
+class RetryOpen(Request):
+    """``gg fly --retries N [--retry-on failed,timed-out] [--retry-delay DUR]
+    [--retry-elsewhere]`` (docs/jobs.md); a field left null takes the environment's default
+    (the root envelope's ``retries:``). The ranges are the domain's to judge, with a sentence
+    (gg.domain.retries.Retry.problem)."""
+    retries: int | None = None
+    on: Annotated[list[Annotated[str, StringConstraints(max_length=100)]] | None,
+                  Field(max_length=10)] = None
+    delay: float | None = None  # seconds
+    elsewhere: bool | None = None
+
+
 class LimitsAsked(Request):
     """A flight's resource limits: cores, bytes of memory, processes (None: the policy's)."""
 
@@ -266,6 +278,18 @@ class FlightOpen(Request):
     # gg fly --note: free text for people (gg.domain.flight_spec.note_problem says what fits)
     note: Annotated[str | None, StringConstraints(max_length=100_000)] = None
     secrets: Annotated[list[SecretUse], Field(max_length=100)] = []  # gg fly --secret
+    retry: RetryOpen | None = None  # gg fly --retries ... (gg.domain.retries)
+
+
+class RerunOpen(Request):
+    """``gg rerun F [--with KEY=VALUE ...]`` (docs/jobs.md): what to change of F's spec; a
+    field left null keeps F's (``retry``: each of its fields likewise)."""
+    title: ShortText | None = None
+    environment: Annotated[str | None, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}$")] = None
+    runner: Annotated[str | None, StringConstraints(min_length=1, max_length=64)] = None
+    priority: Priority | None = None
+    timeout: Annotated[float | None, Field(gt=0, le=10 * 365 * 86400)] = None  # seconds
+    retry: RetryOpen | None = None
 
 
 class PolicySet(Request):

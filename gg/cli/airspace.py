@@ -98,3 +98,9 @@ def show(json_: bool = typer.Option(False, "--json")) -> None:
 
         typer.echo("timeout: " + ", ".join(f"{name} {describe(seconds)}"
                                            for name, seconds in root.timeouts.items()))
+    if root.retries:
+        from gg.domain.retries import Retry, settle
+
+        typer.echo("retries: " + ", ".join(
+            f"{name} {(settle(None, Retry.of(r)) or Retry(retries=0)).text}"
+            for name, r in root.retries.items()))

@@ -41,6 +41,8 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
                            "it waits."),
     "cancel": (("flights",), "Cancel a flight; a flying one is stopped by its runner within one "
                              "renewal."),
+    "rerun": (("flights",), "Open a new flight from FLIGHT's spec (with changes), linked to it "
+                            "both ways."),
     "gates": (("gates",), "Open gates: what each guards, why, and who may clear it."),
     "environments": (("environments",), "Every environment: meaning, gate, and the runners that "
                                         "advertise it."),

@@ -41,6 +41,7 @@ def register(app: typer.Typer) -> None:
     app.command("flights")(list_flights)
     app.command("show")(show)
     app.command("cancel")(cancel)
+    app.command("rerun")(rerun)
 
 
 def fly(
@@ -103,6 +104,14 @@ def fly(
     secret: list[str] = typer.Option(
         [], "--secret", metavar="NAME[=ENVVAR]",
         help="Put secret NAME in $ENVVAR (default $NAME); repeatable (docs/jobs.md)."),
+    retries: Optional[int] = typer.Option(None, "--retries", metavar="N",
+                                          help="Try it again up to N times (0-10) if it fails."),
+    retry_on: Optional[str] = typer.Option(None, "--retry-on", metavar="failed,timed-out",
+                                           help="Which endings are retried (default failed)."),
+    retry_delay: Optional[str] = typer.Option(None, "--retry-delay", metavar="DUR",
+                                              help="Offer each retry only after DUR."),
+    retry_elsewhere: bool = typer.Option(False, "--retry-elsewhere",
+                                         help="Retry on another runner while one could take it."),
 ) -> None:
     """Open a flight."""
     if file is not None or not command:  # gg fly --file: docs/work-graphs.md
@@ -141,6 +150,9 @@ def fly(
             body["secrets"] = [Use.parse(s).to_wire() for s in secret]
         except ValueError as exc:
             raise CliError(str(exc), Exit.USAGE) from None
+    retry = _retry(retries, retry_on, retry_delay, retry_elsewhere)  # docs/jobs.md
+    if retry is not None:
+        body["retry"] = retry
     if cpus is not None or memory is not None or pids is not None:
         from gg.cli.limits import parse_limits
 
@@ -210,6 +222,22 @@ def _job_contract(concurrency: str | None, cancel_in_progress: bool,
         if problem := rules.grace_problem(out["grace"]):
             raise CliError(problem, Exit.USAGE)
     return out
+
+
+def _retry(retries: int | None, on: str | None, delay: str | None,
+           elsewhere: bool) -> dict | None:
+    """``--retries --retry-on --retry-delay --retry-elsewhere`` as the open's body has them
+    (None: none said, the environment's default holds); a bad one gets the domain's sentence."""
+    if retries is None and on is None and delay is None and not elsewhere:
+        return None
+    from gg.domain.retries import Retry, parse_on
+
+    value = Retry(retries=retries, on=parse_on(on) if on is not None else None,
+                  delay=_duration("--retry-delay", delay) if delay is not None else None,
+                  elsewhere=True if elsewhere else None)
+    if problem := value.problem():
+        raise CliError(problem, Exit.USAGE)
+    return value.to_wire()
 
 
 def _pairs(flag: str, text: str | None) -> dict[str, str]:
@@ -304,6 +332,8 @@ def _echo_fact(fact: FlightFact) -> None:
     elif fact.kind == "returned":
         print(f"-- returned by its runner: {body.get('reason') or 'no reason given'}",
               file=sys.stderr, flush=True)
+    elif fact.kind == "exit" and body.get("retry"):
+        print(f"-- {body['retry']}; the flight goes back to ready", file=sys.stderr, flush=True)
     elif fact.kind == "note" and (fact.runner_id is None or "truncated_after" in body):
         print(f"-- {body.get('text', '')}", file=sys.stderr, flush=True)
 
@@ -423,9 +453,10 @@ def show(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
             lines.append(f"  {f.expected_start}")
         if f.remedy and f"gg show {f.id}" not in f.remedy:  # not "run what you just ran"
             lines.append(f"  remedy: {f.remedy}")
+    lines.extend(_retry_lines(f))
     for a in f.attempts:
         lines.append(f"  attempt {a.attempt}: {a.runner_name} (epoch {a.epoch}), "
-                     f"{ago(a.granted_at)}")
+                     f"{ago(a.granted_at)}" + _attempt_end(a))
     typer.echo("\n".join(lines))
     last = 0
     output = []
@@ -461,6 +492,26 @@ def _contract_lines(f) -> list[str]:
     return lines
 
 
+def _retry_lines(f) -> list[str]:
+    """Its retries, and the reruns both ways (docs/jobs.md)."""
+    lines = []
+    if f.retry is not None:
+        lines.append(f"  retries   {f.retry.text} ({f.retried} used)")
+    if f.rerun_of:
+        lines.append(f"  rerun of  {f.rerun_of}")
+    if f.reruns:
+        lines.append(f"  reruns    {', '.join(f.reruns)}")
+    return lines
+
+
+def _attempt_end(a) -> str:
+    """How an attempt ended, and its retry: ``; failed (exit 1): retry 1 of 3 after exit 1``."""
+    if a.ended is None:
+        return ""
+    words = f"; {a.ended}" + (f" ({a.reason})" if a.reason else "")
+    return words + (f": {a.retry}" if a.retry else "")
+
+
 def _approval_lines(f) -> list[str]:
     """What it runs (the digest), what was approved, and the approval it waits for, with
     what changed (docs/approvals.md)."""
@@ -492,6 +543,73 @@ def _linked_lines(f) -> list[str]:
     if f.dependents:
         lines.append(f"  before    {', '.join(brief(d) for d in f.dependents)}")
     return lines
+
+
+def rerun(flight_id: str = typer.Argument(..., metavar="FLIGHT"),
+          with_: Optional[List[str]] = typer.Option(
+              None, "--with", metavar="KEY=VALUE",
+              help="Change one setting (repeat): env, runner, title, priority, timeout, "
+                   "retries, retry-on, retry-delay, retry-elsewhere."),
+          json_: bool = typer.Option(False, "--json")) -> None:
+    """Open a new flight from FLIGHT's spec (with changes), linked to it both ways."""
+    changes = _rerun_changes(with_ or [])
+    f = client().rerun(flight_id, changes)
+    if json_:
+        emit_json(f)
+        return
+    typer.echo(f.id)
+
+
+# gg rerun --with KEY=VALUE: each KEY, the gg fly flag it stands for
+RERUN_KEYS = ("env", "runner", "title", "priority", "timeout", "retries", "retry-on",
+              "retry-delay", "retry-elsewhere")
+
+
+def _rerun_changes(pairs: list[str]) -> dict:
+    """``--with KEY=VALUE`` pairs as the rerun's body (one sentence for a bad one)."""
+    out: dict = {}
+    said: dict[str, str] = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        key = key.strip()
+        if not eq or key not in RERUN_KEYS:
+            raise CliError(f"--with takes KEY=VALUE, KEY one of {', '.join(RERUN_KEYS)} "
+                           f"(got {pair!r})", Exit.USAGE)
+        if key in said:
+            raise CliError(f"--with {key} is given twice", Exit.USAGE)
+        said[key] = value.strip()
+    if "env" in said:
+        out["environment"] = said["env"]
+    for key in ("runner", "title"):
+        if key in said:
+            out[key] = said[key]
+    if "priority" in said:
+        if said["priority"] not in PRIORITIES:
+            raise CliError(f"--with priority= must be one of {', '.join(PRIORITIES)} "
+                           f"(got {said['priority']!r})", Exit.USAGE)
+        out["priority"] = said["priority"]
+    if "timeout" in said:
+        out["timeout"] = _duration("--with timeout=", said["timeout"])
+    retries = said.get("retries")
+    if retries is not None and not retries.isdigit():
+        raise CliError(f"--with retries= is a whole number from 0 to 10 (got {retries!r})",
+                       Exit.USAGE)
+    elsewhere = said.get("retry-elsewhere")
+    if elsewhere is not None and elsewhere not in ("true", "false"):
+        raise CliError(f"--with retry-elsewhere= is true or false (got {elsewhere!r})",
+                       Exit.USAGE)
+    if any(k.startswith("retr") for k in said):
+        from gg.domain.retries import Retry, parse_on
+
+        value = Retry(retries=int(retries) if retries is not None else None,
+                      on=parse_on(said["retry-on"]) if "retry-on" in said else None,
+                      delay=(_duration("--with retry-delay=", said["retry-delay"])
+                             if "retry-delay" in said else None),
+                      elsewhere=None if elsewhere is None else elsewhere == "true")
+        if problem := value.problem():
+            raise CliError(problem, Exit.USAGE)
+        out["retry"] = value.to_wire()
+    return out
 
 
 def cancel(flight_id: str = typer.Argument(..., metavar="FLIGHT"),

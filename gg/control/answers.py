@@ -24,6 +24,7 @@ from gg.control import (
     machine_console,
     maintenance,
     people,
+    reruns,
     retention,
     runners,
     secrets,
@@ -209,6 +210,12 @@ def refs_set(core: Core, runner: Runner, refs: list[dict]) -> dict:
 async def opened(core: Core, person: Person, spec: FlightSpec) -> dict:
     """Open a flight on the writer; its row (not the whole detail) once it is durable."""
     flight = await core.run(flights.open_flight, person, spec)
+    return flights.row(core, flight, opener=person)
+
+
+async def rerun(core: Core, person: Person, flight_id: str, changes: dict) -> dict:
+    """``gg rerun``: open a new flight from ``flight_id``'s spec; its row once durable."""
+    flight = await core.run(reruns.rerun, person, flight_id, changes)
     return flights.row(core, flight, opener=person)
 
 

@@ -162,6 +162,7 @@ def apply_root(core: Core, person: Person, mapping: Any) -> dict:
         core.store.save_root_envelope(RootEnvelope(root.environments, now, person.name,
                                                    timeouts=dict(root.timeouts),
                                                    approvals=tuple(root.approvals)))
+        core.store.save_root_retries(dict(root.retries))  # a table of its own (migration 970)
         core.event(EventKind.ROOT_APPLIED, actor=person.name, at=now,
                    environments=list(root.environments),
                    before=list(before.environments) if before else None,
@@ -205,6 +206,7 @@ def root_view(core: Core) -> dict:
     return {"environments": list(root.environments), "applied_at": root.applied_at,
             "applied_by": root.applied_by, "timeouts": dict(root.timeouts),
             "approvals": list(root.approvals),
+            "retries": {env: r.to_wire() for env, r in core.store.root_retries().items()},
             "not_in_force": [n for n in root.environments
                              if n not in charted or charted[n].meaning is None]}
 

@@ -14,12 +14,13 @@ from gg.control import groups as group_ops
 from gg.control import keys_opened, pool_look
 from gg.control import leases as lease_ops
 from gg.control import limits as limit_ops
+from gg.control import retries as retry_ops
 from gg.control import runners as runner_ops
 from gg.control import secrets as secret_ops
 from gg.control import services as service_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
-from gg.domain import approvals, fitness, output, paging, services, specs, timeouts, tokens
+from gg.domain import approvals, fitness, output, paging, retries, services, specs, timeouts, tokens
 from gg.domain.concurrency import Keys
 from gg.domain.console import may_cancel
 from gg.domain.events import EventKind
@@ -31,9 +32,11 @@ from gg.domain.waiting import Context, OpenGate, Waiting, why_ended, why_waiting
 from gg.errors import BadRequest, Forbidden, NotFound
 
 
-def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
+def open_flight(core: Core, person: Person, spec: FlightSpec, *,
+                rerun_of: str | None = None) -> Flight:
     """Open a flight of the ``spec`` its opener asked for: its defaults settled (the runner
-    named, the time and output limits, a service's whole spec), held behind what holds it."""
+    named, the time and output limits, a service's whole spec), held behind what holds it.
+    ``rerun_of``: it reruns that flight (gg.control.reruns), linked in this transaction."""
     if problem := spec.problem():
         raise BadRequest(problem)
     if spec.repo is not None and (problem := fitness.repo_problem(spec.repo)):  # enrolment
@@ -67,6 +70,10 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
         settled = replace(spec, title=spec.title or " ".join(spec.command)[:120], runner=target,
                           timeout=limit, output_limit=kept, service=service,
                           kind=services.KIND if service is not None else "work")
+        if service is None:  # a service is restarted by its runner, never retried
+            settled = replace(settled, retry=retry_ops.settle(core, spec.retry, environment))
+        elif spec.retry is not None and spec.retry.retries:
+            raise BadRequest("a service is restarted by its runner: --retries does not apply")
         flight_id = tokens.new_id("f_")
         approval_gate = approval_ops.gate_for_new_flight(  # for this exact spec
             core, person, flight_id=flight_id, asked=spec.approval, approver=spec.approver,
@@ -80,8 +87,13 @@ def open_flight(core: Core, person: Person, spec: FlightSpec) -> Flight:
         if spec.note is not None:  # gg fly --note
             core.store.set_flight_note(flight.id, spec.note)
         secret_ops.keep(core, flight.id, list(spec.secrets))  # names only
+        retry_ops.keep(core, flight.id, settled.retry)  # gg fly --retries
         core.event(EventKind.FLIGHT_OPENED, actor=person.name, flight_id=flight.id, at=now,
                    title=flight.title)
+        if rerun_of is not None:  # gg rerun: linked both ways
+            core.store.set_rerun(flight.id, rerun_of)
+            core.event(EventKind.FLIGHT_RERUN, actor=person.name, flight_id=flight.id, at=now,
+                       rerun_of=rerun_of)
         superseded = keys_opened.record(core, flight, settled, now)  # key and grace
     core.signals.ready_changed()
     for flight_id in superseded:
@@ -142,6 +154,8 @@ class Snapshot:
         self.keys = Keys({}, {})  # concurrency keys of the flights explained (load_keys)
         self._keys_read: set[str] = set()
         self._held = core.store.held_flights()  # --after: flights a dependency holds back
+        self._retries = core.store.held_retries()  # retries whose delay holds them back
+        self._avoid = core.store.avoided_ready()  # --retry-elsewhere: ready retries' runners
         self._held_by: dict[str, tuple] = {}
 
     def load_keys(self, flight_ids: list[str]) -> None:
@@ -173,7 +187,8 @@ class Snapshot:
                opener, tuple(values["gates"]), values["repo"], values["agent"], values["kind"],
                values["priority"], values["group"], tuple(sorted(values["where"].items())),
                values["environment"], (values.get("service") or {}).get("port"),
-               self.keys.of.get(values["id"]), self.held_by(values["id"]))
+               self.keys.of.get(values["id"]), self.held_by(values["id"]),
+               self._retries.get(values["id"]), self._avoided(values))
         if key not in self._cache:
             flight = make() if make is not None else Flight(**values)
             seats = self.seats
@@ -197,7 +212,13 @@ class Snapshot:
                        pool_reason=pool_look.reason_for(self.pool_reasons, flight),
                        higher=self.higher(flight), quiesced_by=self.placement.quiesced_by,
                        concurrency=self.keys.of.get(flight.id), held=self.keys.held(flight.id),
-                       held_by=held_by, after_any=after_any)
+                       held_by=held_by, after_any=after_any,
+                       retry=retries.waiting(self._retries.get(flight.id), self.now, flight.id),
+                       elsewhere_from=self._avoided(flight.__dict__))
+
+    def _avoided(self, values: dict) -> str | None:
+        """The runner a ready ``--retry-elsewhere`` retry keeps away from, if any."""
+        return self._avoid.get(values["id"]) if values["stage"] == Stage.READY.value else None
 
     def held_by(self, flight_id: str) -> tuple:
         """(the first dependency holding the flight back, whether any ending will do), or
@@ -294,14 +315,12 @@ def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
     out["note"] = core.store.flight_note(flight_id)  # gg fly --note
     out.update(dependency_ops.view(core, flight_id))  # --after: both ways
     out["secrets"] = secret_ops.names_of(core, flight_id)  # --secret: names, never values
+    out.update(retry_ops.view(core, flight_id))  # --retries, and gg rerun both ways
     out["facts"] = core.store.facts(flight_id)
     grants = core.store.grants(flight_id)
     names = with_past_names(core, snap.names, [g["runner_id"] for g in grants])
-    out["attempts"] = [
-        {"attempt": i + 1, "epoch": g["epoch"], "runner": g["runner_id"],
-         "runner_name": names[g["runner_id"]], "granted_at": g["granted_at"]}
-        for i, g in enumerate(grants)
-    ]
+    out["attempts"] = retry_ops.attempts(core, flight, grants=grants, facts=out["facts"],
+                                         names=names)
     return out
 
 

@@ -14,6 +14,7 @@ from gg.control import attended as attended_ops
 from gg.control import concurrency as concurrency_ops
 from gg.control import duties as duty_ops
 from gg.control import groups as group_ops
+from gg.control import retries as retry_ops
 from gg.control import runners as runner_ops
 from gg.control import secrets as secret_ops
 from gg.control.core import CONTROL_PLANE, Core
@@ -30,14 +31,15 @@ from gg.errors import BadRequest, GGError
 
 def expire_due(core: Core, now: float) -> int:
     """Record every lease past its expiry (clock comparison; no timer decides this), and
-    every attended flight nobody took by its deadline."""
+    every attended flight nobody took by its deadline; offer again every retry whose delay
+    is over (gg.control.retries). The number of flights that became ready or ended."""
     attended_ops.fail_overdue(core, now)
     expired = core.store.expired_leases(now)
     for flight in expired:
         move(core, flight, Event.EXPIRED, now, actor=CONTROL_PLANE,
              max_expiries=core.settings.max_expiries)
         _settle_runner(core, flight.lease_runner, now)
-    return len(expired)
+    return len(expired) + retry_ops.release_due(core, now)
 
 
 def seat_for(core: Core, runner: Runner, now: float, live: int | None = None, *,
@@ -139,7 +141,8 @@ def _plan(core: Core, seats: list[Seat]) -> tuple[list[Assignment], Keys]:
     while True:
         flights, served, deeper = core.store.ready_turns(depth)
         keys = concurrency_ops.keys_for(core, flights)
-        plan = assign(flights, seats, served, keys)
+        avoid = retry_ops.avoid_for(core, flights)  # --retry-elsewhere
+        plan = assign(flights, seats, served, keys, avoid)
         if not deeper:
             return plan, keys
         cut = min(Priority(p).rank for p in deeper)
@@ -271,14 +274,19 @@ def hand_back(core: Core, runner: Runner | RunnerIdentity, flight_id: str, *, ep
             flight = _holding(core, runner, flight_id, epoch=epoch, now=now, flight=read)
         if facts:
             _store_facts(core, flight, runner, epoch=epoch, facts=facts, now=now)
+        retry = retry_ops.decide(core, flight, outcome=outcome, exit_code=exit_code,
+                                 reason=reason, runner_id=runner.id, now=now)
         change = move(core, flight, Event(outcome), now, actor=f"runner:{runner.name}",
-                      runner_id=runner.id, exit_code=exit_code, reason=reason, key=key)
+                      runner_id=runner.id, exit_code=exit_code, reason=reason, key=key,
+                      retry=retry)
+        if change is not None and retry is not None:  # a new attempt: ready again
+            retry_ops.note(core, flight, retry, runner_id=runner.id, now=now)
         _settle_runner(core, runner.id, now)
         stage = (Stage(change.to).value if change is not None
                  else core.store.flight(flight_id).stage)
         # a flight of a concurrency key ended: one its key held back may start now
         frees = change is not None and concurrency_ops.frees_a_key(core, flight_id)
-    if outcome == Outcome.RETURNED.value or frees:
+    if outcome == Outcome.RETURNED.value or frees or retry is not None:
         core.signals.ready_changed()
     core.signals.flight_changed(flight_id)
     return {"flight": flight_id, "stage": stage, "repeat": False}

@@ -50,6 +50,8 @@ class EventKind(StrEnum):
     FLIGHT_LANDED = "info:flight:landed"
     FLIGHT_FAILED = "info:flight:failed"
     FLIGHT_CANCELLED = "info:flight:cancelled"
+    FLIGHT_RETRIED = "info:flight:retried"  # a failed attempt with a retry left (gg.domain.retries)
+    FLIGHT_RERUN = "info:flight:rerun"  # opened by gg rerun from another flight's spec
     FLIGHT_APPROVED = "info:flight:approved"  # its approval gate cleared (gg approve, gg gate clear)
     FLIGHT_REJECTED = "info:flight:rejected"  # its approval refused: it ends cancelled
     FLIGHT_FORCED = "info:flight:forced"  # an admin cleared every gate a person may clear on it
@@ -112,7 +114,7 @@ FINAL_EVENTS = (EventKind.FLIGHT_LANDED, EventKind.FLIGHT_FAILED, EventKind.FLIG
 # The events that make a flight offerable again; the latest one before a grant is when the
 # flight started waiting for that grant.
 READY_EVENTS = (EventKind.FLIGHT_OPENED, EventKind.FLIGHT_RETURNED, EventKind.FLIGHT_EXPIRED,
-                EventKind.GATE_CLEARED)
+                EventKind.GATE_CLEARED, EventKind.FLIGHT_RETRIED)
 
 
 def flight_ended(outcome: str) -> EventKind:

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from gg.domain.concurrency import Concurrency, grace_problem
+from gg.domain.retries import Retry
 from gg.domain.secrets import Use, name_problem, uses_problem
 
 
@@ -73,6 +74,7 @@ _NOT_STORED += ("after", "after_any")  # --after: rows of their own (gg.store.de
 _NOT_STORED += ("limits",)  # table flight_limits
 _NOT_STORED += ("note",)  # table flight_notes
 _NOT_STORED += ("secrets",)  # table flight_secrets (names only; docs/jobs.md)
+_NOT_STORED += ("retry",)  # table flight_retries (gg.store.retries)
 # What only names, orders or books a flight: changing it runs nothing new, so it is left out
 # of the digest an approval is given for (gg.domain.specs). Every other field is in it.
 RUNS_NOTHING_NEW: tuple[str, ...] = ("title", "output_limit", "priority", "approval",
@@ -82,6 +84,7 @@ RUNS_NOTHING_NEW += ("after", "after_any")  # --after orders flights; it runs no
 RUNS_NOTHING_NEW += ("limits",)  # what it may use, not what it runs
 RUNS_NOTHING_NEW += ("note",)  # words for people
 RUNS_NOTHING_NEW += ("secrets",)  # what it may use; read back from its own table
+RUNS_NOTHING_NEW += ("retry",)  # how often the same thing runs again, not what runs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,6 +136,9 @@ class FlightSpec:
     note: str | None = None
     # --secret NAME[=ENVVAR] (gg.domain.secrets): names only, kept in flight_secrets
     secrets: tuple[Use, ...] = ()
+    # --retries N --retry-on --retry-delay --retry-elsewhere (gg.domain.retries): as asked,
+    # or settled with the environment's defaults; kept in table flight_retries
+    retry: Retry | None = None
 
     def __post_init__(self) -> None:
         if type(self.command) is not tuple:
@@ -145,6 +151,8 @@ class FlightSpec:
             object.__setattr__(self, "concurrency", Concurrency.of(self.concurrency))
         if type(self.secrets) is not tuple or not all(type(u) is Use for u in self.secrets):
             object.__setattr__(self, "secrets", tuple(Use.of(u) for u in self.secrets))
+        if self.retry is not None and type(self.retry) is not Retry:
+            object.__setattr__(self, "retry", Retry.of(self.retry))
 
     def problem(self) -> str | None:
         """Why no flight can have this spec, in one sentence (None: it can); what depends
@@ -164,6 +172,9 @@ class FlightSpec:
                            name_problem(use.envvar, "a variable's name")):
                 return f"--secret {use.name}: {problem}"
         return uses_problem(list(self.secrets))
+        if self.retry is not None and (problem := self.retry.problem()):
+            return problem
+        return None
 
     @property
     def requires(self) -> dict[str, str]:
@@ -193,6 +204,8 @@ class FlightSpec:
         if self.concurrency is not None:
             out["concurrency"] = self.concurrency.to_wire()
         out["secrets"] = [u.to_wire() for u in self.secrets]
+        if self.retry is not None:
+            out["retry"] = self.retry.to_wire()
         if self.service is not None:
             out["service"] = {"port": self.service.get("port"),
                               "ready_cmd": self.service.get("ready_cmd")}

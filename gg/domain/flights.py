@@ -4,8 +4,9 @@
 
               ungated (last gate cleared)
      gated  ------------------------------>  ready  <--------------------------------+
-       |   <------------------------------    |      returned (hand-back), or         |
-       |        gated (a gate holds it)       |      expired (< MAX_EXPIRIES times)   |
+       |   <------------------------------    |      returned (hand-back), expired    |
+       |        gated (a gate holds it)       |      (< MAX_EXPIRIES times), or       |
+       |                                      |      failed with a retry left         |
        |                               granted|                                       |
        |                                      v                                       |
        |                                   flying ------------------------------------+
@@ -27,6 +28,7 @@ docs/architecture.md against the table)::
     flying --expired-->   failed     the lease ran out MAX_EXPIRIES times
     flying --landed-->    landed     the holder handed it back: done
     flying --failed-->    failed     the holder handed it back: the work failed
+    flying --failed-->    ready      ... and a retry is left (gg.domain.retries.decide)
     gated  --cancelled--> cancelled
     ready  --cancelled--> cancelled
     flying --cancelled--> cancelled
@@ -53,6 +55,7 @@ from typing import Any
 from gg.domain.events import EventKind, flight_ended
 from gg.domain.flight_spec import FlightSpec
 from gg.domain.flight_spec import Priority as Priority  # named here too: what orders a flight
+from gg.domain.retries import Decision
 from gg.error_codes import ErrorCode
 from gg.errors import Conflict
 
@@ -77,7 +80,7 @@ class Outcome(StrEnum):
     """What a runner says when it hands a flight back."""
 
     LANDED = "landed"  # work done, exit 0
-    FAILED = "failed"  # work ran and failed; not retried
+    FAILED = "failed"  # work ran and failed; retried only if its retries say so
     RETURNED = "returned"  # this machine could not do it; back to ready for another
 
 
@@ -169,6 +172,7 @@ TRANSITIONS: frozenset[tuple[Stage, Event, Stage]] = frozenset({
     (Stage.FLYING, Event.EXPIRED, Stage.FAILED),
     (Stage.FLYING, Event.LANDED, Stage.LANDED),
     (Stage.FLYING, Event.FAILED, Stage.FAILED),
+    (Stage.FLYING, Event.FAILED, Stage.READY),
     (Stage.GATED, Event.CANCELLED, Stage.CANCELLED),
     (Stage.READY, Event.CANCELLED, Stage.CANCELLED),
     (Stage.FLYING, Event.CANCELLED, Stage.CANCELLED),
@@ -267,7 +271,8 @@ def transition(flight: Flight, event: Event, now: float, *, actor: str | None = 
     """The change ``event`` makes to ``flight`` at ``now``, or :class:`IllegalTransition`.
 
     ``details`` by event: ``gates`` (gated); ``runner_id``, ``ttl`` (granted); ``ttl``
-    (renewed); ``runner_id``, ``exit_code``, ``reason``, ``key`` (returned, landed, failed);
+    (renewed); ``runner_id``, ``exit_code``, ``reason``, ``key`` (returned, landed, failed),
+    and ``retry`` (failed: a :class:`gg.domain.retries.Decision`, the attempt is retried);
     ``max_expiries`` (expired); ``reason``, ``dependency`` (cancelled); ``runner_name``,
     ``claim_wait`` (not_taken). ``actor`` names who made it happen in the audit events.
     """
@@ -306,8 +311,17 @@ def _renewed(flight: Flight, now: float, actor: str | None, *, ttl: float) -> Ch
 def _handed_back(event: Event) -> Callable[..., Change]:
     def make(flight: Flight, now: float, actor: str | None, *, runner_id: str,
              exit_code: int | None = None, reason: str | None = None,
-             key: str | None = None) -> Change:
+             key: str | None = None, retry: Decision | None = None) -> Change:
         body = {"outcome": event.value, "exit_code": exit_code, "reason": reason}
+        if retry is not None:  # a failed attempt with a retry left: ready for a new attempt
+            assert event is Event.FAILED, event
+            body["retry"] = retry.text
+            fact = Fact("exit", body, flight.epoch, runner_id, key)
+            record = Record(EventKind.FLIGHT_RETRIED, actor, runner_id,
+                            {"epoch": flight.epoch, "retry": retry.number, "of": retry.of,
+                             "exit_code": exit_code, "reason": reason,
+                             "offer_at": retry.offer_at})
+            return Change(event, Stage.READY, {"lease_expires_at": None}, fact, (record,))
         if event is Event.RETURNED:
             fact = Fact("returned", body, flight.epoch, runner_id, key)
             record = Record(EventKind.FLIGHT_RETURNED, actor, runner_id, {"reason": reason})

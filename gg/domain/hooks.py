@@ -29,6 +29,7 @@ HOOK_EVENTS: dict[str, EventKind] = {
     "expired": EventKind.FLIGHT_EXPIRED,
     "landed": EventKind.FLIGHT_LANDED,
     "failed": EventKind.FLIGHT_FAILED,
+    "retried": EventKind.FLIGHT_RETRIED,  # a failed attempt with a retry left (docs/jobs.md)
     "cancelled": EventKind.FLIGHT_CANCELLED,
     "runner.offline": EventKind.RUNNER_AGED_OUT,
     "runner.degraded": EventKind.RUNNER_DEGRADED,

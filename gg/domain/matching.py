@@ -206,13 +206,15 @@ def order(flights: Iterable[Q], served: Mapping[str, float] | None = None) -> li
 
 def assign(flights: Iterable[Flight], seats: list[Seat],
            served: Mapping[str, float] | None = None,
-           keys: Keys | None = None) -> list[Assignment]:
+           keys: Keys | None = None,
+           avoid: Mapping[str, str] | None = None) -> list[Assignment]:
     """The plan of one matching pass: the flights in :func:`order` (priority, then round
     robin between openers, oldest first within each), each to the first seat (in the order
     given: longest-parked first) that may be offered it, at most one flight per seat.
     ``keys``: the concurrency keys of ``flights`` and who flies with each; a flight its key
     holds back (:func:`gg.domain.concurrency.held`) is offered to no seat, and a flight
-    planned counts against its key for the rest of the pass."""
+    planned counts against its key for the rest of the pass. ``avoid``: flight id -> a runner
+    it is not offered to (a retry kept from the runner it failed on, :func:`elsewhere`)."""
     pending = list(seats)
     plan: list[Assignment] = []
     if not pending:
@@ -221,8 +223,9 @@ def assign(flights: Iterable[Flight], seats: list[Seat],
     for flight in order(flights, served):
         if keys is not None and keys.held(flight.id) is not None:
             continue
+        avoided = avoid.get(flight.id) if avoid else None
         for s in pending:
-            if offerable(flight, s):
+            if s.runner.id != avoided and offerable(flight, s):
                 plan.append(Assignment(flight, s))
                 pending.remove(s)
                 if keys is not None:
@@ -236,6 +239,15 @@ def assign(flights: Iterable[Flight], seats: list[Seat],
 def _could_take(flight: Flight, s: Seat) -> bool:
     """``s`` may be offered ``flight`` once it has a free slot."""
     return all(b is Block.BUSY for b in blockers(flight, s))
+
+
+def elsewhere(flight: Flight, avoid: str | None, seats: Iterable[Seat]) -> bool:
+    """``--retry-elsewhere`` (gg.domain.retries): whether the runner ``avoid``, whose attempt
+    failed, is kept from ``flight`` now, because another runner among ``seats`` could take it
+    (busy or not: the retry waits for it rather than going back to ``avoid``)."""
+    if avoid is None:
+        return False
+    return any(s.runner.id != avoid and _could_take(flight, s) for s in seats)
 
 
 def ahead(flight: Flight, ready: Iterable[tuple[Flight, int]], seats: list[Seat]) -> int:

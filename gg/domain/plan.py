@@ -24,6 +24,7 @@ from gg.domain.matching import (
     Block,
     Seat,
     blockers,
+    elsewhere,
     placement_blocks,
     service_port,
 )
@@ -122,10 +123,15 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
         items.append(placed)
     if ctx.concurrency is not None:
         items.append(_concurrency_item(ctx))
+    if ctx.retry is not None:  # a retry's --retry-delay (gg.domain.retries.waiting)
+        items.append(Item("its retry's delay is over", False, [Way(MACHINE, None)],
+                          note=ctx.retry[0].removeprefix("waiting: ")))
+    if ctx.elsewhere_from is not None:
+        live = _elsewhere(flight, live, ctx)
     capacity = _capacity_item(flight, live, target, facts)
     items.append(capacity)
     startable = (capacity.held and flight.stage == Stage.READY.value
-                 and ctx.held is None and ctx.held_by is None)
+                 and ctx.held is None and ctx.held_by is None and ctx.retry is None)
     if waiting is not None and waiting.code == PRIORITY:  # the same count, the same condition
         behind = ahead_of(flight, [target] if target is not None else live, ctx)
         items.append(Item("no flight of higher priority is ahead of it", False,
@@ -138,6 +144,14 @@ def build_plan(flight: Flight, seats: list[Seat], ctx: Context | None = None,
                           note=(f"{max(left, 0):.0f}s left; otherwise it fails as "
                                 "not taken promptly")))
     return Plan(flight.id, flight.stage, startable, waiting, items)
+
+
+def _elsewhere(flight: Flight, live: list[Seat], ctx: Context) -> list[Seat]:
+    """--retry-elsewhere: the runner whose attempt failed does not count while another could
+    take it (gg.domain.matching.elsewhere, the claim's rule)."""
+    if elsewhere(flight, ctx.elsewhere_from, live):
+        return [s for s in live if s.runner.id != ctx.elsewhere_from]
+    return live
 
 
 def _concurrency_item(ctx: Context) -> Item:

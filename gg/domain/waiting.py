@@ -11,6 +11,9 @@ The ladder is SPEC section 7, kept-back reasons first::
     -  N flights with concurrency key K are flying (limit L): F, ...
                                                            (gg.domain.concurrency.held:
                                                             the claim's own rule)
+    -  retry N of M is offered at HH:MM:SS UTC (in DUR), after exit 1
+                                                           (gg.domain.retries.waiting: a
+                                                            retry's --retry-delay)
     -  N flights of higher priority are ahead of it          (the matcher's order; said
                                                             only when no free slot is left)
     1  a runner that could take it is reserved for another person
@@ -53,6 +56,7 @@ from gg.domain.matching import (
     Seat,
     ahead,
     blockers,
+    elsewhere,
     missing_labels,
     service_port,
 )
@@ -74,6 +78,7 @@ _STATE_WORDS = (
 
 PRIORITY = "priority"  # the code of the sentence for flights of higher priority ahead
 CONCURRENCY = "concurrency"  # the code of the sentence for a flight its key holds back
+RETRY_DELAY = "retry_delay"  # the code of the sentence for a retry its delay holds back
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,11 @@ class Context:
     # --after: the first dependency that still holds it back, and whether any ending will do
     held_by: dependencies.Dependency | None = None
     after_any: bool = False
+    # a retry's delay holds it back: (sentence, remedy) of gg.domain.retries.waiting
+    retry: tuple[str, str] | None = None
+    # --retry-elsewhere: the runner whose attempt failed, kept from it while another could
+    # take it (gg.domain.matching.elsewhere, as the claim's plan reads it)
+    elsewhere_from: str | None = None
 
 
 def label_text(requires: dict[str, str]) -> str:
@@ -147,11 +157,15 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         return Waiting("dependency", *dependencies.waiting(ctx.held_by, ctx.after_any))
     if ctx.held is not None and flight.stage == Stage.READY.value:
         return Waiting(CONCURRENCY, ctx.held.sentence, ctx.held.remedy)
+    if ctx.retry is not None and flight.stage == Stage.READY.value:
+        return Waiting(RETRY_DELAY, *ctx.retry)
     # One pass over the fleet: this runs once per distinct kind of waiting flight, and a
     # listing of 10,000 flights over 1,000 runners may ask a few hundred times.
     target_id = flight.runner_target
     retired = AdminState.RETIRED.value  # read once: an enum member's value is a lookup
     live = [s for s in seats if s.runner.admin_state != retired]
+    if ctx.elsewhere_from is not None and elsewhere(flight, ctx.elsewhere_from, live):
+        live = [s for s in live if s.runner.id != ctx.elsewhere_from]  # the claim's rule
     target = None
     retired_target = None
     if target_id is not None:

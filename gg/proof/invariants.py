@@ -15,8 +15,14 @@ epochs_increase            a flight's grants carry epochs 1, 2, …, n without a
                            in that order; the row's ``epoch`` is n and ``attempt`` is n
 one_final_outcome          a final flight has exactly one final event (landed, failed or
                            cancelled, matching its stage), a flight that is not final has
-                           none; at most one accepted ``exit`` fact per flight, and a
-                           landed flight's is from its last epoch
+                           none; at most one accepted ``exit`` fact per *attempt* (epoch);
+                           every exit but a flight's last says it was retried (a failure
+                           with a retry left, ``gg fly --retries``), a retried exit is a
+                           failure, and the flight's outcome is its last attempt's: a
+                           landed flight's last exit is ``landed`` at its last epoch, a
+                           failed one's is ``failed`` at its last epoch unless the retry
+                           it started then ended otherwise (its lease lost), a flight
+                           that is not final or was cancelled has only retried exits
 nothing_lost               every opened flight has a row, and is final, gated, ready, or
                            flying on a live lease (``lease_expires_at`` after ``now``
                            minus a grace for expiries nobody has looked at yet)
@@ -29,7 +35,8 @@ no_expiry_after_restart    no ``info:flight:expired`` within LEASE_TTL of a rest
                            died
 attempts_never_overlap     epoch e+1 was granted only after epoch e had ended by its
                            holder's ``returned`` hand-back (the acknowledged stop, also of
-                           a retired runner) or by the control plane's ``expired`` fact
+                           a retired runner), its holder's retried ``exit`` (a failure with
+                           a retry left) or by the control plane's ``expired`` fact
                            recorded at or after the lease's expiry (the clock), never by
                            fiat (as retiring a runner once did)
 each_episode_once          what is recorded once per episode was recorded once, however
@@ -308,10 +315,10 @@ def _one_final_outcome(cur, q: _Queries, **_) -> Iterable[tuple[str | None, str]
     for flight_id, kind in _rows(cur, f"SELECT flight_id, kind FROM events WHERE kind IN ({kinds}) "
                                       "ORDER BY seq"):
         finals[flight_id].append(kind.rsplit(":", 1)[1])
-    exits: dict[str, list[tuple[int, str | None]]] = defaultdict(list)
+    exits: dict[str, list[tuple[int, str | None, bool]]] = defaultdict(list)
     for flight_id, epoch, body in _rows(cur, "SELECT flight_id, epoch, body FROM facts "
                                              "WHERE kind = 'exit' ORDER BY seq"):
-        exits[flight_id].append((epoch, _outcome(body)))
+        exits[flight_id].append((epoch, *_exit(body)))
     for flight_id, stage, epoch, outcome in _rows(
             cur, "SELECT id, stage, epoch, outcome FROM flights"):
         ended = finals.get(flight_id, [])
@@ -323,14 +330,22 @@ def _one_final_outcome(cur, q: _Queries, **_) -> Iterable[tuple[str | None, str]
         elif ended:
             yield flight_id, f"{stage}, yet final event(s) {ended} were recorded"
         accepted = exits.get(flight_id, [])
-        if len(accepted) > 1:
-            yield flight_id, f"{len(accepted)} exit facts were accepted: {accepted}"
-        if stage == "landed" and (len(accepted) != 1 or accepted[0] != (epoch, "landed")):
+        epochs = [e for e, _, _ in accepted]
+        if len(set(epochs)) != len(epochs):
+            yield flight_id, f"more than one exit fact was accepted for one attempt: {accepted}"
+        if any(retried and how != "failed" for _, how, retried in accepted):
+            yield flight_id, f"an exit that is not a failure was retried: {accepted}"
+        if any(not retried for _, _, retried in accepted[:-1]):
+            yield flight_id, f"an exit before its last was not retried: {accepted}"
+        last = accepted[-1] if accepted else None
+        if stage == "landed" and last != (epoch, "landed", False):
             yield flight_id, f"landed at epoch {epoch}, but its exit facts are {accepted}"
-        if stage == "failed" and accepted and accepted[-1] != (epoch, "failed"):
+        if stage == "failed" and last is not None and not last[2] \
+                and last != (epoch, "failed", False):
             yield flight_id, f"failed at epoch {epoch}, but its exit facts are {accepted}"
-        if stage in ("cancelled", "ready", "gated", "flying") and accepted:
-            yield flight_id, f"{stage}, but an exit fact was accepted: {accepted}"
+        if stage in ("cancelled", "ready", "gated", "flying") and last is not None \
+                and not last[2]:
+            yield flight_id, f"{stage}, but a final exit fact was accepted: {accepted}"
 
 
 def _nothing_lost(cur, q: _Queries, *, now: float, stuck_grace: float, **_):
@@ -410,7 +425,7 @@ def _attempts_never_overlap(cur, q: _Queries, **_) -> Iterable[tuple[str | None,
                    SELECT 1 FROM facts x
                     WHERE x.flight_id = g.flight_id AND x.epoch = p.epoch
                       AND x.at <= g.granted_at
-                      AND ((x.kind = 'returned' AND x.runner_id = p.runner_id)
+                      AND ((x.kind IN ('returned', 'exit') AND x.runner_id = p.runner_id)
                            OR (x.kind = 'expired' AND x.runner_id IS NULL
                                AND x.at >= {q.expired_at})))"""):
         yield flight_id, (f"epoch {epoch} was granted before epoch {epoch - 1} ended: "
@@ -433,13 +448,15 @@ def _each_episode_once(cur, q: _Queries, **_) -> Iterable[tuple[str | None, str]
             yield flight_id, f"{kind} was recorded {row[-1]} times for one episode ({episode})"
 
 
-def _outcome(body) -> str | None:
+def _exit(body) -> tuple[str | None, bool]:
+    """An exit fact's outcome, and whether it was retried (its body names the retry)."""
     import json
 
     try:
-        return json.loads(body).get("outcome")
+        data = json.loads(body)
+        return data.get("outcome"), bool(data.get("retry"))
     except (TypeError, ValueError, AttributeError):
-        return None
+        return None, False
 
 
 _CHECKS = (

@@ -33,6 +33,7 @@ from gg.store.placement import PlacementRows
 from gg.store.pools import PoolRows
 from gg.store.pull import PullRows
 from gg.store.retention import RetentionRows
+from gg.store.retries import RetryRows
 from gg.store.runners import RunnerRows
 from gg.store.secrets import SecretRows
 from gg.store.sessions import SessionRows
@@ -47,7 +48,7 @@ def is_url(target: object) -> bool:
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows,
             EstimateRows, ApprovalRows, GroupRows, PullRows, ConsoleRows, DutyRows,
-            ConcurrencyRows, DependencyRows, SigningKeyRows, SecretRows):
+            ConcurrencyRows, DependencyRows, SigningKeyRows, SecretRows, RetryRows):
     """The store: SQLite at a path (the embedded default), PostgreSQL at a postgresql:// URL."""
 
     db: Database

@@ -50,10 +50,12 @@ def _encode(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# A ready flight a dependency still holds back (``--after``, gg.store.dependencies) is not
-# offered: the claim's reads of ``flights`` add this (a primary-key look-up of the row's id).
+# A ready flight a dependency still holds back (``--after``, gg.store.dependencies), or a
+# retry whose delay runs (gg.store.retries), is not offered: the claim's reads of ``flights``
+# add this (primary-key look-ups of the row's id).
 NOT_HELD = ("NOT EXISTS (SELECT 1 FROM flight_after AS h WHERE h.flight_id = flights.id "
-            "AND h.held = 1)")
+            "AND h.held = 1) AND NOT EXISTS (SELECT 1 FROM flight_retries AS rh "
+            "WHERE rh.flight_id = flights.id AND rh.held = 1)")
 
 # Each (priority, opener)'s head: SQLite reads it as a bounded range of ``flights_turns`` per
 # pair; PostgreSQL plans that IN as a filter on every row of ``flights`` (a claim's cost then
@@ -65,6 +67,11 @@ _HEADS_IN = ("SELECT f.*, served.at AS served_at FROM served JOIN flights AS f O
 _HEADS_LATERAL = ("SELECT f.*, served.at AS served_at FROM served CROSS JOIN LATERAL ("
                   "  SELECT * FROM flights WHERE stage = 'ready' AND priority = served.p "
                   f"  AND opened_by = served.o AND {NOT_HELD} ORDER BY seq LIMIT ?) AS f ")
+
+
+def _earliest(*times: float | None) -> float | None:
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
 
 
 class FlightRows:
@@ -211,12 +218,16 @@ class FlightRows:
         """:meth:`next_lease_expiry` and :meth:`any_ready` in one read."""
         row = self.db.one("SELECT (SELECT min(lease_expires_at) FROM flights WHERE stage = "
                           "'flying'), EXISTS (SELECT 1 FROM flights WHERE stage = 'ready' "
-                          f"AND {NOT_HELD})")
-        return (row[0], bool(row[1])) if row else (None, False)
+                          f"AND {NOT_HELD}), (SELECT min(offer_at) FROM flight_retries "
+                          "WHERE held = 1)")
+        return (_earliest(row[0], row[2]), bool(row[1])) if row else (None, False)
 
     def next_lease_expiry(self) -> float | None:
-        row = self.db.one("SELECT min(lease_expires_at) FROM flights WHERE stage = 'flying'")
-        return row[0] if row else None
+        """When something is next due for a look: the earliest lease's expiry, or a delayed
+        retry's time to be offered (gg.store.retries), whichever comes first."""
+        row = self.db.one("SELECT (SELECT min(lease_expires_at) FROM flights WHERE stage = "
+                          "'flying'), (SELECT min(offer_at) FROM flight_retries WHERE held = 1)")
+        return _earliest(row[0], row[1]) if row else None
 
     def apply_flight_change(self, flight_id: str, expected_stage: str, expected_epoch: int,
                             change: Change) -> bool:

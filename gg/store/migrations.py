@@ -714,6 +714,60 @@ def _flight_notes(db: sqlite_utils.Database) -> None:
     )
 
 
+# -- retries and reruns (970-979) ---------------------------------------------------------------
+
+
+def _retries_and_reruns(db: sqlite_utils.Database) -> None:
+    """``gg fly --retries N [--retry-on] [--retry-delay] [--retry-elsewhere]`` and
+    ``gg rerun F`` (docs/jobs.md), in tables of their own keyed by flight id (no flights
+    column: docs/architecture.md). ``flight_retries``: one row per flight with retries, its
+    settings and its state (``retried`` so far; ``held`` while a retry's delay runs, until
+    ``offer_at``: the claim's reads skip a ready flight held so; ``avoid_runner``, the runner
+    whose attempt failed, for ``--retry-elsewhere``). ``flight_attempts``: one row per attempt
+    that was retried, and why. ``flight_reruns``: a rerun and the flight it reran, read from
+    both ends. ``root_retries``: the root envelope's ``retries:`` per environment (a table
+    of its own, not a root_envelope column, for the same reason)."""
+    db.executescript(
+        """
+        CREATE TABLE flight_retries (
+            flight_id TEXT PRIMARY KEY,
+            retries INTEGER NOT NULL,
+            retry_on TEXT NOT NULL,
+            delay REAL,
+            elsewhere INTEGER NOT NULL DEFAULT 0,
+            retried INTEGER NOT NULL DEFAULT 0,
+            offer_at REAL,
+            held INTEGER NOT NULL DEFAULT 0,
+            avoid_runner TEXT
+        );
+        CREATE INDEX flight_retries_held ON flight_retries(held, offer_at);
+        CREATE TABLE flight_attempts (
+            flight_id TEXT NOT NULL,
+            epoch INTEGER NOT NULL,
+            retry INTEGER NOT NULL,
+            of_retries INTEGER NOT NULL,
+            cause TEXT NOT NULL,
+            runner_id TEXT,
+            at REAL NOT NULL,
+            offer_at REAL,
+            PRIMARY KEY (flight_id, epoch)
+        );
+        CREATE TABLE flight_reruns (
+            flight_id TEXT PRIMARY KEY,
+            rerun_of TEXT NOT NULL
+        );
+        CREATE INDEX flight_reruns_of ON flight_reruns(rerun_of);
+        CREATE TABLE root_retries (
+            environment TEXT PRIMARY KEY,
+            retries INTEGER,
+            retry_on TEXT,
+            delay REAL,
+            elsewhere INTEGER
+        );
+        """
+    )
+
+
 # -- the list ---------------------------------------------------------------------------------
 
 # Every migration, in the order both stores run them: strictly increasing numbers, append only.
@@ -761,5 +815,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(940, "flight limits", _flight_limits),
     Migration(950, "secrets, sealed, and the secrets each flight uses", secrets.migrate_secrets),
     Migration(960, "identity tokens: signing keys", id_tokens.migrate_signing_keys),
+    Migration(970, "retries and reruns", _retries_and_reruns),
     Migration(990, "flight notes", _flight_notes),
 )

@@ -21,7 +21,8 @@ _CHILDREN = {"facts": "seq", "grants": "rowid", "events": "seq",
              "flight_concurrency": "flight_id", "flight_grace": "flight_id",
              "flight_after": "flight_id", "flight_dependencies": "flight_id",
              "flight_limits": "flight_id", "flight_notes": "flight_id",
-             "flight_secrets": "flight_id"}
+             "flight_secrets": "flight_id", "flight_retries": "flight_id",
+             "flight_attempts": "rowid", "flight_reruns": "flight_id"}
 
 
 class RetentionRows:

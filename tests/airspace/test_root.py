@@ -62,3 +62,36 @@ def test_bad_timeouts_are_refused_with_line_and_key(tmp_path, text, line, key, f
         load_root(write(tmp_path, text))
     assert (caught.value.line, caught.value.key) == (line, key)
     assert fragment in caught.value.problem
+
+
+def test_retries_give_each_listed_environment_default_retry_settings(tmp_path):
+    from gg.domain.retries import Retry
+
+    root = load_root(write(tmp_path, "environments: [ui, nightly]\nretries:\n  ui: 2\n"
+                                     "  nightly:\n    retries: 3\n    on: [failed, timed-out]\n"
+                                     "    delay: 30s\n    elsewhere: true\n"))
+    assert root.retries == {"ui": Retry(retries=2),
+                            "nightly": Retry(retries=3, on=("failed", "timed-out"), delay=30.0,
+                                             elsewhere=True)}
+    assert Root.from_dict(root.to_dict()) == root
+    assert root_from_mapping(root.to_dict()) == root  # what `gg airspace apply` posts
+
+
+@pytest.mark.parametrize("text,line,key,fragment", [
+    ("environments: [ui]\nretries:\n  api: 1\n", 3, "retries.api", "is not one of environments"),
+    ("environments: [ui]\nretries:\n  ui: 11\n", 3, "retries.ui", "must be from 0 to 10"),
+    ("environments: [ui]\nretries:\n  ui: many\n", 3, "retries.ui", "must be a whole number"),
+    ("environments: [ui]\nretries:\n  ui:\n    on: [sometimes]\n", 4, "retries.ui.on[0]",
+     "must be one of failed, timed-out"),
+    ("environments: [ui]\nretries:\n  ui:\n    delay: 0s\n", 4, "retries.ui.delay",
+     "must be longer than 0s"),
+    ("environments: [ui]\nretries:\n  ui:\n    delay: 2d\n", 4, "retries.ui.delay",
+     "at most one day"),
+    ("environments: [ui]\nretries:\n  ui:\n    tries: 2\n", 4, "retries.ui.tries",
+     "is not a known key"),
+])
+def test_bad_retries_are_refused_with_line_and_key(tmp_path, text, line, key, fragment):
+    with pytest.raises(AirspaceError) as caught:
+        load_root(write(tmp_path, text))
+    assert (caught.value.line, caught.value.key) == (line, key)
+    assert fragment in caught.value.problem

@@ -26,7 +26,7 @@ from gg.client import Client
 from gg.launch import LocalRunner
 from gg.proof.invariants import Report, Restart, check
 
-from support import FAST, Fleet, WireJson, wait_until
+from support import FAST, Fleet, WireJson, flight_workspace, wait_until
 
 LEASE_TTL = float(FAST["GG_LEASE_TTL"])
 
@@ -52,6 +52,7 @@ class Outcome:
     expected: dict[str, str]
     facts: dict[str, list[dict]] = field(default_factory=dict)
     expired_events: int = 0
+    retried_events: int = 0
 
     def describe(self) -> str:
         stages: dict[str, int] = {}
@@ -59,15 +60,25 @@ class Outcome:
             stages[f["stage"]] = stages.get(f["stage"], 0) + 1
         return (f"seed {self.plan.seed} (GG_CHAOS_SEED={self.plan.seed} to repeat): acts {self.acts}, "
                 f"{len(self.restarts)} restart(s), {self.expired_events} lease expiries, "
+                f"{self.retried_events} retries, "
                 f"stages {stages}\n{self.report.summary()}")
 
 
-def _command(rng: random.Random, index: int) -> tuple[list[str], str, bool]:
-    """A flight's command, the output it must land with, and whether it fails on purpose."""
+def _command(rng: random.Random, index: int,
+             work: Path) -> tuple[list[str], str, bool, dict | None]:
+    """A flight's command, the output it must land with, whether it fails on purpose, and its
+    retries: a quarter are flaky, opened with ``--retries 2``, and fail their first run (a
+    counter in ``work``), so they land on a retry; a flight that fails on purpose with
+    retries fails every attempt and runs out of them."""
     pause = rng.choice((0.0, 0.2, 0.5, 1.0, 1.5, 2.5))
     fails = rng.random() < 0.1
+    flaky = rng.random() < 0.25
     script = f"echo begin {index}; sleep {pause}; echo end {index}" + ("; exit 3" if fails else "")
-    return [script], f"begin {index}\nend {index}\n", fails
+    if flaky:
+        runs = work / f"runs-{index}"
+        script = (f"n=$(cat {runs} 2>/dev/null || echo 0); echo $((n+1)) > {runs}; {script}"
+                  + ("" if fails else '; [ "$n" -ge 1 ] || exit 4'))
+    return [script], f"begin {index}\nend {index}\n", fails, {"retries": 2} if flaky else None
 
 
 class Chaos:
@@ -83,6 +94,7 @@ class Chaos:
         self._agenda: list[tuple[float, int, str, str]] = []
         self._n = 0
         self._start = time.monotonic()
+        self.work = flight_workspace(root / "work")  # flaky flights count their runs here
 
     # -- the run -------------------------------------------------------------------------
 
@@ -139,8 +151,8 @@ class Chaos:
     def _act(self, api: Client, what: str, arg: str) -> Client | None:
         rng = self.rng
         if what == "open":
-            command, output, _ = _command(rng, int(arg))
-            flight = api.request("POST", paths.FLIGHTS, json={"command": command},
+            command, output, _, retry = _command(rng, int(arg), self.work)
+            flight = api.request("POST", paths.FLIGHTS, json={"command": command, "retry": retry},
                                  retry_for=60.0)
             self.expected[flight["id"]] = output
         elif what in ("kill", "stop"):
@@ -228,13 +240,14 @@ class Chaos:
         try:
             facts = {fid: api.request("GET", paths.FLIGHT.format(flight_id=fid),
                                       retry_for=30.0)["facts"] for fid in self.expected}
-            expired = len(api.request("GET", paths.EVENTS,
-                                      params={"kind": "info:flight:expired", "limit": 10000},
-                                      retry_for=30.0))
+            expired, retried = (len(api.request("GET", paths.EVENTS,
+                                                params={"kind": kind, "limit": 10000},
+                                                retry_for=30.0))
+                                for kind in ("info:flight:expired", "info:flight:retried"))
         finally:
             api.close()
         return Outcome(self.plan, report, self.restarts, dict(self.acts), rows, self.expected,
-                       facts, expired)
+                       facts, expired, retried)
 
 
 def landing_output(facts: list[dict], epoch: int) -> str:

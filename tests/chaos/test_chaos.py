@@ -33,6 +33,7 @@ def _prove(outcome) -> None:
     assert outcome.acts["runner_killed"] and outcome.acts["runner_stopped"], why
     assert len(outcome.restarts) == outcome.plan.server_kills, why
     assert outcome.expired_events >= 1, why
+    assert outcome.retried_events >= 1, why  # flaky flights landed on a retry (--retries)
 
 
 def test_chaos_small_every_invariant_holds(tmp_path, request):

@@ -34,6 +34,12 @@ def gg(*args: str, config_dir) -> subprocess.CompletedProcess:
     (["fly", "--cancel-in-progress", "--", "x"], 2, "--cancel-in-progress needs --concurrency"),
     (["fly", "--grace", "11m", "--", "x"], 2, "--grace is at most 10 minutes"),
     (["fly", "--grace", "soon", "--", "x"], 2, "--grace: 'soon' is not a duration"),
+    (["fly", "--retries", "11", "--", "x"], 2, "--retries is a whole number from 0 to 10"),
+    (["fly", "--retry-on", "often", "--", "x"], 2, "--retry-on takes failed and timed-out"),
+    (["fly", "--retry-delay", "2d", "--", "x"], 2, "--retry-delay is at most one day"),
+    (["fly", "--retry-delay", "later", "--", "x"], 2, "--retry-delay: 'later' is not a duration"),
+    (["rerun", "f_1", "--with", "colour=blue"], 2, "--with takes KEY=VALUE, KEY one of env"),
+    (["rerun", "f_1", "--with", "retries=many"], 2, "--with retries= is a whole number"),
 ])
 def test_bad_input_is_one_sentence_and_a_non_zero_exit(tmp_path, args, code, sentence):
     done = gg(*args, config_dir=tmp_path)

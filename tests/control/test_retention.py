@@ -218,3 +218,34 @@ def test_every_per_flight_table_is_pruned_with_its_flights(core):
             "WHERE m.type = 'table' AND c.name = 'flight_id'")]
     per_flight = {n for n in names if n.startswith("flight_")}
     assert per_flight and per_flight <= set(core.store.flight_children)
+
+
+def test_a_pruned_flights_retries_attempts_and_rerun_rows_go_with_it(core, owner, clock):
+    from gg.control import reruns
+    from gg.domain.retries import Retry
+
+    runner = make_runner(core, owner)
+    check_in(core, runner)
+    old = flights.open_flight(core, owner, FlightSpec(command=["true"], retry=Retry(retries=1)))
+    for outcome in ("failed", "landed"):  # a retried failure, then the landing
+        flight, grant = leases.try_claim(core, runner.id)
+        assert flight.id == old.id
+        leases.hand_back(core, core.store.runner(runner.id), old.id, epoch=grant.epoch,
+                         outcome=outcome, exit_code=0 if outcome == "landed" else 1,
+                         reason=None, key=None)
+    new = reruns.rerun(core, owner, old.id, {})
+    flight, grant = leases.try_claim(core, runner.id)
+    assert flight.id == new.id
+    leases.hand_back(core, core.store.runner(runner.id), new.id, epoch=grant.epoch,
+                     outcome="landed", exit_code=0, reason=None, key=None)
+    tables = ("flight_retries", "flight_attempts", "flight_reruns")
+
+    def counts():
+        return {t: core.store.db.one(f"SELECT count(*) FROM {t} WHERE flight_id IN (?, ?)",
+                                     (old.id, new.id))[0] for t in tables}
+
+    assert counts() == {"flight_retries": 2, "flight_attempts": 1, "flight_reruns": 1}
+    clock.advance(11 * DAY)
+    prune_until_done(core)
+    assert core.store.flight(old.id) is None and core.store.flight(new.id) is None
+    assert counts() == dict.fromkeys(tables, 0)

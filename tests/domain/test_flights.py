@@ -21,6 +21,7 @@ from gg.domain.flights import (
     opened,
     transition,
 )
+from gg.domain.retries import Decision
 
 NOW = 200.0
 ACTOR = "someone"
@@ -137,14 +138,37 @@ def test_a_lease_lost_max_expiries_times_ends_the_flight_failed():
 def test_the_table_has_an_edge_for_every_change_transition_can_make_and_no_other():
     made = set()
     for stage, event in itertools.product(Stage, Event):
-        for extra in ({}, {"expiries": 2}):
+        for extra, more in (({}, {}), ({"expiries": 2}, {}), ({}, RETRIED.get(event, {}))):
             try:
                 change = transition(flight(stage, **extra), event, NOW, actor=ACTOR,
-                                    **DETAILS[event])
+                                    **{**DETAILS[event], **more})
             except IllegalTransition:
                 continue
             made.add((stage, event, change.to))
     assert made == set(TRANSITIONS)
+
+
+RETRIED = {Event.FAILED: dict(retry=Decision(2, 3, "after exit 3", offer_at=NOW + 20.0))}
+
+
+def test_a_failed_attempt_with_a_retry_left_goes_back_to_ready_with_its_exit_and_why():
+    f = flight(Stage.FLYING)
+    change = transition(f, Event.FAILED, NOW, actor=ACTOR, **DETAILS[Event.FAILED],
+                        **RETRIED[Event.FAILED])
+    assert change.to is Stage.READY
+    assert change.values == {"lease_expires_at": None}  # not ended: no outcome, no ended_at
+    assert change.fact == Fact("exit", {"outcome": "failed", "exit_code": 3, "reason": "exit 3",
+                                        "retry": "retry 2 of 3 after exit 3"}, 4, "r_a", "k")
+    assert change.records == (Record("info:flight:retried", ACTOR, "r_a",
+                                     {"epoch": 4, "retry": 2, "of": 3, "exit_code": 3,
+                                      "reason": "exit 3", "offer_at": NOW + 20.0}),)
+    assert change.grant is None  # the next grant is the new attempt, at epoch + 1
+
+
+def test_only_a_failed_hand_back_can_be_retried():
+    with pytest.raises(AssertionError):
+        transition(flight(Stage.FLYING), Event.LANDED, NOW, actor=ACTOR,
+                   **DETAILS[Event.LANDED], **RETRIED[Event.FAILED])
 
 
 def test_no_edge_leaves_a_final_stage():

@@ -228,3 +228,77 @@ def test_an_episode_recorded_twice_is_caught(world):
     broken = check(path, lease_ttl=TTL, now=clock.now).broken("each_episode_once")
     assert [v.flight_id for v in broken] == [ids["expired"], None], broken
     assert "aged_out was recorded 2 times" in broken[1].detail
+
+
+# -- retries: one accepted exit per attempt, the outcome is the last attempt's ----------------
+
+
+def _retried_history(core, owner, clock):
+    """A flight with retries that fails twice then lands, and one that failed once and waits
+    for its retry (ready again)."""
+    from gg.domain.retries import Retry
+
+    a = make_runner(core, owner, "a", workers=2)
+    spec = FlightSpec(command=["true"], retry=Retry(retries=3))
+    landed = flights.open_flight(core, owner, spec).id
+    for epoch in (1, 2):
+        assert leases.try_claim(core, a.id)[0].id == landed
+        answer = leases.hand_back(core, a, landed, epoch=epoch, outcome="failed", exit_code=1,
+                                  reason="exit 1", key=f"{epoch}:hand-back")
+        assert answer["stage"] == "ready"
+        clock.advance(1)
+    assert leases.try_claim(core, a.id)[0].id == landed
+    leases.hand_back(core, a, landed, epoch=3, outcome="landed", exit_code=0, reason=None,
+                     key="3:hand-back")
+    waiting = flights.open_flight(core, owner, spec).id
+    assert leases.try_claim(core, a.id)[0].id == waiting
+    leases.hand_back(core, a, waiting, epoch=1, outcome="failed", exit_code=2, reason="exit 2",
+                     key="1:hand-back")
+    return {"landed": landed, "waiting": waiting}
+
+
+def test_a_flight_failing_twice_then_landing_on_its_retries_holds_every_invariant(world):
+    core, owner, clock, path = world
+    ids = _retried_history(core, owner, clock)
+    report = check(path, lease_ttl=TTL, now=clock.now)
+    assert report.ok, report.summary()
+    assert core.store.flight(ids["landed"]).stage == "landed"
+    assert core.store.flight(ids["waiting"]).stage == "ready"
+
+
+def test_an_exit_before_the_last_that_was_not_retried_is_caught(world):
+    core, owner, clock, path = world
+    ids = _retried_history(core, owner, clock)
+    _forge(path, "UPDATE facts SET body = '{\"outcome\": \"failed\", \"exit_code\": 1}' "
+                 "WHERE flight_id = ? AND kind = 'exit' AND epoch = 1", (ids["landed"],))
+    flagged = check(path, lease_ttl=TTL, now=clock.now).broken("one_final_outcome")
+    assert {v.flight_id for v in flagged} == {ids["landed"]}
+
+
+def test_two_exits_of_one_attempt_are_caught(world):
+    core, owner, clock, path = world
+    ids = _retried_history(core, owner, clock)
+    a = core.store.runners_named("a")[0].id
+    _forge(path, "INSERT INTO facts (flight_id, epoch, runner_id, kind, body, at) VALUES "
+                 "(?, 2, ?, 'exit', '{\"outcome\": \"failed\", \"retry\": \"retry 2 of 3\"}', ?)",
+           (ids["landed"], a, clock.now))
+    flagged = check(path, lease_ttl=TTL, now=clock.now).broken("one_final_outcome")
+    assert ids["landed"] in {v.flight_id for v in flagged}
+
+
+def test_a_waiting_retry_whose_exit_was_final_is_caught(world):
+    core, owner, clock, path = world
+    ids = _retried_history(core, owner, clock)
+    _forge(path, "UPDATE facts SET body = '{\"outcome\": \"failed\"}' "
+                 "WHERE flight_id = ? AND kind = 'exit'", (ids["waiting"],))
+    flagged = check(path, lease_ttl=TTL, now=clock.now).broken("one_final_outcome")
+    assert {v.flight_id for v in flagged} == {ids["waiting"]}
+
+
+def test_a_retry_granted_before_the_failed_attempt_ended_is_caught(world):
+    core, owner, clock, path = world
+    ids = _retried_history(core, owner, clock)
+    _forge(path, "DELETE FROM facts WHERE flight_id = ? AND kind = 'exit' AND epoch = 1",
+           (ids["landed"],))
+    flagged = check(path, lease_ttl=TTL, now=clock.now).broken("attempts_never_overlap")
+    assert {v.flight_id for v in flagged} == {ids["landed"]}

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from gg.api import paths
 from gg.api.events import Event
-from gg.api.flights import EstimateAccuracy, FactsPage, FlightDetail, FlightPage
-from gg.api.schemas import FlightOpen
+from gg.api.flights import EstimateAccuracy, FactsPage, FlightDetail, FlightPage, FlightRow
+from gg.api.schemas import FlightOpen, RerunOpen
 from gg.control import answers, flights
 from gg.domain.events import SEQ_MAX
 from gg.domain.flight_spec import FlightSpec
@@ -62,6 +62,12 @@ async def follow_facts(flight_id: str, request: Request, person: Person = Depend
 @router.post(paths.FLIGHT_CANCEL, response_model=FlightDetail)
 async def cancel(flight_id: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     return await answers.cancelled(request.app.state.core, person, flight_id)
+
+
+@router.post(paths.FLIGHT_RERUN, response_model=FlightRow, status_code=201)
+async def rerun(flight_id: str, body: RerunOpen, request: Request,
+                person: Person = Depends(auth.person)) -> dict:
+    return await answers.rerun(request.app.state.core, person, flight_id, body.model_dump())
 
 
 @router.get(paths.ESTIMATE_ACCURACY, response_model=EstimateAccuracy)
