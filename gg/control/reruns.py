@@ -32,6 +32,9 @@ def spec_of(core: Core, flight: Flight) -> FlightSpec:
     state = core.store.retry_state(flight.id)
     wire["retry"] = state.retry.to_wire() if state is not None else None
     wire["after"], wire["after_any"] = [], False
+    # the secrets it asked for (names: a value is opened at the rerun's own grant), its note
+    wire["secrets"] = [{"name": n, "envvar": v} for n, v in core.store.flight_secrets(flight.id)]
+    wire["note"] = core.store.flight_note(flight.id)
     return FlightSpec.from_wire(wire)
 
 

@@ -74,7 +74,6 @@ def set_secret(core: Core, person: Person, name: str, environment: str | None,
         replaced = core.store.set_secret(name, scope, sealed, set_by=person.name, now=now)
         core.event(EventKind.SECRET_SET, actor=person.name, at=now, name=name,
                    environment=environment, replaced=replaced)
-    core.signals.event_added()
     row = {"name": name, "env": scope, "set_by": person.name, "set_at": now}
     return _view(row) | {"replaced": replaced, "scope": rules.scope_sentence(environment)}
 
@@ -96,7 +95,6 @@ def remove_secret(core: Core, person: Person, name: str, environment: str | None
             raise NotFound(f"there is no secret {name}{where}")
         core.event(EventKind.SECRET_REMOVED, actor=person.name, at=now, name=name,
                    environment=environment)
-    core.signals.event_added()
     return {"name": name, "environment": environment, "removed": True}
 
 

@@ -104,3 +104,15 @@ def test_retention_prunes_a_flights_secret_names_with_it(core, owner, clock):
         pass
     assert core.store.flight_secrets(flight.id) == []
     assert core.store.secrets()  # the secret itself stays
+
+
+def test_a_rerun_asks_for_the_same_secrets_by_name_and_keeps_the_note(core, owner):
+    from gg.control import reruns
+
+    secrets.set_secret(core, owner, "TOKEN", None, b"s3cret")
+    old = flights.open_flight(core, owner, FlightSpec(command=("true",), note="release 4.2",
+                                                      secrets=(Use("TOKEN", "API"),)))
+    new = reruns.rerun(core, owner, old.id, {})
+    assert secrets.names_of(core, new.id) == [{"name": "TOKEN", "envvar": "API"}]
+    assert core.store.flight_note(new.id) == "release 4.2"
+    assert secrets.for_grant(core, new)[0][0]["value"] == "s3cret"
