@@ -171,10 +171,9 @@ class FlightSpec:
             if problem := (name_problem(use.name) or
                            name_problem(use.envvar, "a variable's name")):
                 return f"--secret {use.name}: {problem}"
-        return uses_problem(list(self.secrets))
         if self.retry is not None and (problem := self.retry.problem()):
             return problem
-        return None
+        return uses_problem(list(self.secrets))
 
     @property
     def requires(self) -> dict[str, str]:

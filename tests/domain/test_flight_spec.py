@@ -142,3 +142,16 @@ def test_a_note_of_lines_and_tabs_is_a_note_and_changes_nothing_an_approval_cove
     assert "note" in RUNS_NOTHING_NEW
     assert specs.digest(specs.what_runs(spec)) == specs.digest(
         specs.what_runs(replace(spec, note=None)))
+
+
+def test_each_setting_s_own_rule_is_asked_by_the_spec_s_problem():
+    from gg.domain.concurrency import Concurrency
+    from gg.domain.retries import Retry
+    from gg.domain.secrets import Use
+
+    ok = FlightSpec(command=("true",))
+    for bad in (replace(ok, concurrency=Concurrency("has space", 1)), replace(ok, grace=-1.0),
+                replace(ok, note="\x1b"), replace(ok, secrets=(Use("GG_X", "GG_X"),)),
+                replace(ok, retry=Retry(retries=11))):
+        assert bad.problem(), bad
+    assert ok.problem() is None
