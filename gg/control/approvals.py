@@ -15,6 +15,7 @@ as a proposal in its own gate, applied when that gate clears.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from gg.control.core import Core
 from gg.control.gates import clear_allowed, open_gate
@@ -45,7 +46,7 @@ def gate_for_new_flight(core: Core, person: Person, *, flight_id: str, asked: bo
             raise BadRequest(refusal, code=ErrorCode.INVALID_APPROVER)
     asked = asked or approver is not None
     root = core.store.root_envelope() if environment else None
-    env_requires = bool(environment) and core.store.environment_requires_approval(environment)
+    env_requires = bool(environment and core.store.environment_requires_approval(environment))
     if not approvals.needed(asked=asked, environment=environment,
                             environment_requires=env_requires,
                             root_approvals=root.approvals if root else ()):
@@ -84,12 +85,12 @@ def change(core: Core, person: Person, flight: Flight, spec: FlightSpec) -> Gate
     root = core.store.root_envelope() if env else None
     if not approvals.change_needs_approval(
             ever_gated=bool(gates), environment=env,
-            environment_requires=bool(env) and core.store.environment_requires_approval(env),
+            environment_requires=bool(env and core.store.environment_requires_approval(env)),
             root_approvals=root.approvals if root else ()):
         core.store.update_flight(flight.id, **values)
         return None
     waiting = next((g for g in gates if g.open), None)
-    payload = {key: gates[0].payload.get(key) if gates else None
+    payload: dict[str, Any] = {key: gates[0].payload.get(key) if gates else None
                for key in ("approver", "approver_name")}
     payload.update(changed_by=person.id, changed_by_name=person.name)
     before = specs.what_runs(flight)
@@ -120,7 +121,7 @@ def change(core: Core, person: Person, flight: Flight, spec: FlightSpec) -> Gate
 def approved(core: Core, gate: Gate) -> None:
     proposed = gate.payload.get("proposed")
     if proposed is not None:  # a change approved: the flight runs it from now on
-        flight = core.store.flight(gate.flight_id)
+        flight = core.store.flight(gate.flight_id) if gate.flight_id else None
         if flight is not None and not flight.final:
             core.store.update_flight(flight.id, **proposed)
     core.event(EventKind.FLIGHT_APPROVED, actor=gate.cleared_by, flight_id=gate.flight_id,
@@ -196,7 +197,7 @@ def approve(core: Core, person: Person, flight_id: str, digest: str | None = Non
             raise Conflict(refusal, code=ErrorCode.APPROVAL_CHANGED)
         _, released = clear_allowed(core, gate, person.name)
     _signal(core, flight_id, released)
-    return core.store.flight(flight_id)
+    return _flight(core, flight_id)
 
 
 def reject(core: Core, person: Person, flight_id: str, reason: str | None = None) -> Flight:
@@ -219,7 +220,7 @@ def reject(core: Core, person: Person, flight_id: str, reason: str | None = None
                    gate=gate.id, reason=reason, digest=gate.payload.get("digest"),
                    change=change_only)
     _signal(core, flight_id, 0)
-    return core.store.flight(flight_id)
+    return _flight(core, flight_id)
 
 
 def force(core: Core, person: Person, flight_id: str) -> tuple[Flight, list[str]]:
@@ -244,12 +245,14 @@ def force(core: Core, person: Person, flight_id: str) -> tuple[Flight, list[str]
                 raise Forbidden(refusal)
         released = 0
         for gate in held:
-            released += clear_allowed(core, core.store.gate(gate.id), person.name)[1]
+            again = core.store.gate(gate.id)
+            assert again is not None, "gates are never deleted"
+            released += clear_allowed(core, again, person.name)[1]
         cleared = [g.id for g in held]
         core.event(EventKind.FLIGHT_FORCED, actor=person.name, flight_id=flight_id, at=now,
                    gates=cleared)
     _signal(core, flight_id, released)
-    return core.store.flight(flight_id), cleared
+    return _flight(core, flight_id), cleared
 
 
 def withdraw(core: Core, flight: Flight, actor: str) -> None:

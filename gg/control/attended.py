@@ -19,8 +19,9 @@ def check_open(core: Core, runner_target: str | None) -> None:
     """Refuse an attended flight at once when its runner is already flying (or not named)."""
     now = core.now()
     if runner_target is None:
-        raise BadRequest(attended.refusal_to_open(None, None, []),
-                         code=ErrorCode.ATTENDED_NEEDS_RUNNER)
+        needs_runner = attended.refusal_to_open(None, None, [])
+        assert needs_runner is not None, "a flight that names no runner is always refused"
+        raise BadRequest(needs_runner, code=ErrorCode.ATTENDED_NEEDS_RUNNER)
     runner = core.store.runner(runner_target)
     flying = [f.id for f in core.store.flights_held_by(runner_target)
               if f.lease_expires_at is not None and f.lease_expires_at > now]

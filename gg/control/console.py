@@ -83,7 +83,9 @@ def pending(core: Core) -> list[dict]:
         if gate["kind"] == approvals.KIND and gate["flight_id"]:
             flight = core.store.flight(gate["flight_id"])  # what approving runs, and the change
             if flight is not None and not flight.final:
-                gate["asked"] = approval_ops.asked_for(core.store.gate(gate["id"]), flight)
+                row = core.store.gate(gate["id"])
+                assert row is not None, "gates are never deleted"
+                gate["asked"] = approval_ops.asked_for(row, flight)
         out.append(gate)
     return out
 

@@ -206,6 +206,7 @@ class Core:
     # This server process's name among replicas (duties, wake-ups): new at every start.
     replica: str = field(default_factory=lambda: secrets.token_hex(6))
     silence_scanned_at: float = 0.0
+    key_nonce_secret: bytes | None = None  # the MAC key of nonces (gg.control.key_proof)
     verdicts: Verdicts = field(init=False)  # the meanings' verdicts (gg.control.verdicts)
     # what this replica remembers of start estimates (gg.control.estimates); memory only
     estimates: EstimateMemory = field(default_factory=EstimateMemory)

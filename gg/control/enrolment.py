@@ -114,6 +114,7 @@ def revoke_token(core: Core, person: Person, fingerprint: str) -> dict:
             core.event(EventKind.ENROLMENT_TOKEN_REVOKED, actor=person.name, at=now,
                        fingerprint=fingerprint, profile=token.profile)
         token = core.store.enrol_token(fingerprint)
+        assert token is not None, "read above, in this transaction"
     return token.view(now)
 
 
@@ -162,11 +163,11 @@ def enrol(core: Core, token: str | None, *, name: str, public_key: str, workers:
         refuse_taken_name(core, name, existing.id if existing else None, now)  # rolls back too
         runner_id = upsert_runner(core, existing, public_key=public_key, fields=fields,
                                   credential=credential, expires=expires, now=now)
-        profiles.sync_runner(core, core.store.runner(runner_id), in_force)
+        profiles.sync_runner(core, core.runner_again(runner_id), in_force)
         core.event(EventKind.RUNNER_ENROLLED, actor=f"enrolment:{grant.fingerprint}",
                    runner_id=runner_id, at=now, name=name, profile=grant.profile,
                    token=grant.fingerprint, superseded=existing is not None, group=grant.group)
-        runner = core.store.runner(runner_id)
+        runner = core.runner_again(runner_id)
     core.credentials.forget(runner_id)  # a superseded credential is refused at once
     return runner, credential
 

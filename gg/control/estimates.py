@@ -20,7 +20,8 @@ from gg.control.core import Core
 from gg.domain import estimates
 from gg.domain.estimates import Estimate, Forecast, History, PoolOutlook, Queue
 from gg.domain.flights import Event, Flight, Stage
-from gg.domain.matching import OPEN, Placement, Seat, seat
+from gg.domain.groups import OPEN, Placement
+from gg.domain.matching import Seat, seat
 from gg.domain.pools import SETTLING
 from gg.store.estimates import FLIGHT, WARMUP
 
@@ -41,6 +42,7 @@ def outlooks(core: Core, now: float) -> list[PoolOutlook]:
         if not pool_look.maintainer_online(core, record, now):
             continue
         seen = pool_look.look(core, record, now)
+        assert record.in_force is not None, "asked for strategies in force"
         spec = record.in_force.pool_spec()
         # still on its way: starting or resetting as last attested, and not yet checked in
         settling = [m.cycle_started_at or now for m in seen.members if m.state in SETTLING
@@ -132,6 +134,8 @@ def keep_shown(core: Core, shown: list[tuple[str, Estimate]], now: float) -> Non
     written = core.estimates.written
     new = []
     for flight_id, est in shown:
+        # shown holds known estimates only, and a known estimate has all three times
+        assert est.at is not None and est.low is not None and est.high is not None
         said = (est.at, est.low, est.high)
         if estimates.moved(written.get(flight_id), said, now):
             new.append((flight_id, now, est.at, est.low, est.high))

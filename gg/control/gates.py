@@ -84,7 +84,9 @@ def clear_allowed(core: Core, gate: Gate, actor: str) -> tuple[Gate, int]:
     cleared gate and how many flights became ready."""
     now = core.now()
     core.store.update_gate(gate.id, status="cleared", cleared_at=now, cleared_by=actor)
-    gate = core.store.gate(gate.id)
+    cleared = core.store.gate(gate.id)
+    assert cleared is not None, "gates are never deleted"
+    gate = cleared
     core.event(EventKind.GATE_CLEARED, actor=actor, runner_id=gate.runner_id,
                flight_id=gate.flight_id, at=now, gate=gate.id, gate_kind=gate.kind,
                subject=gate.subject)
@@ -98,6 +100,7 @@ def release_flights(core: Core, gate_id: str) -> int:
     released = 0
     for flight_id in core.store.flights_behind(gate_id):
         flight = core.store.flight(flight_id)
+        assert flight is not None, "found behind the gate just now, in this transaction"
         remaining = [g for g in flight.gates if g != gate_id]
         still_open = core.store.open_gate_ids(remaining)
         if not still_open and flight.stage == Stage.GATED.value:

@@ -68,7 +68,9 @@ def remove_hook(core: Core, actor: Person, hook_id: str) -> dict:
         core.store.remove_hook(hook_id, now)
         core.event(EventKind.HOOK_REMOVED, actor=actor.name, at=now, hook=hook_id,
                    url=hook["url"])
-    return public_hook(core.store.hook(hook_id))
+    removed = core.store.hook(hook_id)
+    assert removed is not None, "a removed hook is marked so, and its row kept"
+    return public_hook(removed)
 
 
 def due(core: Core, limit: int, *, sending: Collection[int] = (),

@@ -59,9 +59,8 @@ def proved(core: Core, purpose: str, *, public_key: str, nonce: str | None,
 def _secret(core: Core) -> bytes:
     """The MAC key of nonces: derived from the control plane's own key, which every replica
     sharing the store holds, so a nonce one replica issued is spent at another."""
-    secret = getattr(core, "key_nonce_secret", None)
+    secret = core.key_nonce_secret
     if secret is None:
-        pem = keys.private_pem(signing_key(core))
-        pem = pem if isinstance(pem, bytes) else pem.encode()
+        pem = keys.private_pem(signing_key(core)).encode()
         secret = core.key_nonce_secret = hashlib.sha256(b"gg-key-nonce\0" + pem).digest()
     return secret

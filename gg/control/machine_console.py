@@ -88,7 +88,10 @@ def join(core: Core, runner: Runner, console_id: str) -> ConsoleSession:
                    person=session.person_name, runner=runner.name, command=session.command,
                    waited=round(now - session.opened_at, 3),
                    identity=rules.identity(session, runner))
-    return core.store.console(console_id)
+    joined = core.store.console(console_id)
+    if joined is None:  # closed and pruned since
+        raise NotFound(f"no console {console_id} waits for this runner")
+    return joined
 
 
 def close(core: Core, console_id: str, *, exit_code: int | None, reason: str | None) -> None:

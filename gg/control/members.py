@@ -23,6 +23,8 @@ the action comes only after that is committed.
 
 from __future__ import annotations
 
+from typing import Any
+
 from gg import keys
 from gg.control import health, key_proof
 from gg.control import labels as label_ops
@@ -33,7 +35,7 @@ from gg.control.runners import build_skew, refuse_taken_name
 from gg.control.views import runner_view
 from gg.domain import tokens
 from gg.domain.events import EventKind
-from gg.domain.pool_planner import Action, PoolPlan, Start
+from gg.domain.pool_planner import Action, PoolPlan, Remove, Reset, Start
 from gg.domain.pools import MEMBER_ID_PREFIX, MEMBER_KIND, PoolMember, StrategyRecord, code_refusal
 from gg.domain.runners import AdminState, Runner
 from gg.error_codes import ErrorCode
@@ -64,28 +66,38 @@ def act(core: Core, runner: Runner, pool: str, kind: str, *,
                            code=ErrorCode.PLAN_CHANGED)
         answer: dict = {"action": kind, "member_id": member_id}
         if kind in ("remove", "roll", "replace"):
-            member = core.store.member(member_id)
+            member = _member_again(core, member_id)
             ended += _end_cycle(core, member, now, retire=True)
-            core.store.delete_member(member_id)
+            core.store.delete_member(member.id)
             answer["removed"] = member_id
         if kind in ("start", "roll", "replace"):
+            assert not isinstance(action, Remove), "the plan's action is of this kind"
             member, code = _new_member(core, record, maintainer=runner, digest=action.digest,
                                         now=now)
             answer.update(member=_member_dict(member), code=code)
         if kind == "reset":
-            member = core.store.member(member_id)
+            assert isinstance(action, Reset), "the plan's action is of this kind"
+            member = _member_again(core, member_id)
             ended += _end_cycle(core, member, now, retire=False)
             code = tokens.mint(tokens.MEMBER_CODE)
             core.store.update_member(
-                member_id, state="resetting", digest=action.digest, resets=member.resets + 1,
+                member.id, state="resetting", digest=action.digest, resets=member.resets + 1,
                 cycle_grants=core.store.grants_to(member.runner_id) if member.runner_id else 0,
                 code_hash=tokens.digest(code),
                 code_expires_at=now + core.settings.member_code_ttl, cycle_started_at=now,
                 updated_at=now)
-            answer.update(member=_member_dict(core.store.member(member_id)), code=code)
+            answer.update(member=_member_dict(_member_again(core, member_id)), code=code)
     for runner_id in ended:  # their credentials are refused at once
         core.credentials.forget(runner_id)
     return answer, ended
+
+
+def _member_again(core: Core, member_id: str | None) -> PoolMember:
+    """The member a planned action names (every kind but a start names one: refused above
+    otherwise), read in the action's transaction, where the plan just found it."""
+    member = core.store.member(member_id) if member_id else None
+    assert member is not None, "the plan found it just now, in this transaction"
+    return member
 
 
 def _planned(plan: PoolPlan, kind: str, member_id: str | None) -> Action | None:
@@ -161,6 +173,7 @@ def join(core: Core, code: str | None, *, public_key: str, inventory: dict,
         refuse_taken_name(core, member.name, member.runner_id, now)
         credential = tokens.mint(tokens.RUNNER)
         expires = now + core.settings.member_credential_ttl
+        fields: dict[str, Any]  # a Runner's fields, of their several types
         fields = dict(public_key=public_key, labels={"environment": record.in_force.environment},
                       workers=1, started_workers=1, inventory=inventory, version=version,
                       version_skew=build_skew(core, version, inventory), kind=MEMBER_KIND,
@@ -179,13 +192,13 @@ def join(core: Core, code: str | None, *, public_key: str, inventory: dict,
             core.store.update_runner(runner_id, **fields)
             core.store.set_credential(runner_id, tokens.digest(credential),
                                       tokens.fingerprint(credential), expires)
-        label_ops.refresh(core, core.store.runner(runner_id))  # dispositions of its labels
+        label_ops.refresh(core, core.runner_again(runner_id))  # dispositions of its labels
         core.store.update_member(member.id, runner_id=runner_id, code_hash=None,
                                  code_expires_at=None, updated_at=now)
         core.event(EventKind.RUNNER_REGISTERED, actor=f"pool:{member.pool}", runner_id=runner_id,
                    at=now, name=member.name, member=member.id, pool=member.pool,
                    cycle=member.resets)
-        runner = core.store.runner(runner_id)
+        runner = core.runner_again(runner_id)
     core.credentials.forget(runner_id)  # the last cycle's credential is refused at once
     return {"runner": runner_view(core, runner), "credential": credential,
             "credential_expires_at": expires, "labels": runner.labels,

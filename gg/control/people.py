@@ -127,6 +127,7 @@ def _unclaim_runners_of(core: Core, actor: Person, person_id: str, now: float) -
         if runner.owner != person_id or runner.ownership != "claimed":
             continue
         outcome = decide("unclaim", runner, actor)
+        assert outcome.event is not None, "unclaiming a claimed runner always changes it"
         core.store.update_runner(runner.id, **outcome.values)
         core.event(outcome.event, actor=actor.name, runner_id=runner.id, at=now,
                    reason="its owner was removed", **outcome.values)

@@ -96,6 +96,7 @@ def waiting_reasons(core: Core, now: float) -> dict[str, tuple[str, str]]:
             continue
         plan = look(core, record, now).plan
         if plan.waiting is not None:
+            assert record.in_force is not None, "asked for strategies in force"
             reasons.setdefault(record.in_force.environment, plan.waiting)
     return reasons
 

@@ -136,6 +136,7 @@ def plan_view(core: Core, runner: Runner, pool: str) -> dict:
         record = maintained(core, runner, pool, claim=False)
         seen = look(core, record, now)
     strategy = record.in_force
+    assert strategy is not None, "maintained() refuses a strategy not in force"
     return {
         "pool": pool, "strategy": record.name, "environment": strategy.environment,
         "driver": strategy.driver, "image": strategy.image.to_dict(), "digest": seen.plan.digest,
@@ -267,7 +268,7 @@ def _pool_view(core: Core, record: StrategyRecord, *, snap, ready: list[Flight],
     maintainer = core.store.runner(record.maintainer_id) if record.maintainer_id else None
     online = maintainer_online(core, record, now)
     if record.in_force is None:
-        problem = f"its strategy is not in force yet (gate {record.gate_id} is open)"
+        problem: str | None = f"its strategy is not in force yet (gate {record.gate_id} is open)"
     else:
         problem = attention(record.last_attested_at, record.in_force_at, now,
                             core.settings.pool_attestation_stale)

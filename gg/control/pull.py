@@ -24,7 +24,7 @@ from gg.domain.events import EventKind
 from gg.domain.flights import Outcome
 from gg.domain.identity import key_fingerprint
 from gg.domain.people import Person
-from gg.domain.runners import AdminState, Runner
+from gg.domain.runners import AdminState, Runner, RunnerIdentity
 from gg.error_codes import ErrorCode
 from gg.errors import BadRequest, Conflict, Forbidden, GGError
 
@@ -32,7 +32,9 @@ AUTO_CLAIMS = 64  # grants handed in one poll at most (its free slots, at most t
 
 
 def control_key_fingerprint(core: Core) -> str:
-    return key_fingerprint(keys.public_text(signing_key(core)))
+    found = key_fingerprint(keys.public_text(signing_key(core)))
+    assert found is not None, "the control plane's own key is an Ed25519 key"
+    return found
 
 
 def public_control_key(core: Core) -> str:
@@ -70,6 +72,7 @@ def check_attach(core: Core, person: Person, *, name: str, public_key: str,
     if not keys.valid_public_key(public_key):
         raise BadRequest("the runner did not answer with a base64 Ed25519 public key")
     found = key_fingerprint(public_key)
+    assert found is not None, "checked above to be a base64 Ed25519 public key"
     if fingerprint is not None and fingerprint.strip() != found:
         raise Conflict(f"the runner's key fingerprint is {found}, not {fingerprint.strip()}: "
                        "not attached (is the URL the machine you meant?)",
@@ -91,7 +94,7 @@ def attach(core: Core, person: Person, *, name: str, url: str, public_key: str) 
     now = core.now()
     with core.store.atomic():
         existing = core.store.runner_by_key(public_key)
-        fields = dict(name=name, url=url, mode=rules.MODE_PULL, kind=rules.KIND,
+        fields: dict[str, Any] = dict(name=name, url=url, mode=rules.MODE_PULL, kind=rules.KIND,
                       registered_by=person.id, goodbye_at=None, profile=None,
                       profile_in_force={})
         if existing is not None:
@@ -103,7 +106,7 @@ def attach(core: Core, person: Person, *, name: str, url: str, public_key: str) 
         core.event(EventKind.RUNNER_ATTACHED, actor=person.name, runner_id=runner_id,
                    name=name, url=url, fingerprint=key_fingerprint(public_key),
                    superseded=existing is not None)
-    return core.store.runner(runner_id)
+    return core.runner_again(runner_id)
 
 
 def attached(core: Core, runner: Runner, fingerprint: str) -> dict:
@@ -168,7 +171,7 @@ async def polled(core: Core, runner: Runner, answer: Any, peer: str | None) -> d
             got = await core.run(leases.try_claim, runner.id, free)
             if got is None:
                 break
-            grants.append(answers.claimed(core, fresh, got))
+            grants.append(answers.claimed(core, RunnerIdentity.of(fresh), got))
             free -= 1
     delivery = {"runner": runner.id, "checked_in": checked, "applied": applied,
                 "refusals": refusals, "renewals": renewals, "grants": grants,

@@ -67,10 +67,10 @@ def register(core: Core, person: Person, *, name: str, public_key: str, labels: 
         runner_id = upsert_runner(core, existing, public_key=public_key, fields=fields,
                                   credential=credential, expires=expires, now=now)
         if existing is not None:
-            health.judge(core, core.store.runner(runner_id), now, checked=False)
+            health.judge(core, core.runner_again(runner_id), now, checked=False)
         core.event(EventKind.RUNNER_REGISTERED, actor=person.name, runner_id=runner_id,
                    name=name, superseded=existing is not None)
-        runner = core.store.runner(runner_id)
+        runner = core.runner_again(runner_id)
         label_ops.refresh(core, runner)
     core.credentials.forget(runner_id)  # a superseded credential is refused at once
     return runner, credential
@@ -259,14 +259,14 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
         if runner.kind == MEMBER_KIND and runner.last_seen_at is None:
             _warmed(core, runner, now)
         core.store.update_runner(runner.id, **values)
-        more_work = health.judge(core, core.store.runner(runner.id), now, checked=True)
+        more_work = health.judge(core, core.runner_again(runner.id), now, checked=True)
         relabelled = label_ops.after_check_in(
-            core, core.store.runner(runner.id), labels=labels,
+            core, core.runner_again(runner.id), labels=labels,
             facts_changed=inventory is not None or capabilities is not None)
         note_silent_runners(core, now)
         cancelled = _ended_among(core, held)
         consoles = _consoles_waiting(core, runner, now)
-        runner = core.store.runner(runner.id)
+        runner = core.runner_again(runner.id)
     if more_work:
         core.signals.ready_changed()
     expires = runner.credential_expires_at or now

@@ -72,7 +72,7 @@ def apply(core: Core, person: Person, name: str, mapping: Any) -> dict:
                   in_force=True)
         core.event(EventKind.STRATEGY_APPLIED, actor=person.name, at=now, strategy=name,
                    pool=pool, status=status, changes=[c.text for c in changes])
-        record = core.store.strategy(name)
+        record = _record(core, name)
     return {"strategy": view(record), "status": status,
             "changes": [c.to_dict() for c in changes],
             "gate": gate_ops.view(core, gate) if gate else None}
@@ -116,7 +116,7 @@ def pin_digest(core: Core, person: Person, name: str, digest: str) -> dict:
         core.store.update_strategy(name, **values)
         core.event(EventKind.STRATEGY_PINNED, actor=person.name, at=now, strategy=name,
                    pool=record.pool, digest=digest, was=was)
-        record = core.store.strategy(name)
+        record = _record(core, name)
     return {"strategy": view(record), "changed": was != digest, "was": was}
 
 

@@ -89,7 +89,9 @@ class Tree(Protocol):
 
     data: str
     children: list[Any]
-    meta: Any
+
+    @property
+    def meta(self) -> Any: ...  # read only (lark's Tree makes it on first use)
 
 
 class MeaningError(BadRequest):

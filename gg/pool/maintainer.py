@@ -24,7 +24,7 @@ import hashlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from gg import config
 from gg.api.pools import ActionTaken, MaintainerPlan
@@ -104,6 +104,7 @@ class Maintainer:
         except RunnerExit as exc:
             raise MaintainerExit(str(exc)) from None
         reg = self.runner.registration
+        assert reg is not None, "come_online registered the runner, or raised"
         self.say(f"maintainer {self.options.name} ({reg.runner_id}) for pool "
                  f"{self.options.pool} is up")
         cycles = 0
@@ -195,21 +196,26 @@ class Maintainer:
         if digest is not None:
             driver.prepare(digest, ref)
         answer = self.api.pool_act(pool, kind, member_id, retry_for=RETRY_STEP)
-        done = {"action": kind, "member_id": member_id, "ok": True}
+        done: dict[str, Any] = {"action": kind, "member_id": member_id, "ok": True}
         if kind == "remove":
+            assert member_id is not None, "pool_act refused a remove that names no member"
             driver.remove(member_id)
         elif kind == "reset":
             driver.reset(self._launch(answer, ref))
         else:  # start, roll, replace
             if kind != "start":
+                assert member_id is not None, "pool_act refused one that names no member"
                 driver.remove(member_id)
             driver.start(self._launch(answer, ref))
+            assert answer.member is not None, "the answer to a start names the new member"
             done["new_member"] = answer.member.id
         self.say(" ".join(filter(None, (kind, member_id, done.get("new_member")))))
         return done
 
     def _launch(self, answer: ActionTaken, ref: str) -> MemberLaunch:
         member = answer.member
+        # the answer to a start or a reset: the member, the digest it runs and its code
+        assert member is not None and member.digest is not None and answer.code is not None
         return MemberLaunch(member_id=member.id, name=member.name, digest=member.digest,
                             code=answer.code, server=self.options.server, image_ref=ref)
 

@@ -26,7 +26,7 @@ import subprocess
 import termios
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from gg.api import consoles as wire
 from gg.api.consoles import ConsoleCall
@@ -36,6 +36,9 @@ from gg.runner.flight import STOP_GRACE
 from gg.runner.flight_env import HANDED_SOURCE, after_drop
 from gg.runner.flight_identity import runs_as_root
 from gg.runner.launching import LAUNCHER, LaunchedProcess, signal_group
+
+if TYPE_CHECKING:
+    from websockets.sync.client import ClientConnection
 
 # The loop's runner (gg.runner.loop.Runner) owns the consoles; it is not imported here, so
 # that no runner module imports one that imports it back.
@@ -110,7 +113,7 @@ class ConsoleRun:
         self.over = over
         self.proc: LaunchedProcess | subprocess.Popen | None = None
         self.master: int | None = None
-        self.ws = None
+        self.ws: ClientConnection | None = None  # dialled first (_dial)
         self.launch: isolation.Launch | None = None
         self.stopping = threading.Event()
 
@@ -240,9 +243,11 @@ class ConsoleRun:
                 pass
         self._stop_process()
         reader.join(timeout=5)  # everything the command wrote goes out before its status
+        assert self.proc.returncode is not None, "it ended, or _stop_process waited for it"
         self._send_exit(exit_status(self.proc.returncode))
 
     def _screen(self) -> None:
+        assert self.ws is not None and self.master is not None, "both there before it starts"
         while True:
             try:
                 data = os.read(self.master, READ_BYTES)
@@ -257,6 +262,7 @@ class ConsoleRun:
                 return
 
     def _keys(self) -> None:
+        assert self.ws is not None and self.master is not None, "both there before it starts"
         try:
             for message in self.ws:
                 if isinstance(message, bytes):
@@ -283,6 +289,8 @@ class ConsoleRun:
             pass
 
     def _send_screen(self, text: str) -> None:
+        if self.ws is None:
+            return
         try:
             self.ws.send(text.replace("\n", "\r\n").encode())
         except Exception:

@@ -18,7 +18,9 @@ import json
 import math
 import threading
 import time
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -160,7 +162,7 @@ def _parse(model, body: bytes):
     try:
         return model.model_validate_json(body or b"{}")
     except ValidationError as exc:
-        first = exc.errors()[0] if exc.errors() else {}
+        first: Mapping[str, Any] = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()))
         raise Refused(400, ErrorCode.INVALID_REQUEST,
                       f"{where}: {first.get('msg', 'is not valid')}") from None

@@ -29,12 +29,12 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from gg import __version__, keys, refusals
 from gg.api.pull import Delivery, PollAsk
 from gg.api.runners import CheckedIn, Claimed, LeaseRenewed
-from gg.client import RETRY_CALL, ApiError, Unreachable
+from gg.client import RETRY_CALL, ApiError, Client, Unreachable
 from gg.domain.flights import Outcome
 from gg.domain.health import effective_workers
 from gg.domain.identity import key_fingerprint
@@ -188,7 +188,9 @@ class PullRunner:
         self.settings = Settings.from_env()
         self.key = self.state.key()
         self.public_key = keys.public_text(self.key)
-        self.fingerprint = key_fingerprint(self.public_key)
+        fingerprint = key_fingerprint(self.public_key)
+        assert fingerprint is not None, "its own key is an Ed25519 key"
+        self.fingerprint = fingerprint
         self.relay = Relay()
         self.lock = threading.Lock()
         self.runs: dict[str, FlightRun] = {}
@@ -230,7 +232,9 @@ class PullRunner:
             tmp.chmod(0o600)
             tmp.replace(self.pinned_path)
             self.say(f"attached: pinned the control plane's key {key_fingerprint(control_key)}")
-        return key_fingerprint(control_key)
+        fingerprint = key_fingerprint(control_key)
+        assert fingerprint is not None, "checked above to be an Ed25519 public key"
+        return fingerprint
 
     # -- capacity -----------------------------------------------------------------------------
 
@@ -290,7 +294,7 @@ class PullRunner:
         and renewals count from. A delivery that names none (an older control plane) counts
         from the newest answer, one naming a poll long forgotten from the oldest kept."""
         with self.lock:
-            if poll in self._answered:
+            if poll is not None and poll in self._answered:
                 return self._answered[poll]
             if self._answered:
                 return next(iter(self._answered.values()) if poll is not None
@@ -318,7 +322,8 @@ class PullRunner:
             self._retire()
         if self._polled.get("goodbye"):
             self.said_goodbye.set()
-        taken, refused = [], []
+        taken: list[str] = []
+        refused: list[str] = []
         for grant in delivery.grants:
             claimed = Claimed.model_validate(grant)
             (taken if self._take(claimed, answered) else refused).append(claimed.flight.id)
@@ -360,7 +365,8 @@ class PullRunner:
         Its lease runs out here its lifetime after ``answered`` (the poll that got it)."""
         flight, lease = answer.flight, answer.lease
         ttl = lease.expires_at - lease.granted_at
-        run = FlightRun(client=self.relay, flight=flight, say=self.say,
+        # the relay answers every call a flight makes of its client, held for the next poll
+        run = FlightRun(client=cast(Client, self.relay), flight=flight, say=self.say,
                         lease=Lease(flight.id, lease.epoch, ttl, answer.protocol.lease_renew_at,
                                     answered + ttl,
                                     margin=answer.protocol.lease_margin or DEFAULTS.lease_margin),

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from gg.api.runners import FlightForRunner
 from gg.domain.fitness import repository_host
 from gg.domain.flights import Outcome
 from gg.domain.repos import destination_allowed, is_local_slug, repo_slug
@@ -51,11 +52,13 @@ class Run(Protocol):
     never the other way round.
     """
 
-    flight: dict
+    flight: FlightForRunner
     fleet: Any  # gg.runner.fleet.FleetState, or None for a runner that is not enrolled
     base: str | None  # set here: the commit the repository was cloned at
     exit_code: int | None
-    say: Callable[[str], None]
+
+    @property
+    def say(self) -> Callable[[str], None]: ...  # read only: mypy takes FlightRun's for a method
 
     @property
     def id(self) -> str: ...

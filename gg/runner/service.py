@@ -199,8 +199,9 @@ class Generation:
         if not found or found <= self.listening:
             self.strangers = frozenset()
             return False
+        proc = self.proc  # not None, said above (a lambda keeps no narrowing)
         seen, self.strangers = self.strangers, foreign(
-            self.port, lambda: socket_inodes(self.proc.pid) if self.alive else set())
+            self.port, lambda: socket_inodes(proc.pid) if self.alive else set())
         if not self.strangers:
             self.listening = frozenset(found)
             return False
@@ -443,6 +444,7 @@ class Supervisor:
                 new = restarted
                 continue
             if not new.alive:
+                assert new.proc is not None, "_start started it"
                 reason = f"exited with {new.proc.returncode} before it was ready"
                 break
             if self._is_ready(new):

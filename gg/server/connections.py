@@ -40,7 +40,7 @@ import errno
 import gc
 import logging
 import resource
-from typing import Callable
+from typing import Callable, Protocol
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -50,7 +50,8 @@ from gg.server.one_send import OneSend
 
 try:  # uvicorn[standard]: the C parser and loop; pure-Python ones otherwise
     import uvloop  # noqa: F401
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as FastProtocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    FastProtocol: type = HttpToolsProtocol
     LOOP = "uvloop"
 except ImportError:  # pragma: no cover - a bare install
     FastProtocol, LOOP = H11Protocol, "asyncio"
@@ -88,6 +89,14 @@ def raise_file_limit() -> int:
         return soft
 
 
+class Connection(Protocol):
+    """A connection as the gate holds it: uvicorn's HTTP protocol as :func:`protocol_for`
+    makes it, with the peer address the gate notes on it when it admits it."""
+
+    transport: asyncio.Transport
+    gg_source: str
+
+
 class Gate:
     """Counts the connections this server holds and decides who may stay.
 
@@ -101,14 +110,14 @@ class Gate:
         self.per_source = per_source if per_source > 0 else max(16, cap // 4)
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
-        self.admitted: set[H11Protocol] = set()
-        self.idle: dict[H11Protocol, None] = {}  # the strangers, oldest first
-        self.sources: dict[str, dict[H11Protocol, None]] = {}  # the same, by peer address
+        self.admitted: set[Connection] = set()
+        self.idle: dict[Connection, None] = {}  # the strangers, oldest first
+        self.sources: dict[str, dict[Connection, None]] = {}  # the same, by peer address
         self.full = False  # in a cap episode
         self.crowded: set[str] = set()  # sources in a per-source cap episode
         self.accept_failures = 0  # failed accept() calls in the current episode
 
-    def admit(self, conn: H11Protocol, source: str = "") -> bool:
+    def admit(self, conn: Connection, source: str = "") -> bool:
         if self.accept_failures:
             log.warning("accepting connections again (%d accept() attempts failed while the "
                         "process was out of file descriptors)", self.accept_failures)
@@ -135,7 +144,7 @@ class Gate:
         self.idle_again(conn)
         return True
 
-    def busy(self, conn: H11Protocol) -> None:
+    def busy(self, conn: Connection) -> None:
         """``conn``'s request is read whole: it is no stranger until it is answered."""
         self.idle.pop(conn, None)
         own = self.sources.get(getattr(conn, "gg_source", ""))
@@ -144,20 +153,20 @@ class Gate:
             if len(own) < self.per_source * 9 // 10:
                 self._left(conn.gg_source, own)
 
-    def idle_again(self, conn: H11Protocol) -> None:
+    def idle_again(self, conn: Connection) -> None:
         if conn in self.admitted:
             self.busy(conn)
             self.idle[conn] = None  # to the back: the most recently active
             self.sources.setdefault(conn.gg_source, {})[conn] = None
 
-    def forget(self, conn: H11Protocol) -> None:
+    def forget(self, conn: Connection) -> None:
         self.busy(conn)
         self.admitted.discard(conn)
         if self.full and len(self.admitted) < self.cap * 9 // 10:
             self.full = False
             log.warning("connections back under the cap (%d open)", len(self.admitted))
 
-    def _close(self, conn: H11Protocol) -> None:
+    def _close(self, conn: Connection) -> None:
         self.forget(conn)
         if getattr(conn, "gg_started", False):  # half a request, a body or a WebSocket:
             conn.transport.abort()              # nothing of it is owed an answer, nor a flush
@@ -197,7 +206,7 @@ def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
         _header_timer: asyncio.TimerHandle | None = None
         _body_timer: asyncio.TimerHandle | None = None
 
-        def connection_made(self, transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport) -> None:
             peer = transport.get_extra_info("peername")
             source = peer[0] if isinstance(peer, tuple) and peer else ""
             if not gate.admit(self, source):
@@ -367,5 +376,7 @@ def server_config(app, host: str, port: int, settings, gate: Gate,
     return uvicorn.Config(app, host=host, port=port, log_level="warning", loop=LOOP,
                           http=protocol_for(gate), backlog=settings.listen_backlog,
                           timeout_keep_alive=settings.keep_alive_timeout,
-                          timeout_graceful_shutdown=0.5,
-                          **({"ssl_certfile": tls[0], "ssl_keyfile": tls[1]} if tls else {}))
+                          # uvicorn annotates it int; it is seconds, handed to asyncio.wait_for
+                          timeout_graceful_shutdown=0.5,  # type: ignore[arg-type]
+                          ssl_certfile=tls[0] if tls else None,
+                          ssl_keyfile=tls[1] if tls else None)

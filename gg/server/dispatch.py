@@ -20,6 +20,7 @@ import itertools
 import threading
 from dataclasses import dataclass, field
 from functools import partial
+from typing import cast
 
 from gg.control import leases as lease_ops
 from gg.control.core import Core
@@ -194,6 +195,7 @@ class Dispatcher:
             self._arm_expiry_wake(due)
             return
         self._pass_running = True
+        assert self.loop is not None, "a pass is scheduled on the loop (poke)"
         self.loop.create_task(self._run_pass(picks))
 
     def _pick(self) -> dict[str, Parked]:
@@ -276,15 +278,16 @@ class Dispatcher:
             return
         if nxt is _READ:
             nxt = lease_ops.next_expiry(self.core)
+        due = cast("float | None", nxt)  # a time, or None: _READ was read just above
         if nxt == self._expiry_at and self._expiry_handle is not None:
             return
         if self._expiry_handle is not None:
             self._expiry_handle.cancel()
             self._expiry_handle = None
-        self._expiry_at = nxt
-        if nxt is None or not self.parked:
+        self._expiry_at = due
+        if due is None or not self.parked:
             return
-        delay = max(0.0, nxt - self.core.now()) + 0.01
+        delay = max(0.0, due - self.core.now()) + 0.01
         self._expiry_handle = self.loop.call_later(delay, self._expiry_due)
 
     def _expiry_due(self) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from functools import partial
 
 import httpx
 
@@ -113,21 +114,22 @@ class Outbox:
             seq = row["seq"]
             self._hook_of[seq] = row["hook_id"]
             self._sending[seq] = asyncio.create_task(self._send(http, row))
-            self._sending[seq].add_done_callback(lambda _, seq=seq: self._sent(seq))
+            self._sending[seq].add_done_callback(partial(self._sent, seq))
             started += 1
             if sum(1 for h in self._hook_of.values() if h == row["hook_id"]) >= PER_HOOK:
                 busy.add(row["hook_id"])
         return started
 
-    def _sent(self, seq: int) -> None:
-        """A row's attempt ended: its hook has room again, and the row's flight's next row
-        (if it was delivered) may be due."""
+    def _sent(self, seq: int, _task: object = None) -> None:
+        """A row's attempt ended (``_task``, the attempt's, is not read): its hook has room
+        again, and the row's flight's next row (if it was delivered) may be due."""
         self._sending.pop(seq, None)
         self._hook_of.pop(seq, None)
         if self._wake is not None:
             self._wake.set()
 
     async def _sleep(self) -> None:
+        assert self._wake is not None, "made by run() before it delivers"
         self._wake.clear()  # before looking, so that an attempt ending meanwhile wakes it
         wait = self.core.settings.hook_poll
         if len(self._sending) < AT_ONCE:  # else the next attempt to end wakes it

@@ -73,6 +73,8 @@ class Link:
         method = "GET" if body is None else "POST"
         payload = b"" if body is None else json.dumps(body, default=str).encode()
         meant_for = rules.ANYONE if runner_key is None else key_fingerprint(runner_key)
+        if meant_for is None:  # checked at attach; a request signed for no key is refused
+            raise PullFailed(f"the runner at {url} holds no Ed25519 key this server can sign for")
         headers, nonce = pull_ops.signed_headers(self.key, method, path, body=payload,
                                                   now=time.time(), meant_for=meant_for)
         headers.update({"content-type": "application/json", "user-agent": f"gg/{__version__}"})
@@ -149,7 +151,7 @@ class Poller:
                 while True:
                     try:
                         if self.duties is not None and not self.duties.holds(duty_ops.PULL):
-                            wanted = {}  # another replica polls them
+                            wanted: dict[str, Runner | None] = {}  # another replica polls them
                         else:
                             wanted = {r.id: r for r in self.core.store.pull_runners()}
                     except Exception as exc:  # a busy store must not end the polling

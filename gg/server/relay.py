@@ -98,11 +98,13 @@ class SharedMeeting(Meeting):
     def person_came(self) -> None:
         self.person_local = True
         super().person_came()
+        assert self.relay is not None, "a shared meeting is made by its relay"
         self.relay.tell(self.console_id, "P")
 
     def runner_came(self, websocket: WebSocket) -> None:
         self.runner_local = websocket
         super().runner_came(websocket)
+        assert self.relay is not None, "a shared meeting is made by its relay"
         self.relay.tell(self.console_id, "R")
 
 
@@ -230,9 +232,11 @@ class SharedRelay(LocalRelay):
         """The runner is here, the person on another replica: copy both ways until either
         ends; the runner's route closes its WebSocket once ``over`` is set."""
         console_id = meeting.console_id
+        inbox = meeting.inbox
+        assert inbox is not None, "made before the bridge starts"
 
         async def keys() -> None:
-            while (message := await meeting.inbox.get()) is not None:
+            while (message := await inbox.get()) is not None:
                 if message.get("bytes") is not None:
                     await ws.send_bytes(message["bytes"])
                 else:

@@ -18,11 +18,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+from typing import TYPE_CHECKING, cast
 
 from gg.control.core import Core
 from gg.server.dispatch import Dispatcher
 from gg.server.relay import SharedRelay
 from gg.store import wakeups
+
+if TYPE_CHECKING:
+    from gg.store.postgres import PgDatabase
 
 
 class Replicas:
@@ -31,7 +35,7 @@ class Replicas:
         self.name = secrets.token_hex(6)  # this process, for as long as it lives
         self.loop: asyncio.AbstractEventLoop | None = None
         self.listener: wakeups.Listener | None = None
-        db = core.store.db
+        db = cast("PgDatabase", core.store.db)  # replicas share a PostgreSQL store (wanted)
         core.signals.announce = lambda line: wakeups.announce(db, f"{self.name} {line}")
         # a runner's credential changed or died here: every replica drops what it cached
         core.credentials.on_forget = lambda runner_id: wakeups.announce(
@@ -49,7 +53,8 @@ class Replicas:
     def start(self) -> None:
         """Listen (on the running event loop's behalf) until :meth:`stop`."""
         self.loop = asyncio.get_running_loop()
-        self.listener = wakeups.Listener(self.core.store.db.url, self._heard, self._missed)
+        db = cast("PgDatabase", self.core.store.db)  # replicas share a PostgreSQL store
+        self.listener = wakeups.Listener(db.url, self._heard, self._missed)
         self.listener.start()
 
     def stop(self) -> None:

@@ -18,7 +18,8 @@ class EventRows:
 
     def events(self, *, after: int = 0, kind: str | None = None, runner_id: str | None = None,
                flight_id: str | None = None, limit: int = 1000, newest: bool = False) -> list[dict]:
-        where, params = ["seq > ?"], [after]
+        where: list[str] = ["seq > ?"]
+        params: list[int | str] = [after]
         if kind:
             if kind.endswith(("*", ":")) or kind.count(":") < 2:  # a prefix: warn:, info:runner:
                 where.append("kind LIKE ?")

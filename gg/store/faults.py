@@ -61,9 +61,9 @@ def database_away(exc: BaseException) -> bool:
     return state is None or state.startswith(_AWAY_STATES)
 
 
-def fault_types() -> tuple[type[BaseException], ...]:
+def fault_types() -> tuple[type[Exception], ...]:
     """The exception classes :func:`fault` may recognise, for the server's handlers."""
-    types: list[type[BaseException]] = [OSError, sqlite3.Error]
+    types: list[type[Exception]] = [OSError, sqlite3.Error]
     psycopg = sys.modules.get("psycopg")
     if psycopg is not None:
         types.append(psycopg.Error)

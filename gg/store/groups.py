@@ -108,6 +108,7 @@ class GroupRows:
         row = self.db.one('SELECT count(*) FROM enrol_tokens WHERE "group" = ? '
                           "AND (uses = 0 OR uses_left > 0) AND expires_at > ? "
                           "AND revoked_at IS NULL", (name, now))
+        assert row is not None, "count(*) answers one row"
         return row[0]
 
     # -- demand -----------------------------------------------------------------------------
@@ -124,11 +125,13 @@ class GroupRows:
         row = self.db.one(
             'SELECT count(*) FROM flights JOIN runners ON runners.id = flights.lease_runner '
             'WHERE flights.stage = ? AND runners."group" = ?', (Stage.FLYING.value, name))
+        assert row is not None, "count(*) answers one row"
         return row[0]
 
     def flying_count(self) -> int:
-        return self.db.one("SELECT count(*) FROM flights WHERE stage = ?",
-                           (Stage.FLYING.value,))[0]
+        row = self.db.one("SELECT count(*) FROM flights WHERE stage = ?", (Stage.FLYING.value,))
+        assert row is not None, "count(*) answers one row"
+        return row[0]
 
     # -- attributes -------------------------------------------------------------------------
 

@@ -17,7 +17,8 @@ _HEADS = ("d.delivered_at IS NULL AND d.dropped_at IS NULL AND NOT EXISTS ("
 
 def _skipping(sending: Collection[int], busy: Collection[str]) -> tuple[str, tuple]:
     """The SQL that leaves out the rows in ``sending`` and the rows of hooks in ``busy``."""
-    sql, params = "", ()
+    sql = ""
+    params: tuple[int | str, ...] = ()
     if sending:
         sql += f" AND d.seq NOT IN ({', '.join('?' * len(sending))})"
         params += tuple(sending)
@@ -39,7 +40,9 @@ class HookRows:
         self.db.insert("hooks", {"id": id, "url": url, "events": dumps(events),
                                  "environment": environment, "secret": secret,
                                  "created_by": created_by, "created_at": now})
-        return self.hook(id)
+        hook = self.hook(id)
+        assert hook is not None, "written just now, on the same connection"
+        return hook
 
     def hook(self, hook_id: str) -> dict | None:
         row = self.db.one("SELECT * FROM hooks WHERE id = ?", (hook_id,))

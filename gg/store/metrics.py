@@ -23,6 +23,7 @@ class MetricRows:
     def live_lease_count(self, now: float) -> int:
         row = self.db.one("SELECT count(*) FROM flights WHERE stage = ? "
                           "AND lease_expires_at > ?", (Stage.FLYING.value, now))
+        assert row is not None, "count(*) answers one row"
         return row[0]
 
     def grants_and_expiries_after(self, seq: int, limit: int) -> list[dict]:

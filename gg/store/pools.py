@@ -113,7 +113,9 @@ class PoolRows:
     def grants_to(self, runner_id: str) -> int:
         """How many leases ``runner_id`` was ever granted (a member's cycle starts counting
         from the number at its reset; clocks are never compared)."""
-        return self.db.one("SELECT count(*) FROM grants WHERE runner_id = ?", (runner_id,))[0]
+        row = self.db.one("SELECT count(*) FROM grants WHERE runner_id = ?", (runner_id,))
+        assert row is not None, "count(*) answers one row"
+        return row[0]
 
     # -- maintainers --------------------------------------------------------------------
 
@@ -136,4 +138,5 @@ class PoolRows:
         row = self.db.one("SELECT count(*) FROM flights WHERE stage = ? AND "
                           f"runner_target IS NULL AND requires = ? AND {NOT_HELD}",
                           (Stage.READY.value, dumps(requires)))
+        assert row is not None, "count(*) answers one row"
         return row[0]

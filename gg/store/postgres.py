@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, cast
 
 import psycopg
 from psycopg.adapt import Dumper, Loader
@@ -39,6 +39,9 @@ from gg.store.dialect import ddl, split_script, translate
 from gg.store.faults import database_away
 from gg.store.migrations import MIGRATIONS
 from gg.store.writer import Writer
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 log = logging.getLogger("gg.store")
 
@@ -398,7 +401,9 @@ class PgDatabase(SharedDatabase):
                     if migration.number in done:
                         continue
                     with self.atomic():
-                        migration.step(_Schema(self))
+                        # the adapter answers the two calls a migration makes (see
+                        # gg.store.migrations), which is all a step is handed on SQLite too
+                        migration.step(cast("sqlite_utils.Database", _Schema(self)))
                         self.run("INSERT INTO _migrations (number, name, at) VALUES (?, ?, ?)",
                                  (migration.number, migration.name, time.time()))
                     applied.append(migration.number)

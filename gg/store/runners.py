@@ -39,8 +39,8 @@ def _encode(values: dict[str, Any]) -> dict[str, Any]:
 class RunnerRows:
     db: Database
 
-    def insert_runner(self, runner: Runner, *, credential_hash: str,
-                      credential_fingerprint: str) -> None:
+    def insert_runner(self, runner: Runner, *, credential_hash: str | None,
+                      credential_fingerprint: str | None) -> None:
         values = _encode(dataclasses.asdict(runner))
         values["credential_hash"] = credential_hash
         values["credential_fingerprint"] = credential_fingerprint

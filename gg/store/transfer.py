@@ -39,6 +39,7 @@ def target_is_empty(url: str) -> bool:
     with psycopg.connect(url) as conn:
         row = conn.execute("SELECT count(*) FROM information_schema.tables "
                            "WHERE table_schema = current_schema()").fetchone()
+    assert row is not None, "count(*) answers one row"
     return row[0] == 0
 
 

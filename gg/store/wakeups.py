@@ -19,7 +19,10 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    import psycopg
 
 log = logging.getLogger("gg.store")
 
@@ -58,7 +61,7 @@ class Sender:
         self.url = url
         self.lost = lost
         self._lines: queue.SimpleQueue = queue.SimpleQueue()
-        self._conn = None
+        self._conn: psycopg.Connection | None = None
         self._start = threading.Lock()
         self._thread: threading.Thread | None = None  # started by the first line
 
@@ -119,7 +122,7 @@ class Listener:
         self.retry = retry
         self.listening = threading.Event()  # set while the connection listens
         self._stop = threading.Event()
-        self._conn = None
+        self._conn: psycopg.Connection | None = None
         self._thread = threading.Thread(target=self._run, daemon=True, name="gg-wake-listener")
 
     def start(self) -> "Listener":
