@@ -66,7 +66,8 @@ class Root:
         return cls(environments=tuple(data.get("environments", ())),
                    timeouts=dict(data.get("timeout") or {}),
                    approvals=tuple(data.get("approvals") or ()),
-                   retries={env: Retry.of(r) for env, r in (data.get("retries") or {}).items()})
+                   retries={env: retry for env, r in (data.get("retries") or {}).items()
+                            if (retry := Retry.of(r)) is not None})
 
 
 def read_root(doc: Document) -> Checked[Root]:

@@ -50,7 +50,7 @@ def fly_file(path: str | None, command: list[str] | None, json_: bool) -> None:
                 and ctx.get_parameter_source(param.name) not in (ParameterSource.DEFAULT, None)):
             raise CliError(f"--file takes every flight's options from the file: leave out "
                            f"{param.opts[0]} (or set it under each flight)", Exit.USAGE)
-    opened = client().open_graph(bodies_of(path, fly)).flights
+    opened = client().open_graph(bodies_of(Path(path), fly)).flights
     if json_:
         emit_json([{"name": f.name, "id": f.id} for f in opened])
         return
@@ -128,10 +128,10 @@ def _located(graph: FlightsFile, flight: FileFlight, message: str):
         hit = re.search(rf"--{re.escape(key)}(?![\w-])", message)
         if hit:
             found.append((hit.start(), key))
-    key = min(found)[1] if found else None
-    if key is not None:
-        message = re.sub(rf"^--{re.escape(key)}: ", "", message)
-    return graph.error(flight.name, key, message.rstrip("."))
+    named: str | None = min(found)[1] if found else None
+    if named is not None:
+        message = re.sub(rf"^--{re.escape(named)}: ", "", message)
+    return graph.error(flight.name, named, message.rstrip("."))
 
 
 def _param(fly, name: str):

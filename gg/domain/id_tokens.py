@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 MAX_LIFETIME = 600  # seconds: no token lives longer, and a retired key stays this long
 ALGORITHM = "RS256"  # what every common verifier (cloud STS, Vault, Kubernetes) accepts
@@ -59,7 +60,8 @@ class Subject:
     lease_expires_at: float
 
 
-def claims(subject: Subject, *, issuer: str, audience: str, now: float, jti: str) -> dict:
+def claims(subject: Subject, *, issuer: str, audience: str, now: float,
+           jti: str) -> dict[str, Any]:
     """The claims of one token: the registered ones (``iss``, ``sub`` = ``flight:<id>``,
     ``aud``, ``iat``, ``nbf``, ``exp``, ``jti``) and gg's own."""
     issued = int(now)
@@ -85,7 +87,7 @@ def issuer_of(configured: str, base_url: str) -> str:
     return (configured or base_url).rstrip("/")
 
 
-def discovery(issuer: str, jwks_path: str) -> dict:
+def discovery(issuer: str, jwks_path: str) -> dict[str, Any]:
     """The OpenID Connect discovery document (``/.well-known/openid-configuration``)."""
     return {"issuer": issuer, "jwks_uri": issuer + jwks_path,
             "response_types_supported": ["id_token"],

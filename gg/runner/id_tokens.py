@@ -30,7 +30,7 @@ import selectors
 import socket
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Callable, cast
 
 from gg.domain.id_tokens import audience_problem
 from gg.domain.tokens import same_digest
@@ -171,6 +171,7 @@ class Desks:
                 self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
                 self._selector.register(self._wake_r, selectors.EVENT_READ, None)
                 threading.Thread(target=self._loop, name="id-token-desks", daemon=True).start()
+            assert desk.listener is not None, "a desk is watched once it listens"
             self._selector.register(desk.listener, selectors.EVENT_READ, desk)
         self._wake()
 
@@ -190,8 +191,10 @@ class Desks:
             pass
 
     def _loop(self) -> None:
+        selector = self._selector
+        assert selector is not None, "the loop starts once its selector is made"
         while True:
-            for key, _ in self._selector.select():
+            for key, _ in selector.select():
                 if key.data is None:
                     try:
                         os.read(self._wake_r, 4096)
@@ -200,7 +203,7 @@ class Desks:
                     continue
                 desk: Desk = key.data
                 try:
-                    conn, _ = key.fileobj.accept()
+                    conn, _ = cast(socket.socket, key.fileobj).accept()
                 except OSError:  # closed meanwhile, or nothing there after all
                     continue
                 conn.setblocking(True)
