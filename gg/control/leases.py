@@ -167,7 +167,8 @@ def _apply(core: Core, planned: tuple[list[Assignment], Keys],
                       runner_id=runner.id, ttl=core.settings.lease_ttl)
         if change is not None:  # the row as the compare-and-set left it, without reading it
             out.append((changed(a.flight, change), change.grant))
-            secret_ops.delivered(core, a.flight, runner.id, runner.name, change.grant.epoch, now)
+            secret_ops.delivered(core, a.flight, runner_id=runner.id,
+                                 runner_name=runner.name, epoch=change.grant.epoch, now=now)
             if runner.ephemeral:
                 took_one.add(runner.id)
                 runner_ops.after_ephemeral_grant(core, runner, now)

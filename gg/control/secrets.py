@@ -52,7 +52,7 @@ def _view(row: dict) -> dict:
             "set_at": row["set_at"]}
 
 
-def set_secret(core: Core, person: Person, name: str, environment: str | None,
+def set_secret(core: Core, person: Person, name: str, *, environment: str | None,
                value: bytes) -> dict:
     """Seal ``value`` as secret ``name`` (for ``environment``, else every one); its row (never
     its value) and the sentence saying who receives it."""
@@ -138,7 +138,7 @@ def names_of(core: Core, flight_id: str) -> list[dict]:
     return [{"name": n, "envvar": v} for n, v in core.store.flight_secrets(flight_id)]
 
 
-def delivered(core: Core, flight: Flight, runner_id: str, runner_name: str, epoch: int,
+def delivered(core: Core, flight: Flight, *, runner_id: str, runner_name: str, epoch: int,
               now: float) -> None:
     """The grant's event naming the secrets it delivers (in the grant's transaction)."""
     uses = core.store.flight_secrets(flight.id)

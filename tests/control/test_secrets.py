@@ -28,25 +28,25 @@ def _open(core, person, *uses: Use, environment=None):
 
 def test_only_an_admin_sets_a_secret_and_nothing_is_stored_when_a_member_tries(core, owner, ada):
     with pytest.raises(Forbidden):
-        secrets.set_secret(core, ada, "TOKEN", None, b"v")
+        secrets.set_secret(core, ada, "TOKEN", environment=None, value=b"v")
     assert core.store.secrets() == []
-    said = secrets.set_secret(core, owner, "TOKEN", None, b"v")
+    said = secrets.set_secret(core, owner, "TOKEN", environment=None, value=b"v")
     assert "anyone who may open flights" in said["scope"] and "value" not in said
     assert [s["name"] for s in secrets.list_secrets(core, ada)] == ["TOKEN"]
 
 
 def test_the_grant_delivers_the_value_a_member_asked_for_by_name(core, owner, ada):
-    secrets.set_secret(core, owner, "TOKEN", None, b"s3cret")
+    secrets.set_secret(core, owner, "TOKEN", environment=None, value=b"s3cret")
     flight = _open(core, ada, Use("TOKEN", "API"))
     assert secrets.names_of(core, flight.id) == [{"name": "TOKEN", "envvar": "API"}]
     assert secrets.for_grant(core, flight) == ([{"name": "TOKEN", "envvar": "API",
                                                  "value": "s3cret"}], None)
-    secrets.set_secret(core, owner, "TOKEN", None, b"newer")  # granted later: the new value
+    secrets.set_secret(core, owner, "TOKEN", environment=None, value=b"newer")  # granted later: the new value
     assert secrets.for_grant(core, flight)[0][0]["value"] == "newer"
 
 
 def test_a_secret_removed_before_the_grant_is_refused_to_the_runner_in_one_sentence(core, owner):
-    secrets.set_secret(core, owner, "TOKEN", None, b"v")
+    secrets.set_secret(core, owner, "TOKEN", environment=None, value=b"v")
     flight = _open(core, owner, Use("TOKEN", "TOKEN"))
     secrets.remove_secret(core, owner, "TOKEN", None)
     delivered, refused = secrets.for_grant(core, flight)
@@ -54,7 +54,7 @@ def test_a_secret_removed_before_the_grant_is_refused_to_the_runner_in_one_sente
 
 
 def test_an_unknown_secret_or_two_in_one_variable_opens_no_flight(core, owner):
-    secrets.set_secret(core, owner, "ANY", None, b"v")
+    secrets.set_secret(core, owner, "ANY", environment=None, value=b"v")
     for uses, says in (([Use("NOPE", "NOPE")], "there is no secret NOPE"),
                        ([Use("ANY", "X"), Use("ANY2", "X")], "both go in $X")):
         with pytest.raises(BadRequest, match=says.replace("$", r"\$")):
@@ -63,7 +63,7 @@ def test_an_unknown_secret_or_two_in_one_variable_opens_no_flight(core, owner):
 
 
 def test_a_key_file_that_does_not_open_the_secrets_is_said_in_one_sentence(core, owner, tmp_path):
-    secrets.set_secret(core, owner, "TOKEN", None, b"v")
+    secrets.set_secret(core, owner, "TOKEN", environment=None, value=b"v")
     other = tmp_path / "other.key"
     said = secrets.unopened(core.store, other)
     assert said is not None and "does not open" in said and "\n" not in said
@@ -74,8 +74,8 @@ def test_a_key_file_that_does_not_open_the_secrets_is_said_in_one_sentence(core,
 
 
 def test_rotation_reseals_every_value_in_one_transaction_and_they_still_open(core, owner, tmp_path):
-    secrets.set_secret(core, owner, "A", None, b"one")
-    secrets.set_secret(core, owner, "B", None, b"two")
+    secrets.set_secret(core, owner, "A", environment=None, value=b"one")
+    secrets.set_secret(core, owner, "B", environment=None, value=b"two")
     before = {n: s for n, _, s in core.store.sealed_secrets()}
     key_id, count = secrets.rotate_key(core.store, tmp_path / "secrets.key")
     after = {n: s for n, _, s in core.store.sealed_secrets()}
@@ -86,7 +86,7 @@ def test_rotation_reseals_every_value_in_one_transaction_and_they_still_open(cor
 
 
 def test_a_rotation_whose_key_does_not_open_a_value_changes_nothing(core, owner, tmp_path):
-    secrets.set_secret(core, owner, "A", None, b"one")
+    secrets.set_secret(core, owner, "A", environment=None, value=b"one")
     before = core.store.sealed_secrets()
     with pytest.raises(secrets.sealing.SealingError):
         secrets.rotate_key(core.store, tmp_path / "elsewhere.key")
@@ -96,7 +96,7 @@ def test_a_rotation_whose_key_does_not_open_a_value_changes_nothing(core, owner,
 
 def test_retention_prunes_a_flights_secret_names_with_it(core, owner, clock):
     core.settings = replace(core.settings, retain_flights=10)
-    secrets.set_secret(core, owner, "A", None, b"one")
+    secrets.set_secret(core, owner, "A", environment=None, value=b"one")
     flight = _open(core, owner, Use("A", "A"))
     flights.cancel(core, owner, flight.id)
     clock.advance(60)
@@ -109,7 +109,7 @@ def test_retention_prunes_a_flights_secret_names_with_it(core, owner, clock):
 def test_a_rerun_asks_for_the_same_secrets_by_name_and_keeps_the_note(core, owner):
     from gg.control import reruns
 
-    secrets.set_secret(core, owner, "TOKEN", None, b"s3cret")
+    secrets.set_secret(core, owner, "TOKEN", environment=None, value=b"s3cret")
     old = flights.open_flight(core, owner, FlightSpec(command=("true",), note="release 4.2",
                                                       secrets=(Use("TOKEN", "API"),)))
     new = reruns.rerun(core, owner, old.id, {})

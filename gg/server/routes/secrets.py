@@ -17,8 +17,8 @@ router = APIRouter(route_class=JsonRoute)
 @router.put(paths.SECRET, response_model=SecretSetAnswer)
 async def set_secret(name: str, body: SecretSet, request: Request,
                      person: Person = Depends(auth.person)) -> dict:
-    return secrets.set_secret(request.app.state.core, person, name, body.environment,
-                              body.value.encode("utf-8"))
+    return secrets.set_secret(request.app.state.core, person, name,
+                              environment=body.environment, value=body.value.encode("utf-8"))
 
 
 @router.get(paths.SECRETS, response_model=list[Secret])
