@@ -147,6 +147,15 @@ class Linked(Answer):
     ended_reason: str | None = None
 
 
+class FlightIdToken(Answer):
+    """An identity token minted for the flight (``gg id-token``): never the token."""
+    audience: str | None = None
+    epoch: int | None = None
+    jti: str | None = None
+    at: float
+    expires_at: float | None = None
+
+
 class FlightSecretName(Answer):
     """A secret the flight asked for (``--secret NAME[=ENVVAR]``): never its value."""
     name: str
@@ -159,6 +168,7 @@ class FlightDetail(FlightRow):
     grace: float | None = None  # seconds from SIGTERM to SIGKILL when it is stopped
     note: str | None = None  # gg fly --note: free text for people
     secrets: list[FlightSecretName] = []  # gg fly --secret (docs/jobs.md)
+    id_tokens: list[FlightIdToken] = []  # the newest 20 minted for it, oldest first
     after: list[Linked] = []  # the flights it runs after, in the order given
     after_any: bool = False  # any ending of them will do, not only landing
     dependents: list[Linked] = []  # the flights opened --after it

@@ -489,6 +489,11 @@ def _contract_lines(f) -> list[str]:
     if used:
         lines.append("  secrets   " + ", ".join(
             s.name if s.envvar == s.name else f"{s.name} as ${s.envvar}" for s in used))
+    minted = getattr(f, "id_tokens", None) or []  # gg id-token: never the token
+    if minted:
+        last = minted[-1]
+        lines.append(f"  id tokens {len(minted)} minted; the last for {last.audience} "
+                     f"(epoch {last.epoch}) {ago(last.at)}")
     return lines
 
 

@@ -286,6 +286,9 @@ def row(core: Core, flight: Flight, *, opener: Person) -> dict:
     return view(flight, None, {}, {opener.id: opener.name})
 
 
+ID_TOKENS_SHOWN = 20  # a flight's newest identity tokens in its view
+
+
 def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
     now = core.now()
     record_due(core, now)
@@ -316,6 +319,11 @@ def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
     out.update(dependency_ops.view(core, flight_id))  # --after: both ways
     out["secrets"] = secret_ops.names_of(core, flight_id)  # --secret: names, never values
     out.update(retry_ops.view(core, flight_id))  # --retries, and gg rerun both ways
+    out["id_tokens"] = [  # gg id-token inside it: what was minted, never the token
+        {"audience": e["body"].get("audience"), "epoch": e["body"].get("epoch"),
+         "jti": e["body"].get("jti"), "at": e["at"], "expires_at": e["body"].get("expires_at")}
+        for e in core.store.events(kind=EventKind.FLIGHT_ID_TOKEN.value, flight_id=flight_id,
+                                   limit=ID_TOKENS_SHOWN, newest=True)]
     out["facts"] = core.store.facts(flight_id)
     grants = core.store.grants(flight_id)
     names = with_past_names(core, snap.names, [g["runner_id"] for g in grants])

@@ -160,6 +160,13 @@ def test_a_flight_prints_a_token_that_verifies_against_the_jwks_carries_its_clai
     assert before not in json.dumps(api.events(limit=10000))
     assert [e["body"]["retired"] for e in api.events(kind="info:signing_key:rotated")] == [
         rotation["retired"]]
+    # the flight's view names what was minted for it, oldest first, never a token
+    shown = api.flight(flight)
+    assert [(t["audience"], t["jti"]) for t in shown["id_tokens"]] == [
+        (AUDIENCE, e["body"]["jti"]) for e in minted]
+    assert before not in json.dumps(shown) and after["out"] not in json.dumps(shown)
+    said = fleet.gg("show", flight)
+    assert said.returncode == 0 and f"id tokens 2 minted; the last for {AUDIENCE}" in said.stdout
 
 
 def test_the_discovery_document_and_the_jwks_need_no_credentials_and_rotation_needs_an_admin(

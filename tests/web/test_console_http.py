@@ -378,3 +378,38 @@ def test_the_flight_page_names_its_secrets_and_never_shows_a_value(browser, owne
     assert "DEPLOY_TOKEN as $TOKEN" in page and value not in page
     listed = browser.get("/v1/secrets", headers=auth(owner))
     assert listed.json()[0]["name"] == "DEPLOY_TOKEN" and value not in listed.text
+
+
+def test_the_flight_page_lists_the_identity_tokens_minted_for_it_and_never_a_token(
+        tmp_path, clock, store_url):
+    """A --dev server (a runner without a sandbox takes work), one runner flying the flight,
+    one token minted for it through the use case the runner's route calls."""
+    store = open_store(tmp_path, store_url)
+    app = create_app(Settings(dev=True), store, clock=clock, data_dir=tmp_path)
+    owner = (tmp_path / "owner-token").read_text().strip()
+    try:
+        with TestClient(app, base_url=ORIGIN) as browser:
+            _id_tokens_shown(app.state.core, browser, owner)
+    finally:
+        if store_url:
+            store.close()
+
+
+def _id_tokens_shown(core, browser, owner):
+    from gg.control import id_tokens
+    from gg.domain.runners import RunnerIdentity
+
+    runner = make_runner(core, core.store.person_by_name("owner"), "r1")
+    flight_id = open_flight(browser, owner, "true")
+    check_in(core, runner)
+    flight, grant = leases.try_claim(core, runner.id)
+    assert flight.id == flight_id
+    minted = id_tokens.mint(core, RunnerIdentity.of(runner), flight_id, epoch=grant.epoch,
+                            audience="sts.example", base_url=ORIGIN)
+    shown = browser.get(f"/v1/flights/{flight_id}", headers=auth(owner)).json()
+    assert [(t["audience"], t["jti"]) for t in shown["id_tokens"]] == [
+        ("sts.example", minted["jti"])]
+    sign_in(browser, owner)
+    page = browser.get(f"/ui/flights/{flight_id}").text
+    assert "identity tokens" in page and "for sts.example (epoch 1" in page
+    assert minted["token"] not in page
