@@ -7,7 +7,7 @@ import sys
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Iterator, List, Optional
 
 import typer
 
@@ -121,6 +121,7 @@ def fly(
     if priority not in PRIORITIES:
         raise CliError(f"--priority must be one of {', '.join(PRIORITIES)} (got {priority!r})",
                        Exit.USAGE)
+    body: dict[str, Any]  # the request's fields, of their several types
     body = {"command": command, "title": title, "environment": env, "runner": runner,
             "labels": parse_labels(labels), "attended": attended, "repo": repo, "agent": agent,
             "priority": priority, "group": group, "where": _pairs("--where", where)}
@@ -606,14 +607,14 @@ def _rerun_changes(pairs: list[str]) -> dict:
     if any(k.startswith("retr") for k in said):
         from gg.domain.retries import Retry, parse_on
 
-        value = Retry(retries=int(retries) if retries is not None else None,
+        asked = Retry(retries=int(retries) if retries is not None else None,
                       on=parse_on(said["retry-on"]) if "retry-on" in said else None,
                       delay=(_duration("--with retry-delay=", said["retry-delay"])
                              if "retry-delay" in said else None),
                       elsewhere=None if elsewhere is None else elsewhere == "true")
-        if problem := value.problem():
+        if problem := asked.problem():
             raise CliError(problem, Exit.USAGE)
-        out["retry"] = value.to_wire()
+        out["retry"] = asked.to_wire()
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -79,7 +79,7 @@ def server(
     host, port = parse_listen(listen)
     tls = _tls(tls_cert, tls_key)
     directory = config.absolute(data_dir) if data_dir else config.data_dir()
-    windows = {name: value for name, value in (
+    windows: dict[str, Any] = {name: value for name, value in (
         ("retain_flights", _window("--retain-flights", retain_flights)),
         ("retain_events", _window("--retain-events", retain_events))) if value is not None}
     if database is not None:
@@ -280,7 +280,8 @@ def rotate_key(
 
     directory = config.absolute(data_dir) if data_dir else config.data_dir()
     try:
-        settings = Settings.from_env(**({"database_url": database} if database else {}))
+        overrides: dict[str, Any] = {"database_url": database} if database else {}
+        settings = Settings.from_env(**overrides)
     except ValueError as exc:
         raise CliError(str(exc), Exit.USAGE) from None
     _check_database_url(settings.database_url)

@@ -107,9 +107,10 @@ async def checked_in(core: Core, runner: Runner | RunnerIdentity, *, readings: d
                      credentials_digest: str | None = None) -> dict:
     """A check-in: the core's, then enrolment's (agents before, the maintenance report after);
     a runner that came back online may take waiting flights."""
-    runner = core.store.runner(runner.id)  # its row: the credential check is cached
-    if runner is None:  # forgotten since the check
+    row = core.store.runner(runner.id)  # its row: the credential check is cached
+    if row is None:  # forgotten since the check
         raise Unauthorized()
+    runner = row
     was_online = is_online(runner, core.now(), core.settings.offline_after)
     extra = enrolment.on_check_in(core, runner, agents=agents)
     answer = runners.check_in(core, runner, readings=readings, inventory=inventory,
@@ -118,7 +119,10 @@ async def checked_in(core: Core, runner: Runner | RunnerIdentity, *, readings: d
     # new facts: their verdicts, computed off the loop; waited for a moment at most
     await labels.settled(core, runner.id, within=core.settings.check_in_verdict_wait)
     if maintenance_items is not None:
-        maintenance.report(core, core.store.runner(runner.id), maintenance_items,
+        row = core.store.runner(runner.id)
+        if row is None:  # forgotten while its verdicts settled
+            raise Unauthorized()
+        maintenance.report(core, row, maintenance_items,
                            credentials_digest=credentials_digest)
     answer.update(extra)
     if not was_online:
@@ -165,7 +169,7 @@ def instructed(kind: str) -> dict:
 def state_changed(core: Core, person: Person, ref: str, action: str) -> dict:
     """Cordon, drain or resume one runner, with its row after the change."""
     change = admin.change_state(core, person, ref, action)
-    return {**change, "view": runner_view(core, core.store.runner(change["runner"]))}
+    return {**change, "view": runner_view(core, core.runner_again(change["runner"]))}
 
 
 def retired(core: Core, person: Person, ref: str) -> dict:
@@ -261,6 +265,8 @@ async def facts_after(core: Core, flight_id: str, *, after: int, wait: float,
         await wait_for(wait)
         facts = core.store.facts(flight_id, after=after)
         flight = core.store.flight(flight_id)
+        if flight is None:  # ended and pruned while the facts were waited for
+            raise NotFound(f"no flight {flight_id}")
     return {"flight": flight_id, "stage": flight.stage, "exit_code": flight.exit_code,
             "outcome": flight.outcome, "facts": facts}
 

@@ -22,6 +22,7 @@ from gg.control.cel import compile_meaning
 from gg.control.core import Core
 from gg.control.gates import hold_flights, open_gate
 from gg.control.people import require_admin
+from gg.domain.enrolment import ProfileRecord
 from gg.domain.environments import (
     Environment,
     RootEnvelope,
@@ -34,6 +35,7 @@ from gg.domain.environments import (
 from gg.domain.events import EventKind
 from gg.domain.gates import Gate
 from gg.domain.people import Person
+from gg.domain.pools import StrategyRecord
 from gg.domain.profiles import name_problem, takes_flights
 from gg.domain.runners import is_online
 from gg.error_codes import ErrorCode
@@ -113,7 +115,7 @@ def meaning_in_force(core: Core, gate: Gate) -> None:
         charted_by=env.charted_by, cleared_at=gate.cleared_at, cleared_by=gate.cleared_by))
     core.event(EventKind.ENVIRONMENT_IN_FORCE, actor=gate.cleared_by, environment=name,
                meaning=meaning, gate=gate.id)
-    label_ops.refresh_advertising(core, label_pair(name))
+    label_ops.refresh_advertising(core, label_pair(env.name))  # the name it was read by
     core.signals.ready_changed()  # a label that was refuted may be usable now
 
 
@@ -163,11 +165,14 @@ def apply_root(core: Core, person: Person, mapping: Any) -> dict:
                                                    timeouts=dict(root.timeouts),
                                                    approvals=tuple(root.approvals)))
         core.store.save_root_retries(dict(root.retries))  # a table of its own (migration 970)
+        optional: dict[str, Any] = {}  # each only when the root sets it
+        if root.timeouts:
+            optional["timeouts"] = dict(root.timeouts)
+        if root.approvals:
+            optional["approvals"] = list(root.approvals)
         core.event(EventKind.ROOT_APPLIED, actor=person.name, at=now,
                    environments=list(root.environments),
-                   before=list(before.environments) if before else None,
-                   **({"timeouts": dict(root.timeouts)} if root.timeouts else {}),
-                   **({"approvals": list(root.approvals)} if root.approvals else {}))
+                   before=list(before.environments) if before else None, **optional)
     return root_view(core) | {"providers": providers}
 
 
@@ -175,6 +180,7 @@ def _waiting_gates(core: Core, names: list[str]) -> dict[str, tuple[str, str]]:
     """For each environment, an open gate behind which something that would serve it waits:
     a fleet profile for it (its machines get the label when the gate clears) or a strategy."""
     found: dict[str, tuple[str, str]] = {}
+    record: ProfileRecord | StrategyRecord
     for record in core.store.profile_records():
         env = record.applied.environment
         if env in names and record.gate_id and env not in found:

@@ -104,7 +104,7 @@ def open_flight(core: Core, person: Person, spec: FlightSpec, *,
 def _default_timeout(core: Core, environment: str | None) -> float | None:
     """The root envelope's ``timeout:`` for ``environment`` (None: it sets none)."""
     root = core.store.root_envelope() if environment else None
-    return root.timeouts.get(environment) if root is not None else None
+    return root.timeouts.get(environment) if root is not None and environment else None
 
 
 def cancel(core: Core, person: Person, flight_id: str) -> Flight:
@@ -125,6 +125,7 @@ def cancel(core: Core, person: Person, flight_id: str) -> Flight:
             lease_ops._settle_runner(core, flight.lease_runner, now)  # its lease ended here
             frees = concurrency_ops.frees_a_key(core, flight_id)
         flight = core.store.flight(flight_id)
+        assert flight is not None, "cancelled just now, in this transaction"
     if frees:  # one its concurrency key held back may start now
         core.signals.ready_changed()
     core.signals.flight_changed(flight_id)
@@ -276,7 +277,7 @@ def list_flights(core: Core, *, stage: str | None = None, limit: int = 200,
         del values["_seq"]
         items.append(_view(values, snap.waiting_of(values), names, people))
     estimate_ops.add_to_rows(core, items, snap.seats, now)  # one forecast for every row
-    return {"items": items, "next_cursor": paging.make_cursor("f", last) if more else None}
+    return {"items": items, "next_cursor": paging.make_cursor("f", last) if more and last is not None else None}
 
 
 def row(core: Core, flight: Flight, *, opener: Person) -> dict:
@@ -349,6 +350,8 @@ def with_past_names(core: Core, names: dict[str, str], ids: list[str | None]) ->
 def retired_holder(core: Core, flight: Flight, names: dict[str, str]) -> str | None:
     """The name of the retired runner a flying flight is still leased to, if it is."""
     if flight.stage != Stage.FLYING.value or flight.lease_runner in names:
+        return None
+    if flight.lease_runner is None:  # a flying flight has its holder; none, none retired
         return None
     holder = core.store.runner(flight.lease_runner)
     return holder.name if holder is not None and holder.retired_at is not None else None

@@ -166,6 +166,7 @@ def _apply(core: Core, planned: tuple[list[Assignment], Keys],
         change = move(core, a.flight, Event.GRANTED, now, actor=f"runner:{runner.name}",
                       runner_id=runner.id, ttl=core.settings.lease_ttl)
         if change is not None:  # the row as the compare-and-set left it, without reading it
+            assert change.grant is not None, "a GRANTED change carries its new lease"
             out.append((changed(a.flight, change), change.grant))
             secret_ops.delivered(core, a.flight, runner_id=runner.id,
                                  runner_name=runner.name, epoch=change.grant.epoch, now=now)
@@ -262,7 +263,8 @@ def hand_back(core: Core, runner: Runner | RunnerIdentity, flight_id: str, *, ep
     retired = runner_ops.is_retired(runner)
     with core.store.atomic():
         read = core.store.flight(flight_id)
-        if _repeat_of_accepted(core, read, runner, epoch=epoch, outcome=outcome, key=key):
+        if read is not None and _repeat_of_accepted(core, read, runner, epoch=epoch,
+                                                    outcome=outcome, key=key):
             return {"flight": flight_id, "stage": read.stage, "repeat": True}
         if retired:  # the stop acknowledgement: its own live lease, returned, nothing else
             if outcome != Outcome.RETURNED.value:
@@ -283,8 +285,12 @@ def hand_back(core: Core, runner: Runner | RunnerIdentity, flight_id: str, *, ep
         if change is not None and retry is not None:  # a new attempt: ready again
             retry_ops.note(core, flight, retry, runner_id=runner.id, now=now)
         _settle_runner(core, runner.id, now)
-        stage = (Stage(change.to).value if change is not None
-                 else core.store.flight(flight_id).stage)
+        if change is not None:
+            stage = Stage(change.to).value
+        else:  # a stale reading: the stage the row has
+            again = core.store.flight(flight_id)
+            assert again is not None, "held just now, in this transaction"
+            stage = again.stage
         # a flight of a concurrency key ended: one its key held back may start now
         frees = change is not None and concurrency_ops.frees_a_key(core, flight_id)
     if outcome == Outcome.RETURNED.value or frees or retry is not None:
@@ -329,11 +335,11 @@ def _settle_runner(core: Core, runner_id: str | None, now: float) -> None:
     if runner is None or runner.admin_state != AdminState.DRAINING.value:
         return
     live = core.store.live_leases(now, [runner_id]).get(runner_id, 0)
-    state = after_lease_ended(runner, live)
-    if state != runner.admin_state:
-        core.store.update_runner(runner_id, admin_state=state)
+    new_state = after_lease_ended(runner, live)
+    if new_state != runner.admin_state:
+        core.store.update_runner(runner_id, admin_state=new_state)
         core.event(EventKind.RUNNER_DRAIN_CHANGED, actor=CONTROL_PLANE, runner_id=runner_id, at=now,
-                   state=state, **{"from": runner.admin_state})
+                   state=new_state, **{"from": runner.admin_state})
 
 
 def honour_after_restart(core: Core) -> int:

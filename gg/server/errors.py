@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -89,6 +90,7 @@ def install(app: FastAPI) -> None:
 
 
 BODY_ALIAS_WARNING = r"The 'alias' attribute with value 'body' was provided"
+REFUSALS: dict[int | str, dict[str, Any]]  # FastAPI's responses=, keyed by status
 REFUSALS = {"4XX": {"model": ErrorAnswer, "description": "Refused, in the one error shape"}}
 
 

@@ -158,8 +158,7 @@ class FlightRows:
             data["gates"] = [] if gates == "[]" else loads(gates, [])
             if data["service"] is not None:
                 data["service"] = loads(data["service"], None)
-            where = data["where"]
-            data["where"] = {} if where == "{}" else loads(where, {})
+            data["where"] = {} if data["where"] == "{}" else loads(data["where"], {})
             data["attended"] = bool(data["attended"])
             out.append(data)
         return out

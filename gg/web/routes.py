@@ -112,8 +112,10 @@ def _pages(request: Request, name: str, title: str, load: Callable[[Person], dic
            flight: str | None = None, facts_seen: int = 0) -> Response:
     person = guard.person(request)
     core = request.app.state.core
+    secret = guard.session_secret(request)
+    assert secret is not None, "guard.person signed its session in just above"
     context = dict(load(person), person=person, is_admin=person.is_admin,
-                   form_token=rules.form_token(guard.session_secret(request)),
+                   form_token=rules.form_token(secret),
                    may_cancel=lambda f: rules.may_cancel(person, f["opened_by"]),
                    here=request.url.path, now=core.now())
     if request.query_params.get("part") is not None:

@@ -6,6 +6,8 @@ documented by routes made from the same bodies (``claims.py``, ``lease_calls.py`
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
@@ -87,7 +89,7 @@ def _maintenance(report: dict) -> MaintenanceReport:
     try:
         return MaintenanceReport.model_validate(report)
     except ValidationError as exc:
-        first = exc.errors()[0] if exc.errors() else {}
+        first: Mapping[str, Any] = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()))
         raise BadRequest(f"maintenance.{where}: {first.get('msg', 'is not valid')}") from None
 
