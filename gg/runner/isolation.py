@@ -321,11 +321,11 @@ def layout(workspace: Path, *, path: str | None = None, hidden: Iterable[Path] =
     links: list[tuple[str, Path]] = []
     candidates: list[Path] = []
     for name in SYSTEM_PATHS:
-        path = Path(name)
-        if path.is_symlink():
-            links.append((os.readlink(path), path))
-        elif path.is_dir():
-            candidates.append(path)
+        system = Path(name)
+        if system.is_symlink():
+            links.append((os.readlink(system), system))
+        elif system.is_dir():
+            candidates.append(system)
     candidates += install_paths()
     candidates += [Path(p) for p in searched.split(os.pathsep) if os.path.isabs(p)]
     for name in ETC_LINKS:
@@ -341,12 +341,12 @@ def layout(workspace: Path, *, path: str | None = None, hidden: Iterable[Path] =
         roots.append(real)
     read_only = [(root, root) for root in roots]
     writable = [(workspace, workspace)]
-    for path in read_write:
-        path = Path(os.path.abspath(path))
-        if path == Path("/"):
+    for given in read_write:
+        bound = Path(os.path.abspath(given))
+        if bound == Path("/"):
             raise ValueError("the whole host cannot be bound into a sandbox")
-        if path.is_dir() and path != workspace:
-            writable.append((path, path))
+        if bound.is_dir() and bound != workspace:
+            writable.append((bound, bound))
     binds = [*read_only, *writable]
     masks: list[Path] = []
     for tree in [*explicit, *gg_trees(passwd=passwd)]:
@@ -416,9 +416,9 @@ def sandbox_argv(bwrap: str, plan: Layout, *, workspace: Path, cut_net: bool,
     for target, path in plan.links:
         argv += ["--symlink", target, str(path)]
     argv += ["--dev", "/dev", "--proc", "/proc"]
-    for path in READ_ONLY_PROC:  # the kernel's knobs: read-only over the sandbox's own /proc
-        if os.path.exists(path):
-            argv += ["--ro-bind", path, path]
+    for knob in READ_ONLY_PROC:  # the kernel's knobs: read-only over the sandbox's own /proc
+        if os.path.exists(knob):
+            argv += ["--ro-bind", knob, knob]
     argv += ["--perms", "1777", "--tmpfs", "/tmp"]
     # Outer paths before inner ones: a workspace inside a masked state dir is bound after the
     # mask, a mask inside a bound directory after the bind; at one path, the bind first.

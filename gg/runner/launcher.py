@@ -366,6 +366,7 @@ class Launcher:
                 if cleanup:
                     self.cleanups[pid] = (list(cleanup), env)
                 if joined:
+                    assert cgroup is not None, "start_in joins only a cgroup it was given"
                     self.cgroup_of[pid] = cgroup
                 self.limit_of[pid] = dirs
                 self.send(("started", ticket, pid))

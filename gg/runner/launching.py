@@ -64,7 +64,8 @@ class Spawner:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name="spawner", daemon=True)
                 self._thread.start()
-        done, box = threading.Event(), {}
+        done = threading.Event()
+        box: dict[str, Any] = {}  # the process, or the error that refused it
         self._requests.put((argv, options, box, done))
         done.wait()
         if "error" in box:
@@ -105,6 +106,7 @@ class LaunchedProcess:
 
     def wait(self, timeout: float | None = None) -> int:
         if not self._ended.wait(timeout):
+            assert timeout is not None, "a wait without a timeout ends only when it does"
             raise subprocess.TimeoutExpired(self.args, timeout)
         assert self.returncode is not None
         return self.returncode
@@ -185,7 +187,8 @@ class _Channel:
     def start(self, argv: list[str], env: dict[str, str], cwd: str,
               fds: list[int], cleanup: list[str] | None = None,
               limits: dict[str, Any] | None = None) -> LaunchedProcess:
-        done, box = threading.Event(), {"argv": argv}
+        done = threading.Event()
+        box: dict[str, Any] = {"argv": argv}  # the process, or the error that refused it
         with self._lock:
             if not self.alive:
                 raise OSError("the runner's launcher is gone")
@@ -346,7 +349,8 @@ class Launcher:
                                        stderr=null if stderr is None else stderr,
                                        start_new_session=True)
         opened: list[int] = []
-        reader = null = None
+        reader: int | None = None
+        null = -1  # /dev/null, opened below for each stream not given (read only then)
         try:
             if stdin is None or stdout is None or stderr is None:
                 null = os.open(os.devnull, os.O_RDWR)
