@@ -40,7 +40,7 @@ class FleetState:
         self.profile_name: str | None = None
         self.in_force: dict | None = None
         self.interval = DEFAULTS.maintenance_check_interval
-        self.refresh: Callable[[], None] = lambda: None  # the loop sets: check in now
+        self.refresh: Callable[[], object] = lambda: None  # the loop sets: check in now
         self._lock = threading.Lock()
         self._poke = threading.Event()
         self._report: dict | None = None

@@ -43,6 +43,7 @@ into it as itself, then hands the workspace to that identity before the process 
 from __future__ import annotations
 
 import codecs
+import io
 import os
 import select
 import shutil
@@ -52,7 +53,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from gg.api.runners import Claimed, FlightForRunner
 from gg.client import RETRY_FLIGHT_MIN, ApiError, Client, ServerFault, Unreachable
@@ -211,6 +212,7 @@ class FlightRun:
                 outcome = service.fly(self, workspace)
                 return outcome
             self._start(workspace)
+            assert self.proc is not None, "_start started it (or its stand-in saying why not)"
             last_flush = time.monotonic()
             decoder = codecs.getincrementaldecoder("utf-8")("replace")
             reader = None  # a quick flight's output is read here, by the flight's own thread
@@ -223,6 +225,7 @@ class FlightRun:
                     self._stop_process()
                     break
                 if self._past_limit():
+                    assert self.flight.timeout is not None, "past its limit: it has one"
                     self.timed_out.set()
                     self.say(f"{self.id}: {timed_out_reason(self.flight.timeout)}; stopping it")
                     self._stop_process()
@@ -414,6 +417,7 @@ class FlightRun:
         runner's launcher (gg.runner.launching): it dies with the runner, whatever the policy.
         ``listening``: a service generation's socket (gg.runner.socket_activation)."""
         launch = self.launch
+        assert launch is not None, "run() made it before it starts the process"
         try:
             self.proc = LAUNCHER.start(launch.argv, env=launch.env, cwd=launch.cwd,
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -432,8 +436,9 @@ class FlightRun:
         """Read ``proc``'s output to its end (on a thread of its own while the flight's
         thread waits for the process); ``decoder``: the one a first read used."""
         assert proc.stdout is not None
+        stream = cast(io.BufferedReader, proc.stdout)  # PIPE, binary and buffered (see below)
         decoder = decoder or codecs.getincrementaldecoder("utf-8")("replace")
-        for raw in iter(lambda: proc.stdout.read1(READ_BYTES), b""):
+        for raw in iter(lambda: stream.read1(READ_BYTES), b""):
             self._take(decoder.decode(raw))
         self._take(decoder.decode(b"", final=True))
 
@@ -444,6 +449,9 @@ class FlightRun:
         goes on with the same ``decoder``). Most flights end well within that, and need no
         reader thread of their own."""
         assert proc.stdout is not None
+        # a PIPE read in binary and buffered (Popen's default bufsize, the launcher's
+        # open(..., "rb")): a BufferedReader, which the stubs' IO[bytes] / IO[Any] do not say
+        stream = cast(io.BufferedReader, proc.stdout)
         poller = select.poll()
         poller.register(proc.stdout.fileno(), select.POLLIN)
         while not (self.lost.is_set() or self.ended_by_server.is_set()
@@ -451,7 +459,7 @@ class FlightRun:
             left = until - time.monotonic()
             if left <= 0 or not poller.poll(left * 1000):
                 return False
-            raw = proc.stdout.read1(READ_BYTES)  # readable: returns at once
+            raw = stream.read1(READ_BYTES)  # readable: returns at once
             if not raw:
                 self._take(decoder.decode(b"", final=True))
                 return True
@@ -474,6 +482,7 @@ class FlightRun:
                 out.kept += len(data)
                 return
             if out.cut_at is None:  # the cap is reached in this chunk: send up to it, no more
+                assert room is not None, "its output did not fit: it has a room"
                 head = data[:max(0, room - out.kept)].decode("utf-8", "ignore")
                 self._buffer.append(head)
                 out.kept += len(head.encode("utf-8"))
@@ -483,6 +492,7 @@ class FlightRun:
             out.tail = (out.tail + data)[-tail:] if tail > 0 else b""
 
     def _wait_proc(self, timeout: float) -> None:
+        assert self.proc is not None, "waited for only once started"
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -528,7 +538,7 @@ class FlightRun:
             note = out.cut_at is not None and not out.noted
             out.noted = out.noted or note
             tail = out.tail.decode("utf-8", "ignore") if final and out.dropped else None
-        facts = []
+        facts: list[dict[str, Any]] = []
         for start in range(0, len(text), FLUSH_BYTES):
             self._seq += 1
             facts.append({"kind": "output", "body": {"text": text[start:start + FLUSH_BYTES]},
@@ -541,11 +551,13 @@ class FlightRun:
         if usage is not None:  # once: what its cgroups counted (gg show)
             facts.append({"kind": "note", "key": f"{self.lease.epoch}:usage", "body": usage})
         if tail is not None:  # once, with the final report: the last bytes it did not send
+            assert out.cut_at is not None, "bytes are dropped only past the cut"
             facts.append({"kind": "output", "key": f"{self.lease.epoch}:output-tail",
                           "body": {"text": tail, "tail": True,
                                    "printed": out.cut_at + out.dropped}})
         while facts:
-            batch, size = [], 0
+            batch: list[dict[str, Any]] = []
+            size = 0
             while facts and (not batch or size + len(facts[0]["body"]["text"]) <= REPORT_CHARS):
                 fact = facts.pop(0)
                 size += len(fact["body"]["text"])
@@ -646,6 +658,7 @@ class FlightRun:
         elif outcome is not None:
             pass  # enrolment: decided by gg.runner.repository
         elif self.timed_out.is_set():
+            assert self.flight.timeout is not None, "set only past its limit, which it has"
             outcome, reason = Outcome.FAILED.value, timed_out_reason(self.flight.timeout)
         elif self.returning.is_set():
             outcome, reason = Outcome.RETURNED.value, "the runner is stopping"
@@ -670,18 +683,17 @@ class FlightRun:
                 handed = self.client.hand_back(self.id, body, retry_for=self._patience())
             except (ApiError, Unreachable) as exc:
                 self._started.put_back(started)
-                refused = exc
+                refused: ApiError | Unreachable | None = exc
             else:
                 refused = None
                 self.next = handed.next
         if refused is not None:
             if isinstance(refused, (Unreachable, ServerFault)):
                 return "lost"
-            exc = refused
-            if isinstance(exc, RunnerRetired) and not self.retired.is_set():
+            if isinstance(refused, RunnerRetired) and not self.retired.is_set():
                 self.retire()  # retired just now: a retired runner may only give it back
                 return self._hand_back()
-            self._refused(exc, raise_=False)
+            self._refused(refused, raise_=False)
             return "ended" if self.ended_by_server.is_set() else "lost"
         return outcome
 

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from gg import __version__, keys
 from gg.api.runners import CheckedIn, Claimed, Instructed
@@ -95,6 +95,7 @@ class Runner:
         self.state = StateDir(options.state_dir)
         self.sent = SentLog(self.state.path)
         self.connection = ConnectionLog(options.server, say)
+        hooks: dict[str, Any]  # the clients' hooks, of their several types
         hooks = {"on_send": self.sent.record, "on_retry": self.connection.retry,
                  "on_reached": self.connection.reached}
         self.client = Client(options.server, stop=self.stop, **hooks)
@@ -152,6 +153,7 @@ class Runner:
     def run(self) -> int:
         answer = self.come_online()
         profile = f", profile {self.fleet.profile_name}" if self.fleet.enrolled else ""
+        assert self.registration is not None, "come_online registered it"
         self.say(f"runner {self.registration.name} ({self.registration.runner_id}) is up: "
                  f"{self.workers} worker(s), labels "
                  f"{_labels(answer.labels) or '(none)'}{profile}")
@@ -285,6 +287,7 @@ class Runner:
         body = {"name": self.options.name, "public_key": keys.public_text(key),
                 "workers": self.workers, "version": __version__,
                 "inventory": inventory.inventory(str(self.state.path))}
+        assert self.options.enrol_token, "called only when it was given"
         try:
             answer = enrol(self.client, self.options.enrol_token, body, key)
         except ApiError as exc:
@@ -292,6 +295,7 @@ class Runner:
         self._save_registration(answer.runner.id, answer.credential,
                                 answer.credential_expires_at)
         reg = self.registration
+        assert reg is not None, "_save_registration set it just now"
         self.say(f"enrolled as {reg.name} ({reg.runner_id}) with profile "
                  f"{answer.profile.name if answer.profile else None}; the token is spent and "
                  "not needed again")
@@ -301,6 +305,7 @@ class Runner:
         its labels are the pool strategy's, whatever the machine was started with."""
         body = {"public_key": keys.public_text(key),
                 "inventory": inventory.inventory(str(self.state.path)), "version": __version__}
+        assert self.options.member_code, "called only when it was given"
         try:
             answer = self.client.join_pool(self.options.member_code, body, key,
                                            retry_for=RETRY_JOIN)
@@ -311,6 +316,7 @@ class Runner:
                                 answer.credential_expires_at)
 
     def _renew_credential(self) -> None:
+        assert self.registration is not None, "a check-in's directive: it is registered"
         key = self.state.key()
         challenge = self.client.challenge(retry_for=RETRY_STEP)
         message = f"gg-renew:{self.registration.runner_id}:{challenge.nonce}".encode()
@@ -552,7 +558,7 @@ class Runner:
         """Slots a hand-back asks to fill at once: its own, unless nothing new may be taken."""
         return 0 if self.stop.is_set() or self.draining or self.options.once else 1
 
-    def _fly(self, run: FlightRun) -> None:
+    def _fly(self, run: FlightRun | None) -> None:
         while run is not None:
             fly_saying(run, self.say)
             # The hand-back's answer may carry the next flight: this thread flies it too,
