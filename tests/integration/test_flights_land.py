@@ -83,8 +83,10 @@ def test_cancel_stops_a_flying_flight_and_its_process(fleet, tmp_path):
     wait_until(lambda: api.flight(flight["id"])["stage"] == "flying", what="flying")
     done = fleet.gg("cancel", flight["id"])
     assert done.returncode == 0 and "cancelled" in done.stdout
-    wait_until(lambda: "ended by the control plane" in fleet.log("r1")
-               or "lease refused" in fleet.log("r1"), timeout=15, what="the runner to stop it")
+    # the runner hears of the cancel by whichever call reaches the control plane first (a
+    # check-in, a renewal, the `started` fact or output refused): each ends its run "ended"
+    wait_until(lambda: f"{flight['id']}: ended" in fleet.log("r1"), timeout=15,
+               what="the runner to stop it")
     # The slot is free again: the next flight lands on the same single-worker runner.
     again = api.open_flight({"command": ["true"]})
     wait_until(lambda: api.flight(again["id"])["stage"] == "landed", timeout=15, what="next flight")
