@@ -9,7 +9,6 @@ from gg.store.db import Database
 # gg's advisory lock class for concurrency keys on PostgreSQL (the two-int lock space, which
 # never overlaps the one-bigint space of gg.store.postgres's locks): "gg" in ASCII
 KEY_LOCK_CLASS = 0x6767
-_CHUNK = 500  # flight ids in one IN (...) list
 
 
 class ConcurrencyRows:
@@ -25,25 +24,16 @@ class ConcurrencyRows:
 
     def concurrency_of(self, flight_ids: list[str]) -> dict[str, Concurrency]:
         """flight id -> its concurrency key, for those of ``flight_ids`` that have one."""
-        out: dict[str, Concurrency] = {}
-        for i in range(0, len(flight_ids), _CHUNK):
-            part = flight_ids[i:i + _CHUNK]
-            rows = self.db.all(
-                "SELECT flight_id, key, max_flying, cancel_in_progress FROM flight_concurrency "
-                f"WHERE flight_id IN ({','.join('?' * len(part))})", tuple(part))
-            for fid, key, limit, cancel in rows:
-                out[fid] = Concurrency(key, int(limit), bool(cancel))
-        return out
+        rows = self.db.all_in("SELECT flight_id, key, max_flying, cancel_in_progress "
+                              "FROM flight_concurrency WHERE flight_id IN ({ids})", flight_ids)
+        return {fid: Concurrency(key, int(limit), bool(cancel))
+                for fid, key, limit, cancel in rows}
 
     def graces_of(self, flight_ids: list[str]) -> dict[str, float]:
         """flight id -> its grace in seconds, for those of ``flight_ids`` that set one."""
-        out: dict[str, float] = {}
-        for i in range(0, len(flight_ids), _CHUNK):
-            part = flight_ids[i:i + _CHUNK]
-            rows = self.db.all("SELECT flight_id, grace FROM flight_grace "
-                               f"WHERE flight_id IN ({','.join('?' * len(part))})", tuple(part))
-            out.update({fid: float(grace) for fid, grace in rows})
-        return out
+        rows = self.db.all_in("SELECT flight_id, grace FROM flight_grace "
+                              "WHERE flight_id IN ({ids})", flight_ids)
+        return {fid: float(grace) for fid, grace in rows}
 
     def flying_with_keys(self, keys: set[str] | list[str]) -> dict[str, list[str]]:
         """key -> the flights with it flying now, the earliest granted first."""

@@ -57,6 +57,8 @@ class Database(Protocol):
 
     def all(self, sql: str, params: tuple | dict = ()) -> Sequence[Row]: ...
 
+    def all_in(self, sql: str, ids: Sequence[str]) -> list[Row]: ...
+
     def all_kept(self, table: str, sql: str, params: tuple = ()) -> Sequence[Row]:
         """Rows of ``table``, a small table that seldom changes, which a store may keep for
         the rest of a write transaction."""
@@ -98,6 +100,9 @@ class Database(Protocol):
     def close(self) -> None: ...
 
 
+IN_CHUNK = 400  # ids in one IN (...) list: twice that stays under SQLite's 999 variables
+
+
 class SharedDatabase:
     """What both stores do the same way, written once: their transactions are their
     writer's, and ``insert`` and ``update`` by column name are statements for their ``run``."""
@@ -130,6 +135,19 @@ class SharedDatabase:
 
     def run(self, sql: str, params: tuple | dict = ()) -> Cursor:
         raise NotImplementedError
+
+    def all(self, sql: str, params: tuple | dict = ()) -> Sequence[Row]:
+        raise NotImplementedError
+
+    def all_in(self, sql: str, ids: Sequence[str]) -> list[Row]:
+        """``sql`` with ``{ids}`` where an ``IN (...)`` list of ``ids`` goes (as often as it
+        is written), run over ``ids`` IN_CHUNK at a time: its rows, chunk after chunk."""
+        out: list[Row] = []
+        times = sql.count("{ids}")
+        for start in range(0, len(ids), IN_CHUNK):
+            chunk = tuple(ids[start:start + IN_CHUNK])
+            out.extend(self.all(sql.format(ids=",".join("?" * len(chunk))), chunk * times))
+        return out
 
     def insert(self, table: str, values: dict[str, Any], *,
                returning: str | None = None) -> Cursor:

@@ -8,7 +8,6 @@ from gg.store.db import Database
 from gg.store.flights import flight_from_row
 
 _VIEW = "id, title, stage, ended_reason, opened_by, lease_runner"
-_CHUNK = 400  # ids in one IN (...) list
 
 
 def _dependency(row) -> Dependency:
@@ -86,28 +85,16 @@ class DependencyRows:
     def dependency_edges(self, flight_ids: list[str]) -> list[tuple[str, str]]:
         """(dependent, dependency) for every edge touching one of ``flight_ids``, each
         dependent's in the order given."""
-        out: list[tuple[str, str]] = []
-        for start in range(0, len(flight_ids), _CHUNK):
-            chunk = tuple(flight_ids[start:start + _CHUNK])
-            marks = ",".join("?" * len(chunk))
-            rows = self.db.all(
-                "SELECT flight_id, dependency_id FROM flight_dependencies "
-                f"WHERE flight_id IN ({marks}) OR dependency_id IN ({marks}) "
-                "ORDER BY flight_id, position", chunk + chunk)
-            out.extend((r[0], r[1]) for r in rows)
-        return list(dict.fromkeys(out))
+        rows = self.db.all_in("SELECT flight_id, dependency_id FROM flight_dependencies "
+                              "WHERE flight_id IN ({ids}) OR dependency_id IN ({ids}) "
+                              "ORDER BY flight_id, position", flight_ids)
+        return list(dict.fromkeys((r[0], r[1]) for r in rows))
 
     def graph_flights(self, flight_ids: list[str]) -> list[tuple[Dependency, bool]]:
         """The flights among ``flight_ids`` that exist, oldest first, each with whether any
         ending of its dependencies will do."""
-        out: list[tuple[int, Dependency, bool]] = []
-        for start in range(0, len(flight_ids), _CHUNK):
-            chunk = tuple(flight_ids[start:start + _CHUNK])
-            marks = ",".join("?" * len(chunk))
-            rows = self.db.all(
-                f"SELECT {', '.join('f.' + c for c in _VIEW.split(', '))}, f.seq AS seq, "
-                "a.any_end AS any_end FROM flights AS f "
-                "LEFT JOIN flight_after AS a ON a.flight_id = f.id "
-                f"WHERE f.id IN ({marks})", chunk)
-            out.extend((r["seq"], _dependency(r), bool(r["any_end"])) for r in rows)
-        return [(d, any_end) for _, d, any_end in sorted(out, key=lambda t: t[0])]
+        rows = self.db.all_in(
+            f"SELECT {', '.join('f.' + c for c in _VIEW.split(', '))}, f.seq AS seq, "
+            "a.any_end AS any_end FROM flights AS f "
+            "LEFT JOIN flight_after AS a ON a.flight_id = f.id WHERE f.id IN ({ids})", flight_ids)
+        return [(_dependency(r), bool(r["any_end"])) for r in sorted(rows, key=lambda r: r["seq"])]

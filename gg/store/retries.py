@@ -8,9 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gg.domain.retries import Decision, Pending, Retry
-from gg.store.db import Database
-
-_CHUNK = 500  # flight ids in one IN (...) list
+from gg.store.db import IN_CHUNK, Database
 
 
 @dataclass(frozen=True)
@@ -81,8 +79,8 @@ class RetryRows:
     def release_retries(self, flight_ids: list[str]) -> int:
         """Their delays are over: offer them again (the number released)."""
         released = 0
-        for i in range(0, len(flight_ids), _CHUNK):
-            part = flight_ids[i:i + _CHUNK]
+        for i in range(0, len(flight_ids), IN_CHUNK):
+            part = flight_ids[i:i + IN_CHUNK]
             released += self.db.run(
                 "UPDATE flight_retries SET held = 0 WHERE held = 1 "
                 f"AND flight_id IN ({','.join('?' * len(part))})", tuple(part)).rowcount
@@ -96,14 +94,9 @@ class RetryRows:
     def avoided_runners(self, flight_ids: list[str]) -> dict[str, str]:
         """flight id -> the runner a ``--retry-elsewhere`` retry keeps away from, for those
         of ``flight_ids`` that have one."""
-        out: dict[str, str] = {}
-        for i in range(0, len(flight_ids), _CHUNK):
-            part = flight_ids[i:i + _CHUNK]
-            rows = self.db.all(
-                "SELECT flight_id, avoid_runner FROM flight_retries WHERE avoid_runner IS NOT "
-                f"NULL AND flight_id IN ({','.join('?' * len(part))})", tuple(part))
-            out.update({fid: runner for fid, runner in rows})
-        return out
+        rows = self.db.all_in("SELECT flight_id, avoid_runner FROM flight_retries WHERE "
+                              "avoid_runner IS NOT NULL AND flight_id IN ({ids})", flight_ids)
+        return {fid: runner for fid, runner in rows}
 
     def avoided_ready(self) -> dict[str, str]:
         """:meth:`avoided_runners` of every ready flight (what a listing explains)."""
