@@ -18,7 +18,6 @@ from typing import Any
 
 from gg.airspace.root import root_from_mapping
 from gg.control import labels as label_ops
-from gg.control.cel import compile_meaning
 from gg.control.core import Core
 from gg.control.gates import hold_flights, open_gate
 from gg.control.people import require_admin
@@ -73,6 +72,8 @@ def chart(core: Core, person: Person, name: str, means: str) -> dict:
         raise BadRequest(f"environment name {name!r}: {problem}", code=ErrorCode.INVALID_NAME)
     # MeaningError (400, with line and column) before anything changes: a malformed meaning,
     # or one whose cost is unbounded or above GG_MEANING_COST_LIMIT.
+    from gg.control.cel import compile_meaning  # celpy and lark: loaded by the first chart
+
     compile_meaning(means, core.settings.meaning_cost_limit)
     core.verdicts.warm()  # its first evaluation need not wait for a worker to start
     now = core.now()

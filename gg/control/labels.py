@@ -29,7 +29,6 @@ import contextlib
 import logging
 from functools import lru_cache
 
-from gg.control.cel import compile_meaning
 from gg.control.core import CONTROL_PLANE, Core
 from gg.control.verdicts import digest, facts_read
 from gg.domain.environments import label_pair
@@ -66,6 +65,8 @@ def checked(labels: dict[str, str] | None) -> dict[str, str]:
 
 @lru_cache(maxsize=1024)
 def _compiled(text: str, cost_limit: int) -> Meaning:
+    from gg.control.cel import compile_meaning  # celpy and lark: loaded by the first meaning
+
     return compile_meaning(text, cost_limit)
 
 

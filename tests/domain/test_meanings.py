@@ -299,6 +299,19 @@ def test_the_rules_of_a_meaning_are_pure_and_cel_stays_in_its_adapter():
     assert done.stdout.strip() == "[]"
 
 
+def test_a_server_loads_cel_only_when_a_meaning_is_first_compiled():
+    """celpy and lark cost a server's start about a fifth of its CPU; every start paid it,
+    while only charting or reading a meaning needs them (the meaning worker loads its own)."""
+    import subprocess
+    import sys
+
+    script = ("import sys; import gg.server.app, gg.cli.server; "
+              "print(sorted(m for m in ('celpy', 'lark') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 def test_a_meaning_built_from_any_evaluator_never_raises_and_answers_only_booleans():
     from gg.domain.meanings import Meaning
 
