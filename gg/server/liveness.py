@@ -61,6 +61,9 @@ async def lifespan(app: FastAPI):
     tasks = [asyncio.create_task(duties.run()),
              asyncio.create_task(watch(app.state.core, duties)),
              asyncio.create_task(retention.duty(app.state.core, duties))]
+    loop_lag = getattr(app.state, "loop_lag", None)
+    if loop_lag is not None:  # how late the loop wakes (gg.server.loop_lag, GET /metrics)
+        tasks.append(asyncio.create_task(loop_lag.run()))
     outbox = getattr(app.state, "outbox", None)
     if outbox is not None:  # the hooks' deliveries (gg.server.hooks)
         tasks.append(asyncio.create_task(outbox.run()))

@@ -22,6 +22,8 @@ Where each figure comes from:
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from typing import Callable, Iterable
 
@@ -41,6 +43,7 @@ from gg.control.core import Core
 from gg.domain.events import EventKind
 from gg.domain.flights import STAGES
 from gg.domain.runners import ADMIN_STATES, HealthState, Liveness, Runner, is_online
+from gg.server.loop_lag import LoopLag
 
 METRICS_PATH = "/metrics"
 WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -219,8 +222,16 @@ def install(app: FastAPI) -> None:
     core: Core = app.state.core
     registry.register(StoreCollector(core, lambda: app.state.dispatcher.parked_count))
     app.state.request_metrics = RequestCounts(registry)  # the claim route counts there too
+    app.state.loop_lag = LoopLag(registry)  # its task: the lifespan's (gg.server.liveness)
     app.add_middleware(RequestMetrics, counts=app.state.request_metrics)
+    one_at_a_time = threading.Lock()  # a scrape follows the event feed from its cursor
+
+    def scrape() -> bytes:
+        with one_at_a_time:
+            return generate_latest(registry)
 
     @app.get(METRICS_PATH, include_in_schema=False)
     async def metrics(request: Request) -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        # On a worker thread: a scrape reads the store and forecasts every queue (tens of
+        # milliseconds of CPU on a long one), which must not hold up the event loop.
+        return Response(await asyncio.to_thread(scrape), media_type=CONTENT_TYPE_LATEST)

@@ -7,7 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gg.settings import Settings
 
-from support import auth, http_proof
+from support import auth, http_proof, wait_until
 
 
 @pytest.fixture
@@ -135,3 +135,16 @@ def test_the_writers_group_commits_are_counted_with_their_units_and_seconds_by_p
     spent = {phase: m["gg_store_commit_seconds_total"][(("phase", phase),)]
              for phase in ("begin", "work", "commit")}
     assert all(seconds >= 0 for seconds in spent.values()) and spent["work"] > 0
+
+
+def test_the_event_loops_lag_is_a_histogram_filled_while_the_server_runs(client):
+    """The lag task wakes every 50 ms and records how late it woke: the measure of anything
+    that blocks the loop (gg.server.loop_lag)."""
+    def woke() -> float:
+        return _scrape(client).get("gg_event_loop_lag_seconds_count", {}).get((), 0)
+
+    wait_until(lambda: woke() >= 3, timeout=30, what="the lag task woke three times")
+    m = _scrape(client)
+    buckets = {dict(k)["le"]: v for k, v in m["gg_event_loop_lag_seconds_bucket"].items()}
+    assert buckets["+Inf"] == m["gg_event_loop_lag_seconds_count"][()] >= 3
+    assert m["gg_event_loop_lag_seconds_sum"][()] >= 0
