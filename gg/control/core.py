@@ -67,6 +67,10 @@ class Signals:
     # The store's after_commit (set by Core): a signal raised inside a write transaction
     # that is not a held unit's is raised here once that transaction committed
     defer: Callable[[Callable[[], None]], None] | None = None
+    # The server's event loop, set when it starts: every subscriber (a parked claim, a long
+    # poll, a deadline) lives on it, so a signal raised on another thread (a write made
+    # from a worker thread) is handed to the loop, never run beside it.
+    loop: asyncio.AbstractEventLoop | None = None
     _local: threading.local = field(default_factory=threading.local, repr=False)
 
     def ready_changed(self) -> None:
@@ -139,21 +143,38 @@ class Signals:
         if self.announce is not None:
             self.announce(line)
 
+    def _on_loop(self, fn: Callable[..., None], *args: str) -> bool:
+        """Whether ``fn(*args)`` was handed to the loop (this thread is not the loop's)."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return False
+        try:
+            if asyncio.get_running_loop() is loop:
+                return False
+        except RuntimeError:
+            pass
+        loop.call_soon_threadsafe(fn, *args)
+        return True
+
     def _ready(self) -> None:
-        for fn in self.on_ready:
-            fn()
+        if not self._on_loop(self._ready):
+            for fn in self.on_ready:
+                fn()
 
     def _flight(self, flight_id: str) -> None:
-        for fn in self.on_flight:
-            fn(flight_id)
+        if not self._on_loop(self._flight, flight_id):
+            for fn in self.on_flight:
+                fn(flight_id)
 
     def _event(self) -> None:
-        for fn in self.on_event:
-            fn()
+        if not self._on_loop(self._event):
+            for fn in self.on_event:
+                fn()
 
     def _instruct(self, runner_id: str, kind: str) -> None:
-        for fn in self.on_instruction:
-            fn(runner_id, kind)
+        if not self._on_loop(self._instruct, runner_id, kind):
+            for fn in self.on_instruction:
+                fn(runner_id, kind)
 
     def held(self, fn: Callable[[], T]) -> tuple[T, Fired]:
         """Run ``fn`` holding back the signals it raises; what it returned, and them."""

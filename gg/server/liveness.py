@@ -54,6 +54,7 @@ async def lifespan(app: FastAPI):
     # to hear renewals, not from when the app was built (a loaded machine can take seconds
     # between the two, and those seconds would come out of the runners' window).
     lease_ops.honour_after_restart(app.state.core)
+    app.state.core.signals.loop = asyncio.get_running_loop()  # subscribers are woken on it
     replicas = getattr(app.state, "replicas", None)
     if replicas is not None:  # wake-ups from the other replicas (gg.server.replicas)
         replicas.start()
