@@ -217,7 +217,8 @@ def _gvisor(path: str | None, drop_to: Identity | None) -> dict[str, Any]:
     try:
         plan = isolation.layout(workspace, path=path)
         spec = gvisor_level.config(["/bin/sh", "-c", _GVISOR_SCRIPT], plan, workspace=workspace,
-                                   env={"PATH": "/usr/bin:/bin"}, identity=drop_to, limits=None)
+                                   env={"PATH": "/usr/bin:/bin"}, identity=drop_to, limits=None,
+                                   cut_net=True)
         bundle = gvisor_level.write_bundle(scratch, spec, plan)
         root = gvisor_level.state_root(None, bundle)
         name = gvisor_level.name_for(workspace, None)

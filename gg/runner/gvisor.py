@@ -10,11 +10,11 @@ the runner's state dir is not bound at all. (``runsc do`` binds the host's root 
 flight could read every token through it, so gg never uses it.)
 
 The process runs as the flight identity on a root runner (uid and gid, no other group), with
-no capability and ``noNewPrivileges``, in its own pid, mount, ipc, uts and network
-namespaces. Egress ``none``: ``runsc --network=none``, only the sandbox's loopback. Egress
-``all``: ``--network=host``, gVisor passes the flight's sockets to the host's network (its own
-netstack, ``--network=sandbox``, needs a network namespace with an interface and routes made
-for it, which gg does not make).
+no capability and ``noNewPrivileges``, in its own pid, mount, ipc and uts namespaces (and
+network, for egress ``none``). Egress ``none``: ``runsc --network=none``, only the sandbox's
+loopback. Egress ``all``: ``--network=host``, gVisor passes the flight's sockets to the host's network (its
+own netstack, ``--network=sandbox``, needs a network namespace with an interface and routes
+made for it, which gg does not make).
 
 Limits: ``runsc --ignore-cgroups`` leaves the sandbox's processes (the sentry, the gofer) in
 the flight's cgroups, which the launcher made with its memory and CPU limits
@@ -53,7 +53,7 @@ RUNSC_DIR = "runsc"  # under the runner's state dir: runsc's own state (--root)
 BUNDLE_PREFIX = "gg-gvisor-"
 # The limits a gVisor flight enforces itself; the launcher's cgroups take the others.
 OWN_LIMITS = ("pids",)
-NAMESPACES = ("pid", "mount", "ipc", "uts", "network")
+NAMESPACES = ("pid", "mount", "ipc", "uts")  # and "network" for egress none
 CAPABILITY_SETS = ("bounding", "effective", "inheritable", "permitted", "ambient")
 MASK_OPTIONS = ["ro", "nosuid", "nodev", "noexec", "mode=0755"]
 
@@ -88,22 +88,26 @@ def mounts(plan: Any) -> list[dict[str, Any]]:
                                              "source": "tmpfs", "options": MASK_OPTIONS}))
     for blank in plan.blanks:
         ordered.append((len(blank.parts), 1, _bind(Path("/dev/null"), blank, writable=False)))
-    fixed = [{"destination": "/proc", "type": "proc", "source": "proc"},
-             {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
-              "options": ["nosuid", "strictatime", "mode=755"]},
-             {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
-              "options": ["nosuid", "nodev", "mode=1777"]}]
+    fixed: list[dict[str, Any]] = [{"destination": "/proc", "type": "proc", "source": "proc"},
+                                   {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+                                    "options": ["nosuid", "strictatime", "mode=755"]},
+                                   {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
+                                    "options": ["nosuid", "nodev", "mode=1777"]}]
     return fixed + [m for _, _, m in sorted(ordered, key=lambda m: (m[0], m[1]))]
 
 
 def config(command: list[str], plan: Any, *, workspace: Path, env: Mapping[str, str],
-           identity: Identity | None, limits: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The bundle's ``config.json``: the flight's process, its root and mounts."""
+           identity: Identity | None, limits: Mapping[str, Any] | None,
+           cut_net: bool) -> dict[str, Any]:
+    """The bundle's ``config.json``: the flight's process, its root and mounts; a network
+    namespace of its own only when egress is cut (``--network=host`` passes its sockets to
+    the runner's own, which a namespace of its own would hide)."""
     uid, gid = (identity.uid, identity.gid) if identity is not None else (os.getuid(),
                                                                           os.getgid())
     rlimits = [{"type": "RLIMIT_NOFILE", "hard": 65536, "soft": 65536}]
-    if (limits or {}).get("pids") is not None:
-        pids = int(limits["pids"])  # type: ignore[index]
+    pids = (limits or {}).get("pids")
+    if pids is not None:
+        pids = int(pids)
         rlimits.append({"type": "RLIMIT_NPROC", "hard": pids, "soft": pids})
     return {
         "ociVersion": "1.0.0",
@@ -120,7 +124,8 @@ def config(command: list[str], plan: Any, *, workspace: Path, env: Mapping[str, 
         "root": {"path": "rootfs", "readonly": True},
         "hostname": "gg",
         "mounts": mounts(plan),
-        "linux": {"namespaces": [{"type": name} for name in NAMESPACES]},
+        "linux": {"namespaces": [{"type": name} for name in
+                                 (*NAMESPACES, *(["network"] if cut_net else []))]},
     }
 
 

@@ -617,7 +617,7 @@ def _gvisor(command: list[str], capabilities: Mapping[str, Any], workspace: Path
     env["TMPDIR"] = "/tmp"
     env.setdefault("PATH", os.environ.get("PATH", "/usr/bin:/bin"))
     spec = gvisor.config(command, plan, workspace=workspace, env=env, identity=drop_to,
-                         limits=limits)
+                         limits=limits, cut_net=cut_net)
     bundle = gvisor.write_bundle(environments_root(state_dir), spec, plan)
     runsc = gvisor.runsc_path(capabilities)
     root = gvisor.state_root(state_dir, bundle)
