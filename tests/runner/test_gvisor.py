@@ -184,6 +184,23 @@ def test_a_console_or_socket_activation_is_not_offered_under_gvisor(tmp_path):
 
 # -- end to end: a real server, a real root runner whose policy asks gvisor ----------------------
 
+# Forks 200 children that sleep, counting the forks refused; prints both counts.
+FORKS = """
+import os
+started = refused = 0
+for _ in range(200):
+    try:
+        pid = os.fork()
+    except BlockingIOError:
+        refused += 1
+        continue
+    if pid == 0:
+        os.execvp("sleep", ["sleep", "30"])
+    started += 1
+print(started, refused, flush=True)
+"""
+
+
 def _ended(api, flight_id: str) -> dict | None:
     shown = api.flight(flight_id)
     return shown if shown["stage"] in ("landed", "failed", "cancelled") else None
@@ -193,7 +210,7 @@ def _output(flight: dict) -> str:
     return "".join(f["body"].get("text", "") for f in flight["facts"] if f["kind"] == "output")
 
 
-def test_a_root_runner_under_gvisor_lands_flights_as_their_identity_and_caps_memory(
+def test_a_root_runner_under_gvisor_lands_flights_as_their_identity_and_caps_memory_and_pids(
         tmp_path, host_dir):
     fleet = Fleet(tmp_path / "prod", dict(FAST))
     fleet.server.dev = False
@@ -230,5 +247,15 @@ def test_a_root_runner_under_gvisor_lands_flights_as_their_identity_and_caps_mem
         assert (failed["stage"], failed["ended_reason"]) == (
             "failed", "killed: out of memory (limit 256M)")
         assert "not killed" not in _output(failed)
+
+        # its processes are gVisor's, not the host's: --pids is counted by gVisor itself
+        opened = fleet.gg("fly", "--json", "--pids", "64", "--", "python3", "-c", FORKS)
+        assert opened.returncode == 0, opened.stderr
+        bomb = json.loads(opened.stdout)["id"]
+        done = wait_until(lambda: _ended(api, bomb), timeout=60, what="the fork bomb to end")
+        assert done["stage"] == "landed", _output(done)
+        started, refused = map(int, _output(done).split())
+        assert started < 64 and refused > 0
+        assert fleet.runner_row("r1")["health"] == "ok"
     finally:
         fleet.stop()
