@@ -293,7 +293,7 @@ class RerunOpen(Request):
 
 
 class PolicySet(Request):
-    isolation: Literal["none", "sandbox", "container"] | None = None
+    isolation: Literal["none", "sandbox", "container", "gvisor"] | None = None
     egress: Literal["none", "allowlist", "all"] | None = None
     workers: Annotated[int | None, Field(ge=1, le=256)] = None
     # resource limits (gg.domain.limits): a default and a maximum for each; memory in bytes

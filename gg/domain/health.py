@@ -18,6 +18,8 @@ names the missing piece::
                                        (as the probe read them)
     network namespace        host      egress none (sandbox or none): an empty netns can be made
     container engine         host      container: podman or docker answers
+    gvisor                   host      gvisor: a flight of the probe's shape runs under runsc
+                                       (not as uid 0 on a root runner)
     resource limits          host      the policy's default limits (cpus, memory, pids):
                                        each one's cgroup controller is there
                                        ("cgroup controller pids not available")
@@ -57,6 +59,7 @@ PROC_SYS_WRITABLE = "the sandbox's /proc/sys is writable"
 CONFINEMENT_UNREPORTED = "the runner does not report its sandbox confinement (upgrade gg on it)"
 NO_NETNS = "network namespaces unavailable"
 NO_ENGINE = "no container engine reachable"
+GVISOR_UNUSABLE = "gvisor (runsc) is not usable"
 
 CHECKS_PASSED = "checks passed"
 CHECKS_STALE = "checks stale"
@@ -121,6 +124,9 @@ def _host_checks(policy: Policy, caps: Mapping[str, Any]) -> list[Check]:
         engine = caps.get("container_engine")
         out.append(_check("container engine", bool(engine), f"{engine} answers", NO_ENGINE))
         return out  # the engine cuts egress itself (--network none)
+    if policy.isolation == "gvisor":
+        out.append(_gvisor_check(caps))
+        return out  # runsc cuts egress itself (--network=none)
     bwrap = caps.get("bwrap")
     out.append(_check("bubblewrap installed", bool(bwrap), f"at {bwrap}", NO_BWRAP))
     if policy.isolation == "sandbox":
@@ -132,6 +138,17 @@ def _host_checks(policy: Policy, caps: Mapping[str, Any]) -> list[Check]:
         out.append(_check("network namespace", bool(caps.get("netns")),
                           "an empty network namespace can be made", NO_NETNS))
     return out
+
+
+def _gvisor_check(caps: Mapping[str, Any]) -> Check:
+    """A gVisor flight of the probe's shape ran here, as a uid that is not 0."""
+    gvisor = caps.get("gvisor")
+    if not isinstance(gvisor, Mapping):
+        return Check("gvisor", False, f"{GVISOR_UNUSABLE}: not reported by this runner")
+    if not gvisor.get("usable"):
+        why = gvisor.get("error") or "runsc is not installed"
+        return Check("gvisor", False, f"{GVISOR_UNUSABLE}: {why}")
+    return Check("gvisor", True, f"a flight runs under {gvisor.get('path') or 'runsc'}")
 
 
 def confinement_missing(confinement: Mapping[str, Any] | None) -> str | None:

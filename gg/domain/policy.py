@@ -7,7 +7,7 @@ actually enforce (its capability report) and the server turns that comparison in
 
 Levels, weakest first, so that "loosening" and "tightening" can be told apart by position::
 
-    isolation: none < sandbox < container
+    isolation: none < sandbox < container < gvisor
     egress:    all  < allowlist < none        (none is the tightest: no network at all)
 
 The default for production is ``sandbox`` / ``all`` / 1 worker: bubblewrap is on almost
@@ -24,7 +24,7 @@ from typing import Any
 
 from gg.domain import limits as limit_rules
 
-ISOLATIONS = ("none", "sandbox", "container")
+ISOLATIONS = ("none", "sandbox", "container", "gvisor")
 EGRESSES = ("all", "allowlist", "none")
 MAX_WORKERS = 256
 # Resource limits (gg.domain.limits): a default and a maximum for each, None when unset.
@@ -46,7 +46,7 @@ class Policy:
 
     def __post_init__(self) -> None:
         if self.isolation not in ISOLATIONS:
-            raise ValueError(f"isolation must be one of none, sandbox, container, "
+            raise ValueError(f"isolation must be one of {', '.join(ISOLATIONS)}, "
                              f"not {self.isolation!r}")
         if self.egress not in EGRESSES:
             raise ValueError(f"egress must be one of none, allowlist, all, not {self.egress!r}")

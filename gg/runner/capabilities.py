@@ -28,7 +28,10 @@ with the runner's policy (``gg.domain.health``). Keys, all always present::
     container_engine        str | None   "podman" or "docker", whichever answers first in that order
     container_engine_error  str | None   why none answers, in one short line
     tools                   list[str]    executables found on PATH among TOOLS, sorted
-    isolation_levels        list[str]    subset of none, sandbox, container usable here
+    gvisor                  dict         path (runsc's or None), usable (a flight of the shape
+                                         gg.runner.gvisor builds ran, not as uid 0 on a root
+                                         runner), error (why not, one short line, or None)
+    isolation_levels        list[str]    subset of none, sandbox, container, gvisor usable here
     egress_controls         list[str]    subset of all, none ("allowlist" is never enforced yet)
     runs_as_root            bool         the runner runs as root: its flights drop to their
                                          flight identity, a console to the machine is host root
@@ -52,6 +55,7 @@ from typing import Any
 
 from gg.domain.health import confinement_missing
 from gg.runner import cgroups as flight_cgroup
+from gg.runner import gvisor as gvisor_level
 from gg.runner import isolation
 from gg.runner.flight_identity import Identity, runs_as_root, shared
 
@@ -62,6 +66,7 @@ BWRAP_TIMEOUT = 3.0
 # Inside its own pid namespace the command is pid 1 or 2 (bwrap may stay as pid 1).
 PID_NAMESPACE_MAX_PID = 2
 ENGINE_TIMEOUT = 3.0
+GVISOR_TIMEOUT = 15.0  # a gVisor sandbox starts in about a second; more on a loaded host
 _ERROR_CHARS = 160
 # cgroup v1 mount options mix controller names with flags (xattr, noprefix, name=...).
 V1_CONTROLLERS = frozenset({"blkio", "cpu", "cpuacct", "cpuset", "devices", "freezer", "hugetlb",
@@ -194,6 +199,48 @@ def _capture(argv: list[str], timeout: float) -> tuple[bool, str]:
     return (True, text) if ok else (False, why)
 
 
+# Run by the gvisor probe: what the flight's uid and effective capabilities are inside.
+_GVISOR_SCRIPT = ('while IFS= read -r l; do case "$l" in Uid:*|CapEff:*) echo "$l";; esac; '
+                  'done < /proc/self/status')
+
+
+def _gvisor(path: str | None, drop_to: Identity | None) -> dict[str, Any]:
+    """``gvisor``: runsc's path, whether a flight of the shape gg.runner.gvisor builds ran
+    (as ``drop_to`` on a root runner: never uid 0), and why not."""
+    runsc = shutil.which("runsc", path=path)
+    if runsc is None:
+        return {"path": None, "usable": False, "error": "runsc is not installed"}
+    scratch = Path(tempfile.mkdtemp(prefix="gg-probe-"))  # 0700: the bundle, runsc's state
+    workspace = scratch / "workspace"
+    workspace.mkdir(mode=0o711)
+    os.chmod(workspace, 0o711)
+    try:
+        plan = isolation.layout(workspace, path=path)
+        spec = gvisor_level.config(["/bin/sh", "-c", _GVISOR_SCRIPT], plan, workspace=workspace,
+                                   env={"PATH": "/usr/bin:/bin"}, identity=drop_to, limits=None,
+                                   cut_net=True)
+        bundle = gvisor_level.write_bundle(scratch, spec, plan)
+        root = gvisor_level.state_root(None, bundle)
+        name = gvisor_level.name_for(workspace, None)
+        ok, out = _capture(gvisor_level.argv(runsc, root=root, bundle=bundle, name=name,
+                                             cut_net=True), GVISOR_TIMEOUT)
+        _run(gvisor_level.cleanup(runsc, root=root, name=name), GVISOR_TIMEOUT)
+    except OSError as exc:
+        ok, out = False, _short(f"runsc: {exc}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if not ok:
+        return {"path": runsc, "usable": False, "error": out}
+    found = confinement_of(out, user_namespace=False)
+    if found["uid"] is None or (drop_to is not None and found["uid"] == 0):
+        return {"path": runsc, "usable": False,
+                "error": "flights would run as root (the gvisor sandbox keeps uid 0)"}
+    if found["capabilities"] != "dropped":
+        return {"path": runsc, "usable": False,
+                "error": "the gvisor sandbox cannot drop its capabilities"}
+    return {"path": runsc, "usable": True, "error": None}
+
+
 def netns_probe_argv(bwrap: str) -> list[str]:
     return [bwrap, "--die-with-parent", "--dev-bind", "/", "/", "--unshare-net", "--", "true"]
 
@@ -277,8 +324,9 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
     bwrap = shutil.which("bwrap", path=path)
     tools = sorted(name for name in TOOLS if shutil.which(name, path=path))
     confinement: dict[str, Any] | None = None
-    with ThreadPoolExecutor(max_workers=3) as pool:
+    with ThreadPoolExecutor(max_workers=4) as pool:
         engine_job = pool.submit(_engine, path, engine_timeout)
+        gvisor_job = pool.submit(_gvisor, path, flight_identity)
         if bwrap:
             sandbox_job = pool.submit(_sandbox, bwrap, path, flight_identity)
             netns_job = pool.submit(_run, netns_probe_argv(bwrap), BWRAP_TIMEOUT)
@@ -287,12 +335,14 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
         else:
             bwrap_usable, bwrap_why, netns = False, "bwrap is not installed", False
         engine, engine_error = engine_job.result()
+        gvisor = gvisor_job.result()
     version, controllers = cgroups(_read("/proc/self/mountinfo"), _read("/proc/self/cgroup"))
     flight_cgroups, flight_cgroups_error = flight_cgroup.usable()  # a flight's whole tree
     flight_limits = flight_cgroup.limits_usable()  # its resource limits and usage
     sandbox = bwrap_usable and confinement_missing(confinement) is None
-    levels = ["none"] + (["sandbox"] if sandbox else []) + (["container"] if engine else [])
-    egress = ["all"] + (["none"] if netns or engine else [])
+    levels = (["none"] + (["sandbox"] if sandbox else []) + (["container"] if engine else [])
+              + (["gvisor"] if gvisor["usable"] else []))
+    egress = ["all"] + (["none"] if netns or engine or gvisor["usable"] else [])
     return {
         "bwrap": bwrap,
         "bwrap_usable": bwrap_usable,
@@ -306,6 +356,7 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
         "flight_limits": flight_limits,
         "container_engine": engine,
         "container_engine_error": engine_error,
+        "gvisor": gvisor,
         "tools": tools,
         "isolation_levels": levels,
         "egress_controls": egress,

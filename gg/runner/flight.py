@@ -424,7 +424,8 @@ class FlightRun:
                                        handed=launch.handed, listening=listening,
                                        cleanup=launch.cleanup,
                                        # a container has them as the engine's flags
-                                       limits=(self.limits.to_dict() or None)
+                                       limits=({k: v for k, v in self.limits.to_dict().items()
+                                                if k not in launch.own_limits} or None)
                                        if launch.container_name is None else None)
         except OSError as exc:
             self.proc = SPAWNER.popen(["/bin/sh", "-c", f"echo {_quote(str(exc))} >&2; exit 127"],

@@ -21,6 +21,9 @@ What each combination becomes::
     sandbox   + none   the same, plus --unshare-net
     container + all    ENGINE run --rm, workspace mounted at /workspace, image ``image``
     container + none   the same, plus --network none
+    gvisor    + all    runsc run of a bundle of the sandbox's layout (gg.runner.gvisor),
+                       the host's network through gVisor (--network=host)
+    gvisor    + none   the same, with --network=none
     any       + allowlist  IsolationUnavailable("egress allowlist is not enforced yet")
 
 Whatever the policy, the runner's launcher (:mod:`gg.runner.launching`) forks what ``build``
@@ -57,7 +60,7 @@ from gg import config
 from gg.domain.health import FLIGHTS_AS_ROOT, first_missing
 from gg.domain.policy import Policy
 from gg.runner import flight_identity as identities
-from gg.runner import socket_activation
+from gg.runner import gvisor, socket_activation
 from gg.runner.flight_env import (
     ENVIRONMENT_FILE,
     HANDED_FD,
@@ -143,6 +146,7 @@ class Launch:
     handed: bytes | None = None
     sourced: bool = False
     private: Path | None = None
+    own_limits: tuple[str, ...] = ()  # limits the launch enforces itself (gg.runner.gvisor)
 
     def discard(self) -> None:
         """What this launch left on the host for its process (a container's environment
@@ -567,6 +571,9 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
         name = container_name or f"gg-{workspace.name[:40]}-{secrets.token_hex(4)}"
         return _container(command, engine, workspace, out_env, cut_net, image, name, terminal,
                           drop_to, environments_root(state_dir), limits)
+    if policy.isolation == "gvisor":
+        return _gvisor(command, capabilities, workspace, out_env, cut_net, state_dir, hidden,
+                       drop_to, container_name, limits, terminal or activation)
     if policy.isolation == "none":
         if not cut_net:
             return Launch(argv=list(command), env=out_env, cwd=workspace)
@@ -594,6 +601,31 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
                       sourced=True)
     return Launch(argv=argv + ["--args", str(HANDED_FD), "--", *command], env=runner_env(),
                   cwd=workspace, handed=handed_env(out_env))
+
+
+def _gvisor(command: list[str], capabilities: Mapping[str, Any], workspace: Path,
+            env: dict[str, str], cut_net: bool, state_dir: Path | None, hidden: Iterable[Path],
+            drop_to: Identity | None, name: str | None, limits: Mapping[str, Any] | None,
+            unoffered: bool) -> Launch:
+    """The flight under runsc, from a bundle of the sandbox's layout (gg.runner.gvisor)."""
+    if unoffered:
+        raise IsolationUnavailable("a console or socket activation is not offered under gvisor")
+    image_root = os.environ.get("GG_IMAGE_ROOT")
+    plan = layout(workspace, hidden=[*([state_dir] if state_dir else []), *hidden],
+                  read_write=[Path(image_root)] if image_root else [])
+    env["HOME"] = str(workspace)
+    env["TMPDIR"] = "/tmp"
+    env.setdefault("PATH", os.environ.get("PATH", "/usr/bin:/bin"))
+    spec = gvisor.config(command, plan, workspace=workspace, env=env, identity=drop_to,
+                         limits=limits, cut_net=cut_net)
+    bundle = gvisor.write_bundle(environments_root(state_dir), spec, plan)
+    runsc = gvisor.runsc_path(capabilities)
+    root = gvisor.state_root(state_dir, bundle)
+    name = gvisor.name_for(workspace, name)
+    return Launch(argv=gvisor.argv(runsc, root=root, bundle=bundle, name=name, cut_net=cut_net),
+                  env=runner_env(), cwd=workspace,
+                  cleanup=gvisor.cleanup(runsc, root=root, name=name), private=bundle,
+                  own_limits=gvisor.OWN_LIMITS)
 
 
 def setpriv_path() -> str:

@@ -84,7 +84,7 @@ def test_a_bad_enum_value_reads_like_the_spec_example(tmp_path):
            "ownership: organisation\npolicy: {isolation: sandbx}\n"
     error = error_of(tmp_path, text)
     assert str(error).endswith(
-        'airspace/fleet/ui.yaml:7: policy.isolation: must be one of none, sandbox, container '
+        'airspace/fleet/ui.yaml:7: policy.isolation: must be one of none, sandbox, container, gvisor '
         '(got "sandbx")')
 
 
@@ -161,7 +161,7 @@ def test_a_posted_mapping_is_validated_with_the_same_rules_and_no_line():
                                     "policy": {"isolation": "sandbx"}})
     assert caught.value.line is None
     assert str(caught.value) == ('<request>: policy.isolation: must be one of none, sandbox, '
-                                 'container (got "sandbx")')
+                                 'container, gvisor (got "sandbx")')
 
 
 def test_a_posted_mapping_that_is_not_a_mapping_is_refused():

@@ -88,6 +88,10 @@ def test_policy_that_is_not_a_mapping_is_refused():
     (Policy("sandbox", "all", 1), Policy("sandbox", "all", 2), True),
     (Policy("none", "all", 2), Policy("container", "none", 1), False),
     (Policy("sandbox", "all", 1), Policy("sandbox", "all", 1), False),
+    (Policy("gvisor", "all", 1), Policy("container", "all", 1), True),
+    (Policy("gvisor", "all", 1), Policy("sandbox", "all", 1), True),
+    (Policy("container", "all", 1), Policy("gvisor", "all", 1), False),
+    (Policy("sandbox", "all", 1), Policy("gvisor", "none", 1), False),
 ])
 def test_loosening_is_told_apart_from_tightening(old, new, looser):
     assert is_looser(old, new) is looser
@@ -250,3 +254,22 @@ def test_checks_verdict(listed, reported_at, pending, verdict):
 
 def test_a_report_exactly_stale_after_old_is_not_yet_stale():
     assert checks_verdict(PASSED, 55.0, 100.0, 45.0) == "checks passed"
+
+
+@pytest.mark.parametrize("gvisor, missing", [
+    ({"path": "/usr/bin/runsc", "usable": True, "error": None}, None),
+    ({"path": None, "usable": False, "error": "runsc is not installed"},
+     "gvisor (runsc) is not usable: runsc is not installed"),
+    ({"path": "/usr/bin/runsc", "usable": False, "error": "runsc exited with status 128"},
+     "gvisor (runsc) is not usable: runsc exited with status 128"),
+    (None, "gvisor (runsc) is not usable: not reported by this runner"),
+])
+def test_a_gvisor_policy_reads_degraded_naming_why_runsc_is_not_usable(gvisor, missing):
+    caps = {**FULL, **({"gvisor": gvisor} if gvisor is not None else {})}
+    for egress in ("all", "none"):  # runsc cuts egress itself: no network namespace check
+        health = judge_health(Policy("gvisor", egress), {**caps, "netns": False}, dev=False,
+                              started_workers=1)
+        assert health.missing == missing
+    names = [c.name for c in checks(Policy("gvisor", "none"), caps, dev=False,
+                                    started_workers=1)]
+    assert "gvisor" in names and "bubblewrap installed" not in names

@@ -219,7 +219,7 @@ def test_bad_input_is_one_sentence_on_stderr_and_a_non_zero_exit(fleet):
         (("runner", "cordon", "ghost"), 5, "no runner ghost"),
         (("runner", "retire", "ghost", "--yes"), 5, "no runner ghost"),
         (("runner", "policy", "r1", "--isolation", "bogus"), 2,
-         "--isolation must be one of none, sandbox, container (got 'bogus')"),
+         "--isolation must be one of none, sandbox, container, gvisor (got 'bogus')"),
         (("runner", "policy", "r1", "--egress", "some"), 2, "--egress must be one of"),
         (("runner", "drain", "--label", "Not A Label"), 2, "--label: the label"),
         (("runner", "drain"), 2, "name one runner, or select runners with --label"),

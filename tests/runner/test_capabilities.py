@@ -20,7 +20,7 @@ from gg.runner.flight_identity import Identity
 KEYS = {"bwrap", "bwrap_usable", "bwrap_error", "netns", "cgroup_version", "cgroup_controllers",
         "container_engine", "container_engine_error", "tools", "isolation_levels",
         "egress_controls", "confinement", "runs_as_root", "flight_cgroups", "flight_cgroups_error",
-        "flight_limits"}
+        "flight_limits", "gvisor"}
 
 
 def _bin_dir(tmp_path: Path, **scripts: str) -> Path:
@@ -55,9 +55,11 @@ def test_levels_follow_the_measurements_and_allowlist_is_never_offered():
     dropped = report["confinement"]["capabilities"] == "dropped"
     assert ("sandbox" in report["isolation_levels"]) is (report["bwrap_usable"] and dropped)
     assert ("container" in report["isolation_levels"]) is bool(report["container_engine"])
+    assert ("gvisor" in report["isolation_levels"]) is report["gvisor"]["usable"]
     assert "allowlist" not in report["egress_controls"]
     assert ("none" in report["egress_controls"]) is (report["netns"]
-                                                     or bool(report["container_engine"]))
+                                                     or bool(report["container_engine"])
+                                                     or report["gvisor"]["usable"])
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed")
@@ -81,6 +83,15 @@ def test_without_bwrap_on_path_there_is_no_sandbox_and_no_netns(tmp_path):
     assert report["container_engine"] is None
     assert report["container_engine_error"] == "neither podman nor docker is installed"
     assert report["tools"] == ["python3"]
+    assert report["gvisor"] == {"path": None, "usable": False, "error": "runsc is not installed"}
+
+
+def test_a_runsc_that_cannot_run_a_flight_is_not_usable_and_says_why(tmp_path):
+    bin_dir = _bin_dir(tmp_path, runsc="echo 'creating container: no cgroups here' >&2; exit 128")
+    report = probe(path=str(bin_dir))
+    assert report["gvisor"] == {"path": str(bin_dir / "runsc"), "usable": False,
+                                "error": "creating container: no cgroups here"}
+    assert "gvisor" not in report["isolation_levels"]
 
 
 def test_an_engine_that_does_not_answer_is_not_reachable(tmp_path):
