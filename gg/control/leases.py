@@ -17,6 +17,7 @@ from gg.control import groups as group_ops
 from gg.control import retries as retry_ops
 from gg.control import runners as runner_ops
 from gg.control import secrets as secret_ops
+from gg.control import sizes as size_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.control.lifecycle import move
 from gg.domain import leases, output, services
@@ -51,8 +52,9 @@ def seat_for(core: Core, runner: Runner, now: float, live: int | None = None, *,
     if placement is None:
         placement = group_ops.placement(core)
     held = core.store.held_service_ports(now, [runner.id]).get(runner.id) if live else None
+    room = size_ops.rooms(core, now, [runner], {runner.id: live})[runner.id]
     return seat(runner, now, core.settings.offline_after, live,
-                core.store.refuted_pairs(runner.id), placement, held)
+                core.store.refuted_pairs(runner.id), placement, held, room)
 
 
 def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tuple[Flight, leases.Grant] | None:
@@ -142,7 +144,8 @@ def _plan(core: Core, seats: list[Seat]) -> tuple[list[Assignment], Keys]:
         flights, served, deeper = core.store.ready_turns(depth)
         keys = concurrency_ops.keys_for(core, flights)
         avoid = retry_ops.avoid_for(core, flights)  # --retry-elsewhere
-        plan = assign(flights, seats, served, keys, avoid)
+        sized = size_ops.with_sizes(core, seats, [f.id for f in flights])  # their limits
+        plan = assign(flights, sized, served, keys, avoid)
         if not deeper:
             return plan, keys
         cut = min(Priority(p).rank for p in deeper)
