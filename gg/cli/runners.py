@@ -201,6 +201,7 @@ def show(ref: Optional[str] = typer.Argument(None, metavar="[RUNNER]", help="Run
         f"  version    {r.version or '?'} commit {commit} (skew {r.version_skew})",
         f"  host       {inv.get('hostname', '?')} {r.os or ''}/{r.arch or ''}, "
         f"{inv.get('cpu_count', '?')} CPUs, peer {r.peer_address or '?'}",
+        f"  size       {_size_line(inv)}",
     ]
     lines.append(f"  checks     {r.checks_verdict or '-'}"
                  + (f" (last judged {ago(r.checks_at)})" if r.checks_at else ""))
@@ -208,6 +209,16 @@ def show(ref: Optional[str] = typer.Argument(None, metavar="[RUNNER]", help="Run
         mark = "✓" if check["passed"] else "✗"
         lines.append(f"    {mark} {check['name']:<22} {check['detail']}")
     typer.echo("\n".join(lines))
+
+
+def _size_line(inv: dict) -> str:
+    """What it offers its flights (placement by size), and whether its operator set it."""
+    from gg.domain.sizes import runner_size, size_text
+
+    size = runner_size(inv)
+    if size is None:
+        return "- (it reports none: never held back by size)"
+    return size_text(size) + (" (set with --cpus/--memory)" if inv.get("size") else "")
 
 
 def _pct(value) -> str:
