@@ -109,11 +109,9 @@ class FlightRows:
         sql, params = _of_runners(
             "SELECT f.lease_runner, l.limits FROM flights AS f LEFT JOIN flight_limits AS l "
             "ON l.flight_id = f.id WHERE f.stage = 'flying' AND f.lease_expires_at > ?",
-            [now], runner_ids)
+            [now], runner_ids, column="f.lease_runner")
         out: dict[str, list[dict[str, Any]]] = {}
-        for runner_id, limits in self.db.all(sql.replace(" AND lease_runner IN",
-                                                         " AND f.lease_runner IN"),
-                                             tuple(params)):
+        for runner_id, limits in self.db.all(sql, tuple(params)):
             out.setdefault(runner_id, []).append(loads(limits, {}) if limits else {})
         return out
 
@@ -347,9 +345,10 @@ class FlightRows:
         return dict(row) if row else None
 
 
-def _of_runners(sql: str, params: list[Any], runner_ids: list[str] | None) -> tuple[str, list[Any]]:
+def _of_runners(sql: str, params: list[Any], runner_ids: list[str] | None,
+                column: str = "lease_runner") -> tuple[str, list[Any]]:
     """``sql`` narrowed to the flights leased to ``runner_ids`` (None: every runner)."""
     if runner_ids is None:
         return sql, params
-    return (sql + f" AND lease_runner IN ({','.join('?' * len(runner_ids))})",
+    return (sql + f" AND {column} IN ({','.join('?' * len(runner_ids))})",
             [*params, *runner_ids])
