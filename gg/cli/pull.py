@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
 
 
 def listen_up(listen: str, *, name: str | None, labels: str | None, workers: int,
-              grace: float) -> int:
+              grace: float, size: dict | None = None) -> int:
     """Serve a pull-mode runner on ``listen`` (HOST:PORT) until stopped."""
     from gg.runner.listen import ListeningRunner
     from gg.runner.pull import PullOptions, PullRunner
@@ -31,7 +31,8 @@ def listen_up(listen: str, *, name: str | None, labels: str | None, workers: int
     options = PullOptions(host=host.strip("[]"), port=int(port), state_dir=config.state_dir(),
                           name=name or socket.gethostname().split(".")[0],
                           labels=parse_labels(labels or os.environ.get("GG_RUNNER_LABELS")),
-                          workers=workers, grace=grace, hidden=[config.config_dir()])
+                          workers=workers, grace=grace, hidden=[config.config_dir()],
+                          size=size)
     try:
         return run_until_signalled(ListeningRunner(PullRunner(options, say=say)))
     except OSError as exc:

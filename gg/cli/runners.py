@@ -61,6 +61,14 @@ def up(
                                          help="Pull mode: serve on HOST:PORT and never dial "
                                               "out; an admin attaches it with gg runner "
                                               "attach (docs/runner-modes.md)."),
+    cpus: Optional[str] = typer.Option(
+        None, "--cpus", metavar="N",
+        help="Cores this runner offers its flights (env GG_RUNNER_CPUS; default: the "
+             "host's). Placement by size: docs/isolation.md."),
+    memory: Optional[str] = typer.Option(
+        None, "--memory", metavar="SIZE",
+        help="Memory this runner offers its flights, like 8G (env GG_RUNNER_MEMORY; "
+             "default: the host's)."),
 ) -> None:
     """Run this machine as a runner until stopped (SIGTERM or Ctrl-C)."""
     from gg.cli.fleet import enrol_token
@@ -70,6 +78,7 @@ def up(
         port_range(os.environ.get(ENV_SERVICE_PORTS))
     except ValueError as exc:
         raise CliError(str(exc), Exit.USAGE) from None
+    size = runner_size(cpus, memory)
     if listen is not None:
         from gg.cli.pull import listen_up
 
@@ -77,7 +86,7 @@ def up(
             raise CliError("--listen runs a pull-mode runner: it is attached by an admin, "
                            "never enrolled, and has no --once", Exit.USAGE)
         raise typer.Exit(listen_up(listen, name=name, labels=labels, workers=workers or 1,
-                                   grace=grace))
+                                   grace=grace, size=size))
     from gg.runner.flight_identity import IdentityRangeError
     from gg.runner.loop import Runner, RunnerExit, RunnerOptions
 
@@ -93,7 +102,7 @@ def up(
                             person_token=None if token else config.resolve_token(cfg),
                             enrol_token=token, hidden=[config.config_dir()],
                             member_code=os.environ.pop(config.ENV_MEMBER_CODE, None),
-                            flight_uids=flight_uids)
+                            flight_uids=flight_uids, size=size)
 
     try:
         runner = Runner(options, say=say)
@@ -104,6 +113,20 @@ def up(
     except RunnerExit as exc:
         raise CliError(str(exc), Exit.FAILURE) from None
     raise typer.Exit(code)
+
+
+ENV_CPUS = "GG_RUNNER_CPUS"
+ENV_MEMORY = "GG_RUNNER_MEMORY"
+
+
+def runner_size(cpus: str | None, memory: str | None) -> dict | None:
+    """The size a runner offers its flights (``--cpus``/``--memory``, else its environment),
+    as its inventory reports it; None: the host's. A bad one is a usage error."""
+    from gg.cli.limits import parse_limits
+
+    size = parse_limits(cpus=cpus or os.environ.get(ENV_CPUS) or None,
+                        memory=memory or os.environ.get(ENV_MEMORY) or None, pids=None)
+    return size or None
 
 
 def list_runners(json_: bool = typer.Option(False, "--json"),
@@ -178,6 +201,7 @@ def show(ref: Optional[str] = typer.Argument(None, metavar="[RUNNER]", help="Run
         f"  version    {r.version or '?'} commit {commit} (skew {r.version_skew})",
         f"  host       {inv.get('hostname', '?')} {r.os or ''}/{r.arch or ''}, "
         f"{inv.get('cpu_count', '?')} CPUs, peer {r.peer_address or '?'}",
+        f"  size       {_size_line(inv)}",
     ]
     lines.append(f"  checks     {r.checks_verdict or '-'}"
                  + (f" (last judged {ago(r.checks_at)})" if r.checks_at else ""))
@@ -185,6 +209,16 @@ def show(ref: Optional[str] = typer.Argument(None, metavar="[RUNNER]", help="Run
         mark = "✓" if check["passed"] else "✗"
         lines.append(f"    {mark} {check['name']:<22} {check['detail']}")
     typer.echo("\n".join(lines))
+
+
+def _size_line(inv: dict) -> str:
+    """What it offers its flights (placement by size), and whether its operator set it."""
+    from gg.domain.sizes import runner_size, size_text
+
+    size = runner_size(inv)
+    if size is None:
+        return "- (it reports none: never held back by size)"
+    return size_text(size) + (" (set with --cpus/--memory)" if inv.get("size") else "")
 
 
 def _pct(value) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Collection
 
 from gg.control import pool_look
+from gg.control import sizes as size_ops
 from gg.control.core import Core
 from gg.domain import estimates
 from gg.domain.estimates import Estimate, Forecast, History, PoolOutlook, Queue
@@ -204,10 +205,12 @@ def fleet_seats(core: Core, now: float, *, runners: list | None = None,
     refuted = core.store.refuted_by_runner()
     maintainers = core.store.maintainer_ids()
     held = core.store.held_service_ports(now) if live else {}
+    fleet = [r for r in (core.store.runners() if runners is None else runners)
+             if r.id not in maintainers]
+    rooms = size_ops.rooms(core, now, fleet, live)  # placement by size
     return [seat(r, now, core.settings.offline_after, live.get(r.id, 0),
-                 refuted.get(r.id, frozenset()), placement, held.get(r.id))
-            for r in (core.store.runners() if runners is None else runners)
-            if r.id not in maintainers]
+                 refuted.get(r.id, frozenset()), placement, held.get(r.id), rooms[r.id])
+            for r in fleet]
 
 
 def longest_waits(core: Core) -> dict[str, float]:

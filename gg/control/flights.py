@@ -18,6 +18,7 @@ from gg.control import retries as retry_ops
 from gg.control import runners as runner_ops
 from gg.control import secrets as secret_ops
 from gg.control import services as service_ops
+from gg.control import sizes as size_ops
 from gg.control.core import Core
 from gg.control.lifecycle import move
 from gg.domain import approvals, fitness, output, paging, retries, services, specs, timeouts, tokens
@@ -26,6 +27,7 @@ from gg.domain.console import may_cancel
 from gg.domain.events import EventKind
 from gg.domain.flight_spec import FlightSpec
 from gg.domain.flights import Event, Flight, Priority, Stage, opened, priority_refusal
+from gg.domain.limits import Limits
 from gg.domain.matching import Seat, seat
 from gg.domain.people import Person
 from gg.domain.waiting import Context, OpenGate, Waiting, why_ended, why_waiting
@@ -142,6 +144,12 @@ class Snapshot:
         self.placement = group_ops.placement(core)
         self.seats: list[Seat] = estimate_ops.fleet_seats(core, now, runners=runners,
                                                           placement=self.placement)
+        # placement by size: the limits the flights explained asked, read with their keys
+        # (load_keys) into one mapping every seat shares (gg.domain.matching.Seat.sizes)
+        self._sizes: dict[str, Limits] = {}
+        self._sized = any(s.room is not None for s in self.seats)
+        if self._sized:
+            self.seats = [replace(s, sizes=self._sizes) for s in self.seats]
         self.names = {r.id: r.name for r in runners}
         self._by_id = {s.runner.id: s for s in self.seats}
         self.open_gates = {g.id: g for g in core.store.gates(status="open", limit=100000)}
@@ -160,12 +168,15 @@ class Snapshot:
         self._held_by: dict[str, tuple] = {}
 
     def load_keys(self, flight_ids: list[str]) -> None:
-        """Read the concurrency keys of these flights, and who flies with each key, at once
-        (a listing explains a page of flights from one read)."""
+        """Read the concurrency keys of these flights, and who flies with each key, and the
+        limits each asked (placement by size), at once (a listing explains a page of flights
+        from one read)."""
         fresh = [i for i in flight_ids if i not in self._keys_read]
         if not fresh:
             return
         self._keys_read.update(fresh)
+        if self._sized:
+            self._sizes.update(size_ops.asked(self.core, fresh))
         of = self.core.store.concurrency_of(fresh)
         if not of:
             return
@@ -183,13 +194,15 @@ class Snapshot:
         stage = values["stage"]
         if stage not in (Stage.READY.value, Stage.GATED.value):
             return None
+        self.load_keys([values["id"]])  # read already when a listing loaded its page
         opener = values["opened_by"] if values["opened_by"] in self._reservers else None
         key = (stage, tuple(sorted(values["requires"].items())), values["runner_target"],
                opener, tuple(values["gates"]), values["repo"], values["agent"], values["kind"],
                values["priority"], values["group"], tuple(sorted(values["where"].items())),
                values["environment"], (values.get("service") or {}).get("port"),
                self.keys.of.get(values["id"]), self.held_by(values["id"]),
-               self._retries.get(values["id"]), self._avoided(values))
+               self._retries.get(values["id"]), self._avoided(values),
+               self._sizes.get(values["id"]))
         if key not in self._cache:
             flight = make() if make is not None else Flight(**values)
             seats = self.seats

@@ -17,6 +17,7 @@ from gg.control import groups as group_ops
 from gg.control import retries as retry_ops
 from gg.control import runners as runner_ops
 from gg.control import secrets as secret_ops
+from gg.control import sizes as size_ops
 from gg.control.core import CONTROL_PLANE, Core
 from gg.control.lifecycle import move
 from gg.domain import leases, output, services
@@ -26,6 +27,7 @@ from gg.domain.flights import Event, Flight, Outcome, Priority, Stage, changed
 from gg.domain.groups import Placement
 from gg.domain.matching import Assignment, Seat, assign, seat
 from gg.domain.runners import AdminState, Runner, RunnerIdentity, after_lease_ended
+from gg.domain.sizes import Room
 from gg.errors import BadRequest, GGError
 
 
@@ -43,7 +45,8 @@ def expire_due(core: Core, now: float) -> int:
 
 
 def seat_for(core: Core, runner: Runner, now: float, live: int | None = None, *,
-             placement: Placement | None = None) -> Seat:
+             placement: Placement | None = None,
+             rooms: dict[str, Room | None] | None = None) -> Seat:
     """The runner's seat, with its group and the fleet-wide stop read fresh: a group drained
     or a fleet quiesced while a claim sat parked is honoured at the next offer."""
     if live is None:
@@ -51,8 +54,11 @@ def seat_for(core: Core, runner: Runner, now: float, live: int | None = None, *,
     if placement is None:
         placement = group_ops.placement(core)
     held = core.store.held_service_ports(now, [runner.id]).get(runner.id) if live else None
+    if rooms is None:  # placement by size: what it flies, read for it alone
+        rooms = size_ops.rooms(core, now, [runner], {runner.id: live})
+    room = rooms.get(runner.id)
     return seat(runner, now, core.settings.offline_after, live,
-                core.store.refuted_pairs(runner.id), placement, held)
+                core.store.refuted_pairs(runner.id), placement, held, room)
 
 
 def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tuple[Flight, leases.Grant] | None:
@@ -92,7 +98,9 @@ def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases
     placement = group_ops.placement(core)
     if placement.quiesced:  # no new offers anywhere
         return []
-    seats = [seat_for(core, runners[rid], now, live.get(rid, 0), placement=placement)
+    rooms = size_ops.rooms(core, now, list(runners.values()), live)  # one read for the pass
+    seats = [seat_for(core, runners[rid], now, live.get(rid, 0), placement=placement,
+                      rooms=rooms)
              for rid in runner_ids if rid in runners
              and not placement.group(runners[rid].group).draining]
     if not seats:
@@ -142,7 +150,8 @@ def _plan(core: Core, seats: list[Seat]) -> tuple[list[Assignment], Keys]:
         flights, served, deeper = core.store.ready_turns(depth)
         keys = concurrency_ops.keys_for(core, flights)
         avoid = retry_ops.avoid_for(core, flights)  # --retry-elsewhere
-        plan = assign(flights, seats, served, keys, avoid)
+        sized = size_ops.with_sizes(core, seats, [f.id for f in flights])  # their limits
+        plan = assign(flights, sized, served, keys, avoid)
         if not deeper:
             return plan, keys
         cut = min(Priority(p).rank for p in deeper)

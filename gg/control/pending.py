@@ -26,6 +26,7 @@ def pending(core: Core, person: Person, limit: int = 1000) -> list[dict]:
     now = core.now()
     rows = core.store.flight_values(stages=(Stage.GATED.value,), limit=100000)
     snap = flight_ops.Snapshot(core, now)
+    snap.load_keys([values["id"] for values in rows])  # one read for the page, not one each
     proposals: dict[str, Gate] = {g.flight_id: g for g in snap.open_gates.values()
                                   if g.kind == approvals.KIND and g.flight_id
                                   and g.payload.get("proposed") is not None}

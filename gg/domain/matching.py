@@ -1,5 +1,6 @@
-"""Whether a runner may be offered a flight: the six conditions of SPEC section 6, and the
-placement contract of its group (SPEC section 17).
+"""Whether a runner may be offered a flight: the six conditions of SPEC section 6, the
+placement contract of its group (SPEC section 17), and placement by size (gg.domain.sizes:
+the flight's limits fit what the runner has free).
 
 :func:`blockers` is THE claim decision. The claim path offers a flight only when it
 returns nothing, and the waiting sentence (``gg show``, ``gg flights``) and ``gg plan`` are
@@ -24,7 +25,9 @@ from gg.domain.concurrency import Keys
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Priority, Stage
 from gg.domain.groups import OPEN, Group, Placement, selects
+from gg.domain.limits import Limits
 from gg.domain.runners import AdminState, HealthState, Runner, is_online
+from gg.domain.sizes import Room
 
 
 class Block(StrEnum):
@@ -49,6 +52,10 @@ class Block(StrEnum):
     BUSY = "busy"  # 6. no free worker slot
     PORT_HELD = "port_held"  # a service's --port is held there by another service
     UNFIT = "unfit"  # it could never do this work: profile, agent, host, credential (fitness)
+    # placement by size (gg.domain.sizes): its limits are more than the runner's whole size,
+    # or more than what the flights it flies now leave free of it
+    TOO_SMALL = "too_small"
+    NO_ROOM = "no_room"
 
 
 _ADMIN_BLOCK = {
@@ -72,14 +79,19 @@ class Seat:
     # --port of each service flying there -> that service's flight id: a runner listens on
     # a service's port itself, exclusively, so another service asking for it must wait
     held_ports: Mapping[int, str] = field(default_factory=dict)
+    # placement by size (gg.domain.sizes): the runner's size and what is free of it (None: it
+    # reports no size), and the limits the flights of this pass asked (flight id -> limits;
+    # one mapping shared by every seat of a pass; a flight absent asked none)
+    room: Room | None = None
+    sizes: Mapping[str, Limits] = field(default_factory=dict)
 
 
 def seat(runner: Runner, now: float, offline_after: float, live_leases: int,
          refuted: frozenset[str] = frozenset(), placement: Placement = OPEN,
-         held_ports: Mapping[int, str] | None = None) -> Seat:
+         held_ports: Mapping[int, str] | None = None, room: Room | None = None) -> Seat:
     usable = {k: v for k, v in runner.labels.items() if f"{k}={v}" not in refuted}
     return Seat(runner, usable, live_leases, is_online(runner, now, offline_after),
-                placement.group(runner.group), placement, held_ports or {})
+                placement.group(runner.group), placement, held_ports or {}, room)
 
 
 def service_port(flight: Flight) -> int | None:
@@ -147,6 +159,13 @@ def blockers(flight: Flight, seat: Seat) -> list[Block]:
         found.append(Block.BUSY)
     if unfit(flight, runner) is not None:  # enrolment: gg.domain.fitness
         found.append(Block.UNFIT)
+    room = seat.room
+    if room is not None:  # placement by size: gg.domain.sizes
+        size = room.size_of(seat.sizes.get(flight.id))
+        if room.too_small(size):
+            found.append(Block.TOO_SMALL)
+        elif room.no_room(size):
+            found.append(Block.NO_ROOM)
     port = service_port(flight) if seat.held_ports else None
     if port is not None and port in seat.held_ports and seat.held_ports[port] != flight.id:
         found.append(Block.PORT_HELD)
@@ -237,8 +256,8 @@ def assign(flights: Iterable[Flight], seats: list[Seat],
 
 
 def _could_take(flight: Flight, s: Seat) -> bool:
-    """``s`` may be offered ``flight`` once it has a free slot."""
-    return all(b is Block.BUSY for b in blockers(flight, s))
+    """``s`` may be offered ``flight`` once it has a free slot, and room for its size."""
+    return all(b is Block.BUSY or b is Block.NO_ROOM for b in blockers(flight, s))
 
 
 def elsewhere(flight: Flight, avoid: str | None, seats: Iterable[Seat]) -> bool:

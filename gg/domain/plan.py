@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gg.domain import approvals
+from gg.domain import approvals, sizes
 from gg.domain.flights import Flight, Stage
 from gg.domain.matching import (
     PLACEMENT_BLOCKS,
@@ -370,6 +370,8 @@ def _blocker_item(flight: Flight, s: Seat, block: Block, facts: PlanFacts) -> It
         return Item(f"runner {name} has a free worker slot", False, [Way(MACHINE, None)],
                     note=f"{s.live_leases} of {runner.workers} taken; one frees when a flight "
                          "it holds ends")
+    if block in (Block.TOO_SMALL, Block.NO_ROOM):
+        return _size_item(flight, s, whole=block is Block.TOO_SMALL)
     if block is Block.NOT_READY:
         return Item("the flight is ready (no gate holds it, nothing is missing)", False)
     if block is Block.PORT_HELD:
@@ -379,6 +381,28 @@ def _blocker_item(flight: Flight, s: Seat, block: Block, facts: PlanFacts) -> It
                     [Way(ADMIN, f"gg cancel {holder}")],
                     note=f"service {holder} holds it there")
     return None
+
+
+def _size_item(flight: Flight, s: Seat, *, whole: bool) -> Item:
+    """Placement by size (gg.domain.sizes): who can make room on this runner, or a bigger
+    one, or a smaller flight."""
+    room = s.room
+    assert room is not None, "a size blocks only a runner that reports one"
+    name = s.runner.name
+    want = room.size_of(s.sizes.get(flight.id))
+    flags = " and ".join(f"--{r}" for r in sizes.RESOURCES if want.of(r) > 0)
+    smaller = Way(OPENER, f"gg cancel {flight.id}, then gg fly with a smaller {flags}")
+    bigger = Way(ADMIN, "gg runner up on a larger machine (a bigger runner)")
+    if whole:
+        return Item(f"runner {name} is as big as {sizes.size_text(want)}", False,
+                    [bigger, smaller], note=f"it has {sizes.size_text(room.size)} in all; "
+                                            "the flight never starts there")
+    ends = Way(OWNER if s.runner.owner else ADMIN,
+               f"gg runner show {name}, then gg cancel FLIGHT (or let one land)")
+    return Item(f"runner {name} has {sizes.size_text(want)} free", False,
+                [Way(MACHINE, None), ends, bigger, smaller],
+                note=f"{sizes.free_text(room, want)}; what it flies frees its share when "
+                     "it ends")
 
 
 def _starter(s: Seat) -> str:

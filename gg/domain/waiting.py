@@ -29,7 +29,14 @@ The ladder is SPEC section 7, kept-back reasons first::
     -  port P is held by service F on every runner that could take it
                                                            (a service's --port: one holder
                                                             per runner, docs/services.md)
+    -  no runner has 64G of memory (most: 8G on r3)        (gg.domain.sizes: its limits are
+                                                            more than any runner's whole size;
+                                                            said with the fitness rung, before
+                                                            6: it will never start as it is)
     6  every runner that advertises LABEL is STATE
+    -  no runner has 8G of memory free (most: 4G on r3)    (gg.domain.sizes: a runner that
+       no runner has 2 cores free (most: 1.5 on r3)         could take it now but for what it
+                                                            flies; between 6 and 7)
     7  no runner advertises LABEL
 
 Hooks for later rungs are plain values in :class:`Context` so that adding pools or
@@ -46,7 +53,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gg.domain import approvals, dependencies
+from gg.domain import approvals, dependencies, sizes
 from gg.domain.concurrency import Concurrency, Held
 from gg.domain.fitness import unfit
 from gg.domain.flights import Flight, Stage
@@ -252,9 +259,17 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
             "bring up a runner that can, or change its fleet profile (gg fleet profiles)",
         )
     advertising = fit
+    # size: a runner smaller than the flight's limits could never take it either
+    sized = [s for s in advertising if Block.TOO_SMALL not in found[s.runner.id]]
+    if advertising and not sized:
+        return size_waiting(flight, advertising, whole=True)
+    advertising = sized
     held = [s for s in advertising if Block.PORT_HELD in found[s.runner.id]]
     if held and len(held) == len(advertising):
         return port_waiting(flight, held, target)
+    roomless = [s for s in advertising if found[s.runner.id] == [Block.NO_ROOM]]
+    if roomless:  # not every runner is STATE (rung 6): these would take it but for room
+        return size_waiting(flight, roomless, whole=False)
     if advertising:
         words = sorted({_state_word(found[s.runner.id]) for s in advertising},
                        key=[w for _, w in _STATE_WORDS].index)
@@ -307,6 +322,17 @@ def why_waiting(flight: Flight, seats: list[Seat], ctx: Context | None = None) -
         f"bring up a runner that advertises it (gg runner up --labels {lonely}); gg runner labels"
         + _refuted_note(lonely.split(","), live),
     )
+
+
+def size_waiting(flight: Flight, seats: list[Seat], *, whole: bool) -> Waiting:
+    """No runner of ``seats`` has the flight's size: in its whole size (``whole``: it never
+    starts as it is), or free now, beside what it flies (gg.domain.sizes)."""
+    rooms = [(s.runner.name, s.room) for s in seats if s.room is not None]
+    assert rooms, "asked only of seats that a size blocked"
+    want = rooms[0][1].size_of(seats[0].sizes.get(flight.id))
+    short = sizes.short(want, [(name, room.size if whole else room.free) for name, room in rooms])
+    return Waiting("too_small" if whole else "no_room", short.sentence(whole=whole),
+                   sizes.remedy(flight.id, want, whole=whole, runner=short.most_name))
 
 
 def port_waiting(flight: Flight, held: list[Seat], target: Seat | None) -> Waiting:

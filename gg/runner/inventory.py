@@ -16,7 +16,10 @@ from gg.domain.machine_console import FEATURE as CONSOLE
 _STARTED_AT = time.time()
 
 
-def inventory(state_dir: str) -> dict:
+def inventory(state_dir: str, size: dict | None = None) -> dict:
+    """``size``: the cores and memory this runner offers its flights when its operator set
+    them (``gg runner up --cpus --memory``, placement by size: gg.domain.sizes); without it
+    the host's ``cpu_count`` and ``memory_total`` are its size."""
     addresses = sorted({
         a.address for addrs in psutil.net_if_addrs().values() for a in addrs
         if a.family in (socket.AF_INET, socket.AF_INET6)
@@ -36,6 +39,7 @@ def inventory(state_dir: str) -> dict:
         "started_at": _STARTED_AT,
         "state_dir": state_dir,
         "features": [CONSOLE],  # what this gg serves beyond flights (docs/console.md)
+        **({"size": dict(size)} if size else {}),
     }
 
 

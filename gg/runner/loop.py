@@ -84,6 +84,7 @@ class RunnerOptions:
     hidden: list[Path] = field(default_factory=list)  # masked in sandboxes (the config dir)
     member_code: str | None = None  # a pool member's one-time ggm_ code (GG_MEMBER_CODE)
     flight_uids: str | None = None  # BASE[:COUNT]: a root runner's flight uids (flight_identity)
+    size: dict | None = None  # --cpus/--memory: what it offers its flights (gg.domain.sizes)
 
 
 class Runner:
@@ -133,6 +134,9 @@ class Runner:
         self._heeded_at = 0.0
         self.consoles = Consoles(self)  # consoles to this machine (docs/console.md)
         self.readings = inventory.Readings()  # sampled at most once a second
+
+    def _inventory(self) -> dict:
+        return inventory.inventory(str(self.state.path), self.options.size)
 
     @property
     def capacity(self) -> int:
@@ -264,7 +268,7 @@ class Runner:
                              "gg runner up --enrol TOKEN, and run gg runner up again")
         body = {"name": self.options.name, "public_key": keys.public_text(key),
                 "labels": self.options.labels, "workers": self.workers,
-                "inventory": inventory.inventory(str(self.state.path)), "version": __version__}
+                "inventory": self._inventory(), "version": __version__}
         try:
             answer = self.client.register(body, key, token=self.options.person_token,
                                           retry_for=RETRY_FOREVER)
@@ -286,7 +290,7 @@ class Runner:
     def _enrol(self, key) -> None:
         body = {"name": self.options.name, "public_key": keys.public_text(key),
                 "workers": self.workers, "version": __version__,
-                "inventory": inventory.inventory(str(self.state.path))}
+                "inventory": self._inventory()}
         assert self.options.enrol_token, "called only when it was given"
         try:
             answer = enrol(self.client, self.options.enrol_token, body, key)
@@ -304,7 +308,7 @@ class Runner:
         """A pool member exchanges its one-time code (from its maintainer) for a credential;
         its labels are the pool strategy's, whatever the machine was started with."""
         body = {"public_key": keys.public_text(key),
-                "inventory": inventory.inventory(str(self.state.path)), "version": __version__}
+                "inventory": self._inventory(), "version": __version__}
         assert self.options.member_code, "called only when it was given"
         try:
             answer = self.client.join_pool(self.options.member_code, body, key,
@@ -355,7 +359,7 @@ class Runner:
         inventory, capabilities, labels, agents or a maintenance report have something new."""
         if not self.claim_parked or self.runs or self.consoles.named:
             return False  # (a console named and not yet joined: its check-ins name it again)
-        inv = inventory.inventory(str(self.state.path))
+        inv = self._inventory()
         if {k: v for k, v in inv.items() if k not in ("started_at",)} != self._inventory_sent:
             return False
         if self.capabilities is not None and self.capabilities != self._capabilities_sent:
@@ -363,7 +367,7 @@ class Runner:
         return self.fleet.check_in_extras() == self._extras_sent
 
     def _check_in_once(self, retry_for: float) -> CheckedIn:
-        inv = inventory.inventory(str(self.state.path))
+        inv = self._inventory()
         changed = {k: v for k, v in inv.items() if k not in ("started_at",)}
         body = {"free_slots": max(0, self.capacity - self.taken), "readings": self.readings(),
                 "version": __version__, "held": list(self.runs), "workers": self.workers}

@@ -62,6 +62,7 @@ class PullOptions:
     workers: int = 1
     grace: float = 30.0
     hidden: list[Path] = field(default_factory=list)
+    size: dict | None = None  # --cpus/--memory: what it offers its flights (gg.domain.sizes)
 
 
 class Relay:
@@ -264,7 +265,7 @@ class PullRunner:
         if time.monotonic() - self._probed_at >= REPROBE_EVERY:
             self.capabilities = capabilities.probe()
             self._probed_at = time.monotonic()
-        inv = inventory.inventory(str(self.state.path))
+        inv = inventory.inventory(str(self.state.path), self.options.size)
         changed = {k: v for k, v in inv.items() if k != "started_at"}
         with self.lock:
             held = [{"flight": r.id, "epoch": r.lease.epoch} for r in self.runs.values()]

@@ -92,6 +92,29 @@ class FlightRows:
         row = self.db.one("SELECT limits FROM flight_limits WHERE flight_id = ?", (flight_id,))
         return loads(row[0], {}) if row else {}
 
+    def limits_of(self, flight_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """flight id -> the limits it asked (``set_flight_limits``), for those of
+        ``flight_ids`` that asked any: primary-key look-ups (placement by size)."""
+        rows = self.db.all_in("SELECT flight_id, limits FROM flight_limits WHERE flight_id "
+                              "IN ({ids})", flight_ids) if flight_ids else []
+        return {r[0]: loads(r[1], {}) for r in rows}
+
+    def flying_limits(self, now: float,
+                      runner_ids: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+        """runner id -> the limits each flight it flies under a live lease asked (``{}`` for
+        one that asked none): a runner's room is its size less these (gg.domain.sizes).
+        The runner's flying flights through ``flights_holder``, each one's limits by key."""
+        if runner_ids is not None and not runner_ids:
+            return {}
+        sql, params = _of_runners(
+            "SELECT f.lease_runner, l.limits FROM flights AS f LEFT JOIN flight_limits AS l "
+            "ON l.flight_id = f.id WHERE f.stage = 'flying' AND f.lease_expires_at > ?",
+            [now], runner_ids, column="f.lease_runner")
+        out: dict[str, list[dict[str, Any]]] = {}
+        for runner_id, limits in self.db.all(sql, tuple(params)):
+            out.setdefault(runner_id, []).append(loads(limits, {}) if limits else {})
+        return out
+
     def set_flight_note(self, flight_id: str, note: str) -> None:
         """A flight's note (``gg fly --note``); written at its open."""
         self.db.run("INSERT INTO flight_notes (flight_id, note) VALUES (?, ?)", (flight_id, note))
@@ -322,9 +345,10 @@ class FlightRows:
         return dict(row) if row else None
 
 
-def _of_runners(sql: str, params: list[Any], runner_ids: list[str] | None) -> tuple[str, list[Any]]:
+def _of_runners(sql: str, params: list[Any], runner_ids: list[str] | None,
+                column: str = "lease_runner") -> tuple[str, list[Any]]:
     """``sql`` narrowed to the flights leased to ``runner_ids`` (None: every runner)."""
     if runner_ids is None:
         return sql, params
-    return (sql + f" AND lease_runner IN ({','.join('?' * len(runner_ids))})",
+    return (sql + f" AND {column} IN ({','.join('?' * len(runner_ids))})",
             [*params, *runner_ids])
