@@ -13,6 +13,8 @@
     sweeps: false                                   # default false
     ownership: organisation                         # organisation | open | claimed
     policy: {isolation: sandbox, egress: all, workers: 1}
+                                                    # policy.image: what isolation container
+                                                    # runs flights from (a change opens a gate)
 
 The value rules live in ``gg.domain.profiles`` so the server, which receives profiles over
 HTTP (``profile_from_mapping``), accepts exactly what this loader accepts.
@@ -26,6 +28,7 @@ from typing import Any
 from gg.airspace.errors import AirspaceError
 from gg.airspace.fields import Checked, Fields, sort_errors
 from gg.airspace.yamlfile import Document, document_from_mapping, read_yaml
+from gg.domain.policy import image_problem
 from gg.domain.profiles import (
     DEFAULT_AGENT,
     EGRESSES,
@@ -79,7 +82,8 @@ def read_profile(doc: Document, name: str) -> Checked[Profile]:
         "ownership": fields.choice("ownership", OWNERSHIPS, default="organisation"),
     }
     policy = _read_policy(fields.section("policy"))
-    fields.finish(belongs={"isolation": "policy", "egress": "policy", "workers": "policy"})
+    fields.finish(belongs={"isolation": "policy", "egress": "policy", "workers": "policy",
+                            "image": "policy"})
     if errors or policy is None or any(v is None for v in values.values()):
         return Checked(None, sort_errors(errors))
     return Checked(Profile(name=name, policy=policy, **values))
@@ -91,10 +95,17 @@ def _read_policy(fields: Fields | None) -> Policy | None:
     isolation = fields.choice("isolation", ISOLATIONS, default=Policy.isolation)
     egress = fields.choice("egress", _EGRESS_CHOICES, default=Policy.egress)
     workers = fields.integer("workers", default=Policy.workers, minimum=1, maximum=MAX_WORKERS)
+    image = fields.text("image", check=_image_problem)
+    bad_image = "image" in fields.data and image is None
     fields.finish()
-    if isolation is None or egress is None or workers is None:
+    if isolation is None or egress is None or workers is None or bad_image:
         return None
-    return Policy(isolation=isolation, egress=egress, workers=workers)
+    return Policy(isolation=isolation, egress=egress, workers=workers, image=image)
+
+
+def _image_problem(image: str) -> str | None:
+    problem = image_problem(image)
+    return None if problem is None else problem.removeprefix("image ")
 
 
 def load_profile(path: str | Path) -> Profile:

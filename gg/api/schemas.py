@@ -303,6 +303,8 @@ class PolicySet(Request):
     max_cpus: Annotated[float | None, Field(gt=0, le=1024)] = None
     max_memory: Annotated[int | None, Field(gt=0, le=2 ** 50)] = None
     max_pids: Annotated[int | None, Field(ge=1, le=4_194_304)] = None
+    # isolation container's image (gg.domain.policy.image_problem says what it may be)
+    image: Annotated[str | None, StringConstraints(min_length=1, max_length=255)] = None
 
 
 class DrainSelection(Request):

@@ -11,7 +11,7 @@ from gg.cli.context import CliError, client, confirm, emit_json
 from gg.cli.exits import Exit
 from gg.cli.limits import parse_limits, policy_limits_text
 from gg.cli.runners import runner_app
-from gg.domain.policy import EGRESSES, ISOLATIONS, MAX_WORKERS
+from gg.domain.policy import EGRESSES, ISOLATIONS, MAX_WORKERS, image_problem
 
 RUNNER = typer.Argument(..., metavar="RUNNER", help="Runner id or name.")
 JSON = typer.Option(False, "--json")
@@ -115,6 +115,8 @@ def policy(
     max_cpus: Optional[str] = typer.Option(None, "--max-cpus", metavar="N"),
     max_memory: Optional[str] = typer.Option(None, "--max-memory", metavar="SIZE"),
     max_pids: Optional[str] = typer.Option(None, "--max-pids", metavar="N"),
+    image: Optional[str] = typer.Option(None, "--image", metavar="REF",
+                                        help="The image isolation container runs flights from."),
     json_: bool = JSON,
 ) -> None:
     """Show RUNNER's assigned policy, or change it (admin); applied at its next check-in."""
@@ -124,16 +126,20 @@ def policy(
     limits.update({f"max_{k}": v for k, v in parse_limits(
         cpus=max_cpus, memory=max_memory, pids=max_pids, prefix="--max-").items()})
     api = client()
-    if isolation is None and egress is None and workers is None and not limits:
+    if image is not None and image_problem(image):
+        raise CliError(f"--image: {image_problem(image)}", Exit.USAGE)
+    if isolation is None and egress is None and workers is None and not limits and image is None:
         r = api.runner(ref)
     else:
-        r = api.set_policy(ref, isolation=isolation, egress=egress, workers=workers, **limits)
+        r = api.set_policy(ref, isolation=isolation, egress=egress, workers=workers, image=image,
+                           **limits)
     if json_:
         emit_json(r)
         return
     p = r.policy
     typer.echo(f"{r.name}: isolation {p.get('isolation')}, egress {p.get('egress')}, "
-               f"workers {p.get('workers')}" + policy_limits_text(p))
+               f"workers {p.get('workers')}" + policy_limits_text(p)
+               + (f"; image {p['image']}" if p.get("image") else ""))
     typer.echo(f"  health {r.health}" + "".join(f" ({n})" for n in r.health_notes)
                + f"; {r.checks_verdict}")
 

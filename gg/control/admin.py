@@ -153,8 +153,8 @@ def set_policy(core: Core, person: Person, ref: str, **asked: Any) -> Runner:
         raise BadRequest(f"a policy has no {', '.join(unknown)}")
     changes = {k: v for k, v in asked.items() if v is not None}
     if not changes:
-        raise BadRequest("say what to change: --isolation, --egress, --workers or a limit "
-                         "(--cpus, --memory, --pids, --max-cpus, --max-memory, --max-pids)")
+        raise BadRequest("say what to change: --isolation, --egress, --workers, --image or a "
+                         "limit (--cpus, --memory, --pids, --max-cpus, --max-memory, --max-pids)")
     if changes.get("isolation") == "none" and not core.settings.dev:
         raise BadRequest("isolation none is allowed only on a control plane started with "
                          "--dev; use sandbox or container")

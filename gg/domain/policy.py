@@ -18,6 +18,7 @@ repository. A server started with ``--dev`` may default to ``none`` isolation, b
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,25 @@ EGRESSES = ("all", "allowlist", "none")
 MAX_WORKERS = 256
 # Resource limits (gg.domain.limits): a default and a maximum for each, None when unset.
 LIMIT_KEYS = tuple(limit_rules.NAMES) + tuple(f"max_{n}" for n in limit_rules.NAMES)
-KEYS = ("isolation", "egress", "workers") + LIMIT_KEYS
+KEYS = ("isolation", "egress", "workers") + LIMIT_KEYS + ("image",)
+# The image a container flight runs from (isolation container): a reference the engine on the
+# runner resolves locally or pulls ([registry[:port]/]name[:tag][@sha256:digest]).
+IMAGE_MAX = 255
+_IMAGE = re.compile(r"^(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-]+[a-z0-9]+)*"
+                    r"(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*"
+                    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
+
+
+def image_problem(image: object) -> str | None:
+    """Why ``image`` is not an image reference a container engine takes, or None."""
+    if not isinstance(image, str) or not image:
+        return f"image must be an image reference like registry.example.com/ci/python:3.12, " \
+               f"not {image!r}"
+    if len(image) > IMAGE_MAX or not _IMAGE.match(image):
+        shown = image if len(image) <= 60 else image[:59] + "…"
+        return (f"image must be an image reference like registry.example.com/ci/python:3.12, "
+                f"not {shown!r}")
+    return None
 
 
 @dataclass(frozen=True)
@@ -43,6 +62,7 @@ class Policy:
     max_cpus: float | None = None
     max_memory: int | None = None
     max_pids: int | None = None
+    image: str | None = None  # isolation container's image; None: the runner's default
 
     def __post_init__(self) -> None:
         if self.isolation not in ISOLATIONS:
@@ -62,6 +82,8 @@ class Policy:
                 {k[4:]: v for k, v in read.items() if k.startswith("max_")}).to_dict().items():
             object.__setattr__(self, f"max_{key}", value)
         limit_rules.check_policy(self.to_dict())
+        if self.image is not None and image_problem(self.image):
+            raise ValueError(image_problem(self.image))
 
     def to_dict(self) -> dict[str, Any]:
         """The policy's keys; a limit only when it is set (a policy without limits reads as
@@ -69,6 +91,8 @@ class Policy:
         out: dict[str, Any] = {"isolation": self.isolation, "egress": self.egress,
                                "workers": self.workers}
         out.update({k: getattr(self, k) for k in LIMIT_KEYS if getattr(self, k) is not None})
+        if self.image is not None:
+            out["image"] = self.image
         return out
 
     @classmethod
@@ -81,8 +105,8 @@ class Policy:
             raise ValueError("a policy must be a mapping of isolation, egress and workers")
         unknown = sorted(str(k) for k in data if k not in KEYS)
         if unknown:
-            raise ValueError(f"a policy has only isolation, egress, workers and limits "
-                             f"({', '.join(LIMIT_KEYS)}), not {', '.join(unknown)}")
+            raise ValueError(f"a policy has only isolation, egress, workers, limits "
+                             f"({', '.join(LIMIT_KEYS)}) and image, not {', '.join(unknown)}")
         start = base or DEFAULT_POLICY
         return cls(**{k: data.get(k, getattr(start, k)) for k in KEYS})
 
@@ -104,8 +128,10 @@ def _raised(old: float | None, new: float | None) -> bool:
 
 def is_looser(old: Policy, new: Policy) -> bool:
     """Does ``new`` let a machine do more than ``old`` (the gate rule's question)? A
-    maximum raised or taken away lets a flight ask for more."""
-    return (ISOLATIONS.index(new.isolation) < ISOLATIONS.index(old.isolation)
+    maximum raised or taken away lets a flight ask for more; another image is other code
+    running every container flight, so any change of it counts."""
+    return (new.image != old.image
+            or ISOLATIONS.index(new.isolation) < ISOLATIONS.index(old.isolation)
             or EGRESSES.index(new.egress) < EGRESSES.index(old.egress)
             or new.workers > old.workers
             or any(_raised(getattr(old, f"max_{n}"), getattr(new, f"max_{n}"))

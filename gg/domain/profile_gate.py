@@ -16,6 +16,7 @@ hostage by a widening made in the same edit.
     policy.isolation (container > sandbox > none)   toward none        toward container
     policy.egress (none < allowlist < all)          toward all         toward none
     policy.workers                                  raised             lowered
+    policy.image                                    any change         --
     purpose                                         --                 any change
     ownership                                       --                 any change
 
@@ -160,7 +161,12 @@ def _judge(applied: Profile, new: Profile) -> tuple[list[Change], Profile]:
                               f"{'raises' if raised else 'lowers'} workers {old_p.workers} → "
                               f"{new_p.workers} {_GATE if raised else _NOW}", raised))
         workers = min(old_p.workers, new_p.workers)
-    policy = replace(new_p, isolation=isolation, egress=egress, workers=workers)
+    image = new_p.image
+    if old_p.image != new_p.image:  # other code under every container flight: a person looks
+        changes.append(Change("policy.image", f"changes image {old_p.image or '(the default)'} "
+                                              f"→ {new_p.image or '(the default)'} {_GATE}", True))
+        image = old_p.image
+    policy = replace(new_p, isolation=isolation, egress=egress, workers=workers, image=image)
     return changes, replace(new, policy=policy, **kept)
 
 

@@ -34,7 +34,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from gg.error_codes import ErrorCode
 from gg.errors import GGError
@@ -213,7 +213,24 @@ def unpack_image(digest: str, images_dir: Path, dest: Path) -> Path:
     return dest
 
 
-def _copy_hashing(path: Path, copy: BinaryIO) -> str:
+def verified_copy(digest: str, images_dir: Path, copy: IO[bytes]) -> None:
+    """The image named ``digest`` copied into ``copy``, refused unless its bytes hash to it:
+    what a container engine imports is what was checked (``unpack_image``'s rule)."""
+    path = image_path(digest, images_dir)
+    if not path.is_file():
+        raise ImageError(
+            f"there is no image {digest} in {images_dir}; build it first (gg strategy build)"
+        )
+    actual = _copy_hashing(path, copy)
+    if actual != digest:
+        raise ImageError(
+            f"the image file {path} does not match its digest {digest} (its bytes hash to "
+            f"{actual}); it was changed after it was built, so it will not be used: rebuild it"
+        )
+    copy.flush()
+
+
+def _copy_hashing(path: Path, copy: IO[bytes]) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as src:
         while chunk := src.read(_CHUNK):

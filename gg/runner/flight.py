@@ -66,7 +66,7 @@ from gg.domain.output import TRUNCATED
 from gg.domain.secrets import Masker
 from gg.domain.timeouts import timed_out_reason
 from gg.refusals import FlightEnded, OutputCapped, RunnerRetired
-from gg.runner import flight_identity, id_tokens, isolation, repository
+from gg.runner import containers, flight_identity, id_tokens, isolation, repository
 from gg.runner.alarm import ALARM
 from gg.runner.flight_identity import FlightIdentities, Identity, IdentityRangeError, runs_as_root
 from gg.runner.launching import (
@@ -636,6 +636,9 @@ class FlightRun:
 
     def _out_of_memory(self) -> bool:
         """The kernel killed one of its processes over its memory limit."""
+        if self.limits.memory is not None and self.launch is not None \
+                and self.launch.container_name is not None:  # the engine's cgroups, not ours
+            return containers.out_of_memory(self.launch)
         used = getattr(self.proc, "usage", None) or {}
         return self.limits.memory is not None and bool(used.get("oom_kills"))
 

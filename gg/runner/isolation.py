@@ -19,7 +19,8 @@ What each combination becomes::
                        config tree on the host that is visible (``gg_trees``, the runner's
                        state dir, any ``hidden`` path) masked by an empty read-only tmpfs
     sandbox   + none   the same, plus --unshare-net
-    container + all    ENGINE run --rm, workspace mounted at /workspace, image ``image``
+    container + all    ENGINE run, workspace mounted at /workspace, the policy's image (kept
+                       until ``Launch.discard`` so its end can be inspected: gg.runner.containers)
     container + none   the same, plus --network none
     gvisor    + all    runsc run of a bundle of the sandbox's layout (gg.runner.gvisor),
                        the host's network through gVisor (--network=host)
@@ -135,7 +136,9 @@ class Launch:
     launcher puts them there (``LAUNCHER.start(..., handed=...)``).
 
     ``private``: a container's environment file's directory (the flight's variables, bound
-    into the container), to remove with :meth:`discard` once the container ended.
+    into the container), to remove with :meth:`discard` once the container ended. It is also
+    the engine client's working directory, where podman 4's conmon leaves its ``oom`` mark
+    (:mod:`gg.runner.containers`).
     """
 
     argv: list[str]
@@ -149,8 +152,13 @@ class Launch:
     own_limits: tuple[str, ...] = ()  # limits the launch enforces itself (gg.runner.gvisor)
 
     def discard(self) -> None:
-        """What this launch left on the host for its process (a container's environment
-        file), gone; call it once the process ended (again: nothing happens)."""
+        """What this launch left on the host for its process (a container, kept after it
+        ended so that its end can be inspected, and its environment file), gone; call it once
+        the process ended (again: nothing happens)."""
+        if self.container_name is not None and self.cleanup:
+            from gg.runner import containers
+
+            containers.remove(self)
         if self.private is not None:
             shutil.rmtree(self.private, ignore_errors=True)
 
@@ -459,7 +467,7 @@ def _container(command: list[str], engine: str, workspace: Path, env: Mapping[st
     """The engine's client with the runner's own environment; the flight's variables only in
     a file bound read-only into the container, which its ``/bin/sh`` sources before it execs
     the command (:mod:`gg.runner.flight_env`)."""
-    argv = [engine, "run", "--rm", *(["--interactive", "--tty"] if terminal else []),
+    argv = [engine, "run", *(["--interactive", "--tty"] if terminal else []),
             "--name", name, "--security-opt", "no-new-privileges"]
     if drop_to is not None:  # a root engine's container root is host root: never a flight's
         argv += ["--user", f"{drop_to.uid}:{drop_to.gid}", "--cap-drop", "ALL"]
@@ -471,7 +479,7 @@ def _container(command: list[str], engine: str, workspace: Path, env: Mapping[st
     passed = {k: v for k, v in env.items() if k not in _HOST_ONLY}
     path = write_private(environment_file(passed, unset_path=False), private_root)
     argv += ["--volume", f"{path}:{ENVIRONMENT_FILE}:ro"]
-    return Launch(argv=argv + [image, *sourcing(command)], env=runner_env(), cwd=workspace,
+    return Launch(argv=argv + [image, *sourcing(command)], env=runner_env(), cwd=path.parent,
                   cleanup=[engine, "rm", "--force", *_NO_WAIT.get(Path(engine).name, ()), name],
                   container_name=name,
                   private=path.parent)
@@ -516,14 +524,15 @@ def container_limits(limits: Mapping[str, Any]) -> list[str]:
 
 def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: Path,
           env: Mapping[str, str], state_dir: Path | None, capabilities: Mapping[str, Any],
-          hidden: Iterable[Path] = (), image: str = DEFAULT_IMAGE,
+          hidden: Iterable[Path] = (), image: str | None = None,
           container_name: str | None = None, terminal: bool = False,
           identity: Identity | None = None, as_runner: bool = False,
           activation: bool = False, limits: Mapping[str, Any] | None = None) -> Launch:
     """Wrap ``command`` for ``policy``; raise ``IsolationUnavailable`` if it cannot be met.
 
     ``limits``: the flight's resource limits; a container gets them as the engine's flags
-    (elsewhere the launcher's cgroups enforce them).
+    (elsewhere the launcher's cgroups enforce them). ``image``: what a container runs from;
+    by default the policy's ``image``, else DEFAULT_IMAGE.
 
     ``identity``: who a root runner's flight runs as (its worker slot's flight identity,
     :mod:`gg.runner.flight_identity`; by default the first of the runner's range). A root runner's
@@ -569,6 +578,7 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
     if policy.isolation == "container":
         engine = str(capabilities["container_engine"])
         name = container_name or f"gg-{workspace.name[:40]}-{secrets.token_hex(4)}"
+        image = image or policy.image or DEFAULT_IMAGE
         return _container(command, engine, workspace, out_env, cut_net, image, name, terminal,
                           drop_to, environments_root(state_dir), limits)
     if policy.isolation == "gvisor":

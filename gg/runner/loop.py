@@ -40,7 +40,7 @@ from gg.client import (
     same_control_plane,
 )
 from gg.domain.flights import Outcome
-from gg.domain.health import effective_workers
+from gg.domain.health import NO_ENGINE, effective_workers
 from gg.domain.identity import key_fingerprint
 from gg.domain.policy import Policy
 from gg.domain.runners import AdminState, Instruction, policy_digest
@@ -444,6 +444,9 @@ class Runner:
         health = answer.health
         if health and health != "ok" and health != self._health_said:
             self.say(f"health: {health}")
+            if health.endswith(NO_ENGINE):  # newly: the engine's info may only have been slow
+                self._probed_at = float("-inf")  # past its 3 s (a busy host); probe again once
+                self.check_now.set()
         self._health_said = health
 
     def policy_unmet(self, missing: str) -> None:

@@ -98,6 +98,9 @@ def test_a_bad_enum_value_reads_like_the_spec_example(tmp_path):
     ("trackers: jira", 'trackers: must be a list (got "jira")'),
     ("agent: 7", "agent: must be text (got 7)"),
     ("egress: all", "egress: is not a known key here (it belongs under policy)"),
+    ("image: ci:1", "image: is not a known key here (it belongs under policy)"),
+    ("policy: {image: 'Not An Image'}", "policy.image: must be an image reference like "
+                                        "registry.example.com/ci/python:3.12, not 'Not An Image'"),
 ])
 def test_wrong_types_are_refused_on_their_line(tmp_path, line, expected):
     error = error_of(tmp_path, f"purpose: p\nroles: [runner]\nenvironment: ui\n{line}\n")

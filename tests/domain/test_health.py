@@ -69,7 +69,7 @@ def test_policy_keys_left_out_keep_the_default():
     ({"workers": 0}, "workers must be between 1 and"),
     ({"workers": "2"}, "workers must be a whole number"),
     ({"workers": True}, "workers must be a whole number"),
-    ({"colour": "red"}, r"a policy has only isolation, egress, workers and limits \(cpus, .*\), "
+    ({"colour": "red"}, r"a policy has only isolation, egress, workers, limits \(cpus, .*\) and image, "
                         "not colour"),
 ])
 def test_bad_policy_is_refused_with_a_sentence(data, words):
@@ -273,3 +273,20 @@ def test_a_gvisor_policy_reads_degraded_naming_why_runsc_is_not_usable(gvisor, m
     names = [c.name for c in checks(Policy("gvisor", "none"), caps, dev=False,
                                     started_workers=1)]
     assert "gvisor" in names and "bubblewrap installed" not in names
+
+
+@pytest.mark.parametrize("image", ["localhost/gg-ci:1", "python:3.12-slim",
+                                   "registry.example.com:5000/ci/python@sha256:" + "a" * 64])
+def test_a_policys_image_is_kept_and_any_change_of_it_is_looser(image):
+    policy = Policy.from_dict({"isolation": "container", "image": image})
+    assert policy.to_dict()["image"] == image
+    assert is_looser(Policy(isolation="container"), policy)
+    assert is_looser(policy, Policy(isolation="container"))
+    assert not is_looser(policy, policy)
+    assert "image" not in Policy().to_dict()  # a policy without one reads as it did before
+
+
+@pytest.mark.parametrize("image", ["", "Upper/Case:1", "-rm", "a b", "x" * 300, 7])
+def test_a_bad_image_is_refused_with_a_sentence(image):
+    with pytest.raises(ValueError, match="image must be an image reference like"):
+        Policy.from_dict({"image": image})

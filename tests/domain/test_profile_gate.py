@@ -73,6 +73,8 @@ WIDENINGS = [
     ("policy.isolation", with_policy(isolation="none"), "loosens isolation sandbox → none (opens a gate)"),
     ("policy.egress", with_policy(egress="all"), "loosens egress allowlist → all (opens a gate)"),
     ("policy.workers", with_policy(workers=8), "raises workers 4 → 8 (opens a gate)"),
+    ("policy.image", with_policy(image="registry.example.com/ci/python:3.12"),
+     "changes image (the default) → registry.example.com/ci/python:3.12 (opens a gate)"),
 ]
 
 
@@ -89,6 +91,15 @@ def test_loosening_isolation_from_container_to_sandbox_opens_a_gate():
     change = judge_profile_change(strong, BASE)
     assert only(change) == Change("policy.isolation",
                                   "loosens isolation container → sandbox (opens a gate)", True)
+
+
+def test_changing_or_removing_the_image_opens_a_gate_and_keeps_the_one_in_force():
+    pinned = with_policy(image="localhost/ci:1")
+    for new in (with_policy(image="localhost/ci:2"), BASE):
+        change = judge_profile_change(pinned, new)
+        assert only(change).field == "policy.image" and change.needs_gate
+        assert effective_profile(pinned, new, change).policy.image == "localhost/ci:1"
+    assert Policy(image="localhost/ci:1") != Policy(image="localhost/ci:2")
 
 
 def test_loosening_egress_from_none_opens_a_gate():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -14,6 +15,7 @@ import pytest
 
 from gg.launch import gg_argv, stop_process
 
+from podman_support import containers_named, engine_env, podman
 from support import FAST, Fleet, cli, wait_until
 
 STRATEGY = """\
@@ -22,15 +24,18 @@ inventory: {{name: ui-pool, size: {size}, warm: {warm}}}
 image: {{ref: ui-image}}
 bounds: {{pool-max: {pool_max}}}
 build: {{context: {context}}}
+driver: {driver}
 """
 
 
 class Pool:
     """A fleet with strategy ``ui`` (pool ``ui-pool``) in force and built, and its maintainer."""
 
-    def __init__(self, fleet, root: Path):
+    def __init__(self, fleet, root: Path, driver: str = "process"):
         self.fleet = fleet
         self.root = root
+        self.driver = driver
+        self.built: list[str] = []  # the digests' hex built here
         self.context = root / "image"
         self.state = root / "keeper"
         self.proc: subprocess.Popen | None = None
@@ -41,7 +46,7 @@ class Pool:
         (self.context / "hello.txt").write_text("hello from the image\n")
         path = self.root / "ui.yaml"
         path.write_text(STRATEGY.format(size=size, warm=warm, pool_max=pool_max,
-                                        context=self.context))
+                                        context=self.context, driver=self.driver))
         self.fleet.chart("ui")  # flights may use environment ui
         applied = self.gg("strategy", "apply", "ui", str(path), "--json")
         self.fleet.api().clear_gate(applied["gate"]["id"])
@@ -57,7 +62,9 @@ class Pool:
         self.fleet.api().clear_gate(applied["gate"]["id"])
 
     def build(self) -> str:
-        return self.gg("strategy", "build", "ui", "--base", str(self.root), "--json")["digest"]
+        digest = self.gg("strategy", "build", "ui", "--base", str(self.root), "--json")["digest"]
+        self.built.append(digest.removeprefix("sha256:"))
+        return digest
 
     def gg(self, *args: str):
         code, out, err = cli(self.fleet, *args)
@@ -221,3 +228,45 @@ def test_a_restarted_maintainer_adopts_its_members_and_a_new_digest_rolls_them(p
     flight = api.open_flight({"environment": "ui", "command": ['cat "$GG_IMAGE_ROOT/second.txt"']})
     shown = wait_until(lambda: landed(api, flight["id"]), timeout=30, what="a flight after")
     assert output_of(shown) == "a new layer\n"
+
+
+@pytest.fixture
+def container_pool(tmp_path):
+    """The same pool with the podman driver, on the real engine (as root): the engine set up
+    for this host through the maintainer's environment (tests/podman_support.py)."""
+    if os.geteuid() != 0 or shutil.which("podman") is None:
+        pytest.skip("needs podman, run as root (.ci/run installs it)")
+    env = engine_env(tmp_path)
+    fleet = Fleet(tmp_path, {**FAST, **env, "GG_IMAGES_DIR": str(tmp_path / "images")}).start()
+    p = Pool(fleet, tmp_path, driver="podman")
+    try:
+        yield p
+    finally:
+        stop_process(p.proc, timeout=15)
+        for name in containers_named("gg-ui-pool-", env):  # members outlive their maintainer
+            podman("rm", "--force", "--time", "0", name, env=env)
+        for image in podman("images", "--format", "{{.Repository}}:{{.Tag}}", env=env
+                            ).stdout.split():
+            if image.startswith("localhost/gg-pool-image:") and image.split(":")[1] in p.built:
+                podman("rmi", "--force", image, env=env)
+        fleet.stop()
+
+
+def test_a_container_pool_member_runs_from_the_image_built_here_enrols_and_lands_a_flight(
+        container_pool):
+    pool = container_pool
+    pool.apply(size=1, warm=1, pool_max=1)
+    allowed_maintainer(pool)
+    api = pool.fleet.api()
+    flight = api.open_flight({"environment": "ui", "command": [
+        'cat "$GG_IMAGE_ROOT/hello.txt"; test ! -e /etc/shadow && echo no-host-etc; '
+        "tr '\\0' ' ' < /proc/1/cmdline"]})
+    shown = wait_until(lambda: landed(api, flight["id"]), timeout=120,
+                       what="the flight to land on the container member")
+    said = output_of(shown).splitlines()
+    assert said[:2] == ["hello from the image", "no-host-etc"]
+    # in the member's container: its first process is the member's runner, the host's gg
+    assert " -m gg --server " in said[2] and " runner up --once " in said[2], said
+    members = {key: m for m in pool.members() for key in (m["runner_id"], m["name"]) if key}
+    assert shown["runner"] in members  # a member of the pool flew it
+    assert members[shown["runner"]]["digest"] == f"sha256:{pool.built[-1]}"

@@ -15,8 +15,9 @@ from gg.launch import free_port
 from gg.pool.drivers import DriverError, MemberLaunch, make_driver
 from gg.pool.drivers.container import ContainerDriver
 from gg.pool.drivers.process import ProcessDriver
-from gg.pool.image import build_image
+from gg.pool.image import build_image, image_path
 
+from podman_support import engine_env
 from support import wait_until
 
 MEMBER = "m_0123456789"
@@ -143,7 +144,7 @@ def test_a_container_driver_lists_removes_and_checks_its_members_through_the_eng
     driver = ContainerDriver("podman", "ui-pool", run=fake, which=lambda name: "/bin/podman")
     assert driver.members() == [MEMBER, "m_abc"]
     assert fake.calls[-1][0] == ["podman", "ps", "--all", "--filter", "label=gg.pool=ui-pool",
-                                 "--format", '{{.Label "gg.member"}}']
+                                 "--format", '{{index .Labels "gg.member"}}']
     assert driver.running(MEMBER)
     driver.remove(MEMBER)
     assert [c[0][1] for c in fake.calls[-2:]] == ["stop", "rm"]
@@ -174,13 +175,65 @@ def _engine_answering() -> str | None:
 
 
 ENGINE = _engine_answering()
+real_engine = pytest.mark.skipif(
+    ENGINE is None, reason="no container engine answers on this host (podman or docker info "
+                           "fails), so the real-engine contract cannot run here")
 
 
-@pytest.mark.skipif(ENGINE is None, reason="no container engine answers on this host "
-                                           "(podman or docker info fails), so the real-engine "
-                                           "contract cannot run here")
-def test_a_real_engine_reports_itself_usable_and_lists_no_members_of_an_unknown_pool():
-    driver = ContainerDriver(ENGINE, "gg-test-nonexistent-pool")
+@pytest.fixture
+def engine(tmp_path, monkeypatch):
+    """The engine that answers, set up for this host through the maintainer's own
+    environment (tests/podman_support.py): no file of the host changes."""
+    assert ENGINE is not None
+    if os.geteuid() != 0:
+        pytest.skip("the real-engine contract runs its members as root")
+    for key, value in engine_env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    return ENGINE
+
+
+@real_engine
+def test_a_real_engine_reports_itself_usable_and_lists_no_members_of_an_unknown_pool(engine):
+    driver = ContainerDriver(engine, "gg-test-nonexistent-pool")
     assert driver.problem() is None
     assert driver.members() == []
     assert not driver.running(MEMBER)
+
+
+@real_engine
+def test_a_real_engine_runs_a_member_of_an_image_built_here_pinned_by_its_digest(
+        engine, image, tmp_path):
+    """Imported from the images dir, checked layer for digest; the member runs the host's
+    gg from the host's Python, read-only, and sees the image's files at its root; a new
+    driver adopts it; remove takes it away. A tarball changed after its build is refused."""
+    pool = f"gg-test-{os.getpid()}"
+    driver = ContainerDriver(engine, pool, images_dir=image.path.parent)
+    name = driver.container(MEMBER)
+    try:
+        driver.prepare(image.digest, "ui-image")
+        layers = subprocess.run([engine, "image", "inspect", "--format",
+                                 "{{json .RootFS.Layers}}", driver.local(image.digest)],
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert json.loads(layers.stdout) == [image.digest]  # the engine holds exactly it
+        driver.start(launch(image.digest, server=f"http://127.0.0.1:{free_port()}"))
+        wait_until(lambda: driver.running(MEMBER), what="the member's container to run")
+        assert ContainerDriver(engine, pool).members() == [MEMBER]  # a restarted maintainer's
+        inside = subprocess.run(
+            [engine, "exec", name, "/bin/sh", "-c", 'cat "$GG_IMAGE_ROOT/hello.txt"; '
+             "cat /proc/1/cmdline | tr '\\0' ' '; touch /usr/gg-test 2>&1 || echo read-only"],
+            capture_output=True, text=True, timeout=60, check=False)
+        assert inside.stdout.startswith("hello\n"), inside
+        assert " -m gg --server http://127.0.0.1:" in inside.stdout
+        assert " runner up --once --name ui-pool-0123456789 " in inside.stdout
+        assert inside.stdout.rstrip().endswith("read-only")
+        assert "ggm_secret-code" not in inside.stdout  # never on its command line
+        driver.remove(MEMBER)
+        assert driver.members() == [] and not driver.running(MEMBER)
+    finally:
+        subprocess.run([engine, "rm", "--force", name], capture_output=True, timeout=60)
+        subprocess.run([engine, "rmi", "--force", driver.local(image.digest)],
+                       capture_output=True, timeout=60)
+    forged = "sha256:" + "b" * 64
+    image_path(forged, image.path.parent).write_bytes(image.path.read_bytes())
+    with pytest.raises(DriverError, match="does not match its digest"):
+        driver.prepare(forged, "ui-image")

@@ -1,96 +1,42 @@
 """A real container engine (podman, run by a root runner): the flight's environment reaches
 the container's command, never the engine's client (docs/isolation.md, "isolation: container").
 
-The image is made here, offline: a tarball holding a static busybox, imported with
-``podman import`` (and removed again when this module made it). Skipped where podman or
-busybox is not installed, or podman cannot run a container on this machine (a busybox that is
-not static cannot run in an image that holds no C library).
+The image is made offline from a static busybox and kept by its digest, the engine's settings
+for this host go in the runner's own environment (tests/podman_support.py). Skipped where
+podman or busybox is not installed, or podman cannot run a container on this machine.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
-import tarfile
-from pathlib import Path
 
 import pytest
 
 from gg.runner.isolation import build
 
+from podman_support import busybox_image, engine_env
+from podman_support import podman as _podman
 from support import flight_workspace, marking_library, run_launch, wait_until
-
-# One per test worker: a worker removes the image it made when its tests end.
-IMAGE = f"localhost/gg-test-busybox-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}:1"
-BUSYBOX = Path("/bin/busybox")
-APPLETS = ("sh", "echo", "cat", "env", "true")
-# What this engine is told through the runner's own environment (CONTAINERS_CONF): runc,
-# where crun refuses a host whose cgroups are in hybrid mode, and resource limits below the
-# runner's own (podman raises them to its defaults otherwise, which a root without
-# CAP_SYS_RESOURCE, as in some CI sandboxes, may not do).
-CONTAINERS_CONF = """[containers]
-default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
-"""
-RUNC = """[engine]
-runtime = "runc"
-"""
-
-
-def _podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
-
-
-def _image(folder: Path) -> Path:
-    """A tarball of a root file system holding a static busybox and a few of its applets."""
-    tarball = folder / "busybox.tar"
-    with tarfile.open(tarball, "w") as tar:
-        for name in ("bin", "tmp", "workspace"):
-            entry = tarfile.TarInfo(name)
-            entry.type, entry.mode = tarfile.DIRTYPE, 0o1777 if name == "tmp" else 0o755
-            tar.addfile(entry)
-        tar.add(BUSYBOX, arcname="bin/busybox")
-        for applet in APPLETS:
-            entry = tarfile.TarInfo(f"bin/{applet}")
-            entry.type, entry.linkname = tarfile.SYMTYPE, "busybox"
-            tar.addfile(entry)
-    return tarball
 
 
 @pytest.fixture(scope="module")
-def podman(tmp_path_factory):
-    """The engine, set up for this machine through the runner's environment; the image."""
-    if os.geteuid() != 0 or shutil.which("podman") is None:
-        pytest.skip("needs podman, run as root (.ci/run installs it)")
-    if not BUSYBOX.is_file():  # a dynamic one makes an image that cannot run: skipped below
-        pytest.skip("needs a static busybox for the image (busybox-static)")
+def image(tmp_path_factory):
+    """The image podman runs here, the engine set up for this machine through the runner's
+    own environment."""
     folder = tmp_path_factory.mktemp("podman")
-    conf = folder / "containers.conf"
-    conf.write_text(CONTAINERS_CONF + (RUNC if shutil.which("runc") else ""))
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("CONTAINERS_CONF", str(conf))  # the runner's own environment
-        made = _podman("image", "exists", IMAGE).returncode != 0
-        if made:
-            imported = _podman("import", str(_image(folder)), IMAGE)
-            assert imported.returncode == 0, imported.stderr
-        try:
-            probe = _podman("run", "--rm", "--network", "none", IMAGE, "/bin/true")
-            if probe.returncode != 0:
-                pytest.skip("podman cannot run a container here: "
-                            + (probe.stderr.strip().splitlines() or ["no reason given"])[-1])
-            yield "podman"
-        finally:
-            if made:
-                _podman("rmi", "--force", IMAGE)
+    env = engine_env(folder)
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        yield busybox_image(folder, env)
 
 
 def test_a_flights_ld_preload_reaches_the_containers_command_and_never_the_engine_client(
-        podman, tmp_path):
+        image, tmp_path):
     built = marking_library(tmp_path)
     if built is None:
         pytest.skip("no C compiler to build the marking library")
@@ -100,9 +46,9 @@ def test_a_flights_ld_preload_reaches_the_containers_command_and_never_the_engin
     launch = build(["/bin/sh", "-c", 'echo "$LD_PRELOAD"; echo "$NOTE"'],
                    policy={"isolation": "container", "egress": "none"}, workspace=workspace,
                    env=env, state_dir=tmp_path / "state",
-                   capabilities={"container_engine": podman, "bwrap": None,
+                   capabilities={"container_engine": "podman", "bwrap": None,
                                  "bwrap_usable": False, "netns": False},
-                   image=IMAGE, container_name=f"gg-test-{secrets.token_hex(4)}")
+                   image=image, container_name=f"gg-test-{secrets.token_hex(4)}")
     try:
         done = run_launch(launch, capture_output=True, text=True, timeout=120)
     finally:
@@ -133,7 +79,7 @@ def _running(name: str) -> bool:
 
 
 def test_a_frozen_runners_launcher_removes_its_flights_container_at_the_kill_deadline(
-        podman, tmp_path):
+        image, tmp_path):
     """The container lives in the engine's cgroups, outside the flight's tree: killing its
     client leaves it running. The launcher runs the launch's cleanup itself."""
     name = f"gg-test-{secrets.token_hex(4)}"
@@ -141,9 +87,9 @@ def test_a_frozen_runners_launcher_removes_its_flights_container_at_the_kill_dea
                    policy={"isolation": "container", "egress": "none"},
                    workspace=flight_workspace(tmp_path / "workspace"),
                    env={"PATH": "/usr/bin:/bin"}, state_dir=tmp_path / "state",
-                   capabilities={"container_engine": podman, "bwrap": None,
+                   capabilities={"container_engine": "podman", "bwrap": None,
                                  "bwrap_usable": False, "netns": False},
-                   image=IMAGE, container_name=name)
+                   image=image, container_name=name)
     given = tmp_path / "launch.json"
     given.write_text(json.dumps({"argv": launch.argv, "env": launch.env,
                                  "cwd": str(launch.cwd), "cleanup": launch.cleanup}))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -362,7 +363,9 @@ def test_container_mounts_the_workspace_and_cuts_egress_on_request(egress, offli
                    workspace=workspace, env=env, state_dir=None, capabilities=ENGINE,
                    container_name="gg-f1")
     argv = launch.argv
-    assert argv[:3] == ["podman", "run", "--rm"]
+    assert argv[:3] == ["podman", "run", "--name"]
+    assert "--rm" not in argv  # kept until the runner read how it ended (gg.runner.containers)
+    assert launch.cwd == launch.private  # where podman 4's conmon leaves its oom mark
     assert f"{workspace}:{CONTAINER_WORKSPACE}" in argv
     assert argv[argv.index("--workdir") + 1] == CONTAINER_WORKSPACE
     assert ("--network" in argv and argv[argv.index("--network") + 1] == "none") is offline
@@ -412,6 +415,21 @@ def test_a_containers_engine_client_gets_the_runners_environment_and_the_contain
     launch.discard()
     assert not bound.parent.exists()
     launch.discard()  # once more: nothing left, nothing happens
+
+
+def test_a_containers_image_is_the_policys_unless_given_and_the_default_otherwise(workspace):
+    policy = {"isolation": "container", "egress": "all", "image": "registry.example/ci:2"}
+    for given, used in ((None, "registry.example/ci:2"), ("registry.example/ci:3",
+                                                          "registry.example/ci:3")):
+        launch = build(["true"], policy=policy, workspace=workspace, env={}, state_dir=None,
+                       capabilities=ENGINE, image=given, container_name="gg-f1")
+        assert launch.argv[-6] == used
+        shutil.rmtree(launch.private or "/nonexistent", ignore_errors=True)
+    launch = build(["true"], policy={"isolation": "container", "egress": "all"},
+                   workspace=workspace, env={}, state_dir=None, capabilities=ENGINE,
+                   container_name="gg-f1")
+    assert launch.argv[-6] == DEFAULT_IMAGE
+    shutil.rmtree(launch.private or "/nonexistent", ignore_errors=True)
 
 
 def test_container_image_is_a_parameter(workspace):

@@ -70,8 +70,9 @@ def make_driver(name: str, *, pool: str, root: Path, images_dir: Path,
                 hide: Sequence[Path] = ()) -> Driver:
     """The driver a strategy names, keeping its members under ``root`` (process) or labelled
     with the pool's name (podman, docker). ``hide``: the maintainer's own directories, which a
-    process member's sandboxed flights must not see (a container member never sees the host's
-    file system)."""
+    process member's sandboxed flights must not see (a container member sees of the host's
+    file system only its system directories, Python and gg, read-only, and only when its
+    image was built here)."""
     if name == "process":
         from gg.pool.drivers.process import ProcessDriver
 
@@ -79,7 +80,7 @@ def make_driver(name: str, *, pool: str, root: Path, images_dir: Path,
     if name in ("podman", "docker"):
         from gg.pool.drivers.container import ContainerDriver
 
-        return ContainerDriver(name, pool)
+        return ContainerDriver(name, pool, images_dir=images_dir)
     raise DriverError(f"no driver {name!r}; a strategy's driver is one of {', '.join(DRIVERS)}")
 
 

@@ -2,9 +2,18 @@
 
 The same contract as the ``process`` driver, through the engine's command line:
 
-- the image is ``REF@DIGEST`` (``image.ref`` pinned by ``image.digest``), and it must hold
-  gg: the container runs ``gg runner up --once --name NAME`` with its state inside it, so
-  a reset (remove, then run again) starts from the image and nothing else;
+- an image built on this host (``gg strategy build``: the canonical tarball of its context in
+  the images dir, named by its digest, as for the ``process`` driver) is imported into the
+  engine as ``localhost/gg-pool-image:<hex>`` from a copy checked against the digest; the
+  engine's one layer of it then has that same digest (an uncompressed layer is named by the
+  SHA-256 of its tar), which ``prepare`` checks before any member starts from it. Such an
+  image holds files, not a system: the member gets the host's system directories, the Python
+  the maintainer runs on and gg itself, bound read-only at their own paths, and runs
+  ``PYTHON -m gg runner up --once`` (the maintainer's own gg: members speak its version);
+- any other image is ``REF@DIGEST`` (``image.ref`` pinned by ``image.digest``), pulled where
+  it is missing, and it must hold gg: the container runs ``gg runner up --once``;
+- either way the member's state is inside the container, so a reset (remove, then run again)
+  starts from the image and nothing else;
 - containers are named ``gg-POOL-MEMBER`` and labelled ``gg.pool`` / ``gg.member``, which is
   how a restarted maintainer finds (adopts) them;
 - the member code reaches the container as ``--env GG_MEMBER_CODE`` with the value in the
@@ -21,15 +30,27 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 from gg import config
 from gg.pool.drivers import DriverError, MemberLaunch, check_member_id
+from gg.pool.image import ImageError, image_path, verified_copy
 
 Run = Callable[[list[str], "dict[str, str] | None", float], "tuple[int, str, str]"]
 QUICK = 10.0  # info, inspect, ps, rm
 SLOW = 600.0  # pull, run (may pull)
 STOP_GRACE = 10
+# A container's gg.member label in ``ps --format``: podman's .Labels is a map (it has no
+# .Label), docker's a text with a .Label function.
+_MEMBER_LABEL = {"podman": '{{index .Labels "gg.member"}}', "docker": '{{.Label "gg.member"}}'}
+LOCAL = "localhost/gg-pool-image"  # an image built on this host, tagged with its digest's hex
+# What a member of a locally built image gets from the host, read-only (those present; a
+# symbolic link such as /bin -> usr/bin is bound as what it leads to). Not /etc: it holds
+# what only root may read, and a member is root in its container.
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
 def run_engine(argv: list[str], env: dict[str, str] | None, timeout: float) -> tuple[int, str, str]:
@@ -46,14 +67,16 @@ def run_engine(argv: list[str], env: dict[str, str] | None, timeout: float) -> t
 
 
 class ContainerDriver:
-    def __init__(self, engine: str, pool: str, *, run: Run = run_engine,
-                 which: Callable[[str], str | None] = shutil.which):
+    def __init__(self, engine: str, pool: str, *, images_dir: Path | None = None,
+                 run: Run = run_engine, which: Callable[[str], str | None] = shutil.which):
         if engine not in ("podman", "docker"):
             raise DriverError(f"no container engine {engine!r}; use podman or docker")
         self.name = engine
         self.pool = pool
+        self.images_dir = images_dir
         self._run = run
         self._which = which
+        self._built: set[str] = set()  # digests the engine holds as a locally built image
 
     def problem(self) -> str | None:
         if self._which(self.name) is None:
@@ -64,15 +87,58 @@ class ContainerDriver:
         return None
 
     def image(self, ref: str, digest: str) -> str:
-        return f"{ref}@{digest}"
+        """What a member of ``digest`` runs: the locally built image, else ``REF@DIGEST``."""
+        return self.local(digest) if self.built_here(digest) else f"{ref}@{digest}"
+
+    def local(self, digest: str) -> str:
+        return f"{LOCAL}:{digest.removeprefix('sha256:')}"
+
+    def built_here(self, digest: str) -> bool:
+        """The engine holds ``digest`` as an image built on this host: its one layer is it."""
+        if digest in self._built:
+            return True
+        code, out, _ = self._run([self.name, "image", "inspect", "--format",
+                                  "{{json .RootFS.Layers}}", self.local(digest)], None, QUICK)
+        if code == 0 and out.strip() == f'["{digest}"]':
+            self._built.add(digest)
+            return True
+        return False
 
     def prepare(self, digest: str, ref: str) -> None:
-        image = self.image(ref, digest)
+        if self.built_here(digest):
+            return
+        if self.images_dir is not None and _is_file(image_path(digest, self.images_dir)):
+            self._import(digest)
+            return
+        image = f"{ref}@{digest}"
         if self._run([self.name, "image", "inspect", image], None, QUICK)[0] == 0:
             return
         code, _, err = self._run([self.name, "pull", image], None, SLOW)
         if code != 0:
             raise DriverError(f"{self.name} cannot pull {image}: {_last_line(err) or f'exit {code}'}")
+
+    def host_gg(self, digest: str) -> list[str]:
+        """A member of a locally built image: the host's system, Python and gg bound in
+        read-only, then the image and the command that starts that gg."""
+        return [*host_binds(), self.local(digest), os.path.realpath(sys.executable), "-m", "gg"]
+
+    def _import(self, digest: str) -> None:
+        """The tarball of ``digest`` (checked against it) imported as the local image."""
+        assert self.images_dir is not None, "prepare imports only from an images dir"
+        with tempfile.NamedTemporaryFile(prefix=".importing-", suffix=".tar",
+                                         dir=self.images_dir) as copy:
+            try:
+                verified_copy(digest, self.images_dir, copy)
+            except ImageError as exc:
+                raise DriverError(exc.message) from None
+            code, _, err = self._run([self.name, "import", copy.name, self.local(digest)], None,
+                                     SLOW)
+        if code != 0:
+            raise DriverError(f"{self.name} cannot import image {digest}: "
+                              f"{_last_line(err) or f'exit {code}'}")
+        if not self.built_here(digest):
+            raise DriverError(f"{self.name} imported image {digest} as another layer; "
+                              "it will not be run")
 
     def container(self, member_id: str) -> str:
         return f"gg-{self.pool}-{check_member_id(member_id)}"
@@ -88,8 +154,9 @@ class ContainerDriver:
                 "--env", f"{config.ENV_STATE_DIR}={state}/state",
                 "--env", f"{config.ENV_CONFIG_DIR}={state}/config",
                 "--env", "GG_IMAGE_ROOT=/",
-                self.image(launch.image_ref, launch.digest),
-                "gg", "--server", launch.server, "runner", "up", "--once",
+                *(self.host_gg(launch.digest) if self.built_here(launch.digest) else [
+                    self.image(launch.image_ref, launch.digest), "gg"]),
+                "--server", launch.server, "runner", "up", "--once",
                 "--name", launch.name, "--grace", str(STOP_GRACE)]
 
     def start(self, launch: MemberLaunch) -> None:
@@ -121,7 +188,7 @@ class ContainerDriver:
     def members(self) -> list[str]:
         code, out, err = self._run([self.name, "ps", "--all", "--filter",
                                     f"label=gg.pool={self.pool}", "--format",
-                                    '{{.Label "gg.member"}}'], None, QUICK)
+                                    _MEMBER_LABEL[self.name]], None, QUICK)
         if code != 0:
             raise DriverError(f"{self.name} cannot list this pool's containers: "
                               f"{_last_line(err) or f'exit {code}'}")
@@ -132,6 +199,32 @@ class ContainerDriver:
             except DriverError:
                 continue
         return sorted(set(ids))
+
+
+def host_binds() -> list[str]:
+    """The engine's flags that give a member the host's system directories, the Python the
+    maintainer runs on and gg itself, read-only at their own paths (one bind for a path
+    inside another), and gg's directory first on the member's Python path."""
+    import gg
+    from gg.runner.isolation import install_paths
+
+    paths: list[str] = []
+    for path in [*SYSTEM, *map(str, install_paths())]:
+        if os.path.exists(path) and not any(path == p or path.startswith(p.rstrip("/") + "/")
+                                            for p in paths):
+            paths.append(path)
+    flags: list[str] = []
+    for path in paths:
+        flags += ["--volume", f"{path}:{path}:ro"]
+    source = os.path.dirname(os.path.dirname(os.path.realpath(gg.__file__)))
+    return [*flags, "--env", f"PYTHONPATH={source}"]
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _last_line(text: str) -> str:
