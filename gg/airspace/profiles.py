@@ -13,6 +13,7 @@
     sweeps: false                                   # default false
     ownership: organisation                         # organisation | open | claimed
     policy: {isolation: sandbox, egress: all, workers: 1}
+    # egress allowlist: policy: {egress: allowlist, allow: [git.example.com:443, 10.0.0.0/8]}
 
 The value rules live in ``gg.domain.profiles`` so the server, which receives profiles over
 HTTP (``profile_from_mapping``), accepts exactly what this loader accepts.
@@ -26,6 +27,7 @@ from typing import Any
 from gg.airspace.errors import AirspaceError
 from gg.airspace.fields import Checked, Fields, sort_errors
 from gg.airspace.yamlfile import Document, document_from_mapping, read_yaml
+from gg.domain.egress import parse_entry
 from gg.domain.profiles import (
     DEFAULT_AGENT,
     EGRESSES,
@@ -79,7 +81,8 @@ def read_profile(doc: Document, name: str) -> Checked[Profile]:
         "ownership": fields.choice("ownership", OWNERSHIPS, default="organisation"),
     }
     policy = _read_policy(fields.section("policy"))
-    fields.finish(belongs={"isolation": "policy", "egress": "policy", "workers": "policy"})
+    fields.finish(belongs={"isolation": "policy", "egress": "policy", "workers": "policy",
+                           "allow": "policy"})
     if errors or policy is None or any(v is None for v in values.values()):
         return Checked(None, sort_errors(errors))
     return Checked(Profile(name=name, policy=policy, **values))
@@ -91,10 +94,26 @@ def _read_policy(fields: Fields | None) -> Policy | None:
     isolation = fields.choice("isolation", ISOLATIONS, default=Policy.isolation)
     egress = fields.choice("egress", _EGRESS_CHOICES, default=Policy.egress)
     workers = fields.integer("workers", default=Policy.workers, minimum=1, maximum=MAX_WORKERS)
+    allow = fields.texts("allow", check=allow_problem, same=allow_key)
     fields.finish()
-    if isolation is None or egress is None or workers is None:
+    if isolation is None or egress is None or workers is None or allow is None:
         return None
-    return Policy(isolation=isolation, egress=egress, workers=workers)
+    return Policy(isolation=isolation, egress=egress, workers=workers, allow=tuple(allow))
+
+
+def allow_problem(value: str) -> str | None:
+    try:
+        parse_entry(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def allow_key(value: str) -> str:
+    try:
+        return parse_entry(value).text
+    except ValueError:
+        return value
 
 
 def load_profile(path: str | Path) -> Profile:

@@ -303,6 +303,9 @@ class PolicySet(Request):
     max_cpus: Annotated[float | None, Field(gt=0, le=1024)] = None
     max_memory: Annotated[int | None, Field(gt=0, le=2 ** 50)] = None
     max_pids: Annotated[int | None, Field(ge=1, le=4_194_304)] = None
+    # egress allowlist entries (gg.domain.egress), the whole list; [] empties it
+    allow: Annotated[list[Annotated[str, StringConstraints(max_length=300)]] | None,
+                     Field(max_length=256)] = None
 
 
 class DrainSelection(Request):

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gg.domain import egress as egress_rules
 from gg.domain import limits as limit_rules
 
 ISOLATIONS = ("none", "sandbox", "container")
@@ -29,7 +30,7 @@ EGRESSES = ("all", "allowlist", "none")
 MAX_WORKERS = 256
 # Resource limits (gg.domain.limits): a default and a maximum for each, None when unset.
 LIMIT_KEYS = tuple(limit_rules.NAMES) + tuple(f"max_{n}" for n in limit_rules.NAMES)
-KEYS = ("isolation", "egress", "workers") + LIMIT_KEYS
+KEYS = ("isolation", "egress", "workers") + LIMIT_KEYS + ("allow",)
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class Policy:
     max_cpus: float | None = None
     max_memory: int | None = None
     max_pids: int | None = None
+    # egress allowlist entries (gg.domain.egress): host[:port] or CIDR[:port]
+    allow: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.isolation not in ISOLATIONS:
@@ -62,6 +65,7 @@ class Policy:
                 {k[4:]: v for k, v in read.items() if k.startswith("max_")}).to_dict().items():
             object.__setattr__(self, f"max_{key}", value)
         limit_rules.check_policy(self.to_dict())
+        object.__setattr__(self, "allow", egress_rules.parse_allow(self.allow))
 
     def to_dict(self) -> dict[str, Any]:
         """The policy's keys; a limit only when it is set (a policy without limits reads as
@@ -69,6 +73,8 @@ class Policy:
         out: dict[str, Any] = {"isolation": self.isolation, "egress": self.egress,
                                "workers": self.workers}
         out.update({k: getattr(self, k) for k in LIMIT_KEYS if getattr(self, k) is not None})
+        if self.allow:  # only when listed: a policy without one reads as it did before
+            out["allow"] = list(self.allow)
         return out
 
     @classmethod
@@ -81,7 +87,7 @@ class Policy:
             raise ValueError("a policy must be a mapping of isolation, egress and workers")
         unknown = sorted(str(k) for k in data if k not in KEYS)
         if unknown:
-            raise ValueError(f"a policy has only isolation, egress, workers and limits "
+            raise ValueError(f"a policy has only isolation, egress, workers, allow and limits "
                              f"({', '.join(LIMIT_KEYS)}), not {', '.join(unknown)}")
         start = base or DEFAULT_POLICY
         return cls(**{k: data.get(k, getattr(start, k)) for k in KEYS})
@@ -104,9 +110,11 @@ def _raised(old: float | None, new: float | None) -> bool:
 
 def is_looser(old: Policy, new: Policy) -> bool:
     """Does ``new`` let a machine do more than ``old`` (the gate rule's question)? A
-    maximum raised or taken away lets a flight ask for more."""
+    maximum raised or taken away lets a flight ask for more, and so does an allowlist
+    entry added."""
     return (ISOLATIONS.index(new.isolation) < ISOLATIONS.index(old.isolation)
             or EGRESSES.index(new.egress) < EGRESSES.index(old.egress)
             or new.workers > old.workers
             or any(_raised(getattr(old, f"max_{n}"), getattr(new, f"max_{n}"))
-                   for n in limit_rules.NAMES))
+                   for n in limit_rules.NAMES)
+            or egress_rules.is_wider(old.allow, new.allow))

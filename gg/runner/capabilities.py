@@ -29,7 +29,9 @@ with the runner's policy (``gg.domain.health``). Keys, all always present::
     container_engine_error  str | None   why none answers, in one short line
     tools                   list[str]    executables found on PATH among TOOLS, sorted
     isolation_levels        list[str]    subset of none, sandbox, container usable here
-    egress_controls         list[str]    subset of all, none ("allowlist" is never enforced yet)
+    egress_controls         list[str]    subset of all, none, allowlist
+    egress_allowlist_error  str or None  what this host lacks for an allowlist ("nftables
+                                         (nft) and root"), None when it can make one
     runs_as_root            bool         the runner runs as root: its flights drop to their
                                          flight identity, a console to the machine is host root
 
@@ -53,6 +55,7 @@ from typing import Any
 from gg.domain.health import confinement_missing
 from gg.runner import cgroups as flight_cgroup
 from gg.runner import isolation
+from gg.runner.egress import probe as egress_probe
 from gg.runner.flight_identity import Identity, runs_as_root, shared
 
 TOOLS = ("bwrap", "curl", "docker", "gcc", "git", "git-lfs", "make", "node", "npm", "podman",
@@ -277,8 +280,9 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
     bwrap = shutil.which("bwrap", path=path)
     tools = sorted(name for name in TOOLS if shutil.which(name, path=path))
     confinement: dict[str, Any] | None = None
-    with ThreadPoolExecutor(max_workers=3) as pool:
+    with ThreadPoolExecutor(max_workers=4) as pool:
         engine_job = pool.submit(_engine, path, engine_timeout)
+        allowlist_job = pool.submit(egress_probe)  # a namespace with rules, made and removed
         if bwrap:
             sandbox_job = pool.submit(_sandbox, bwrap, path, flight_identity)
             netns_job = pool.submit(_run, netns_probe_argv(bwrap), BWRAP_TIMEOUT)
@@ -287,12 +291,14 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
         else:
             bwrap_usable, bwrap_why, netns = False, "bwrap is not installed", False
         engine, engine_error = engine_job.result()
+        allowlist_error = allowlist_job.result()
     version, controllers = cgroups(_read("/proc/self/mountinfo"), _read("/proc/self/cgroup"))
     flight_cgroups, flight_cgroups_error = flight_cgroup.usable()  # a flight's whole tree
     flight_limits = flight_cgroup.limits_usable()  # its resource limits and usage
     sandbox = bwrap_usable and confinement_missing(confinement) is None
     levels = ["none"] + (["sandbox"] if sandbox else []) + (["container"] if engine else [])
-    egress = ["all"] + (["none"] if netns or engine else [])
+    egress = (["all"] + (["none"] if netns or engine else [])
+              + (["allowlist"] if allowlist_error is None else []))
     return {
         "bwrap": bwrap,
         "bwrap_usable": bwrap_usable,
@@ -309,5 +315,6 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
         "tools": tools,
         "isolation_levels": levels,
         "egress_controls": egress,
+        "egress_allowlist_error": allowlist_error,
         "runs_as_root": runs_as_root(),
     }
