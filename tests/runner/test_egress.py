@@ -30,7 +30,10 @@ HOSTS = {"a": ("198.18.1.1", "198.18.1.2", (8001, 8002)), "b": ("198.18.2.1", "1
 TAG = f"{os.getpid() % 100000}"
 # Played by the flight: one line per destination, "A:8001 reached" or "A:8002 refused ...".
 PROBE = """
-import socket, sys
+import socket, subprocess, sys
+for argv in (["NFT", "flush", "ruleset"], ["IP", "route", "replace", "default", "dev", "eth0"]):
+    done = subprocess.run(argv, capture_output=True)
+    print(f"rules:{argv[0].rsplit('/', 1)[-1]} {'changed' if done.returncode == 0 else 'kept'}")
 for name, where, port in [("A", "198.18.1.2", 8001), ("A", "198.18.1.2", 8002),
                           ("B", "198.18.2.2", 8001)]:
     try:
@@ -39,8 +42,11 @@ for name, where, port in [("A", "198.18.1.2", 8001), ("A", "198.18.1.2", 8002),
             ok = s.recv(12).startswith(b"HTTP/1.0 200")
         print(f"{name}:{port} {'reached' if ok else 'answered oddly'}")
     except OSError as exc:
-        print(f"{name}:{port} refused {type(exc).__name__}")
-"""
+        print(f"{name}:{port} refused-{type(exc).__name__}")
+""".replace("NFT", egress.tool("nft") or "nft").replace("IP", egress.tool("ip") or "ip")
+REACHED_ONLY_A_8001 = {"rules:nft": "kept", "rules:ip": "kept", "A:8001": "reached",
+                       "A:8002": "refused-ConnectionRefusedError",
+                       "B:8001": "refused-ConnectionRefusedError"}
 
 
 def _ip(*args: str, text: str | None = None) -> None:
@@ -96,7 +102,7 @@ def _serves(where: str, port: int) -> bool:
 
 def _results(output: str) -> dict[str, str]:
     return {line.split()[0]: line.split()[1] for line in output.splitlines()
-            if line[:2] in ("A:", "B:")}
+            if line[:2] in ("A:", "B:") or line.startswith("rules:")}
 
 
 def _ours(state_dir: Path) -> list[str]:
@@ -127,8 +133,7 @@ def test_a_sandboxed_flight_reaches_only_the_allowlisted_address_and_port(tmp_pa
     finally:
         hosts.stop()
         egress.clear(tmp_path / "state")
-    assert _results(done.stdout) == {"A:8001": "reached", "A:8002": "refused",
-                                     "B:8001": "refused"}, done.stdout + done.stderr
+    assert _results(done.stdout) == REACHED_ONLY_A_8001, done.stdout + done.stderr
     assert _ours(tmp_path / "state") == []
 
 
@@ -175,7 +180,7 @@ def test_a_real_root_runner_under_an_allowlist_lets_its_flight_reach_only_that(t
         hosts.stop()
         left = _ours(tmp_path / "prod" / "state-r1")
         egress.clear(tmp_path / "prod" / "state-r1")
-    assert _results(out) == {"A:8001": "reached", "A:8002": "refused", "B:8001": "refused"}, out
+    assert _results(out) == REACHED_ONLY_A_8001, out
     assert during == [egress.host_table(egress.tag_for(tmp_path / "prod" / "state-r1"))]
     assert left == []  # the flight's namespace went with it, the host table with the runner
 
