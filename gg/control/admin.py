@@ -145,8 +145,8 @@ def forget(core: Core, person: Person, ref: str) -> Runner:
 
 def set_policy(core: Core, person: Person, ref: str, **asked: Any) -> Runner:
     """An admin's policy for one runner, applied on its next check-in: ``isolation``,
-    ``egress``, ``allow`` (the whole egress allowlist), ``workers`` and the resource limits (``cpus``, ``max_memory``, ...); a key
-    left None is not changed."""
+    ``egress``, ``allow`` (the whole egress allowlist), ``workers`` and the resource limits
+    (``cpus``, ``max_memory``, ...); a key left None is not changed."""
     require_admin(person)
     unknown = sorted(k for k in asked if k not in POLICY_KEYS)
     if unknown:
