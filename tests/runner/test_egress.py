@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from egress_support import Hosts
 
 from gg.domain.policy import Policy
 from gg.refusals import ApiError
@@ -24,10 +25,6 @@ needs_allowlist = pytest.mark.skipif(
     "allowlist" not in CAPS["egress_controls"] or not CAPS["bwrap_usable"],
     reason=f"egress allowlist needs {CAPS['egress_allowlist_error'] or 'a sandbox'}")
 
-# The test hosts: A at 198.18.1.2 (ports 8001 and 8002), B at 198.18.2.2 (port 8001); the
-# host's end of each link is .1. 198.18.0.0/15 is for benchmarks: never a real destination.
-HOSTS = {"a": ("198.18.1.1", "198.18.1.2", (8001, 8002)), "b": ("198.18.2.1", "198.18.2.2", (8001,))}
-TAG = f"{os.getpid() % 100000}"
 # Played by the flight: one line per destination, "A:8001 reached" or "A:8002 refused ...".
 PROBE = """
 import socket, subprocess, sys
@@ -47,57 +44,6 @@ for name, where, port in [("A", "198.18.1.2", 8001), ("A", "198.18.1.2", 8002),
 REACHED_ONLY_A_8001 = {"rules:nft": "kept", "rules:ip": "kept", "A:8001": "reached",
                        "A:8002": "refused-ConnectionRefusedError",
                        "B:8001": "refused-ConnectionRefusedError"}
-
-
-def _ip(*args: str, text: str | None = None) -> None:
-    subprocess.run(["ip", *args], input=text, text=True, check=True, capture_output=True)
-
-
-class Hosts:
-    """Two namespaces, each a host serving HTTP on its ports, reachable from the host."""
-
-    def __init__(self) -> None:
-        self.listeners: list[subprocess.Popen] = []
-        self.forward = Path("/proc/sys/net/ipv4/ip_forward").read_text()
-
-    def start(self) -> None:
-        for name, (outer, inner, ports) in HOSTS.items():
-            ns, link = f"ggtest-{name}-{TAG}", f"ggt{name}{TAG}"
-            _ip("netns", "add", ns)
-            _ip("link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            _ip("addr", "add", f"{outer}/30", "dev", link)
-            _ip("link", "set", link, "up")
-            _ip("-n", ns, "-batch", "-", text=f"link set lo up\naddr add {inner}/30 dev eth0\n"
-                                              f"link set eth0 up\nroute add default via {outer}\n")
-            for port in ports:
-                self.listeners.append(subprocess.Popen(
-                    ["ip", "netns", "exec", ns, sys.executable, "-m", "http.server",
-                     "--bind", inner, str(port)], cwd="/", stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL))
-        for _, inner, ports in HOSTS.values():
-            for port in ports:
-                wait_until(lambda: _serves(inner, port), timeout=20,
-                           what=f"the test host {inner}:{port} to serve")
-
-    def stop(self) -> None:
-        for proc in self.listeners:
-            proc.kill()
-            proc.wait()
-        for name in HOSTS:
-            subprocess.run(["ip", "link", "delete", f"ggt{name}{TAG}"], capture_output=True)
-            subprocess.run(["ip", "netns", "delete", f"ggtest-{name}-{TAG}"],
-                           capture_output=True)
-        Path("/proc/sys/net/ipv4/ip_forward").write_text(self.forward)
-
-
-def _serves(where: str, port: int) -> bool:
-    import socket
-
-    try:
-        with socket.create_connection((where, port), timeout=2):
-            return True
-    except OSError:
-        return False
 
 
 def _results(output: str) -> dict[str, str]:
@@ -154,6 +100,7 @@ def test_a_runner_that_starts_removes_what_a_killed_one_left_of_its_flights_netw
 
 @needs_allowlist
 def test_a_real_root_runner_under_an_allowlist_lets_its_flight_reach_only_that(tmp_path):
+    """Also: a bad entry is one sentence and exit 2 (a 400 over HTTP), the policy unchanged."""
     hosts = Hosts()
     fleet = Fleet(tmp_path / "prod", dict(FAST))
     fleet.server.dev = False
@@ -162,6 +109,19 @@ def test_a_real_root_runner_under_an_allowlist_lets_its_flight_reach_only_that(t
         fleet.start()
         fleet.runner("r1")
         fleet.wait_online("r1")
+        bad = fleet.gg("runner", "policy", "r1", "--egress", "allowlist", "--allow",
+                       "10.0.0.0/33")
+        assert bad.returncode == 2
+        assert bad.stderr.strip().splitlines() == [
+            "--allow: allowlist entry '10.0.0.0/33' is not a valid IPv4 address or network "
+            "(host[:port] or CIDR[:port])"]
+        with pytest.raises(ApiError) as refused:
+            fleet.api().client.set_policy("r1", allow=["*.example.com"])
+        assert refused.value.status == 400
+        assert str(refused.value) == ("allowlist entry '*.example.com' has a wildcard; list "
+                                      "each host name")
+        assert fleet.runner_row("r1")["policy"] == {"isolation": "sandbox", "egress": "all",
+                                                    "workers": 1}
         changed = fleet.gg("runner", "policy", "r1", "--egress", "allowlist",
                            "--allow", "198.18.1.2:8001")
         assert changed.returncode == 0, changed.stderr
@@ -183,25 +143,3 @@ def test_a_real_root_runner_under_an_allowlist_lets_its_flight_reach_only_that(t
     assert _results(out) == REACHED_ONLY_A_8001, out
     assert during == [egress.host_table(egress.tag_for(tmp_path / "prod" / "state-r1"))]
     assert left == []  # the flight's namespace went with it, the host table with the runner
-
-
-def test_a_bad_allowlist_entry_is_one_sentence_and_exit_2_or_a_400(tmp_path):
-    fleet = Fleet(tmp_path / "prod", dict(FAST))
-    try:
-        fleet.start()
-        fleet.runner("r1")
-        fleet.wait_online("r1")
-        bad = fleet.gg("runner", "policy", "r1", "--egress", "allowlist", "--allow",
-                       "10.0.0.0/33")
-        with pytest.raises(ApiError) as refused:
-            fleet.api().client.set_policy("r1", allow=["*.example.com"])
-        policy = fleet.runner_row("r1")["policy"]
-    finally:
-        fleet.stop()
-    assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines() == [
-        "--allow: allowlist entry '10.0.0.0/33' is not a valid IPv4 address or network "
-        "(host[:port] or CIDR[:port])"]
-    assert refused.value.status == 400
-    assert str(refused.value) == "allowlist entry '*.example.com' has a wildcard; list each host name"
-    assert "allow" not in policy and policy["egress"] == "all"
