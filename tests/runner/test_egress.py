@@ -129,6 +129,8 @@ def test_a_real_root_runner_under_an_allowlist_lets_its_flight_reach_only_that(t
         api = fleet.api()
         wait_until(lambda: fleet.runner_row("r1")["health"] == "ok", timeout=30,
                    what="the runner to meet its allowlist policy")
+        shown = fleet.gg("runner", "show", "r1").stdout
+        assert "allow 198.18.1.2:8001, egress allowlist" in shown, shown
         flight = api.open_flight({"command": [sys.executable, "-I", "-c", PROBE]})
         wait_until(lambda: api.flight(flight["id"])["stage"] in ("landed", "failed"),
                    timeout=90, what="the flight to end")
