@@ -281,11 +281,11 @@ def clear(state_dir: Path | str) -> list[str]:
             subprocess.run([ip, "netns", "delete", name], capture_output=True, timeout=TIMEOUT,
                            check=False)
             removed.append(name)
-    links = subprocess.run([ip, "-o", "link", "show"], capture_output=True, text=True,
-                           timeout=TIMEOUT, check=False).stdout
-    for line in links.splitlines():
-        parts = line.split(":")
-        link = parts[1].strip().split("@")[0] if len(parts) > 1 else ""
+    try:
+        links = sorted(os.listdir("/sys/class/net"))
+    except OSError:
+        links = []
+    for link in links:
         if link.startswith(f"gge{tag:03x}h"):
             subprocess.run([ip, "link", "delete", link], capture_output=True, timeout=TIMEOUT,
                            check=False)
