@@ -15,6 +15,7 @@
     policy: {isolation: sandbox, egress: all, workers: 1}
                                                     # policy.image: what isolation container
                                                     # runs flights from (a change opens a gate)
+    # egress allowlist: policy: {egress: allowlist, allow: [git.example.com:443, 10.0.0.0/8]}
 
 The value rules live in ``gg.domain.profiles`` so the server, which receives profiles over
 HTTP (``profile_from_mapping``), accepts exactly what this loader accepts.
@@ -28,6 +29,7 @@ from typing import Any
 from gg.airspace.errors import AirspaceError
 from gg.airspace.fields import Checked, Fields, sort_errors
 from gg.airspace.yamlfile import Document, document_from_mapping, read_yaml
+from gg.domain.egress import parse_entry
 from gg.domain.policy import image_problem
 from gg.domain.profiles import (
     DEFAULT_AGENT,
@@ -83,7 +85,7 @@ def read_profile(doc: Document, name: str) -> Checked[Profile]:
     }
     policy = _read_policy(fields.section("policy"))
     fields.finish(belongs={"isolation": "policy", "egress": "policy", "workers": "policy",
-                            "image": "policy"})
+                            "image": "policy", "allow": "policy"})
     if errors or policy is None or any(v is None for v in values.values()):
         return Checked(None, sort_errors(errors))
     return Checked(Profile(name=name, policy=policy, **values))
@@ -97,15 +99,32 @@ def _read_policy(fields: Fields | None) -> Policy | None:
     workers = fields.integer("workers", default=Policy.workers, minimum=1, maximum=MAX_WORKERS)
     image = fields.text("image", check=_image_problem)
     bad_image = "image" in fields.data and image is None
+    allow = fields.texts("allow", check=allow_problem, same=allow_key)
     fields.finish()
-    if isolation is None or egress is None or workers is None or bad_image:
+    if isolation is None or egress is None or workers is None or bad_image or allow is None:
         return None
-    return Policy(isolation=isolation, egress=egress, workers=workers, image=image)
+    return Policy(isolation=isolation, egress=egress, workers=workers, image=image,
+                  allow=tuple(allow))
 
 
 def _image_problem(image: str) -> str | None:
     problem = image_problem(image)
     return None if problem is None else problem.removeprefix("image ")
+
+
+def allow_problem(value: str) -> str | None:
+    try:
+        parse_entry(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def allow_key(value: str) -> str:
+    try:
+        return parse_entry(value).text
+    except ValueError:
+        return value
 
 
 def load_profile(path: str | Path) -> Profile:

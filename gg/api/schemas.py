@@ -305,6 +305,9 @@ class PolicySet(Request):
     max_pids: Annotated[int | None, Field(ge=1, le=4_194_304)] = None
     # isolation container's image (gg.domain.policy.image_problem says what it may be)
     image: Annotated[str | None, StringConstraints(min_length=1, max_length=255)] = None
+    # egress allowlist entries (gg.domain.egress), the whole list; [] empties it
+    allow: Annotated[list[Annotated[str, StringConstraints(max_length=300)]] | None,
+                     Field(max_length=256)] = None
 
 
 class DrainSelection(Request):

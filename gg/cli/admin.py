@@ -11,6 +11,7 @@ from gg.cli.context import CliError, client, confirm, emit_json
 from gg.cli.exits import Exit
 from gg.cli.limits import parse_limits, policy_limits_text
 from gg.cli.runners import runner_app
+from gg.domain.egress import parse_allow
 from gg.domain.policy import EGRESSES, ISOLATIONS, MAX_WORKERS, image_problem
 
 RUNNER = typer.Argument(..., metavar="RUNNER", help="Runner id or name.")
@@ -100,6 +101,14 @@ def forget(ref: str = RUNNER, json_: bool = JSON, yes: bool = YES) -> None:
     typer.echo(f"{answer.name} ({answer.runner}) is forgotten; the machine may register again")
 
 
+def _allowlist(values: list[str]) -> list[str]:
+    """--allow entries, checked here: a bad one is one sentence and exit 2."""
+    try:
+        return list(parse_allow(values))
+    except ValueError as exc:
+        raise CliError(f"--allow: {exc}", Exit.USAGE) from None
+
+
 @runner_app.command("policy")
 def policy(
     ref: str = RUNNER,
@@ -117,6 +126,10 @@ def policy(
     max_pids: Optional[str] = typer.Option(None, "--max-pids", metavar="N"),
     image: Optional[str] = typer.Option(None, "--image", metavar="REF",
                                         help="The image isolation container runs flights from."),
+    allow: Optional[list[str]] = typer.Option(
+        None, "--allow", metavar="HOST[:PORT]|CIDR[:PORT]",
+        help="What egress allowlist lets a flight reach (repeat; replaces the list)."),
+    no_allow: bool = typer.Option(False, "--no-allow", help="Empty the egress allowlist."),
     json_: bool = JSON,
 ) -> None:
     """Show RUNNER's assigned policy, or change it (admin); applied at its next check-in."""
@@ -125,21 +138,26 @@ def policy(
     limits = parse_limits(cpus=cpus, memory=memory, pids=pids)
     limits.update({f"max_{k}": v for k, v in parse_limits(
         cpus=max_cpus, memory=max_memory, pids=max_pids, prefix="--max-").items()})
+    if allow and no_allow:
+        raise CliError("give --allow or --no-allow, not both", Exit.USAGE)
+    allowed = [] if no_allow else _allowlist(allow) if allow else None
     api = client()
     if image is not None and image_problem(image):
         raise CliError(f"--image: {image_problem(image)}", Exit.USAGE)
-    if isolation is None and egress is None and workers is None and not limits and image is None:
+    if isolation is None and egress is None and workers is None and not limits \
+            and image is None and allowed is None:
         r = api.runner(ref)
     else:
         r = api.set_policy(ref, isolation=isolation, egress=egress, workers=workers, image=image,
-                           **limits)
+                           allow=allowed, **limits)
     if json_:
         emit_json(r)
         return
     p = r.policy
     typer.echo(f"{r.name}: isolation {p.get('isolation')}, egress {p.get('egress')}, "
                f"workers {p.get('workers')}" + policy_limits_text(p)
-               + (f"; image {p['image']}" if p.get("image") else ""))
+               + (f"; image {p['image']}" if p.get("image") else "")
+               + (f", allow {', '.join(p['allow'])}" if p.get("allow") else ""))
     typer.echo(f"  health {r.health}" + "".join(f" ({n})" for n in r.health_notes)
                + f"; {r.checks_verdict}")
 

@@ -197,7 +197,7 @@ def show(ref: Optional[str] = typer.Argument(None, metavar="[RUNNER]", help="Run
         f"  ownership  {r.ownership}" + (f" (owner {r.owner_name}"
                                          f"{', reserved' if r.reserved else ''})"
                                          if r.owner_name else ""),
-        f"  policy     {', '.join(f'{k} {v}' for k, v in sorted(r.policy.items()))}",
+        f"  policy     {', '.join(_policy_item(k, v) for k, v in sorted(r.policy.items()))}",
         f"  version    {r.version or '?'} commit {commit} (skew {r.version_skew})",
         f"  host       {inv.get('hostname', '?')} {r.os or ''}/{r.arch or ''}, "
         f"{inv.get('cpu_count', '?')} CPUs, peer {r.peer_address or '?'}",
@@ -223,3 +223,10 @@ def _size_line(inv: dict) -> str:
 
 def _pct(value) -> str:
     return "-" if value is None else f"{value:.0f}%"
+
+
+def _policy_item(key: str, value: object) -> str:
+    """One policy key as words: the egress allowlist as its entries, space-separated."""
+    if isinstance(value, list):
+        return f"{key} {' '.join(str(v) for v in value)}"
+    return f"{key} {value}"

@@ -145,16 +145,17 @@ def forget(core: Core, person: Person, ref: str) -> Runner:
 
 def set_policy(core: Core, person: Person, ref: str, **asked: Any) -> Runner:
     """An admin's policy for one runner, applied on its next check-in: ``isolation``,
-    ``egress``, ``workers`` and the resource limits (``cpus``, ``max_memory``, ...); a key
-    left None is not changed."""
+    ``egress``, ``allow`` (the whole egress allowlist), ``workers`` and the resource limits
+    (``cpus``, ``max_memory``, ...); a key left None is not changed."""
     require_admin(person)
     unknown = sorted(k for k in asked if k not in POLICY_KEYS)
     if unknown:
         raise BadRequest(f"a policy has no {', '.join(unknown)}")
     changes = {k: v for k, v in asked.items() if v is not None}
     if not changes:
-        raise BadRequest("say what to change: --isolation, --egress, --workers, --image or a "
-                         "limit (--cpus, --memory, --pids, --max-cpus, --max-memory, --max-pids)")
+        raise BadRequest("say what to change: --isolation, --egress, --allow, --workers, "
+                         "--image or a limit (--cpus, --memory, --pids, --max-cpus, "
+                         "--max-memory, --max-pids)")
     if changes.get("isolation") == "none" and not core.settings.dev:
         raise BadRequest("isolation none is allowed only on a control plane started with "
                          "--dev; use sandbox or container")

@@ -9,8 +9,9 @@ The checks run from the most fundamental to the most specific, and the first one
 names the missing piece::
 
     isolation allowed        policy    none needs a --dev server
-    egress enforceable       policy    allowlist is not enforced yet
     capability report        host      a report must exist before anything can be measured
+    egress allowlist         host      egress allowlist: the runner can make a flight's network
+                                       namespace and its nftables rules (root, nft, ip)
     bubblewrap installed     host      sandbox, or egress none without isolation
     bubblewrap namespaces    host      sandbox: the sandbox actually starts here
     sandbox confinement      host      sandbox: inside it, no capabilities, no_new_privs, own
@@ -47,7 +48,7 @@ from gg.domain.runners import HealthState
 PolicyLike = Policy | Mapping[str, Any]
 
 NONE_NEEDS_DEV = "isolation none is allowed only on a --dev server"
-ALLOWLIST_NOT_ENFORCED = "egress allowlist is not enforced yet"
+ALLOWLIST_NEEDS = "egress allowlist needs nftables (nft) and root"
 NO_REPORT = "no capability report yet"
 NO_BWRAP = "bubblewrap not installed"
 BWRAP_UNUSABLE = "bubblewrap cannot create namespaces here"
@@ -106,13 +107,22 @@ def _policy_checks(policy: Policy, dev: bool) -> list[Check]:
     else:
         out.append(Check("isolation allowed", True,
                          f"isolation {policy.isolation} is allowed on any server"))
-    out.append(_check("egress enforceable", policy.egress != "allowlist",
-                      f"egress {policy.egress} can be enforced", ALLOWLIST_NOT_ENFORCED))
     return out
 
 
 def _needs_report(policy: Policy) -> bool:
-    return policy.isolation != "none" or policy.egress == "none"
+    return policy.isolation != "none" or policy.egress != "all"
+
+
+def _allowlist_check(caps: Mapping[str, Any]) -> Check:
+    """The runner makes each flight a network namespace with its own nftables rules
+    (gg.runner.egress): it says it can in ``egress_controls``, or why not."""
+    if "allowlist" in (caps.get("egress_controls") or ()):
+        return Check("egress allowlist", True,
+                     "a network namespace with nftables rules per flight")
+    why = caps.get("egress_allowlist_error")
+    return Check("egress allowlist", False,
+                 f"egress allowlist needs {why}" if why else ALLOWLIST_NEEDS)
 
 
 def _host_checks(policy: Policy, caps: Mapping[str, Any]) -> list[Check]:
@@ -120,13 +130,17 @@ def _host_checks(policy: Policy, caps: Mapping[str, Any]) -> list[Check]:
     if not _needs_report(policy):
         return out
     out.append(_check("capability report", bool(caps), "received", NO_REPORT))
+    if policy.egress == "allowlist":
+        out.append(_allowlist_check(caps))
     if policy.isolation == "container":
         engine = caps.get("container_engine")
         out.append(_check("container engine", bool(engine), f"{engine} answers", NO_ENGINE))
-        return out  # the engine cuts egress itself (--network none)
+        return out  # the engine cuts egress itself (--network none); joins an allowlist's
     if policy.isolation == "gvisor":
         out.append(_gvisor_check(caps))
-        return out  # runsc cuts egress itself (--network=none)
+        return out  # runsc cuts egress itself (--network=none); runs in an allowlist's
+    if policy.isolation == "none" and policy.egress == "allowlist":
+        return out  # the command itself, in the flight's network namespace
     bwrap = caps.get("bwrap")
     out.append(_check("bubblewrap installed", bool(bwrap), f"at {bwrap}", NO_BWRAP))
     if policy.isolation == "sandbox":

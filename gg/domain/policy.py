@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gg.domain import egress as egress_rules
 from gg.domain import limits as limit_rules
 
 ISOLATIONS = ("none", "sandbox", "container", "gvisor")
@@ -30,7 +31,7 @@ EGRESSES = ("all", "allowlist", "none")
 MAX_WORKERS = 256
 # Resource limits (gg.domain.limits): a default and a maximum for each, None when unset.
 LIMIT_KEYS = tuple(limit_rules.NAMES) + tuple(f"max_{n}" for n in limit_rules.NAMES)
-KEYS = ("isolation", "egress", "workers") + LIMIT_KEYS + ("image",)
+KEYS = ("isolation", "egress", "workers") + LIMIT_KEYS + ("image", "allow")
 # The image a container flight runs from (isolation container): a reference the engine on the
 # runner resolves locally or pulls ([registry[:port]/]name[:tag][@sha256:digest]).
 IMAGE_MAX = 255
@@ -63,6 +64,8 @@ class Policy:
     max_memory: int | None = None
     max_pids: int | None = None
     image: str | None = None  # isolation container's image; None: the runner's default
+    # egress allowlist entries (gg.domain.egress): host[:port] or CIDR[:port]
+    allow: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.isolation not in ISOLATIONS:
@@ -84,6 +87,7 @@ class Policy:
         limit_rules.check_policy(self.to_dict())
         if self.image is not None and image_problem(self.image):
             raise ValueError(image_problem(self.image))
+        object.__setattr__(self, "allow", egress_rules.parse_allow(self.allow))
 
     def to_dict(self) -> dict[str, Any]:
         """The policy's keys; a limit only when it is set (a policy without limits reads as
@@ -93,6 +97,8 @@ class Policy:
         out.update({k: getattr(self, k) for k in LIMIT_KEYS if getattr(self, k) is not None})
         if self.image is not None:
             out["image"] = self.image
+        if self.allow:  # only when listed: a policy without one reads as it did before
+            out["allow"] = list(self.allow)
         return out
 
     @classmethod
@@ -105,7 +111,7 @@ class Policy:
             raise ValueError("a policy must be a mapping of isolation, egress and workers")
         unknown = sorted(str(k) for k in data if k not in KEYS)
         if unknown:
-            raise ValueError(f"a policy has only isolation, egress, workers, limits "
+            raise ValueError(f"a policy has only isolation, egress, workers, allow, limits "
                              f"({', '.join(LIMIT_KEYS)}) and image, not {', '.join(unknown)}")
         start = base or DEFAULT_POLICY
         return cls(**{k: data.get(k, getattr(start, k)) for k in KEYS})
@@ -128,11 +134,13 @@ def _raised(old: float | None, new: float | None) -> bool:
 
 def is_looser(old: Policy, new: Policy) -> bool:
     """Does ``new`` let a machine do more than ``old`` (the gate rule's question)? A
-    maximum raised or taken away lets a flight ask for more; another image is other code
-    running every container flight, so any change of it counts."""
+    maximum raised or taken away lets a flight ask for more, and so does an allowlist
+    entry added; another image is other code running every container flight, so any change
+    of it counts."""
     return (new.image != old.image
             or ISOLATIONS.index(new.isolation) < ISOLATIONS.index(old.isolation)
             or EGRESSES.index(new.egress) < EGRESSES.index(old.egress)
             or new.workers > old.workers
             or any(_raised(getattr(old, f"max_{n}"), getattr(new, f"max_{n}"))
-                   for n in limit_rules.NAMES))
+                   for n in limit_rules.NAMES)
+            or egress_rules.is_wider(old.allow, new.allow))

@@ -15,6 +15,7 @@ hostage by a widening made in the same edit.
     environment, agent                              any change         --
     policy.isolation (container > sandbox > none)   toward none        toward container
     policy.egress (none < allowlist < all)          toward all         toward none
+    policy.allow (egress allowlist entries)         an entry added     an entry removed
     policy.workers                                  raised             lowered
     policy.image                                    any change         --
     purpose                                         --                 any change
@@ -154,6 +155,7 @@ def _judge(applied: Profile, new: Profile) -> tuple[list[Change], Profile]:
                                lambda v: -ISOLATIONS.index(v), changes)
     egress = _judge_ordered("policy.egress", "egress", old_p.egress, new_p.egress,
                             lambda v: -EGRESSES.index(v), changes)
+    allow = _judge_allow(old_p.allow, new_p.allow, changes)
     workers = new_p.workers
     if old_p.workers != new_p.workers:
         raised = new_p.workers > old_p.workers
@@ -166,7 +168,8 @@ def _judge(applied: Profile, new: Profile) -> tuple[list[Change], Profile]:
         changes.append(Change("policy.image", f"changes image {old_p.image or '(the default)'} "
                                               f"→ {new_p.image or '(the default)'} {_GATE}", True))
         image = old_p.image
-    policy = replace(new_p, isolation=isolation, egress=egress, workers=workers, image=image)
+    policy = replace(new_p, isolation=isolation, egress=egress, workers=workers, image=image,
+                     allow=allow)
     return changes, replace(new, policy=policy, **kept)
 
 
@@ -183,6 +186,20 @@ def _judge_list(wire: str, noun: str, old: tuple[str, ...], new: tuple[str, ...]
         if item_key(wire, value) not in new_keys:
             changes.append(Change(wire, f"removes {noun} {value} {_NOW}", False))
     return tuple(v for v in new if item_key(wire, v) in old_keys)
+
+
+def _judge_allow(old: tuple[str, ...], new: tuple[str, ...],
+                 changes: list[Change]) -> tuple[str, ...]:
+    """Allowlist entries (already canonical, gg.domain.egress): one added opens a gate, one
+    removed applies now; in force, the entries on both sides."""
+    for value in new:
+        if value not in old:
+            changes.append(Change("policy.allow", f"adds allowlist entry {value} {_GATE}", True))
+    for value in old:
+        if value not in new:
+            changes.append(Change("policy.allow", f"removes allowlist entry {value} {_NOW}",
+                                  False))
+    return tuple(v for v in new if v in old)
 
 
 def _judge_ordered(wire: str, noun: str, old: str, new: str, openness: Callable[[str], int],

@@ -32,7 +32,9 @@ with the runner's policy (``gg.domain.health``). Keys, all always present::
                                          gg.runner.gvisor builds ran, not as uid 0 on a root
                                          runner), error (why not, one short line, or None)
     isolation_levels        list[str]    subset of none, sandbox, container, gvisor usable here
-    egress_controls         list[str]    subset of all, none ("allowlist" is never enforced yet)
+    egress_controls         list[str]    subset of all, none, allowlist
+    egress_allowlist_error  str or None  what this host lacks for an allowlist ("nftables
+                                         (nft) and root"), None when it can make one
     runs_as_root            bool         the runner runs as root: its flights drop to their
                                          flight identity, a console to the machine is host root
 
@@ -57,6 +59,7 @@ from gg.domain.health import confinement_missing
 from gg.runner import cgroups as flight_cgroup
 from gg.runner import gvisor as gvisor_level
 from gg.runner import isolation
+from gg.runner.egress import probe as egress_probe
 from gg.runner.flight_identity import Identity, runs_as_root, shared
 
 TOOLS = ("bwrap", "curl", "docker", "gcc", "git", "git-lfs", "make", "node", "npm", "podman",
@@ -327,6 +330,7 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
     with ThreadPoolExecutor(max_workers=4) as pool:
         engine_job = pool.submit(_engine, path, engine_timeout)
         gvisor_job = pool.submit(_gvisor, path, flight_identity)
+        allowlist_job = pool.submit(egress_probe)  # a namespace with rules, made and removed
         if bwrap:
             sandbox_job = pool.submit(_sandbox, bwrap, path, flight_identity)
             netns_job = pool.submit(_run, netns_probe_argv(bwrap), BWRAP_TIMEOUT)
@@ -336,13 +340,15 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
             bwrap_usable, bwrap_why, netns = False, "bwrap is not installed", False
         engine, engine_error = engine_job.result()
         gvisor = gvisor_job.result()
+        allowlist_error = allowlist_job.result()
     version, controllers = cgroups(_read("/proc/self/mountinfo"), _read("/proc/self/cgroup"))
     flight_cgroups, flight_cgroups_error = flight_cgroup.usable()  # a flight's whole tree
     flight_limits = flight_cgroup.limits_usable()  # its resource limits and usage
     sandbox = bwrap_usable and confinement_missing(confinement) is None
     levels = (["none"] + (["sandbox"] if sandbox else []) + (["container"] if engine else [])
               + (["gvisor"] if gvisor["usable"] else []))
-    egress = ["all"] + (["none"] if netns or engine or gvisor["usable"] else [])
+    egress = (["all"] + (["none"] if netns or engine or gvisor["usable"] else [])
+              + (["allowlist"] if allowlist_error is None else []))
     return {
         "bwrap": bwrap,
         "bwrap_usable": bwrap_usable,
@@ -360,5 +366,6 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
         "tools": tools,
         "isolation_levels": levels,
         "egress_controls": egress,
+        "egress_allowlist_error": allowlist_error,
         "runs_as_root": runs_as_root(),
     }

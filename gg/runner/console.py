@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from gg.api import consoles as wire
 from gg.api.consoles import ConsoleCall
 from gg.client import ApiError, Unreachable
-from gg.runner import isolation
+from gg.runner import egress, isolation
 from gg.runner.flight import STOP_GRACE
 from gg.runner.flight_env import HANDED_SOURCE, after_drop
 from gg.runner.flight_identity import runs_as_root
@@ -116,6 +116,7 @@ class ConsoleRun:
         self.ws: ClientConnection | None = None  # dialled first (_dial)
         self.launch: isolation.Launch | None = None
         self.stopping = threading.Event()
+        self.network: egress.Network | None = None  # egress allowlist: the console's own
 
     def serve(self) -> None:
         unreached = False
@@ -130,6 +131,8 @@ class ConsoleRun:
             self._send_text(wire.ERROR, f"the runner could not run the console: {exc}")
         finally:
             self._stop_process()
+            if self.network is not None:
+                self.network.close()
             if self.master is not None:
                 os.close(self.master)
             if self.ws is not None:
@@ -200,12 +203,19 @@ class ConsoleRun:
             raise isolation.IsolationUnavailable("no policy has been assigned yet")
         hidden = [p for p in self.runner.options.hidden
                   if Path(p).exists() and Path(p) != Path("/")]
+        if policy.get("egress") == "allowlist":  # a network namespace of its own, as a flight
+            try:
+                self.network = egress.links_for(self.runner.state.path).open(
+                    policy.get("allow") or ())
+            except egress.EgressUnavailable as exc:
+                raise isolation.IsolationUnavailable(str(exc)) from None
         try:
             return isolation.build(argv, policy=policy, workspace=workspace, env=env,
                                    state_dir=self.runner.state.path,
                                    capabilities=self.runner.capabilities or {}, hidden=hidden,
                                    container_name=f"gg-console-{self.call.id}", terminal=True,
-                                   as_runner=True)
+                                   as_runner=True,
+                                   netns=self.network.path if self.network else None)
         except ValueError as exc:
             raise isolation.IsolationUnavailable(str(exc)) from None
 

@@ -66,7 +66,7 @@ from gg.domain.output import TRUNCATED
 from gg.domain.secrets import Masker
 from gg.domain.timeouts import timed_out_reason
 from gg.refusals import FlightEnded, OutputCapped, RunnerRetired
-from gg.runner import containers, flight_identity, id_tokens, isolation, repository
+from gg.runner import containers, egress, flight_identity, id_tokens, isolation, repository
 from gg.runner.alarm import ALARM
 from gg.runner.flight_identity import FlightIdentities, Identity, IdentityRangeError, runs_as_root
 from gg.runner.launching import (
@@ -157,6 +157,7 @@ class FlightRun:
     renewed_by_polls: bool = False
     on_lease_out: list = field(default_factory=list)  # called (quick) when it ran out
     desk: id_tokens.Desk | None = None  # its identity tokens' socket (gg.runner.id_tokens)
+    network: egress.Network | None = None  # egress allowlist: its namespace (gg.runner.egress)
     _watched: list = field(default_factory=list)  # its processes, each with a kill deadline
     _lease_alarm: int | None = None
     _seq: int = 0
@@ -255,6 +256,8 @@ class FlightRun:
             self._stop_process()  # never leave it running behind a flight that is over here
             if self.launch is not None:
                 self.launch.discard()  # a container's environment file
+            if self.network is not None:  # its namespace, link and rules
+                self.network.close()
             _remove(workspace)
             if self.identity is not None and self.identities is not None:
                 self.identities.give_back(self.identity)
@@ -407,10 +410,23 @@ class FlightRun:
                                    state_dir=self.state_dir, capabilities=self.capabilities,
                                    hidden=hidden, terminal=terminal, identity=self.identity,
                                    activation=activation, limits=self.limits.to_dict(),
+                                   netns=self._network(policy),
                                    container_name=(f"gg-{self.id}-{self.lease.epoch}" if not terminal
                                                    else None))
         except ValueError as exc:  # a policy or a hidden path this runner cannot use
             raise isolation.IsolationUnavailable(str(exc)) from None
+
+    def _network(self, policy: dict) -> str | None:
+        """Under egress allowlist, the path of this flight's network namespace, made the
+        first time it is asked (its services' generations and consoles share it)."""
+        if policy.get("egress") != "allowlist":
+            return None
+        if self.network is None:
+            try:
+                self.network = egress.links_for(self.state_dir).open(policy.get("allow") or ())
+            except egress.EgressUnavailable as exc:
+                raise isolation.IsolationUnavailable(str(exc)) from None
+        return self.network.path
 
     def _start(self, workspace: Path, listening: int | None = None) -> None:
         """Start the process in a session and process group of its own, started by the

@@ -25,7 +25,9 @@ What each combination becomes::
     gvisor    + all    runsc run of a bundle of the sandbox's layout (gg.runner.gvisor),
                        the host's network through gVisor (--network=host)
     gvisor    + none   the same, with --network=none
-    any       + allowlist  IsolationUnavailable("egress allowlist is not enforced yet")
+    any       + allowlist  the same as ``all``, started in the flight's own network namespace
+                       (``netns``, made by gg.runner.egress): nsenter --net=NETNS before
+                       bwrap, runsc (or the command, isolation none); podman --network ns:NETNS
 
 Whatever the policy, the runner's launcher (:mod:`gg.runner.launching`) forks what ``build``
 returns, in a process group of its own that is killed when the runner dies.
@@ -527,8 +529,12 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
           hidden: Iterable[Path] = (), image: str | None = None,
           container_name: str | None = None, terminal: bool = False,
           identity: Identity | None = None, as_runner: bool = False,
-          activation: bool = False, limits: Mapping[str, Any] | None = None) -> Launch:
+          activation: bool = False, limits: Mapping[str, Any] | None = None,
+          netns: str | None = None) -> Launch:
     """Wrap ``command`` for ``policy``; raise ``IsolationUnavailable`` if it cannot be met.
+
+    ``netns``: under ``egress: allowlist``, the path of the flight's network namespace
+    (:mod:`gg.runner.egress`), which the launch enters before anything else starts.
 
     ``limits``: the flight's resource limits; a container gets them as the engine's flags
     (elsewhere the launcher's cgroups enforce them). ``image``: what a container runs from;
@@ -564,6 +570,9 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
         raise IsolationUnavailable(missing)
     workspace = Path(os.path.abspath(workspace))
     cut_net = policy.egress == "none"
+    if policy.egress == "allowlist" and not netns:
+        raise IsolationUnavailable("egress allowlist: no network namespace was made for it")
+    enter = allowlist_entry(netns) if policy.egress == "allowlist" and netns else []
     out_env = dict(env)
     drop_to = None
     if identities.runs_as_root() and not as_runner and policy.isolation != "none":
@@ -579,14 +588,22 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
         engine = str(capabilities["container_engine"])
         name = container_name or f"gg-{workspace.name[:40]}-{secrets.token_hex(4)}"
         image = image or policy.image or DEFAULT_IMAGE
-        return _container(command, engine, workspace, out_env, cut_net, image, name, terminal,
-                          drop_to, environments_root(state_dir), limits)
+        launch = _container(command, engine, workspace, out_env, cut_net, image, name, terminal,
+                            drop_to, environments_root(state_dir), limits)
+        if enter:
+            if Path(engine).name != "podman":
+                raise IsolationUnavailable("egress allowlist in a container needs podman")
+            at = launch.argv.index("--volume")  # podman joins the namespace by its path
+            launch.argv[at:at] = ["--network", f"ns:{netns}"]
+        return launch
     if policy.isolation == "gvisor":
-        return _gvisor(command, capabilities, workspace, out_env, cut_net, state_dir, hidden,
-                       drop_to, container_name, limits, terminal or activation)
+        launch = _gvisor(command, capabilities, workspace, out_env, cut_net, state_dir, hidden,
+                         drop_to, container_name, limits, terminal or activation)
+        launch.argv[:0] = enter  # runsc's --network=host is then the namespace's network
+        return launch
     if policy.isolation == "none":
         if not cut_net:
-            return Launch(argv=list(command), env=out_env, cwd=workspace)
+            return Launch(argv=enter + list(command), env=out_env, cwd=workspace)
         argv = [_bwrap(capabilities), "--die-with-parent", "--unshare-net",
                 "--dev-bind", "/", "/", "--chdir", str(workspace),
                 "--args", str(HANDED_FD), "--"]
@@ -605,12 +622,22 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
     if terminal:  # the console's PTY becomes the terminal of the session inside the sandbox
         command = on_terminal(command)
     if drop_to is not None:  # setpriv, still root, never sees the flight's environment
-        return Launch(argv=[*argv, *before_drop(), "--", *drop_argv(drop_to),
+        return Launch(argv=[*enter, *argv, *before_drop(), "--", *drop_argv(drop_to),
                             *after_drop(command)],
                       env=runner_env(), cwd=workspace, handed=environment_file(out_env),
                       sourced=True)
-    return Launch(argv=argv + ["--args", str(HANDED_FD), "--", *command], env=runner_env(),
-                  cwd=workspace, handed=handed_env(out_env))
+    return Launch(argv=enter + argv + ["--args", str(HANDED_FD), "--", *command],
+                  env=runner_env(), cwd=workspace, handed=handed_env(out_env))
+
+
+def allowlist_entry(netns: str) -> list[str]:
+    """What enters a flight's network namespace before the rest of its launch starts:
+    util-linux's nsenter from the system directories (run by the runner: root)."""
+    for folder in SETPRIV_DIRS:
+        path = os.path.join(folder, "nsenter")
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return [path, f"--net={netns}", "--"]
+    raise IsolationUnavailable("egress allowlist needs util-linux (nsenter)")
 
 
 def _gvisor(command: list[str], capabilities: Mapping[str, Any], workspace: Path,

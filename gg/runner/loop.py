@@ -45,7 +45,7 @@ from gg.domain.identity import key_fingerprint
 from gg.domain.policy import Policy
 from gg.domain.runners import AdminState, Instruction, policy_digest
 from gg.refusals import RunnerRetired
-from gg.runner import capabilities, inventory
+from gg.runner import capabilities, egress, inventory
 from gg.runner.connection import ConnectionLog
 from gg.runner.console import Consoles
 from gg.runner.fleet import FleetState, enrol
@@ -172,6 +172,10 @@ class Runner:
         process does, whether it flies flights (:meth:`run`) or maintains a pool
         (:mod:`gg.pool.maintainer`). Returns the first check-in's answer."""
         self._register()
+        left = egress.clear(self.state.path)  # a killed predecessor's flight namespaces
+        if left:
+            self.say(f"removed what an earlier run left of its flights' networks: "
+                     f"{', '.join(left)}")
         self._probe()
         answer = self._check_in_once(retry_for=RETRY_FOREVER)
         self.fleet.sync_credentials()  # enrolment: references, never secrets
@@ -219,6 +223,8 @@ class Runner:
         for run in list(self.runs.values()):
             run.returning.set()
         self._wait_for_flights(time.monotonic() + STOP_GRACE + 10)
+        if not self.runs:  # its flights' networks are gone with them: the host table too
+            egress.clear(self.state.path)
         retired = self.retired
         if not retired:
             try:

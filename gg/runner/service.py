@@ -18,8 +18,8 @@ With ``--port P`` the runner listens on P itself (:class:`Forwarder`), exclusive
 forwards each connection to the serving generation's own loopback port, which the generation
 gets in ``$PORT``; only a listener the generation's own processes hold is served there, and
 only the socket the generation made at ``$SERVICE_SOCKET`` (gg.runner.service_ports). Under
-``egress: none`` the generation lives in a network namespace of its own
-(the sandbox's), so its loopback is not the runner's: the generation may listen on the Unix
+``egress: none`` (or ``allowlist``) the generation lives in a network namespace of its own
+(the sandbox's, or its flight's), so its loopback is not the runner's: the generation may listen on the Unix
 socket ``$SERVICE_SOCKET`` (a path in its workspace, which the runner sees too), and a runner
 allowed to enter other namespaces (root) also reaches ``127.0.0.1:$PORT`` inside the
 generation's namespace (:class:`Namespace`). Each step is reported as a fact (``note`` with a
@@ -493,7 +493,8 @@ class Supervisor:
         argv = ["/bin/sh", "-c", command[0]] if len(command) == 1 else command
         env = {**spec.get("env", {}), "PORT": str(gen.port),
                **(socket_activation.environment() if activated else {})}
-        if (run.policy or {}).get("egress") == "none" and not activated:
+        # egress none or allowlist: the generation's loopback is its namespace's, not ours
+        if (run.policy or {}).get("egress") in ("none", "allowlist") and not activated:
             gen.socket_path = self.workspace / SOCKET_NAME.format(gen.number)
             gen.socket_path.unlink(missing_ok=True)
             # sun_path holds 107 bytes: a longer path is given relative to the workspace,

@@ -284,17 +284,17 @@ def test_allowlist_degrades_the_runner_once_and_a_policy_it_can_meet_clears_it(c
     clock.advance(1)
     admin.set_policy(core, owner_of(core), "r1", egress="allowlist")
     runner = core.store.runner(r.id)
-    assert runner.health == "degraded: egress allowlist is not enforced yet"
+    assert runner.health == "degraded: egress allowlist needs nftables (nft) and root"
     assert views.runner_view(core, runner)["checks_verdict"] == "checks pending"
     check_in(core, r)
     check_in(core, r)
     view = views.runner_view(core, core.store.runner(r.id))
     assert view["checks_verdict"] == "1 check failed"
     failed = [c for c in view["checks"] if not c["passed"]]
-    assert [c["name"] for c in failed] == ["egress enforceable"]
+    assert [c["name"] for c in failed] == ["egress allowlist"]
     assert leases.try_claim(core, r.id) is None  # a degraded runner gets no work
     degraded = kinds(core, "warn:runner:degraded", r.id)
-    assert len(degraded) == 1 and degraded[0]["body"]["missing"] == "egress allowlist is not enforced yet"
+    assert len(degraded) == 1 and degraded[0]["body"]["missing"] == "egress allowlist needs nftables (nft) and root"
     admin.set_policy(core, owner_of(core), "r1", egress="none")
     check_in(core, r)
     assert core.store.runner(r.id).health == "ok"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gg.domain.health import (
-    ALLOWLIST_NOT_ENFORCED,
+    ALLOWLIST_NEEDS,
     BWRAP_UNUSABLE,
     CAPABILITIES_KEPT,
     CONFINEMENT_UNREPORTED,
@@ -29,7 +29,9 @@ CONFINED = {"layout": "allowlist", "capabilities": "dropped", "no_new_privs": Tr
             "user_namespace": True, "pid_namespace": True}
 FULL = {"bwrap": "/usr/bin/bwrap", "bwrap_usable": True, "netns": True, "confinement": CONFINED,
         "container_engine": "podman", "isolation_levels": ["none", "sandbox", "container"],
-        "egress_controls": ["all", "none"]}
+        "egress_controls": ["all", "none", "allowlist"], "egress_allowlist_error": None}
+NO_ALLOWLIST = {**FULL, "egress_controls": ["all", "none"],
+                "egress_allowlist_error": "nftables (nft) and root"}
 NO_BWRAP_CAPS = {**FULL, "bwrap": None, "bwrap_usable": False, "netns": False,
                  "confinement": None}
 BWRAP_BROKEN = {**FULL, "bwrap_usable": False, "netns": False, "confinement": None}
@@ -69,7 +71,7 @@ def test_policy_keys_left_out_keep_the_default():
     ({"workers": 0}, "workers must be between 1 and"),
     ({"workers": "2"}, "workers must be a whole number"),
     ({"workers": True}, "workers must be a whole number"),
-    ({"colour": "red"}, r"a policy has only isolation, egress, workers, limits \(cpus, .*\) and image, "
+    ({"colour": "red"}, r"a policy has only isolation, egress, workers, allow, limits \(cpus, .*\) and image, "
                         "not colour"),
 ])
 def test_bad_policy_is_refused_with_a_sentence(data, words):
@@ -131,10 +133,18 @@ def test_each_missing_piece_is_named(policy, caps, dev, missing):
 
 
 @pytest.mark.parametrize("isolation", ["none", "sandbox", "container"])
-def test_allowlist_is_always_degraded_even_on_a_perfect_host(isolation):
-    health = judge_health(Policy(isolation, "allowlist"), FULL, dev=True, started_workers=1)
-    assert health.text == "degraded: egress allowlist is not enforced yet"
-    assert health.missing == ALLOWLIST_NOT_ENFORCED
+def test_allowlist_is_met_where_the_runner_can_make_its_namespace_and_names_what_is_missing(
+        isolation):
+    assert judge_health(Policy(isolation, "allowlist"), FULL, dev=True, started_workers=1).ok
+    health = judge_health(Policy(isolation, "allowlist"), NO_ALLOWLIST, dev=True,
+                          started_workers=1)
+    assert health.text == "degraded: egress allowlist needs nftables (nft) and root"
+    only_root = {**NO_ALLOWLIST, "egress_allowlist_error": "root"}
+    assert judge_health(Policy(isolation, "allowlist"), only_root, dev=True,
+                        started_workers=1).missing == "egress allowlist needs root"
+    old_report = {k: v for k, v in NO_ALLOWLIST.items() if k != "egress_allowlist_error"}
+    assert judge_health(Policy(isolation, "allowlist"), old_report, dev=True,
+                        started_workers=1).missing == ALLOWLIST_NEEDS
 
 
 def test_most_fundamental_piece_wins_when_several_are_missing():
@@ -142,7 +152,7 @@ def test_most_fundamental_piece_wins_when_several_are_missing():
     assert judge_health(Policy("none", "allowlist"), nothing, dev=False,
                         started_workers=1).missing == NONE_NEEDS_DEV
     assert judge_health(Policy("sandbox", "allowlist"), nothing, dev=False,
-                        started_workers=1).missing == ALLOWLIST_NOT_ENFORCED
+                        started_workers=1).missing == ALLOWLIST_NEEDS
     assert judge_health(Policy("sandbox", "none"), nothing, dev=False,
                         started_workers=1).missing == NO_BWRAP
 
@@ -166,7 +176,8 @@ def test_policy_may_be_given_as_the_stored_dict():
 
 def test_runner_side_ignores_the_dev_rule_but_not_the_host():
     assert first_missing(Policy("none", "all"), {}) is None
-    assert first_missing(Policy("sandbox", "allowlist"), FULL) == ALLOWLIST_NOT_ENFORCED
+    assert first_missing(Policy("sandbox", "allowlist"), NO_ALLOWLIST) == (
+        "egress allowlist needs nftables (nft) and root")
 
 
 # -- workers ----------------------------------------------------------------------------------
@@ -196,10 +207,10 @@ def test_the_workers_note_survives_a_degraded_runner():
 def test_every_check_is_listed_in_judging_order():
     listed = checks(Policy("sandbox", "none", 1), FULL, dev=False, started_workers=1)
     assert [c.name for c in listed] == [
-        "isolation allowed", "egress enforceable", "capability report", "bubblewrap installed",
+        "isolation allowed", "capability report", "bubblewrap installed",
         "bubblewrap namespaces", "sandbox confinement", "network namespace", "workers"]
     assert all(c.passed for c in listed)
-    assert listed[5].detail == ("capabilities dropped, no_new_privs, own pid namespace "
+    assert listed[4].detail == ("capabilities dropped, no_new_privs, own pid namespace "
                                 "in a user namespace")
 
 
@@ -228,7 +239,15 @@ def test_container_policy_lists_the_engine_not_bubblewrap():
 
 def test_dev_policy_none_all_needs_no_capability_report():
     names = [c.name for c in checks(Policy("none", "all"), {}, dev=True, started_workers=1)]
-    assert names == ["isolation allowed", "egress enforceable", "workers"]
+    assert names == ["isolation allowed", "workers"]
+
+
+def test_an_allowlist_lists_its_check_after_the_report_whatever_the_isolation():
+    for isolation, after in (("sandbox", "bubblewrap installed"), ("container", "container engine"),
+                             ("none", "workers")):
+        names = [c.name for c in checks(Policy(isolation, "allowlist"), FULL, dev=True,
+                                        started_workers=1)]
+        assert names[1:4] == ["capability report", "egress allowlist", after], names
 
 
 # -- the verdict ------------------------------------------------------------------------------

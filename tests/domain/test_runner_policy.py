@@ -27,5 +27,5 @@ def test_an_admin_workers_setting_is_kept_even_when_the_start_count_changes():
 def test_a_bad_value_in_any_layer_is_one_sentence():
     with pytest.raises(ValueError, match="isolation must be one of"):
         assigned_policy(dev=False, started_workers=1, override={"isolation": "vm"})
-    with pytest.raises(ValueError, match="only isolation, egress, workers, limits"):
+    with pytest.raises(ValueError, match="only isolation, egress, workers, allow, limits"):
         assigned_policy(dev=False, started_workers=1, profile={"cpu": 2})

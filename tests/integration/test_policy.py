@@ -160,31 +160,34 @@ def test_isolation_none_is_refused_on_a_server_without_dev(tmp_path):
         fleet.stop()
 
 
-def test_allowlist_makes_the_runner_degraded_and_work_goes_to_another(fleet):
-    fleet.runner("a")
+def test_a_policy_the_runner_cannot_meet_makes_it_degraded_and_work_goes_to_another(
+        fleet, tmp_path):
+    bare = tmp_path / "bare"  # a PATH with no container engine on it
+    bare.mkdir()
+    fleet.runner("a", env={"PATH": str(bare)})
     fleet.runner("b")
     fleet.wait_online("a", "b")
-    done = fleet.gg("runner", "policy", "a", "--egress", "allowlist")
+    done = fleet.gg("runner", "policy", "a", "--isolation", "container")
     assert done.returncode == 0, done.stderr
-    reason = "degraded: egress allowlist is not enforced yet"
+    reason = "degraded: no container engine reachable"
     assert reason in done.stdout
     row = wait_until(lambda: (lambda r: r if r["checks_verdict"] == "1 check failed" else None)(
         fleet.runner_row("a")), what="a's next check-in to confirm")
     assert row["health"] == reason
-    assert [c["name"] for c in row["checks"] if not c["passed"]] == ["egress enforceable"]
+    assert [c["name"] for c in row["checks"] if not c["passed"]] == ["container engine"]
     api = fleet.api()
     ids = [api.open_flight({"command": ["echo", str(i)]})["id"] for i in range(4)]
     for flight_id in ids:
         shown = wait_until(lambda: _ended(api, flight_id), what="each flight to land")
         assert shown["stage"] == "landed" and shown["runner_name"] == "b"
     shown = fleet.gg("runner", "show", "a")
-    assert "✗ egress enforceable" in shown.stdout and "1 check failed" in shown.stdout
+    assert "✗ container engine" in shown.stdout and "1 check failed" in shown.stdout
     degraded = json.loads(fleet.gg("events", "--json", "--kind", "warn:runner:degraded").stdout)
-    assert len(degraded) == 1 and degraded[0]["body"]["missing"] == "egress allowlist is not enforced yet"
+    assert len(degraded) == 1 and degraded[0]["body"]["missing"] == "no container engine reachable"
     # A policy it can meet clears it at the next check-in, and it takes work again.
-    fleet.gg("runner", "policy", "a", "--egress", "all", check=True)
+    fleet.gg("runner", "policy", "a", "--isolation", "none", check=True)
     wait_until(lambda: fleet.runner_row("a")["health"] == "ok", what="a healthy again")
-    mine = api.open_flight({"command": ["echo", "mine"], "runner": "a"})
+    mine = api.open_flight({"command": ["/bin/echo", "mine"], "runner": "a"})
     assert wait_until(lambda: _ended(api, mine["id"]))["stage"] == "landed"
 
 

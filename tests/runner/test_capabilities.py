@@ -20,7 +20,7 @@ from gg.runner.flight_identity import Identity
 KEYS = {"bwrap", "bwrap_usable", "bwrap_error", "netns", "cgroup_version", "cgroup_controllers",
         "container_engine", "container_engine_error", "tools", "isolation_levels",
         "egress_controls", "confinement", "runs_as_root", "flight_cgroups", "flight_cgroups_error",
-        "flight_limits", "gvisor"}
+        "flight_limits", "gvisor", "egress_allowlist_error"}
 
 
 def _bin_dir(tmp_path: Path, **scripts: str) -> Path:
@@ -49,14 +49,17 @@ def test_probe_reports_every_key_with_its_type():
     assert set(report["flight_limits"].values()) <= {"v1", "v2"}
 
 
-def test_levels_follow_the_measurements_and_allowlist_is_never_offered():
+def test_levels_follow_the_measurements_and_allowlist_only_where_its_namespace_was_made():
     report = probe()
     assert report["isolation_levels"][0] == "none"
     dropped = report["confinement"]["capabilities"] == "dropped"
     assert ("sandbox" in report["isolation_levels"]) is (report["bwrap_usable"] and dropped)
     assert ("container" in report["isolation_levels"]) is bool(report["container_engine"])
     assert ("gvisor" in report["isolation_levels"]) is report["gvisor"]["usable"]
-    assert "allowlist" not in report["egress_controls"]
+    assert ("allowlist" in report["egress_controls"]) is (report["egress_allowlist_error"]
+                                                          is None)
+    if os.geteuid() != 0:
+        assert report["egress_allowlist_error"].endswith("root")
     assert ("none" in report["egress_controls"]) is (report["netns"]
                                                      or bool(report["container_engine"])
                                                      or report["gvisor"]["usable"])
@@ -79,7 +82,7 @@ def test_without_bwrap_on_path_there_is_no_sandbox_and_no_netns(tmp_path):
     assert report["netns"] is False
     assert report["bwrap_error"] == "bwrap is not installed"
     assert report["isolation_levels"] == ["none"]
-    assert report["egress_controls"] == ["all"]
+    assert report["egress_controls"] in (["all"], ["all", "allowlist"])  # nft: system dirs
     assert report["container_engine"] is None
     assert report["container_engine_error"] == "neither podman nor docker is installed"
     assert report["tools"] == ["python3"]

@@ -15,7 +15,9 @@ import subprocess
 import sys
 
 import pytest
+from egress_support import Hosts
 
+from gg.runner import egress
 from gg.runner.isolation import build
 
 from podman_support import busybox_image, engine_env
@@ -113,3 +115,39 @@ def test_a_frozen_runners_launcher_removes_its_flights_container_at_the_kill_dea
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as fh:
         return fh.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_container_under_an_egress_allowlist_reaches_only_the_listed_address_and_port(
+        image, tmp_path):
+    if egress.probe() is not None:
+        pytest.skip(f"egress allowlist needs {egress.probe()}")
+    hosts, links = Hosts(), egress.Links(tmp_path / "state")
+    tries = "".join(
+        f"/bin/busybox nc -w 5 {where} {port} </dev/null >/dev/null 2>&1 "
+        f"&& echo {name}:{port} reached || echo {name}:{port} refused; "
+        for name, where, port in (("A", "198.18.1.2", 8001), ("A", "198.18.1.2", 8002),
+                                  ("B", "198.18.2.2", 8001)))
+    try:
+        hosts.start()
+        network = links.open(["198.18.1.2:8001"])
+        launch = build(["/bin/sh", "-c", tries],
+                       policy={"isolation": "container", "egress": "allowlist",
+                               "allow": ["198.18.1.2:8001"]},
+                       workspace=flight_workspace(tmp_path / "workspace"),
+                       env={"PATH": "/bin"}, state_dir=tmp_path / "state",
+                       capabilities={"container_engine": "podman", "bwrap": None,
+                                     "bwrap_usable": False, "netns": False,
+                                     "egress_controls": ["all", "allowlist"]},
+                       image=image, container_name=f"gg-test-{secrets.token_hex(4)}",
+                       netns=network.path)
+        assert f"ns:{network.path}" in launch.argv
+        try:
+            done = run_launch(launch, capture_output=True, text=True, timeout=120)
+        finally:
+            launch.discard()
+        network.close()
+    finally:
+        hosts.stop()
+        egress.clear(tmp_path / "state")
+    assert done.stdout.split("\n")[:3] == ["A:8001 reached", "A:8002 refused",
+                                           "B:8001 refused"], done.stdout + done.stderr
