@@ -10,6 +10,7 @@ import json
 import os
 
 import httpx
+import pytest
 
 from support import new_key, wait_until
 
@@ -196,3 +197,33 @@ def test_a_link_out_of_gg_artifacts_is_refused_not_followed_and_the_flight_fails
         f"artifact leak is a symbolic link to {secret}, outside $GG_ARTIFACTS: links are never "
         "followed; nothing was uploaded"))
     assert api.request("GET", f"/v1/flights/{flight}/artifacts")["artifacts"] == []
+
+
+def test_a_sandboxed_flight_of_a_root_runner_writes_artifacts_and_reads_its_inputs(fleet,
+                                                                                 tmp_path):
+    from gg.runner.capabilities import probe
+
+    caps = probe()
+    if not (caps["bwrap_usable"] and caps["netns"]):
+        pytest.skip("bubblewrap cannot make a sandbox on this machine")
+    fleet.runner("r1")
+    fleet.wait_online("r1")
+    done = fleet.gg("runner", "policy", "r1", "--isolation", "sandbox", "--egress", "none")
+    assert done.returncode == 0, done.stderr
+    wait_until(lambda: fleet.runner_row("r1")["checks_verdict"] == "checks passed",
+               what="r1 to check in under its new policy")
+    api = fleet.api()
+    build = api.open_flight({"command": [
+        'mkdir -p "$GG_ARTIFACTS/out" && id -u > "$GG_ARTIFACTS/out/uid.txt"']})["id"]
+    check = fleet.gg("fly", "--after", build, "--with-artifacts", "--", "sh", "-c",
+                     f'cat "$GG_INPUTS/{build}/out/uid.txt" > "$GG_ARTIFACTS/seen.txt"')
+    assert check.returncode == 0, check.stderr
+    second = check.stdout.strip()
+    ended = wait_until(lambda: (lambda f: f if f["stage"] in ("landed", "failed", "cancelled")
+                                else None)(api.flight(second)), timeout=90, what="check to end")
+    assert ended["stage"] == "landed", (api.flight(build)["ended_reason"], ended["ended_reason"])
+    got = tmp_path / "seen.txt"
+    fleet.gg("artifact", "get", second, "seen.txt", "-o", str(got), check=True)
+    uid = got.read_text().strip()
+    assert uid.isdigit() and uid != "0"  # written by the flight's own identity, not root
+    assert api.flight(second)["artifacts"][0]["name"] == "seen.txt"
