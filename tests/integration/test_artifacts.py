@@ -12,6 +12,8 @@ import os
 import httpx
 import pytest
 
+from gg.client import Client
+
 from support import new_key, wait_until
 
 
@@ -227,3 +229,27 @@ def test_a_sandboxed_flight_of_a_root_runner_writes_artifacts_and_reads_its_inpu
     uid = got.read_text().strip()
     assert uid.isdigit() and uid != "0"  # written by the flight's own identity, not root
     assert api.flight(second)["artifacts"][0]["name"] == "seen.txt"
+
+
+def test_an_artifact_stored_through_one_replica_is_handed_on_and_read_through_another(
+        make_replicas, tmp_path):
+    replicas = make_replicas(2)
+    first, second = replicas.api(0), replicas.api(1)
+    data = BUILD[:100_000]
+    source = tmp_path / "app.bin"
+    source.write_bytes(data)
+    build = first.open_flight({"command": [f'cp {source} "$GG_ARTIFACTS/app.bin"'],
+                               "labels": {"role": "build"}})["id"]
+    check = second.open_flight({"command": [f'cmp "$GG_INPUTS/{build}/app.bin" {source}'],
+                                "labels": {"role": "test"}, "after": [build],
+                                "artifacts": {"inputs": True}})["id"]
+    replicas.runner("builder", first=0, only=True, labels="role=build")
+    replicas.runner("tester", first=1, only=True, labels="role=test")
+    ended = wait_until(lambda: (lambda f: f if f["stage"] in ("landed", "failed", "cancelled")
+                                else None)(second.flight(check)), timeout=90,
+                       what="the dependent to end")
+    assert ended["stage"] == "landed", (first.flight(build)["ended_reason"], ended["ended_reason"])
+    got = []
+    digest = Client(replicas.servers[1].url, replicas.owner_token()).download_artifact(
+        build, "app.bin", got.append)
+    assert b"".join(got) == data and digest == hashlib.sha256(data).hexdigest()
