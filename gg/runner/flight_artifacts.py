@@ -19,13 +19,12 @@ import hashlib
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Any, Iterator
 
 from gg.client import ApiError, ServerFault, Unreachable
 from gg.domain.artifacts import CHUNK, name_problem
 
-if TYPE_CHECKING:
-    from gg.runner.flight import FlightRun
+FlightRun = Any  # gg.runner.flight.FlightRun, which imports this module
 
 HOME = ".gg"  # inside the workspace
 ARTIFACTS = "artifacts"
