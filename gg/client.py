@@ -76,6 +76,7 @@ def _lazy(name: str) -> Any:
 if TYPE_CHECKING:
     from gg import keys
     from gg.api import approvals as ap
+    from gg.api import artifacts as ar
     from gg.api import consoles as co
     from gg.api import enrolment as e
     from gg.api import events as ev
@@ -111,6 +112,7 @@ else:
     sv = _lazy("gg.api.services")
     co = _lazy("gg.api.consoles")
     it = _lazy("gg.api.id_tokens")
+    ar = _lazy("gg.api.artifacts")
 
 _RETRY_STATUSES = (502, 503, 504)
 
@@ -446,6 +448,62 @@ class Client:
         return _one(it.IdTokenMinted, self.request(
             "POST", it.LEASE_ID_TOKEN.format(flight_id=_segment(flight_id)),
             json={"epoch": epoch, "audience": audience}, **kw))
+
+    # -- artifacts (docs/work-graphs.md) ---------------------------------------------------
+
+    def offer_artifacts(self, flight_id: str, epoch: int, artifacts: list[dict],
+                        **kw) -> ar.ArtifactsNeeded:
+        return _one(ar.ArtifactsNeeded, self.request(
+            "POST", ar.LEASE_ARTIFACTS.format(flight_id=_segment(flight_id)),
+            json={"epoch": epoch, "artifacts": artifacts}, idempotent=True, **kw))
+
+    def upload_artifact(self, flight_id: str, epoch: int, name: str, body, *, sha256: str,
+                        size: int) -> ar.ArtifactStored:
+        """``body`` (a file open for reading, at its start) sent a chunk at a time."""
+        path = ar.LEASE_ARTIFACT.replace("{name:path}", _path(name)).format(
+            flight_id=_segment(flight_id))
+        return _one(ar.ArtifactStored, self.streamed(
+            "PUT", path, params={"epoch": epoch, "sha256": sha256, "size": size},
+            body=(body, size)))
+
+    def artifacts(self, flight_id: str) -> ar.Artifacts:
+        return _one(ar.Artifacts, self.request(
+            "GET", ar.ARTIFACTS.format(flight_id=_segment(flight_id))))
+
+    def download_artifact(self, flight_id: str, name: str, sink: Callable[[bytes], Any]) -> str:
+        """Artifact ``name`` of a flight, handed to ``sink`` a chunk at a time; its SHA-256 as
+        the server stored it."""
+        path = ar.ARTIFACT.replace("{name:path}", _path(name)).format(
+            flight_id=_segment(flight_id))
+        return self.streamed("GET", path, sink=sink)
+
+    def download_input(self, flight_id: str, epoch: int, dependency_id: str, name: str,
+                       sink: Callable[[bytes], Any]) -> str:
+        path = ar.LEASE_INPUT.replace("{name:path}", _path(name)).format(
+            flight_id=_segment(flight_id), dependency_id=_segment(dependency_id))
+        return self.streamed("GET", path, params={"epoch": epoch}, sink=sink)
+
+    def streamed(self, method: str, path: str, *, params: dict | None = None,
+                 body: tuple[Any, int] | None = None,
+                 sink: Callable[[bytes], Any] | None = None) -> Any:
+        """One request whose body (a file and its length) or answer (to ``sink``) goes a
+        chunk at a time, never whole in memory; not retried (the caller may, from the
+        start). With ``sink``: the answer's ``x-gg-sha256``; else its JSON."""
+        headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
+        base = self.server
+        try:
+            answer = self._transport(base).stream(method, path, params=params, headers=headers,
+                                                  body=body, sink=sink)
+        except Exception as exc:
+            if not _unreachable(exc):
+                raise
+            self._failed(base)
+            raise Unreachable(f"cannot reach the control plane at {base} "
+                              f"({getattr(exc, 'kind', type(exc).__name__)})", where=base) from None
+        self._answered(base)
+        if answer.status_code >= 400:
+            raise _error(answer)
+        return answer.digest if sink is not None else answer.json()
 
     def rotate_signing_key(self) -> it.SigningKeyRotated:
         return _one(it.SigningKeyRotated, self.request("POST", it.SIGNING_KEY_ROTATE))
@@ -873,6 +931,7 @@ def _maybe(model: type[M], value: Any) -> M | None:
     return None if value is None else model.model_validate(value)
 
 
+STREAM_CHUNK = 1024 ** 2  # an artifact's bytes sent or read at a time
 IDLE_KEPT = 8  # idle keep-alive connections a transport keeps for the next requests
 
 
@@ -957,6 +1016,40 @@ class PlainHttp:
                 self._give_back(conn, kept)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def stream(self, method: str, path: str, *, params: dict | None, headers: dict,
+               body: tuple[Any, int] | None, sink: Callable[[bytes], Any] | None) -> "PlainAnswer":
+        """:meth:`request` with a file's body sent, or a 2xx answer's body handed to
+        ``sink``, STREAM_CHUNK bytes at a time (an artifact: never whole in memory)."""
+        target = self._prefix + path
+        if params:
+            target += "?" + urllib.parse.urlencode({k: _query_value(v) for k, v in params.items()})
+        sent = {**self._headers, **headers}
+        if self._proxy is not None and not self._tls:
+            sent.update(self._proxy[2])
+        if body is not None:
+            sent.update({"content-type": "application/octet-stream",
+                         "content-length": str(body[1])})
+        conn, _ = self._connection(True)
+        conn.timeout = max(self._timeout, 60.0)
+        conn.blocksize = STREAM_CHUNK
+        try:
+            conn.connect()
+            conn.request(method, target, body=body[0] if body is not None else None,
+                         headers=sent)
+            response = conn.getresponse()
+            if sink is None or response.status >= 300:
+                return PlainAnswer(response.status, response.read())
+            while block := response.read(STREAM_CHUNK):
+                sink(block)
+            answer = PlainAnswer(response.status, b"")
+            answer.digest = response.getheader("x-gg-sha256") or ""
+            return answer
+        except self.errors as exc:
+            raise TransportFailed("ReadTimeout" if isinstance(exc, TimeoutError)
+                                  else "ReadError") from exc
+        finally:
+            conn.close()
+
     def _connection(self, fresh: bool) -> "tuple[http.client.HTTPConnection, bool]":
         """An idle connection (True: it was used before) or, when there is none or
         ``fresh`` is asked, a new one (False)."""
@@ -1028,11 +1121,12 @@ class TransportFailed(Exception):
 
 
 class PlainAnswer:
-    __slots__ = ("status_code", "content")
+    __slots__ = ("status_code", "content", "digest")
 
     def __init__(self, status_code: int, content: bytes):
         self.status_code = status_code
         self.content = content
+        self.digest = ""  # a streamed artifact's x-gg-sha256
 
     def json(self) -> Any:
         return _json.loads(self.content)
@@ -1078,6 +1172,11 @@ def _query_value(value: Any) -> str:
     if value is False:
         return "false"
     return "" if value is None else str(value)
+
+
+def _path(name: str) -> str:
+    """An artifact's name (a relative path) in a URL: each part quoted, the slashes kept."""
+    return "/".join(urllib.parse.quote(part, safe="") for part in name.split("/"))
 
 
 def _segment(ref: str) -> str:

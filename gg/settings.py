@@ -132,6 +132,9 @@ class Settings:
     output_limit_default: int = 10 * 1024 ** 2
     output_limit_max: int = 1024 ** 3
     output_tail: int = 64 * 1024
+    # Artifacts (docs/work-graphs.md): the bytes every flight's artifacts take together on this
+    # server, each content stored once (gg server --artifact-quota); 0: no quota.
+    artifact_quota: int = 0
     # Retention (docs/operations.md): ended flights and events older than these are pruned in
     # batches of RETENTION_BATCH rows per table, one short transaction each, looked for every
     # RETENTION_PERIOD. A window of 0 keeps everything.
@@ -240,7 +243,8 @@ class Settings:
 
 _TEXTS = ("database_url", "issuer", "secrets_key_file")  # taken as written
 # in bytes, or 512k, 10MB
-_SIZES = ("output_limit_default", "output_limit_max", "output_tail", "hook_answer_limit")
+_SIZES = ("output_limit_default", "output_limit_max", "output_tail", "hook_answer_limit",
+          "artifact_quota")
 
 # The defaults themselves: what a runner uses until its first check-in tells it the server's.
 DEFAULTS = Settings()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gg.api.artifacts import Artifact
 from gg.api.schemas import Answer
 from gg.domain.flights import Priority, Stage
 
@@ -176,6 +177,7 @@ class FlightDetail(FlightRow):
     retried: int = 0  # retries used so far
     rerun_of: str | None = None  # gg rerun: the flight this one reran
     reruns: list[str] = []  # the flights rerun from this one, oldest first
+    artifacts: list[Artifact] = []  # the files it left under $GG_ARTIFACTS, by name
     stopping: str | None = None  # a retired runner is stopping it
     time_left: float | None = None  # flying with a limit: seconds it may still run
     time_left_sentence: str | None = None  # e.g. "may run 1m 20s more"

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from gg.api.artifacts import FlightInput
 from gg.api.consoles import ConsoleCall
 from gg.api.schemas import Answer, Protocol
 
@@ -152,6 +153,9 @@ class FlightForRunner(Answer):
     # only; or why they could not be (the runner fails the flight without starting it)
     secrets: list[FlightSecret] = []
     secrets_refused: str | None = None
+    # gg fly --with-artifacts (docs/work-graphs.md): its dependencies' artifacts, put under
+    # $GG_INPUTS/<dir>/ before the command starts, checked against their digests
+    inputs: list[FlightInput] = []
 
 
 class LeaseGrant(Answer):

@@ -251,6 +251,12 @@ class SecretUse(Request):
     envvar: Annotated[str | None, StringConstraints(max_length=200)] = None
 
 
+class ArtifactsOpen(Request):
+    """``gg fly --artifact-limit SIZE --with-artifacts`` (docs/work-graphs.md)."""
+    limit: Annotated[int | None, Field(ge=0, le=2 ** 53)] = None
+    inputs: bool = False
+
+
 class FlightOpen(Request):
     command: Annotated[list[Arg], Field(min_length=1, max_length=4096)]
     title: ShortText = ""
@@ -279,6 +285,7 @@ class FlightOpen(Request):
     note: Annotated[str | None, StringConstraints(max_length=100_000)] = None
     secrets: Annotated[list[SecretUse], Field(max_length=100)] = []  # gg fly --secret
     retry: RetryOpen | None = None  # gg fly --retries ... (gg.domain.retries)
+    artifacts: ArtifactsOpen | None = None  # gg fly --artifact-limit --with-artifacts
 
 
 class RerunOpen(Request):

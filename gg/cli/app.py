@@ -43,6 +43,9 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
                              "renewal."),
     "rerun": (("flights",), "Open a new flight from FLIGHT's spec (with changes), linked to it "
                             "both ways."),
+    "artifacts": (("artifacts",), "The files FLIGHT left under $GG_ARTIFACTS: name, size, "
+                                  "SHA-256."),
+    "artifact": (("artifacts",), "One artifact of a flight: gg artifact get F NAME."),
     "gates": (("gates",), "Open gates: what each guards, why, and who may clear it."),
     "environments": (("environments",), "Every environment: meaning, gate, and the runners that "
                                         "advertise it."),

@@ -112,6 +112,12 @@ def fly(
                                               help="Offer each retry only after DUR."),
     retry_elsewhere: bool = typer.Option(False, "--retry-elsewhere",
                                          help="Retry on another runner while one could take it."),
+    with_artifacts: bool = typer.Option(
+        False, "--with-artifacts",
+        help="With --after: their artifacts under $GG_INPUTS/<name or id>/ before it starts."),
+    artifact_limit: Optional[str] = typer.Option(
+        None, "--artifact-limit", metavar="SIZE",
+        help="Its artifacts ($GG_ARTIFACTS) may take this much (default 1G)."),
 ) -> None:
     """Open a flight."""
     if file is not None or not command:  # gg fly --file: docs/work-graphs.md
@@ -162,6 +168,9 @@ def fly(
         if problem := note_problem(note):
             raise CliError(problem, Exit.USAGE)
         body["note"] = note
+    if with_artifacts or artifact_limit is not None:  # docs/work-graphs.md, "Artifacts"
+        body["artifacts"] = {"inputs": with_artifacts, "limit": (
+            _size("--artifact-limit", artifact_limit) if artifact_limit is not None else None)}
     if (bodies := _FILE_BODIES.get()) is not None:  # a flight of gg fly --file, parsed
         bodies.append(body)
         return None

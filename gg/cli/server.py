@@ -58,6 +58,10 @@ def server(
     retain_events: Optional[str] = typer.Option(
         None, "--retain-events", metavar="DUR",
         help="Prune events this much older (default 90d, env GG_RETAIN_EVENTS; 0: for ever)."),
+    artifact_quota: Optional[str] = typer.Option(
+        None, "--artifact-quota", metavar="SIZE",
+        help="Bytes all flights' artifacts may take on this server, each content once (50G; "
+             "env GG_ARTIFACT_QUOTA; default 0: no quota)."),
     tls_cert: Optional[Path] = typer.Option(None, "--tls-cert", metavar="FILE",
                                             help="Serve HTTPS with this certificate chain (PEM)."),
     tls_key: Optional[Path] = typer.Option(None, "--tls-key", metavar="FILE",
@@ -84,6 +88,13 @@ def server(
         ("retain_events", _window("--retain-events", retain_events))) if value is not None}
     if database is not None:
         windows["database_url"] = database
+    if artifact_quota is not None:  # docs/work-graphs.md
+        from gg.settings import parse_size
+
+        try:
+            windows["artifact_quota"] = parse_size(artifact_quota)
+        except ValueError as exc:
+            raise CliError(f"--artifact-quota: {exc}", Exit.USAGE) from None
     try:
         settings = Settings.from_env(dev=dev, **windows)
     except ValueError as exc:

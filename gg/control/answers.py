@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable
 from gg.control import (
     admin,
     approvals,
+    artifacts,
     credentials,
     enrolment,
     environments,
@@ -151,6 +152,9 @@ def claimed(core: Core, runner: RunnerIdentity, got: tuple[Flight, Grant] | None
     delivered, refused = secrets.for_grant(core, flight)  # gg fly --secret: opened now
     if delivered or refused:
         sent["secrets"], sent["secrets_refused"] = delivered, refused
+    inputs = artifacts.for_grant(core, flight.id)  # gg fly --with-artifacts
+    if inputs:
+        sent["inputs"] = inputs
     return {"flight": sent,
             "policy": policy,
             "lease": {"epoch": grant.epoch, "expires_at": grant.expires_at,

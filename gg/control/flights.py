@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 
 from gg.control import approvals as approval_ops
+from gg.control import artifacts as artifact_ops
 from gg.control import attended as attended_ops
 from gg.control import concurrency as concurrency_ops
 from gg.control import dependencies as dependency_ops
@@ -65,6 +66,7 @@ def open_flight(core: Core, person: Person, spec: FlightSpec, *,
         if spec.after_any and not spec.after:  # --after: docs/work-graphs.md
             raise BadRequest("--after-any needs --after F1,F2: the flights to run after")
         after, held = dependency_ops.check_open(core, list(spec.after), spec.after_any)
+        artifact_ops.check_open(spec.artifacts, after)  # --with-artifacts, --artifact-limit
         limit_ops.check_open(core, spec, target)  # gg fly --cpus --memory --pids
         secret_ops.check_open(core, environment, list(spec.secrets))  # gg fly --secret
         limit = None if service is not None else timeouts.limit_for(
@@ -90,6 +92,7 @@ def open_flight(core: Core, person: Person, spec: FlightSpec, *,
             core.store.set_flight_note(flight.id, spec.note)
         secret_ops.keep(core, flight.id, list(spec.secrets))  # names only
         retry_ops.keep(core, flight.id, settled.retry)  # gg fly --retries
+        artifact_ops.keep(core, flight.id, spec.artifacts, after)  # --with-artifacts
         core.event(EventKind.FLIGHT_OPENED, actor=person.name, flight_id=flight.id, at=now,
                    title=flight.title)
         if rerun_of is not None:  # gg rerun: linked both ways
@@ -333,6 +336,7 @@ def show_flight(core: Core, flight_id: str, *, estimate: bool = True) -> dict:
     out.update(dependency_ops.view(core, flight_id))  # --after: both ways
     out["secrets"] = secret_ops.names_of(core, flight_id)  # --secret: names, never values
     out.update(retry_ops.view(core, flight_id))  # --retries, and gg rerun both ways
+    out.update(artifact_ops.view(core, flight_id))  # the files it left (docs/work-graphs.md)
     out["id_tokens"] = [  # gg id-token inside it: what was minted, never the token
         {"audience": e["body"].get("audience"), "epoch": e["body"].get("epoch"),
          "jti": e["body"].get("jti"), "at": e["at"], "expires_at": e["body"].get("expires_at")}

@@ -37,6 +37,9 @@ def open_graph(core: Core, person: Person, flights: list[GraphFlight]) -> list[t
             asked = by_name[name]
             after = distinct([opened[n].id for n in asked.needs] + list(asked.spec.after))
             spec = replace(asked.spec, title=asked.spec.title or name, after=tuple(after))
+            if spec.artifacts is not None and spec.artifacts.inputs:  # $GG_INPUTS/<need>/
+                spec = replace(spec, artifacts=replace(spec.artifacts, names=tuple(
+                    (opened[n].id, n) for n in asked.needs)))
             try:
                 opened[name] = flight_ops.open_flight(core, person, spec)
             except GGError as exc:  # the whole graph is refused: say which flight and why

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gg.control import artifacts as artifact_ops
 from gg.control.core import Core
 
 
@@ -40,12 +41,14 @@ def prune_batch(core: Core) -> Pruned:
             cutoff = now - settings.retain_flights
             ids = core.store.prunable_flights(cutoff, limit)
             if ids:
+                digests = artifact_ops.named_by(core, ids)  # their blobs, once unnamed
                 for table in core.store.flight_children:
                     rows += core.store.delete_flight_children(table, ids, limit - rows)
                     if rows >= limit:
                         break
                 else:
                     flights = core.store.delete_ended_flights(ids, cutoff)
+                rows += artifact_ops.sweep(core, digests)
         if settings.retain_events > 0:
             cutoff = now - settings.retain_events
             events = core.store.prune_events(cutoff, limit)

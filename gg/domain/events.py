@@ -56,6 +56,7 @@ class EventKind(StrEnum):
     FLIGHT_REJECTED = "info:flight:rejected"  # its approval refused: it ends cancelled
     FLIGHT_FORCED = "info:flight:forced"  # an admin cleared every gate a person may clear on it
     FLIGHT_ID_TOKEN = "info:flight:id_token"  # an identity token minted for it (docs/jobs.md)
+    FLIGHT_ARTIFACT = "info:flight:artifact"  # a file it left stored (docs/work-graphs.md)
     SIGNING_KEY_ROTATED = "info:signing_key:rotated"  # identity tokens' signing key
     # secrets (docs/jobs.md): names, never a value
     SECRET_SET = "info:secret:set"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
+from gg.domain.artifacts import ArtifactTerms
 from gg.domain.concurrency import Concurrency, grace_problem
 from gg.domain.retries import Retry
 from gg.domain.secrets import Use, name_problem, uses_problem
@@ -75,6 +76,7 @@ _NOT_STORED += ("limits",)  # table flight_limits
 _NOT_STORED += ("note",)  # table flight_notes
 _NOT_STORED += ("secrets",)  # table flight_secrets (names only; docs/jobs.md)
 _NOT_STORED += ("retry",)  # table flight_retries (gg.store.retries)
+_NOT_STORED += ("artifacts",)  # tables flight_artifact_terms, flight_inputs
 # What only names, orders or books a flight: changing it runs nothing new, so it is left out
 # of the digest an approval is given for (gg.domain.specs). Every other field is in it.
 RUNS_NOTHING_NEW: tuple[str, ...] = ("title", "output_limit", "priority", "approval",
@@ -85,6 +87,7 @@ RUNS_NOTHING_NEW += ("limits",)  # what it may use, not what it runs
 RUNS_NOTHING_NEW += ("note",)  # words for people
 RUNS_NOTHING_NEW += ("secrets",)  # what it may use; read back from its own table
 RUNS_NOTHING_NEW += ("retry",)  # how often the same thing runs again, not what runs
+RUNS_NOTHING_NEW += ("artifacts",)  # what it keeps and is handed, as --after
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,6 +142,8 @@ class FlightSpec:
     # --retries N --retry-on --retry-delay --retry-elsewhere (gg.domain.retries): as asked,
     # or settled with the environment's defaults; kept in table flight_retries
     retry: Retry | None = None
+    # --artifact-limit SIZE --with-artifacts (gg.domain.artifacts): tables of their own
+    artifacts: ArtifactTerms | None = None
 
     def __post_init__(self) -> None:
         if type(self.command) is not tuple:
@@ -153,6 +158,8 @@ class FlightSpec:
             object.__setattr__(self, "secrets", tuple(Use.of(u) for u in self.secrets))
         if self.retry is not None and type(self.retry) is not Retry:
             object.__setattr__(self, "retry", Retry.of(self.retry))
+        if isinstance(self.artifacts, dict):
+            object.__setattr__(self, "artifacts", ArtifactTerms(**self.artifacts))
 
     def problem(self) -> str | None:
         """Why no flight can have this spec, in one sentence (None: it can); what depends
@@ -205,6 +212,8 @@ class FlightSpec:
         out["secrets"] = [u.to_wire() for u in self.secrets]
         if self.retry is not None:
             out["retry"] = self.retry.to_wire()
+        if self.artifacts is not None:
+            out["artifacts"] = self.artifacts.to_wire()
         if self.service is not None:
             out["service"] = {"port": self.service.get("port"),
                               "ready_cmd": self.service.get("ready_cmd")}

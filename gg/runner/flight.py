@@ -66,7 +66,15 @@ from gg.domain.output import TRUNCATED
 from gg.domain.secrets import Masker
 from gg.domain.timeouts import timed_out_reason
 from gg.refusals import FlightEnded, OutputCapped, RunnerRetired
-from gg.runner import containers, egress, flight_identity, id_tokens, isolation, repository
+from gg.runner import (
+    containers,
+    egress,
+    flight_artifacts,
+    flight_identity,
+    id_tokens,
+    isolation,
+    repository,
+)
 from gg.runner.alarm import ALARM
 from gg.runner.flight_identity import FlightIdentities, Identity, IdentityRangeError, runs_as_root
 from gg.runner.launching import (
@@ -206,6 +214,8 @@ class FlightRun:
             if self.returning.is_set():  # refused (retired) or stopping before it started
                 return self._hand_back()
             self._open_desk(workspace)  # before the hand-over: the socket goes with it
+            if refusal := flight_artifacts.prepare(self, workspace):  # $GG_INPUTS fetched
+                return self._hand_back(Outcome.FAILED.value, refusal)
             self._hand_over(workspace)
             if self.flight.kind == "service" and self.flight.service:
                 from gg.runner import service  # kept running until cancelled or lost
@@ -239,9 +249,13 @@ class FlightRun:
                 reader.join(timeout=10)
             self._flush(final=True)
             self.exit_code = self.proc.returncode
+            refused = None
+            if not (self.lost.is_set() or self.returning.is_set()):  # landed or failed
+                refused = flight_artifacts.upload(self, workspace)  # $GG_ARTIFACTS
             if not (self.lost.is_set() or self.returning.is_set() or self.timed_out.is_set()):
                 repository.finish(self, workspace)  # enrolment: commits, push
-            outcome = self._hand_back()
+            outcome = (self._hand_back(Outcome.FAILED.value, refused) if refused
+                       else self._hand_back())
         except repository.CannotFly as refusal:  # enrolment: not on this machine, or not at all
             outcome = self._hand_back(refusal.outcome, refusal.reason)
         except _Lost:
@@ -396,8 +410,10 @@ class FlightRun:
         env.update({"GG_FLIGHT": self.id, "GG_ATTEMPT": str(self.flight.attempt),
                     "GG_WORKSPACE": str(workspace), "HOME": str(workspace)})
         self.desk = self.desk or id_tokens.desk_for(self)
-        env.update(self.desk.environment(workspace, Path(isolation.CONTAINER_WORKSPACE) if (
-            self.policy or {}).get("isolation") == "container" else None))
+        inside = Path(isolation.CONTAINER_WORKSPACE) if (
+            self.policy or {}).get("isolation") == "container" else None
+        env.update(self.desk.environment(workspace, inside))
+        env.update(flight_artifacts.environment(inside or workspace))  # docs/work-graphs.md
         env.update(extra_env or {})
         if not terminal:  # gg fly --secret: the flight's own processes, never a console's
             env.update({s.envvar: s.value for s in self.flight.secrets})

@@ -30,6 +30,7 @@ from gg.server.replicas import Replicas
 from gg.server.routes import (
     admin,
     approvals,
+    artifacts,
     consoles,
     fleet,
     flights,
@@ -74,6 +75,8 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     app.router.route_class = JsonRoute  # any route added on the app reads bodies strictly too
     app.state.core = core
     app.state.owner_token_path = owner_token_path  # where bootstrap wrote the owner's token
+    # uploads spooled on this replica's own disk (docs/work-graphs.md, "Artifacts")
+    app.state.artifact_spool = Path(data_dir) / "spool" if data_dir is not None else None
     # stored secrets this replica's key file does not open: said once at start (gg server)
     app.state.secrets_unopened = (secret_ops.unopened(store, Path(settings.secrets_key_file))
                                   if settings.secrets_key_file else None)
@@ -95,7 +98,8 @@ def create_app(settings: Settings, store: Store, *, clock: Callable[[], float] =
     calls = (claims.CLAIM, *lease_calls.CALLS, open_call.OPEN)
     ahead.document(app.router, calls, responses=errors.REFUSALS)
     for module in (people, runners, flights, gates, fleet, admin, placement, pools, hooks,
-                   approvals, services, groups, pull, consoles, id_tokens, graphs, secrets):
+                   approvals, services, groups, pull, consoles, id_tokens, graphs, secrets,
+                   artifacts):
         app.include_router(module.router, responses=errors.REFUSALS)
     placement.install(app)
     web.install(app)  # the console's pages at / and /ui/ (docs/web-console.md)

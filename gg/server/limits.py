@@ -22,7 +22,7 @@ class BodyLimit:
         self.max_bytes = max_bytes
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
+        if scope["type"] != "http" or _streamed(scope):
             return await self.app(scope, receive, send)
         for name, value in scope.get("headers", []):
             if name == b"content-length":
@@ -48,6 +48,14 @@ class BodyLimit:
 
     def _message(self) -> str:
         return f"the request body is larger than {self.max_bytes} bytes"
+
+
+def _streamed(scope) -> bool:
+    """An artifact's upload: spooled to disk as it arrives and capped by the flight's own
+    artifact limit (gg.server.routes.artifacts), never held in memory."""
+    return (scope.get("method") == "PUT"
+            and scope.get("path", "").startswith("/v1/runner/flights/")
+            and "/artifacts/" in scope.get("path", ""))
 
 
 async def _refuse(send, status: int, code: str, message: str) -> None:

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from gg.store.approvals import ApprovalRows
+from gg.store.artifacts import ArtifactRows
 from gg.store.concurrency import ConcurrencyRows
 from gg.store.consoles import ConsoleRows
 from gg.store.db import Database
@@ -48,7 +49,8 @@ def is_url(target: object) -> bool:
 class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows,
             EstimateRows, ApprovalRows, GroupRows, PullRows, ConsoleRows, DutyRows,
-            ConcurrencyRows, DependencyRows, SigningKeyRows, SecretRows, RetryRows):
+            ConcurrencyRows, DependencyRows, SigningKeyRows, SecretRows, RetryRows,
+            ArtifactRows):
     """The store: SQLite at a path (the embedded default), PostgreSQL at a postgresql:// URL."""
 
     db: Database

@@ -23,7 +23,7 @@ from typing import Callable
 
 import sqlite_utils
 
-from gg.store import approvals, groups, id_tokens, placement, pull, secrets
+from gg.store import approvals, artifacts, groups, id_tokens, placement, pull, secrets
 
 Step = Callable[[sqlite_utils.Database], None]
 
@@ -817,4 +817,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(960, "identity tokens: signing keys", id_tokens.migrate_signing_keys),
     Migration(970, "retries and reruns", _retries_and_reruns),
     Migration(990, "flight notes", _flight_notes),
+    Migration(1000, "artifacts, inputs and their blobs", artifacts.migrate_artifacts),
 )

@@ -22,7 +22,10 @@ _CHILDREN = {"facts": "seq", "grants": "rowid", "events": "seq",
              "flight_after": "flight_id", "flight_dependencies": "flight_id",
              "flight_limits": "flight_id", "flight_notes": "flight_id",
              "flight_secrets": "flight_id", "flight_retries": "flight_id",
-             "flight_attempts": "rowid", "flight_reruns": "flight_id"}
+             "flight_attempts": "rowid", "flight_reruns": "flight_id",
+             # artifacts (docs/work-graphs.md): their blobs go once no flight names them
+             "flight_artifacts": "flight_id", "flight_artifact_terms": "flight_id",
+             "flight_inputs": "flight_id"}
 
 
 class RetentionRows:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Annotated, Awaitable, Callable
 
 from fastapi import APIRouter, FastAPI, Query, Request
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
-from gg.control import answers, console, flights, gates, graphs, pools
+from gg.control import answers, artifacts, console, flights, gates, graphs, pools
 from gg.domain import console as rules
 from gg.domain.events import SEQ_MAX
 from gg.domain.flight_spec import FlightSpec
@@ -151,6 +151,20 @@ async def flight_page(flight_id: str, request: Request) -> Response:
                       lambda p: {"flight": flight, "output": output, "facts": others,
                                  "graph": graph},
                       flight=flight_id, facts_seen=facts[-1]["seq"] if facts else 0)
+    return await _answer(request, make)
+
+
+@router.get("/ui/flights/{flight_id}/artifacts/{name:path}")
+async def artifact_download(flight_id: str, name: str, request: Request) -> Response:
+    """An artifact's download link on a flight's page (docs/work-graphs.md), for whoever is
+    signed in, sent a chunk at a time."""
+    async def make():
+        guard.person(request)
+        row, chunks = artifacts.opened(request.app.state.core, flight_id, name)
+        base = name.rsplit("/", 1)[-1].replace('"', "")
+        return StreamingResponse(chunks, media_type="application/octet-stream", headers={
+            "content-length": str(row["size"]), "x-gg-sha256": row["sha256"],
+            "content-disposition": f'attachment; filename="{base}"'})
     return await _answer(request, make)
 
 
