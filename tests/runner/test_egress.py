@@ -63,6 +63,32 @@ def _ours(state_dir: Path) -> list[str]:
 
 
 @needs_allowlist
+@pytest.mark.skipif(os.geteuid() != 0 or not CAPS["gvisor"]["usable"],
+                    reason=f"gVisor runs no flight here ({CAPS['gvisor']['error'] or 'not root'})")
+def test_a_gvisor_flight_reaches_only_the_allowlisted_address_and_port(tmp_path):
+    """runsc is started inside the flight's namespace (nsenter), its --network=host is then
+    that namespace's network: the same rules hold for the sentry's own sockets."""
+    hosts = Hosts()
+    links = egress.Links(tmp_path / "state")
+    try:
+        hosts.start()
+        network = links.open(["198.18.1.2:8001"])
+        policy = Policy("gvisor", "allowlist", allow=("198.18.1.2:8001",))
+        launch = build([sys.executable, "-I", "-c", PROBE], policy=policy,
+                       workspace=flight_workspace(tmp_path / "ws"), env={},
+                       state_dir=tmp_path / "state", capabilities=CAPS, netns=network.path)
+        try:
+            done = run_launch(launch, capture_output=True, text=True, timeout=120)
+        finally:
+            launch.discard()
+        network.close()
+    finally:
+        hosts.stop()
+        egress.clear(tmp_path / "state")
+    assert _results(done.stdout) == REACHED_ONLY_A_8001, done.stdout + done.stderr
+
+
+@needs_allowlist
 def test_a_sandboxed_flight_reaches_only_the_allowlisted_address_and_port(tmp_path):
     hosts = Hosts()
     links = egress.Links(tmp_path / "state")
