@@ -197,7 +197,21 @@ def strategy_changes(old: Strategy | None, new: Strategy) -> list[Change]:
     other("driver", old.driver, new.driver)
     other("build context", old.build.context if old.build else None,
           new.build.context if new.build else None, gated=False)
+    if (old.scale is None) != (new.scale is None):  # another way of growing: reviewed
+        other("scale", _scale(old), _scale(new))
+    elif old.scale is not None and new.scale is not None:
+        number("scale min", old.scale.min, new.scale.min)
+        number("scale max", old.scale.max, new.scale.max)
+        for label, was, now in (("idle-after", old.scale.idle_after, new.scale.idle_after),
+                                ("step", old.scale.step, new.scale.step),
+                                ("cool-down", old.scale.cool_down, new.scale.cool_down)):
+            other(f"scale {label}", was, now, gated=False)
     return out
+
+
+def _scale(strategy: Strategy) -> str | None:
+    scale = strategy.scale
+    return None if scale is None else f"min {scale.min} max {scale.max}"
 
 
 def _hours(strategy: Strategy) -> str:

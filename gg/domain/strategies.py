@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gg.domain.pool_planner import ActiveHours, PoolSpec, parse_active_hours
+from gg.domain.pool_scaling import Scale
 
 __all__ = [
     "DRIVERS",
@@ -106,13 +107,14 @@ class Strategy:
     build: Build | None = None
     driver: str = "process"
     group: str = "default"  # the runner group its members join (gg.domain.groups)
+    scale: Scale | None = None  # grow and shrink from demand (gg.domain.pool_scaling)
 
     def pool_spec(self) -> PoolSpec:
         """The numbers the pool planner needs, named as it names them."""
         return PoolSpec(name=self.inventory.name, environment=self.environment,
                         size=self.inventory.size, warm=self.inventory.warm,
                         pool_max=self.bounds.pool_max, active_hours=self.bounds.active_hours,
-                        digest=self.image.digest)
+                        digest=self.image.digest, scale=self.scale)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able, with the YAML keys' ``-`` turned into ``_``."""
@@ -125,6 +127,7 @@ class Strategy:
             "build": self.build.to_dict() if self.build else None,
             "driver": self.driver,
             "group": self.group,
+            "scale": self.scale.to_dict() if self.scale else None,
         }
 
     @classmethod
@@ -146,6 +149,7 @@ class Strategy:
             build=Build(context=str(build["context"])) if build else None,
             driver=str(data.get("driver", "process")),
             group=str(data.get("group", "default")),
+            scale=Scale.from_dict(data["scale"]) if data.get("scale") else None,
         )
 
 

@@ -221,3 +221,53 @@ def test_a_restarted_maintainer_adopts_its_members_and_a_new_digest_rolls_them(p
     flight = api.open_flight({"environment": "ui", "command": ['cat "$GG_IMAGE_ROOT/second.txt"']})
     shown = wait_until(lambda: landed(api, flight["id"]), timeout=30, what="a flight after")
     assert output_of(shown) == "a new layer\n"
+
+
+SCALED = """\
+environment: ui
+inventory: {{name: ui-pool, size: {max}}}
+image: {{ref: ui-image}}
+bounds: {{pool-max: {max}}}
+build: {{context: {context}}}
+scale: {{min: 0, max: {max}, idle-after: {idle_after}}}
+"""
+
+
+def test_a_scaled_pool_grows_from_a_burst_drains_it_and_shrinks_to_zero_when_idle(pool):
+    pool.context.mkdir(exist_ok=True)
+    (pool.context / "hello.txt").write_text("hello from the image\n")
+    path = pool.root / "ui.yaml"
+    path.write_text(SCALED.format(max=3, idle_after="2s", context=pool.context))
+    pool.fleet.chart("ui")
+    applied = pool.gg("strategy", "apply", "ui", str(path), "--json")
+    api = pool.fleet.api()
+    api.clear_gate(applied["gate"]["id"])
+    pool.build()
+    allowed_maintainer(pool)
+    wait_until(lambda: pool.row()["last_attested_at"], timeout=30, what="a first attestation")
+    assert pool.members() == [] and pool.row()["counts"]["desired"] == 0  # min 0: nothing idles
+
+    ids = [api.open_flight({"environment": "ui", "command": ["sleep 1"]})["id"]
+           for _ in range(6)]
+    most = 0
+
+    def all_landed():
+        nonlocal most
+        most = max(most, sum(1 for m in pool.members() if m["state"] != "stopped"))
+        return all(landed(api, i) for i in ids)
+
+    wait_until(all_landed, timeout=120, interval=0.2, what="six flights to land on the pool")
+    assert most == 3
+    scaled = [e["body"] for e in api.events(kind="info:pool:scaled", limit=1000)]
+    assert any(e["reason"].startswith("scaled ui-pool from 0 to ")
+               and "flights waiting" in e["reason"] for e in scaled)
+    assert max(e["desired"] for e in scaled) == 3
+
+    wait_until(lambda: pool.members() == [], timeout=60, interval=0.2,
+               what="the pool to shrink to nothing once idle")
+    shrunk = [e["body"]["reason"] for e in api.events(kind="info:pool:scaled", limit=1000)]
+    assert any("idle for 2 s or more, no flight waiting" in r for r in shrunk)
+    assert pool.row()["counts"] == {"desired": 0, "starting": 0, "warm": 0, "busy": 0}
+    # Nothing was taken from a flight: every flight flew once, on its first lease.
+    assert api.events(kind="info:flight:expired", limit=100) == []
+    assert all(api.flight(i)["outcome"] == "landed" for i in ids)
