@@ -271,3 +271,36 @@ def test_a_scaled_pool_grows_from_a_burst_drains_it_and_shrinks_to_zero_when_idl
     # Nothing was taken from a flight: every flight flew once, on its first lease.
     assert api.events(kind="info:flight:expired", limit=100) == []
     assert all(api.flight(i)["outcome"] == "landed" for i in ids)
+
+
+def test_a_scaled_pool_member_killed_mid_flight_is_replaced_and_its_flight_flies_again(pool):
+    pool.context.mkdir(exist_ok=True)
+    (pool.context / "hello.txt").write_text("hello from the image\n")
+    path = pool.root / "ui.yaml"
+    path.write_text(SCALED.format(max=1, idle_after="60s", context=pool.context))
+    pool.fleet.chart("ui")
+    applied = pool.gg("strategy", "apply", "ui", str(path), "--json")
+    api = pool.fleet.api()
+    api.clear_gate(applied["gate"]["id"])
+    pool.build()
+    allowed_maintainer(pool)
+    marker = pool.root / "attempts"
+    flight = api.open_flight({"environment": "ui", "command": [
+        f'echo x >> {marker}; if [ "$(wc -l < {marker})" -lt 2 ]; then sleep 60; fi']})
+
+    def flying_member():
+        busy = pool.members("busy")
+        return busy[0] if busy and marker.exists() else None
+
+    first = wait_until(flying_member, timeout=60, what="the flight to fly on a member")
+    os.killpg(pool.member_pids()[first["id"]], signal.SIGKILL)
+    shown = wait_until(lambda: landed(api, flight["id"]), timeout=90, interval=0.2,
+                       what="the flight to land on the replacement")
+    assert shown["attempt"] == 2
+    assert len(api.events(kind="info:flight:expired", limit=100)) == 1  # offered again once
+    assert marker.read_text() == "x\nx\n"
+    # The killed member was brought up afresh (reset: a new process, key and image) or
+    # replaced by a new one; the pool never grew beyond max 1 to do it.
+    members = pool.members()
+    assert len(members) <= 1
+    assert not members or members[0]["id"] != first["id"] or members[0]["resets"] >= 1
