@@ -106,17 +106,17 @@ def _pool_parts(row: Pool, now: float) -> list:
 
     hours = f", active {row.active_hours}" if row.active_hours else ""
     digest = short(row.digest) if row.digest else "no image pinned"
+    head = (f"pool {row.name}: environment {row.environment}, {row.driver} driver, "
+            f"image {digest}, {len(row.members)} ")
     if row.scale:
         sc = row.scale
         step = f", step {sc['step']}" if sc.get("step") else ""
         cool = f", cool-down {sc['cool_down']:g}s" if sc.get("cool_down") else ""
-        sizing = (f"scale {sc['min']}-{sc['max']}, idle-after {sc['idle_after']:g}s{step}"
-                  f"{cool}")
+        head += (f"member(s) (scale {sc['min']}-{sc['max']}, idle-after {sc['idle_after']:g}s"
+                 f"{step}{cool}, ")
     else:
-        sizing = f"warm {row.warm}"
-    parts: list = [Text(f"pool {row.name}: environment {row.environment}, {row.driver} driver, "
-                        f"image {digest}, {len(row.members)} member(s) ({sizing}, "
-                        f"pool-max {row.pool_max}, size {row.size}{hours})")]
+        head += f"member(s) (warm {row.warm}, "
+    parts: list = [Text(head + f"pool-max {row.pool_max}, size {row.size}{hours})")]
     c = row.counts
     desired = f"desired {c.desired}, " if c.desired is not None else ""
     parts.append(Text(f"  {desired}starting {c.starting}, warm {c.warm}, busy {c.busy}"))

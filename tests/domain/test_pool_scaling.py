@@ -187,3 +187,11 @@ def test_outside_active_hours_a_scaled_pool_decides_nothing_and_starts_nothing()
     plan = plan_pool(pool(active_hours=closed), [], 9, NOW + 3600, scaled=Scaled(2, None))
     assert plan.started == 0
     assert plan.scaling is not None and plan.scaling.changed is False
+
+
+def test_a_flight_held_back_by_the_cool_down_says_so():
+    members = [busy("m0")]
+    plan = plan_pool(pool(scale(cool_down=30.0)), members, 3, NOW, scaled=Scaled(1, NOW - 10))
+    assert plan.actions == ()
+    assert plan.waiting_reason == ("waiting: pool ui-pool's limits allow no more machines now "
+                                   "(cool-down 30 s after the last scaling)")
