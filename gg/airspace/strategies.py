@@ -7,7 +7,8 @@
     image: {ref: ui-runner, digest: "sha256:<64 hex>"}     # ref required; digest until built
     bounds: {pool-max: 4, active-hours: "08:00-20:00 Europe/Berlin"}   # optional
     build: {context: images/ui}                            # optional
-    driver: process                                        # process | podman | docker
+    driver: process                                        # process | podman | docker | command
+    command: {create: create-host, delete: delete-host, list: list-hosts}   # driver command
     group: default                                         # the runner group members join
     scale: {min: 0, max: 6, idle-after: 5m, step: 2, cool-down: 30s}   # optional
 
@@ -50,6 +51,7 @@ from gg.domain.strategies import (
     Image,
     Inventory,
     Strategy,
+    command_problem,
     digest_problem,
     parse_active_hours,
 )
@@ -62,7 +64,8 @@ MAX_POOL_SIZE = 1024
 _BELONGS = {"name": "inventory", "size": "inventory", "warm": "inventory", "ref": "image",
             "digest": "image", "pool-max": "bounds", "active-hours": "bounds",
             "context": "build", "min": "scale", "max": "scale", "idle-after": "scale",
-            "step": "scale", "cool-down": "scale"}
+            "step": "scale", "cool-down": "scale", "create": "command", "delete": "command",
+            "list": "command"}
 _NEEDS = "a strategy needs at least environment, inventory and image"
 
 
@@ -137,6 +140,7 @@ def read_strategy(doc: Document, name: str, airspace: Path | None = None) -> Che
     group = fields.text("group", default=DEFAULT_GROUP, check=group_name_problem)
     scale_fields = fields.section("scale")
     scale = _read_scale(scale_fields, inventory, bounds)
+    command = _read_command(fields, fields.section("command"), driver)
     fields.finish(belongs=_BELONGS)
 
     if (errors or environment is None or inventory is None or image is None or bounds is None
@@ -145,7 +149,26 @@ def read_strategy(doc: Document, name: str, airspace: Path | None = None) -> Che
         return Checked(None, sort_errors(errors))
     return Checked(Strategy(name=name, environment=environment, inventory=inventory,
                             image=image, bounds=bounds, build=build, driver=driver, group=group,
-                            scale=scale))
+                            scale=scale, command=command))
+
+
+def _read_command(top: Fields, fields: Fields | None, driver: str | None) -> dict[str, str] | None:
+    """``command: {create, delete, list}``: required with driver command, refused otherwise."""
+    if fields is None:
+        if driver == "command" and "command" not in top.data:
+            top.fail("driver", "command needs a command section naming its create, delete and "
+                               "list executables")
+        return None
+    names = {verb: fields.text(verb, required=True, check=command_problem)
+             for verb in ("create", "delete", "list")}
+    fields.finish()
+    if driver != "command":
+        fields.fail(None, f"is only for driver command (this strategy's driver is {driver})",
+                    at="key")
+        return None
+    if any(v is None for v in names.values()):
+        return None
+    return {k: v for k, v in names.items() if v is not None}
 
 
 def _duration(fields: Fields, key: str, *, required: bool,

@@ -135,6 +135,7 @@ class MaintainerPlan(Answer):
     waiting: str | None = None
     waiting_flights: int
     scaling: str | None = None  # this plan's scaling decision, when desired moves
+    command: dict[str, str] | None = None  # driver command: its executables' names
     members: list[PoolMember]
     next_plan_in: float
     server_time: float
@@ -164,6 +165,7 @@ class Attested(Answer):
     members: list[PoolMember]
     unknown: list[str]
     recorded_event: bool
+    never_joined: list[str] = []  # members made that never checked in before their code expired
 
 
 class MemberJoined(Answer):

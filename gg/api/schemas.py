@@ -349,7 +349,7 @@ class ActionDone(Request):
 
 
 class DriverReport(Request):
-    name: Literal["process", "podman", "docker"]
+    name: Literal["process", "podman", "docker", "command"]
     problem: Why = None
 
 

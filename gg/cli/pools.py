@@ -159,6 +159,11 @@ def maintain(
     enrol_file: Optional[Path] = typer.Option(None, "--enrol-file", metavar="FILE",
                                               help="Read the enrolment token from FILE."),
     once: bool = typer.Option(False, "--once", help="One plan, carried out and attested; then exit."),
+    commands: Optional[Path] = typer.Option(None, "--commands", metavar="DIR",
+                                            envvar="GG_POOL_COMMANDS_DIR",
+                                            help="Driver command: the directory holding the "
+                                                 "strategy's create, delete and list "
+                                                 "executables (env GG_POOL_COMMANDS_DIR)."),
 ) -> None:
     """Maintain POOL on this host: ask for the plan, carry it out, attest.
 
@@ -173,7 +178,8 @@ def maintain(
         server=server_url(), pool=pool, state_dir=_state_dir(pool, state),
         name=name or default_name(host, pool), images_dir=images or config.images_dir(),
         person_token=None if token else config.resolve_token(cfg), enrol_token=token,
-        max_cycles=1 if once else None)
+        max_cycles=1 if once else None,
+        commands_dir=commands.resolve() if commands else None)
 
     maintainer = Maintainer(options, say=say)
     try:

@@ -27,6 +27,7 @@ from gg.domain.people import Person
 from gg.domain.pool_planner import LIMITED, WARMING
 from gg.domain.pools import (
     MEMBER_KIND,
+    SETTLING,
     StrategyRecord,
     attention,
     code_refusal,
@@ -145,6 +146,7 @@ def plan_view(core: Core, runner: Runner, pool: str) -> dict:
         "in_hours": seen.plan.in_hours, "limit": seen.plan.limit,
         "waiting": seen.plan.waiting_reason, "waiting_flights": seen.waiting,
         "scaling": seen.plan.scaling.reason if seen.plan.scaling else None,
+        "command": strategy.command,
         "members": [seen.member_view(m) for m in seen.members],
         "next_plan_in": min(PLAN_EVERY, core.settings.check_in_interval),
         "server_time": now,
@@ -163,6 +165,7 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
     with core.store.atomic():
         record = maintained(core, runner, pool, claim=True)
         before = look(core, record, now)
+        never_joined: list[str] = []
         for m in before.members:
             state = reconciled_state(
                 m.state, running=m.id in running, online=before.online[m.id],
@@ -171,6 +174,15 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
                 code_expired=code_refusal(m.code_expires_at, now))
             if state != m.state:
                 core.store.update_member(m.id, state=state, updated_at=now)
+            if state == "stopped" and m.state in SETTLING and m.code_hash is not None:
+                # made, never joined before its code expired: the machine is deleted and
+                # replaced by the next plan; the failure is the operator's to see
+                never_joined.append(m.id)
+                core.event(EventKind.POOL_MEMBER_NEVER_JOINED, actor=f"runner:{runner.name}",
+                           runner_id=runner.id, at=now, pool=pool, member=m.id,
+                           deadline=core.settings.member_code_ttl,
+                           reason=f"member {m.name} never checked in within "
+                                  f"{core.settings.member_code_ttl:g} s of its start")
         after = look(core, record, now)
         views = [after.member_view(m) for m in after.members]
         holds = dict(sorted(Counter(v["state"] for v in views).items()))
@@ -196,7 +208,7 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
             finish_deleting(core, record, now)
             worth_an_event = True
     return {"pool": pool, "members": views, "unknown": attestation["unknown"],
-            "recorded_event": worth_an_event}
+            "recorded_event": worth_an_event, "never_joined": never_joined}
 
 
 def _did_text(did: dict) -> str:

@@ -80,6 +80,7 @@ class MaintainerOptions:
     person_token: str | None = None
     enrol_token: str | None = None
     max_cycles: int | None = None
+    commands_dir: Path | None = None  # driver command: where the strategy's executables are
 
 
 class Maintainer:
@@ -99,6 +100,7 @@ class Maintainer:
         self._driver_key: tuple | None = None
         self._said: str | None = None
         self.failures = 0  # cycles in a row whose actions failed
+        self._never_joined: list[str] = []  # the last attestation's members that never joined
         self.backoff_max = BACKOFF_MAX
 
     @property
@@ -161,22 +163,32 @@ class Maintainer:
             self._said = None
             did += self._carry_out(driver, plan)
         failed = [d for d in did if not d.get("ok", True)]
-        if failed:
+        error = failed[-1].get("error") if failed else None
+        if self._never_joined and error is None:
+            error = (f"member {', '.join(self._never_joined)} never checked in before its "
+                     "member code expired")
+        # A failure stands until a cycle's actions all go through and no member it made is
+        # still on its way (one that never joins is the next failure, not a success).
+        settling = any(m.state in ("starting", "resetting") for m in plan.members)
+        if error is not None:
             self.failures += 1
-        elif did:
+        elif not settling:
             self.failures = 0
         pause = backoff_pause(float(plan.next_plan_in), self.failures, self.backoff_max)
-        backoff = ({"failures": self.failures, "retry_in": pause,
-                    "error": failed[-1].get("error") if failed else None}
+        backoff = ({"failures": self.failures, "retry_in": pause, "error": error}
                    if self.failures else None)
         self._attest(driver, did, problem, backoff)
         return pause
 
     def _driver_for(self, plan: MaintainerPlan) -> Driver:
-        key = (plan.driver, plan.pool)
+        key = (plan.driver, plan.pool, tuple(sorted((plan.command or {}).items())))
         if self._driver is None or self._driver_key != key:
+            extra: dict[str, Any] = {}
+            if plan.driver == "command":
+                extra = {"command": plan.command, "commands_dir": self.options.commands_dir}
             self._driver = self._make(plan.driver, pool=plan.pool, root=self.members_dir,
-                                      images_dir=self.options.images_dir, hide=self.hidden)
+                                      images_dir=self.options.images_dir, hide=self.hidden,
+                                      **extra)
             self._driver_key = key
         return self._driver
 
@@ -252,7 +264,8 @@ class Maintainer:
                                 "driver": {"name": driver.name, "problem": problem},
                                 "backoff": backoff}
         try:
-            self.api.attest(self.options.pool, body, retry_for=RETRY_STEP)
+            answer = self.api.attest(self.options.pool, body, retry_for=RETRY_STEP)
+            self._never_joined = list(answer.never_joined)
         except Unreachable as exc:
             self._once(f"could not attest ({exc.message}); trying again")
         except ApiError as exc:
