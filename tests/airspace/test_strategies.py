@@ -208,3 +208,38 @@ def test_a_bad_scale_section_is_refused_with_line_and_key(tmp_path, old, new, li
     error = error_of(tmp_path, SCALED.replace(old, new))
     assert (error.line, error.key) == (line, key), str(error)
     assert fragment in error.problem
+
+
+# -- driver command: executables in the maintainer's commands directory ------------------------
+
+ON_HOSTS = f"""\
+environment: ui
+inventory: {{name: ui-pool, size: 2}}
+image: {{ref: ui-runner, digest: "{DIGEST}"}}
+driver: command
+command: {{create: create-host, delete: delete-host, list: list-hosts}}
+"""
+
+
+def test_driver_command_names_its_three_executables_and_round_trips(tmp_path):
+    strategy = load_strategy(write(tmp_path, ON_HOSTS))
+    assert strategy.command == {"create": "create-host", "delete": "delete-host",
+                                "list": "list-hosts"}
+    assert Strategy.from_dict(strategy.to_dict()) == strategy
+
+
+@pytest.mark.parametrize("old,new,line,key,fragment", [
+    ("create: create-host", "create: /usr/bin/rm", 5, "command.create",
+     "must be a file name in the maintainer's commands directory"),
+    ("create: create-host", "create: ../x", 5, "command.create", "must be a file name"),
+    (", list: list-hosts", "", 5, "command.list", "is required"),
+    ("command: {create: create-host, delete: delete-host, list: list-hosts}\n", "", 4,
+     "driver", "command needs a command section"),
+    ("driver: command", "driver: process", 5, "command", "is only for driver command"),
+])
+def test_a_bad_command_section_is_refused_with_line_and_key(tmp_path, old, new, line, key,
+                                                            fragment):
+    assert old in ON_HOSTS
+    error = error_of(tmp_path, ON_HOSTS.replace(old, new))
+    assert (error.line, error.key) == (line, key), str(error)
+    assert fragment in error.problem
