@@ -7,8 +7,16 @@
     image: {ref: ui-runner, digest: "sha256:<64 hex>"}     # ref required; digest until built
     bounds: {pool-max: 4, active-hours: "08:00-20:00 Europe/Berlin"}   # optional
     build: {context: images/ui}                            # optional
-    driver: process                                        # process | podman | docker
+    driver: process                                        # process | podman | docker | command
+    command: {create: create-host, delete: delete-host, list: list-hosts}   # driver command
     group: default                                         # the runner group members join
+    scale: {min: 0, max: 6, idle-after: 5m, step: 2, cool-down: 30s}   # optional
+
+With ``scale:`` the pool grows and shrinks from demand (``gg.domain.pool_scaling``):
+``min`` (0 allowed) and ``max`` are required, ``idle-after`` is required (a duration: a
+number of seconds, or ``30s``, ``5m``), ``step`` defaults to as many as the demand needs and
+``cool-down`` to 0. ``inventory.warm`` is then not used (a file with both is refused), and
+the bounds still cap it: ``max`` may not exceed ``pool-max``.
 
 Cross-field rules, each reported on the line of the second key: ``warm <= size``,
 ``pool-max <= size`` (more members can never run than the pool holds) and ``warm <= pool-max``
@@ -34,6 +42,7 @@ from gg.airspace.fields import Checked, Fields, sort_errors
 from gg.airspace.yamlfile import Document, document_from_mapping, read_yaml
 from gg.domain.groups import DEFAULT_GROUP
 from gg.domain.groups import name_problem as group_name_problem
+from gg.domain.pool_scaling import Scale
 from gg.domain.profiles import name_problem
 from gg.domain.strategies import (
     DRIVERS,
@@ -42,9 +51,11 @@ from gg.domain.strategies import (
     Image,
     Inventory,
     Strategy,
+    command_problem,
     digest_problem,
     parse_active_hours,
 )
+from gg.settings import parse_duration
 
 __all__ = ["airspace_of", "context_problem", "load_strategy", "read_strategy",
            "strategy_from_mapping"]
@@ -52,7 +63,9 @@ __all__ = ["airspace_of", "context_problem", "load_strategy", "read_strategy",
 MAX_POOL_SIZE = 1024
 _BELONGS = {"name": "inventory", "size": "inventory", "warm": "inventory", "ref": "image",
             "digest": "image", "pool-max": "bounds", "active-hours": "bounds",
-            "context": "build"}
+            "context": "build", "min": "scale", "max": "scale", "idle-after": "scale",
+            "step": "scale", "cool-down": "scale", "create": "command", "delete": "command",
+            "list": "command"}
 _NEEDS = "a strategy needs at least environment, inventory and image"
 
 
@@ -125,13 +138,89 @@ def read_strategy(doc: Document, name: str, airspace: Path | None = None) -> Che
         build = Build(context=context) if context else None
     driver = fields.choice("driver", DRIVERS, default="process")
     group = fields.text("group", default=DEFAULT_GROUP, check=group_name_problem)
+    scale_fields = fields.section("scale")
+    scale = _read_scale(scale_fields, inventory, bounds)
+    command = _read_command(fields, fields.section("command"), driver)
     fields.finish(belongs=_BELONGS)
 
     if (errors or environment is None or inventory is None or image is None or bounds is None
-            or driver is None or group is None):
+            or driver is None or group is None
+            or (scale is None and scale_fields is not None)):
         return Checked(None, sort_errors(errors))
     return Checked(Strategy(name=name, environment=environment, inventory=inventory,
-                            image=image, bounds=bounds, build=build, driver=driver, group=group))
+                            image=image, bounds=bounds, build=build, driver=driver, group=group,
+                            scale=scale, command=command))
+
+
+def _read_command(top: Fields, fields: Fields | None, driver: str | None) -> dict[str, str] | None:
+    """``command: {create, delete, list}``: required with driver command, refused otherwise."""
+    if fields is None:
+        if driver == "command" and "command" not in top.data:
+            top.fail("driver", "command needs a command section naming its create, delete and "
+                               "list executables")
+        return None
+    names = {verb: fields.text(verb, required=True, check=command_problem)
+             for verb in ("create", "delete", "list")}
+    fields.finish()
+    if driver != "command":
+        fields.fail(None, f"is only for driver command (this strategy's driver is {driver})",
+                    at="key")
+        return None
+    if any(v is None for v in names.values()):
+        return None
+    return {k: v for k, v in names.items() if v is not None}
+
+
+def _duration(fields: Fields, key: str, *, required: bool,
+              default: float | None = None) -> float | None:
+    """A duration in seconds (a number, or text such as ``30s``, ``5m``); None when missing
+    (and reported when required) or wrong (reported)."""
+    value = fields.data.get(key)
+    fields.known.append(key)
+    if value is None:
+        if required:
+            fields.fail(key, "is required", at="key" if key in fields.data else "mapping")
+        return default
+    try:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError(f"{value!r} is not a duration (try 30, 500ms, 10m, 12h or 30d)")
+        seconds = float(value) if not isinstance(value, str) else parse_duration(value)
+    except ValueError as exc:
+        fields.fail(key, str(exc))
+        return None
+    if seconds < 0:
+        fields.fail(key, f"must not be negative (got {value})")
+        return None
+    return seconds
+
+
+def _read_scale(fields: Fields | None, inventory: Inventory | None,
+                bounds: Bounds | None) -> Scale | None:
+    """``scale: {min, max, idle-after, step, cool-down}``; None when absent or wrong."""
+    if fields is None:
+        return None
+    low = fields.integer("min", required=True, minimum=0, maximum=MAX_POOL_SIZE)
+    high = fields.integer("max", required=True, minimum=1, maximum=MAX_POOL_SIZE)
+    idle_after = _duration(fields, "idle-after", required=True)
+    step = fields.integer("step", minimum=1, maximum=MAX_POOL_SIZE)
+    cool_down = _duration(fields, "cool-down", required=False, default=0.0)
+    fields.finish()
+    if low is None or high is None or idle_after is None or cool_down is None:
+        return None
+    if "step" in fields.data and fields.data["step"] is not None and step is None:
+        return None
+    if low > high:
+        fields.fail("max", f"must be at least min ({low}) (got {high})")
+        return None
+    if bounds is not None and high > bounds.pool_max:
+        fields.fail("max", f"must not exceed bounds.pool-max ({bounds.pool_max}), which still "
+                           f"caps the pool (got {high})")
+        return None
+    if inventory is not None and inventory.warm:
+        fields.fail(None, f"replaces inventory.warm, which a scaled pool does not use: remove "
+                          f"warm ({inventory.warm}) from inventory", at="key")
+        return None
+    return Scale(min=low, max=high, idle_after=idle_after, step=step, cool_down=cool_down)
 
 
 def _read_inventory(fields: Fields | None) -> Inventory | None:

@@ -74,6 +74,14 @@ class WaitingFlight(Answer):
     remedy: str | None = None
 
 
+class PoolCounts(Answer):
+    """Members by what they do now; ``desired`` only for a pool with ``scale:``."""
+    desired: int | None = None
+    starting: int = 0  # starting, resetting, or started by this plan
+    warm: int = 0  # ready and idle
+    busy: int = 0  # holding a lease
+
+
 class Pool(Answer):
     name: str
     strategy: str
@@ -84,6 +92,10 @@ class Pool(Answer):
     size: int
     warm: int
     pool_max: int
+    scale: dict[str, Any] | None = None  # {min, max, idle_after, step, cool_down}
+    counts: PoolCounts = PoolCounts()
+    scaled_reason: str | None = None  # the last scaling decision's sentence
+    scaled_at: float | None = None
     active_hours: str | None = None
     in_force: bool
     gate: str | None = None
@@ -122,6 +134,8 @@ class MaintainerPlan(Answer):
     limit: str | None = None  # why fewer members start than wanted
     waiting: str | None = None
     waiting_flights: int
+    scaling: str | None = None  # this plan's scaling decision, when desired moves
+    command: dict[str, str] | None = None  # driver command: its executables' names
     members: list[PoolMember]
     next_plan_in: float
     server_time: float
@@ -151,6 +165,7 @@ class Attested(Answer):
     members: list[PoolMember]
     unknown: list[str]
     recorded_event: bool
+    never_joined: list[str] = []  # members made that never checked in before their code expired
 
 
 class MemberJoined(Answer):

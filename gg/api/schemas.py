@@ -361,14 +361,24 @@ class ActionDone(Request):
 
 
 class DriverReport(Request):
-    name: Literal["process", "podman", "docker"]
+    name: Literal["process", "podman", "docker", "command"]
     problem: Why = None
+
+
+class Backoff(Request):
+    """The maintainer's actions failed ``failures`` cycles in a row; it waits ``retry_in``
+    seconds before the next plan (gg.pool.maintainer)."""
+
+    failures: Annotated[int, Field(ge=1, le=1_000_000)]
+    retry_in: Annotated[float, Field(ge=0, le=86400)]
+    error: Why = None
 
 
 class Attestation(Request):
     members: Annotated[list[MemberFact], Field(max_length=4096)] = []
     did: Annotated[list[ActionDone], Field(max_length=4096)] = []
     driver: DriverReport | None = None
+    backoff: Backoff | None = None  # None: the last cycle's actions went through
 
 
 class MemberJoin(KeyProof):

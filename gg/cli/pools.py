@@ -106,9 +106,22 @@ def _pool_parts(row: Pool, now: float) -> list:
 
     hours = f", active {row.active_hours}" if row.active_hours else ""
     digest = short(row.digest) if row.digest else "no image pinned"
-    parts: list = [Text(f"pool {row.name}: environment {row.environment}, {row.driver} driver, "
-                        f"image {digest}, {len(row.members)} member(s) (warm {row.warm}, "
-                        f"pool-max {row.pool_max}, size {row.size}{hours})")]
+    head = (f"pool {row.name}: environment {row.environment}, {row.driver} driver, "
+            f"image {digest}, {len(row.members)} ")
+    if row.scale:
+        sc = row.scale
+        step = f", step {sc['step']}" if sc.get("step") else ""
+        cool = f", cool-down {sc['cool_down']:g}s" if sc.get("cool_down") else ""
+        head += (f"member(s) (scale {sc['min']}-{sc['max']}, idle-after {sc['idle_after']:g}s"
+                 f"{step}{cool}, ")
+    else:
+        head += f"member(s) (warm {row.warm}, "
+    parts: list = [Text(head + f"pool-max {row.pool_max}, size {row.size}{hours})")]
+    c = row.counts
+    desired = f"desired {c.desired}, " if c.desired is not None else ""
+    parts.append(Text(f"  {desired}starting {c.starting}, warm {c.warm}, busy {c.busy}"))
+    if row.scaled_reason:
+        parts.append(Text(f"  last scaled {ago(row.scaled_at, now)}: {row.scaled_reason}"))
     maintainer = row.maintainer
     who = (f"maintained by {maintainer.name} ({Liveness.of(maintainer.online).value})"
            if maintainer else "no maintainer yet")
@@ -119,6 +132,12 @@ def _pool_parts(row: Pool, now: float) -> list:
             t.add_row(f"  {m.name}", coloured(m.state), coloured(Liveness.of(m.online).value),
                       m.flight or "-", short(m.digest), str(m.resets))
         parts.append(t)
+    backoff = (row.last_attestation or {}).get("backoff")
+    if backoff:
+        times = "once" if backoff["failures"] == 1 else f"{backoff['failures']} times in a row"
+        parts.append(Text(f"  failing {times}: {backoff.get('error') or 'no reason given'}; "
+                          f"next try {backoff['retry_in']:.0f}s after the last attestation",
+                          style="red"))
     if row.needs_attention:
         parts.append(Text(f"  needs attention: {row.attention}", style="red"))
     for waiting in row.waiting:
@@ -140,6 +159,11 @@ def maintain(
     enrol_file: Optional[Path] = typer.Option(None, "--enrol-file", metavar="FILE",
                                               help="Read the enrolment token from FILE."),
     once: bool = typer.Option(False, "--once", help="One plan, carried out and attested; then exit."),
+    commands: Optional[Path] = typer.Option(None, "--commands", metavar="DIR",
+                                            envvar="GG_POOL_COMMANDS_DIR",
+                                            help="Driver command: the directory holding the "
+                                                 "strategy's create, delete and list "
+                                                 "executables (env GG_POOL_COMMANDS_DIR)."),
 ) -> None:
     """Maintain POOL on this host: ask for the plan, carry it out, attest.
 
@@ -154,7 +178,8 @@ def maintain(
         server=server_url(), pool=pool, state_dir=_state_dir(pool, state),
         name=name or default_name(host, pool), images_dir=images or config.images_dir(),
         person_token=None if token else config.resolve_token(cfg), enrol_token=token,
-        max_cycles=1 if once else None)
+        max_cycles=1 if once else None,
+        commands_dir=commands.resolve() if commands else None)
 
     maintainer = Maintainer(options, say=say)
     try:

@@ -51,7 +51,8 @@ def outlooks(core: Core, now: float) -> list[PoolOutlook]:
         out.append(estimates.pool_outlook(
             record.pool, spec.environment, in_hours=seen.plan.in_hours,
             warming=seen.plan.warming, settling_since=settling,
-            cap=min(spec.size, spec.pool_max), waiting=seen.waiting,
+            cap=min(spec.size, spec.pool_max, spec.scale.max if spec.scale else spec.size),
+            waiting=seen.waiting,
             members=frozenset(m.runner_id for m in seen.members if m.runner_id),
             active_hours=spec.active_hours, now=now))
     return out

@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gg.control.core import Core
+from gg.domain.events import EventKind
 from gg.domain.flights import Flight
 from gg.domain.pool_planner import Member, PoolPlan, plan_pool
+from gg.domain.pool_scaling import Scaled
 from gg.domain.pools import PoolMember, StrategyRecord, member_takes, shown_state
 from gg.domain.runners import Runner, is_online
 
@@ -32,6 +34,14 @@ class Look:
     waiting: int
     plan: PoolPlan
     now: float
+    scaled: Scaled | None = None  # a scaled pool's last decision, as stored
+    scaled_reason: str | None = None
+
+    def counts(self) -> dict[str, dict[str, int | None]]:
+        """What ``gg pools`` shows beside the members: desired (a scaled pool), starting,
+        warm (ready and idle) and busy."""
+        return {"counts": {"desired": self.plan.desired, "starting": self.plan.warming,
+                           "warm": self.plan.ready, "busy": self.plan.busy}}
 
     def member_view(self, m: PoolMember) -> dict:
         runner = self.runners.get(m.runner_id) if m.runner_id else None
@@ -69,16 +79,37 @@ def look(core: Core, record: StrategyRecord, now: float) -> Look:
         flight_ended=m.id in flew and m.id not in held,
         credential_expires_at=(runners[m.runner_id].credential_expires_at
                                if m.runner_id in runners else None),
-        online=online[m.id]) for m in members]
+        online=online[m.id],
+        idle_since=m.updated_at if m.updated_at is not None else m.created_at)
+        for m in members]
     waiting = core.store.count_ready_requiring({"environment": strategy.environment})
     spec = strategy.pool_spec()
+    last = core.store.pool_scaled(record.pool) if spec.scale is not None else None
+    scaled = last[0] if last is not None else None
     if record.deleting_at is not None:  # gg pool delete: every member goes, none starts
-        spec, waiting = replace(spec, size=0, warm=0, pool_max=0), 0
+        spec, waiting = replace(spec, size=0, warm=0, pool_max=0, scale=None), 0
     if record.in_force is None:
         plan = plan_pool(spec, [], 0, now)  # nothing runs before the gate
     else:
-        plan = plan_pool(spec, planned, waiting, now)
-    return Look(record, members, runners, online, held, flew, waiting, plan, now)
+        plan = plan_pool(spec, planned, waiting, now, scaled=scaled)
+    return Look(record, members, runners, online, held, flew, waiting, plan, now,
+                scaled=scaled, scaled_reason=last[1] if last is not None else None)
+
+
+def keep_scaling(core: Core, seen: Look) -> None:
+    """Store a scaled pool's decision, and record it as an event when desired moved (inside
+    the maintainer's transaction: whoever reads the pool plans from the stored count)."""
+    decision = seen.plan.scaling
+    if decision is None or seen.record.in_force is None or seen.record.deleting_at is not None:
+        return
+    if decision.changed:
+        core.store.save_pool_scaled(seen.record.pool, Scaled(decision.desired, seen.now),
+                                    decision.reason)
+        core.event(EventKind.POOL_SCALED, actor=f"pool:{seen.record.pool}", at=seen.now,
+                   pool=seen.record.pool, previous=decision.previous,
+                   desired=decision.desired, reason=decision.reason, waiting=seen.waiting)
+    elif seen.scaled is None:  # the first plan: desired starts from what the pool holds
+        core.store.save_pool_scaled(seen.record.pool, Scaled(decision.desired, None), None)
 
 
 # --------------------------------------------------------------------------- what people see

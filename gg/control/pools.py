@@ -19,7 +19,7 @@ from collections import Counter
 from gg.control.core import Core
 from gg.control.flights import Snapshot
 from gg.control.people import require_admin
-from gg.control.pool_look import look, maintainer_online
+from gg.control.pool_look import keep_scaling, look, maintainer_online
 from gg.control.runners import resolve
 from gg.domain.events import EventKind
 from gg.domain.flights import Flight, Stage
@@ -27,6 +27,7 @@ from gg.domain.people import Person
 from gg.domain.pool_planner import LIMITED, WARMING
 from gg.domain.pools import (
     MEMBER_KIND,
+    SETTLING,
     StrategyRecord,
     attention,
     code_refusal,
@@ -135,6 +136,7 @@ def plan_view(core: Core, runner: Runner, pool: str) -> dict:
     with core.store.atomic():
         record = maintained(core, runner, pool, claim=False)
         seen = look(core, record, now)
+        keep_scaling(core, seen)
     strategy = record.in_force
     assert strategy is not None, "maintained() refuses a strategy not in force"
     return {
@@ -143,6 +145,8 @@ def plan_view(core: Core, runner: Runner, pool: str) -> dict:
         "actions": [a.as_dict() for a in seen.plan.actions],
         "in_hours": seen.plan.in_hours, "limit": seen.plan.limit,
         "waiting": seen.plan.waiting_reason, "waiting_flights": seen.waiting,
+        "scaling": seen.plan.scaling.reason if seen.plan.scaling else None,
+        "command": strategy.command,
         "members": [seen.member_view(m) for m in seen.members],
         "next_plan_in": min(PLAN_EVERY, core.settings.check_in_interval),
         "server_time": now,
@@ -153,7 +157,7 @@ def plan_view(core: Core, runner: Runner, pool: str) -> dict:
 
 
 def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: list[dict],
-           driver: dict | None) -> dict:
+           driver: dict | None, backoff: dict | None = None) -> dict:
     """The maintainer's account: what it did, and which member processes run. The control
     plane turns those facts into member states, and records the attestation."""
     now = core.now()
@@ -161,6 +165,7 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
     with core.store.atomic():
         record = maintained(core, runner, pool, claim=True)
         before = look(core, record, now)
+        never_joined: list[str] = []
         for m in before.members:
             state = reconciled_state(
                 m.state, running=m.id in running, online=before.online[m.id],
@@ -169,6 +174,15 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
                 code_expired=code_refusal(m.code_expires_at, now))
             if state != m.state:
                 core.store.update_member(m.id, state=state, updated_at=now)
+            if state == "stopped" and m.state in SETTLING and m.code_hash is not None:
+                # made, never joined before its code expired: the machine is deleted and
+                # replaced by the next plan; the failure is the operator's to see
+                never_joined.append(m.id)
+                core.event(EventKind.POOL_MEMBER_NEVER_JOINED, actor=f"runner:{runner.name}",
+                           runner_id=runner.id, at=now, pool=pool, member=m.id,
+                           deadline=core.settings.member_code_ttl,
+                           reason=f"member {m.name} never checked in within "
+                                  f"{core.settings.member_code_ttl:g} s of its start")
         after = look(core, record, now)
         views = [after.member_view(m) for m in after.members]
         holds = dict(sorted(Counter(v["state"] for v in views).items()))
@@ -179,10 +193,12 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
             "members": [{k: v[k] for k in ("id", "state", "digest", "resets")} for v in views],
             "unknown": sorted(m["id"] for m in members if m["id"] not in ours),
             "driver": driver, "limit": after.plan.limit, "waiting": after.plan.waiting_reason,
+            "backoff": backoff,
         }
         previous = record.attestation or {}
         worth_an_event = (bool(did) or previous.get("holds") != holds
-                          or previous.get("driver") != driver)
+                          or previous.get("driver") != driver
+                          or bool(previous.get("backoff")) != bool(backoff))
         core.store.update_strategy(record.name, last_attested_at=now, attestation=attestation)
         if worth_an_event:
             core.event(EventKind.POOL_ATTESTED, actor=f"runner:{runner.name}", runner_id=runner.id,
@@ -192,7 +208,7 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
             finish_deleting(core, record, now)
             worth_an_event = True
     return {"pool": pool, "members": views, "unknown": attestation["unknown"],
-            "recorded_event": worth_an_event}
+            "recorded_event": worth_an_event, "never_joined": never_joined}
 
 
 def _did_text(did: dict) -> str:
@@ -284,6 +300,10 @@ def _pool_view(core: Core, record: StrategyRecord, *, snap, ready: list[Flight],
         "driver": strategy.driver, "digest": strategy.image.digest, "image": strategy.image.ref,
         "size": strategy.inventory.size, "warm": strategy.inventory.warm,
         "pool_max": strategy.bounds.pool_max,
+        "scale": strategy.scale.to_dict() if strategy.scale else None,
+        **seen.counts(),
+        "scaled_reason": seen.scaled_reason,
+        "scaled_at": seen.scaled.scaled_at if seen.scaled else None,
         "active_hours": str(strategy.bounds.active_hours) if strategy.bounds.active_hours else None,
         "in_force": record.in_force is not None, "gate": record.gate_id,
         "maintainer": ({"id": maintainer.id, "name": maintainer.name, "online": online}

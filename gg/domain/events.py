@@ -74,6 +74,8 @@ class EventKind(StrEnum):
     POOL_ATTESTED = "info:pool:attested"
     POOL_MAINTAINER_ALLOWED = "info:pool:maintainer_allowed"
     POOL_STALE = "warn:pool:stale"
+    POOL_SCALED = "info:pool:scaled"
+    POOL_MEMBER_NEVER_JOINED = "warn:pool:member_never_joined"
     # people and enrolment
     PERSON_ADDED = "info:person:added"
     PERSON_REMOVED = "info:person:removed"

@@ -60,6 +60,8 @@ from datetime import datetime
 from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
 
+from gg.domain.pool_scaling import Decision, Demand, Scale, Scaled, decide
+
 MEMBER_STATES = ("starting", "ready", "busy", "dirty", "resetting", "stopped")
 
 # A member credential (MEMBER_CREDENTIAL_TTL) is never renewed. An idle member whose
@@ -167,6 +169,7 @@ class PoolSpec:
     pool_max: int
     active_hours: ActiveHours | None = None
     digest: str | None = None  # the pinned image digest, "sha256:…"; None until built/pinned
+    scale: Scale | None = None  # grow and shrink from demand (``warm`` is then not used)
 
     def __post_init__(self) -> None:
         for key in ("size", "warm", "pool_max"):
@@ -185,6 +188,7 @@ class Member:
     flight_ended: bool = False
     credential_expires_at: float | None = None
     online: bool = True
+    idle_since: float | None = None  # when a ready member last became ready
 
     def __post_init__(self) -> None:
         if self.state not in MEMBER_STATES:
@@ -269,6 +273,12 @@ class PoolPlan:
     limit: str | None  # why fewer members start than wanted, e.g. "pool-max 4 reached"
     waiting_code: str | None  # WARMING or LIMITED, None when no flight waits on the pool
     waiting_reason: str | None  # the exact SPEC section 7 sentence
+    busy: int = 0  # members holding a lease
+    scaling: Decision | None = None  # a pool with ``scale:``: desired before and after, and why
+
+    @property
+    def desired(self) -> int | None:
+        return self.scaling.desired if self.scaling is not None else None
 
     @property
     def started(self) -> int:
@@ -296,6 +306,7 @@ def plan_pool(
     now: float,
     *,
     credential_margin: float = CREDENTIAL_MARGIN,
+    scaled: Scaled | None = None,
 ) -> PoolPlan:
     """Decide every action for ``pool`` from its members, the flights waiting for its
     environment (ready, unleased, requiring ``environment=pool.environment``) and the time.
@@ -303,6 +314,11 @@ def plan_pool(
     Deterministic: the same inputs in any order give the same plan. Actions come in the order
     the maintainer must carry them out: removals, then resets/rolls/replaces (by member id),
     then one Start.
+
+    A pool with ``scale:`` (``pool.scale``) holds a desired member count instead of keeping
+    ``warm`` idle ones: :func:`gg.domain.pool_scaling.decide` moves it from ``scaled`` (the
+    last decision) and the demand, the plan starts members up to it and removes the idle
+    members the decision names (never a busy, starting or resetting one).
     """
     ordered = sorted(members, key=lambda m: m.id)
     ids = [m.id for m in ordered]
@@ -316,7 +332,9 @@ def plan_pool(
     removes: dict[str, str] = {}
     refresh: dict[str, Action] = {}
     kept_ready: list[str] = []
+    idle_since: dict[str, float] = {}
     settling = 0
+    busy = 0
     live_before = sum(1 for m in ordered if m.state != "stopped")
 
     for m in ordered:
@@ -324,7 +342,7 @@ def plan_pool(
         if condition == "stopped":
             removes[m.id] = "stopped"
         elif condition == "busy":
-            continue
+            busy += 1
         elif condition == "settling":
             settling += 1
         elif not in_hours:
@@ -345,32 +363,53 @@ def plan_pool(
                 refresh[m.id] = Replace(m.id, digest)
         else:
             kept_ready.append(m.id)
+            idle_since[m.id] = m.idle_since if m.idle_since is not None else now
 
-    # Shrink to the cap when the bounds were lowered below what the pool holds.
     live = live_before - sum(1 for i, why in removes.items() if why != "stopped")
-    excess = live - cap
+    demand = pool.warm + waiting_flights
+    scaling = None
+    if pool.scale is not None and in_hours:
+        scaling = decide(pool.name, pool.scale, cap, scaled,
+                         Demand(waiting=waiting_flights, starting=settling + len(refresh),
+                                live=live, idle_since=tuple(sorted(idle_since.items()))), now)
+    elif pool.scale is not None:  # outside active hours: no decision, the pool winds down
+        held = scaled.desired if scaled is not None else 0
+        scaling = Decision(held, held)
+    going = set(scaling.going) if scaling is not None else set()
+
+    # Shrink to the cap when the bounds were lowered below what the pool holds, and to the
+    # desired count when a scaled pool shrinks (the members its decision names go first).
+    target = min(cap, scaling.desired) if scaling is not None else cap
+    excess = live - target
     if excess > 0:
         idle = sorted(
             list(refresh) + kept_ready,
-            key=lambda i: (_SHRINK_ORDER[refresh[i].kind] if i in refresh else 3, i),
+            key=lambda i: (-1 if i in going else
+                           _SHRINK_ORDER[refresh[i].kind] if i in refresh else 3, i),
         )
         for member_id in idle[:excess]:
             refresh.pop(member_id, None)
             if member_id in kept_ready:
                 kept_ready.remove(member_id)
-            removes[member_id] = f"beyond {bound}"
+            removes[member_id] = (f"beyond {bound}" if live > cap else
+                                  "idle beyond desired" if member_id in going else
+                                  "beyond desired")
             live -= 1
 
-    # Scale in: idle ready members beyond what is wanted (``warm`` plus the waiting flights)
-    # are removed, so ``warm: 0`` leaves no idle machine running once the work is done.
-    demand = pool.warm + waiting_flights
-    for member_id in sorted(kept_ready, reverse=True)[:max(0, len(kept_ready) - demand)]:
-        kept_ready.remove(member_id)
-        removes[member_id] = f"idle beyond warm {pool.warm}"
-        live -= 1
+    if scaling is None:
+        # Scale in: idle ready members beyond what is wanted (``warm`` plus the waiting
+        # flights) are removed, so ``warm: 0`` leaves no idle machine running once the work
+        # is done.
+        for member_id in sorted(kept_ready, reverse=True)[:max(0, len(kept_ready) - demand)]:
+            kept_ready.remove(member_id)
+            removes[member_id] = f"idle beyond warm {pool.warm}"
+            live -= 1
     ready = len(kept_ready)
     coming = (settling if in_hours else 0) + len(refresh)
-    want = max(0, demand - ready - coming)
+    if scaling is None:
+        want = max(0, demand - ready - coming)
+    else:
+        want = max(0, scaling.desired - live)
     room = max(0, cap - live)
     start = min(want, room) if (in_hours and digest is not None) else 0
     limit = None
@@ -381,6 +420,8 @@ def plan_pool(
             limit = f"outside active hours {pool.active_hours}"
         else:
             limit = f"{bound} reached"
+    elif scaling is not None and waiting_flights > ready + coming + start:
+        limit = _scale_limit(pool.scale, cap, bound, scaling)
     warming = coming + start
 
     code = sentence = None
@@ -411,7 +452,19 @@ def plan_pool(
         limit=limit,
         waiting_code=code,
         waiting_reason=sentence,
+        busy=busy,
+        scaling=scaling,
     )
+
+
+def _scale_limit(scale: Scale | None, cap: int, bound: str, scaling: Decision) -> str:
+    """Why a scaled pool holds no more members while flights still wait for one."""
+    assert scale is not None, "only a scaled pool has a scaling decision"
+    if scaling.cooling_until is not None:
+        return f"cool-down {scale.cool_down:g} s after the last scaling"
+    if scale.max <= cap:
+        return f"scale max {scale.max} reached"
+    return f"{bound} reached"
 
 
 def _condition(m: Member) -> str:

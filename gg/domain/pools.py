@@ -195,9 +195,29 @@ def strategy_changes(old: Strategy | None, new: Strategy) -> list[Change]:
     other("image", old.image.ref, new.image.ref)
     other("image digest", old.image.digest, new.image.digest)
     other("driver", old.driver, new.driver)
+    other("command", _commands(old), _commands(new))  # other executables run on the host
     other("build context", old.build.context if old.build else None,
           new.build.context if new.build else None, gated=False)
+    if (old.scale is None) != (new.scale is None):  # another way of growing: reviewed
+        other("scale", _scale(old), _scale(new))
+    elif old.scale is not None and new.scale is not None:
+        number("scale min", old.scale.min, new.scale.min)
+        number("scale max", old.scale.max, new.scale.max)
+        for label, was, now in (("idle-after", old.scale.idle_after, new.scale.idle_after),
+                                ("step", old.scale.step, new.scale.step),
+                                ("cool-down", old.scale.cool_down, new.scale.cool_down)):
+            other(f"scale {label}", was, now, gated=False)
     return out
+
+
+def _commands(strategy: Strategy) -> str | None:
+    c = strategy.command
+    return None if c is None else " ".join(f"{k}={v}" for k, v in sorted(c.items()))
+
+
+def _scale(strategy: Strategy) -> str | None:
+    scale = strategy.scale
+    return None if scale is None else f"min {scale.min} max {scale.max}"
 
 
 def _hours(strategy: Strategy) -> str:

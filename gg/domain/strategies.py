@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gg.domain.pool_planner import ActiveHours, PoolSpec, parse_active_hours
+from gg.domain.pool_scaling import Scale
 
 __all__ = [
     "DRIVERS",
@@ -37,7 +38,7 @@ __all__ = [
     "parse_active_hours",
 ]
 
-DRIVERS = ("process", "podman", "docker")
+DRIVERS = ("process", "podman", "docker", "command")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -47,6 +48,14 @@ def digest_problem(digest: str) -> str | None:
         return None
     shown = digest if len(digest) <= 24 else digest[:23] + "…"
     return f'must be sha256: followed by 64 lowercase hex digits (got "{shown}")'
+
+
+def command_problem(name: str) -> str | None:
+    """Why ``name`` may not name an executable in a maintainer's commands directory (None: it
+    may): a plain file name, so the strategy picks one of the host's scripts, never a path."""
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        return f"must be a file name in the maintainer's commands directory (got {name!r})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -106,13 +115,17 @@ class Strategy:
     build: Build | None = None
     driver: str = "process"
     group: str = "default"  # the runner group its members join (gg.domain.groups)
+    scale: Scale | None = None  # grow and shrink from demand (gg.domain.pool_scaling)
+    # driver command: the executables' names ({create, delete, list}) in the maintainer's
+    # commands directory (gg.pool.drivers.command)
+    command: dict[str, str] | None = None
 
     def pool_spec(self) -> PoolSpec:
         """The numbers the pool planner needs, named as it names them."""
         return PoolSpec(name=self.inventory.name, environment=self.environment,
                         size=self.inventory.size, warm=self.inventory.warm,
                         pool_max=self.bounds.pool_max, active_hours=self.bounds.active_hours,
-                        digest=self.image.digest)
+                        digest=self.image.digest, scale=self.scale)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able, with the YAML keys' ``-`` turned into ``_``."""
@@ -125,6 +138,8 @@ class Strategy:
             "build": self.build.to_dict() if self.build else None,
             "driver": self.driver,
             "group": self.group,
+            "scale": self.scale.to_dict() if self.scale else None,
+            "command": dict(self.command) if self.command else None,
         }
 
     @classmethod
@@ -146,6 +161,9 @@ class Strategy:
             build=Build(context=str(build["context"])) if build else None,
             driver=str(data.get("driver", "process")),
             group=str(data.get("group", "default")),
+            scale=Scale.from_dict(data["scale"]) if data.get("scale") else None,
+            command={str(k): str(v) for k, v in data["command"].items()}
+            if data.get("command") else None,
         )
 
 

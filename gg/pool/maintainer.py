@@ -34,6 +34,17 @@ from gg.pool.drivers import Driver, MemberLaunch, make_driver
 from gg.runner.loop import Runner, RunnerExit, RunnerOptions
 
 RETRY_EVERY = 5.0  # after a refusal that may pass (not in force, another maintainer, away)
+# After a cycle whose actions failed (a start the driver could not make, say), the next plan
+# waits twice as long as the last, up to this: a host that cannot make machines is not asked
+# to every few seconds, and `gg pools` shows the failure and the wait.
+BACKOFF_MAX = 300.0
+
+
+def backoff_pause(interval: float, failures: int, most: float = BACKOFF_MAX) -> float:
+    """The pause before the next plan after ``failures`` failed cycles in a row (0: none)."""
+    if failures <= 0:
+        return interval
+    return min(most, interval * 2 ** failures)
 
 
 NAME_ROOM = 63  # a runner name's length
@@ -69,6 +80,7 @@ class MaintainerOptions:
     person_token: str | None = None
     enrol_token: str | None = None
     max_cycles: int | None = None
+    commands_dir: Path | None = None  # driver command: where the strategy's executables are
 
 
 class Maintainer:
@@ -87,6 +99,9 @@ class Maintainer:
         self._driver: Driver | None = None
         self._driver_key: tuple | None = None
         self._said: str | None = None
+        self.failures = 0  # cycles in a row whose actions failed
+        self._never_joined: list[str] = []  # the last attestation's members that never joined
+        self.backoff_max = BACKOFF_MAX
 
     @property
     def hidden(self) -> list[Path]:
@@ -147,14 +162,33 @@ class Maintainer:
         else:
             self._said = None
             did += self._carry_out(driver, plan)
-        self._attest(driver, did, problem)
-        return float(plan.next_plan_in)
+        failed = [d for d in did if not d.get("ok", True)]
+        error = failed[-1].get("error") if failed else None
+        if self._never_joined and error is None:
+            error = (f"member {', '.join(self._never_joined)} never checked in before its "
+                     "member code expired")
+        # A failure stands until a cycle's actions all go through and no member it made is
+        # still on its way (one that never joins is the next failure, not a success).
+        settling = any(m.state in ("starting", "resetting") for m in plan.members)
+        if error is not None:
+            self.failures += 1
+        elif not settling:
+            self.failures = 0
+        pause = backoff_pause(float(plan.next_plan_in), self.failures, self.backoff_max)
+        backoff = ({"failures": self.failures, "retry_in": pause, "error": error}
+                   if self.failures else None)
+        self._attest(driver, did, problem, backoff)
+        return pause
 
     def _driver_for(self, plan: MaintainerPlan) -> Driver:
-        key = (plan.driver, plan.pool)
+        key = (plan.driver, plan.pool, tuple(sorted((plan.command or {}).items())))
         if self._driver is None or self._driver_key != key:
+            extra: dict[str, Any] = {}
+            if plan.driver == "command":
+                extra = {"command": plan.command, "commands_dir": self.options.commands_dir}
             self._driver = self._make(plan.driver, pool=plan.pool, root=self.members_dir,
-                                      images_dir=self.options.images_dir, hide=self.hidden)
+                                      images_dir=self.options.images_dir, hide=self.hidden,
+                                      **extra)
             self._driver_key = key
         return self._driver
 
@@ -219,16 +253,19 @@ class Maintainer:
         return MemberLaunch(member_id=member.id, name=member.name, digest=member.digest,
                             code=answer.code, server=self.options.server, image_ref=ref)
 
-    def _attest(self, driver: Driver, did: list[dict], problem: str | None) -> None:
+    def _attest(self, driver: Driver, did: list[dict], problem: str | None,
+                backoff: dict | None = None) -> None:
         try:
             members = [{"id": m, "process": "running" if driver.running(m) else "exited"}
                        for m in driver.members()]
         except GGError as exc:
             members, problem = [], problem or exc.message
-        body = {"members": members, "did": did,
-                "driver": {"name": driver.name, "problem": problem}}
+        body: dict[str, Any] = {"members": members, "did": did,
+                                "driver": {"name": driver.name, "problem": problem},
+                                "backoff": backoff}
         try:
-            self.api.attest(self.options.pool, body, retry_for=RETRY_STEP)
+            answer = self.api.attest(self.options.pool, body, retry_for=RETRY_STEP)
+            self._never_joined = list(answer.never_joined)
         except Unreachable as exc:
             self._once(f"could not attest ({exc.message}); trying again")
         except ApiError as exc:

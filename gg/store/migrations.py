@@ -714,6 +714,25 @@ def _flight_notes(db: sqlite_utils.Database) -> None:
     )
 
 
+# -- pools that scale from demand (1050-1059) ------------------------------------------------
+
+
+def _pool_scaling(db: sqlite_utils.Database) -> None:
+    """A scaled pool's desired member count, its last decision's time (the cool-down runs from
+    it) and reason: a table of its own, so a replica of the previous release reading
+    ``strategies`` whole keeps working mid-upgrade."""
+    db.executescript(
+        """
+        CREATE TABLE pool_scaling (
+            pool TEXT PRIMARY KEY,
+            desired INTEGER NOT NULL,
+            scaled_at REAL,
+            reason TEXT
+        );
+        """
+    )
+
+
 # -- retries and reruns (970-979) ---------------------------------------------------------------
 
 
@@ -818,4 +837,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(970, "retries and reruns", _retries_and_reruns),
     Migration(990, "flight notes", _flight_notes),
     Migration(1000, "artifacts, inputs and their blobs", artifacts.migrate_artifacts),
+    Migration(1050, "pools that scale from demand: each pool's desired member count",
+              _pool_scaling),
 )

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from gg.domain.flights import Stage
+from gg.domain.pool_scaling import Scaled
 from gg.domain.pools import PoolMember, StrategyRecord
 from gg.domain.strategies import Strategy
 from gg.store.db import Database, dumps, loads
@@ -60,6 +61,7 @@ class PoolRows:
         row = self.db.one("SELECT pool FROM strategies WHERE name = ?", (name,))
         if row is not None:
             self.db.run("DELETE FROM pool_maintainers WHERE pool = ?", (row[0],))
+            self.db.run("DELETE FROM pool_scaling WHERE pool = ?", (row[0],))
         self.db.run("DELETE FROM strategies WHERE name = ?", (name,))
 
     def strategy_for_pool(self, pool: str) -> StrategyRecord | None:
@@ -75,6 +77,21 @@ class PoolRows:
         if in_force:
             sql += " WHERE in_force IS NOT NULL"
         return [strategy_from_row(r) for r in self.db.all(sql + " ORDER BY name")]
+
+    # -- a scaled pool's desired count ------------------------------------------------------
+
+    def pool_scaled(self, pool: str) -> tuple[Scaled, str | None] | None:
+        """The pool's last scaling decision and its reason; None before the first."""
+        row = self.db.one("SELECT desired, scaled_at, reason FROM pool_scaling WHERE pool = ?",
+                          (pool,))
+        return (Scaled(int(row[0]), row[1]), row[2]) if row else None
+
+    def save_pool_scaled(self, pool: str, scaled: Scaled, reason: str | None) -> None:
+        self.db.run(
+            "INSERT INTO pool_scaling (pool, desired, scaled_at, reason) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(pool) DO UPDATE SET desired = excluded.desired, "
+            "scaled_at = excluded.scaled_at, reason = excluded.reason",
+            (pool, scaled.desired, scaled.scaled_at, reason))
 
     def maintainer_ids(self) -> frozenset[str]:
         """The runners allowed to maintain a pool, or maintaining one (an enrolled host whose

@@ -163,3 +163,83 @@ def test_the_group_key_names_the_runner_group_members_join_and_defaults_to_defau
     assert Strategy.from_dict(placed.to_dict()) == placed
     err = error_of(tmp_path, GOOD + "group: 'no spaces'\n")
     assert "group" in str(err) and "a group name is" in str(err)
+
+
+# -- scale: grow and shrink from demand --------------------------------------------------------
+
+SCALED = f"""\
+environment: ui
+inventory: {{name: ui-pool, size: 8}}
+image: {{ref: ui-runner, digest: "{DIGEST}"}}
+bounds: {{pool-max: 6}}
+scale:
+  min: 0
+  max: 6
+  idle-after: 5m
+  cool-down: 30s
+"""
+
+
+def test_a_scale_section_loads_with_durations_and_round_trips(tmp_path):
+    from gg.domain.pool_scaling import Scale
+
+    strategy = load_strategy(write(tmp_path, SCALED))
+    assert strategy.scale == Scale(min=0, max=6, idle_after=300.0, step=None, cool_down=30.0)
+    assert strategy.pool_spec().scale == strategy.scale
+    assert Strategy.from_dict(strategy.to_dict()) == strategy
+    assert load_strategy(write(tmp_path, GOOD)).scale is None
+
+
+@pytest.mark.parametrize("old,new,line,key,fragment", [
+    ("  max: 6", "  max: 7", 7, "scale.max", "must not exceed bounds.pool-max (6)"),
+    ("min: 0", "min: 9", 7, "scale.max", "must be at least min (9)"),
+    ("min: 0", "min: -1", 6, "scale.min", "must be from 0"),
+    ("  idle-after: 5m\n", "", 5, "scale.idle-after", "is required"),
+    ("idle-after: 5m", "idle-after: soon", 8, "scale.idle-after", "is not a duration"),
+    ("cool-down: 30s", "cool-down: 30s\n  step: 0", 10, "scale.step", "must be from 1"),
+    ("cool-down: 30s", "cool-down: 30s\n  burst: 3", 10, "scale.burst", "not a known key"),
+    ("size: 8}", "size: 8, warm: 2}", 5, "scale", "replaces inventory.warm"),
+    ("environment: ui", "environment: ui\nidle-after: 3", 2, "idle-after",
+     "belongs under scale"),
+])
+def test_a_bad_scale_section_is_refused_with_line_and_key(tmp_path, old, new, line, key,
+                                                          fragment):
+    assert old in SCALED
+    error = error_of(tmp_path, SCALED.replace(old, new))
+    assert (error.line, error.key) == (line, key), str(error)
+    assert fragment in error.problem
+
+
+# -- driver command: executables in the maintainer's commands directory ------------------------
+
+ON_HOSTS = f"""\
+environment: ui
+inventory: {{name: ui-pool, size: 2}}
+image: {{ref: ui-runner, digest: "{DIGEST}"}}
+driver: command
+command: {{create: create-host, delete: delete-host, list: list-hosts}}
+"""
+
+
+def test_driver_command_names_its_three_executables_and_round_trips(tmp_path):
+    strategy = load_strategy(write(tmp_path, ON_HOSTS))
+    assert strategy.command == {"create": "create-host", "delete": "delete-host",
+                                "list": "list-hosts"}
+    assert Strategy.from_dict(strategy.to_dict()) == strategy
+
+
+@pytest.mark.parametrize("old,new,line,key,fragment", [
+    ("create: create-host", "create: /usr/bin/rm", 5, "command.create",
+     "must be a file name in the maintainer's commands directory"),
+    ("create: create-host", "create: ../x", 5, "command.create", "must be a file name"),
+    (", list: list-hosts", "", 5, "command.list", "is required"),
+    ("command: {create: create-host, delete: delete-host, list: list-hosts}\n", "", 4,
+     "driver", "command needs a command section"),
+    ("driver: command", "driver: process", 5, "command", "is only for driver command"),
+])
+def test_a_bad_command_section_is_refused_with_line_and_key(tmp_path, old, new, line, key,
+                                                            fragment):
+    assert old in ON_HOSTS
+    error = error_of(tmp_path, ON_HOSTS.replace(old, new))
+    assert (error.line, error.key) == (line, key), str(error)
+    assert fragment in error.problem

@@ -561,3 +561,35 @@ def test_a_pools_maintainer_flies_nothing_so_no_wait_or_estimate_counts_on_it(co
     assert shown["expected_start_basis"].endswith("on 1 runner"), shown
     assert estimates.fleet_seats(core, core.now())[0].runner.id == flier.id
     assert len(estimates.fleet_seats(core, core.now())) == 1
+
+
+# --------------------------------------------------------------------------- scaled pools
+
+
+def scaled_in_force(core, owner, **scale) -> None:
+    data = mapping(size=4, warm=0, pool_max=3)
+    data["scale"] = {"min": 0, "max": 3, "idle-after": 60, **scale}
+    answer = strategies.apply(core, owner, "ui", data)
+    gates.clear_gate(core, answer["gate"]["id"], person=owner)
+
+
+def test_a_scaled_pool_keeps_its_desired_count_and_records_each_decision_with_its_reason(
+        core, owner, clock):
+    scaled_in_force(core, owner, **{"cool-down": 30})
+    keeper = make_runner(core, owner, name="keeper")
+    pools.allow(core, owner, "ui-pool", "keeper")
+    assert plan_actions(core, keeper) == []  # min 0, nothing waits: nothing runs
+    for _ in range(5):
+        flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
+    view = pools.plan_view(core, keeper, "ui-pool")
+    assert view["actions"] == [{"action": "start", "count": 3, "digest": D1}]
+    assert view["scaling"] == "scaled ui-pool from 0 to 3: 5 flights waiting, 0 starting"
+    events = core.store.events(kind="info:pool:scaled")
+    assert [(e["body"]["previous"], e["body"]["desired"]) for e in events] == [(0, 3)]
+    assert core.store.pool_scaled("ui-pool")[0].desired == 3
+    start_member(core, keeper)  # one of three started; the other two are still desired
+    assert plan_actions(core, keeper) == [{"action": "start", "count": 2, "digest": D1}]
+    assert len(core.store.events(kind="info:pool:scaled")) == 1  # no second decision
+    row = pools.show_pool(core, "ui-pool")
+    assert row["counts"] == {"desired": 3, "starting": 3, "warm": 0, "busy": 0}
+    assert row["scaled_reason"] == "scaled ui-pool from 0 to 3: 5 flights waiting, 0 starting"

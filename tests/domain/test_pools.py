@@ -102,3 +102,20 @@ def test_more_machines_wait_for_a_gate_and_fewer_apply_at_once():
     image = strategy_changes(old, strategy(image={"ref": "ui", "digest": "sha256:" + "b" * 64}))
     assert [c.gated for c in image] == [True]
     assert strategy_changes(old, strategy()) == []
+
+
+def test_a_scale_section_added_or_raised_waits_for_a_gate_and_lowered_or_tuned_applies_at_once():
+    plain = strategy(inventory={"name": "ui-pool", "size": 4})
+    scaled = strategy(inventory={"name": "ui-pool", "size": 4},
+                      scale={"min": 0, "max": 3, "idle-after": 60})
+    assert [(c.text, c.gated) for c in strategy_changes(plain, scaled)] == [
+        ("changes scale - → min 0 max 3", True)]
+    raised = strategy(inventory={"name": "ui-pool", "size": 4},
+                      scale={"min": 1, "max": 3, "idle-after": 60})
+    assert [(c.text, c.gated) for c in strategy_changes(scaled, raised)] == [
+        ("raises scale min 0 → 1", True)]
+    tuned = strategy(inventory={"name": "ui-pool", "size": 4},
+                     scale={"min": 0, "max": 2, "idle-after": 30, "cool-down": 10})
+    assert [(c.text, c.gated) for c in strategy_changes(scaled, tuned)] == [
+        ("lowers scale max 3 → 2", False), ("changes scale idle-after 60.0 → 30.0", False),
+        ("changes scale cool-down - → 10.0", False)]

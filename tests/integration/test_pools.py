@@ -71,13 +71,13 @@ class Pool:
         assert code == 0, err
         return json.loads(out) if "--json" in args else out
 
-    def maintain(self) -> subprocess.Popen:
+    def maintain(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         env = {**os.environ, **self.fleet.env, "GG_CONFIG_DIR": str(self.fleet.config_dir),
-               "GG_STATE_DIR": str(self.state)}
+               "GG_STATE_DIR": str(self.state), **(env or {})}
         with open(self.root / "keeper.log", "ab") as log:
             self.proc = subprocess.Popen(
                 gg_argv("--server", self.fleet.url, "runner", "maintain", "ui-pool", "--name",
-                        "keeper"), env=env, stdout=log, stderr=subprocess.STDOUT,
+                        "keeper", *extra), env=env, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)
         return self.proc
 
@@ -270,3 +270,153 @@ def test_a_container_pool_member_runs_from_the_image_built_here_enrols_and_lands
     members = {key: m for m in pool.members() for key in (m["runner_id"], m["name"]) if key}
     assert shown["runner"] in members  # a member of the pool flew it
     assert members[shown["runner"]]["digest"] == f"sha256:{pool.built[-1]}"
+
+
+SCALED = """\
+environment: ui
+inventory: {{name: ui-pool, size: {max}}}
+image: {{ref: ui-image}}
+bounds: {{pool-max: {max}}}
+build: {{context: {context}}}
+scale: {{min: 0, max: {max}, idle-after: {idle_after}}}
+"""
+
+
+def test_a_scaled_pool_grows_from_a_burst_drains_it_and_shrinks_to_zero_when_idle(pool):
+    pool.context.mkdir(exist_ok=True)
+    (pool.context / "hello.txt").write_text("hello from the image\n")
+    path = pool.root / "ui.yaml"
+    path.write_text(SCALED.format(max=3, idle_after="2s", context=pool.context))
+    pool.fleet.chart("ui")
+    applied = pool.gg("strategy", "apply", "ui", str(path), "--json")
+    api = pool.fleet.api()
+    api.clear_gate(applied["gate"]["id"])
+    pool.build()
+    allowed_maintainer(pool)
+    wait_until(lambda: pool.row()["last_attested_at"], timeout=30, what="a first attestation")
+    assert pool.members() == [] and pool.row()["counts"]["desired"] == 0  # min 0: nothing idles
+
+    ids = [api.open_flight({"environment": "ui", "command": ["sleep 1"]})["id"]
+           for _ in range(6)]
+    most = 0
+
+    def all_landed():
+        nonlocal most
+        most = max(most, sum(1 for m in pool.members() if m["state"] != "stopped"))
+        return all(landed(api, i) for i in ids)
+
+    wait_until(all_landed, timeout=120, interval=0.2, what="six flights to land on the pool")
+    assert most == 3
+    scaled = [e["body"] for e in api.events(kind="info:pool:scaled", limit=1000)]
+    assert any(e["reason"].startswith("scaled ui-pool from 0 to ")
+               and "flights waiting" in e["reason"] for e in scaled)
+    assert max(e["desired"] for e in scaled) == 3
+
+    wait_until(lambda: pool.members() == [], timeout=60, interval=0.2,
+               what="the pool to shrink to nothing once idle")
+    shrunk = [e["body"]["reason"] for e in api.events(kind="info:pool:scaled", limit=1000)]
+    assert any("idle for 2 s or more, no flight waiting" in r for r in shrunk)
+    assert pool.row()["counts"] == {"desired": 0, "starting": 0, "warm": 0, "busy": 0}
+    # Nothing was taken from a flight: every flight flew once, on its first lease.
+    assert api.events(kind="info:flight:expired", limit=100) == []
+    assert all(api.flight(i)["outcome"] == "landed" for i in ids)
+
+
+def test_a_scaled_pool_member_killed_mid_flight_is_replaced_and_its_flight_flies_again(pool):
+    pool.context.mkdir(exist_ok=True)
+    (pool.context / "hello.txt").write_text("hello from the image\n")
+    path = pool.root / "ui.yaml"
+    path.write_text(SCALED.format(max=1, idle_after="60s", context=pool.context))
+    pool.fleet.chart("ui")
+    applied = pool.gg("strategy", "apply", "ui", str(path), "--json")
+    api = pool.fleet.api()
+    api.clear_gate(applied["gate"]["id"])
+    pool.build()
+    allowed_maintainer(pool)
+    marker = pool.root / "attempts"
+    flight = api.open_flight({"environment": "ui", "command": [
+        f'echo x >> {marker}; if [ "$(wc -l < {marker})" -lt 2 ]; then sleep 60; fi']})
+
+    def flying_member():
+        busy = pool.members("busy")
+        return busy[0] if busy and marker.exists() else None
+
+    first = wait_until(flying_member, timeout=60, what="the flight to fly on a member")
+    os.killpg(pool.member_pids()[first["id"]], signal.SIGKILL)
+    shown = wait_until(lambda: landed(api, flight["id"]), timeout=90, interval=0.2,
+                       what="the flight to land on the replacement")
+    assert shown["attempt"] == 2
+    assert len(api.events(kind="info:flight:expired", limit=100)) == 1  # offered again once
+    assert marker.read_text() == "x\nx\n"
+    # The killed member was brought up afresh (reset: a new process, key and image) or
+    # replaced by a new one; the pool never grew beyond max 1 to do it.
+    members = pool.members()
+    assert len(members) <= 1
+    assert not members or members[0]["id"] != first["id"] or members[0]["resets"] >= 1
+
+
+COMMANDS = Path(__file__).resolve().parent.parent / "pool" / "commands"
+ON_HOSTS = f"""\
+environment: ui
+inventory: {{name: ui-pool, size: 2}}
+image: {{ref: ui-image, digest: "sha256:{'c' * 64}"}}
+driver: command
+command: {{create: create-host, delete: delete-host, list: list-hosts}}
+scale: {{min: 0, max: 2, idle-after: 2s}}
+"""
+
+
+def test_machines_on_other_hosts_come_from_the_strategys_commands_and_failures_back_off(
+        tmp_path):
+    """The command driver with the reference scripts: a create that fails is retried with
+    backoff and gg pools reads why; a machine that never checks in before its member code
+    expires is deleted, recorded, and replaced; then a machine enrols and flies."""
+    fleet = Fleet(tmp_path, {**FAST, "GG_MEMBER_CODE_TTL": "15"}).start()
+    pool = Pool(fleet, tmp_path)
+    hosts = tmp_path / "hosts"
+    hosts.mkdir()
+    try:
+        path = tmp_path / "ui.yaml"
+        path.write_text(ON_HOSTS)
+        fleet.chart("ui")
+        applied = pool.gg("strategy", "apply", "ui", str(path), "--json")
+        api = fleet.api()
+        api.clear_gate(applied["gate"]["id"])
+        (hosts / "fail-create").write_text("no capacity in zone test-1\n")
+        refused = pool.maintain("--commands", str(COMMANDS))
+        assert refused.wait(timeout=60) == 4
+        api.allow_maintainer("ui-pool", "keeper")
+        pool.maintain("--commands", str(COMMANDS), env={"GG_TEST_HOSTS": str(hosts)})
+        flight = api.open_flight({"environment": "ui", "command": ["echo on a host"]})
+
+        def failing():
+            backoff = (pool.row()["last_attestation"] or {}).get("backoff")
+            return backoff if backoff and backoff["failures"] >= 2 else None
+
+        backoff = wait_until(failing, timeout=60, what="a create failing twice")
+        assert backoff["error"] == ("the create command failed (exit 1): no capacity in zone "
+                                    "test-1")
+        assert backoff["retry_in"] > 0.5  # it waits longer than the plain interval
+        listing = pool.gg("pools")
+        assert "failing" in listing and "no capacity in zone test-1" in listing
+
+        (hosts / "never-join").write_text("")
+        (hosts / "fail-create").unlink()
+        never = wait_until(lambda: api.events(kind="warn:pool:member_never_joined", limit=10),
+                           timeout=90, what="a machine that never checked in to be recorded")
+        assert "never checked in within 15 s" in never[0]["body"]["reason"]
+        (hosts / "never-join").unlink()
+        shown = wait_until(lambda: landed(api, flight["id"]), timeout=120, interval=0.2,
+                           what="the flight to land on a machine made by the create command")
+        assert output_of(shown) == "on a host\n"
+        assert never[0]["body"]["member"] not in {p.name for p in hosts.glob("m_*")}
+    finally:
+        pool.stop()
+        for home in hosts.glob("m_*"):  # the reference hosts outlive the maintainer
+            pid = home / "pid"
+            if pid.exists():
+                try:
+                    os.killpg(int(pid.read_text()), signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        fleet.stop()

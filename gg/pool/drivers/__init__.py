@@ -26,7 +26,7 @@ from typing import Protocol
 from gg.error_codes import ErrorCode
 from gg.errors import GGError
 
-DRIVERS = ("process", "podman", "docker")
+DRIVERS = ("process", "podman", "docker", "command")
 MEMBER_ID = re.compile(r"^m_[0-9a-f]{1,32}$")
 
 
@@ -67,7 +67,8 @@ class Driver(Protocol):
 
 
 def make_driver(name: str, *, pool: str, root: Path, images_dir: Path,
-                hide: Sequence[Path] = ()) -> Driver:
+                hide: Sequence[Path] = (), command: dict[str, str] | None = None,
+                commands_dir: Path | None = None) -> Driver:
     """The driver a strategy names, keeping its members under ``root`` (process) or labelled
     with the pool's name (podman, docker). ``hide``: the maintainer's own directories, which a
     process member's sandboxed flights must not see (a container member sees of the host's
@@ -81,6 +82,10 @@ def make_driver(name: str, *, pool: str, root: Path, images_dir: Path,
         from gg.pool.drivers.container import ContainerDriver
 
         return ContainerDriver(name, pool, images_dir=images_dir)
+    if name == "command":
+        from gg.pool.drivers.command import CommandDriver
+
+        return CommandDriver(pool, command or {}, commands_dir)
     raise DriverError(f"no driver {name!r}; a strategy's driver is one of {', '.join(DRIVERS)}")
 
 

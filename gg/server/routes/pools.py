@@ -110,7 +110,8 @@ async def attest(pool: str, body: Attestation, request: Request,
     return pools.attest(request.app.state.core, runner, pool,
                         members=[m.model_dump() for m in body.members],
                         did=[d.model_dump() for d in body.did],
-                        driver=body.driver.model_dump() if body.driver else None)
+                        driver=body.driver.model_dump() if body.driver else None,
+                        backoff=body.backoff.model_dump() if body.backoff else None)
 
 
 # -- members ----------------------------------------------------------------------------------
