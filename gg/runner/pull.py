@@ -43,6 +43,7 @@ from gg.domain.runners import AdminState
 from gg.error_codes import ErrorCode
 from gg.runner import capabilities, inventory
 from gg.runner.flight import STOP_GRACE, FlightRun, Lease, fly_saying
+from gg.runner.flight_artifacts import Refused
 from gg.runner.sent import SentLog
 from gg.runner.state import StateDir
 from gg.settings import DEFAULTS, Settings
@@ -63,6 +64,10 @@ class PullOptions:
     grace: float = 30.0
     hidden: list[Path] = field(default_factory=list)
     size: dict | None = None  # --cpus/--memory: what it offers its flights (gg.domain.sizes)
+
+
+PULL_ARTIFACTS = ("artifacts are not carried for flights of a pull-mode runner: it never calls "
+                  "the control plane (docs/work-graphs.md, \"Artifacts\")")
 
 
 class Relay:
@@ -114,6 +119,16 @@ class Relay:
         raise ApiError(409, ErrorCode.CONFLICT,
                        "identity tokens are not served to flights of a pull-mode runner: it "
                        "never calls the control plane (docs/jobs.md, \"Identity tokens\")")
+
+    def offer_artifacts(self, *_: Any, **__: Any) -> Any:
+        """Artifacts (docs/work-graphs.md) travel by the runner's own calls, which a
+        pull-mode runner never makes: what a flight left is not uploaded, and the flight
+        fails saying so rather than land as if its artifacts were kept."""
+        raise Refused(PULL_ARTIFACTS)
+
+    def download_input(self, *_: Any, **__: Any) -> None:
+        """Inputs likewise: a flight that needs them is not started without them."""
+        raise Refused(PULL_ARTIFACTS)
 
     def give_back(self, flight_id: str, epoch: int, reason: str) -> None:
         """A grant this runner cannot take: returned with the next poll, without waiting."""

@@ -96,3 +96,22 @@ def test_a_pull_mode_flight_asking_for_an_identity_token_is_refused_in_one_sente
         desk.mint("sts.example")
     assert refused.value.status == 409
     assert "pull-mode runner" in refused.value.message and "\n" not in refused.value.message
+
+
+def test_a_pull_mode_flight_with_artifacts_or_inputs_is_told_so_in_one_sentence(tmp_path):
+    """A pull-mode runner never calls the control plane, so it cannot upload what a flight
+    left nor fetch its inputs: the flight is refused (inputs) or fails (artifacts) saying so,
+    never started without its inputs nor landed as if its artifacts were kept."""
+    from types import SimpleNamespace
+
+    from gg.runner import flight_artifacts
+
+    run = SimpleNamespace(id="f_1", client=Relay(), lease=SimpleNamespace(epoch=1),
+                          flight=SimpleNamespace(inputs=[SimpleNamespace(
+                              flight="f_0", name="app.tar", dir="build", sha256="0" * 64)]),
+                          _patience=lambda: 1.0, say=lambda text: None)
+    said = flight_artifacts.prepare(run, tmp_path)
+    assert said is not None and "pull-mode runner" in said and "\n" not in said
+    (tmp_path / flight_artifacts.HOME / flight_artifacts.ARTIFACTS / "out.txt").write_text("x")
+    said = flight_artifacts.upload(run, tmp_path)
+    assert said is not None and "pull-mode runner" in said
