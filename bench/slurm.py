@@ -344,7 +344,7 @@ def cluster(config: str, cpus: int):
 
 
 def version() -> str:
-    done = subprocess.run(["sinfo", "--version"], capture_output=True, text=True)
+    done = subprocess.run(["slurmd", "-V"], capture_output=True, text=True)
     return done.stdout.strip() or "slurm"
 
 
