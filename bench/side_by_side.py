@@ -107,32 +107,41 @@ def block(limit: int, jobs: int, repeats: int, rounds: int, configs: list[str],
                 if not configs:
                     configs = [None]  # gg alone
                 for config in configs:
-                    ctx = slurm.cluster(config, limit) if config else _nothing()
-                    with ctx as c:
-                        side = slurms.setdefault(config, {"dispatch": [], "throughput": {}})
-                        if c:
-                            c.dispatch_once()  # warm-ups
-                            c.throughput(2, "loop")
-                        if limit == 1:
-                            for i in range(repeats):
-                                pair = interleaved([lambda: gg_dispatch_once(http, token),
-                                                    (lambda: c.dispatch_once()) if c
-                                                    else (lambda: None)], i)
-                                gg["dispatch"].append(pair[0])
-                                if c:
-                                    side["dispatch"].append(pair[1])
-                        for r in range(rounds):
-                            runs = interleaved([
-                                lambda: gg_throughput(bench, jobs),
-                                (lambda: c.throughput(jobs, "loop")) if c else (lambda: None),
-                                (lambda: c.throughput(jobs, "array")) if c else (lambda: None),
-                            ], r)
-                            gg["throughput"].setdefault(str(limit), []).append(runs[0])
-                            if c:
-                                side["throughput"].setdefault(str(limit), []).append(
-                                    {"loop": runs[1], "array": runs[2]})
+                    try:
+                        slurm_block(http, token, bench, limit, jobs, repeats, rounds, config,
+                                    gg, slurms)
+                    except RuntimeError as e:  # Slurm failed: gg's and the peer's figures stay
+                        slurms.setdefault(config, {"dispatch": [], "throughput": {}})[
+                            "error"] = str(e)
         finally:
             bench.stop()
+
+
+def slurm_block(http, token, bench, limit, jobs, repeats, rounds, config, gg, slurms) -> None:
+    ctx = slurm.cluster(config, limit) if config else _nothing()
+    with ctx as c:
+        side = slurms.setdefault(config, {"dispatch": [], "throughput": {}})
+        if c:
+            c.dispatch_once()  # warm-ups
+            c.throughput(2, "loop")
+        if limit == 1:
+            for i in range(repeats):
+                pair = interleaved([lambda: gg_dispatch_once(http, token),
+                                    (lambda: c.dispatch_once()) if c
+                                    else (lambda: None)], i)
+                gg["dispatch"].append(pair[0])
+                if c:
+                    side["dispatch"].append(pair[1])
+        for r in range(rounds):
+            runs = interleaved([
+                lambda: gg_throughput(bench, jobs),
+                (lambda: c.throughput(jobs, "loop")) if c else (lambda: None),
+                (lambda: c.throughput(jobs, "array")) if c else (lambda: None),
+            ], r)
+            gg["throughput"].setdefault(str(limit), []).append(runs[0])
+            if c:
+                side["throughput"].setdefault(str(limit), []).append(
+                    {"loop": runs[1], "array": runs[2]})
 
 
 class _nothing:
@@ -154,6 +163,8 @@ def gg_summary(gg: dict) -> dict:
 def slurm_summary(side: dict) -> dict:
     out: dict = {"dispatch_ms": summary(side["dispatch"], 1), "throughput": {},
                  "throughput_runs": side["throughput"]}
+    if "error" in side:
+        out["error"] = side["error"]
     for k, runs in side["throughput"].items():
         out["throughput"][k] = {how: round(statistics.median(r[how]["jobs_per_s"] for r in runs), 2)
                                 for how in ("loop", "array")}
@@ -276,6 +287,9 @@ def markdown(r: dict) -> str:
                              + " | ".join(str(x) if x is not None else "–" for x in vals) + " | "
                              + " | ".join(f"gg {ratio(v, x)}×" if x else "–" for x in vals)
                              + " |")
+        for c in configs:
+            if "error" in sl[c]:
+                lines.append(f"\nSlurm {c} failed: `{sl[c]['error']}`.")
         lines.append("\nSlurm's throughput ends at the last job's own instruction (its "
                      "completion reaching the controller comes later), gg's at the control "
                      "plane's `landed` stamp: the definition favours Slurm.")

@@ -99,26 +99,27 @@ def ensure_installed() -> None:
 
 
 def free_ports(count: int) -> int:
-    """The first of ``count`` consecutive free TCP ports on 127.0.0.1."""
+    """The first of ``count`` consecutive ports free on every address, below the ephemeral
+    range (a port the kernel hands out for outgoing connections may be taken before the
+    daemon binds it)."""
+    import random
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
-        if base + count > 65535:
-            continue
+        base = random.randrange(10000, max(10001, low - count))
         held = []
         try:
             for port in range(base, base + count):
                 s = socket.socket()
                 held.append(s)
-                s.bind(("127.0.0.1", port))
+                s.bind(("", port))
             return base
         except OSError:
             continue
         finally:
             for s in held:
                 s.close()
-    raise RuntimeError(f"no {count} consecutive free ports on 127.0.0.1")
+    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 def slurm_conf(config: str, cpus: int, root: Path, controller_port: int, node_port: int,
@@ -328,11 +329,20 @@ def summary(values: list[float]) -> dict:
 @contextlib.contextmanager
 def cluster(config: str, cpus: int):
     """A started cluster, stopped and removed afterwards (its folder kept on failure)."""
-    root = Path(tempfile.mkdtemp(prefix=f"gg-bench-slurm-{config}-{cpus}-"))
-    c = Cluster(root, config, cpus)
+    for attempt in range(3):  # a port taken between the probe and the bind: new ports
+        root = Path(tempfile.mkdtemp(prefix=f"gg-bench-slurm-{config}-{cpus}-"))
+        c = Cluster(root, config, cpus)
+        try:
+            c.start()
+            break
+        except RuntimeError:
+            c.stop()
+            if attempt == 2 or "Address already in use" not in _logs(root):
+                say(f"logs kept in {root}")
+                raise
+            shutil.rmtree(root, ignore_errors=True)
     ok = False
     try:
-        c.start()
         yield c
         ok = True
     finally:
@@ -341,6 +351,10 @@ def cluster(config: str, cpus: int):
             shutil.rmtree(root, ignore_errors=True)
         else:
             say(f"logs kept in {root}")
+
+
+def _logs(root: Path) -> str:
+    return "".join(p.read_text(errors="replace") for p in root.glob("*.stderr"))
 
 
 def version() -> str:
