@@ -146,6 +146,10 @@ def slurm_conf(config: str, cpus: int, root: Path, controller_port: int, node_po
         "ProctrackType": "proctrack/linuxproc",
         "TaskPlugin": "task/none",
         "SlurmdParameters": "config_overrides",
+        # one CPU a job: Slurm's built-in select/linear gives each job the whole node, which
+        # would make a node of 4 CPUs run one job at a time
+        "SelectType": "select/cons_tres",
+        "SelectTypeParameters": "CR_CPU",
         "ReturnToService": "2",
     }
     if config == "high-throughput":
