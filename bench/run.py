@@ -5,7 +5,8 @@
 
 Each part is also a script of its own (``python bench/NAME.py --help``); this one only runs
 them in sequence with the same ``--quick``. The side-by-side part installs the pinned peer
-(Prefect) into ``bench/.peer-venv`` on first use, which takes about a minute.
+(Prefect) into ``bench/.peer-venv`` on first use, which takes about a minute, and Debian's
+``slurm-wlm`` and ``munge`` with apt-get when they are absent (as root).
 """
 
 from __future__ import annotations
