@@ -37,6 +37,14 @@ PUBLIC = {
     ("gg/domain/groups.py", "tokens == 1"): "how many tokens (for the sentence's grammar)",
     ("gg/domain/runners.py", "stated_policy != policy_digest(runner.policy)"):
         "a digest of the runner's policy, which an admin sets and every row shows",
+    ("gg/control/artifacts.py", "before['sha256'] == digest"):
+        "an artifact's content digest, shown to anyone who reads the flight",
+    ("gg/pool/drivers/container.py", "out.strip() == f'[\"{digest}\"]'"):
+        "an image's content digest is public",
+    ("gg/runner/flight_artifacts.py", "counted.hexdigest() != given.sha256"):
+        "an input's content digest, shown to anyone who reads the flight it came from",
+    ("gg/server/routes/artifacts.py", "counted.hexdigest() != digest"):
+        "an artifact's content digest, which its uploader states",
 }
 
 

@@ -79,11 +79,12 @@ def offer(core: Core, runner: Caller, flight_id: str, *, epoch: int,
             if a["sha256"] in new_digests:
                 needed.append(a["name"])
             else:
-                _name(core, runner, flight, a["name"], a["sha256"], a["size"], epoch, now)
+                _name(core, runner, flight, name=a["name"], digest=a["sha256"], size=a["size"],
+                      epoch=epoch, now=now)
     return {"needed": needed, "received": len(artifacts)}
 
 
-def _name(core: Core, runner: Caller, flight: Flight, name: str, digest: str, size: int,
+def _name(core: Core, runner: Caller, flight: Flight, *, name: str, digest: str, size: int,
           epoch: int, now: float) -> None:
     before = core.store.artifact(flight.id, name)
     if before is not None and before["sha256"] == digest:
@@ -115,7 +116,7 @@ def uploaded(core: Core, runner: Caller, flight_id: str, *, epoch: int, name: st
         if new:
             core.store.add_blob(digest, size, now)
             blobs.keep(digest, spooled, core.store)
-        _name(core, runner, flight, name, digest, size, epoch, now)
+        _name(core, runner, flight, name=name, digest=digest, size=size, epoch=epoch, now=now)
         core.store.db.after_commit(lambda: blobs.place(digest, spooled))
     return {"name": name, "sha256": digest, "size": size, "stored": new}
 

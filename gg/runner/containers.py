@@ -13,10 +13,28 @@ other level (gg.domain.limits.oom_reason).
 from __future__ import annotations
 
 import subprocess
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from gg.runner.isolation import Launch
+
+class Launch(Protocol):
+    """What is read of a ``gg.runner.isolation.Launch`` (which calls this module: it is not
+    imported back)."""
+
+    @property
+    def argv(self) -> list[str]: ...
+
+    @property
+    def env(self) -> dict[str, str]: ...
+
+    @property
+    def private(self) -> Path | None: ...
+
+    @property
+    def container_name(self) -> str | None: ...
+
+    @property
+    def cleanup(self) -> list[str] | None: ...
 
 ASK_TIMEOUT = 30.0  # seconds an engine's inspect or rm may take on a busy host
 OOM_MARK = "oom"  # conmon's file, in its working directory

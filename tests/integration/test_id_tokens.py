@@ -130,7 +130,7 @@ def test_a_flight_prints_a_token_that_verifies_against_the_jwks_carries_its_clai
     assert runner.credential not in json.dumps(env)
     assert {k for k in env if k.startswith("GG_")} <= {
         "GG_FLIGHT", "GG_ATTEMPT", "GG_WORKSPACE", "GG_ID_TOKEN_SOCKET",
-        "GG_ID_TOKEN_REQUEST_TOKEN"}
+        "GG_ID_TOKEN_REQUEST_TOKEN", "GG_ARTIFACTS", "GG_INPUTS"}
     assert first["socket"] == [first["uid"], 0o600]
     if SANDBOX:
         assert first["uid"] != 0  # a root runner's sandboxed flight runs as its own uid

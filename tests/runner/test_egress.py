@@ -162,7 +162,12 @@ def test_a_real_root_runner_under_an_allowlist_lets_its_flight_reach_only_that(t
                    timeout=90, what="the flight to end")
         out = "".join(f["body"]["text"] for f in api.flight(flight["id"])["facts"]
                       if f["kind"] == "output")
-        during = _ours(tmp_path / "prod" / "state-r1")
+        # the runner removes the flight's namespace and link once it handed the flight back,
+        # which may be just after the control plane recorded its end
+        table = egress.host_table(egress.tag_for(tmp_path / "prod" / "state-r1"))
+        during = wait_until(
+            lambda: (o := _ours(tmp_path / "prod" / "state-r1")) == [table] and o,
+            timeout=30, what="the flight's namespace and link removed once it ended")
     finally:
         fleet.stop()
         hosts.stop()
