@@ -99,3 +99,12 @@ def containers_named(prefix: str, env: dict[str, str] | None = None) -> list[str
     listed = podman("ps", "--all", "--format", "{{.Names}}", env=env)
     assert listed.returncode == 0, listed.stderr
     return [n for n in listed.stdout.split() if n.startswith(prefix)]
+
+
+def container_images(prefix: str, env: dict[str, str] | None = None) -> list[str]:
+    """The image each container (running or not) whose name starts with ``prefix`` was
+    started from, as the engine was told it."""
+    listed = podman("ps", "--all", "--format", "{{.Names}} {{.Image}}", env=env)
+    assert listed.returncode == 0, listed.stderr
+    return [line.split()[1] for line in listed.stdout.splitlines()
+            if line.split() and line.split()[0].startswith(prefix)]

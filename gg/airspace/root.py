@@ -15,10 +15,13 @@
         on: [failed, timed-out]
         delay: 30s
         elsewhere: true
+    images:             # optional: the image a container flight in each environment runs
+      ui: registry.example.com/ci/node:22   # from (isolation container; docs/isolation.md)
 
 ``environments`` is required and may be empty (then no flight may name an environment once
-the root is applied). Each ``timeout`` and ``retries`` key and each ``approvals`` item must be
-one of ``environments``; a ``retries`` value is held to gg.domain.retries' bounds. Whether
+the root is applied). Each ``timeout``, ``retries`` and ``images`` key and each ``approvals`` item
+must be one of ``environments``; a ``retries`` value is held to gg.domain.retries' bounds, an
+``images`` value must be an image reference (gg.domain.policy.image_problem). Whether
 each name is charted, or advertised by a live runner, is for the control plane to decide
 when the root is applied; this module only checks the file.
 """
@@ -33,6 +36,7 @@ from typing import Any
 from gg.airspace.errors import AirspaceError
 from gg.airspace.fields import Checked, Fields, sort_errors
 from gg.airspace.yamlfile import Document, document_from_mapping, read_yaml
+from gg.domain.policy import image_problem
 from gg.domain.profiles import name_problem
 from gg.domain.retries import KINDS, RETRIES_MAX, Retry
 from gg.settings import parse_duration
@@ -49,6 +53,7 @@ class Root:
     timeouts: Mapping[str, float] = field(default_factory=dict)
     approvals: tuple[str, ...] = ()
     retries: Mapping[str, Retry] = field(default_factory=dict)  # default retries per environment
+    images: Mapping[str, str] = field(default_factory=dict)  # a container flight's image per env
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"environments": list(self.environments)}
@@ -59,6 +64,8 @@ class Root:
         if self.retries:
             data["retries"] = {env: {k: v for k, v in r.to_wire().items() if v is not None}
                                for env, r in self.retries.items()}
+        if self.images:
+            data["images"] = dict(self.images)
         return data
 
     @classmethod
@@ -67,7 +74,8 @@ class Root:
                    timeouts=dict(data.get("timeout") or {}),
                    approvals=tuple(data.get("approvals") or ()),
                    retries={env: retry for env, r in (data.get("retries") or {}).items()
-                            if (retry := Retry.of(r)) is not None})
+                            if (retry := Retry.of(r)) is not None},
+                   images=dict(data.get("images") or {}))
 
 
 def read_root(doc: Document) -> Checked[Root]:
@@ -79,6 +87,7 @@ def read_root(doc: Document) -> Checked[Root]:
     names = fields.texts("environments", required=True, check=name_problem)
     timeouts = _timeouts(fields.section("timeout"), names or ())
     retries = _retries(fields.section("retries"), names or ())
+    images = _images(fields.section("images"), names or ())
     listed = names or ()
     approvals = fields.texts(
         "approvals", check=lambda n: None if n in listed else
@@ -87,7 +96,7 @@ def read_root(doc: Document) -> Checked[Root]:
     if errors or names is None or approvals is None:
         return Checked(None, sort_errors(errors))
     return Checked(Root(environments=names, timeouts=timeouts, approvals=approvals,
-                        retries=retries))
+                        retries=retries, images=images))
 
 
 def _timeouts(section: Fields | None, names: tuple[str, ...]) -> dict[str, float]:
@@ -113,6 +122,24 @@ def _timeouts(section: Fields | None, names: tuple[str, ...]) -> dict[str, float
             section.fail(key, "must be longer than 0s")
             continue
         found[key] = seconds
+    return found
+
+
+def _images(section: Fields | None, names: tuple[str, ...]) -> dict[str, str]:
+    """``images: {ENV: REF}``: every key an environment listed, every value an image
+    reference a container engine takes."""
+    found: dict[str, str] = {}
+    if section is None:
+        return found
+    for key in section.data:
+        if key not in names:
+            section.known.append(key)
+            section.fail(key, f"is not one of environments ({', '.join(names) or 'none'})",
+                         at="key")
+            continue
+        image = section.text(key, required=True, check=image_problem)
+        if image is not None:
+            found[key] = image
     return found
 
 

@@ -37,6 +37,7 @@ class RootApply(Request):
     timeout: Annotated[dict[str, Any], Field(max_length=1000)] | None = None  # ENV -> duration
     approvals: Annotated[list[Any], Field(max_length=1000)] | None = None  # ENVs needing one
     retries: Annotated[dict[str, Any], Field(max_length=1000)] | None = None  # ENV -> retries
+    images: Annotated[dict[str, Any], Field(max_length=1000)] | None = None  # ENV -> image
 
 
 class OwnershipSet(Request):
@@ -76,6 +77,7 @@ class RootView(Answer):
     timeouts: dict[str, float] = {}  # default run-time limit per environment, in seconds
     approvals: list[str] = []  # environments whose every flight waits for an approval
     retries: dict[str, dict] = {}  # default retries per environment (gg.domain.retries)
+    images: dict[str, str] = {}  # the image a container flight in each environment runs from
 
 
 class RootApplied(RootView):

@@ -156,6 +156,9 @@ class FlightForRunner(Answer):
     # gg fly --with-artifacts (docs/work-graphs.md): its dependencies' artifacts, put under
     # $GG_INPUTS/<dir>/ before the command starts, checked against their digests
     inputs: list[FlightInput] = []
+    # the root envelope's images: for its environment: what a container flight runs from,
+    # before the policy's image (None: the policy's, else the default; docs/isolation.md)
+    image: str | None = None
 
 
 class LeaseGrant(Answer):

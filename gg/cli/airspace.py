@@ -104,3 +104,5 @@ def show(json_: bool = typer.Option(False, "--json")) -> None:
         typer.echo("retries: " + ", ".join(
             f"{name} {(settle(None, Retry.of(r)) or Retry(retries=0)).text}"
             for name, r in root.retries.items()))
+    if root.images:
+        typer.echo("images: " + ", ".join(f"{name} {image}" for name, image in root.images.items()))

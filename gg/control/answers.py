@@ -155,6 +155,9 @@ def claimed(core: Core, runner: RunnerIdentity, got: tuple[Flight, Grant] | None
     inputs = artifacts.for_grant(core, flight.id)  # gg fly --with-artifacts
     if inputs:
         sent["inputs"] = inputs
+    image = core.store.root_images().get(flight.environment) if flight.environment else None
+    if image:  # the root envelope's images: what its container flights run from
+        sent["image"] = image
     return {"flight": sent,
             "policy": policy,
             "lease": {"epoch": grant.epoch, "expires_at": grant.expires_at,

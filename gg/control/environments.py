@@ -166,11 +166,14 @@ def apply_root(core: Core, person: Person, mapping: Any) -> dict:
                                                    timeouts=dict(root.timeouts),
                                                    approvals=tuple(root.approvals)))
         core.store.save_root_retries(dict(root.retries))  # a table of its own (migration 970)
+        core.store.save_root_images(dict(root.images))  # kept in meta (no flights column)
         optional: dict[str, Any] = {}  # each only when the root sets it
         if root.timeouts:
             optional["timeouts"] = dict(root.timeouts)
         if root.approvals:
             optional["approvals"] = list(root.approvals)
+        if root.images:
+            optional["images"] = dict(root.images)
         core.event(EventKind.ROOT_APPLIED, actor=person.name, at=now,
                    environments=list(root.environments),
                    before=list(before.environments) if before else None, **optional)
@@ -214,6 +217,7 @@ def root_view(core: Core) -> dict:
             "applied_by": root.applied_by, "timeouts": dict(root.timeouts),
             "approvals": list(root.approvals),
             "retries": {env: r.to_wire() for env, r in core.store.root_retries().items()},
+            "images": core.store.root_images(),
             "not_in_force": [n for n in root.environments
                              if n not in charted or charted[n].meaning is None]}
 

@@ -427,6 +427,7 @@ class FlightRun:
                                    hidden=hidden, terminal=terminal, identity=self.identity,
                                    activation=activation, limits=self.limits.to_dict(),
                                    netns=self._network(policy),
+                                   image=self.flight.image,  # its environment's, if any
                                    container_name=(f"gg-{self.id}-{self.lease.epoch}" if not terminal
                                                    else None))
         except ValueError as exc:  # a policy or a hidden path this runner cannot use

@@ -61,7 +61,7 @@ from typing import Any, Callable
 
 from gg import config
 from gg.domain.health import FLIGHTS_AS_ROOT, first_missing
-from gg.domain.policy import Policy
+from gg.domain.policy import Policy, image_problem
 from gg.runner import flight_identity as identities
 from gg.runner import gvisor, socket_activation
 from gg.runner.flight_env import (
@@ -587,6 +587,8 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
     if policy.isolation == "container":
         engine = str(capabilities["container_engine"])
         name = container_name or f"gg-{workspace.name[:40]}-{secrets.token_hex(4)}"
+        if image and (problem := image_problem(image)):  # the environment's, as sent
+            raise IsolationUnavailable(problem)
         image = image or policy.image or DEFAULT_IMAGE
         launch = _container(command, engine, workspace, out_env, cut_net, image, name, terminal,
                             drop_to, environments_root(state_dir), limits)

@@ -15,6 +15,8 @@ from gg.domain.environments import Environment, RootEnvelope
 from gg.domain.flights import Stage
 from gg.store.db import Database, dumps, loads
 
+ROOT_IMAGES = "root_images"  # meta key: the root envelope's images per environment
+
 
 def migrate_environments(db: sqlite_utils.Database) -> None:
     db.executescript(
@@ -119,6 +121,19 @@ class PlacementRows:
             "timeouts = excluded.timeouts, approvals = excluded.approvals",
             (dumps(list(root.environments)), root.applied_at, root.applied_by,
              dumps(root.timeouts), dumps(list(root.approvals))))
+
+    # The root envelope's ``images:`` (an environment's container image), kept in ``meta``
+    # under ROOT_IMAGES rather than a root_envelope column: replicas of the previous release
+    # read that table with ``SELECT *`` (docs/architecture.md), and no migration is needed.
+
+    def root_images(self) -> dict[str, str]:
+        row = self.db.one("SELECT value FROM meta WHERE key = ?", (ROOT_IMAGES,))
+        return dict(loads(row["value"], {})) if row is not None else {}
+
+    def save_root_images(self, images: dict[str, str]) -> None:
+        """The root envelope's ``images:``, replacing what an earlier root set."""
+        self.db.run("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE "
+                    "SET value = excluded.value", (ROOT_IMAGES, dumps(images)))
 
     # -- label dispositions -----------------------------------------------------------------
 

@@ -95,3 +95,29 @@ def test_bad_retries_are_refused_with_line_and_key(tmp_path, text, line, key, fr
         load_root(write(tmp_path, text))
     assert (caught.value.line, caught.value.key) == (line, key)
     assert fragment in caught.value.problem
+
+
+def test_images_give_each_listed_environment_the_image_its_container_flights_run_from(tmp_path):
+    root = load_root(write(tmp_path, "environments: [ui, nightly]\nimages:\n"
+                                     "  ui: registry.example.com/ci/node:22\n"))
+    assert root.images == {"ui": "registry.example.com/ci/node:22"}
+    assert Root.from_dict(root.to_dict()) == root
+    assert root_from_mapping(root.to_dict()) == root  # what `gg airspace apply` posts
+
+
+@pytest.mark.parametrize("text,line,key,fragment", [
+    ("environments: [ui]\nimages:\n  api: busybox\n", 3, "images.api",
+     "is not one of environments"),
+    ("environments: [ui]\nimages:\n  ui: --privileged\n", 3, "images.ui",
+     "must be an image reference"),
+    ("environments: [ui]\nimages:\n  ui: Busy Box\n", 3, "images.ui",
+     "must be an image reference"),
+    ("environments: [ui]\nimages:\n  ui: 3\n", 3, "images.ui", "must be text"),
+    ("environments: [ui]\nimages:\n  ui:\n", 3, "images.ui", "is required"),
+    ("environments: [ui]\nimages: busybox\n", 2, "images", "must be a mapping"),
+])
+def test_bad_images_are_refused_with_line_and_key(tmp_path, text, line, key, fragment):
+    with pytest.raises(AirspaceError) as caught:
+        load_root(write(tmp_path, text))
+    assert (caught.value.line, caught.value.key) == (line, key)
+    assert fragment in caught.value.problem

@@ -215,3 +215,39 @@ def test_a_root_refusal_names_a_runner_whose_facts_refute_the_environment(core, 
     assert err.value.message.endswith(
         "(gg runner up --labels environment=ui) (small states environment=ui, but the facts "
         "refute it)")
+
+
+def test_a_granted_flight_carries_its_environments_image_from_the_root(core, owner):
+    """The root envelope's images: reaches the runner with the flight it is granted, and
+    only for the environment that names one (an older runner keeps the field and ignores it)."""
+    from gg.api.runners import Claimed
+    from gg.control import answers
+
+    charted(core, owner, "ui")
+    charted(core, owner, "api")
+    on_ui = runner(core, owner, "r-ui", labels={"environment": "ui"}, inventory=LINUX)
+    on_api = runner(core, owner, "r-api", labels={"environment": "api"}, inventory=LINUX)
+    applied = environments.apply_root(core, owner, {"environments": ["ui", "api"],
+                                                    "images": {"ui": "localhost/ci/node:22"}})
+    assert applied["images"] == {"ui": "localhost/ci/node:22"}
+    assert environments.root_view(core)["images"] == {"ui": "localhost/ci/node:22"}
+    flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
+    flights.open_flight(core, owner, FlightSpec(command=["true"], environment="api"))
+    ui = answers.claimed(core, on_ui, leases.try_claim(core, on_ui.id))
+    api = answers.claimed(core, on_api, leases.try_claim(core, on_api.id))
+    assert ui is not None and api is not None
+    assert ui["flight"]["image"] == "localhost/ci/node:22"
+    assert Claimed.model_validate(ui).flight.image == "localhost/ci/node:22"
+    assert "image" not in api["flight"]  # sent only when its environment names one
+    environments.apply_root(core, owner, {"environments": ["ui", "api"]})  # images taken away
+    assert environments.root_view(core)["images"] == {}
+
+
+def test_a_root_image_that_is_not_an_image_reference_is_refused_with_its_key(core, owner):
+    charted(core, owner, "ui")
+    runner(core, owner, "r-ui", labels={"environment": "ui"}, inventory=LINUX)
+    with pytest.raises(AirspaceError) as err:
+        environments.apply_root(core, owner, {"environments": ["ui"],
+                                              "images": {"ui": "--privileged"}})
+    assert err.value.message.startswith("<request>: images.ui")
+    assert core.store.root_images() == {}

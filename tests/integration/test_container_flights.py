@@ -2,18 +2,22 @@
 plane, real root runners over loopback, the real CLI, and the image their policy names.
 
 One fleet serves every test here (a server start is the suite's dearest thing): runner ``open``
-(container, egress all) and runner ``closed`` (container, egress none), both given the image by
-``gg runner policy --image``. The image is a static busybox made offline and the engine's
-settings for this host go in the runners' environment (tests/podman_support.py).
+(container, egress all, advertising environment ``boxed``) and runner ``closed`` (container,
+egress none), both given the image by ``gg runner policy --image``. The image is a static
+busybox made offline and the engine's settings for this host go in the runners' environment
+(tests/podman_support.py).
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 
 import pytest
 
-from podman_support import busybox_image, containers_named, engine_env
+from gg.api import placement as paths
+
+from podman_support import busybox_image, container_images, containers_named, engine_env, podman
 from support import FAST, Fleet, wait_until
 
 ENDED = ("landed", "failed", "cancelled")
@@ -28,7 +32,7 @@ def fleet(tmp_path_factory):
     try:
         runners = (("open", "all"), ("closed", "none"))
         for name, _ in runners:
-            f.runner(name, workers=2)
+            f.runner(name, labels="environment=boxed" if name == "open" else None, workers=2)
         f.wait_online(*(name for name, _ in runners))
         for name, egress in runners:
             set_policy = f.gg("runner", "policy", name, "--isolation", "container",
@@ -137,3 +141,30 @@ def test_cancelling_a_container_flight_removes_its_container(fleet):
     assert _ended(fleet, flight_id)["stage"] == "cancelled"
     wait_until(lambda: containers_named(f"gg-{flight_id}-", fleet.engine_env) == [],
                timeout=60, what="the cancelled flight's container to be removed")
+
+
+def test_a_container_flight_in_an_environment_runs_from_the_image_the_root_names_for_it(
+        fleet, tmp_path):
+    """The root envelope's images: comes before the runner's policy image: the same busybox
+    tagged under a second name, which the engine is told for the flight in ``boxed``."""
+    named = f"localhost/gg-test-env-{secrets.token_hex(4)}:{fleet.image.rsplit(':', 1)[1]}"
+    tagged = podman("tag", fleet.image, named, env=fleet.engine_env)
+    assert tagged.returncode == 0, tagged.stderr
+    try:
+        gate = fleet.api().request("POST", paths.ENVIRONMENTS,
+                                   json={"name": "boxed", "means": 'os == "linux"'})["gate"]
+        fleet.api().clear_gate(gate)
+        (tmp_path / "root.yaml").write_text(f"environments: [boxed]\nimages:\n  boxed: {named}\n")
+        applied = fleet.gg("airspace", "apply", "--airspace", str(tmp_path))
+        assert applied.returncode == 0, applied.stderr
+        assert f"images: boxed {named}" in fleet.gg("airspace", "show").stdout
+        flight_id = _fly(fleet, "open", "echo up; while true; do sleep 1; done", "--env", "boxed")
+        wait_until(lambda: "up" in _output(fleet.api().flight(flight_id)),
+                   what="the flight to run in its container")
+        assert container_images(f"gg-{flight_id}-", fleet.engine_env) == [named]
+        assert fleet.gg("cancel", flight_id).returncode == 0
+        assert _ended(fleet, flight_id)["stage"] == "cancelled"
+        wait_until(lambda: containers_named(f"gg-{flight_id}-", fleet.engine_env) == [],
+                   timeout=60, what="the cancelled flight's container to be removed")
+    finally:
+        podman("untag", fleet.image, named, env=fleet.engine_env)  # that name only

@@ -436,6 +436,16 @@ def test_a_containers_image_is_the_policys_unless_given_and_the_default_otherwis
     shutil.rmtree(launch.private or "/nonexistent", ignore_errors=True)
 
 
+def test_a_given_image_that_is_not_an_image_reference_is_refused_not_passed_to_the_engine(
+        workspace):
+    """The image a flight carries (its environment's) is checked again on the runner: an
+    engine flag in its place never reaches the engine's command line."""
+    with pytest.raises(IsolationUnavailable, match="must be an image reference"):
+        build(["true"], policy={"isolation": "container", "egress": "all"}, workspace=workspace,
+              env={}, state_dir=None, capabilities=ENGINE, image="--privileged",
+              container_name="gg-f1")
+
+
 def test_container_image_is_a_parameter(workspace):
     launch = build(["true"], policy={"isolation": "container", "egress": "all"},
                    workspace=workspace, env={}, state_dir=None,
