@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gg.domain.output import size_text
+
 DEFAULT_LIMIT = 1024 ** 3  # bytes a flight's artifacts take at most, unless it asks otherwise
 MAX_NAME = 1000  # characters of a name (a path)
 MAX_ARTIFACTS = 10_000  # files a flight may leave
@@ -91,9 +93,3 @@ def input_dir(dependency_id: str, names: dict[str, str]) -> str:
     return name if name and _INPUT_DIR.match(name) and name not in (".", "..") else dependency_id
 
 
-def size_text(size: int) -> str:
-    for unit, step in (("GB", 1024 ** 3), ("MB", 1024 ** 2), ("KB", 1024)):
-        if size >= step:
-            value = size / step
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{size} bytes"

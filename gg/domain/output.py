@@ -18,10 +18,11 @@ TRUNCATED = "output truncated after {n} bytes"
 
 
 def size_text(n: int) -> str:
-    """``n`` bytes as people write it: 512k, 10MB, 1GB, or plain bytes."""
+    """``n`` bytes as people write it: 512k, 10MB, 1GB, 2.2k, 1.5GB, or plain bytes (under
+    1k); a whole number of a unit is written whole."""
     for unit, size in (("GB", 1024 ** 3), ("MB", 1024 ** 2), ("k", 1024)):
-        if n >= size and n % size == 0:
-            return f"{n // size}{unit}"
+        if n >= size:
+            return f"{n // size}{unit}" if n % size == 0 else f"{n / size:.1f}{unit}"
     return f"{n} bytes"
 
 

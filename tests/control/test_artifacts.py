@@ -73,7 +73,7 @@ def test_past_the_servers_quota_an_upload_is_refused_whole(core, owner, tmp_path
     _upload(core, holder, flight_id, epoch, "small.txt", b"x" * 600, tmp_path)
     with pytest.raises(TooLarge) as refused:
         _upload(core, holder, flight_id, epoch, "more.txt", b"y" * 600, tmp_path)
-    assert str(refused.value) == ("the server's artifacts would take 1.2 KB, over its quota of "
+    assert str(refused.value) == ("the server's artifacts would take 1.2k, over its quota of "
                                   "1000 bytes (gg server --artifact-quota)")
     assert [a["name"] for a in artifacts.listed(core, flight_id)["artifacts"]] == ["small.txt"]
     assert core.store.blobs_bytes() == 600

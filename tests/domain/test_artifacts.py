@@ -30,7 +30,7 @@ def test_the_caps_count_what_is_stored_and_what_is_added():
         "(gg fly --artifact-limit SIZE)")
     assert over_quota(10 ** 12, 10 ** 12, 0) is None  # 0: no quota
     assert over_quota(1024 ** 3, 1, 1024 ** 3) == (
-        "the server's artifacts would take 1.0 GB, over its quota of 1 GB "
+        "the server's artifacts would take 1.0GB, over its quota of 1GB "
         "(gg server --artifact-quota)")
 
 

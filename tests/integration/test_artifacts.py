@@ -88,7 +88,7 @@ def test_an_upload_is_fenced_by_the_epoch_kept_once_per_digest_and_bad_input_cha
         # bad input: one sentence each, and nothing changes
         over = _put(http, a, flight, "big.bin", b"x" * 2000, epoch=1)
         assert _one_sentence(over, 413, "too_large") == (
-            f"the artifacts of {flight} would take 2.2 KB, over its limit of 1000 bytes "
+            f"the artifacts of {flight} would take 2.2k, over its limit of 1000 bytes "
             "(gg fly --artifact-limit SIZE)")
         escaping = _put(http, a, flight, "a/../../etc/passwd", b"x", epoch=1)
         assert escaping.status_code in (400, 404), escaping.text
