@@ -2,13 +2,24 @@
 """End-to-end throughput: trivial flights per second with 1, 4 and 16 real runners.
 
     python bench/throughput.py [--quick] [--runners 16] [--flights N] [--repeats R] [--json]
+                               [--openers P] [--opener-threads T] [--noise]
                                [--database postgresql://… [--replicas N]]
 
 For each fleet size: a fresh control plane, that many ``gg runner up`` processes (one worker
-each), then N flights running ``true`` opened by 8 concurrent openers (gg's own client, as
-``gg fly`` opens one) while the runners drain them. Throughput = N / (first ``opened_at`` → last ``info:flight:landed``), both
-stamped by the control plane. Every flight must land exactly once. The load average is
-recorded at the start of every run (the machine may be shared).
+each), then N flights running ``true`` opened by ``--openers`` processes (4) of
+``--opener-threads`` concurrent clients (2) each — gg's own client, as ``gg fly`` opens one,
+each with its own connection — while the runners drain them: the openers are processes of
+their own so the bench measures gg, not its client. Throughput = N / (first ``opened_at`` →
+last ``info:flight:landed``), both stamped by the control plane. Every flight must land
+exactly once. The load average is recorded at the start and end of every run (the machine
+may be shared). CPU per flight is summed over every process: the server, the runners, their
+launchers and flights, and the openers (their CPU while opening, read by each from its own
+resource usage).
+
+``--noise`` runs bench/noise.py's noise during each measured run (a core spinning,
+``gg flights`` every 250 ms, ``gg runners`` every second); the server's CPU then includes
+serving those listings. The event loop's lag over the measured runs is read from
+``/metrics`` (``gg_event_loop_lag_seconds``, the difference before and after each run).
 
 With ``--database`` the control plane keeps its store in PostgreSQL (a fresh database per
 fleet size) and ``--replicas N`` runs N servers on it: the openers take turns among the
@@ -28,35 +39,87 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
+import loop_lag  # noqa: E402
+from common import (  # noqa: E402
+    Bench,
+    check_store_options,
+    emit,
+    store_label,
+    store_options,
+    summary,
+    write_section,
+)
+from noise import Noise, describe, noise_option  # noqa: E402
 
 from gg.api import paths  # noqa: E402
 from gg.client import Client  # noqa: E402
-
-from common import (Bench, check_store_options, emit, store_label, store_options, summary,  # noqa: E402
-                    write_section)
 
 
 def _auth(token: str) -> dict:
     return {"authorization": f"Bearer {token}"}
 
 
-def one_run(bench: Bench, flights: int, timeout: float) -> dict:
+def _opener(urls: list[str], token: str, count: int, threads: int, ready, go, out) -> None:
+    """One opener process: ``threads`` concurrent clients (gg's own, as ``gg fly`` opens a
+    flight, each with its own connection, taking turns among the replicas) open ``count``
+    flights between them once ``go`` is set; it answers the ids and its own CPU seconds spent
+    opening (its start-up, imports included, is not counted: it is done before ``go``)."""
+    import resource
+
+    clients = [Client(urls[k % len(urls)], token, timeout=60) for k in range(threads)]
+    per = -(-count // threads) if count else 0
+    chunks = [range(i, min(i + per, count)) for i in range(0, count, per)] if count else []
+    ready.put(os.getpid())
+    go.wait()
+    before = resource.getrusage(resource.RUSAGE_SELF)
+
+    def open_all(k: int) -> list[str]:
+        return [clients[k].request("POST", paths.FLIGHTS, json={"command": ["true"]})["id"]
+                for _ in chunks[k]]
+
+    with ThreadPoolExecutor(max(1, len(chunks))) as pool:
+        ids = [fid for part in pool.map(open_all, range(len(chunks))) for fid in part]
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    out.put({"ids": ids, "cpu_s": (after.ru_utime + after.ru_stime)
+             - (before.ru_utime + before.ru_stime)})
+
+
+def open_flights(bench: Bench, flights: int, openers: int, threads: int) -> tuple[list[str], float, float]:
+    """``flights`` flights opened by ``openers`` processes of ``threads`` clients each: the
+    ids, the seconds from the go to the last answer, and the openers' CPU seconds."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    ready, go, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+    urls = [bench.url_of(k) for k in range(len(bench.servers))]
+    shares = [flights // openers + (1 if k < flights % openers else 0) for k in range(openers)]
+    procs = [ctx.Process(target=_opener, daemon=True,
+                         args=(urls[k % len(urls):] + urls[:k % len(urls)], bench.token,
+                               shares[k], threads, ready, go, out))
+             for k in range(openers)]
+    for p in procs:
+        p.start()
+    try:
+        for _ in procs:
+            ready.get(timeout=120)
+        started = time.monotonic()
+        go.set()
+        parts = [out.get(timeout=600) for _ in procs]
+        opened_in = time.monotonic() - started
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    return ([fid for part in parts for fid in part["ids"]], opened_in,
+            sum(part["cpu_s"] for part in parts))
+
+
+def one_run(bench: Bench, flights: int, timeout: float, openers: int = 4,
+            threads: int = 2) -> dict:
     token = bench.token
     local = {"load": round(os.getloadavg()[0], 2)}
-
-    def opener(k: int, chunk: range) -> list[str]:
-        # gg's own client, as `gg fly` opens a flight (openers take turns among replicas): its
-        # CPU shares the machine with the fleet, and httpx costs ~5x more of it per request.
-        client = Client(bench.url_of(k), token, timeout=60)
-        return [client.request("POST", paths.FLIGHTS, json={"command": ["true"]})["id"]
-                for _ in chunk]
-
-    per = -(-flights // 8)
-    chunks = [range(i, min(i + per, flights)) for i in range(0, flights, per)]
-    started = time.monotonic()
-    with ThreadPoolExecutor(len(chunks)) as pool:
-        ids = [fid for part in pool.map(opener, range(len(chunks)), chunks) for fid in part]
-    opened_in = time.monotonic() - started
+    ids, opened_in, opener_cpu = open_flights(bench, flights, openers, threads)
     with httpx.Client(base_url=bench.url, timeout=60) as http:
         deadline = time.monotonic() + timeout
         wanted = set(ids)
@@ -84,7 +147,8 @@ def one_run(bench: Bench, flights: int, timeout: float) -> dict:
         for e in landed:
             landed_counts[e["flight_id"]] = landed_counts.get(e["flight_id"], 0) + 1
         assert all(landed_counts.get(f) == 1 for f in wanted), "a flight landed twice"
-    local.update(seconds=last - first, opened_in=opened_in, per_second=flights / (last - first))
+    local.update(seconds=last - first, opened_in=opened_in, per_second=flights / (last - first),
+                 opener_cpu_s=opener_cpu, load_at_end=round(os.getloadavg()[0], 2))
     return local
 
 
@@ -128,6 +192,14 @@ def write_turns(bench: Bench) -> dict[str, float]:
     return out
 
 
+def lag_reading(bench: Bench) -> dict:
+    """``gg_event_loop_lag_seconds`` now, summed over every replica."""
+    total = loop_lag.read("")
+    for server in bench.servers:
+        total = loop_lag.add(total, loop_lag.read(httpx.get(f"{server.url}/metrics", timeout=60).text))
+    return total
+
+
 def settle(below: float = 2.0, longest: float = 120.0) -> None:
     """Wait (at most ``longest`` seconds) until the 1-minute load average is under ``below``:
     back-to-back runs would otherwise each start on the load the one before left."""
@@ -137,7 +209,7 @@ def settle(below: float = 2.0, longest: float = 120.0) -> None:
 
 
 def run(sizes: list[int], flights: int, repeats: int, database: str | None = None,
-        replicas: int = 1) -> dict:
+        replicas: int = 1, openers: int = 4, threads: int = 2, noise: bool = False) -> dict:
     results = {}
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix=f"gg-bench-tp{size}-") as tmp:
@@ -146,14 +218,20 @@ def run(sizes: list[int], flights: int, repeats: int, database: str | None = Non
                 for i in range(size):
                     bench.runner(f"r{i}", server=bench.url_list(i))
                 bench.wait_online(size)
-                one_run(bench, min(flights, 20), 120)  # warm-up
-                runs, spent, turns = [], {}, {}
+                one_run(bench, min(flights, 20), 120, openers, threads)  # warm-up
+                runs, spent, turns, noises = [], {}, {}, []
+                lag = loop_lag.read("")
                 for _ in range(repeats):
                     settle()  # each run starts on a machine its predecessor no longer loads
-                    before, turns_before = cpu_split(bench), write_turns(bench)
-                    runs.append(one_run(bench, flights, 60 + flights / 2))
-                    after, turns_after = cpu_split(bench), write_turns(bench)
-                    spent = {k: spent.get(k, 0.0) + after[k] - before[k] for k in after}
+                    with Noise(bench.url, bench.token, on=noise) as made:
+                        before, turns_before = cpu_split(bench), write_turns(bench)
+                        lag_before = lag_reading(bench)
+                        runs.append(one_run(bench, flights, 60 + flights / 2, openers, threads))
+                        after, turns_after = cpu_split(bench), write_turns(bench)
+                        lag = loop_lag.add(lag, loop_lag.between(lag_before, lag_reading(bench)))
+                    noises.append(made.report)
+                    after["openers"] = before.get("openers", 0.0) + runs[-1]["opener_cpu_s"]
+                    spent = {k: spent.get(k, 0.0) + after[k] - before.get(k, 0.0) for k in after}
                     turns = {k: turns.get(k, 0.0) + turns_after[k] - turns_before[k]
                              for k in turns_after}
             finally:
@@ -164,9 +242,13 @@ def run(sizes: list[int], flights: int, repeats: int, database: str | None = Non
             "seconds": summary([r["seconds"] for r in runs], 2),
             "open_per_second": summary([flights / r["opened_in"] for r in runs], 1),
             "loads": [r["load"] for r in runs],
+            "loads_at_end": [r["load_at_end"] for r in runs],
             # CPU per flight, ms, over the measured runs (warm-up and settling excluded)
             "cpu_ms_per_flight": {k: round(v * 1000 / (flights * repeats), 2)
                                   for k, v in spent.items()},
+            # the server's event loop over the measured runs (every replica's, summed)
+            "loop_lag": loop_lag.figures(lag),
+            "noise": noises,
             # the writers' group commits over the measured runs (every replica's, summed; the
             # bench's own reads of the event feed commit nothing)
             "write_turns": {
@@ -179,32 +261,50 @@ def run(sizes: list[int], flights: int, repeats: int, database: str | None = Non
                     / (flights * repeats), 3),
             },
         }
-        print(f"{size} runner(s): {results[str(size)]['per_second']}", file=sys.stderr)
-    return {"flights": flights, "repeats": repeats, "sizes": results,
+        print(f"{size} runner(s): {results[str(size)]['per_second']} "
+              f"lag {results[str(size)]['loop_lag']} cpu {results[str(size)]['cpu_ms_per_flight']}",
+              file=sys.stderr)
+    return {"flights": flights, "repeats": repeats, "sizes": results, "noise": noise,
+            "openers": openers, "opener_threads": threads,
             "store": store_label(database, replicas)}
 
 
 def markdown(r: dict) -> str:
+    openers = (f"{r.get('openers', 1)} opener processes of {r.get('opener_threads', 8)} "
+               "concurrent clients each")
     lines = [f"End-to-end throughput ({r.get('store', 'SQLite, 1 server')}): {r['flights']} "
-             "flights running `true`, opened by 8 "
-             f"concurrent clients (gg's own, as `gg fly` uses) while the fleet drains them, {r['repeats']} runs per fleet size "
-             "(target: ≥ 300 flights/s with 16 runners).\n",
+             f"flights running `true`, opened by {openers} (gg's own client, as `gg fly` uses) "
+             f"while the fleet drains them, {r['repeats']} runs per fleet size "
+             "(target: ≥ 500 flights/s with 16 runners on an idle machine, CPU per flight of "
+             "every process ≤ 3 ms).\n",
              "| runners (`gg runner up`, 1 worker each) | flights/s median | min | max | "
-             "seconds for all, median | opening alone, flights/s | load average at each run's start |",
+             "seconds for all, median | opening alone, flights/s | load average at each run's "
+             "start → end |",
              "|---|---|---|---|---|---|---|"]
     for size, s in r["sizes"].items():
         p = s["per_second"]
+        loads = ", ".join(f"{a:g} → {b:g}" for a, b in zip(s["loads"], s.get("loads_at_end", s["loads"]), strict=False))
         lines.append(f"| {size} | {p['p50']:g} | {p['min']:g} | {p['max']:g} | "
-                     f"{s['seconds']['p50']:g} | {s['open_per_second']['p50']:g} | "
-                     f"{', '.join(f'{x:g}' for x in s['loads'])} |")
+                     f"{s['seconds']['p50']:g} | {s['open_per_second']['p50']:g} | {loads} |")
     lines += ["", "CPU per flight (user + system, ms, over the measured runs):", "",
               "| runners | `gg server` | the `gg runner up` processes | their launchers "
-              "| the flights' own processes | all |", "|---|---|---|---|---|---|"]
+              "| the flights' own processes | the openers | all |", "|---|---|---|---|---|---|---|"]
     for size, s in r["sizes"].items():
         c = s["cpu_ms_per_flight"]
         lines.append(f"| {size} | {c['server']:g} | {c['runners']:g} | "
-                     f"{c.get('launchers', 0):g} | {c['flights']:g} | "
+                     f"{c.get('launchers', 0):g} | {c['flights']:g} | {c.get('openers', 0):g} | "
                      f"{round(sum(c.values()), 2):g} |")
+    lines += ["", "The server's event loop over the measured runs (`gg_event_loop_lag_seconds`, "
+              "the difference of `/metrics` before and after each run; a percentile is the "
+              "bucket it falls in):", "",
+              "| runners | lag p50 ms | p99 ms | max ms | mean ms | wake-ups |",
+              "|---|---|---|---|---|---|"]
+    for size, s in r["sizes"].items():
+        lag = s.get("loop_lag")
+        if lag is None:
+            continue
+        lines.append(f"| {size} | {loop_lag.shown(lag['p50_ms'])} | {loop_lag.shown(lag['p99_ms'])} | "
+                     f"{loop_lag.shown(lag['max_ms'])} | {lag['mean_ms']} | {lag['n']} |")
     lines += ["", "The writers' group commits over the measured runs (`/metrics`, every "
               "replica's summed):", "",
               "| runners | commits a flight | units a commit | a commit's ms: begin (the write "
@@ -218,6 +318,10 @@ def markdown(r: dict) -> str:
         lines.append(f"| {size} | {w['commits_per_flight']:g} | {w['units_per_commit']:g} | "
                      f"{ms['begin']:g} / {ms['work']:g} / {ms['commit']:g} | "
                      f"{w['writer_ms_per_flight']:g} |")
+    lines.append("")
+    for size, s in r["sizes"].items():
+        for k, made in enumerate(s.get("noise", [])):
+            lines.append(f"{size} runners, run {k + 1}: {describe(made)}")
     return "\n".join(lines)
 
 
@@ -227,20 +331,29 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--runners", default="16")
     ap.add_argument("--flights", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--openers", type=int, default=4,
+                    help="processes opening the flights, each with its own clients")
+    ap.add_argument("--opener-threads", type=int, default=2,
+                    help="concurrent clients in each opener process")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-write", action="store_true")
+    noise_option(ap)
     store_options(ap)
     args = ap.parse_args(argv)
     check_store_options(args)
+    if args.openers < 1 or args.opener_threads < 1:
+        raise SystemExit("--openers and --opener-threads take a number of at least 1")
     sizes = [int(x) for x in args.runners.split(",") if x.strip()]
     flights = args.flights or (100 if args.quick else 2000)
     repeats = args.repeats or (2 if args.quick else 3)
-    result = run(sizes, flights, repeats, args.database, args.replicas)
+    result = run(sizes, flights, repeats, args.database, args.replicas, args.openers,
+                 args.opener_threads, args.noise)
     text = markdown(result)
     print(text, file=sys.stderr if args.json else sys.stdout)
     if not args.no_write:
-        write_section("throughput" if not args.database
-                      else f"throughput-postgresql-{args.replicas}", text)
+        name = ("throughput" if not args.database
+                else f"throughput-postgresql-{args.replicas}")
+        write_section(name + ("-noise" if args.noise else ""), text)
     emit(result, args.json)
     return result
 

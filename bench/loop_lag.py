@@ -1,0 +1,79 @@
+"""The server's event-loop lag over one run: ``gg_event_loop_lag_seconds`` read from
+``/metrics`` before and after, and the difference read as percentiles.
+
+A Prometheus histogram is cumulative (each ``le`` bucket counts every wake-up at most that
+late), so a run's own histogram is the bucket-by-bucket difference of two readings, and a
+percentile is known only as the bucket it falls in: p99 "≤ 20 ms" means the 99th percentile
+wake-up was at most 20 ms late. Pure functions of the ``/metrics`` text (no gg import), so
+they are unit-tested without a server.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+NAME = "gg_event_loop_lag_seconds"
+
+
+def read(text: str, name: str = NAME) -> dict:
+    """``{"buckets": {le: cumulative count}, "sum": s, "count": n}`` from one ``/metrics``
+    text (empty buckets, zero sum and count when the histogram is absent)."""
+    buckets: dict[float, float] = {}
+    out = {"buckets": buckets, "sum": 0.0, "count": 0.0}
+    bucket = re.compile(rf'^{re.escape(name)}_bucket{{[^}}]*le="([^"]+)"[^}}]*}} (\S+)$', re.M)
+    for le, value in bucket.findall(text):
+        buckets[math.inf if le == "+Inf" else float(le)] = float(value)
+    for part in ("sum", "count"):
+        found = re.search(rf"^{re.escape(name)}_{part} (\S+)$", text, re.M)
+        if found:
+            out[part] = float(found[1])
+    return out
+
+
+def add(a: dict, b: dict) -> dict:
+    """Two readings summed (several replicas read as one)."""
+    les = set(a["buckets"]) | set(b["buckets"])
+    return {"buckets": {le: a["buckets"].get(le, 0.0) + b["buckets"].get(le, 0.0) for le in les},
+            "sum": a["sum"] + b["sum"], "count": a["count"] + b["count"]}
+
+
+def between(before: dict, after: dict) -> dict:
+    """What was observed after ``before`` and up to ``after``."""
+    return {"buckets": {le: after["buckets"][le] - before["buckets"].get(le, 0.0)
+                        for le in after["buckets"]},
+            "sum": after["sum"] - before["sum"], "count": after["count"] - before["count"]}
+
+
+def bound(reading: dict, q: float) -> float | None:
+    """The upper bound (seconds) of the bucket holding the ``q``-th percentile (q in 0..100,
+    100: the largest); ``math.inf`` when it lies past the last finite bucket; None when
+    nothing was observed."""
+    n = reading["count"]
+    if n <= 0:
+        return None
+    rank = max(1, math.ceil(q * n / 100))
+    for le in sorted(reading["buckets"]):
+        if reading["buckets"][le] >= rank:
+            return le
+    return math.inf
+
+
+def figures(reading: dict) -> dict:
+    """p50, p99 and max as bucket bounds in ms (None: nothing observed; ``math.inf``: past the
+    last bucket), the mean in ms, and how many wake-ups were observed."""
+    def ms(seconds: float | None) -> float | None:
+        return None if seconds is None else round(seconds * 1000, 1)
+    n = reading["count"]
+    return {"p50_ms": ms(bound(reading, 50)), "p99_ms": ms(bound(reading, 99)),
+            "max_ms": ms(bound(reading, 100)),
+            "mean_ms": round(reading["sum"] * 1000 / n, 2) if n > 0 else None, "n": int(n)}
+
+
+def shown(value: float | None) -> str:
+    """A bucket bound as docs/performance.md writes it."""
+    if value is None:
+        return "–"
+    if math.isinf(value):
+        return "past the last bucket"
+    return f"≤ {value:g}"
