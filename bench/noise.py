@@ -74,6 +74,12 @@ class Noise:
         self._results = None
 
     def __enter__(self) -> "Noise":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> "Noise":
         self.report["load_at_start"] = round(os.getloadavg()[0], 2)
         if not self.on:
             return self
@@ -85,9 +91,12 @@ class Noise:
         self._process.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def stop(self) -> None:
+        """Stop the noise (again: nothing) and gather what the listings saw."""
+        if "load_at_end" in self.report:
+            return
         self.report["load_at_end"] = round(os.getloadavg()[0], 2)
-        if not self.on:
+        if not self.on or self._process is None:
             return
         self._stop.set()
         try:
