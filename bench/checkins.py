@@ -379,6 +379,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-write", action="store_true")
     noise_option(ap)
+    ap.add_argument("--section", default=None, metavar="NAME",
+                    help="the section of docs/performance.md to write (default: the bench's "
+                         "own, with -noise after it under --noise)")
     store_options(ap)
     args = ap.parse_args(argv)
     check_store_options(args)
@@ -390,7 +393,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(text, file=sys.stderr if args.json else sys.stdout)
     if not args.no_write:
         name = "checkins" if not args.database else f"checkins-postgresql-{args.replicas}"
-        write_section(name + ("-noise" if args.noise else ""), text)
+        write_section(args.section or name + ("-noise" if args.noise else ""), text)
     emit(result, args.json)
     return result
 

@@ -84,6 +84,23 @@ def _opener(urls: list[str], token: str, count: int, threads: int, ready, go, ou
              - (before.ru_utime + before.ru_stime)})
 
 
+def _gather(queue, procs: list, timeout: float) -> list:
+    """One answer from each of ``procs`` on ``queue``, or one sentence when one of them died."""
+    import queue as queues
+
+    got: list = []
+    deadline = time.monotonic() + timeout
+    while len(got) < len(procs):
+        try:
+            got.append(queue.get(timeout=1.0))
+        except queues.Empty:
+            if any(p.exitcode not in (None, 0) for p in procs):
+                raise RuntimeError("an opener process died (its traceback is above)") from None
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the openers did not answer within {timeout:g}s") from None
+    return got
+
+
 def open_flights(bench: Bench, flights: int, openers: int, threads: int) -> tuple[list[str], float, float]:
     """``flights`` flights opened by ``openers`` processes of ``threads`` clients each: the
     ids, the seconds from the go to the last answer, and the openers' CPU seconds."""
@@ -100,11 +117,10 @@ def open_flights(bench: Bench, flights: int, openers: int, threads: int) -> tupl
     for p in procs:
         p.start()
     try:
-        for _ in procs:
-            ready.get(timeout=120)
+        _gather(ready, procs, 120)
         started = time.monotonic()
         go.set()
-        parts = [out.get(timeout=600) for _ in procs]
+        parts = _gather(out, procs, 600)
         opened_in = time.monotonic() - started
     finally:
         for p in procs:
@@ -338,6 +354,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-write", action="store_true")
     noise_option(ap)
+    ap.add_argument("--section", default=None, metavar="NAME",
+                    help="the section of docs/performance.md to write (default: the bench's "
+                         "own, with -noise after it under --noise)")
     store_options(ap)
     args = ap.parse_args(argv)
     check_store_options(args)
@@ -353,7 +372,7 @@ def main(argv: list[str] | None = None) -> dict:
     if not args.no_write:
         name = ("throughput" if not args.database
                 else f"throughput-postgresql-{args.replicas}")
-        write_section(name + ("-noise" if args.noise else ""), text)
+        write_section(args.section or name + ("-noise" if args.noise else ""), text)
     emit(result, args.json)
     return result
 
