@@ -292,7 +292,9 @@ def run(runners: int, procs: int, window: float, interval: float = 15.0,
             load_at_start = os.getloadavg()[0]
             cpu_before, t_before = proc.cpu_times(), time.monotonic()
             lag_before = lag_reading(urls)
-            rss_max, parked, scraped_at = 0, 0.0, 0.0
+            # read once before the loop: a server too starved to answer /metrics at once may
+            # leave the window no turn of it
+            rss_max, parked, scraped_at = proc.memory_info().rss, 0.0, 0.0
             while time.time() < window_to:
                 rss_max = max(rss_max, proc.memory_info().rss)
                 if time.monotonic() - scraped_at >= 5.0:  # inside the window: read after it,
@@ -334,8 +336,8 @@ def run(runners: int, procs: int, window: float, interval: float = 15.0,
 
 
 def lag_cell(lag: dict | None) -> str:
-    if not lag:
-        return "–"
+    if not lag or not lag["n"]:
+        return "– (`/metrics` not answered within 120 s)"
     return (f"{loop_lag.shown(lag['p50_ms'])} / {loop_lag.shown(lag['p99_ms'])} / "
             f"{loop_lag.shown(lag['max_ms'])} (mean {lag['mean_ms']}, n = {lag['n']})")
 
