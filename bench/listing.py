@@ -2,6 +2,7 @@
 """The first page of ``gg flights`` over HTTP with a big backlog (target ≤ 300 ms).
 
     python bench/listing.py [--flights 10000] [--runners 1000] [--limit 200] [--repeat 15]
+                            [--lag-window 20] [--checkin-runners 500]
 
 Fills a real control plane's store with ``--runners`` online runners of varied labels and
 ``--flights`` ready flights (the fill of bench/placement.py with ``busy``): every runner is
@@ -18,12 +19,23 @@ so no request is answered from the run of the one before (on a live queue every 
 ends a run's reuse anyway). The server's own CPU per request is read from its process, and the
 use case's CPU is measured in process on the same store; the second page read inside the reuse
 window of the first (how ``gg flights --all`` pages) is measured in process too.
+
+Then the event loop beside the listings (``--lag-window`` seconds each, 0 leaves it out):
+``--checkin-runners`` simulated runners (bench/checkins.py's simulator, unlabelled, so they
+take none of the queue) keep parked claims that re-park every 5 s while a probe checks in 20
+times a second, first alone and then while the first page is listed every 250 ms (a new
+request as soon as one answers when one takes longer). ``gg_event_loop_lag_seconds`` is read
+from ``/metrics`` before and after each window: its p50/p99 are the bucket bounds the
+window's observations reach, beside the probes' check-in p50/p99 as the runners see them.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import multiprocessing
 import os
+import threading
 import sys
 import tempfile
 import time
@@ -37,6 +49,8 @@ import psutil  # noqa: E402
 from common import TABLE_HEAD, row, summary, write_section  # noqa: E402
 from placement import fill, keep_online  # noqa: E402
 
+import checkins  # noqa: E402
+
 from gg.launch import LocalServer, free_port  # noqa: E402
 
 
@@ -47,6 +61,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--limit", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--quick", action="store_true", help="2,000 flights × 200 runners, 7 runs")
+    ap.add_argument("--lag-window", type=float, default=20.0,
+                    help="seconds of check-ins measured alone, then beside listings (0: none)")
+    ap.add_argument("--checkin-runners", type=int, default=500)
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     if args.quick:
@@ -123,6 +140,7 @@ def main(argv: list[str] | None = None) -> dict:
             t = time.process_time()
             flights.list_flights(paging, limit=args.limit, cursor=got["next_cursor"])
             reused.append((time.process_time() - t) * 1000)
+        lag = (loop_lag(server.url, page, http, args) if args.lag_window > 0 else None)
         text = "\n".join([
             f"{args.flights:,} ready flights × {args.runners:,} online runners, each flying "
             f"one flight; a page of {args.limit} rows, {len(waiting)} of them with their "
@@ -137,15 +155,102 @@ def main(argv: list[str] | None = None) -> dict:
             row("first page, server-side CPU of the use case (in process)", summary(cpu)),
             row("the same, without the start estimates (in process)", summary(without)),
             row("second page inside the first's reuse window, CPU (in process)",
-                summary(reused))])
+                summary(reused)), *(lag_rows(lag) if lag else [])])
         print(text)
         if not args.no_write:
             write_section("listing", text)
         return {"first": summary(firsts), "first_server_cpu": summary(firsts_cpu),
                 "second": summary(seconds), "cpu": summary(cpu), "without": summary(without),
-                "reused": summary(reused), "load": load}
+                "reused": summary(reused), "load": load, "lag": lag}
     finally:
         server.stop()
+
+
+def _lag_buckets(url: str) -> dict[float, float]:
+    """``gg_event_loop_lag_seconds``'s cumulative buckets: upper bound (s) -> count."""
+    out = {}
+    for name, value in checkins.scrape(url).items():
+        if name.startswith("gg_event_loop_lag_seconds_bucket{"):
+            bound = name.split('le="', 1)[1].split('"', 1)[0]
+            out[float(bound)] = value
+    return out
+
+
+def _lag_quantiles(before: dict[float, float], after: dict[float, float]) -> dict:
+    """The window's lag p50/p99/max as the bucket bounds (ms) its observations reach."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+    total = counts[-1] if counts else 0.0
+
+    def reach(q: float) -> float | None:
+        for b, c in zip(bounds, counts, strict=True):
+            if total and c >= q * total:
+                return b * 1000
+        return None
+    return {"p50": reach(0.5), "p99": reach(0.99), "max": reach(1.0), "n": int(total)}
+
+
+def loop_lag(url: str, page, http: httpx.Client, args) -> dict:
+    """Check-ins alone, then beside a first page every 250 ms: the loop's lag and the
+    check-in probes' latency in each window, with the machine's load."""
+    token = http.headers["authorization"].split(" ", 1)[1]
+    credentials = asyncio.run(checkins.register(url, token, args.checkin_runners))
+    ctx = multiprocessing.get_context("spawn")
+    out: dict = {}
+    for name, listing in (("alone", False), ("listing", True)):
+        start_at = time.time() + 1.0
+        window_from, window_to = start_at + 6.0, start_at + 6.0 + args.lag_window
+        results = ctx.Queue()
+        sim = ctx.Process(target=checkins.simulate, args=(
+            url, credentials, 5.0, start_at, window_from, window_to, results))
+        sim.start()
+        lists: list[float] = []
+        stop = threading.Event()
+
+        def lister() -> None:
+            while not stop.is_set():
+                t = time.perf_counter()
+                if window_from <= time.time() <= window_to:
+                    page()
+                    lists.append((time.perf_counter() - t) * 1000)
+                stop.wait(max(0.0, 0.25 - (time.perf_counter() - t)))
+        thread = threading.Thread(target=lister, daemon=True) if listing else None
+        while time.time() < window_from:
+            time.sleep(0.05)
+        before, load_from = _lag_buckets(url), os.getloadavg()[0]
+        if thread:
+            thread.start()
+        while time.time() < window_to:
+            time.sleep(0.1)
+        after = _lag_buckets(url)
+        stop.set()
+        if thread:
+            thread.join()
+        got = results.get(timeout=120)
+        sim.join(timeout=60)
+        out[name] = {"lag": _lag_quantiles(before, after),
+                     "check_in": summary(got["probes"]), "errors": got["errors"],
+                     "listings": summary(lists),
+                     "load": (round(load_from, 2), round(os.getloadavg()[0], 2))}
+        print(name, out[name], flush=True)
+    return out
+
+
+def lag_rows(lag: dict) -> list[str]:
+    rows = []
+    for name, said in (("alone", "check-ins alone"),
+                       ("listing", "check-ins beside a first page every 250 ms")):
+        r = lag[name]
+        load = f"load {r['load'][0]:.2f} → {r['load'][1]:.2f}"
+        q = r["lag"]
+        rows.append(row(f"event loop lag, {said} ({load}; bucket bounds reached)",
+                        {"p50": q["p50"], "p99": q["p99"], "min": None, "max": q["max"],
+                         "n": q["n"]}))
+        rows.append(row(f"check-in probe (wait 0), {said} ({r['errors']} errors)",
+                        r["check_in"]))
+        if name == "listing":
+            rows.append(row("first page (HTTP) beside the check-ins", r["listings"]))
+    return rows
 
 
 if __name__ == "__main__":
