@@ -35,21 +35,19 @@ import argparse
 import asyncio
 import multiprocessing
 import os
-import threading
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import checkins  # noqa: E402
 import httpx  # noqa: E402
 import psutil  # noqa: E402
-
 from common import TABLE_HEAD, row, summary, write_section  # noqa: E402
 from placement import fill, keep_online  # noqa: E402
-
-import checkins  # noqa: E402
 
 from gg.launch import LocalServer, free_port  # noqa: E402
 
@@ -190,6 +188,17 @@ def _lag_quantiles(before: dict[float, float], after: dict[float, float]) -> dic
     return {"p50": reach(0.5), "p99": reach(0.99), "max": reach(1.0), "n": int(total)}
 
 
+def _lister(page, stop: threading.Event, lists: list[float], window_from: float,
+            window_to: float) -> None:
+    """The first page every 250 ms inside the window (at once after one that took longer)."""
+    while not stop.is_set():
+        t = time.perf_counter()
+        if window_from <= time.time() <= window_to:
+            page()
+            lists.append((time.perf_counter() - t) * 1000)
+        stop.wait(max(0.0, 0.25 - (time.perf_counter() - t)))
+
+
 def loop_lag(url: str, page, http: httpx.Client, args) -> dict:
     """Check-ins alone, then beside a first page every 250 ms: the loop's lag and the
     check-in probes' latency in each window, with the machine's load."""
@@ -207,14 +216,9 @@ def loop_lag(url: str, page, http: httpx.Client, args) -> dict:
         lists: list[float] = []
         stop = threading.Event()
 
-        def lister() -> None:
-            while not stop.is_set():
-                t = time.perf_counter()
-                if window_from <= time.time() <= window_to:
-                    page()
-                    lists.append((time.perf_counter() - t) * 1000)
-                stop.wait(max(0.0, 0.25 - (time.perf_counter() - t)))
-        thread = threading.Thread(target=lister, daemon=True) if listing else None
+        thread = (threading.Thread(target=_lister, args=(page, stop, lists, window_from,
+                                                         window_to), daemon=True)
+                  if listing else None)
         while time.time() < window_from:
             time.sleep(0.05)
         before, load_from = _lag_buckets(url), os.getloadavg()[0]
