@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> dict:
     root = Path(tempfile.mkdtemp(prefix="gg-bench-listing-"))
     server = LocalServer(root / "data", free_port(), log=root / "server.log",
                          env={"GG_OFFLINE_AFTER": "3600", "GG_LEASE_TTL": "3600",
-                              "GG_ESTIMATE_REUSE": "0"})
+                              "GG_ESTIMATE_REUSE": "0", "GG_KEY_NONCE_RATE": "0"})
     server.start()
     try:
         fill(root / "data", args.runners, args.flights, busy=True)
