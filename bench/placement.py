@@ -120,7 +120,7 @@ def fill(data_dir: Path, n_runners: int, n_flights: int, seed: int = 1,
         for r in made[40:60]:
             core.store.update_runner(r.id, health="degraded: bwrap is missing")
         for r in made[60:80]:
-            core.store.update_runner(r.id, ownership="claimed", owner=folks[1]["id"], reserved=True)
+            core.store.update_runner(r.id, ownership="claimed", owner=folks[1].id, reserved=True)
     if with_groups:
         place_in_groups(core, owner, made)
     now = core.now()
@@ -130,7 +130,7 @@ def fill(data_dir: Path, n_runners: int, n_flights: int, seed: int = 1,
             target = made[rng.randrange(len(made))].id if rng.random() < 0.02 else None
             opener = rng.choice(folks)
             core.store.insert_flight(Flight(
-                id=tokens.new_id("f_"), command=["make", "test", str(i)], opened_by=opener["id"],
+                id=tokens.new_id("f_"), command=["make", "test", str(i)], opened_by=opener.id,
                 opened_at=now + i * 1e-6, title=f"make test {i}", environment=env,
                 requires=required_labels(env), runner_target=target,
                 **(placement_of(rng, env) if with_groups else {})))

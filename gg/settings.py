@@ -160,6 +160,10 @@ class Settings:
     estimate_kinds: int = 2000
     estimate_retain: float = 30 * 86400.0
     estimate_reuse: float = 2.0
+    # From FORECAST_AWAY ready flights on, the forecast is played in a process of its own
+    # (gg.control.forecaster), so its CPU never holds the server's interpreter lock from the
+    # event loop; below, it costs a few milliseconds and is played here. 0: always here.
+    forecast_away: int = 500
     high_priority: str = "admins"  # who may open a flight with --priority high: admins|everyone
     # Services (docs/services.md), told to the runner in each service's spec: the first
     # restart waits SERVICE_BACKOFF, doubling up to SERVICE_BACKOFF_CAP; a new generation must

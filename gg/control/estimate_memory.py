@@ -7,8 +7,10 @@ person was shown is kept in the store (``shown_estimates``).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
+from gg.control.forecaster import Forecaster
 from gg.domain.durations import Summary
 
 
@@ -24,3 +26,7 @@ class EstimateMemory:
     # (newest event seq, when, forecast): the last forecast of the whole queue, reused for
     # ESTIMATE_REUSE seconds while no event was recorded
     last_forecast: tuple | None = None
+    # the process that plays big queues away from the server's lock (gg.control.forecaster),
+    # made at its first use
+    forecaster: Forecaster | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)

@@ -13,11 +13,12 @@ member's first check-in of a cycle folds its warm-up into its pool's
 
 from __future__ import annotations
 
-from typing import Collection
+from typing import Collection, Mapping
 
 from gg.control import pool_look
 from gg.control import sizes as size_ops
 from gg.control.core import Core
+from gg.control.forecaster import Ask, Forecaster, store_target
 from gg.domain import estimates
 from gg.domain.estimates import Estimate, Forecast, History, PoolOutlook, Queue
 from gg.domain.flights import Event, Flight, Stage
@@ -78,6 +79,37 @@ def forecast(core: Core, seats: list[Seat], now: float,
     return made
 
 
+def forecast_of(core: Core, seats: list[Seat], now: float,
+                needed: Collection[str] | None = None) -> Mapping[str, Estimate | None]:
+    """:func:`forecast`'s estimates of ``needed`` (None: its whole run), played in the
+    forecaster's process when the queue holds FORECAST_AWAY ready flights or more
+    (gg.control.forecaster): the same answers, without holding the interpreter's lock."""
+    away = _forecaster(core)
+    if away is not None and needed is not None and core.store.ready_at_least(
+            core.settings.forecast_away):
+        placement = seats[0].placement if seats else OPEN
+        sizes = seats[0].sizes if seats else {}
+        said = away.ask(Ask(now, tuple(needed), placement, sizes, core.estimates.turnaround))
+        if said is not None:
+            return said
+    return forecast(core, seats, now, needed).estimates
+
+
+def _forecaster(core: Core) -> Forecaster | None:
+    """This core's forecaster (made at its first use), or None where none may serve."""
+    if core.settings.forecast_away <= 0:
+        return None
+    memory = core.estimates
+    if memory.forecaster is None:
+        target = store_target(core.store)
+        if target is None:
+            return None
+        with memory.lock:
+            if memory.forecaster is None:
+                memory.forecaster = Forecaster(target, core.settings)
+    return memory.forecaster
+
+
 def run_forecast(core: Core, seats: list[Seat], now: float,
                  needed: Collection[str] | None = None) -> Forecast:
     """One run of the queue, every time (what :func:`forecast` reuses): as far as the last of
@@ -110,7 +142,7 @@ def add_to_rows(core: Core, rows: list[dict], seats: list[Seat], now: float) -> 
     held = core.store.held_flights() if ready else set()  # --after: not in the queue yet
     ready = [r for r in ready if r not in held]
     if ready:  # played forward as far as the last of these rows in the matcher's order
-        result = forecast(core, seats, now, ready)
+        result = forecast_of(core, seats, now, ready)
     shown = []
     for row in rows:
         est = None
@@ -220,6 +252,11 @@ def longest_waits(core: Core) -> dict[str, float]:
     if not core.store.any_ready():
         return {}
     now = core.now()
+    away = _forecaster(core)
+    if away is not None and core.store.ready_at_least(core.settings.forecast_away):
+        said = away.ask(Ask(now, None, OPEN, {}, core.estimates.turnaround))
+        if said is not None:
+            return said
     result = forecast(core, fleet_seats(core, now), now)
     ready = core.store.flight_environments(Stage.READY.value)
     return result.longest(ready)

@@ -99,6 +99,12 @@ class EstimateRows:
             out.append(data)
         return out
 
+    def ready_at_least(self, count: int) -> bool:
+        """Whether at least ``count`` ready flights wait in the queue (no more are counted)."""
+        row = self.db.one("SELECT count(*) FROM (SELECT 1 FROM flights WHERE stage = ? AND "
+                          f"{NOT_HELD} LIMIT ?) AS q", (Stage.READY.value, count))
+        return row is not None and row[0] >= count
+
     def waiting_for_estimates(self) -> list[Waiting]:
         """Every ready flight no dependency holds (``--after``) as the estimator's run reads
         it: a tuple each, labels and ``where`` decoded once per distinct text (a listing plays
