@@ -35,7 +35,7 @@ from gg.control.runners import build_skew, refuse_taken_name
 from gg.control.views import runner_view
 from gg.domain import tokens
 from gg.domain.events import EventKind
-from gg.domain.pool_planner import Action, PoolPlan, Remove, Reset, Start
+from gg.domain.pool_planner import Action, Remove, Reset, Start
 from gg.domain.pools import MEMBER_ID_PREFIX, MEMBER_KIND, PoolMember, StrategyRecord, code_refusal
 from gg.domain.runners import AdminState, Runner
 from gg.error_codes import ErrorCode
@@ -58,7 +58,11 @@ def act(core: Core, runner: Runner, pool: str, kind: str, *,
     with core.store.atomic():
         lease_ops.expire_due(core, now)
         record = maintained(core, runner, pool, claim=True)
-        action = _planned(look(core, record, now).plan, kind, member_id)
+        shares = look(core, record, now, asking=runner).shares
+        assert shares is not None, "look() splits the plan"
+        # this maintainer's share of a plan made afresh here: a start another host was just
+        # given, or a member another host holds, is not in it
+        action = _planned(shares.of(runner.id), kind, member_id)
         if action is None:
             what = kind if kind == "start" else f"{kind} {member_id}"
             raise Conflict(f"the plan for pool {pool} no longer says {what}: the pool changed "
@@ -100,8 +104,8 @@ def _member_again(core: Core, member_id: str | None) -> PoolMember:
     return member
 
 
-def _planned(plan: PoolPlan, kind: str, member_id: str | None) -> Action | None:
-    for action in plan.actions:
+def _planned(actions: tuple[Action, ...], kind: str, member_id: str | None) -> Action | None:
+    for action in actions:
         if action.kind != kind:
             continue
         if isinstance(action, Start) or getattr(action, "member_id", None) == member_id:
