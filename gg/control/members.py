@@ -88,12 +88,19 @@ def act(core: Core, runner: Runner, pool: str, kind: str, *,
                 member.id, state="resetting", digest=action.digest, resets=member.resets + 1,
                 cycle_grants=core.store.grants_to(member.runner_id) if member.runner_id else 0,
                 code_hash=tokens.digest(code),
-                code_expires_at=now + core.settings.member_code_ttl, cycle_started_at=now,
+                code_expires_at=now + code_ttl(core, record), cycle_started_at=now,
                 updated_at=now)
             answer.update(member=_member_dict(_member_again(core, member_id)), code=code)
     for runner_id in ended:  # their credentials are refused at once
         core.credentials.forget(runner_id)
     return answer, ended
+
+
+def code_ttl(core: Core, record: StrategyRecord) -> float:
+    """How long a member's one-use code lives, which is how long its machine has to check in:
+    the strategy's ``command.join-within``, else MEMBER_CODE_TTL."""
+    within = record.in_force.join_within if record.in_force is not None else None
+    return within if within is not None else core.settings.member_code_ttl
 
 
 def _member_again(core: Core, member_id: str | None) -> PoolMember:
@@ -134,7 +141,7 @@ def _new_member(core: Core, record: StrategyRecord, *, maintainer: Runner, diges
                         name=f"{record.pool[:_NAME_ROOM]}-{member_id.removeprefix(MEMBER_ID_PREFIX)}",
                         state="starting", digest=digest, maintainer_id=maintainer.id,
                         code_hash=tokens.digest(code),
-                        code_expires_at=now + core.settings.member_code_ttl,
+                        code_expires_at=now + code_ttl(core, record),
                         cycle_started_at=now, created_at=now, updated_at=now)
     core.store.insert_member(member)
     return member, code

@@ -184,11 +184,14 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
                 # made, never joined before its code expired: the machine is deleted and
                 # replaced by the next plan; the failure is the operator's to see
                 never_joined.append(m.id)
+                deadline = (m.code_expires_at - m.cycle_started_at
+                            if m.code_expires_at is not None and m.cycle_started_at is not None
+                            else core.settings.member_code_ttl)
                 core.event(EventKind.POOL_MEMBER_NEVER_JOINED, actor=f"runner:{runner.name}",
                            runner_id=runner.id, at=now, pool=pool, member=m.id,
-                           deadline=core.settings.member_code_ttl,
+                           deadline=round(deadline, 3),
                            reason=f"member {m.name} never checked in within "
-                                  f"{core.settings.member_code_ttl:g} s of its start")
+                                  f"{deadline:g} s of its start")
         after = look(core, record, now, asking=runner)
         views = [after.member_view(m) for m in after.members]
         holds = dict(sorted(Counter(v["state"] for v in views).items()))

@@ -338,6 +338,26 @@ def test_an_action_on_a_member_that_just_took_a_flight_is_refused(core, owner, k
 # --------------------------------------------------------------------------- members
 
 
+def test_a_command_pools_machine_has_its_strategys_join_within_to_check_in(core, owner,
+                                                                           clock):
+    command = {**mapping(), "driver": "command",
+               "command": {"create": "create-host", "delete": "delete-host",
+                           "list": "list-hosts", "join-within": "2m"}}
+    gates.clear_gate(core, strategies.apply(core, owner, "ui", command)["gate"]["id"],
+                     person=owner)
+    keeper = make_runner(core, owner, name="keeper")
+    pools.allow(core, owner, "ui-pool", "keeper")
+    member, _ = start_member(core, keeper)
+    assert member["code_expires_at"] == clock.now + 120  # not MEMBER_CODE_TTL's 600
+    clock.advance(121)
+    check_in(core, keeper)
+    answer = attest(core, keeper, [member["id"]])
+    assert answer["never_joined"] == [member["id"]]
+    body = core.store.events(kind="warn:pool:member_never_joined")[-1]["body"]
+    assert body["deadline"] == 120
+    assert body["reason"].endswith("never checked in within 120 s of its start")
+
+
 def test_a_member_code_is_spent_once_and_refused_after_member_code_ttl(core, keeper, clock):
     _, code = start_member(core, keeper)
     runner, answer = join(core, code)

@@ -427,7 +427,7 @@ environment: ui
 inventory: {{name: ui-pool, size: 2}}
 image: {{ref: ui-image, digest: "sha256:{'c' * 64}"}}
 driver: command
-command: {{create: create-host, delete: delete-host, list: list-hosts}}
+command: {{create: create-host, delete: delete-host, list: list-hosts, join-within: 15s}}
 scale: {{min: 0, max: 2, idle-after: 2s}}
 """
 
@@ -437,7 +437,7 @@ def test_machines_on_other_hosts_come_from_the_strategys_commands_and_failures_b
     """The command driver with the reference scripts: a create that fails is retried with
     backoff and gg pools reads why; a machine that never checks in before its member code
     expires is deleted, recorded, and replaced; then a machine enrols and flies."""
-    fleet = Fleet(tmp_path, {**FAST, "GG_MEMBER_CODE_TTL": "15"}).start()
+    fleet = Fleet(tmp_path, FAST).start()  # the strategy's join-within: 15s, not the TTL
     pool = Pool(fleet, tmp_path)
     hosts = tmp_path / "hosts"
     hosts.mkdir()
