@@ -486,3 +486,64 @@ def test_machines_on_other_hosts_come_from_the_strategys_commands_and_failures_b
                 except (ProcessLookupError, PermissionError):
                     pass
         fleet.stop()
+
+
+IN_NAMESPACES = f"""\
+environment: ui
+inventory: {{name: ui-pool, size: 1}}
+image: {{ref: ui-image, digest: "sha256:{'d' * 64}"}}
+driver: command
+command: {{create: create-netns-host, delete: delete-netns-host, list: list-netns-hosts,
+          join-within: 60s}}
+scale: {{min: 0, max: 1, idle-after: 1s}}
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
+                    reason="network namespaces need root and iproute2")
+def test_a_machine_made_as_a_network_namespace_joins_flies_and_is_deleted(tmp_path):
+    """The reference scripts that make each host a network namespace (only its loopback, the
+    control plane reached through one relayed port): a member joins from inside it, flies a
+    flight that sees only the namespace's network, and is deleted with its namespace once
+    the scaled pool is idle."""
+    fleet = Fleet(tmp_path, FAST).start()
+    pool = Pool(fleet, tmp_path)
+    hosts = tmp_path / "hosts"
+    made: set[str] = set()
+    try:
+        (tmp_path / "ui.yaml").write_text(IN_NAMESPACES)
+        fleet.chart("ui")
+        api = fleet.api()
+        api.clear_gate(pool.gg("strategy", "apply", "ui", str(tmp_path / "ui.yaml"),
+                               "--json")["gate"]["id"])
+        assert pool.maintain("--commands", str(COMMANDS)).wait(timeout=60) == 4
+        api.allow_maintainer("ui-pool", "keeper")
+        pool.maintain("--commands", str(COMMANDS), env={"GG_TEST_HOSTS": str(hosts)})
+        flight = api.open_flight({"environment": "ui", "command": ["ls /sys/class/net"]})
+
+        def flying_or_landed():
+            made.update(p.name for p in hosts.glob("m_*"))
+            return landed(api, flight["id"])
+
+        shown = wait_until(flying_or_landed, timeout=120, interval=0.2,
+                           what="the flight to land on a machine in a network namespace")
+        assert output_of(shown) == "lo\n"  # the namespace's own network: loopback only
+        assert made and all(f"gg-{m}" in _namespaces() for m in made
+                            if (hosts / m).exists())
+        wait_until(lambda: pool.members() == [] and not list(hosts.glob("m_*")), timeout=90,
+                   interval=0.2, what="the idle machine to be deleted")
+        assert not {f"gg-{m}" for m in made} & set(_namespaces())
+    finally:
+        pool.stop()
+        for home in hosts.glob("m_*"):  # the namespaces outlive the maintainer: remove them
+            subprocess.run([str(COMMANDS / "delete-netns-host")], input=json.dumps(
+                {"pool": "ui-pool", "member_id": home.name}), text=True, capture_output=True,
+                env={**os.environ, "GG_TEST_HOSTS": str(hosts)})
+        for name in {f"gg-{m}" for m in made} & set(_namespaces()):
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+        fleet.stop()
+
+
+def _namespaces() -> list[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in listed.splitlines() if line.strip()]
