@@ -781,8 +781,11 @@ class Client:
 
     # -- pools (their maintainer and members) ---------------------------------------------------
 
-    def pool_plan(self, pool: str, **kw) -> po.MaintainerPlan:
-        return _one(po.MaintainerPlan, self.request("GET", paths.POOL_PLAN.format(pool=pool), **kw))
+    def pool_plan(self, pool: str, capacity: int | None = None, **kw) -> po.MaintainerPlan:
+        """This maintainer's share of the plan; asking checks it in with ``capacity``."""
+        params = {"capacity": capacity} if capacity is not None else None
+        return _one(po.MaintainerPlan, self.request(
+            "GET", paths.POOL_PLAN.format(pool=pool), params=params, **kw))
 
     def pool_act(self, pool: str, action: str, member_id: str | None = None, **kw) -> po.ActionTaken:
         return _one(po.ActionTaken, self.request(

@@ -61,7 +61,7 @@ class ErrorCode(StrEnum):
     NOT_IN_FORCE = "not_in_force"
     IN_USE = "in_use"
     PLAN_CHANGED = "plan_changed"
-    POOL_MAINTAINED = "pool_maintained"
+    POOL_MAINTAINED = "pool_maintained"  # sent by servers before several maintainers per pool
     CONSOLE_REFUSED = "console_refused"
     CONSOLE_UNSUPPORTED = "console_unsupported"
     CONSOLE_FLIGHT_NOT_FLYING = "console_flight_not_flying"

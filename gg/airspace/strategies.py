@@ -8,7 +8,8 @@
     bounds: {pool-max: 4, active-hours: "08:00-20:00 Europe/Berlin"}   # optional
     build: {context: images/ui}                            # optional
     driver: process                                        # process | podman | docker | command
-    command: {create: create-host, delete: delete-host, list: list-hosts}   # driver command
+    command: {create: create-host, delete: delete-host, list: list-hosts,   # driver command
+              join-within: 2m}        # optional: a machine made checks in within it
     group: default                                         # the runner group members join
     scale: {min: 0, max: 6, idle-after: 5m, step: 2, cool-down: 30s}   # optional
 
@@ -17,6 +18,10 @@ With ``scale:`` the pool grows and shrinks from demand (``gg.domain.pool_scaling
 number of seconds, or ``30s``, ``5m``), ``step`` defaults to as many as the demand needs and
 ``cool-down`` to 0. ``inventory.warm`` is then not used (a file with both is refused), and
 the bounds still cap it: ``max`` may not exceed ``pool-max``.
+
+``command.join-within`` (a duration, 1 s to 1 h; default ``MEMBER_CODE_TTL``, 10 minutes) is
+how long a machine the create command made has to check in: its one-use member code lives
+exactly as long, and a machine silent past it is deleted and replaced.
 
 Cross-field rules, each reported on the line of the second key: ``warm <= size``,
 ``pool-max <= size`` (more members can never run than the pool holds) and ``warm <= pool-max``
@@ -46,6 +51,8 @@ from gg.domain.pool_scaling import Scale
 from gg.domain.profiles import name_problem
 from gg.domain.strategies import (
     DRIVERS,
+    JOIN_WITHIN_LEAST,
+    JOIN_WITHIN_MOST,
     Bounds,
     Build,
     Image,
@@ -65,7 +72,7 @@ _BELONGS = {"name": "inventory", "size": "inventory", "warm": "inventory", "ref"
             "digest": "image", "pool-max": "bounds", "active-hours": "bounds",
             "context": "build", "min": "scale", "max": "scale", "idle-after": "scale",
             "step": "scale", "cool-down": "scale", "create": "command", "delete": "command",
-            "list": "command"}
+            "list": "command", "join-within": "command"}
 _NEEDS = "a strategy needs at least environment, inventory and image"
 
 
@@ -140,35 +147,47 @@ def read_strategy(doc: Document, name: str, airspace: Path | None = None) -> Che
     group = fields.text("group", default=DEFAULT_GROUP, check=group_name_problem)
     scale_fields = fields.section("scale")
     scale = _read_scale(scale_fields, inventory, bounds)
-    command = _read_command(fields, fields.section("command"), driver)
+    command_fields = fields.section("command")
+    command, join_within = _read_command(fields, command_fields, driver)
     fields.finish(belongs=_BELONGS)
 
     if (errors or environment is None or inventory is None or image is None or bounds is None
             or driver is None or group is None
-            or (scale is None and scale_fields is not None)):
+            or (scale is None and scale_fields is not None)
+            or (command_fields is not None and command is None)):
         return Checked(None, sort_errors(errors))
     return Checked(Strategy(name=name, environment=environment, inventory=inventory,
                             image=image, bounds=bounds, build=build, driver=driver, group=group,
-                            scale=scale, command=command))
+                            scale=scale, command=command, join_within=join_within))
 
 
-def _read_command(top: Fields, fields: Fields | None, driver: str | None) -> dict[str, str] | None:
-    """``command: {create, delete, list}``: required with driver command, refused otherwise."""
+def _read_command(top: Fields, fields: Fields | None,
+                  driver: str | None) -> tuple[dict[str, str] | None, float | None]:
+    """``command: {create, delete, list, join-within}``: required with driver command, refused
+    otherwise. Returns the executables' names and the join deadline (None: the default)."""
     if fields is None:
         if driver == "command" and "command" not in top.data:
             top.fail("driver", "command needs a command section naming its create, delete and "
                                "list executables")
-        return None
+        return None, None
     names = {verb: fields.text(verb, required=True, check=command_problem)
              for verb in ("create", "delete", "list")}
+    join_within = _duration(fields, "join-within", required=False)
     fields.finish()
     if driver != "command":
         fields.fail(None, f"is only for driver command (this strategy's driver is {driver})",
                     at="key")
-        return None
-    if any(v is None for v in names.values()):
-        return None
-    return {k: v for k, v in names.items() if v is not None}
+        return None, None
+    if join_within is not None and not JOIN_WITHIN_LEAST <= join_within <= JOIN_WITHIN_MOST:
+        fields.fail("join-within", f"must be from {JOIN_WITHIN_LEAST:g} s to "
+                                   f"{JOIN_WITHIN_MOST / 60:g} minutes: a machine's one-use "
+                                   f"member code lives that long (got "
+                                   f"{fields.data['join-within']})")
+        return None, None
+    bad_within = fields.data.get("join-within") is not None and join_within is None
+    if any(v is None for v in names.values()) or bad_within:
+        return None, None
+    return {k: v for k, v in names.items() if v is not None}, join_within
 
 
 def _duration(fields: Fields, key: str, *, required: bool,

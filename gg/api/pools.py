@@ -50,6 +50,7 @@ class PoolMember(Answer):
     digest: str | None = None
     resets: int
     runner_id: str | None = None
+    maintainer_id: str | None = None  # the maintainer whose host holds it
     credential_expires_at: float | None = None
     code_expires_at: float | None = None
     created_at: float | None = None
@@ -60,6 +61,19 @@ class PoolMaintainer(Answer):
     id: str
     name: str
     online: bool
+
+
+class MaintainerShare(Answer):
+    """One of a pool's maintainers as it last checked in, and the members its host holds."""
+    id: str
+    name: str
+    online: bool  # live: its share of the plan is handed to it
+    capacity: int | None = None  # the most members its host holds; None: no limit of its own
+    failing: bool = False
+    checked_in_at: float | None = None
+    attested_at: float | None = None
+    members: list[str] = []
+    backoff: dict[str, Any] | None = None
 
 
 class PoolPlanSummary(Answer):
@@ -99,7 +113,9 @@ class Pool(Answer):
     active_hours: str | None = None
     in_force: bool
     gate: str | None = None
-    maintainer: PoolMaintainer | None = None
+    maintainer: PoolMaintainer | None = None  # the last to act or attest
+    maintainers: list[MaintainerShare] = []
+    unplaced: int = 0  # starts no live maintainer has room for
     members: list[PoolMember]
     last_attested_at: float | None = None
     attested_age: float | None = None
@@ -130,6 +146,7 @@ class MaintainerPlan(Answer):
     image: PoolImage
     digest: str | None = None
     actions: list[dict[str, Any]]  # each {"action": kind, ...its fields} (gg.domain.pool_planner)
+    unplaced: int = 0  # starts no live maintainer has room for
     in_hours: bool
     limit: str | None = None  # why fewer members start than wanted
     waiting: str | None = None

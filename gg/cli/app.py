@@ -77,7 +77,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "credential": (("credentials",), "Secrets this runner keeps for flights (never sent "
                                      "anywhere)."),
     "secret": (("secrets",), "Secrets flights receive as variables (values never shown)."),
-    "pool": (("pools",), "Pools: managed sets of identical machines on one host."),
+    "pool": (("pools",), "Pools: managed sets of identical machines on one or more hosts."),
     "strategy": (("strategies",), "Pool strategies: how a pool is furnished and bounded."),
     "hook": (("hooks",), "Hooks: signed POSTs to a URL when flights end (admin)."),
     "approve": (("approvals",), "Approve a flight waiting for approval (an admin or its named "

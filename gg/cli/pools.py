@@ -29,7 +29,7 @@ from gg.cli.context import state as coloured
 from gg.cli.exits import Exit
 from gg.domain.runners import Liveness
 
-pool_app = typer.Typer(help="Pools: managed sets of identical machines on one host.",
+pool_app = typer.Typer(help="Pools: managed sets of identical machines on one or more hosts.",
                        no_args_is_help=True)
 
 
@@ -125,7 +125,19 @@ def _pool_parts(row: Pool, now: float) -> list:
     maintainer = row.maintainer
     who = (f"maintained by {maintainer.name} ({Liveness.of(maintainer.online).value})"
            if maintainer else "no maintainer yet")
+    if len(row.maintainers) > 1:
+        who = f"maintained by {len(row.maintainers)} hosts"
     parts.append(Text(f"  {who}, last attested {ago(row.last_attested_at, now)}"))
+    if len(row.maintainers) > 1:
+        names = {m.id: m.name for m in row.members}
+        for host in row.maintainers:
+            room = f", capacity {host.capacity}" if host.capacity is not None else ""
+            held = ", ".join(names.get(i, i) for i in host.members) or "no member"
+            parts.append(Text(f"    {host.name} ({Liveness.of(host.online).value}{room}): "
+                              f"{held}"))
+    if row.unplaced:
+        parts.append(Text(f"  {row.unplaced} start(s) wait: no live maintainer has room",
+                          style="red"))
     if row.members:
         t = table("  MEMBER", "STATE", "ONLINE", "FLIGHT", "IMAGE", "RESETS")
         for m in row.members:
@@ -164,6 +176,11 @@ def maintain(
                                             help="Driver command: the directory holding the "
                                                  "strategy's create, delete and list "
                                                  "executables (env GG_POOL_COMMANDS_DIR)."),
+    capacity: Optional[int] = typer.Option(None, "--capacity", metavar="N", min=0,
+                                           envvar="GG_POOL_CAPACITY",
+                                           help="The most members this host holds (env "
+                                                "GG_POOL_CAPACITY; default: no limit of its "
+                                                "own). Several maintainers share one pool."),
 ) -> None:
     """Maintain POOL on this host: ask for the plan, carry it out, attest.
 
@@ -179,7 +196,7 @@ def maintain(
         name=name or default_name(host, pool), images_dir=images or config.images_dir(),
         person_token=None if token else config.resolve_token(cfg), enrol_token=token,
         max_cycles=1 if once else None,
-        commands_dir=commands.resolve() if commands else None)
+        commands_dir=commands.resolve() if commands else None, capacity=capacity)
 
     maintainer = Maintainer(options, say=say)
     try:

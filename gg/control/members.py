@@ -35,7 +35,7 @@ from gg.control.runners import build_skew, refuse_taken_name
 from gg.control.views import runner_view
 from gg.domain import tokens
 from gg.domain.events import EventKind
-from gg.domain.pool_planner import Action, PoolPlan, Remove, Reset, Start
+from gg.domain.pool_planner import Action, Remove, Reset, Start
 from gg.domain.pools import MEMBER_ID_PREFIX, MEMBER_KIND, PoolMember, StrategyRecord, code_refusal
 from gg.domain.runners import AdminState, Runner
 from gg.error_codes import ErrorCode
@@ -58,7 +58,11 @@ def act(core: Core, runner: Runner, pool: str, kind: str, *,
     with core.store.atomic():
         lease_ops.expire_due(core, now)
         record = maintained(core, runner, pool, claim=True)
-        action = _planned(look(core, record, now).plan, kind, member_id)
+        shares = look(core, record, now, asking=runner).shares
+        assert shares is not None, "look() splits the plan"
+        # this maintainer's share of a plan made afresh here: a start another host was just
+        # given, or a member another host holds, is not in it
+        action = _planned(shares.of(runner.id), kind, member_id)
         if action is None:
             what = kind if kind == "start" else f"{kind} {member_id}"
             raise Conflict(f"the plan for pool {pool} no longer says {what}: the pool changed "
@@ -84,12 +88,19 @@ def act(core: Core, runner: Runner, pool: str, kind: str, *,
                 member.id, state="resetting", digest=action.digest, resets=member.resets + 1,
                 cycle_grants=core.store.grants_to(member.runner_id) if member.runner_id else 0,
                 code_hash=tokens.digest(code),
-                code_expires_at=now + core.settings.member_code_ttl, cycle_started_at=now,
+                code_expires_at=now + code_ttl(core, record), cycle_started_at=now,
                 updated_at=now)
             answer.update(member=_member_dict(_member_again(core, member_id)), code=code)
     for runner_id in ended:  # their credentials are refused at once
         core.credentials.forget(runner_id)
     return answer, ended
+
+
+def code_ttl(core: Core, record: StrategyRecord) -> float:
+    """How long a member's one-use code lives, which is how long its machine has to check in:
+    the strategy's ``command.join-within``, else MEMBER_CODE_TTL."""
+    within = record.in_force.join_within if record.in_force is not None else None
+    return within if within is not None else core.settings.member_code_ttl
 
 
 def _member_again(core: Core, member_id: str | None) -> PoolMember:
@@ -100,8 +111,8 @@ def _member_again(core: Core, member_id: str | None) -> PoolMember:
     return member
 
 
-def _planned(plan: PoolPlan, kind: str, member_id: str | None) -> Action | None:
-    for action in plan.actions:
+def _planned(actions: tuple[Action, ...], kind: str, member_id: str | None) -> Action | None:
+    for action in actions:
         if action.kind != kind:
             continue
         if isinstance(action, Start) or getattr(action, "member_id", None) == member_id:
@@ -130,7 +141,7 @@ def _new_member(core: Core, record: StrategyRecord, *, maintainer: Runner, diges
                         name=f"{record.pool[:_NAME_ROOM]}-{member_id.removeprefix(MEMBER_ID_PREFIX)}",
                         state="starting", digest=digest, maintainer_id=maintainer.id,
                         code_hash=tokens.digest(code),
-                        code_expires_at=now + core.settings.member_code_ttl,
+                        code_expires_at=now + code_ttl(core, record),
                         cycle_started_at=now, created_at=now, updated_at=now)
     core.store.insert_member(member)
     return member, code

@@ -13,10 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gg.control.core import Core
+from gg.control.pool_maintainers import live_seats
 from gg.domain.events import EventKind
 from gg.domain.flights import Flight
 from gg.domain.pool_planner import Member, PoolPlan, plan_pool
 from gg.domain.pool_scaling import Scaled
+from gg.domain.pool_shares import Seat, Shares, share_plan
 from gg.domain.pools import PoolMember, StrategyRecord, member_takes, shown_state
 from gg.domain.runners import Runner, is_online
 
@@ -36,6 +38,12 @@ class Look:
     now: float
     scaled: Scaled | None = None  # a scaled pool's last decision, as stored
     scaled_reason: str | None = None
+    seats: tuple[Seat, ...] = ()  # the live maintainers
+    shares: Shares | None = None  # the plan split among them
+
+    @property
+    def live(self) -> set[str]:
+        return {s.maintainer_id for s in self.seats}
 
     def counts(self) -> dict[str, dict[str, int | None]]:
         """What ``gg pools`` shows beside the members: desired (a scaled pool), starting,
@@ -51,14 +59,18 @@ class Look:
                 "state": shown_state(m.state, leased=bool(held), flight_ended=ended),
                 "stored_state": m.state, "online": self.online.get(m.id, False),
                 "flight": held[0] if held else None, "digest": m.digest, "resets": m.resets,
-                "runner_id": m.runner_id,
+                "runner_id": m.runner_id, "maintainer_id": m.maintainer_id,
                 "credential_expires_at": runner.credential_expires_at if runner else None,
                 "code_expires_at": m.code_expires_at, "created_at": m.created_at,
                 "cycle_started_at": m.cycle_started_at}
 
 
-def look(core: Core, record: StrategyRecord, now: float) -> Look:
+def look(core: Core, record: StrategyRecord, now: float, asking: Runner | None = None) -> Look:
+    """The pool read whole, planned, and the plan split among its live maintainers (``asking``,
+    the maintainer whose request this is, counts as live)."""
     strategy = record.in_force or record.applied
+    seats = live_seats(core, record.pool, now, asking)
+    serving = {s.maintainer_id for s in seats}
     members = core.store.members(record.pool)
     runner_ids = [m.runner_id for m in members if m.runner_id]
     runners = {r.id: r for r in core.store.runners(ids=runner_ids)}
@@ -80,7 +92,8 @@ def look(core: Core, record: StrategyRecord, now: float) -> Look:
         credential_expires_at=(runners[m.runner_id].credential_expires_at
                                if m.runner_id in runners else None),
         online=online[m.id],
-        idle_since=m.updated_at if m.updated_at is not None else m.created_at)
+        idle_since=m.updated_at if m.updated_at is not None else m.created_at,
+        orphaned=bool(serving) and m.maintainer_id not in serving)
         for m in members]
     waiting = core.store.count_ready_requiring({"environment": strategy.environment})
     spec = strategy.pool_spec()
@@ -92,8 +105,10 @@ def look(core: Core, record: StrategyRecord, now: float) -> Look:
         plan = plan_pool(spec, [], 0, now)  # nothing runs before the gate
     else:
         plan = plan_pool(spec, planned, waiting, now, scaled=scaled)
+    shares = share_plan(plan, {m.id: m.maintainer_id for m in members}, seats)
     return Look(record, members, runners, online, held, flew, waiting, plan, now,
-                scaled=scaled, scaled_reason=last[1] if last is not None else None)
+                scaled=scaled, scaled_reason=last[1] if last is not None else None,
+                seats=tuple(seats), shares=shares)
 
 
 def keep_scaling(core: Core, seen: Look) -> None:
@@ -133,6 +148,10 @@ def waiting_reasons(core: Core, now: float) -> dict[str, tuple[str, str]]:
 
 
 def maintainer_online(core: Core, record: StrategyRecord, now: float) -> bool:
+    """Whether some maintainer serves the pool now (one that checked in for it and is
+    online, or, for a pool none has checked in for since this release, its last one)."""
+    if live_seats(core, record.pool, now):
+        return True
     maintainer = core.store.runner(record.maintainer_id) if record.maintainer_id else None
     return maintainer is not None and is_online(maintainer, now, core.settings.offline_after)
 

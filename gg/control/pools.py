@@ -8,8 +8,10 @@ The maintainer asks for that plan, carries it out (:mod:`gg.control.members` che
 action against a fresh plan) and attests what its processes are doing; the control plane
 turns those facts into member states (:func:`gg.domain.pools.reconciled_state`).
 
-A pool has one maintainer at a time (a pool lives on one host): the runner that last acted
-or attested, until it goes offline.
+A pool may have several maintainers, each on its own host (:mod:`gg.control.pool_maintainers`):
+each checks in when it asks for the plan, and the control plane hands every action to exactly
+one of the live ones (:func:`gg.domain.pool_shares.share_plan`), in the write transaction that
+checks it, so two hosts never both make the same machine and the bounds hold across them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from gg.control.core import Core
 from gg.control.flights import Snapshot
 from gg.control.people import require_admin
 from gg.control.pool_look import keep_scaling, look, maintainer_online
+from gg.control.pool_maintainers import maintainers_view
 from gg.control.runners import resolve
 from gg.domain.events import EventKind
 from gg.domain.flights import Flight, Stage
@@ -35,9 +38,9 @@ from gg.domain.pools import (
     reconciled_state,
     stale_event_due,
 )
-from gg.domain.runners import Runner, is_online
+from gg.domain.runners import Runner
 from gg.error_codes import ErrorCode
-from gg.errors import Conflict, Forbidden, NotFound
+from gg.errors import BadRequest, Conflict, Forbidden, NotFound
 
 MAINTAIN_ROLE = "maintain"
 PLAN_EVERY = 5.0  # the longest a maintainer waits between plans ("every few seconds")
@@ -119,30 +122,31 @@ def maintained(core: Core, runner: Runner, pool: str, *, claim: bool) -> Strateg
         raise Conflict(f"pool {pool}'s strategy {record.name} is not in force yet: gate "
                        f"{record.gate_id} is open (an admin can clear it: gg gate clear "
                        f"{record.gate_id})", code=ErrorCode.NOT_IN_FORCE)
-    if record.maintainer_id not in (None, runner.id):
-        other = core.store.runner(record.maintainer_id)
-        if (other is not None and other.retired_at is None
-                and is_online(other, core.now(), core.settings.offline_after)):
-            raise Conflict(f"pool {pool} is maintained by runner {other.name}, which is "
-                           "online; a pool lives on one host", code=ErrorCode.POOL_MAINTAINED)
     if claim and record.maintainer_id != runner.id:
         core.store.update_strategy(record.name, maintainer_id=runner.id)
     return record
 
 
-def plan_view(core: Core, runner: Runner, pool: str) -> dict:
-    """What a maintainer is served: the plan, the members, and when to ask again."""
+def plan_view(core: Core, runner: Runner, pool: str, capacity: int | None = None) -> dict:
+    """What a maintainer is served: its share of the plan, the members, and when to ask
+    again. Asking is its check-in for the pool: ``capacity`` is the most members its host
+    holds (None: no limit of its own)."""
+    if capacity is not None and capacity < 0:
+        raise BadRequest(f"capacity must be 0 or more (got {capacity})")
     now = core.now()
     with core.store.atomic():
         record = maintained(core, runner, pool, claim=False)
-        seen = look(core, record, now)
+        core.store.check_in_maintainer(pool, runner.id, capacity, now)
+        seen = look(core, record, now, asking=runner)
         keep_scaling(core, seen)
+    assert seen.shares is not None, "look() splits the plan"
     strategy = record.in_force
     assert strategy is not None, "maintained() refuses a strategy not in force"
     return {
         "pool": pool, "strategy": record.name, "environment": strategy.environment,
         "driver": strategy.driver, "image": strategy.image.to_dict(), "digest": seen.plan.digest,
-        "actions": [a.as_dict() for a in seen.plan.actions],
+        "actions": [a.as_dict() for a in seen.shares.of(runner.id)],
+        "unplaced": seen.shares.unplaced,
         "in_hours": seen.plan.in_hours, "limit": seen.plan.limit,
         "waiting": seen.plan.waiting_reason, "waiting_flights": seen.waiting,
         "scaling": seen.plan.scaling.reason if seen.plan.scaling else None,
@@ -164,9 +168,11 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
     running = {m["id"] for m in members if m.get("process") == "running"}
     with core.store.atomic():
         record = maintained(core, runner, pool, claim=True)
-        before = look(core, record, now)
+        before = look(core, record, now, asking=runner)
         never_joined: list[str] = []
         for m in before.members:
+            if m.maintainer_id not in (None, runner.id):
+                continue  # another host's member: its own maintainer speaks for it
             state = reconciled_state(
                 m.state, running=m.id in running, online=before.online[m.id],
                 leased=m.id in before.held, flew=m.id in before.flew,
@@ -178,12 +184,15 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
                 # made, never joined before its code expired: the machine is deleted and
                 # replaced by the next plan; the failure is the operator's to see
                 never_joined.append(m.id)
+                deadline = (m.code_expires_at - m.cycle_started_at
+                            if m.code_expires_at is not None and m.cycle_started_at is not None
+                            else core.settings.member_code_ttl)
                 core.event(EventKind.POOL_MEMBER_NEVER_JOINED, actor=f"runner:{runner.name}",
                            runner_id=runner.id, at=now, pool=pool, member=m.id,
-                           deadline=core.settings.member_code_ttl,
+                           deadline=round(deadline, 3),
                            reason=f"member {m.name} never checked in within "
-                                  f"{core.settings.member_code_ttl:g} s of its start")
-        after = look(core, record, now)
+                                  f"{deadline:g} s of its start")
+        after = look(core, record, now, asking=runner)
         views = [after.member_view(m) for m in after.members]
         holds = dict(sorted(Counter(v["state"] for v in views).items()))
         ours = {m.id for m in after.members}
@@ -195,7 +204,9 @@ def attest(core: Core, runner: Runner, pool: str, *, members: list[dict], did: l
             "driver": driver, "limit": after.plan.limit, "waiting": after.plan.waiting_reason,
             "backoff": backoff,
         }
-        previous = record.attestation or {}
+        mine = {c["runner_id"]: c for c in core.store.maintainer_checkins(pool)}.get(runner.id)
+        previous = (mine or {}).get("attestation") or {}
+        core.store.note_maintainer_attested(pool, runner.id, attestation, bool(backoff), now)
         worth_an_event = (bool(did) or previous.get("holds") != holds
                           or previous.get("driver") != driver
                           or bool(previous.get("backoff")) != bool(backoff))
@@ -308,6 +319,8 @@ def _pool_view(core: Core, record: StrategyRecord, *, snap, ready: list[Flight],
         "in_force": record.in_force is not None, "gate": record.gate_id,
         "maintainer": ({"id": maintainer.id, "name": maintainer.name, "online": online}
                        if maintainer else None),
+        "maintainers": maintainers_view(core, record.pool, seen.members, now, seen.live),
+        "unplaced": seen.shares.unplaced if seen.shares else 0,
         "members": [seen.member_view(m) for m in seen.members],
         "last_attested_at": record.last_attested_at,
         "attested_age": None if record.last_attested_at is None else now - record.last_attested_at,

@@ -189,6 +189,7 @@ class Member:
     credential_expires_at: float | None = None
     online: bool = True
     idle_since: float | None = None  # when a ready member last became ready
+    orphaned: bool = False  # its maintainer went silent while another serves the pool
 
     def __post_init__(self) -> None:
         if self.state not in MEMBER_STATES:
@@ -343,6 +344,8 @@ def plan_pool(
             removes[m.id] = "stopped"
         elif condition == "busy":
             busy += 1
+        elif condition == "orphaned":
+            removes[m.id] = "its maintainer went silent"
         elif condition == "settling":
             settling += 1
         elif not in_hours:
@@ -473,6 +476,8 @@ def _condition(m: Member) -> str:
         return "busy"
     if m.state == "stopped":
         return "stopped"
+    if m.orphaned:  # its machine is on a silent host: nobody can reset or watch it
+        return "orphaned"
     if m.state in ("starting", "resetting"):
         return "settling"
     if m.state in ("busy", "dirty") or m.flight_ended:

@@ -196,6 +196,7 @@ def strategy_changes(old: Strategy | None, new: Strategy) -> list[Change]:
     other("image digest", old.image.digest, new.image.digest)
     other("driver", old.driver, new.driver)
     other("command", _commands(old), _commands(new))  # other executables run on the host
+    other("command join-within", old.join_within, new.join_within, gated=False)
     other("build context", old.build.context if old.build else None,
           new.build.context if new.build else None, gated=False)
     if (old.scale is None) != (new.scale is None):  # another way of growing: reviewed

@@ -39,6 +39,11 @@ __all__ = [
 ]
 
 DRIVERS = ("process", "podman", "docker", "command")
+# ``command.join-within``: how long a machine the create command made may take to check in
+# (its one-use member code lives as long). A cloud machine may take minutes to boot; a code
+# that stays spendable for more than an hour is a code left lying around.
+JOIN_WITHIN_LEAST = 1.0
+JOIN_WITHIN_MOST = 3600.0
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -119,6 +124,8 @@ class Strategy:
     # driver command: the executables' names ({create, delete, list}) in the maintainer's
     # commands directory (gg.pool.drivers.command)
     command: dict[str, str] | None = None
+    # driver command: seconds a machine it made has to check in (None: MEMBER_CODE_TTL)
+    join_within: float | None = None
 
     def pool_spec(self) -> PoolSpec:
         """The numbers the pool planner needs, named as it names them."""
@@ -140,6 +147,7 @@ class Strategy:
             "group": self.group,
             "scale": self.scale.to_dict() if self.scale else None,
             "command": dict(self.command) if self.command else None,
+            "join_within": self.join_within,
         }
 
     @classmethod
@@ -164,6 +172,8 @@ class Strategy:
             scale=Scale.from_dict(data["scale"]) if data.get("scale") else None,
             command={str(k): str(v) for k, v in data["command"].items()}
             if data.get("command") else None,
+            join_within=(float(data["join_within"]) if data.get("join_within") is not None
+                         else None),
         )
 
 

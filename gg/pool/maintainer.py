@@ -81,6 +81,7 @@ class MaintainerOptions:
     enrol_token: str | None = None
     max_cycles: int | None = None
     commands_dir: Path | None = None  # driver command: where the strategy's executables are
+    capacity: int | None = None  # the most members this host holds; None: no limit of its own
 
 
 class Maintainer:
@@ -145,7 +146,7 @@ class Maintainer:
         """Plan, act, attest once; returns how long to wait before the next plan."""
         pool = self.options.pool
         try:
-            plan = self.api.pool_plan(pool, retry_for=RETRY_STEP)
+            plan = self.api.pool_plan(pool, self.options.capacity, retry_for=RETRY_STEP)
         except Unreachable as exc:
             self._once(f"the control plane is away ({exc.message}); trying again")
             return RETRY_EVERY
@@ -169,7 +170,8 @@ class Maintainer:
                      "member code expired")
         # A failure stands until a cycle's actions all go through and no member it made is
         # still on its way (one that never joins is the next failure, not a success).
-        settling = any(m.state in ("starting", "resetting") for m in plan.members)
+        settling = any(m.state in ("starting", "resetting") for m in plan.members
+                       if m.maintainer_id in (None, self._me))
         if error is not None:
             self.failures += 1
         elif not settling:
@@ -233,7 +235,11 @@ class Maintainer:
         done: dict[str, Any] = {"action": kind, "member_id": member_id, "ok": True}
         if kind == "remove":
             assert member_id is not None, "pool_act refused a remove that names no member"
-            driver.remove(member_id)
+            held_by = {m.id: m.maintainer_id for m in plan.members}.get(member_id)
+            # a member of a maintainer gone silent (an orphan): its machine is on that host,
+            # unless the driver reaches it from here too (a provider's list names it)
+            if held_by in (None, self._me) or member_id in driver.members():
+                driver.remove(member_id)
         elif kind == "reset":
             driver.reset(self._launch(answer, ref))
         else:  # start, roll, replace
@@ -274,6 +280,11 @@ class Maintainer:
             self.say(f"the attestation was refused: {exc.message}")
 
     # -- small things ---------------------------------------------------------------------
+
+    @property
+    def _me(self) -> str | None:
+        reg = self.runner.registration
+        return reg.runner_id if reg is not None else None
 
     def _once(self, line: str) -> None:
         """Say a waiting line once, not every cycle."""

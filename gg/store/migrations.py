@@ -733,6 +733,30 @@ def _pool_scaling(db: sqlite_utils.Database) -> None:
     )
 
 
+# -- several maintainers, one pool (1060-1069) --------------------------------------------
+
+
+def _maintainer_checkins(db: sqlite_utils.Database) -> None:
+    """Each maintainer of a pool as it last checked in: how many members its host can hold,
+    whether its last cycle failed, and its own last attestation. The control plane splits
+    the pool's plan among the live ones (gg.domain.pool_shares); a table of its own, so a
+    replica of the previous release reading ``strategies`` whole keeps working."""
+    db.executescript(
+        """
+        CREATE TABLE maintainer_checkins (
+            pool TEXT NOT NULL,
+            runner_id TEXT NOT NULL,
+            capacity INTEGER,
+            failing INTEGER NOT NULL DEFAULT 0,
+            checked_in_at REAL NOT NULL,
+            attested_at REAL,
+            attestation TEXT,
+            PRIMARY KEY (pool, runner_id)
+        );
+        """
+    )
+
+
 # -- retries and reruns (970-979) ---------------------------------------------------------------
 
 
@@ -839,4 +863,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1000, "artifacts, inputs and their blobs", artifacts.migrate_artifacts),
     Migration(1050, "pools that scale from demand: each pool's desired member count",
               _pool_scaling),
+    Migration(1060, "several maintainers, one pool: each maintainer's check-in",
+              _maintainer_checkins),
 )

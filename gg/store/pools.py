@@ -62,6 +62,7 @@ class PoolRows:
         if row is not None:
             self.db.run("DELETE FROM pool_maintainers WHERE pool = ?", (row[0],))
             self.db.run("DELETE FROM pool_scaling WHERE pool = ?", (row[0],))
+            self.db.run("DELETE FROM maintainer_checkins WHERE pool = ?", (row[0],))
         self.db.run("DELETE FROM strategies WHERE name = ?", (name,))
 
     def strategy_for_pool(self, pool: str) -> StrategyRecord | None:
@@ -145,6 +146,37 @@ class PoolRows:
     def maintainer_allowed(self, pool: str, runner_id: str) -> bool:
         return self.db.one("SELECT 1 FROM pool_maintainers WHERE pool = ? AND runner_id = ?",
                            (pool, runner_id)) is not None
+
+    # -- several maintainers: each one's check-in ---------------------------------------------
+
+    def check_in_maintainer(self, pool: str, runner_id: str, capacity: int | None,
+                            now: float) -> None:
+        """A maintainer asked for its share of the plan, saying how many members its host
+        holds at most (None: no limit of its own)."""
+        self.db.run(
+            "INSERT INTO maintainer_checkins (pool, runner_id, capacity, checked_in_at) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (pool, runner_id) DO UPDATE SET "
+            "capacity = excluded.capacity, checked_in_at = excluded.checked_in_at",
+            (pool, runner_id, capacity, now))
+
+    def note_maintainer_attested(self, pool: str, runner_id: str, attestation: dict,
+                                 failing: bool, now: float) -> None:
+        self.db.run(
+            "INSERT INTO maintainer_checkins (pool, runner_id, failing, checked_in_at, "
+            "attested_at, attestation) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (pool, runner_id) "
+            "DO UPDATE SET failing = excluded.failing, attested_at = excluded.attested_at, "
+            "attestation = excluded.attestation",
+            (pool, runner_id, int(failing), now, now, dumps(attestation)))
+
+    def maintainer_checkins(self, pool: str) -> list[dict[str, Any]]:
+        """Every maintainer that ever checked in for ``pool``, by runner id: ``runner_id``,
+        ``capacity``, ``failing``, ``checked_in_at``, ``attested_at``, ``attestation``."""
+        rows = self.db.all("SELECT runner_id, capacity, failing, checked_in_at, attested_at, "
+                           "attestation FROM maintainer_checkins WHERE pool = ? "
+                           "ORDER BY runner_id", (pool,))
+        return [{"runner_id": r[0], "capacity": r[1], "failing": bool(r[2]),
+                 "checked_in_at": r[3], "attested_at": r[4], "attestation": loads(r[5])}
+                for r in rows]
 
     # -- flights a member could take ------------------------------------------------------
 

@@ -226,9 +226,25 @@ def test_driver_command_names_its_three_executables_and_round_trips(tmp_path):
     assert strategy.command == {"create": "create-host", "delete": "delete-host",
                                 "list": "list-hosts"}
     assert Strategy.from_dict(strategy.to_dict()) == strategy
+    assert strategy.join_within is None  # the default: MEMBER_CODE_TTL
+
+
+def test_join_within_gives_the_command_drivers_machines_their_own_deadline(tmp_path):
+    strategy = load_strategy(write(tmp_path, ON_HOSTS.replace("list-hosts}",
+                                                              "list-hosts, join-within: 2m}")))
+    assert strategy.join_within == 120.0
+    assert Strategy.from_dict(strategy.to_dict()) == strategy
 
 
 @pytest.mark.parametrize("old,new,line,key,fragment", [
+    ("list-hosts}", "list-hosts, join-within: soon}", 5, "command.join-within",
+     "is not a duration"),
+    ("list-hosts}", "list-hosts, join-within: 0}", 5, "command.join-within",
+     "must be from 1 s to 60 minutes"),
+    ("list-hosts}", "list-hosts, join-within: 2h}", 5, "command.join-within",
+     "must be from 1 s to 60 minutes: a machine's one-use member code lives that long"),
+    ("list-hosts}", "list-hosts, join-within: -5}", 5, "command.join-within",
+     "must not be negative"),
     ("create: create-host", "create: /usr/bin/rm", 5, "command.create",
      "must be a file name in the maintainer's commands directory"),
     ("create: create-host", "create: ../x", 5, "command.create", "must be a file name"),

@@ -215,15 +215,53 @@ def test_an_enrolled_runner_maintains_exactly_when_its_profile_has_the_maintain_
     assert "no maintain role" in pools.may_maintain(core, core.store.runner(host.id), "ui-pool")
 
 
-def test_a_second_maintainer_is_refused_while_the_first_is_online(core, owner, keeper, clock):
-    attest(core, keeper, [])
+def test_two_maintainers_split_the_starts_and_together_never_exceed_the_bounds(core, owner,
+                                                                            keeper):
     second = make_runner(core, owner, name="second")
     pools.allow(core, owner, "ui-pool", "second")
-    with pytest.raises(Conflict, match="maintained by runner keeper"):
-        pools.plan_view(core, second, "ui-pool")
-    clock.advance(core.settings.offline_after + 1)
+    for _ in range(5):
+        flights.open_flight(core, owner, FlightSpec(command=["true"], environment="ui"))
+    # both check in, then both ask at once: the plan (pool-max 3) is split, not doubled
+    pools.plan_view(core, keeper, "ui-pool")
+    pools.plan_view(core, second, "ui-pool", capacity=5)
+    shares = {r.id: pools.plan_view(core, r, "ui-pool", capacity=cap)["actions"]
+              for r, cap in ((keeper, None), (second, 5))}
+    counts = sorted(a[0]["count"] for a in shares.values())
+    assert counts == [1, 2]
+    made = {r.id: [start_member(core, r)[0]["id"] for _ in range(shares[r.id][0]["count"])]
+            for r in (keeper, second)}
+    for r in (keeper, second):  # the pool is full: a start by either is refused
+        with pytest.raises(Conflict, match="no longer says start"):
+            members.act(core, r, "ui-pool", "start")
+    held = {m.id: m.maintainer_id for m in core.store.members("ui-pool")}
+    assert len(held) == 3 and {held[i] for i in made[keeper.id]} <= {keeper.id}
+    assert {held[i] for i in made[second.id]} == {second.id}
+    # each attests only its own members: the other host's are not reported gone by it
+    attest(core, keeper, made[keeper.id])
+    assert all(core.store.member(i).state == "starting" for i in made[second.id])
+    row = pools.show_pool(core, "ui-pool")
+    assert {m["name"]: sorted(m["members"]) for m in row["maintainers"]} == {
+        "keeper": sorted(made[keeper.id]), "second": sorted(made[second.id])}
+    assert {m["name"]: m["capacity"] for m in row["maintainers"]} == {"keeper": None,
+                                                                      "second": 5}
+
+
+def test_a_silent_maintainers_members_are_removed_and_its_share_goes_to_the_other(
+        core, owner, keeper, clock):
+    member, member_runner = ready_member(core, keeper)
+    second = make_runner(core, owner, name="second")
+    pools.allow(core, owner, "ui-pool", "second")
+    assert plan_actions(core, second) == []  # keeper serves the one warm member
+    clock.advance(core.settings.offline_after + 1)  # keeper goes silent
     check_in(core, second)
-    pools.plan_view(core, second, "ui-pool")  # the first went silent: the second takes over
+    check_in(core, member_runner)  # the member itself still runs, on the silent host
+    assert plan_actions(core, second) == [
+        {"action": "remove", "member_id": member["id"], "why": "its maintainer went silent"},
+        {"action": "start", "count": 1, "digest": D1}]
+    members.act(core, second, "ui-pool", "remove", member_id=member["id"])
+    new, _ = start_member(core, second)
+    assert [m.id for m in core.store.members("ui-pool")] == [new["id"]]
+    assert core.store.member(new["id"]).maintainer_id == second.id
 
 
 # --------------------------------------------------------------------------- the plan
@@ -298,6 +336,26 @@ def test_an_action_on_a_member_that_just_took_a_flight_is_refused(core, owner, k
 
 
 # --------------------------------------------------------------------------- members
+
+
+def test_a_command_pools_machine_has_its_strategys_join_within_to_check_in(core, owner,
+                                                                           clock):
+    command = {**mapping(), "driver": "command",
+               "command": {"create": "create-host", "delete": "delete-host",
+                           "list": "list-hosts", "join-within": "2m"}}
+    gates.clear_gate(core, strategies.apply(core, owner, "ui", command)["gate"]["id"],
+                     person=owner)
+    keeper = make_runner(core, owner, name="keeper")
+    pools.allow(core, owner, "ui-pool", "keeper")
+    member, _ = start_member(core, keeper)
+    assert member["code_expires_at"] == clock.now + 120  # not MEMBER_CODE_TTL's 600
+    clock.advance(121)
+    check_in(core, keeper)
+    answer = attest(core, keeper, [member["id"]])
+    assert answer["never_joined"] == [member["id"]]
+    body = core.store.events(kind="warn:pool:member_never_joined")[-1]["body"]
+    assert body["deadline"] == 120
+    assert body["reason"].endswith("never checked in within 120 s of its start")
 
 
 def test_a_member_code_is_spent_once_and_refused_after_member_code_ttl(core, keeper, clock):

@@ -31,13 +31,14 @@ driver: {driver}
 class Pool:
     """A fleet with strategy ``ui`` (pool ``ui-pool``) in force and built, and its maintainer."""
 
-    def __init__(self, fleet, root: Path, driver: str = "process"):
+    def __init__(self, fleet, root: Path, driver: str = "process", name: str = "keeper"):
         self.fleet = fleet
         self.root = root
         self.driver = driver
+        self.name = name  # the maintainer's; its state dir is its host
         self.built: list[str] = []  # the digests' hex built here
         self.context = root / "image"
-        self.state = root / "keeper"
+        self.state = root / name
         self.proc: subprocess.Popen | None = None
 
     def apply(self, size: int, warm: int, pool_max: int) -> None:
@@ -74,10 +75,10 @@ class Pool:
     def maintain(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         env = {**os.environ, **self.fleet.env, "GG_CONFIG_DIR": str(self.fleet.config_dir),
                "GG_STATE_DIR": str(self.state), **(env or {})}
-        with open(self.root / "keeper.log", "ab") as log:
+        with open(self.root / f"{self.name}.log", "ab") as log:
             self.proc = subprocess.Popen(
                 gg_argv("--server", self.fleet.url, "runner", "maintain", "ui-pool", "--name",
-                        "keeper", *extra), env=env, stdout=log, stderr=subprocess.STDOUT,
+                        self.name, *extra), env=env, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)
         return self.proc
 
@@ -99,7 +100,7 @@ class Pool:
         return out
 
     def log(self) -> str:
-        path = self.root / "keeper.log"
+        path = self.root / f"{self.name}.log"
         return path.read_text() if path.exists() else ""
 
     def stop(self) -> None:
@@ -355,13 +356,78 @@ def test_a_scaled_pool_member_killed_mid_flight_is_replaced_and_its_flight_flies
     assert not members or members[0]["id"] != first["id"] or members[0]["resets"] >= 1
 
 
+def test_two_maintainers_on_two_hosts_share_one_pools_demand_and_one_takes_over_the_other(
+        pool):
+    """Two real maintainer processes (two state dirs: two hosts) serve one scaled pool: the
+    demand is met once in total, split across both; one killed, the other takes its share."""
+    pool.context.mkdir(exist_ok=True)
+    (pool.context / "hello.txt").write_text("hello from the image\n")
+    path = pool.root / "ui.yaml"
+    path.write_text(SCALED.format(max=2, idle_after="300s", context=pool.context))
+    pool.fleet.chart("ui")
+    api = pool.fleet.api()
+    api.clear_gate(pool.gg("strategy", "apply", "ui", str(path), "--json")["gate"]["id"])
+    pool.build()
+    other = Pool(pool.fleet, pool.root, name="keeper-b")
+    try:
+        for host in (pool, other):  # registered on its first start, refused until allowed
+            assert host.maintain().wait(timeout=60) == 4
+            api.allow_maintainer("ui-pool", host.name)
+            host.maintain()
+
+        def both_live():
+            row = pool.row()
+            return row if sorted(m["name"] for m in row["maintainers"] if m["online"]) == [
+                "keeper", "keeper-b"] else None
+
+        wait_until(both_live, timeout=60, what="both maintainers to check in")
+        ids = [api.open_flight({"environment": "ui", "command": ["sleep 2"]})["id"]
+               for _ in range(2)]
+        most, owners = 0, set()
+
+        def all_landed():
+            nonlocal most
+            members = pool.members()
+            most = max(most, sum(1 for m in members if m["state"] != "stopped"))
+            owners.update(m["maintainer_id"] for m in members)
+            return all(landed(api, i) for i in ids)
+
+        wait_until(all_landed, timeout=120, interval=0.2, what="two flights to land")
+        assert most == 2  # met once in total: never a machine made twice
+        row = pool.row()
+        held = {m["name"]: len(m["members"]) for m in row["maintainers"]}
+        assert held == {"keeper": 1, "keeper-b": 1} and len(owners) == 2
+        listing = pool.gg("pools")
+        assert "maintained by 2 hosts" in listing and "keeper-b (online)" in listing
+
+        pool.proc.send_signal(signal.SIGKILL)  # host a goes silent; its member runs on
+        pool.proc.wait()
+        b_id = next(m["id"] for m in row["maintainers"] if m["name"] == "keeper-b")
+
+        def taken_over():
+            members = pool.members()
+            return members if len(members) == 2 and all(
+                m["maintainer_id"] == b_id for m in members) else None
+
+        wait_until(taken_over, timeout=120, interval=0.2, what="keeper-b to take over")
+        flight = api.open_flight({"environment": "ui", "command": ["echo on b"]})
+        shown = wait_until(lambda: landed(api, flight["id"]), timeout=60,
+                           what="a flight on keeper-b's members")
+        assert output_of(shown) == "on b\n"
+        removed = [d for e in api.events(kind="info:pool:attested", limit=1000)
+                   if e["body"].get("did") for d in e["body"]["did"]]
+        assert any(d.startswith("remove ") for d in removed)
+    finally:
+        other.stop()
+
+
 COMMANDS = Path(__file__).resolve().parent.parent / "pool" / "commands"
 ON_HOSTS = f"""\
 environment: ui
 inventory: {{name: ui-pool, size: 2}}
 image: {{ref: ui-image, digest: "sha256:{'c' * 64}"}}
 driver: command
-command: {{create: create-host, delete: delete-host, list: list-hosts}}
+command: {{create: create-host, delete: delete-host, list: list-hosts, join-within: 15s}}
 scale: {{min: 0, max: 2, idle-after: 2s}}
 """
 
@@ -371,7 +437,7 @@ def test_machines_on_other_hosts_come_from_the_strategys_commands_and_failures_b
     """The command driver with the reference scripts: a create that fails is retried with
     backoff and gg pools reads why; a machine that never checks in before its member code
     expires is deleted, recorded, and replaced; then a machine enrols and flies."""
-    fleet = Fleet(tmp_path, {**FAST, "GG_MEMBER_CODE_TTL": "15"}).start()
+    fleet = Fleet(tmp_path, FAST).start()  # the strategy's join-within: 15s, not the TTL
     pool = Pool(fleet, tmp_path)
     hosts = tmp_path / "hosts"
     hosts.mkdir()
@@ -420,3 +486,64 @@ def test_machines_on_other_hosts_come_from_the_strategys_commands_and_failures_b
                 except (ProcessLookupError, PermissionError):
                     pass
         fleet.stop()
+
+
+IN_NAMESPACES = f"""\
+environment: ui
+inventory: {{name: ui-pool, size: 1}}
+image: {{ref: ui-image, digest: "sha256:{'d' * 64}"}}
+driver: command
+command: {{create: create-netns-host, delete: delete-netns-host, list: list-netns-hosts,
+          join-within: 60s}}
+scale: {{min: 0, max: 1, idle-after: 1s}}
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
+                    reason="network namespaces need root and iproute2")
+def test_a_machine_made_as_a_network_namespace_joins_flies_and_is_deleted(tmp_path):
+    """The reference scripts that make each host a network namespace (only its loopback, the
+    control plane reached through one relayed port): a member joins from inside it, flies a
+    flight that sees only the namespace's network, and is deleted with its namespace once
+    the scaled pool is idle."""
+    fleet = Fleet(tmp_path, FAST).start()
+    pool = Pool(fleet, tmp_path)
+    hosts = tmp_path / "hosts"
+    made: set[str] = set()
+    try:
+        (tmp_path / "ui.yaml").write_text(IN_NAMESPACES)
+        fleet.chart("ui")
+        api = fleet.api()
+        api.clear_gate(pool.gg("strategy", "apply", "ui", str(tmp_path / "ui.yaml"),
+                               "--json")["gate"]["id"])
+        assert pool.maintain("--commands", str(COMMANDS)).wait(timeout=60) == 4
+        api.allow_maintainer("ui-pool", "keeper")
+        pool.maintain("--commands", str(COMMANDS), env={"GG_TEST_HOSTS": str(hosts)})
+        flight = api.open_flight({"environment": "ui", "command": ["ls /sys/class/net"]})
+
+        def flying_or_landed():
+            made.update(p.name for p in hosts.glob("m_*"))
+            return landed(api, flight["id"])
+
+        shown = wait_until(flying_or_landed, timeout=120, interval=0.2,
+                           what="the flight to land on a machine in a network namespace")
+        assert output_of(shown) == "lo\n"  # the namespace's own network: loopback only
+        assert made and all(f"gg-{m}" in _namespaces() for m in made
+                            if (hosts / m).exists())
+        wait_until(lambda: pool.members() == [] and not list(hosts.glob("m_*")), timeout=90,
+                   interval=0.2, what="the idle machine to be deleted")
+        assert not {f"gg-{m}" for m in made} & set(_namespaces())
+    finally:
+        pool.stop()
+        for home in hosts.glob("m_*"):  # the namespaces outlive the maintainer: remove them
+            subprocess.run([str(COMMANDS / "delete-netns-host")], input=json.dumps(
+                {"pool": "ui-pool", "member_id": home.name}), text=True, capture_output=True,
+                env={**os.environ, "GG_TEST_HOSTS": str(hosts)})
+        for name in {f"gg-{m}" for m in made} & set(_namespaces()):
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+        fleet.stop()
+
+
+def _namespaces() -> list[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in listed.splitlines() if line.strip()]

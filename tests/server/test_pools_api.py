@@ -120,3 +120,16 @@ def test_the_pool_paths_are_in_the_openapi_document(client):
     for path in ("/v1/pools", "/v1/pools/{pool}/plan", "/v1/pools/{pool}/actions",
                  "/v1/pools/{pool}/attest", "/v1/members/join", "/v1/strategies/{name}"):
         assert path in spec
+
+
+def test_a_maintainers_check_in_with_a_bad_capacity_is_refused_in_one_sentence(client, keeper):
+    for value, sentence in (("-1", "capacity must be 0 or more (got -1)"),
+                            ("lots", "capacity")):
+        answer = client.get(f"/v1/pools/ui-pool/plan?capacity={value}", headers=auth(keeper))
+        assert answer.status_code == 400, answer.text
+        assert sentence in answer.json()["error"]["message"]
+    shown = ok(client.get("/v1/pools/ui-pool/plan?capacity=3", headers=auth(keeper)))
+    assert shown["actions"] and shown["unplaced"] == 0
+    row = ok(client.get("/v1/pools/ui-pool", headers=auth(client.owner)))
+    assert [(m["name"], m["capacity"], m["online"]) for m in row["maintainers"]] == [
+        ("keeper", 3, True)]

@@ -90,8 +90,9 @@ async def allow(pool: str, body: PoolAllow, request: Request,
 
 
 @router.get(paths.POOL_PLAN, response_model=MaintainerPlan)
-async def plan(pool: str, request: Request, runner: Runner = Depends(auth.runner)) -> dict:
-    return pools.plan_view(request.app.state.core, runner, pool)
+async def plan(pool: str, request: Request, runner: Runner = Depends(auth.runner),
+               capacity: int | None = None) -> dict:
+    return pools.plan_view(request.app.state.core, runner, pool, capacity)
 
 
 @router.post(paths.POOL_ACTIONS, response_model=ActionTaken)
