@@ -18,6 +18,55 @@ import pg_support
 from support import FAST, Clock, Fleet
 
 
+def keep_bytecode() -> None:
+    """The suite starts hundreds of ``python -m gg`` processes (servers, runners, CLI calls).
+    Where PYTHONDONTWRITEBYTECODE is set (many container images set it), each of them would
+    compile every gg module from source again, about 0.4 s of CPU per server start: they
+    keep their bytecode in a cache folder of the suite's own instead (PYTHONPYCACHEPREFIX,
+    outside the source tree, checked against each source's mtime as usual). A prefix the
+    caller set is kept."""
+    import tempfile
+
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    prefix = os.path.join(tempfile.gettempdir(), f"gg-tests-pycache-{os.getuid()}")
+    os.makedirs(prefix, mode=0o700, exist_ok=True)
+    held = os.stat(prefix)
+    if held.st_uid != os.getuid() or held.st_mode & 0o077:  # another's folder: compile as before
+        return
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+
+
+keep_bytecode()  # before any process is started, the workers' included
+
+
+def share_probes() -> str | None:
+    """Every runner the suite starts probes its host; the dear part of it (asking the
+    container engine, a flight under runsc: about 0.8 s of CPU) is measured by the first
+    runner and kept for the others in a folder for this run (gg.runner.probe_cache: only
+    answers that found the thing usable, keyed by the binaries and their configuration; a
+    runner's later probes still measure). Returns the folder this process made, to remove."""
+    import tempfile
+
+    from gg.runner.probe_cache import ENV_PROBE_CACHE
+
+    if os.environ.get(ENV_PROBE_CACHE):  # the controller's, inherited by a worker
+        return None
+    os.environ[ENV_PROBE_CACHE] = tempfile.mkdtemp(prefix="gg-tests-probes-")
+    return os.environ[ENV_PROBE_CACHE]
+
+
+PROBES_MADE = share_probes()
+
+
+def pytest_unconfigure(config):
+    if PROBES_MADE is not None:
+        import shutil
+
+        shutil.rmtree(PROBES_MADE, ignore_errors=True)
+
+
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", help="also run the larger (slow) runs")
 

@@ -58,7 +58,7 @@ from typing import Any
 from gg.domain.health import confinement_missing
 from gg.runner import cgroups as flight_cgroup
 from gg.runner import gvisor as gvisor_level
-from gg.runner import isolation
+from gg.runner import isolation, probe_cache
 from gg.runner.egress import probe as egress_probe
 from gg.runner.flight_identity import Identity, runs_as_root, shared
 
@@ -262,6 +262,19 @@ def _engine(path: str | None, timeout: float) -> tuple[str | None, str | None]:
     return None, "; ".join(why)
 
 
+def _kept_engine(path: str | None, timeout: float, *, fresh: bool) -> tuple[str | None, str | None]:
+    name = probe_cache.key("engine", ENGINES, path, None)
+    engine, error = probe_cache.kept(name, lambda: _engine(path, timeout),
+                                     usable=lambda answer: answer[0] is not None, fresh=fresh)
+    return engine, error
+
+
+def _kept_gvisor(path: str | None, drop_to: Identity | None, *, fresh: bool) -> dict[str, Any]:
+    name = probe_cache.key("gvisor", ("runsc",), path, drop_to)
+    return probe_cache.kept(name, lambda: _gvisor(path, drop_to),
+                            usable=lambda answer: bool(answer["usable"]), fresh=fresh)
+
+
 def _unescape(field: str) -> str:
     """mountinfo writes space, tab, newline and backslash as octal escapes."""
     for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
@@ -316,10 +329,13 @@ def _read(path: str) -> str:
 
 
 def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
-          flight_identity: Identity | None = None) -> dict[str, Any]:
+          flight_identity: Identity | None = None, reuse: bool = False) -> dict[str, Any]:
     """Measure this host. ``path`` overrides PATH for finding executables (tests use it).
     ``flight_identity``: who a root runner's flights run as (default: the first of the
-    flight-uid range, gg.runner.flight_identity)."""
+    flight-uid range, gg.runner.flight_identity). ``reuse``: a runner's first probe at its
+    start, which may take the engine's and runsc's answers another runner on this machine
+    measured, unchanged since (gg.runner.probe_cache; only where GG_PROBE_CACHE names a
+    folder)."""
     if not runs_as_root():
         flight_identity = None  # it runs its flights as itself
     elif flight_identity is None:
@@ -328,8 +344,8 @@ def probe(*, path: str | None = None, engine_timeout: float = ENGINE_TIMEOUT,
     tools = sorted(name for name in TOOLS if shutil.which(name, path=path))
     confinement: dict[str, Any] | None = None
     with ThreadPoolExecutor(max_workers=4) as pool:
-        engine_job = pool.submit(_engine, path, engine_timeout)
-        gvisor_job = pool.submit(_gvisor, path, flight_identity)
+        engine_job = pool.submit(_kept_engine, path, engine_timeout, fresh=not reuse)
+        gvisor_job = pool.submit(_kept_gvisor, path, flight_identity, fresh=not reuse)
         allowlist_job = pool.submit(egress_probe)  # a namespace with rules, made and removed
         if bwrap:
             sandbox_job = pool.submit(_sandbox, bwrap, path, flight_identity)

@@ -176,7 +176,7 @@ class Runner:
         if left:
             self.say(f"removed what an earlier run left of its flights' networks: "
                      f"{', '.join(left)}")
-        self._probe()
+        self._probe(reuse=True)  # a later probe always measures (gg.runner.probe_cache)
         answer = self._check_in_once(retry_for=RETRY_FOREVER)
         self.fleet.sync_credentials()  # enrolment: references, never secrets
         self.fleet.start(self.stop)
@@ -425,9 +425,9 @@ class Runner:
         self.checked_in.set()
         return answer
 
-    def _probe(self) -> None:
+    def _probe(self, reuse: bool = False) -> None:
         self.capabilities = capabilities.probe(
-            flight_identity=self.identities.first() if self.identities else None)
+            flight_identity=self.identities.first() if self.identities else None, reuse=reuse)
         self._probed_at = time.monotonic()
 
     def _apply(self, answer: CheckedIn) -> None:

@@ -217,7 +217,7 @@ class PullRunner:
         self.runner_id: str | None = None
         self.retired = False
         self.stopping = False
-        self.capabilities = capabilities.probe()
+        self.capabilities = capabilities.probe(reuse=True)  # its start (gg.runner.probe_cache)
         self._probed_at = time.monotonic()
         self._inventory_sent: dict | None = None
         self._capabilities_sent: dict | None = None

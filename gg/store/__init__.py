@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from gg.store import library  # noqa: F401  # first: sqlite_utils without numpy
 from gg.store.approvals import ApprovalRows
 from gg.store.artifacts import ArtifactRows
 from gg.store.concurrency import ConcurrencyRows
