@@ -260,6 +260,20 @@ def _could_take(flight: Flight, s: Seat) -> bool:
     return all(b is Block.BUSY or b is Block.NO_ROOM for b in blockers(flight, s))
 
 
+# What a flight's own limits, service port and concurrency key decide: these differ between
+# flights of one kind (gg.store's ready_kinds), so a kind is never ruled out for them.
+_PER_FLIGHT = frozenset({Block.TOO_SMALL, Block.NO_ROOM, Block.PORT_HELD})
+
+
+def any_kind_fits(kinds: Iterable[Flight], seats: Iterable[Seat]) -> bool:
+    """Whether some seat could be offered some flight of ``kinds`` (one flight standing for
+    each kind of ready flight: requirements, target, opener, repository, agent, placement),
+    judged only by what every flight of a kind shares. False means no flight in the queue,
+    however deep, is for these seats: the claim need not read further."""
+    seats = list(seats)
+    return any(not set(blockers(k, s)) - _PER_FLIGHT for k in kinds for s in seats)
+
+
 def elsewhere(flight: Flight, avoid: str | None, seats: Iterable[Seat]) -> bool:
     """``--retry-elsewhere`` (gg.domain.retries): whether the runner ``avoid``, whose attempt
     failed, is kept from ``flight`` now, because another runner among ``seats`` could take it

@@ -78,6 +78,33 @@ def test_a_claim_reads_past_a_long_burst_it_cannot_take(core, owner, ada, bob, c
     assert claim_and_land(core, clock, plain) == low
 
 
+def test_a_claim_no_flight_of_the_queue_is_for_reads_only_the_first_turn(core, owner, ada, clock):
+    """300 ready flights ask for a label neither runner has, and one runner is busy: their
+    claims take nothing and read the queue's first turn and its kinds, never the whole queue
+    (which cost 0.5 s of CPU per heartbeat with 5,000 ready); a flight one of them may take,
+    opened last behind the burst, is still found."""
+    plain = make_runner(core, owner, "plain")
+    busy = make_runner(core, owner, "busy")
+    mine = fly(core, owner, clock)
+    clock.advance(1)
+    check_in(core, busy)
+    held, _ = leases.try_claim(core, busy.id)
+    assert held.id == mine.id  # busy's one worker flies it
+    for _ in range(300):  # at one instant: busy's lease must not expire meanwhile
+        flights.open_flight(core, ada, FlightSpec(command=["true"], labels={"gpu": "yes"}))
+    depths: list[int] = []
+    read = core.store.ready_turns
+    core.store.ready_turns = lambda depth: (depths.append(depth), read(depth))[1]
+    clock.advance(1)
+    for r in (plain, busy):
+        check_in(core, r)
+        assert leases.try_claim(core, r.id) is None
+    assert depths == [8, 8]
+    last = fly(core, ada, clock).id
+    check_in(core, plain)
+    assert leases.try_claim(core, plain.id)[0].id == last
+
+
 def test_the_waiting_sentence_and_the_plan_name_the_higher_priority_flights_ahead(
         core, owner, ada, clock):
     r = make_runner(core, owner)
