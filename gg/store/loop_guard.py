@@ -32,17 +32,7 @@ def arm(on: bool = True) -> None:
 
 def check() -> None:
     """Raise when armed and called on a thread that runs an event loop."""
-    _discover()
     if _armed and asyncio._get_running_loop() is not None:
         raise StoreOnTheLoop("a store call ran on the event loop: hand it to a worker thread "
                              "(asyncio.to_thread) or to the writer")
 
-
-def _discover() -> None:  # TEMPORARY
-    import os
-    import traceback
-    if os.environ.get("GG_LOOP_GUARD_LOG") and asyncio._get_running_loop() is not None:
-        stack = [f"{f.filename.split('/gg/')[-1]}:{f.lineno}:{f.name}" for f in traceback.extract_stack()
-                 if "/gg/" in f.filename and "loop_guard" not in f.filename]
-        with open(os.environ["GG_LOOP_GUARD_LOG"], "a") as out:
-            out.write(" <- ".join(reversed(stack[-8:])) + "\n")

@@ -99,7 +99,7 @@ async def _spool(request: Request, spooled: Path, digest: str, size: int) -> Non
 
 
 @router.get(ARTIFACTS, response_model=Artifacts)
-async def listed(flight_id: str, request: Request,
+def listed(flight_id: str, request: Request,
                  person: Person = Depends(auth.person)) -> dict:
     return artifacts.listed(request.app.state.core, flight_id)
 
@@ -114,7 +114,7 @@ def _sent(row: dict, chunks: Iterator[bytes], name: str) -> StreamingResponse:
 
 @router.get(ARTIFACT, response_class=StreamingResponse, response_model=bytes,
             responses={200: {"content": {"application/octet-stream": {}}}})
-async def download(flight_id: str, name: str, request: Request,
+def download(flight_id: str, name: str, request: Request,
                    person: Person = Depends(auth.person)):
     row, chunks = artifacts.opened(request.app.state.core, flight_id, name)
     return _sent(row, chunks, name)
@@ -122,7 +122,7 @@ async def download(flight_id: str, name: str, request: Request,
 
 @router.get(LEASE_INPUT, response_class=StreamingResponse, response_model=bytes,
             responses={200: {"content": {"application/octet-stream": {}}}})
-async def input_download(flight_id: str, dependency_id: str, name: str, request: Request,
+def input_download(flight_id: str, dependency_id: str, name: str, request: Request,
                          epoch: int = Query(),
                          runner: RunnerIdentity = Depends(auth.runner_identity)):
     row, chunks = artifacts.input_opened(request.app.state.core, runner, flight_id,

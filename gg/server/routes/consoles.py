@@ -27,7 +27,7 @@ REFUSED = 4403  # a WebSocket close code of our own: the console was refused or 
 
 
 @router.post(wire.CONSOLES, status_code=201, response_model=wire.ConsoleOpened)
-async def open_console(body: wire.ConsoleOpen, request: Request,
+def open_console(body: wire.ConsoleOpen, request: Request,
                        person: Person = Depends(auth.person)) -> dict:
     return answers.console_opened(request.app.state.core, person, ref=body.runner,
                                   command=body.command, flight=body.flight, term=body.term,
