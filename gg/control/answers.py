@@ -238,19 +238,25 @@ def refs_set(core: Core, runner: Runner, refs: list[dict]) -> dict:
 
 async def opened(core: Core, person: Person, spec: FlightSpec) -> dict:
     """Open a flight on the writer; its row (not the whole detail) once it is durable."""
-    flight = await core.run(flights.open_flight, person, spec)
-    return flights.row(core, flight, opener=person)
+    return await core.run(_opened_row, flights.open_flight, person, spec)
 
 
 async def rerun(core: Core, person: Person, flight_id: str, changes: dict) -> dict:
     """``gg rerun``: open a new flight from ``flight_id``'s spec; its row once durable."""
-    flight = await core.run(reruns.rerun, person, flight_id, changes)
-    return flights.row(core, flight, opener=person)
+    return await core.run(_opened_row, reruns.rerun, person, flight_id, changes)
 
 
 async def cancelled(core: Core, person: Person, flight_id: str) -> dict:
-    await core.run(flights.cancel, person, flight_id)
-    return flights.show_flight(core, flight_id)
+    def cancel(core: Core) -> dict:
+        flights.cancel(core, person, flight_id)
+        return flights.show_flight(core, flight_id)
+
+    return await core.run(cancel)
+
+
+def _opened_row(core: Core, opening: Callable[..., Flight], person: Person, *args: Any) -> dict:
+    """A flight opened (in a unit of the writer) and its row, read in the same turn."""
+    return flights.row(core, opening(core, person, *args), opener=person)
 
 
 def estimate_accuracy(core: Core, since: float | None) -> dict:

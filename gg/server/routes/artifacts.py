@@ -37,6 +37,7 @@ from gg.domain.runners import RunnerIdentity
 from gg.errors import BadRequest
 from gg.server import auth
 from gg.server.json_body import JsonRoute
+from gg.server.off_loop import off_loop
 
 router = APIRouter(route_class=JsonRoute)
 
@@ -54,8 +55,9 @@ async def upload(flight_id: str, name: str, request: Request, epoch: int = Query
                  sha256: str = Query(max_length=64), size: int = Query(ge=0, le=2 ** 53),
                  runner: RunnerIdentity = Depends(auth.runner_identity)) -> dict:
     core = request.app.state.core
-    artifacts.may_upload(core, runner, flight_id, epoch=epoch, name=name, digest=sha256,
-                         size=size)  # a stale epoch, a bad name, past a cap: before the body
+    # a stale epoch, a bad name, past a cap: before the body
+    await off_loop(artifacts.may_upload, core, runner, flight_id, epoch=epoch, name=name,
+                   digest=sha256, size=size)
     spool = artifacts.content(core, request.app.state.artifact_spool).spool()
     spooled = spool / f"up-{uuid.uuid4().hex}"
     try:
