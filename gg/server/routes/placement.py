@@ -67,7 +67,7 @@ async def list_labels(request: Request, person: Person = Depends(auth.person)) -
 
 
 def _ownership_route(path: str, action: str) -> None:
-    async def act(ref: str, request: Request, person: Person = Depends(auth.person)) -> dict:
+    def act(ref: str, request: Request, person: Person = Depends(auth.person)) -> dict:
         return ownership.change(request.app.state.core, person, ref, action)
 
     act.__name__ = f"runner_{action}"

@@ -36,7 +36,7 @@ router = APIRouter(route_class=JsonRoute)
 
 
 @router.post(paths.KEY_NONCES, status_code=201, response_model=KeyNonce)
-def key_nonce(body: KeyNonceAsk, request: Request) -> dict:
+async def key_nonce(body: KeyNonceAsk, request: Request) -> dict:
     """A single-use nonce for the private key to sign (no token: the request it is spent on
     carries the token; the nonce alone grants nothing). Limited per address."""
     core = request.app.state.core
@@ -44,7 +44,8 @@ def key_nonce(body: KeyNonceAsk, request: Request) -> dict:
                                               time.monotonic()):
         raise TooManyRequests("too many key proofs asked from this address; try again in a "
                               "minute")
-    return key_proof.issue(core, body.purpose, body.public_key)
+    # the limit on the loop (its buckets are the loop's); the control key read off it
+    return await off_loop(key_proof.issue, core, body.purpose, body.public_key)
 
 
 @router.post(paths.RUNNERS, status_code=201, response_model=Registered)
