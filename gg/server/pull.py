@@ -58,11 +58,10 @@ class Link:
         self.core = core
         self._key = None
 
-    @property
-    def key(self):
-        """The control plane's signing key (from the store, read once)."""
+    async def key(self):
+        """The control plane's signing key (from the store, read once, on a worker thread)."""
         if self._key is None:
-            self._key = pull_ops.signing_key(self.core)
+            self._key = await off_loop(pull_ops.signing_key, self.core)
         return self._key
 
     async def call(self, http: httpx.AsyncClient, url: str, path: str, body: dict | None, *,
@@ -76,7 +75,7 @@ class Link:
         meant_for = rules.ANYONE if runner_key is None else key_fingerprint(runner_key)
         if meant_for is None:  # checked at attach; a request signed for no key is refused
             raise PullFailed(f"the runner at {url} holds no Ed25519 key this server can sign for")
-        headers, nonce = pull_ops.signed_headers(self.key, method, path, body=payload,
+        headers, nonce = pull_ops.signed_headers(await self.key(), method, path, body=payload,
                                                   now=time.time(), meant_for=meant_for)
         headers.update({"content-type": "application/json", "user-agent": f"gg/{__version__}"})
         try:
