@@ -47,7 +47,7 @@ def parse_size(text: str) -> int:
         raise ValueError(f"{text!r} is not a size (try 512k, 10MB or 1G)")
     return int(float(match.group(1)) * _SIZE_UNITS[unit])
 # Settings that take one of a few words, and the words.
-CHOICES = {"high_priority": ("admins", "everyone")}
+CHOICES = {"high_priority": ("admins", "everyone"), "loop_guard": ("off", "on")}
 
 
 def _choice(text: str, words: tuple[str, ...]) -> str:
@@ -200,6 +200,9 @@ class Settings:
     # Secrets (docs/jobs.md): the key file values are sealed under; empty: secrets.key in the
     # data dir. Every replica must name the same key.
     secrets_key_file: str = ""
+    # "on": a store call made on the server's event loop raises (gg.store.loop_guard), armed
+    # once the server has started up; the test suite turns it on for every server it starts.
+    loop_guard: str = "off"
     dev: bool = False
 
     @classmethod

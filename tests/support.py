@@ -18,6 +18,8 @@ FAST = {
     "GG_CLAIM_WAIT": "5",
     "GG_LEASE_TTL": "3",
     "GG_LEASE_RENEW_AT": "2",
+    # every server the suite starts refuses a store call on its event loop (gg.store.loop_guard)
+    "GG_LOOP_GUARD": "on",
 }
 
 

@@ -9,6 +9,7 @@ reading a long poll again after its wake-up. Long polls take the server's wake-u
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Awaitable, Callable
 
 from gg.control import (
@@ -80,9 +81,10 @@ def token_rotated(core: Core, person: Person, name: str, ttl: float | str | None
 
 async def registered(core: Core, person: Person, **fields: Any) -> dict:
     """Register a machine as ``person``; its labels' verdicts are in before the answer."""
-    runner, credential = runners.register(core, person, **fields)
+    runner, credential = await labels.run(core, runners.register, person, **fields)
     await labels.settled(core, runner.id)  # its labels' verdicts, computed off the loop
-    return {"runner": runner_view(core, runner), "credential": credential,
+    return {"runner": await asyncio.to_thread(runner_view, core, runner),
+            "credential": credential,
             "credential_expires_at": runner.credential_expires_at,
             "protocol": core.settings.protocol()}
 
@@ -107,28 +109,44 @@ async def checked_in(core: Core, runner: Runner | RunnerIdentity, *, readings: d
                      maintenance_items: list[dict] | None,
                      credentials_digest: str | None = None) -> dict:
     """A check-in: the core's, then enrolment's (agents before, the maintenance report after);
-    a runner that came back online may take waiting flights."""
-    row = core.store.runner(runner.id)  # its row: the credential check is cached
-    if row is None:  # forgotten since the check
-        raise Unauthorized()
-    runner = row
-    was_online = is_online(runner, core.now(), core.settings.offline_after)
-    extra = enrolment.on_check_in(core, runner, agents=agents)
-    answer = runners.check_in(core, runner, readings=readings, inventory=inventory,
-                              capabilities=capabilities, version=version, held=held,
-                              peer_address=peer_address, workers=workers, labels=labels_stated)
+    a runner that came back online may take waiting flights. One turn of the writer (a
+    heartbeat: no fsync of its own, unless agents are reported), a second one for a
+    maintenance report."""
+    was_online, extra, answer = await labels.run(
+        core, _checked_in_now, runner.id, agents=agents, readings=readings,
+        inventory=inventory, capabilities=capabilities, version=version, held=held,
+        peer_address=peer_address, workers=workers, labels_stated=labels_stated,
+        durable=agents is not None)
     # new facts: their verdicts, computed off the loop; waited for a moment at most
     await labels.settled(core, runner.id, within=core.settings.check_in_verdict_wait)
     if maintenance_items is not None:
-        row = core.store.runner(runner.id)
-        if row is None:  # forgotten while its verdicts settled
-            raise Unauthorized()
-        maintenance.report(core, row, maintenance_items,
-                           credentials_digest=credentials_digest)
+        await core.run(_maintenance_reported, runner.id, maintenance_items,
+                       credentials_digest=credentials_digest)
     answer.update(extra)
     if not was_online:
         core.signals.ready_changed()
     return answer
+
+
+def _checked_in_now(core: Core, runner_id: str, *, agents: list[str] | None,
+                    labels_stated: dict[str, str] | None, **fields: Any) -> tuple[bool, dict, dict]:
+    """The check-in's reads and writes, in one unit of the writer: (was it online, what
+    enrolment adds, the core's answer)."""
+    runner = core.store.runner(runner_id)  # its row: the credential check is cached
+    if runner is None:  # forgotten since the check
+        raise Unauthorized()
+    was_online = is_online(runner, core.now(), core.settings.offline_after)
+    extra = enrolment.on_check_in(core, runner, agents=agents)
+    answer = runners.check_in(core, runner, labels=labels_stated, **fields)
+    return was_online, extra, answer
+
+
+def _maintenance_reported(core: Core, runner_id: str, items: list[dict], *,
+                          credentials_digest: str | None) -> None:
+    row = core.store.runner(runner_id)
+    if row is None:  # forgotten while its verdicts settled
+        raise Unauthorized()
+    maintenance.report(core, row, items, credentials_digest=credentials_digest)
 
 
 def claim_wait(core: Core, asked: float | None) -> float:
@@ -220,19 +238,25 @@ def refs_set(core: Core, runner: Runner, refs: list[dict]) -> dict:
 
 async def opened(core: Core, person: Person, spec: FlightSpec) -> dict:
     """Open a flight on the writer; its row (not the whole detail) once it is durable."""
-    flight = await core.run(flights.open_flight, person, spec)
-    return flights.row(core, flight, opener=person)
+    return await core.run(_opened_row, flights.open_flight, person, spec)
 
 
 async def rerun(core: Core, person: Person, flight_id: str, changes: dict) -> dict:
     """``gg rerun``: open a new flight from ``flight_id``'s spec; its row once durable."""
-    flight = await core.run(reruns.rerun, person, flight_id, changes)
-    return flights.row(core, flight, opener=person)
+    return await core.run(_opened_row, reruns.rerun, person, flight_id, changes)
 
 
 async def cancelled(core: Core, person: Person, flight_id: str) -> dict:
-    await core.run(flights.cancel, person, flight_id)
-    return flights.show_flight(core, flight_id)
+    def cancel(core: Core) -> dict:
+        flights.cancel(core, person, flight_id)
+        return flights.show_flight(core, flight_id)
+
+    return await core.run(cancel)
+
+
+def _opened_row(core: Core, opening: Callable[..., Flight], person: Person, *args: Any) -> dict:
+    """A flight opened (in a unit of the writer) and its row, read in the same turn."""
+    return flights.row(core, opening(core, person, *args), opener=person)
 
 
 def estimate_accuracy(core: Core, since: float | None) -> dict:
@@ -264,32 +288,36 @@ def environment_approval_set(core: Core, person: Person, name: str, required: bo
 async def facts_after(core: Core, flight_id: str, *, after: int, wait: float,
                       wait_for: WaitFor) -> dict:
     """Facts after ``after``; with ``wait``, held until one arrives or the flight ends."""
-    flight = core.store.flight(flight_id)
-    if flight is None:
-        raise NotFound(f"no flight {flight_id}")
-    facts = core.store.facts(flight_id, after=after)
+    flight, facts = await asyncio.to_thread(_flight_facts, core, flight_id, after)
     if not facts and not flight.final and wait > 0:
         await wait_for(wait)
-        facts = core.store.facts(flight_id, after=after)
-        flight = core.store.flight(flight_id)
-        if flight is None:  # ended and pruned while the facts were waited for
-            raise NotFound(f"no flight {flight_id}")
+        flight, facts = await asyncio.to_thread(_flight_facts, core, flight_id, after)
     return {"flight": flight_id, "stage": flight.stage, "exit_code": flight.exit_code,
             "outcome": flight.outcome, "facts": facts}
+
+
+def _flight_facts(core: Core, flight_id: str, after: int) -> tuple[Flight, list]:
+    flight = core.store.flight(flight_id)  # first: a flight read final has all its facts
+    if flight is None:  # never, or ended and pruned while the facts were waited for
+        raise NotFound(f"no flight {flight_id}")
+    return flight, core.store.facts(flight_id, after=after)
 
 
 async def events_after(core: Core, *, after: int, kind: str | None, runner: str | None,
                        flight: str | None, limit: int, wait: float,
                        wait_for: WaitFor) -> list[dict]:
     """The event feed after ``after``; the newest ``limit`` when neither after nor wait."""
-    runner_id = admin.runner_for_history(core, runner) if runner else None  # retired too
-    rows = core.store.events(after=after, kind=kind, runner_id=runner_id, flight_id=flight,
-                             limit=limit, newest=after == 0 and wait == 0)
+    def read(newest: bool) -> list[dict]:
+        runner_id = admin.runner_for_history(core, runner) if runner else None  # retired too
+        return _runner_names(core, core.store.events(
+            after=after, kind=kind, runner_id=runner_id, flight_id=flight, limit=limit,
+            newest=newest))
+
+    rows = await asyncio.to_thread(read, after == 0 and wait == 0)
     if not rows and wait > 0:
         await wait_for(wait)
-        rows = core.store.events(after=after, kind=kind, runner_id=runner_id, flight_id=flight,
-                                 limit=limit)
-    return _runner_names(core, rows)
+        rows = await asyncio.to_thread(read, False)
+    return rows
 
 
 def _runner_names(core: Core, rows: list[dict]) -> list[dict]:
@@ -311,15 +339,15 @@ def gate_shown(core: Core, gate_id: str) -> dict:
 
 
 async def gate_cleared(core: Core, person: Person, gate_id: str) -> dict:
-    gate = gates.clear_gate(core, gate_id, person=person)
+    gate = await labels.run(core, gates.clear_gate, gate_id, person=person)
     await labels.settled(core)  # a meaning that came into force: its verdicts
-    return gates.view(core, gate)
+    return await asyncio.to_thread(gates.view, core, gate)
 
 
 async def labels_listed(core: Core) -> list[dict]:
-    rows = labels.labels_view(core)
+    rows = await asyncio.to_thread(labels.labels_view, core)
     if await labels.settled(core):  # stale rows were recomputed: read the verdicts
-        rows = labels.labels_view(core)
+        rows = await asyncio.to_thread(labels.labels_view, core)
     return rows
 
 

@@ -28,7 +28,9 @@ import asyncio
 import contextlib
 import logging
 from functools import lru_cache
+from typing import Any, Callable, TypeVar
 
+from gg.control import verdicts as verdict_rules
 from gg.control.core import CONTROL_PLANE, Core
 from gg.control.verdicts import digest, facts_read
 from gg.domain.environments import label_pair
@@ -47,6 +49,7 @@ from gg.domain.runners import Runner, is_online
 from gg.error_codes import ErrorCode
 from gg.errors import BadRequest
 
+T = TypeVar("T")
 log = logging.getLogger("gg.server")
 
 # Only a registered or pull-mode runner states its own labels (`gg runner up [--listen]
@@ -139,7 +142,16 @@ def _schedule(core: Core, runner_id: str, missed: dict) -> None:
     facts missed), and make sure its own :func:`settle` runs. A task starting now spends one
     of the runner's evaluations of new facts, or waits for one (the runner is ``held``).
 
-    Only reached on the event loop's thread (elsewhere a verdict is computed on the spot)."""
+    Only reached on the event loop's thread, or on one doing a use case for it (then handed
+    to the loop); elsewhere a verdict is computed on the spot."""
+    loop = verdict_rules.serving()
+    if loop is not None:  # the writer or a worker thread, for the loop: queued there
+        loop.call_soon_threadsafe(_schedule_here, core, runner_id, missed)
+        return
+    _schedule_here(core, runner_id, missed)
+
+
+def _schedule_here(core: Core, runner_id: str, missed: dict) -> None:
     verdicts = core.verdicts
     verdicts.queued[runner_id] = missed
     task = verdicts.tasks.get(runner_id)
@@ -176,10 +188,7 @@ async def settle(core: Core, runner_id: str, wait: float = 0.0) -> None:
             misses = verdicts.queued.pop(runner_id, {})
             try:
                 await asyncio.gather(*(verdicts.evaluate(m, f) for m, f in misses.values()))
-                with core.store.atomic():
-                    runner = core.store.runner(runner_id)
-                    if runner is not None:
-                        refresh(core, runner)  # queues what its newer facts miss, if any
+                await run(core, _recompute, runner_id)  # in the writer's turn
             except Exception as exc:  # noqa: BLE001 -- the labels stay as they are until a
                 log.warning("meaning verdicts: %s: %s", type(exc).__name__, exc)  # check-in
                 verdicts.queued.pop(runner_id, None)
@@ -190,6 +199,26 @@ async def settle(core: Core, runner_id: str, wait: float = 0.0) -> None:
         verdicts.held.discard(runner_id)
         if verdicts.tasks.get(runner_id) is asyncio.current_task():
             del verdicts.tasks[runner_id]
+
+
+def _recompute(core: Core, runner_id: str) -> None:
+    runner = core.store.runner(runner_id)
+    if runner is not None:
+        refresh(core, runner)  # queues what its newer facts miss, if any
+
+
+async def run(core: Core, fn: Callable[..., T], *args: Any, durable: bool = True,
+              **kwargs: Any) -> T:
+    """``core.run(fn, ...)`` for a use case that may recompute labels: on the writer, which
+    decides as the loop would (a verdict not cached is queued for :func:`settle`, never
+    waited for there)."""
+    loop = asyncio.get_running_loop()
+
+    def unit(core: Core, *args: Any, **kwargs: Any) -> T:
+        with verdict_rules.for_the_loop(loop):
+            return fn(core, *args, **kwargs)
+
+    return await core.run(unit, *args, durable=durable, **kwargs)
 
 
 async def settled(core: Core, runner_id: str | None = None, *,

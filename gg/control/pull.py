@@ -11,6 +11,7 @@ a runner the poller cannot reach is not renewed, and its leases expire by the cl
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from gg import keys
@@ -155,23 +156,24 @@ async def polled(core: Core, runner: Runner, answer: Any, peer: str | None) -> d
         if retired:  # told as a dial-out runner is told: stop it and hand it back
             refusals.append(_refusal(held.flight, runner_ops.retired_refusal(runner)))
             continue
-        if not _renewal_due(core, runner, held.flight, held.epoch):
+        if not await asyncio.to_thread(_renewal_due, core, runner, held.flight, held.epoch):
             continue
         try:
             renewals.append(await core.run(leases.renew, runner, held.flight, held.epoch))
         except GGError as exc:
             refusals.append(_refusal(held.flight, exc))
     grants = []
-    fresh = core.store.runner(runner.id) or runner
+    fresh = await asyncio.to_thread(core.store.runner, runner.id) or runner
     free = min(body.free_slots, AUTO_CLAIMS)
     if answer.goodbye and not retired:  # a graceful stop: offline at once, as a goodbye says
-        runner_ops.goodbye(core, fresh)
+        await asyncio.to_thread(runner_ops.goodbye, core, fresh)
     elif not retired and fresh.admin_state == AdminState.ACTIVE.value:
         while free > 0:
             got = await core.run(leases.try_claim, runner.id, free)
             if got is None:
                 break
-            grants.append(answers.claimed(core, RunnerIdentity.of(fresh), got))
+            grants.append(await asyncio.to_thread(answers.claimed, core,
+                                                  RunnerIdentity.of(fresh), got))
             free -= 1
     delivery = {"runner": runner.id, "checked_in": checked, "applied": applied,
                 "refusals": refusals, "renewals": renewals, "grants": grants,

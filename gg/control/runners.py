@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import secrets
 
@@ -169,6 +170,14 @@ def authenticate(core: Core, token: str | None, *,
     return runner
 
 
+def known(core: Core, token: str | None) -> bool:
+    """Whether :func:`authenticate` answers ``token`` without reading the store: a credential
+    in the cache, or a token that is not a runner's at all."""
+    if not token or not token.startswith(tokens.RUNNER):
+        return True
+    return core.credentials.get(tokens.digest(token)) is not None
+
+
 def authenticate_row(core: Core, token: str | None) -> Runner:
     """:func:`authenticate`, then the runner's row as it is now (its policy, labels, key…)."""
     runner = core.store.runner(authenticate(core, token).id)
@@ -329,12 +338,13 @@ async def heartbeat_coalesced(core: Core, runner: Runner | RunnerIdentity, *, re
                               stated_policy: str | None) -> Instruction | None:
     """:func:`heartbeat` on the event loop, its write coalesced with other runners' (one
     statement per group commit, gg.control.heartbeats): the reads it decides on are made on a
-    read connection (the loop never takes the write lock), and it returns once the heartbeat
-    is committed. Same answer, same rows written, same ``ready_changed`` when it is back."""
+    worker thread's read connection (the loop never reads the store), and it returns once the
+    heartbeat is committed. Same answer, same rows written, same ``ready_changed`` when it is
+    back."""
     now = core.now()
-    before, told, values = _heartbeat_read(core, runner, readings=readings, free_slots=free_slots,
-                                           now=now, peer_address=peer_address,
-                                           stated_policy=stated_policy)
+    before, told, values = await asyncio.to_thread(
+        _heartbeat_read, core, runner, readings=readings, free_slots=free_slots, now=now,
+        peer_address=peer_address, stated_policy=stated_policy)
     await core.heartbeats.note(core, runner.id, now, values["readings"], peer_address,
                                values.get("checks_at"),
                                came_back=not is_online(before, now, core.settings.offline_after))

@@ -34,7 +34,8 @@ import subprocess
 import sys
 import threading
 from collections import OrderedDict
-from typing import Any, Mapping
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping
 
 from gg.domain import allowance
 from gg.domain.labels import Verdict
@@ -299,7 +300,29 @@ class Verdicts:
         threading.Thread(target=start, name="gg-meaning-warm", daemon=True).start()
 
 
+_serving = threading.local()  # .loop: the event loop this thread does a use case for
+
+
+@contextmanager
+def for_the_loop(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """Decide on this thread as on ``loop``'s (a miss answers PENDING, and
+    ``gg.control.labels`` queues it on ``loop``): a use case the loop handed to the writer or
+    a worker thread, which must not wait for CEL either."""
+    _serving.loop = loop
+    try:
+        yield
+    finally:
+        _serving.loop = None
+
+
+def serving() -> asyncio.AbstractEventLoop | None:
+    """The loop this thread decides for (:func:`for_the_loop`), if any."""
+    return getattr(_serving, "loop", None)
+
+
 def _on_event_loop() -> bool:
+    if serving() is not None:
+        return True
     try:
         asyncio.get_running_loop()
     except RuntimeError:

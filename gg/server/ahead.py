@@ -115,7 +115,8 @@ class Call:
     body: Body  # the one function that answers it, both ways in
     model: type[BaseModel]  # the request body
     response_model: Any
-    caller: Callable[[Any, str | None], Any]  # (core, bearer token) -> who calls, or raises
+    # (core, bearer token) -> who calls, or raises; awaited (a store read is off the loop)
+    caller: Callable[[Any, str | None], Awaitable[Any]]
     status: int = 200
     responses: dict | None = None  # what the schema says besides ``status`` (a 204)
     names: tuple[str, ...] = field(init=False)  # the path's parameters, in order
@@ -147,7 +148,7 @@ def endpoint(call: Call):
     """The FastAPI endpoint of ``call``: the route's parsing, then ``call.body``."""
 
     async def who_calls(request: Request):
-        return call.caller(request.app.state.core, bearer(request))
+        return await call.caller(request.app.state.core, bearer(request))
 
     async def answered(request: Request, body, caller, **path):
         value = await call.body(request.app.state, request.scope, caller, body, **path)
@@ -198,7 +199,7 @@ class Ahead:
         if raw is None:  # too large, or the connection went: the app answers as it would
             return await self.inner(scope, replay(received, receive), send)
         try:  # the caller, then the body's model: as the route checks them
-            caller = call.caller(self.state.core, token)
+            caller = await call.caller(self.state.core, token)
             body = call.model.model_validate(loads(raw) if raw else None)
         except Exception:  # noqa: BLE001 - every refusal (or failure) is the app's own answer
             return await self.inner(scope, replay(received, receive), send)

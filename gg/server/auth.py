@@ -1,8 +1,8 @@
 """Who is calling: a person (``ggp_``) or a runner (``ggr_``), never one for the other.
 
-The checks are a digest and one indexed read on this thread's read connection: they run on
-the event loop (``async def``), not in the thread pool FastAPI gives plain functions, whose
-hand-off cost more than the check itself."""
+A person's check is a digest and one indexed read: a plain function, which FastAPI runs in its
+thread pool (the loop never reads the store, docs/architecture.md). A runner's credential is
+cached: a hit is checked on the loop at once, a miss is read on a worker thread."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from gg.domain import tokens
 from gg.domain.people import Person
 from gg.domain.runners import Runner, RunnerIdentity
 from gg.errors import Forbidden, Unauthorized
+from gg.server.off_loop import off_loop
 
 
 def bearer(request: HTTPConnection) -> str | None:  # a request or a websocket
@@ -25,7 +26,7 @@ def bearer(request: HTTPConnection) -> str | None:  # a request or a websocket
     return token.strip()
 
 
-async def person(request: Request) -> Person:
+def person(request: Request) -> Person:
     return person_with(request.app.state.core, bearer(request))
 
 
@@ -36,7 +37,7 @@ def person_with(core: Core, token: str | None) -> Person:
     return people.authenticate_person(core, token)
 
 
-async def person_only(request: Request) -> Person:
+def person_only(request: Request) -> Person:
     """A person; a runner's (or member's) credential is refused with 403, not 401 (pools and
     strategies)."""
     token = bearer(request)
@@ -44,20 +45,34 @@ async def person_only(request: Request) -> Person:
         runners.authenticate(request.app.state.core, token)  # a bad one is still a 401
         raise Forbidden("pools and strategies are for people; a runner's credential cannot "
                         "read or change them")
-    return await person(request)
+    return person(request)
 
 
-async def runner(request: Request) -> Runner:
+def runner(request: Request) -> Runner:
     """The runner's row, as it is now: for the routes that read its policy, labels or key."""
     return runners.authenticate_row(request.app.state.core, bearer(request))
 
 
 async def runner_identity(request: Request) -> RunnerIdentity:
     """Who the runner is (a cached credential check, no store read): the lease calls."""
-    return runners.authenticate(request.app.state.core, bearer(request))
+    return await runner_of(request.app.state.core, bearer(request))
 
 
-def runner_handing_back(core, token: str | None) -> RunnerIdentity:
-    """As ``runners.authenticate``, but a retired runner passes: its hand-back of a flight it
-    still holds acknowledges the stop (the use case refuses it anything else)."""
-    return runners.authenticate(core, token, retired_may_hand_back=True)
+async def person_of(core: Core, token: str | None) -> Person:
+    """:func:`person_with`, on a worker thread (the open answered ahead)."""
+    return await off_loop(person_with, core, token)
+
+
+async def runner_of(core: Core, token: str | None, *,
+                    retired_may_hand_back: bool = False) -> RunnerIdentity:
+    """``runners.authenticate``: a cached credential on the loop, a miss on a worker thread."""
+    if runners.known(core, token):
+        return runners.authenticate(core, token, retired_may_hand_back=retired_may_hand_back)
+    return await off_loop(runners.authenticate, core, token,
+                          retired_may_hand_back=retired_may_hand_back)
+
+
+async def runner_handing_back(core, token: str | None) -> RunnerIdentity:
+    """As :func:`runner_of`, but a retired runner passes: its hand-back of a flight it still
+    holds acknowledges the stop (the use case refuses it anything else)."""
+    return await runner_of(core, token, retired_may_hand_back=True)

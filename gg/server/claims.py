@@ -21,6 +21,8 @@ from gg.api.schemas import Claim
 from gg.control import answers, runners
 from gg.domain.runners import RunnerIdentity
 from gg.server.ahead import Call
+from gg.server.auth import runner_of
+from gg.server.off_loop import off_loop
 
 
 async def claim(state, scope, runner: RunnerIdentity, body: Claim) -> dict | None:
@@ -39,8 +41,10 @@ async def claim(state, scope, runner: RunnerIdentity, body: Claim) -> dict | Non
                                  instructable=readings is not None, parked_on=scope)
     if isinstance(got, str):
         return answers.instructed(got)
-    return answers.claimed(core, runner, got)
+    if got is None:
+        return None
+    return await off_loop(answers.claimed, core, runner, got)  # its secrets, inputs, limits
 
 
-CLAIM = Call(paths.RUNNER_CLAIM, claim, Claim, Claimed | Instructed, runners.authenticate,
+CLAIM = Call(paths.RUNNER_CLAIM, claim, Claim, Claimed | Instructed, runner_of,
              responses={204: {"description": "nothing for you"}})

@@ -26,6 +26,7 @@ from gg.control import leases as lease_ops
 from gg.control.core import Core
 from gg.errors import TooManyRequests
 from gg.server.connections import ON_LOST
+from gg.server.off_loop import off_loop
 
 _READ = object()  # _arm_expiry_wake: read when the earliest lease is due
 
@@ -50,6 +51,8 @@ class Dispatcher:
         self._order = itertools.count()
         self._pass_scheduled = False
         self._pass_running = False
+        self._pokes = 0  # how many times something may have become offerable
+        self._expiry_reads = 0  # reads of the earliest expiry begun (the newest one counts)
         self._again = False
         self._expiry_handle: asyncio.TimerHandle | None = None
         self._expiry_at: float | None = None
@@ -75,7 +78,8 @@ class Dispatcher:
             self.release(runner_id)  # "stop claiming": a stopping runner frees its parked claim
             return None
         got = None
-        offerable, due = lease_ops.offer_state(self.core)
+        pokes = self._pokes
+        offerable, due = await off_loop(lease_ops.offer_state, self.core)
         if offerable:  # else nothing to take: no trip to the writer (a re-parked claim's case)
             got = await self.core.run(lease_ops.try_claim, runner_id, free_slots)
         if got is not None or wait <= 0 or free_slots <= 0 or self.closing:
@@ -89,14 +93,14 @@ class Dispatcher:
         with self._lock:
             self.parked[parked.order] = parked
         self._per_runner[runner_id] = self._per_runner.get(runner_id, 0) + 1
-        if offerable:  # the writer ran meanwhile: look again
-            self._arm_expiry_wake()
-            if lease_ops.may_offer(self.core):
-                self.poke()  # a flight committed while this claim was on its way to parking
+        if offerable or self._pokes != pokes:
+            # The writer ran meanwhile, or a flight may have become offerable while the read
+            # was on its way back (its signal found this claim not parked yet): a pass looks
+            # again (it arms the look at the earliest expiry too).
+            self.poke()
         else:
-            # Parked in the same step of the loop as the read above: a flight committed since
-            # that read raises its signal on the loop after this step, which finds this claim
-            # parked and pokes a pass; so the read stands for both looks.
+            # A flight committed after the read raises its signal on the loop after this step,
+            # which finds this claim parked and pokes a pass; so the read stands for both looks.
             self._arm_expiry_wake(due)
         # What a parked claim holds while it waits: this frame, the record, its future and
         # one timer (a parked claim is mostly memory: docs/performance.md, "Parked claims").
@@ -173,6 +177,7 @@ class Dispatcher:
 
     def poke(self) -> None:
         """Something may have become offerable: run one matching pass soon."""
+        self._pokes += 1  # a claim whose read was under way looks again (claim)
         if self.loop is None or self._pass_scheduled or not self.parked:
             return
         self._pass_scheduled = True
@@ -183,20 +188,30 @@ class Dispatcher:
         if self._pass_running:
             self._again = True
             return
-        offerable, due = lease_ops.offer_state(self.core)
-        if not offerable:
+        self._pass_running = True  # from the read on: a poke meanwhile makes it look again
+        assert self.loop is not None, "a pass is scheduled on the loop (poke)"
+        self.loop.create_task(self._look())
+
+    async def _look(self) -> None:
+        """Read whether anything is offerable (on a worker thread), then run the pass."""
+        self._again = False
+        try:
+            offerable, due = await off_loop(lease_ops.offer_state, self.core)
+        except Exception:
+            self._pass_running = False
+            raise
+        picks = self._pick() if offerable else {}
+        if not picks:
             # Nothing to grant (a runner came back, say): no pass over every parked claim.
             # A flight committed after this read raises its signal on the loop later,
-            # which pokes again.
+            # which pokes again (or poked meanwhile: look again).
+            self._pass_running = False
             self._arm_expiry_wake(due)
+            if self._again:
+                self._again = False
+                self.poke()
             return
-        picks = self._pick()
-        if not picks:
-            self._arm_expiry_wake(due)
-            return
-        self._pass_running = True
-        assert self.loop is not None, "a pass is scheduled on the loop (poke)"
-        self.loop.create_task(self._run_pass(picks))
+        await self._run_pass(picks)
 
     def _pick(self) -> dict[str, Parked]:
         """The first waiting claim of each parked runner, longest-parked first, marked as
@@ -213,15 +228,16 @@ class Dispatcher:
 
     async def _run_pass(self, picks: dict[str, Parked]) -> None:
         granted: list = []
+        due = None
         try:
-            granted = await self.core.run(lease_ops.match_parked, list(picks))
+            granted, due = await self.core.run(_matched, list(picks))
         finally:
             self._deliver(picks, granted)
             self._pass_running = False
         if self._again or (granted and len(self.parked) > len(picks)):
             self._again = False
             self.poke()  # woken meanwhile, or a runner with a second parked claim may take more
-        self._arm_expiry_wake()
+        self._arm_expiry_wake(due)
 
     def _deliver(self, picks: dict[str, Parked], granted: list) -> None:
         """Hand the pass's grants to their claims (on the loop, after the commit)."""
@@ -276,9 +292,11 @@ class Dispatcher:
         ``nxt``: when that is, read in this step of the loop (else it is read here)."""
         if self.loop is None:
             return
-        if nxt is _READ:
-            nxt = lease_ops.next_expiry(self.core)
-        due = cast("float | None", nxt)  # a time, or None: _READ was read just above
+        self._expiry_reads += 1
+        if nxt is _READ:  # read on a worker thread, then armed (if no newer read began)
+            self.loop.create_task(self._read_expiry(self._expiry_reads))
+            return
+        due = cast("float | None", nxt)  # a time, or None
         if nxt == self._expiry_at and self._expiry_handle is not None:
             return
         if self._expiry_handle is not None:
@@ -290,10 +308,20 @@ class Dispatcher:
         delay = max(0.0, due - self.core.now()) + 0.01
         self._expiry_handle = self.loop.call_later(delay, self._expiry_due)
 
+    async def _read_expiry(self, read: int) -> None:
+        due = await off_loop(lease_ops.next_expiry, self.core)
+        if read == self._expiry_reads:
+            self._arm_expiry_wake(due)
+
     def _expiry_due(self) -> None:
         self._expiry_handle = None
         self._expiry_at = None
         self._pass()
+
+
+def _matched(core: Core, picks: list) -> tuple[list, float | None]:
+    """The pass's grants and, read in the same turn of the writer, the earliest expiry."""
+    return lease_ops.match_parked(core, picks), lease_ops.next_expiry(core)
 
 
 class Watch:

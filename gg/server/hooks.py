@@ -29,6 +29,7 @@ from gg.control import duties as duty_ops
 from gg.control import hooks as hook_ops
 from gg.control.core import Core
 from gg.domain import hooks as rules
+from gg.server.off_loop import off_loop
 
 log = logging.getLogger("gg.server")
 
@@ -82,11 +83,11 @@ class Outbox:
                 await asyncio.sleep(self.core.settings.hook_poll)  # another replica delivers
                 continue
             try:
-                if self._start(http):
+                if await self._start(http):
                     continue
                 if not self._sending and self.core.now() - self._pruned_at >= PRUNE_EVERY:
                     self._pruned_at = self.core.now()  # idle: off the hot path
-                    hook_ops.prune(self.core, PRUNE_BATCH)
+                    await self.core.run(hook_ops.prune, PRUNE_BATCH)
                 await self._sleep()
             except asyncio.CancelledError:
                 raise
@@ -101,14 +102,19 @@ class Outbox:
             counts[hook_id] = counts.get(hook_id, 0) + 1
         return {hook_id for hook_id, n in counts.items() if n >= PER_HOOK}
 
-    def _start(self, http: httpx.AsyncClient) -> int:
+    async def _start(self, http: httpx.AsyncClient) -> int:
         """Start a task for each due row there is room for; how many were started."""
         room = AT_ONCE - len(self._sending)
         if room <= 0:
             return 0
         busy = self._busy()
         started = 0
-        for row in hook_ops.due(self.core, room, sending=self._sending, busy=busy):
+        due = await off_loop(hook_ops.due, self.core, room, sending=set(self._sending),
+                             busy=set(busy))
+        room = AT_ONCE - len(self._sending)  # attempts may have ended meanwhile, not begun
+        for row in due[:max(room, 0)]:
+            if row["seq"] in self._sending:
+                continue
             if row["hook_id"] in busy:
                 continue
             seq = row["seq"]
@@ -133,7 +139,8 @@ class Outbox:
         self._wake.clear()  # before looking, so that an attempt ending meanwhile wakes it
         wait = self.core.settings.hook_poll
         if len(self._sending) < AT_ONCE:  # else the next attempt to end wakes it
-            due = hook_ops.next_due(self.core, sending=self._sending, busy=self._busy())
+            due = await off_loop(hook_ops.next_due, self.core, sending=set(self._sending),
+                                 busy=self._busy())
             if due is not None:
                 wait = min(wait, max(0.0, due - self.core.now()))
         with contextlib.suppress(asyncio.TimeoutError):
@@ -158,7 +165,7 @@ class Outbox:
         except Exception as exc:  # refused, too long, a URL httpx cannot use: try again later
             error = (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)[:MAX_ERROR]
         try:
-            if not hook_ops.answered(self.core, row, status=status, error=error):
+            if not await self.core.run(hook_ops.answered, row, status=status, error=error):
                 log.info("hook %s: delivery %s (%s) not delivered: %s", row["hook_id"],
                          row["id"], event, status if status is not None else error)
         except Exception as exc:  # a busy store: the row stays due and is sent again

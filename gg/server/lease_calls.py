@@ -24,7 +24,8 @@ from gg.api.schemas import HandBack, Renew, Report
 from gg.control import answers, leases, runners
 from gg.domain.runners import RunnerIdentity
 from gg.server.ahead import Call
-from gg.server.auth import runner_handing_back
+from gg.server.auth import runner_handing_back, runner_of
+from gg.server.off_loop import off_loop
 
 
 async def renew(state, scope, runner: RunnerIdentity, body: Renew, *, flight_id: str) -> dict:
@@ -51,10 +52,10 @@ async def hand_back(state, scope, runner: RunnerIdentity, body: HandBack, *,
     if body.claim_next > 0 and not answer["repeat"] and not runners.is_retired(runner):
         got = await state.dispatcher.claim(runner.id, body.claim_next, 0)
         if got is not None:
-            answer["next"] = answers.claimed(core, runner, got)
+            answer["next"] = await off_loop(answers.claimed, core, runner, got)
     return answer
 
 
-CALLS = (Call(paths.LEASE_RENEW, renew, Renew, LeaseRenewed, runners.authenticate),
-         Call(paths.LEASE_FACTS, report, Report, FactsStored, runners.authenticate),
+CALLS = (Call(paths.LEASE_RENEW, renew, Renew, LeaseRenewed, runner_of),
+         Call(paths.LEASE_FACTS, report, Report, FactsStored, runner_of),
          Call(paths.LEASE_HAND_BACK, hand_back, HandBack, HandedBack, runner_handing_back))

@@ -25,6 +25,8 @@ from gg.control.core import Core
 from gg.control.runners import notice_silence, silence_due
 from gg.server import retention
 from gg.server.duties import Duties
+from gg.server.off_loop import off_loop
+from gg.store import loop_guard
 
 log = logging.getLogger("gg.server")
 
@@ -39,10 +41,10 @@ async def watch(core: Core, duties: Duties | None = None) -> None:
         if duties is not None and not duties.holds(duty_ops.LIVENESS):
             continue  # another replica keeps this watch
         try:
-            # reads on the loop; the writes, when due, in the writer's turn (never the loop's)
-            if silence_due(core, core.now()):
+            # reads on a worker thread; the writes, when due, in the writer's turn
+            if await off_loop(silence_due, core, core.now()):
                 await core.run(notice_silence)
-            if pool_ops.stale_due(core, core.now()):
+            if await off_loop(pool_ops.stale_due, core, core.now()):
                 await core.run(pool_ops.notice_stale_pools)
         except Exception as exc:  # a busy store must not end the watch
             log.warning("liveness watch: %s: %s", type(exc).__name__, exc)
@@ -71,9 +73,12 @@ async def lifespan(app: FastAPI):
     poller = getattr(app.state, "poller", None)
     if poller is not None:  # the pull-mode runners (gg.server.pull)
         tasks.append(asyncio.create_task(poller.run()))
+    # Started up: from now on no store call runs on this loop (gg.store.loop_guard)
+    loop_guard.arm(app.state.core.settings.loop_guard == "on")
     try:
         yield
     finally:
+        loop_guard.arm(False)  # stopping: what is left to do may use the store at once
         for task in tasks:
             task.cancel()
         for task in tasks:

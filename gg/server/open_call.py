@@ -7,7 +7,7 @@ CPU per flight, larger than the runner's claim and hand-back together (docs/perf
 "The open ahead of the framework"). :data:`OPEN` is answered by ``ahead.Ahead`` and
 documented by the route ``ahead.document`` makes from it; both run :func:`open_flight`:
 
-- the person's token is checked (``auth.person_with``), then the body with ``FlightOpen``;
+- the person's token is checked (``auth.person_of``, on a worker thread), then the body with ``FlightOpen``;
 - the use case runs on the store's writer (``answers.opened``, with the spec the body asks for,
   ``routes.flights.opening``), and its row is serialised with ``FlightRow``, answered 201.
 
@@ -23,7 +23,7 @@ from gg.api.schemas import FlightOpen
 from gg.control import answers
 from gg.domain.people import Person
 from gg.server.ahead import Call
-from gg.server.auth import person_with
+from gg.server.auth import person_of
 from gg.server.routes.flights import opening
 
 
@@ -31,4 +31,4 @@ async def open_flight(state, scope, person: Person, body: FlightOpen) -> dict:
     return await answers.opened(state.core, person, opening(body))
 
 
-OPEN = Call(paths.FLIGHTS, open_flight, FlightOpen, FlightRow, person_with, status=201)
+OPEN = Call(paths.FLIGHTS, open_flight, FlightOpen, FlightRow, person_of, status=201)

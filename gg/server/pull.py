@@ -37,6 +37,7 @@ from gg.domain.people import Person
 from gg.domain.runners import Runner
 from gg.error_codes import ErrorCode
 from gg.errors import GGError
+from gg.server.off_loop import off_loop
 
 log = logging.getLogger("gg.server")
 
@@ -57,11 +58,10 @@ class Link:
         self.core = core
         self._key = None
 
-    @property
-    def key(self):
-        """The control plane's signing key (from the store, read once)."""
+    async def key(self):
+        """The control plane's signing key (from the store, read once, on a worker thread)."""
         if self._key is None:
-            self._key = pull_ops.signing_key(self.core)
+            self._key = await off_loop(pull_ops.signing_key, self.core)
         return self._key
 
     async def call(self, http: httpx.AsyncClient, url: str, path: str, body: dict | None, *,
@@ -75,7 +75,7 @@ class Link:
         meant_for = rules.ANYONE if runner_key is None else key_fingerprint(runner_key)
         if meant_for is None:  # checked at attach; a request signed for no key is refused
             raise PullFailed(f"the runner at {url} holds no Ed25519 key this server can sign for")
-        headers, nonce = pull_ops.signed_headers(self.key, method, path, body=payload,
+        headers, nonce = pull_ops.signed_headers(await self.key(), method, path, body=payload,
                                                   now=time.time(), meant_for=meant_for)
         headers.update({"content-type": "application/json", "user-agent": f"gg/{__version__}"})
         try:
@@ -130,14 +130,15 @@ class Poller:
         async with self.link.client() as http:
             got = await self.link.call(http, url, rules.KEY_PATH, None, runner_key=None)
             public_key = str(got.get("public_key") or "")
-            found = pull_ops.check_attach(self.core, person, name=name, public_key=public_key,
-                                          fingerprint=fingerprint)
-            pin = {"control_key": pull_ops.public_control_key(self.core), "name": name}
+            found = await off_loop(pull_ops.check_attach, self.core, person, name=name,
+                                   public_key=public_key, fingerprint=fingerprint)
+            pin = {"control_key": await off_loop(pull_ops.public_control_key, self.core),
+                   "name": name}
             await self.link.call(http, url, rules.ATTACH_PATH, pin, runner_key=public_key)
         runner = await self.core.run(pull_ops.attach, person, name=name, url=url,
                                      public_key=public_key)
         self.poke()  # its first check-in now, not at the next interval
-        return pull_ops.attached(self.core, runner, found)
+        return await off_loop(pull_ops.attached, self.core, runner, found)
 
     async def run(self) -> None:
         """Keep one polling task per attached runner (a slow or unreachable runner delays
@@ -153,7 +154,8 @@ class Poller:
                         if self.duties is not None and not self.duties.holds(duty_ops.PULL):
                             wanted: dict[str, Runner | None] = {}  # another replica polls them
                         else:
-                            wanted = {r.id: r for r in self.core.store.pull_runners()}
+                            wanted = {r.id: r for r in
+                                      await off_loop(self.core.store.pull_runners)}
                     except Exception as exc:  # a busy store must not end the polling
                         log.warning("pull: %s: %s", type(exc).__name__, exc)
                         wanted = {rid: None for rid in tasks}
@@ -188,7 +190,7 @@ class Poller:
         busy = False
         while runner_id in self._wanted:
             started = time.monotonic()
-            runner = self.core.store.runner(runner_id)
+            runner = await off_loop(self.core.store.runner, runner_id)
             if runner is None:
                 return
             # A poll that did not get through keeps the pace of the last one that did: a

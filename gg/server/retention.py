@@ -23,7 +23,7 @@ BREATHE = 0.01  # seconds between two batches: room for the requests waiting on 
 async def prune_all(core: Core) -> int:
     """Batches until nothing is left to prune; the number of batches that did work."""
     batches = 0
-    while retention.prune_batch(core).full:
+    while (await core.run(retention.prune_batch)).full:  # in the writer's turn
         batches += 1
         await asyncio.sleep(BREATHE)
     return batches

@@ -34,6 +34,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from gg.errors import DatabaseUnavailable
+from gg.store import loop_guard
 from gg.store.db import SharedDatabase, refuse_nul
 from gg.store.dialect import ddl, split_script, translate
 from gg.store.faults import database_away
@@ -259,6 +260,7 @@ class PgDatabase(SharedDatabase):
             return Result(fetched, cursor.rowcount)
 
     def _read(self, sql: str, params, rows=None) -> Result:
+        loop_guard.check()
         if self.in_transaction():
             return self._execute(self._write, sql, params, rows=rows)
         self._present()
@@ -317,6 +319,7 @@ class PgDatabase(SharedDatabase):
         return self._read(sql, params, rows=tuple_row).fetchall()
 
     def run(self, sql: str, params: tuple | dict = ()) -> Result:
+        loop_guard.check()
         if self.in_transaction():
             return self._execute(self._write, sql, params)
         with self.atomic():  # a statement on its own: a transaction of its own, in turn

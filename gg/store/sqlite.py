@@ -25,6 +25,7 @@ from typing import Callable
 
 import sqlite_utils
 
+from gg.store import loop_guard
 from gg.store.db import SharedDatabase, refuse_nul
 from gg.store.migrations import MIGRATIONS
 from gg.store.writer import Writer
@@ -104,6 +105,7 @@ class SqliteDatabase(SharedDatabase):
     @property
     def conn(self) -> sqlite3.Connection:
         """The write connection inside a transaction; otherwise this thread's reader."""
+        loop_guard.check()
         if self._memory or self.writer.in_transaction():
             return self._write
         reader = getattr(self._local, "reader", None)
@@ -148,6 +150,7 @@ class SqliteDatabase(SharedDatabase):
 
     def run(self, sql: str, params: tuple | dict = ()) -> sqlite3.Cursor:
         refuse_nul(params)
+        loop_guard.check()
         if self.writer.in_transaction():
             return self._write.execute(sql, params)
         with self.writer.lock:  # a statement on its own: the write connection, in turn

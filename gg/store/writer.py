@@ -27,6 +27,8 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol
 
+from gg.store import loop_guard
+
 log = logging.getLogger("gg.store")
 
 GROUP_MAX = 256  # units in one group commit (the rest go into the next one)
@@ -133,6 +135,8 @@ class Writer:
         of a group commit, the outermost block is a savepoint of the group)."""
         local = self._local
         depth = getattr(local, "depth", 0)
+        if not depth:
+            loop_guard.check()
         if depth and not getattr(local, "unit_top", False):
             local.depth = depth + 1
             try:

@@ -4,6 +4,7 @@ the page they came from, or with a plain error page saying why not."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Awaitable, Callable
 
 from fastapi import APIRouter, FastAPI, Query, Request
@@ -78,8 +79,8 @@ async def login(request: Request) -> Response:
         fields = await guard.form(request)
         guard.check_login_form(request, fields)
         try:
-            person, secret, expires_at = console.sign_in(
-                request.app.state.core, fields.get("token", ""),
+            person, secret, expires_at = await asyncio.to_thread(
+                console.sign_in, request.app.state.core, fields.get("token", ""),
                 replacing=guard.session_secret(request))
         except Unauthorized:
             raise Unauthorized("that token was not accepted: paste the person token that gg "
@@ -96,9 +97,10 @@ async def login(request: Request) -> Response:
 async def logout(request: Request) -> Response:
     async def make():
         fields = await guard.form(request)
-        person = guard.person(request)
+        person = await asyncio.to_thread(guard.person, request)
         guard.check_form(request, fields)
-        console.sign_out(request.app.state.core, person, guard.session_secret(request))
+        await asyncio.to_thread(console.sign_out, request.app.state.core, person,
+                                guard.session_secret(request))
         response = _to(request, "/ui/login")
         guard.end_session(response, request)
         return response
@@ -131,7 +133,7 @@ def _pages(request: Request, name: str, title: str, load: Callable[[Person], dic
 async def flights_page(request: Request, stage: str | None = None) -> Response:
     async def make():
         core = request.app.state.core
-        return _pages(request, "flights", "flights", lambda p: {
+        return await asyncio.to_thread(_pages, request, "flights", "flights", lambda p: {
             "flights": flights.list_flights(core, stage=stage or None, limit=200)["items"],
             "stage": stage})
     return await _answer(request, make)
@@ -140,6 +142,9 @@ async def flights_page(request: Request, stage: str | None = None) -> Response:
 @router.get("/ui/flights/{flight_id}")
 async def flight_page(flight_id: str, request: Request) -> Response:
     async def make():
+        return await asyncio.to_thread(page)
+
+    def page() -> Response:
         core = request.app.state.core
         flight = flights.show_flight(core, flight_id)
         facts = flight["facts"]
@@ -158,9 +163,12 @@ async def flight_page(flight_id: str, request: Request) -> Response:
 async def artifact_download(flight_id: str, name: str, request: Request) -> Response:
     """An artifact's download link on a flight's page (docs/work-graphs.md), for whoever is
     signed in, sent a chunk at a time."""
-    async def make():
+    def opened():
         guard.person(request)
-        row, chunks = artifacts.opened(request.app.state.core, flight_id, name)
+        return artifacts.opened(request.app.state.core, flight_id, name)
+
+    async def make():
+        row, chunks = await asyncio.to_thread(opened)
         base = name.rsplit("/", 1)[-1].replace('"', "")
         return StreamingResponse(chunks, media_type="application/octet-stream", headers={
             "content-length": str(row["size"]), "x-gg-sha256": row["sha256"],
@@ -172,7 +180,7 @@ async def artifact_download(flight_id: str, name: str, request: Request) -> Resp
 async def runners_page(request: Request) -> Response:
     async def make():
         core = request.app.state.core
-        return _pages(request, "runners", "runners",
+        return await asyncio.to_thread(_pages, request, "runners", "runners",
                       lambda p: {"runners": answers.runners_listed(core)})
     return await _answer(request, make)
 
@@ -181,7 +189,8 @@ async def runners_page(request: Request) -> Response:
 async def pools_page(request: Request) -> Response:
     async def make():
         core = request.app.state.core
-        return _pages(request, "pools", "pools", lambda p: {"pools": pools.list_pools(core)})
+        return await asyncio.to_thread(_pages, request, "pools", "pools",
+                                       lambda p: {"pools": pools.list_pools(core)})
     return await _answer(request, make)
 
 
@@ -190,7 +199,7 @@ async def gates_page(request: Request, status: str = "open") -> Response:
     async def make():
         core = request.app.state.core
         chosen = None if status == "all" else status
-        return _pages(request, "gates", "gates",
+        return await asyncio.to_thread(_pages, request, "gates", "gates",
                       lambda p: {"gates": gates.list_gates(core, chosen), "status": status})
     return await _answer(request, make)
 
@@ -199,7 +208,8 @@ async def gates_page(request: Request, status: str = "open") -> Response:
 async def pending_page(request: Request) -> Response:
     async def make():
         core = request.app.state.core
-        return _pages(request, "pending", "pending", lambda p: {"pending": console.pending(core)})
+        return await asyncio.to_thread(_pages, request, "pending", "pending",
+                                       lambda p: {"pending": console.pending(core)})
     return await _answer(request, make)
 
 
@@ -213,7 +223,8 @@ async def events_page(request: Request) -> Response:
 
         rows = await answers.events_after(core, after=0, kind=None, runner=None, flight=None,
                                           limit=200, wait=0, wait_for=nothing)
-        return _pages(request, "events", "events", lambda p: {"events": list(reversed(rows))})
+        return await asyncio.to_thread(_pages, request, "events", "events",
+                                       lambda p: {"events": list(reversed(rows))})
     return await _answer(request, make)
 
 
@@ -229,7 +240,7 @@ async def wait(request: Request, after: Annotated[int, Query(ge=0, le=SEQ_MAX)] 
     core = request.app.state.core
     watch = request.app.state.watch
     try:
-        guard.person(request)
+        await asyncio.to_thread(guard.person, request)
         seconds = core.settings.console_wait
         if flight is not None:
             got = await answers.facts_after(core, flight, after=facts, wait=seconds,
@@ -254,7 +265,7 @@ async def _act(request: Request, fallback: str,
                do: Callable[[Person, dict], Awaitable[object]]) -> Response:
     async def make():
         fields = await guard.form(request)
-        person = guard.person(request)
+        person = await asyncio.to_thread(guard.person, request)
         guard.check_form(request, fields)
         await do(person, fields)
         return _to(request, _back(fields, fallback))
@@ -268,7 +279,7 @@ async def open_flight(request: Request) -> Response:
     flight's own page."""
     async def make():
         fields = await guard.form(request)
-        person = guard.person(request)
+        person = await asyncio.to_thread(guard.person, request)
         guard.check_form(request, fields)
         command = fields.get("command", "").strip()
         environment = fields.get("environment", "").strip() or None
@@ -285,7 +296,7 @@ async def open_flight(request: Request) -> Response:
 @router.post("/ui/flights/{flight_id}/force")
 async def force(flight_id: str, request: Request) -> Response:
     async def do(person: Person, fields: dict) -> object:
-        return answers.forced(request.app.state.core, person, flight_id)
+        return await asyncio.to_thread(answers.forced, request.app.state.core, person, flight_id)
     return await _act(request, f"/ui/flights/{flight_id}", do)
 
 
@@ -307,8 +318,8 @@ async def clear_gate(gate_id: str, request: Request) -> Response:
 async def approve(flight_id: str, request: Request) -> Response:
     # the digest the page showed: a spec changed since is refused
     async def do(person: Person, fields: dict) -> object:
-        return answers.approved(request.app.state.core, person, flight_id,
-                                fields.get("digest") or None)
+        return await asyncio.to_thread(answers.approved, request.app.state.core, person,
+                                       flight_id, fields.get("digest") or None)
     return await _act(request, "/ui/pending", do)
 
 
@@ -316,7 +327,8 @@ async def approve(flight_id: str, request: Request) -> Response:
 async def reject(flight_id: str, request: Request) -> Response:
     async def do(person: Person, fields: dict) -> object:
         reason = fields.get("reason", "").strip()[:500]
-        return answers.rejected(request.app.state.core, person, flight_id, reason or None)
+        return await asyncio.to_thread(answers.rejected, request.app.state.core, person,
+                                       flight_id, reason or None)
     return await _act(request, "/ui/pending", do)
 
 
@@ -325,7 +337,8 @@ async def runner_action(ref: str, action: str, request: Request) -> Response:
     async def do(person: Person, fields: dict) -> object:
         if action not in ACTIONS:
             raise NotFound(f"no action {action}: cordon, drain or resume")
-        return answers.state_changed(request.app.state.core, person, ref, action)
+        return await asyncio.to_thread(answers.state_changed, request.app.state.core, person,
+                                       ref, action)
     return await _act(request, "/ui/runners", do)
 
 

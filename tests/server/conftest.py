@@ -7,6 +7,8 @@ client (a member, a charted environment) overrides ``client`` by asking for this
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -25,7 +27,8 @@ def client(tmp_path, clock, settings, store_url):
     """A TestClient on a fresh app; ``client.owner`` is the owner's token, ``client.tmp`` the
     data directory. On PostgreSQL too in modules that name both stores in ``STORES``."""
     store = open_store(tmp_path, store_url)
-    app = create_app(settings, store, clock=clock, data_dir=tmp_path)
+    # armed as for every server the suite starts: a store call on the app's loop raises
+    app = create_app(replace(settings, loop_guard="on"), store, clock=clock, data_dir=tmp_path)
     with TestClient(app) as c:
         c.owner = (tmp_path / "owner-token").read_text().strip()
         c.tmp = tmp_path

@@ -24,30 +24,30 @@ router = APIRouter(route_class=JsonRoute)
 
 
 @router.post(paths.FLIGHT_APPROVE, response_model=FlightDetail)
-async def approve(flight_id: str, request: Request, body: FlightApprove | None = None,
+def approve(flight_id: str, request: Request, body: FlightApprove | None = None,
                   person: Person = Depends(auth.person)) -> dict:
     return answers.approved(request.app.state.core, person, flight_id,
                             body.digest if body else None)
 
 
 @router.post(paths.FLIGHT_REJECT, response_model=FlightDetail)
-async def reject(flight_id: str, body: FlightReject, request: Request,
+def reject(flight_id: str, body: FlightReject, request: Request,
                  person: Person = Depends(auth.person)) -> dict:
     return answers.rejected(request.app.state.core, person, flight_id, body.reason)
 
 
 @router.post(paths.FLIGHT_FORCE, response_model=Forced)
-async def force(flight_id: str, request: Request, person: Person = Depends(auth.person)) -> dict:
+def force(flight_id: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     return answers.forced(request.app.state.core, person, flight_id)
 
 
 @router.get(paths.PENDING, response_model=list[PendingFlight])
-async def list_pending(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
+def list_pending(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
     return pending.pending(request.app.state.core, person)
 
 
 @router.put(paths.ENVIRONMENT_APPROVAL, response_model=EnvironmentApproval)
-async def set_approval(name: str, body: EnvironmentApprovalSet, request: Request,
+def set_approval(name: str, body: EnvironmentApprovalSet, request: Request,
                        person: Person = Depends(auth.person)) -> dict:
     return answers.environment_approval_set(request.app.state.core, person, name,
                                             body.approval == "required")

@@ -37,6 +37,7 @@ from gg.domain.runners import RunnerIdentity
 from gg.errors import BadRequest
 from gg.server import auth
 from gg.server.json_body import JsonRoute
+from gg.server.off_loop import off_loop
 
 router = APIRouter(route_class=JsonRoute)
 
@@ -54,8 +55,9 @@ async def upload(flight_id: str, name: str, request: Request, epoch: int = Query
                  sha256: str = Query(max_length=64), size: int = Query(ge=0, le=2 ** 53),
                  runner: RunnerIdentity = Depends(auth.runner_identity)) -> dict:
     core = request.app.state.core
-    artifacts.may_upload(core, runner, flight_id, epoch=epoch, name=name, digest=sha256,
-                         size=size)  # a stale epoch, a bad name, past a cap: before the body
+    # a stale epoch, a bad name, past a cap: before the body
+    await off_loop(artifacts.may_upload, core, runner, flight_id, epoch=epoch, name=name,
+                   digest=sha256, size=size)
     spool = artifacts.content(core, request.app.state.artifact_spool).spool()
     spooled = spool / f"up-{uuid.uuid4().hex}"
     try:
@@ -99,7 +101,7 @@ async def _spool(request: Request, spooled: Path, digest: str, size: int) -> Non
 
 
 @router.get(ARTIFACTS, response_model=Artifacts)
-async def listed(flight_id: str, request: Request,
+def listed(flight_id: str, request: Request,
                  person: Person = Depends(auth.person)) -> dict:
     return artifacts.listed(request.app.state.core, flight_id)
 
@@ -114,7 +116,7 @@ def _sent(row: dict, chunks: Iterator[bytes], name: str) -> StreamingResponse:
 
 @router.get(ARTIFACT, response_class=StreamingResponse, response_model=bytes,
             responses={200: {"content": {"application/octet-stream": {}}}})
-async def download(flight_id: str, name: str, request: Request,
+def download(flight_id: str, name: str, request: Request,
                    person: Person = Depends(auth.person)):
     row, chunks = artifacts.opened(request.app.state.core, flight_id, name)
     return _sent(row, chunks, name)
@@ -122,7 +124,7 @@ async def download(flight_id: str, name: str, request: Request,
 
 @router.get(LEASE_INPUT, response_class=StreamingResponse, response_model=bytes,
             responses={200: {"content": {"application/octet-stream": {}}}})
-async def input_download(flight_id: str, dependency_id: str, name: str, request: Request,
+def input_download(flight_id: str, dependency_id: str, name: str, request: Request,
                          epoch: int = Query(),
                          runner: RunnerIdentity = Depends(auth.runner_identity)):
     row, chunks = artifacts.input_opened(request.app.state.core, runner, flight_id,

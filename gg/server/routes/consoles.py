@@ -20,6 +20,7 @@ from gg.domain.people import Person
 from gg.errors import GGError, Unauthorized
 from gg.server import auth, relay
 from gg.server.json_body import JsonRoute
+from gg.server.off_loop import off_loop
 
 router = APIRouter(route_class=JsonRoute)
 
@@ -27,7 +28,7 @@ REFUSED = 4403  # a WebSocket close code of our own: the console was refused or 
 
 
 @router.post(wire.CONSOLES, status_code=201, response_model=wire.ConsoleOpened)
-async def open_console(body: wire.ConsoleOpen, request: Request,
+def open_console(body: wire.ConsoleOpen, request: Request,
                        person: Person = Depends(auth.person)) -> dict:
     return answers.console_opened(request.app.state.core, person, ref=body.runner,
                                   command=body.command, flight=body.flight, term=body.term,
@@ -44,8 +45,7 @@ async def person_side(websocket: WebSocket, console_id: str) -> None:
         token = auth.bearer(websocket)
         if token is None:
             raise Unauthorized("sign in first: gg login --server URL --token-file FILE")
-        person = people.authenticate_person(core, token)
-        session = console_ops.for_person(core, person, console_id)
+        session = await off_loop(_session_for, core, token, console_id)
     except GGError as exc:
         return await _refuse(websocket, exc.message)
     meeting = meetings.meet(console_id)
@@ -60,15 +60,17 @@ async def person_side(websocket: WebSocket, console_id: str) -> None:
                            return_when=asyncio.FIRST_COMPLETED)
         if not meeting.runner.done():
             if listen.done():  # the person left (or spoke out of turn) before the runner came
-                console_ops.close(core, console_id, exit_code=None,
-                                  reason="the person left before the runner joined")
+                await off_loop(console_ops.close, core, console_id, exit_code=None,
+                               reason="the person left before the runner joined")
                 return
-            await relay.say(websocket, wire.ERROR, console_ops.not_joined(core, session))
+            await relay.say(websocket, wire.ERROR,
+                            await off_loop(console_ops.not_joined, core, session))
             return
         runner_ws = meeting.runner.result()
         await relay.say(websocket, wire.JOINED, True)
         ended = await relay.pump(websocket, runner_ws, first=listen)
-        console_ops.close(core, console_id, exit_code=ended.exit_code, reason=ended.reason)
+        await off_loop(console_ops.close, core, console_id, exit_code=ended.exit_code,
+                       reason=ended.reason)
         if ended.exit_code is None:  # no status to exit with: say why (a no-op if they left)
             await relay.say(websocket, wire.ERROR,
                             f"the console ended without the command's status: {ended.reason}")
@@ -86,8 +88,8 @@ async def runner_side(websocket: WebSocket, console_id: str) -> None:
     core, meetings = app.state.core, app.state.relay
     await websocket.accept()
     try:
-        runner = runners.authenticate_row(core, auth.bearer(websocket))
-        console_ops.join(core, runner, console_id)
+        runner = await off_loop(runners.authenticate_row, core, auth.bearer(websocket))
+        await off_loop(console_ops.join, core, runner, console_id)
     except GGError as exc:
         return await _refuse(websocket, exc.message)
     meeting = meetings.meet(console_id)
@@ -97,11 +99,16 @@ async def runner_side(websocket: WebSocket, console_id: str) -> None:
     try:  # the person dials right after opening it; the runner may be quicker
         await asyncio.wait_for(meeting.person_here.wait(), core.settings.console_join_wait)
     except asyncio.TimeoutError:
-        console_ops.close(core, console_id, exit_code=None, reason="the person never came")
+        await off_loop(console_ops.close, core, console_id, exit_code=None,
+                       reason="the person never came")
         meetings.forget(console_id)
         return await _refuse(websocket, f"nobody came to console {console_id}")
     await meeting.over.wait()  # the person's side relays, and closes this one when it ends
     await relay.end(websocket)
+
+
+def _session_for(core, token: str, console_id: str):
+    return console_ops.for_person(core, people.authenticate_person(core, token), console_id)
 
 
 async def _refuse(websocket: WebSocket, sentence: str) -> None:

@@ -30,7 +30,7 @@ router = APIRouter(route_class=JsonRoute)
 
 
 @router.put(paths.PROFILE, response_model=ProfileApplied)
-async def apply_profile(name: str, body: ProfileApply, request: Request,
+def apply_profile(name: str, body: ProfileApply, request: Request,
                         person: Person = Depends(auth.person), dry_run: bool = False) -> dict:
     """Apply a fleet profile: narrowings at once, widenings behind one admin gate
     (``dry_run``: what it would do, nothing kept)."""
@@ -39,17 +39,17 @@ async def apply_profile(name: str, body: ProfileApply, request: Request,
 
 
 @router.get(paths.PROFILES, response_model=list[ProfileView])
-async def list_profiles(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
+def list_profiles(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
     return profiles.list_profiles(request.app.state.core)
 
 
 @router.get(paths.PROFILE, response_model=ProfileView)
-async def show_profile(name: str, request: Request, person: Person = Depends(auth.person)) -> dict:
+def show_profile(name: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     return profiles.show_profile(request.app.state.core, name)
 
 
 @router.post(paths.ENROL_TOKENS, status_code=201, response_model=EnrolTokenMinted)
-async def mint_token(body: TokenMint, request: Request,
+def mint_token(body: TokenMint, request: Request,
                      person: Person = Depends(auth.person)) -> dict:
     """A ``gge_`` token, in this answer only."""
     return answers.token_minted(request.app.state.core, person, profile=body.profile,
@@ -59,18 +59,18 @@ async def mint_token(body: TokenMint, request: Request,
 
 
 @router.get(paths.ENROL_TOKENS, response_model=list[EnrolTokenView])
-async def list_tokens(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
+def list_tokens(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
     return enrolment.list_tokens(request.app.state.core, person)
 
 
 @router.post(paths.ENROL_TOKEN_REVOKE, response_model=EnrolTokenView)
-async def revoke_token(fingerprint: str, request: Request,
+def revoke_token(fingerprint: str, request: Request,
                        person: Person = Depends(auth.person)) -> dict:
     return enrolment.revoke_token(request.app.state.core, person, fingerprint)
 
 
 @router.post(paths.ENROL, status_code=201, response_model=Enrolled)
-async def enrol(body: Enrol, request: Request) -> dict:
+def enrol(body: Enrol, request: Request) -> dict:
     """Spend one use of the ``gge_`` bearer token: register this machine's key."""
     return answers.enrolled(request.app.state.core, auth.bearer(request), name=body.name,
                             public_key=body.public_key, workers=body.workers,
@@ -79,20 +79,20 @@ async def enrol(body: Enrol, request: Request) -> dict:
 
 
 @router.put(paths.RUNNER_CREDENTIALS, response_model=CredentialRefsSet)
-async def set_credential_refs(body: CredentialRefs, request: Request,
+def set_credential_refs(body: CredentialRefs, request: Request,
                               runner: Runner = Depends(auth.runner)) -> dict:
     """The runner's whole list of credential references (never a secret)."""
     return answers.refs_set(request.app.state.core, runner, [r.model_dump() for r in body.refs])
 
 
 @router.get(paths.CREDENTIALS, response_model=list[CredentialRefRow])
-async def list_credential_refs(request: Request,
+def list_credential_refs(request: Request,
                                person: Person = Depends(auth.person)) -> list[dict]:
     return credentials.list_refs(request.app.state.core)
 
 
 @router.delete(paths.PROFILE, response_model=Removed)
-async def delete_profile(name: str, request: Request,
+def delete_profile(name: str, request: Request,
                          person: Person = Depends(auth.person)) -> dict:
     """Delete a fleet profile no runner and no redeemable token uses."""
     return removals.delete_profile(request.app.state.core, person, name)

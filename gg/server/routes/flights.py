@@ -71,7 +71,7 @@ async def rerun(flight_id: str, body: RerunOpen, request: Request,
 
 
 @router.get(paths.ESTIMATE_ACCURACY, response_model=EstimateAccuracy)
-async def estimate_accuracy(request: Request, person: Person = Depends(auth.person),
+def estimate_accuracy(request: Request, person: Person = Depends(auth.person),
                             since: Annotated[float | None, Query(ge=0)] = None) -> dict:
     """``since``: seconds back from now (default: every start still kept)."""
     return answers.estimate_accuracy(request.app.state.core, since)

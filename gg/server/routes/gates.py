@@ -17,13 +17,13 @@ router = APIRouter(route_class=JsonRoute)
 
 
 @router.get(paths.GATES, response_model=list[Gate])
-async def list_gates(request: Request, person: Person = Depends(auth.person),
+def list_gates(request: Request, person: Person = Depends(auth.person),
                      status: Literal["open", "cleared", "superseded", "rejected", "all"] = "open") -> list[dict]:
     return gates.list_gates(request.app.state.core, None if status == "all" else status)
 
 
 @router.get(paths.GATE, response_model=Gate)
-async def show_gate(gate_id: str, request: Request, person: Person = Depends(auth.person)) -> dict:
+def show_gate(gate_id: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     return answers.gate_shown(request.app.state.core, gate_id)
 
 

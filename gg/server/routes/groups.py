@@ -27,12 +27,12 @@ router = APIRouter(route_class=JsonRoute)
 
 
 @router.get(paths.GROUPS, response_model=list[GroupView])
-async def list_groups(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
+def list_groups(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
     return groups.list_groups(request.app.state.core)
 
 
 @router.put(paths.GROUP, response_model=GroupChanged)
-async def set_group(name: str, body: GroupSet, request: Request,
+def set_group(name: str, body: GroupSet, request: Request,
                     person: Person = Depends(auth.person)) -> dict:
     """Make or change a group (admin); what the body leaves out keeps its value."""
     return groups.set_group(request.app.state.core, person, name, attributes=body.attributes,
@@ -40,59 +40,59 @@ async def set_group(name: str, body: GroupSet, request: Request,
 
 
 @router.get(paths.GROUP, response_model=GroupDetail)
-async def show_group(name: str, request: Request, person: Person = Depends(auth.person)) -> dict:
+def show_group(name: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     return groups.show_group(request.app.state.core, name)
 
 
 @router.delete(paths.GROUP, response_model=GroupDeleted)
-async def delete_group(name: str, request: Request, person: Person = Depends(auth.person)) -> dict:
+def delete_group(name: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     """Refused (409) while runners or redeemable enrolment tokens reference it."""
     return groups.delete_group(request.app.state.core, person, name)
 
 
 @router.post(paths.GROUP_DRAIN, response_model=GroupChanged)
-async def drain_group(name: str, request: Request, person: Person = Depends(auth.person)) -> dict:
+def drain_group(name: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     return groups.set_group_drain(request.app.state.core, person, name, True)
 
 
 @router.post(paths.GROUP_RESUME, response_model=GroupChanged)
-async def resume_group(name: str, request: Request, person: Person = Depends(auth.person)) -> dict:
+def resume_group(name: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     return groups.set_group_drain(request.app.state.core, person, name, False)
 
 
 @router.get(paths.GROUP_DEMAND, response_model=GroupDemand)
-async def group_demand(name: str, request: Request, person: Person = Depends(auth.person)) -> dict:
+def group_demand(name: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     return groups.demand(request.app.state.core, name)
 
 
 @router.get(paths.ATTRIBUTES, response_model=list[AttributeView])
-async def list_attributes(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
+def list_attributes(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
     return groups.list_attributes(request.app.state.core)
 
 
 @router.put(paths.ATTRIBUTE, response_model=AttributeView)
-async def set_attribute(key: str, body: AttributeSet, request: Request,
+def set_attribute(key: str, body: AttributeSet, request: Request,
                         person: Person = Depends(auth.person)) -> dict:
     return groups.set_attribute(request.app.state.core, person, key, body.values)
 
 
 @router.post(paths.RUNNER_GROUP, response_model=RunnerMoved)
-async def move_runner(ref: str, body: RunnerMove, request: Request,
+def move_runner(ref: str, body: RunnerMove, request: Request,
                       person: Person = Depends(auth.person)) -> dict:
     return groups.move_runner(request.app.state.core, person, ref, body.group)
 
 
 @router.get(paths.FLEET, response_model=FleetState)
-async def fleet_state(request: Request, person: Person = Depends(auth.person)) -> dict:
+def fleet_state(request: Request, person: Person = Depends(auth.person)) -> dict:
     return groups.fleet_state(request.app.state.core)
 
 
 @router.post(paths.FLEET_QUIESCE, response_model=FleetState)
-async def quiesce(request: Request, person: Person = Depends(auth.person)) -> dict:
+def quiesce(request: Request, person: Person = Depends(auth.person)) -> dict:
     """No new offers anywhere until resumed (admin); running work continues."""
     return groups.quiesce(request.app.state.core, person)
 
 
 @router.post(paths.FLEET_RESUME, response_model=FleetState)
-async def resume(request: Request, person: Person = Depends(auth.person)) -> dict:
+def resume(request: Request, person: Person = Depends(auth.person)) -> dict:
     return groups.resume(request.app.state.core, person)

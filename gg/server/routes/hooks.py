@@ -15,23 +15,23 @@ router = APIRouter(route_class=JsonRoute)
 
 
 @router.post(paths.HOOKS, status_code=201, response_model=HookWithSecret)
-async def add_hook(body: HookAdd, request: Request, person: Person = Depends(auth.person)) -> dict:
+def add_hook(body: HookAdd, request: Request, person: Person = Depends(auth.person)) -> dict:
     hook, secret = hooks.add_hook(request.app.state.core, person, url=body.url, on=body.on,
                                   environment=body.environment)
     return {"hook": hook, "secret": secret}
 
 
 @router.get(paths.HOOKS, response_model=list[Hook])
-async def list_hooks(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
+def list_hooks(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
     return hooks.list_hooks(request.app.state.core, person)
 
 
 @router.get(paths.HOOK, response_model=HookDetail)
-async def show_hook(hook_id: str, request: Request, person: Person = Depends(auth.person)) -> dict:
+def show_hook(hook_id: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     return hooks.show_hook(request.app.state.core, person, hook_id)
 
 
 @router.delete(paths.HOOK, response_model=Hook)
-async def remove_hook(hook_id: str, request: Request,
+def remove_hook(hook_id: str, request: Request,
                       person: Person = Depends(auth.person)) -> dict:
     return hooks.remove_hook(request.app.state.core, person, hook_id)

@@ -20,12 +20,12 @@ def _base_url(request: Request) -> str:
 
 
 @router.get(api.DISCOVERY, response_model=api.Discovery)
-async def discovery(request: Request) -> dict:
+def discovery(request: Request) -> dict:
     return id_tokens.discovery(request.app.state.core, _base_url(request), api.JWKS)
 
 
 @router.get(api.JWKS, response_model=api.Jwks)
-async def jwks(request: Request) -> dict:
+def jwks(request: Request) -> dict:
     return id_tokens.jwks(request.app.state.core)  # one read: never a write
 
 

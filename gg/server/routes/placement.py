@@ -33,31 +33,31 @@ def install(app: FastAPI) -> None:
 
 
 @router.post(paths.ENVIRONMENTS, status_code=201, response_model=EnvironmentCharted)
-async def chart(body: EnvironmentChart, request: Request,
+def chart(body: EnvironmentChart, request: Request,
                 person: Person = Depends(auth.person)) -> dict:
     return environments.chart(request.app.state.core, person, body.name, body.means)
 
 
 @router.get(paths.ENVIRONMENTS, response_model=list[EnvironmentView])
-async def list_environments(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
+def list_environments(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
     return environments.environments_view(request.app.state.core)
 
 
 @router.get(paths.ENVIRONMENT, response_model=EnvironmentView)
-async def show_environment(name: str, request: Request,
+def show_environment(name: str, request: Request,
                            person: Person = Depends(auth.person)) -> dict:
     return environments.environment_view(request.app.state.core, name)
 
 
 @router.put(paths.ROOT, response_model=RootApplied)
-async def apply_root(body: RootApply, request: Request, person: Person = Depends(auth.person),
+def apply_root(body: RootApply, request: Request, person: Person = Depends(auth.person),
                      dry_run: bool = False) -> dict:
     return maybe_dry(request.app.state.core, dry_run, environments.apply_root, person,
                      body.model_dump())
 
 
 @router.get(paths.ROOT, response_model=RootView)
-async def show_root(request: Request, person: Person = Depends(auth.person)) -> dict:
+def show_root(request: Request, person: Person = Depends(auth.person)) -> dict:
     return environments.root_view(request.app.state.core)
 
 
@@ -67,7 +67,7 @@ async def list_labels(request: Request, person: Person = Depends(auth.person)) -
 
 
 def _ownership_route(path: str, action: str) -> None:
-    async def act(ref: str, request: Request, person: Person = Depends(auth.person)) -> dict:
+    def act(ref: str, request: Request, person: Person = Depends(auth.person)) -> dict:
         return ownership.change(request.app.state.core, person, ref, action)
 
     act.__name__ = f"runner_{action}"
@@ -81,18 +81,18 @@ for _path, _action in ((paths.RUNNER_CLAIM, "claim"), (paths.RUNNER_UNCLAIM, "un
 
 
 @router.post(paths.RUNNER_OWNERSHIP, response_model=OwnershipChanged)
-async def set_ownership(ref: str, body: OwnershipSet, request: Request,
+def set_ownership(ref: str, body: OwnershipSet, request: Request,
                         person: Person = Depends(auth.person)) -> dict:
     return ownership.set_ownership(request.app.state.core, person, ref, body.ownership)
 
 
 @router.get(paths.FLIGHT_PLAN, response_model=Plan)
-async def flight_plan(flight_id: str, request: Request,
+def flight_plan(flight_id: str, request: Request,
                       person: Person = Depends(auth.person)) -> dict:
     return plan.plan_for(request.app.state.core, flight_id)
 
 
 @router.delete(paths.ENVIRONMENT, response_model=Removed)
-async def remove_environment(name: str, request: Request,
+def remove_environment(name: str, request: Request,
                              person: Person = Depends(auth.person)) -> dict:
     return removals.remove_environment(request.app.state.core, person, name)

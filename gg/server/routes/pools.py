@@ -37,6 +37,7 @@ from gg.domain.runners import Runner
 from gg.server import auth
 from gg.server.auth import person_only
 from gg.server.json_body import JsonRoute
+from gg.server.off_loop import off_loop
 
 router = APIRouter(route_class=JsonRoute)
 
@@ -45,24 +46,24 @@ router = APIRouter(route_class=JsonRoute)
 
 
 @router.get(paths.STRATEGIES, response_model=list[Strategy])
-async def list_strategies(request: Request, person: Person = Depends(person_only)) -> list[dict]:
+def list_strategies(request: Request, person: Person = Depends(person_only)) -> list[dict]:
     return strategies.list_strategies(request.app.state.core)
 
 
 @router.get(paths.STRATEGY, response_model=Strategy)
-async def show_strategy(name: str, request: Request, person: Person = Depends(person_only)) -> dict:
+def show_strategy(name: str, request: Request, person: Person = Depends(person_only)) -> dict:
     return strategies.show(request.app.state.core, name)
 
 
 @router.put(paths.STRATEGY, response_model=StrategyApplied)
-async def apply_strategy(name: str, body: StrategyApply, request: Request,
+def apply_strategy(name: str, body: StrategyApply, request: Request,
                          person: Person = Depends(person_only), dry_run: bool = False) -> dict:
     return maybe_dry(request.app.state.core, dry_run, strategies.apply, person, name,
                      body.strategy)
 
 
 @router.post(paths.STRATEGY_DIGEST, response_model=DigestPinned)
-async def pin_digest(name: str, body: StrategyDigest, request: Request,
+def pin_digest(name: str, body: StrategyDigest, request: Request,
                      person: Person = Depends(person_only)) -> dict:
     return strategies.pin_digest(request.app.state.core, person, name, body.digest)
 
@@ -71,17 +72,17 @@ async def pin_digest(name: str, body: StrategyDigest, request: Request,
 
 
 @router.get(paths.POOLS, response_model=list[Pool])
-async def list_pools(request: Request, person: Person = Depends(person_only)) -> list[dict]:
+def list_pools(request: Request, person: Person = Depends(person_only)) -> list[dict]:
     return pools.list_pools(request.app.state.core)
 
 
 @router.get(paths.POOL, response_model=Pool)
-async def show_pool(pool: str, request: Request, person: Person = Depends(person_only)) -> dict:
+def show_pool(pool: str, request: Request, person: Person = Depends(person_only)) -> dict:
     return pools.show_pool(request.app.state.core, pool)
 
 
 @router.post(paths.POOL_ALLOW, response_model=MaintainerAllowed)
-async def allow(pool: str, body: PoolAllow, request: Request,
+def allow(pool: str, body: PoolAllow, request: Request,
                 person: Person = Depends(person_only)) -> dict:
     return pools.allow(request.app.state.core, person, pool, body.runner)
 
@@ -90,23 +91,23 @@ async def allow(pool: str, body: PoolAllow, request: Request,
 
 
 @router.get(paths.POOL_PLAN, response_model=MaintainerPlan)
-async def plan(pool: str, request: Request, runner: Runner = Depends(auth.runner),
-               capacity: int | None = None) -> dict:
+def plan(pool: str, request: Request, runner: Runner = Depends(auth.runner),
+         capacity: int | None = None) -> dict:
     return pools.plan_view(request.app.state.core, runner, pool, capacity)
 
 
 @router.post(paths.POOL_ACTIONS, response_model=ActionTaken)
 async def act(pool: str, body: PoolAction, request: Request,
               runner: Runner = Depends(auth.runner)) -> dict:
-    answer, ended = members.act(request.app.state.core, runner, pool, body.action,
-                                member_id=body.member_id)
+    answer, ended = await off_loop(members.act, request.app.state.core, runner, pool,
+                                   body.action, member_id=body.member_id)
     for runner_id in ended:  # a member whose cycle ended: its parked claim gets "nothing" now
         request.app.state.dispatcher.release(runner_id)
     return answer
 
 
 @router.post(paths.POOL_ATTEST, response_model=Attested)
-async def attest(pool: str, body: Attestation, request: Request,
+def attest(pool: str, body: Attestation, request: Request,
                  runner: Runner = Depends(auth.runner)) -> dict:
     return pools.attest(request.app.state.core, runner, pool,
                         members=[m.model_dump() for m in body.members],
@@ -119,18 +120,18 @@ async def attest(pool: str, body: Attestation, request: Request,
 
 
 @router.post(paths.MEMBER_JOIN, status_code=201, response_model=MemberJoined)
-async def join(body: MemberJoin, request: Request) -> dict:
+def join(body: MemberJoin, request: Request) -> dict:
     return members.join(request.app.state.core, auth.bearer(request), public_key=body.public_key,
                         inventory=body.inventory, version=body.version, nonce=body.nonce,
                         signature=body.signature)
 
 
 @router.delete(paths.STRATEGY, response_model=Removed)
-async def delete_strategy(name: str, request: Request,
+def delete_strategy(name: str, request: Request,
                           person: Person = Depends(person_only)) -> dict:
     return removals.delete_strategy(request.app.state.core, person, name)
 
 
 @router.delete(paths.POOL, response_model=Removed)
-async def delete_pool(pool: str, request: Request, person: Person = Depends(person_only)) -> dict:
+def delete_pool(pool: str, request: Request, person: Person = Depends(person_only)) -> dict:
     return pools.delete_pool(request.app.state.core, person, pool)

@@ -30,6 +30,7 @@ from gg.domain.runners import Runner, RunnerIdentity
 from gg.errors import BadRequest, TooManyRequests
 from gg.server import auth
 from gg.server.json_body import JsonRoute
+from gg.server.off_loop import off_loop
 
 router = APIRouter(route_class=JsonRoute)
 
@@ -43,7 +44,8 @@ async def key_nonce(body: KeyNonceAsk, request: Request) -> dict:
                                               time.monotonic()):
         raise TooManyRequests("too many key proofs asked from this address; try again in a "
                               "minute")
-    return key_proof.issue(core, body.purpose, body.public_key)
+    # the limit on the loop (its buckets are the loop's); the control key read off it
+    return await off_loop(key_proof.issue, core, body.purpose, body.public_key)
 
 
 @router.post(paths.RUNNERS, status_code=201, response_model=Registered)
@@ -56,17 +58,17 @@ async def register(body: RunnerRegister, request: Request,
 
 
 @router.get(paths.RUNNERS, response_model=list[RunnerRow])
-async def list_runners(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
+def list_runners(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
     return answers.runners_listed(request.app.state.core)
 
 
 @router.get(paths.RUNNER, response_model=RunnerDetail)
-async def show_runner(ref: str, request: Request, person: Person = Depends(auth.person)) -> dict:
+def show_runner(ref: str, request: Request, person: Person = Depends(auth.person)) -> dict:
     return answers.runner_shown(request.app.state.core, ref)
 
 
 @router.get(paths.RUNNER_BY_FINGERPRINT, response_model=RunnerDetail)
-async def runner_by_fingerprint(request: Request, fingerprint: str = Query(max_length=100),
+def runner_by_fingerprint(request: Request, fingerprint: str = Query(max_length=100),
                                 person: Person = Depends(auth.person)) -> dict:
     return answers.runner_by_fingerprint(request.app.state.core, fingerprint)
 
@@ -97,18 +99,18 @@ def _maintenance(report: dict) -> MaintenanceReport:
 @router.post(paths.RUNNER_GOODBYE, response_model=Ok)
 async def goodbye(request: Request,
                   runner: RunnerIdentity = Depends(auth.runner_identity)) -> dict:
-    runners.goodbye(request.app.state.core, runner)
+    await off_loop(runners.goodbye, request.app.state.core, runner)
     request.app.state.dispatcher.release(runner.id)
     return {"ok": True}
 
 
 @router.post(paths.RUNNER_CHALLENGE, response_model=Challenge)
-async def challenge(request: Request,
+def challenge(request: Request,
                     runner: RunnerIdentity = Depends(auth.runner_identity)) -> dict:
     return runners.challenge(request.app.state.core, runner)
 
 
 @router.post(paths.RUNNER_CREDENTIAL, response_model=CredentialRenewed)
-async def renew_credential(body: CredentialRenew, request: Request,
+def renew_credential(body: CredentialRenew, request: Request,
                            runner: Runner = Depends(auth.runner)) -> dict:
     return runners.renew_credential(request.app.state.core, runner, body.nonce, body.signature)

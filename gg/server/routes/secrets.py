@@ -15,18 +15,18 @@ router = APIRouter(route_class=JsonRoute)
 
 
 @router.put(paths.SECRET, response_model=SecretSetAnswer)
-async def set_secret(name: str, body: SecretSet, request: Request,
+def set_secret(name: str, body: SecretSet, request: Request,
                      person: Person = Depends(auth.person)) -> dict:
     return secrets.set_secret(request.app.state.core, person, name,
                               environment=body.environment, value=body.value.encode("utf-8"))
 
 
 @router.get(paths.SECRETS, response_model=list[Secret])
-async def list_secrets(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
+def list_secrets(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
     return secrets.list_secrets(request.app.state.core, person)
 
 
 @router.delete(paths.SECRET, response_model=SecretRemoved)
-async def remove_secret(name: str, request: Request, person: Person = Depends(auth.person),
+def remove_secret(name: str, request: Request, person: Person = Depends(auth.person),
                         environment: str | None = Query(None, max_length=63)) -> dict:
     return secrets.remove_secret(request.app.state.core, person, name, environment)

@@ -15,12 +15,12 @@ router = APIRouter(route_class=JsonRoute)
 
 
 @router.get(paths.SERVICES, response_model=list[ServiceRow])
-async def list_services(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
+def list_services(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
     return services.list_services(request.app.state.core)
 
 
 @router.post(paths.SERVICE_UPDATE, response_model=ServiceUpdated)
-async def update(flight_id: str, body: ServiceUpdate, request: Request,
+def update(flight_id: str, body: ServiceUpdate, request: Request,
                  person: Person = Depends(auth.person)) -> dict:
     spec, gate = services.update(request.app.state.core, person, flight_id,
                                  command=body.command, env=body.env)
