@@ -35,7 +35,7 @@ def live_seats(core: Core, pool: str, now: float, asking: Runner | None = None) 
     return seats
 
 
-def maintainers_view(core: Core, pool: str, members: list[PoolMember], now: float,
+def maintainers_view(core: Core, pool: str, *, members: list[PoolMember], now: float,
                      live: set[str]) -> list[dict]:
     """``gg pools``' rows for each maintainer that checked in: whether it is live, its host's
     capacity, its members, and its last attestation's backoff."""

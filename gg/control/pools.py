@@ -319,7 +319,7 @@ def _pool_view(core: Core, record: StrategyRecord, *, snap, ready: list[Flight],
         "in_force": record.in_force is not None, "gate": record.gate_id,
         "maintainer": ({"id": maintainer.id, "name": maintainer.name, "online": online}
                        if maintainer else None),
-        "maintainers": maintainers_view(core, record.pool, seen.members, now, seen.live),
+        "maintainers": maintainers_view(core, record.pool, members=seen.members, now=now, live=seen.live),
         "unplaced": seen.shares.unplaced if seen.shares else 0,
         "members": [seen.member_view(m) for m in seen.members],
         "last_attested_at": record.last_attested_at,
