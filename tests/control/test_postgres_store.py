@@ -1,6 +1,7 @@
 """The PostgreSQL store's own promises: SQLite's SQL translated in one place; replicas that
-start together migrate once and make one owner; writers of several replicas take turns, so a
-read-decide-write (a claim) never over-fills a runner; a dropped connection is made again;
+start together migrate once and make one owner; writers of several replicas write side by
+side, waiting only for a row another holds, and a claim (under its runner's lock) never
+over-fills a runner; a dropped connection is made again;
 a ``durable=False`` transaction alone skips the synchronous commit."""
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ def test_replicas_starting_together_migrate_once_and_make_one_owner(pg_cluster, 
 
 def test_claims_through_two_replicas_at_once_never_overfill_a_runner(pg_url, tmp_path, clock):
     """Each runner has one slot; both replicas try to fill it at the same moment, many times
-    over. The seat is read and the grant written in one transaction that every replica takes
-    in turn: each runner ends with exactly one flight, and no (flight, epoch) twice."""
+    over. The seat is read and the grant written in one transaction under the runner's lock:
+    each runner ends with exactly one flight, and no (flight, epoch) twice."""
     settings = Settings(dev=True, claim_wait=30, lease_ttl=60, offline_after=45)
     a = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
     b = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
@@ -134,26 +135,28 @@ def test_claims_through_two_replicas_at_once_never_overfill_a_runner(pg_url, tmp
         b.store.close()
 
 
-def test_a_writer_of_another_replica_waits_for_the_open_write_transaction(pg_url):
-    """Replica A is inside a write transaction (it has read, it is deciding); replica B's
-    write, on another key entirely, waits for A's commit, as a second writer waits on
-    SQLite, and then sees what A wrote."""
+def test_writers_of_two_replicas_write_side_by_side_and_wait_only_for_the_same_row(pg_url):
+    """No global write lock: replica A is inside a write transaction (it has written the row
+    "a"); replica B's write of another row commits at once, while its write of A's row waits
+    for A's commit and then lands on top of what A wrote."""
     a, b = Store(pg_url, pool_size=1), Store(pg_url, pool_size=1)
-    seen: list = []
+    done: list[str] = []
     try:
         with a.atomic():
             write_meta(a, "a", "first")
-            writer = threading.Thread(
-                target=lambda: (write_meta(b, "b", "second"), seen.append(read_meta(b, "a"))))
+            write_meta(b, "b", "beside")  # another row: not held up by A's open transaction
+            assert read_meta(b, "b") == "beside" and read_meta(b, "a") is None
+            writer = threading.Thread(target=lambda: (write_meta(b, "a", "second"),
+                                                      done.append("b")))
             writer.start()
             with psycopg.connect(pg_url) as watch:
                 wait_until(lambda: watch.execute(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-                    "AND database = (SELECT oid FROM pg_database WHERE datname = "
-                    "current_database())").fetchone()[0] == 1, what="B to wait for the write lock")
-            assert seen == [] and read_meta(b, "b") is None
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()").fetchone()[0] >= 1,
+                    what="B to wait for the row A holds")
+            assert done == []
         writer.join(timeout=60)
-        assert seen == ["first"] and read_meta(b, "b") == "second"
+        assert done == ["b"] and read_meta(b, "a") == "second"
     finally:
         a.close()
         b.close()
@@ -257,9 +260,9 @@ def test_a_copied_store_holds_every_row_and_its_sequences_go_on_past_them(tmp_pa
 
 
 def test_a_replica_frozen_inside_a_write_transaction_holds_the_others_up_only_briefly(pg_url):
-    """Replica A stops dead while it holds the write lock (its transaction idle); after the
-    hold timeout the database ends A's session, B writes on, and A's commit fails unanswered
-    instead of landing late; A's next transaction runs on a new connection."""
+    """Replica A stops dead while it holds a row (its transaction idle); B's write of that
+    row waits, after the hold timeout the database ends A's session, B writes on, and A's
+    commit fails unanswered instead of landing late; A's next transaction runs on a new connection."""
     a = Store(pg_url, pool_size=1, hold_timeout=1.0)
     b = Store(pg_url, pool_size=1)
     frozen, thawed, outcome = threading.Event(), threading.Event(), []
@@ -277,11 +280,11 @@ def test_a_replica_frozen_inside_a_write_transaction_holds_the_others_up_only_br
     thread.start()
     try:
         assert frozen.wait(timeout=60)
-        write_meta(b, "b", "written")  # waits at most about the hold timeout, then goes on
-        assert read_meta(b, "b") == "written"
+        write_meta(b, "a", "written")  # A's row: waits at most about the hold timeout
+        assert read_meta(b, "a") == "written"
         thawed.set()
         thread.join(timeout=60)
-        assert outcome and read_meta(b, "a") is None
+        assert outcome and read_meta(b, "a") == "written"
         write_meta(a, "a", "later")
         assert read_meta(b, "a") == "later"
     finally:
