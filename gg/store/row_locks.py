@@ -3,7 +3,8 @@
 There is no global write lock (docs/scale-out.md, "Isolation and locking"): a read-decide-write
 whose decision rests on more than the row it changes takes the lock of the object that owns
 the decision, for the rest of its transaction: a runner's seats (its slots and its size, while
-it is granted flights), a concurrency key's count, the organisation while it is made. Each is
+it is granted flights), a concurrency key's count, a pool's bounds while a maintainer acts on
+it, the artifacts' quota while an offer is counted, the organisation while it is made. Each is
 a transaction-scoped advisory lock in gg's own two-int lock space (a class, then the object's
 name hashed), so it never blocks a check-in's write of the same row. The claim's locks are
 *tried*: a writer that finds one taken passes that object by in this pass (another replica is
@@ -21,6 +22,8 @@ from gg.store.db import Database
 KEY_LOCK_CLASS = 0x6767  # a concurrency key
 RUNNER_LOCK_CLASS = 0x6768  # a runner, while it is granted flights
 ORGANISATION_LOCK_CLASS = 0x6769  # the organisation and its owner, while they are made
+POOL_LOCK_CLASS = 0x676A  # a pool, while a maintainer's action is checked against its plan
+QUOTA_LOCK_CLASS = 0x676B  # the artifacts' quota, while an offer is counted against it
 
 
 class RowLockRows:
@@ -41,6 +44,26 @@ class RowLockRows:
         """Whether this transaction now holds ``key``'s lock (False: another replica's writer
         is granting a flight of that key right now)."""
         return self._try_lock(KEY_LOCK_CLASS, key)
+
+    def _lock(self, lock_class: int, name: str) -> None:
+        if self.db.dialect == "postgresql":
+            self.db.one("SELECT pg_advisory_xact_lock(?, hashtext(?))", (lock_class, name))
+
+    def lock_pool(self, pool: str) -> None:
+        """Wait until this transaction alone may act on ``pool``'s members (its bounds are
+        counted after this)."""
+        self._lock(POOL_LOCK_CLASS, pool)
+
+    def lock_runner(self, runner_id: str) -> None:
+        """Wait until no other writer is granting the runner a flight, and keep it so to the
+        commit (a member's cycle ended under it races no claim; claims only try this lock,
+        so waiting here never deadlocks with one)."""
+        self._lock(RUNNER_LOCK_CLASS, runner_id)
+
+    def lock_artifact_quota(self) -> None:
+        """Wait until this transaction alone counts the stored artifacts against the
+        server's quota (only offers of artifacts take turns on it)."""
+        self._lock(QUOTA_LOCK_CLASS, "artifacts")
 
     def lock_organisation(self) -> None:
         """Wait until this transaction alone may make the organisation and its owner."""
