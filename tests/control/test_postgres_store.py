@@ -450,3 +450,39 @@ def test_a_copy_that_fails_leaves_the_target_empty_for_another_try(tmp_path, pg_
     with pytest.raises(psycopg.errors.UniqueViolation):
         copy_store(tmp_path / "gg.sqlite3", url)
     assert target_is_empty(url)
+
+
+def test_a_unit_that_waited_too_long_for_another_replicas_row_runs_again_and_lands(pg_url):
+    """Replica B holds a row past the lock wait's bound; replica A's unit writing that row
+    fails its wait, is rolled back to its savepoint and run again by the writer (counted in
+    ``turns.retries``), and lands once B has committed: its caller sees only the success."""
+    a, b = Store(pg_url, pool_size=1), Store(pg_url, pool_size=1)
+    release = threading.Event()
+
+    def hold() -> None:
+        with b.atomic():
+            write_meta(b, "held", "by b")
+            release.wait(timeout=120)
+
+    holder = threading.Thread(target=hold)
+    try:
+        write_meta(a, "held", "before")
+        holder.start()
+        wait_until(lambda: _holding(pg_url), what="B to hold the row")
+        unit = a.db.submit(lambda: write_meta(a, "held", "by a"))
+        wait_until(lambda: a.db.turns.retries >= 1, timeout=60, what="A's unit to run again")
+        release.set()
+        unit.result(timeout=60)
+        holder.join(timeout=60)
+        assert read_meta(b, "held") == "by a"
+    finally:
+        release.set()
+        a.close()
+        b.close()
+
+
+def _holding(pg_url: str) -> bool:
+    with psycopg.connect(pg_url) as watch:
+        return watch.execute("SELECT count(*) FROM pg_stat_activity WHERE state = "
+                             "'idle in transaction' AND datname = current_database()"
+                             ).fetchone()[0] >= 1
