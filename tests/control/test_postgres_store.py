@@ -135,6 +135,51 @@ def test_claims_through_two_replicas_at_once_never_overfill_a_runner(pg_url, tmp
         b.store.close()
 
 
+def test_a_claim_on_a_runner_another_replica_is_granting_to_takes_nothing(pg_url, tmp_path,
+                                                                          clock):
+    """Replica A has granted a one-slot runner its flight and not committed yet; replica B's
+    claim for the same runner reads its seat then, and reads the queue only after A's commit
+    (B's statement trace holds it there). Without the runner's lock B would see a free seat
+    and the next flight, and grant the runner a second; with it B takes nothing."""
+    settings = Settings(dev=True, claim_wait=30, lease_ttl=60, offline_after=45)
+    a = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
+    b = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
+    at_queue, committed = threading.Event(), threading.Event()
+    answers: list = []
+
+    def trace(text: str) -> None:
+        if "WITH heads AS" in text and not at_queue.is_set():
+            at_queue.set()
+            committed.wait(timeout=60)
+
+    def claim_on_b(runner_id: str) -> None:
+        answers.append(leases.try_claim(b, runner_id, free_slots=1))
+
+    try:
+        bootstrap(a, tmp_path)
+        owner = a.store.person_by_name("owner")
+        runner = make_runner(a, owner, "one-slot", workers=1)
+        for i in range(2):
+            flights.open_flight(a, owner, FlightSpec(command=["echo", str(i)]))
+        b.store.db.trace(trace)
+        other = threading.Thread(target=claim_on_b, args=(runner.id,))
+        with a.store.atomic():
+            assert leases.try_claim(a, runner.id, free_slots=1) is not None
+            other.start()
+            wait_until(lambda: at_queue.is_set() or answers, what="B's claim to get going")
+        committed.set()
+        other.join(timeout=60)
+        assert answers == [None]
+        with psycopg.connect(pg_url) as pg:
+            assert pg.execute("SELECT count(*) FROM flights WHERE stage = 'flying'"
+                              ).fetchone()[0] == 1
+    finally:
+        committed.set()
+        b.store.db.trace(None)
+        a.store.close()
+        b.store.close()
+
+
 def test_writers_of_two_replicas_write_side_by_side_and_wait_only_for_the_same_row(pg_url):
     """No global write lock: replica A is inside a write transaction (it has written the row
     "a"); replica B's write of another row commits at once, while its write of A's row waits
