@@ -11,6 +11,10 @@ exception), runs the ``before_commit`` step, then commits once: many changes sha
 durable flush, and no unit's future is resolved before that commit returned, so nothing is
 acknowledged before it is durable. A unit that succeeded leaves its savepoint to the next
 one, which releases it as it makes its own (the commit releases the last).
+On PostgreSQL, where writers of several replicas run side by side, a unit that lost to
+another's (a deadlock, a lock waited for too long: ``TransactionHooks.retryable``) is rolled
+back to its savepoint and run again in the same group, up to UNIT_TRIES runs
+(``WriteTurns.retries``); its caller sees only the last run's outcome.
 
 :meth:`Writer.atomic` works from any thread: it takes the write lock and runs one
 transaction of its own there; inside a unit its outermost block is a savepoint of the group
@@ -286,7 +290,9 @@ class Writer:
         local.savepoint = True
         after = local.after
         told = len(after)
-        for tries in range(1, UNIT_TRIES + 1):
+        tries = 0
+        while True:
+            tries += 1
             local.unit_top = True
             try:
                 value = unit()
@@ -305,7 +311,6 @@ class Writer:
                 local.unit_top = False
                 local.depth = 1
             return True, value
-        raise AssertionError("unreachable")
 
     def close(self) -> None:
         """Stop the writer thread once the units queued so far are committed."""
