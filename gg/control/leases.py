@@ -84,7 +84,7 @@ def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tupl
         s = seat_for(core, runner, now)  # read under the runner's lock: its seats as they are
         if (free_slots is not None and free_slots <= 0) or s.placement.quiesced or s.group.draining:
             return None  # offered nothing: no need to read the queue
-        applied = _apply(core, _plan(core, [s]), now, passed)
+        applied = _apply(core, _plan(core, [s]), now, passed, seated={runner_id: True})
         granted = applied[0] if applied else None
     if expired or passed:
         core.signals.ready_changed()
@@ -175,15 +175,17 @@ def _plan(core: Core, seats: list[Seat]) -> tuple[list[Assignment], Keys]:
 
 
 def _apply(core: Core, planned: tuple[list[Assignment], Keys], now: float,
-           passed: list[str]) -> list[tuple[Flight, leases.Grant]]:
+           passed: list[str], seated: dict[str, bool] | None = None,
+           ) -> list[tuple[Flight, leases.Grant]]:
     """Apply a matching plan: each grant a compare-and-set; one that lost a race, whose
     runner holds more live leases when counted again under its lock than its seat was read
     with, or whose concurrency key is full when counted again under its lock, is dropped.
-    What another replica's writer held (a runner, a key, the flight) is added to ``passed``."""
+    What another replica's writer held (a runner, a key, the flight) is added to ``passed``.
+    ``seated``: runners whose seat was read under their lock already (a claim's own)."""
     plan, keys = planned
     out = []
     took_one: set[str] = set()  # ephemeral runners granted their one flight in this plan
-    seated: dict[str, bool] = {}  # runner id -> whether this plan may grant to it
+    seated = dict(seated or {})  # runner id -> whether this plan may grant to it
     for a in plan:
         runner = a.seat.runner
         if runner.id not in seated:
