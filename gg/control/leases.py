@@ -75,22 +75,28 @@ def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tupl
     passed: list[str] = []
     with core.store.atomic():
         expired = expire_due(core, now)
-        if not core.store.hold_runner(runner_id):  # another replica is granting it one now
+        if core.store.hold_runner(runner_id):
+            granted = _claim(core, runner_id, free_slots, now, passed)
+        else:  # another replica is granting it one now: the next pass looks again
             passed.append(runner_id)
-            return None
-        runner = core.store.runner(runner_id)
-        if runner is None:
-            return None
-        s = seat_for(core, runner, now)  # read under the runner's lock: its seats as they are
-        if (free_slots is not None and free_slots <= 0) or s.placement.quiesced or s.group.draining:
-            return None  # offered nothing: no need to read the queue
-        applied = _apply(core, _plan(core, [s]), now, passed, seated={runner_id: True})
-        granted = applied[0] if applied else None
     if expired or passed:
         core.signals.ready_changed()
     if granted:
         core.signals.flight_changed(granted[0].id)
     return granted
+
+
+def _claim(core: Core, runner_id: str, free_slots: int | None, now: float,
+           passed: list[str]) -> tuple[Flight, leases.Grant] | None:
+    """:func:`try_claim` under the runner's lock: its seat read as it is, then the grant."""
+    runner = core.store.runner(runner_id)
+    if runner is None:
+        return None
+    s = seat_for(core, runner, now)
+    if (free_slots is not None and free_slots <= 0) or s.placement.quiesced or s.group.draining:
+        return None  # offered nothing: no need to read the queue
+    applied = _apply(core, _plan(core, [s]), now, passed, seated={runner_id: True})
+    return applied[0] if applied else None
 
 
 def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases.Grant]]:
