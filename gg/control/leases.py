@@ -76,7 +76,7 @@ def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tupl
     with core.store.atomic():
         expired = expire_due(core, now)
         if core.store.hold_runner(runner_id):
-            granted = _claim(core, runner_id, free_slots, now, passed)
+            granted = _claim(core, runner_id, free_slots=free_slots, now=now, passed=passed)
         else:  # another replica is granting it one now: the next pass looks again
             passed.append(runner_id)
     if expired or passed:
@@ -86,7 +86,7 @@ def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tupl
     return granted
 
 
-def _claim(core: Core, runner_id: str, free_slots: int | None, now: float,
+def _claim(core: Core, runner_id: str, *, free_slots: int | None, now: float,
            passed: list[str]) -> tuple[Flight, leases.Grant] | None:
     """:func:`try_claim` under the runner's lock: its seat read as it is, then the grant."""
     runner = core.store.runner(runner_id)
@@ -95,7 +95,7 @@ def _claim(core: Core, runner_id: str, free_slots: int | None, now: float,
     s = seat_for(core, runner, now)
     if (free_slots is not None and free_slots <= 0) or s.placement.quiesced or s.group.draining:
         return None  # offered nothing: no need to read the queue
-    applied = _apply(core, _plan(core, [s]), now, passed, seated={runner_id: True})
+    applied = _apply(core, _plan(core, [s]), now=now, passed=passed, seated={runner_id: True})
     return applied[0] if applied else None
 
 
@@ -124,7 +124,7 @@ def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases
     passed: list[str] = []
     with core.store.atomic():
         expire_due(core, now)
-        out = _apply(core, _plan(core, seats), now, passed)
+        out = _apply(core, _plan(core, seats), now=now, passed=passed)
     for flight, _ in out:
         core.signals.flight_changed(flight.id)
     if passed:  # held by another replica's writer this moment: the next pass offers it
@@ -196,7 +196,7 @@ def _empty_seats_could_take(core: Core, seats: list[Seat], plan: list[Assignment
     return any_kind_fits(kinds, empty)
 
 
-def _apply(core: Core, planned: tuple[list[Assignment], Keys], now: float,
+def _apply(core: Core, planned: tuple[list[Assignment], Keys], *, now: float,
            passed: list[str], seated: dict[str, bool] | None = None,
            ) -> list[tuple[Flight, leases.Grant]]:
     """Apply a matching plan: each grant a compare-and-set; one that lost a race, whose

@@ -97,6 +97,8 @@ class SqliteDatabase(SharedDatabase):
         self.writer = Writer(_Transactions(self._write))
         self._local = threading.local()  # per thread: its read connection
         self._readers: list[sqlite3.Connection] = []
+        # guards the list only: a worker thread's first read must not wait for a write unit
+        self._readers_lock = threading.Lock()
         self.db = sqlite_utils.Database(self._write)
 
     def _connect(self) -> sqlite3.Connection:
@@ -115,7 +117,7 @@ class SqliteDatabase(SharedDatabase):
         reader = getattr(self._local, "reader", None)
         if reader is None:
             reader = self._local.reader = self._connect()
-            with self.writer.lock:
+            with self._readers_lock:
                 self._readers.append(reader)
         return reader
 
@@ -191,7 +193,7 @@ class SqliteDatabase(SharedDatabase):
 
     def close(self) -> None:
         self.writer.close()
-        with self.writer.lock:
+        with self.writer.lock, self._readers_lock:
             for reader in self._readers:
                 reader.close()
             self._readers.clear()

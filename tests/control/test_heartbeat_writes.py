@@ -25,6 +25,17 @@ def _beat(core, runner, i: int):
         free_slots=i % 3, peer_address=f"10.0.0.{i}", stated_policy=None)
 
 
+async def _noted(core, runner_id: str, cpu: float) -> None:
+    """Until ``runner_id``'s heartbeat with ``cpu`` is noted for the next write (its reads
+    are made on a worker thread first), with a bound."""
+    for _ in range(3000):
+        pending = core.heartbeats._pending.get(runner_id)
+        if pending is not None and pending[2]["cpu_percent"] == cpu:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the heartbeat of {runner_id} was never noted")
+
+
 def _heartbeat_statements(core) -> list[str]:
     seen: list[str] = []
     lock = threading.Lock()
@@ -48,7 +59,8 @@ def test_many_runners_heartbeats_in_one_writer_group_are_one_statement_and_each_
     async def beat_all():
         held = core.store.db.submit(lambda: gate.wait(30))  # the writer is busy meanwhile
         tasks = [asyncio.create_task(_beat(core, r, i)) for i, r in enumerate(fleet)]
-        await asyncio.sleep(0)  # one turn of the loop: every heartbeat is noted
+        for i, r in enumerate(fleet):  # every heartbeat is noted while the writer is busy
+            await _noted(core, r.id, float(i))
         assert not any(t.done() for t in tasks)  # nobody answered before the write
         gate.set()
         told = await asyncio.gather(*tasks)
@@ -76,10 +88,10 @@ def test_a_runner_heartbeating_twice_before_the_write_is_written_once_with_the_n
     async def twice():
         held = core.store.db.submit(lambda: gate.wait(30))
         first = asyncio.create_task(_beat(core, runner, 1))
-        await asyncio.sleep(0)
+        await _noted(core, runner.id, 1.0)
         clock.advance(2)
         second = asyncio.create_task(_beat(core, runner, 2))
-        await asyncio.sleep(0)
+        await _noted(core, runner.id, 2.0)
         gate.set()
         await asyncio.gather(first, second)
         held.result(timeout=30)
