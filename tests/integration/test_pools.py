@@ -399,6 +399,7 @@ def test_two_maintainers_on_two_hosts_share_one_pools_demand_and_one_takes_over_
         assert held == {"keeper": 1, "keeper-b": 1} and len(owners) == 2
         listing = pool.gg("pools")
         assert "maintained by 2 hosts" in listing and "keeper-b (online)" in listing
+        assert "keeper (online): " in listing
 
         pool.proc.send_signal(signal.SIGKILL)  # host a goes silent; its member runs on
         pool.proc.wait()
