@@ -15,9 +15,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HOSTS = Path(os.environ.get("GG_TEST_HOSTS") or Path(__file__).resolve().parent / "hosts")
+# the protocol's timings the test shrank, passed on to the member's runner
+KEPT = ("GG_CHECK_IN_INTERVAL", "GG_OFFLINE_AFTER", "GG_CLAIM_WAIT", "GG_LEASE_TTL",
+        "GG_LEASE_RENEW_AT")
 
 
 def _alive(pid: int) -> bool:
@@ -40,10 +44,7 @@ def create(body: dict) -> dict:
     env.update({"GG_MEMBER_CODE": body["code"], "GG_STATE_DIR": str(home / "state"),
                 "GG_CONFIG_DIR": str(home / "config"), "PYTHONPATH": os.environ.get(
                     "PYTHONPATH", "")})
-    for key in ("GG_CHECK_IN_INTERVAL", "GG_OFFLINE_AFTER", "GG_CLAIM_WAIT", "GG_LEASE_TTL",
-                "GG_LEASE_RENEW_AT"):
-        if key in os.environ:
-            env[key] = os.environ[key]
+    env.update({k: os.environ[k] for k in KEPT if k in os.environ})
     if (HOSTS / "never-join").exists():
         argv = ["sleep", "3600"]
     else:
@@ -56,24 +57,26 @@ def create(body: dict) -> dict:
     return {"machine": f"local-{proc.pid}"}
 
 
+def stop(pid_file: Path) -> None:
+    """Stop the process group whose leader's pid ``pid_file`` holds: TERM, then KILL."""
+    if not pid_file.exists():
+        return
+    pid = int(pid_file.read_text())
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + 5
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not _alive(pid):
+            return
+
+
 def delete(body: dict) -> dict:
     home = HOSTS / body["member_id"]
-    pid_file = home / "pid"
-    if pid_file.exists():
-        pid = int(pid_file.read_text())
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                break
-            for _ in range(100):
-                if not _alive(pid):
-                    break
-                import time
-
-                time.sleep(0.05)
-            if not _alive(pid):
-                break
+    stop(home / "pid")
     shutil.rmtree(home, ignore_errors=True)
     return {}
 
@@ -87,7 +90,11 @@ def list_(body: dict) -> dict:
     return {"machines": machines}
 
 
-def main(verb: str) -> None:
+def answer(verbs: dict, verb: str) -> None:
+    """Read the driver's JSON request on stdin, answer ``verb`` with JSON on stdout."""
     body = json.loads(sys.stdin.read() or "{}")
-    answer = {"create": create, "delete": delete, "list": list_}[verb](body)
-    print(json.dumps(answer))
+    print(json.dumps(verbs[verb](body)))
+
+
+def main(verb: str) -> None:
+    answer({"create": create, "delete": delete, "list": list_}, verb)

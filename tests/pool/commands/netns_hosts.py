@@ -20,10 +20,8 @@ member's (``setns`` for a moment, then back): a socket stays in the namespace it
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -33,12 +31,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hosts import _alive  # noqa: E402
+from hosts import HOSTS, KEPT, _alive, answer, list_, stop  # noqa: E402
 
-HOSTS = Path(os.environ.get("GG_TEST_HOSTS") or Path(__file__).resolve().parent / "hosts")
 CLONE_NEWNET = 0x40000000
-KEPT = ("GG_CHECK_IN_INTERVAL", "GG_OFFLINE_AFTER", "GG_CLAIM_WAIT", "GG_LEASE_TTL",
-        "GG_LEASE_RENEW_AT")
 
 
 def namespace(member_id: str) -> str:
@@ -91,40 +86,15 @@ def create(body: dict) -> dict:
     return {"machine": ns}
 
 
-def _stop(pid_file: Path) -> None:
-    if not pid_file.exists():
-        return
-    pid = int(pid_file.read_text())
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        deadline = time.monotonic() + 5
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not _alive(pid):
-            return
-
-
 def delete(body: dict) -> dict:
     member = body["member_id"]
     home = HOSTS / member
-    _stop(home / "pid")
-    _stop(home / "relay.pid")
+    stop(home / "pid")
+    stop(home / "relay.pid")
     if Path(f"/run/netns/{namespace(member)}").exists():
         _ip("netns", "delete", namespace(member))
     shutil.rmtree(home, ignore_errors=True)
     return {}
-
-
-def list_(body: dict) -> dict:
-    machines = []
-    for home in sorted(HOSTS.glob("m_*")) if HOSTS.exists() else []:
-        pid_file = home / "pid"
-        running = pid_file.exists() and _alive(int(pid_file.read_text()))
-        machines.append({"member_id": home.name, "running": running})
-    return {"machines": machines}
 
 
 # -- the relay: the namespace's 127.0.0.1:PORT -> this machine's 127.0.0.1:PORT -----------------
@@ -174,9 +144,7 @@ def relay(ns: str, port: int, home: Path) -> None:
 
 
 def main(verb: str) -> None:
-    body = json.loads(sys.stdin.read() or "{}")
-    answer = {"create": create, "delete": delete, "list": list_}[verb](body)
-    print(json.dumps(answer))
+    answer({"create": create, "delete": delete, "list": list_}, verb)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["relay"]:
