@@ -29,6 +29,20 @@ from gg import keys  # noqa: E402
 from gg.launch import LocalRunner, LocalServer, free_port, sign_in  # noqa: E402
 
 
+def cpu_of(processes) -> float:
+    """User + system CPU seconds of ``processes`` (psutil processes), skipping any that ended."""
+    import psutil
+
+    total = 0.0
+    for one in processes:
+        try:
+            used = one.cpu_times()
+        except psutil.NoSuchProcess:  # it ended meanwhile
+            continue
+        total += used.user + used.system
+    return total
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100)."""
     ordered = sorted(values)

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checkins  # noqa: E402
 import httpx  # noqa: E402
 import psutil  # noqa: E402
-from common import TABLE_HEAD, row, summary, write_section  # noqa: E402
+from common import TABLE_HEAD, cpu_of, row, summary, write_section  # noqa: E402
 from placement import fill, keep_online  # noqa: E402
 
 from gg.launch import LocalServer, free_port  # noqa: E402
@@ -97,14 +97,7 @@ def main(argv: list[str] | None = None) -> dict:
             return times.user + times.system
 
         def away_cpu() -> float:  # the forecaster (gg.control.forecaster), when one started
-            total = 0.0
-            for child in proc.children(recursive=True):
-                try:
-                    times = child.cpu_times()
-                except psutil.NoSuchProcess:
-                    continue
-                total += times.user + times.system
-            return total
+            return cpu_of(proc.children(recursive=True))
 
         firsts, seconds, firsts_cpu, firsts_away = [], [], [], []
         for _ in range(args.repeat):

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psutil  # noqa: E402
-from common import TABLE_HEAD, emit, row, summary, write_section  # noqa: E402
+from common import TABLE_HEAD, cpu_of, emit, row, summary, write_section  # noqa: E402
 
 from gg.launch import LocalServer, free_port, sign_in  # noqa: E402
 
@@ -39,14 +39,7 @@ def _children_cpu() -> float:
 def _tree_cpu(pid: int) -> float:
     """CPU of a living process and its descendants (the server and its meaning workers)."""
     process = psutil.Process(pid)
-    total = 0.0
-    for one in [process, *process.children(recursive=True)]:
-        try:
-            used = one.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += used.user + used.system
-    return total
+    return cpu_of([process, *process.children(recursive=True)])
 
 
 def one_start(root: Path) -> tuple[float, float]:
