@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import secrets
 
@@ -11,6 +10,7 @@ from gg.control import estimates as estimate_ops
 from gg.control import health, key_proof
 from gg.control import labels as label_ops
 from gg.control.core import CONTROL_PLANE, Core
+from gg.control.heartbeats import Beat, Judged
 from gg.domain import identity, tokens
 from gg.domain import machine_console as console_rules
 from gg.domain.events import EventKind
@@ -320,60 +320,65 @@ def heartbeat(core: Core, runner: Runner | RunnerIdentity, *, readings: dict, fr
     was offline and claims again is back: waiting flights may go to it.
 
     Written here at once, in a transaction of its own; the server's claim handler uses
-    :func:`heartbeat_coalesced`, which writes many runners' heartbeats together."""
-    now = core.now()
+    :func:`heartbeat_coalesced`, which judges and writes many runners' heartbeats together."""
+    beat = Beat(runner.id, core.now(), readings, free_slots, peer_address, stated_policy)
     with core.store.atomic(durable=False):
-        before, told, values = _heartbeat_read(core, runner, readings=readings,
-                                               free_slots=free_slots, now=now,
-                                               peer_address=peer_address,
-                                               stated_policy=stated_policy)
-        core.store.update_runner(runner.id, **values)
-    if not is_online(before, now, core.settings.offline_after):
+        judged = judge_heartbeats(core, [beat])
+        if judged.rows:
+            core.store.record_heartbeats(judged.rows)
+    if judged.back:
         core.signals.ready_changed()  # back: waiting flights may go to it
+    told = judged.told[0]
+    if isinstance(told, BaseException):
+        raise told
     return told
 
 
 async def heartbeat_coalesced(core: Core, runner: Runner | RunnerIdentity, *, readings: dict,
                               free_slots: int, peer_address: str | None,
                               stated_policy: str | None) -> Instruction | None:
-    """:func:`heartbeat` on the event loop, its write coalesced with other runners' (one
-    statement per group commit, gg.control.heartbeats): the reads it decides on are made on a
-    worker thread's read connection (the loop never reads the store), and it returns once the
-    heartbeat is committed. Same answer, same rows written, same ``ready_changed`` when it is
-    back."""
-    now = core.now()
-    before, told, values = await asyncio.to_thread(
-        _heartbeat_read, core, runner, readings=readings, free_slots=free_slots, now=now,
-        peer_address=peer_address, stated_policy=stated_policy)
-    await core.heartbeats.note(core, runner.id, now, values["readings"], peer_address,
-                               values.get("checks_at"),
-                               came_back=not is_online(before, now, core.settings.offline_after))
-    return told
+    """:func:`heartbeat` on the event loop, judged and written with other runners' in one unit
+    of the store's writer (gg.control.heartbeats): the loop reads nothing, and no other thread
+    is asked. Same answer, same rows written, same ``ready_changed`` when it is back; it
+    returns once the heartbeat is committed."""
+    beat = Beat(runner.id, core.now(), readings, free_slots, peer_address, stated_policy)
+    return await core.heartbeats.note(core, judge_heartbeats, beat)
 
 
-def _heartbeat_read(core: Core, runner: Runner | RunnerIdentity, *, readings: dict,
-                    free_slots: int, now: float, peer_address: str | None,
-                    stated_policy: str | None
-                    ) -> tuple[Runner, Instruction | None, dict]:
-    """The runner as stored, the instruction it must hear (if any), and what to write."""
-    found = core.store.runner_for_heartbeat(runner.id)
-    if found is None:
-        raise Unauthorized()
-    before, has_capabilities = found
-    if is_retired(before):
-        raise retired_refusal(before)
-    told = instruction_at_claim(
-        before, stated_policy=stated_policy, free_slots=free_slots, now=now,
-        renew_window=core.settings.runner_credential_ttl / 3,
-        renews=before.kind != MEMBER_KIND, has_capabilities=has_capabilities,
-        console_unheard=core.store.console_unheard(runner.id))
-    values: dict = dict(last_seen_at=now, readings={**readings, "free_slots": free_slots},
-                        peer_address=peer_address)
-    if stated_policy is not None and told is None and not _pending(before):
-        # It applies the assigned policy with the capabilities last judged (a change to
-        # either would have brought a full check-in): that judgement is confirmed now.
-        values["checks_at"] = now
-    return before, told, values
+def judge_heartbeats(core: Core, beats: list[Beat]) -> Judged:
+    """What each heartbeat's runner is told (an instruction, None, or the refusal of a runner
+    unknown or retired), the rows to write, and whether a runner among them was offline
+    before: the runners read together, each judged as :func:`instruction_at_claim` says."""
+    ids = list({beat.runner_id for beat in beats})
+    found = core.store.runners_for_heartbeat(ids)
+    unheard = core.store.consoles_unheard(ids) if found else set()
+    told: list = []
+    rows: list[tuple] = []
+    back = False
+    for beat in beats:
+        got = found.get(beat.runner_id)
+        if got is None:
+            told.append(Unauthorized())
+            continue
+        before, has_capabilities = got
+        if is_retired(before):
+            told.append(retired_refusal(before))
+            continue
+        instruction = instruction_at_claim(
+            before, stated_policy=beat.stated_policy, free_slots=beat.free_slots, now=beat.now,
+            renew_window=core.settings.runner_credential_ttl / 3,
+            renews=before.kind != MEMBER_KIND, has_capabilities=has_capabilities,
+            console_unheard=beat.runner_id in unheard)
+        checks = None
+        if beat.stated_policy is not None and instruction is None and not _pending(before):
+            # It applies the assigned policy with the capabilities last judged (a change to
+            # either would have brought a full check-in): that judgement is confirmed now.
+            checks = beat.now
+        rows.append((beat.runner_id, beat.now, {**beat.readings, "free_slots": beat.free_slots},
+                     beat.peer_address, checks))
+        back = back or not is_online(before, beat.now, core.settings.offline_after)
+        told.append(instruction)
+    return Judged(told, rows, back)
 
 
 def _consoles_waiting(core: Core, runner: Runner, now: float) -> list[dict]:

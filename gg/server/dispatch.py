@@ -29,6 +29,9 @@ from gg.server.connections import ON_LOST
 from gg.server.off_loop import off_loop
 
 _READ = object()  # _arm_expiry_wake: read when the earliest lease is due
+# How long a read that found nothing offerable stands for later claims (when nothing poked
+# meanwhile): a bound, should a change ever make a flight offerable without a signal.
+NOTHING_HOLDS_FOR = 1.0
 
 
 @dataclass(eq=False, slots=True)
@@ -54,6 +57,9 @@ class Dispatcher:
         self._pokes = 0  # how many times something may have become offerable
         self._expiry_reads = 0  # reads of the earliest expiry begun (the newest one counts)
         self._again = False
+        # The last read that found nothing offerable: (pokes when it began, when it began,
+        # the earliest lease's expiry), see _nothing_known.
+        self._nothing: tuple[int, float, float | None] | None = None
         self._expiry_handle: asyncio.TimerHandle | None = None
         self._expiry_at: float | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -79,7 +85,7 @@ class Dispatcher:
             return None
         got = None
         pokes = self._pokes
-        offerable, due = await off_loop(lease_ops.offer_state, self.core)
+        offerable, due = await self._offer_state()
         if offerable:  # else nothing to take: no trip to the writer (a re-parked claim's case)
             got = await self.core.run(lease_ops.try_claim, runner_id, free_slots)
         if got is not None or wait <= 0 or free_slots <= 0 or self.closing:
@@ -117,6 +123,37 @@ class Dispatcher:
             left = self._per_runner.pop(runner_id, 1) - 1
             if left > 0:
                 self._per_runner[runner_id] = left
+
+    async def _offer_state(self) -> tuple[bool, float | None]:
+        """Whether anything may be offerable, and when the earliest lease is due: known
+        without a read while nothing poked since a read found nothing (:meth:`_nothing_known`),
+        else read on a worker thread."""
+        known = self._nothing_known()
+        if known is not None:
+            return known
+        pokes, at = self._pokes, self.core.now()
+        offerable, due = await off_loop(lease_ops.offer_state, self.core)
+        if not offerable:
+            self._nothing = (pokes, at, due)
+        return offerable, due
+
+    def _nothing_known(self) -> tuple[bool, float | None] | None:
+        """(False, the earliest lease's expiry) while the last read that found nothing
+        offerable still holds, else None. It holds while nothing poked since that read began,
+        no lease it saw is due, and for :data:`NOTHING_HOLDS_FOR` at most: a flight that becomes
+        ready (opened, handed back, released by a landing or an approval, an expiry recorded
+        here or on another replica, a runner back) pokes (``core.signals``), and one committed
+        but not yet signalled pokes when its signal comes, which then finds the claim parked,
+        as after a read. With thousands of runners re-parking on an idle queue, their claims
+        read the store about once a second between them, not once each."""
+        nothing = self._nothing
+        if nothing is None or nothing[0] != self._pokes:
+            return None
+        _, at, due = nothing
+        now = self.core.now()
+        if now - at >= NOTHING_HOLDS_FOR or (due is not None and due <= now):
+            return None
+        return False, due
 
     def _timed_out(self, parked: Parked) -> None:
         """A parked claim's wait is over: "nothing for you", unless a pass holds it right now
@@ -196,7 +233,7 @@ class Dispatcher:
         """Read whether anything is offerable (on a worker thread), then run the pass."""
         self._again = False
         try:
-            offerable, due = await off_loop(lease_ops.offer_state, self.core)
+            offerable, due = await self._offer_state()
         except Exception:
             self._pass_running = False
             raise

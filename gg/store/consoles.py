@@ -34,11 +34,12 @@ class ConsoleRows:
                            "NULL AND joined_at IS NULL ORDER BY opened_at", (runner_id,))
         return [_session(r) for r in rows]
 
-    def console_unheard(self, runner_id: str) -> bool:
-        """A console waits for the runner that no check-in answer has named to it yet."""
-        row = self.db.one("SELECT 1 FROM machine_consoles WHERE runner_id = ? AND closed_at IS "
-                          "NULL AND joined_at IS NULL AND heard_at IS NULL LIMIT 1", (runner_id,))
-        return row is not None
+    def consoles_unheard(self, runner_ids: list[str]) -> set[str]:
+        """The runners among ``runner_ids`` for which a console waits that no check-in answer
+        has named to them yet."""
+        return {row["runner_id"] for row in self.db.all_in(
+            "SELECT DISTINCT runner_id FROM machine_consoles WHERE runner_id IN ({ids}) AND"
+            " closed_at IS NULL AND joined_at IS NULL AND heard_at IS NULL", runner_ids)}
 
     def mark_consoles_heard(self, ids: list[str], at: float) -> None:
         for console_id in ids:

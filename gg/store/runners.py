@@ -100,22 +100,24 @@ class RunnerRows:
         rows = self.db.all("SELECT * FROM runners WHERE name = ? AND retired_at IS NULL", (name,))
         return [runner_from_row(r) for r in rows]
 
-    def runner_for_heartbeat(self, runner_id: str) -> tuple[Runner, bool] | None:
-        """The runner's fields that liveness and a claim's instruction read (the rest left at
-        their defaults), and whether a capability report is on file: one read by primary key
-        with only the policy parsed, the cheap half of a check-in (a claim's heartbeat)."""
-        row = self.db.one(
-            "SELECT id, name, kind, admin_state, policy, last_seen_at, goodbye_at, retired_at,"
-            " credential_expires_at, offline_noted_at, checks_at, policy_changed_at, ephemeral,"
-            " (capabilities IS NOT NULL AND capabilities NOT IN ('', '{}', 'null')) AS has_caps"
-            " FROM runners WHERE id = ?", (runner_id,))
-        if row is None:
-            return None
-        data = dict(row)
-        has_caps = bool(data.pop("has_caps"))
-        data["policy"] = loads(data.get("policy"), {})
-        data["ephemeral"] = bool(data["ephemeral"])
-        return Runner(**data), has_caps
+    def runners_for_heartbeat(self, runner_ids: list[str]) -> dict[str, tuple[Runner, bool]]:
+        """Each runner's fields that liveness and a claim's instruction read (the rest left at
+        their defaults), and whether a capability report is on file, by id: one read by
+        primary key per few hundred runners, with only the policy parsed, the cheap half of a
+        check-in (the heartbeats a claim carries, judged together). A runner not found is
+        absent."""
+        found: dict[str, tuple[Runner, bool]] = {}
+        for row in self.db.all_in(  # (all_in formats the SQL: its braces are doubled)
+                "SELECT id, name, kind, admin_state, policy, last_seen_at, goodbye_at, retired_at,"
+                " credential_expires_at, offline_noted_at, checks_at, policy_changed_at,"
+                " ephemeral, (capabilities IS NOT NULL AND capabilities NOT IN ('', '{{}}', 'null'))"
+                " AS has_caps FROM runners WHERE id IN ({ids})", runner_ids):
+            data = dict(row)
+            has_caps = bool(data.pop("has_caps"))
+            data["policy"] = loads(data.get("policy"), {})
+            data["ephemeral"] = bool(data["ephemeral"])
+            found[data["id"]] = (Runner(**data), has_caps)
+        return found
 
     def runner_by_key(self, public_key: str) -> Runner | None:
         row = self.db.one("SELECT * FROM runners WHERE public_key = ?", (public_key,))

@@ -89,6 +89,7 @@ class SqliteDatabase(SharedDatabase):
     def __init__(self, path: Path | str):
         self.path = str(path)
         self._memory = self.path == ":memory:" or "mode=memory" in self.path
+        self._trace: Callable[[str], None] | None = None  # every connection's (trace)
         self._write = self._connect()
         self.writer = Writer(_Transactions(self._write))
         self._local = threading.local()  # per thread: its read connection
@@ -102,6 +103,7 @@ class SqliteDatabase(SharedDatabase):
         conn.row_factory = sqlite3.Row
         for pragma in _PRAGMAS:
             conn.execute("PRAGMA " + pragma)
+        conn.set_trace_callback(self._trace)
         return conn
 
     @property
@@ -181,11 +183,13 @@ class SqliteDatabase(SharedDatabase):
         return total
 
     def trace(self, callback: Callable[[str], None] | None) -> None:
-        """Every statement this thread's reads and the write connection run, to ``callback``
-        (None: stop)."""
+        """Every statement the write connection and every thread's reads run, to
+        ``callback`` (None: stop); a reader made later traces too."""
+        self._trace = callback
         self._write.set_trace_callback(callback)
-        if not self._memory:
-            self.conn.set_trace_callback(callback)
+        with self._readers_lock:
+            for reader in self._readers:
+                reader.set_trace_callback(callback)
 
     def close(self) -> None:
         self.writer.close()

@@ -26,11 +26,10 @@ def _beat(core, runner, i: int):
 
 
 async def _noted(core, runner_id: str, cpu: float) -> None:
-    """Until ``runner_id``'s heartbeat with ``cpu`` is noted for the next write (its reads
-    are made on a worker thread first), with a bound."""
+    """Until ``runner_id``'s heartbeat with ``cpu`` is noted for the next unit, with a bound."""
     for _ in range(3000):
-        pending = core.heartbeats._pending.get(runner_id)
-        if pending is not None and pending[2]["cpu_percent"] == cpu:
+        if any(beat.runner_id == runner_id and beat.readings["cpu_percent"] == cpu
+               for beat in core.heartbeats.pending):
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"the heartbeat of {runner_id} was never noted")

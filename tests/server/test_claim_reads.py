@@ -1,0 +1,112 @@
+"""What a heartbeat claim reads (gg/server/dispatch.py, gg/control/heartbeats.py): with thousands
+of runners re-parking, each claim's reads are shared. Heartbeats are judged together on the
+writer (one read of the runners they name); whether anything is offerable is read once and
+stands for later claims until something pokes, a lease it saw is due, or a second passes."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from gg.server.dispatch import NOTHING_HOLDS_FOR
+from gg.settings import Settings
+
+from support import auth, http_proof, wait_until
+
+CLAIM = "/v1/runner/claim"
+OFFER_STATE = "SELECT (SELECT min(lease_expires_at) FROM flights WHERE stage = 'flying'), EXISTS"
+RUNNERS_READ = "FROM runners WHERE id IN ("
+
+
+@pytest.fixture
+def settings():
+    return Settings(dev=True, claim_wait=30, lease_ttl=60)
+
+
+def _runner(client, name: str) -> str:
+    answer = client.post("/v1/runners", json={"name": name, **http_proof(client, "register")},
+                         headers=auth(client.owner)).json()
+    caps = {"isolation": ["none", "sandbox"]}  # on file: a heartbeat claim is not told to report
+    assert client.post("/v1/runner/check-in", json={"capabilities": caps},
+                       headers=auth(answer["credential"])).status_code == 200
+    return answer["credential"]
+
+
+def _counting(client, *needles: str) -> dict[str, int]:
+    """How often each statement containing a needle runs from now on (every thread)."""
+    seen = dict.fromkeys(needles, 0)
+    lock = threading.Lock()
+
+    def trace(sql: str) -> None:
+        for needle in needles:
+            if needle in sql:
+                with lock:
+                    seen[needle] += 1
+
+    client.store.db.trace(trace)
+    return seen
+
+
+def _beat(client, credential: str) -> int:
+    return client.post(CLAIM, json={"wait": 0, "readings": {"cpu_percent": 1.0}},
+                       headers=auth(credential)).status_code
+
+
+def test_heartbeat_claims_on_an_idle_queue_read_whether_anything_is_offerable_once(
+        client, clock):
+    fleet = [_runner(client, f"r{i}") for i in range(5)]
+    seen = _counting(client, OFFER_STATE)
+    for _ in range(4):
+        for credential in fleet:
+            assert _beat(client, credential) == 204  # nothing for you
+    assert seen[OFFER_STATE] == 1  # the first claim read it; the nineteen others knew
+    clock.advance(NOTHING_HOLDS_FOR)  # a second on: read again, once
+    for credential in fleet:
+        assert _beat(client, credential) == 204
+    assert seen[OFFER_STATE] == 2
+
+
+def test_a_flight_opened_after_a_read_found_nothing_goes_to_the_next_claim(client, clock):
+    credential = _runner(client, "r")
+    assert _beat(client, credential) == 204  # nothing offerable, known from now on
+    opened = client.post("/v1/flights", json={"command": ["true"]}, headers=auth(client.owner))
+    assert opened.status_code == 201, opened.text
+    got = client.post(CLAIM, json={"wait": 0, "readings": {"cpu_percent": 1.0}},
+                      headers=auth(credential))  # the open poked: what was known is not
+    assert got.status_code == 200 and got.json()["flight"]["id"] == opened.json()["id"]
+
+
+def test_a_lease_due_is_offered_again_to_a_claim_although_nothing_poked(client, clock):
+    holder, other = _runner(client, "holder"), _runner(client, "other")
+    opened = client.post("/v1/flights", json={"command": ["true"]}, headers=auth(client.owner))
+    assert client.post(CLAIM, json={"wait": 0}, headers=auth(holder)).status_code == 200
+    assert _beat(client, other) == 204  # read: nothing offerable, the lease due in 60 s
+    clock.advance(30)
+    assert _beat(client, holder) == 204 and _beat(client, other) == 204
+    clock.advance(31)  # the holder went silent: its lease is due, with no poke
+    got = client.post(CLAIM, json={"wait": 0}, headers=auth(other))
+    assert got.status_code == 200 and got.json()["flight"]["id"] == opened.json()["id"]
+
+
+def test_many_runners_heartbeats_are_judged_by_one_read_of_the_runners(client):
+    fleet = [_runner(client, f"r{i}") for i in range(6)]
+    core = client.app.state.core
+    gate = threading.Event()
+    held = core.store.db.submit(lambda: gate.wait(30))  # the writer is busy meanwhile
+    seen = _counting(client, RUNNERS_READ)
+    answers: list[int] = []
+    claims = [threading.Thread(target=lambda c=c: answers.append(_beat(client, c)))
+              for c in fleet]
+    for claim in claims:
+        claim.start()
+    try:
+        wait_until(lambda: len(core.heartbeats.pending) == len(fleet), timeout=30,
+                   what="every heartbeat noted while the writer is busy")
+    finally:
+        gate.set()
+    for claim in claims:
+        claim.join(30)
+    held.result(timeout=30)
+    assert answers == [204] * len(fleet)
+    assert seen[RUNNERS_READ] == 1
