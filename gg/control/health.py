@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain import health as rules
 from gg.domain.events import EventKind
@@ -87,10 +89,21 @@ def judge(core: Core, runner: Runner, now: float, *, checked: bool) -> bool:
     return verdict.ok and (not runner.healthy or workers > runner.workers)
 
 
-def describe(core: Core, runner: Runner, now: float) -> dict[str, Any]:
+def describe(core: Core, runner: Runner, now: float, *,
+             policies: dict | None = None) -> dict[str, Any]:
     """What ``gg runners`` and ``gg runner show`` print about checks: every check that
-    decides health, the one-phrase verdict, and notes (a restart needed for more workers)."""
-    policy = Policy.from_dict(runner.policy) if runner.policy else policy_for(core, runner)
+    decides health, the one-phrase verdict, and notes (a restart needed for more workers).
+    ``policies``: the policies a listing parsed so far, by their JSON (filled here)."""
+    if runner.policy:
+        key = orjson.dumps(runner.policy, option=orjson.OPT_SORT_KEYS)
+        parsed = policies.get(key) if policies is not None else None
+        if parsed is None:
+            parsed = Policy.from_dict(runner.policy)
+            if policies is not None:
+                policies[key] = parsed
+        policy = parsed
+    else:
+        policy = policy_for(core, runner)
     listed = rules.checks(policy, runner.capabilities or None, dev=core.settings.dev,
                           started_workers=runner.started_workers)
     changed = (runner.policy_changed_at is not None and runner.checks_at is not None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import dataclass, field, fields
 
 from gg.control import health
 from gg.control.core import Core
@@ -13,24 +13,39 @@ from gg.domain.runners import AdminState, Liveness, Runner, liveness
 from gg.settings import DEFAULTS, Settings
 
 _HIDDEN = ("public_key", "skew_checked_pair")
+_SHOWN = tuple(f.name for f in fields(Runner) if f.name not in _HIDDEN)
+
+
+@dataclass
+class Listing:
+    """What the rows of one listing read once between them: owners' names by id, and each
+    policy parsed (``health.describe``); a fleet's runners share a few of each."""
+
+    owners: dict[str, str | None] = field(default_factory=dict)
+    policies: dict = field(default_factory=dict)
+
+    def owner_name(self, core: Core, owner_id: str) -> str | None:
+        if owner_id not in self.owners:
+            owner = core.store.person(owner_id)
+            self.owners[owner_id] = owner.name if owner else None
+        return self.owners[owner_id]
 
 
 def runner_view(core: Core, runner: Runner, *, detail: bool = False,
                 now: float | None = None, flights: list[Flight] | None = None,
-                groups: dict[str, Group] | None = None) -> dict:
+                groups: dict[str, Group] | None = None, listing: Listing | None = None) -> dict:
     now = core.now() if now is None else now
-    data = asdict(runner)
-    for key in _HIDDEN:
-        data.pop(key, None)
+    listing = listing or Listing()
+    # the row's own values (the runner read for this answer is not kept: nothing is copied)
+    data = {name: getattr(runner, name) for name in _SHOWN}
     data["online"] = liveness(runner, now, core.settings.offline_after) == Liveness.ONLINE.value
     data["liveness"] = Liveness.of(data["online"]).value
     data["state"] = runner.admin_state
-    owner = core.store.person(runner.owner) if runner.owner else None
-    data["owner_name"] = owner.name if owner else None
+    data["owner_name"] = listing.owner_name(core, runner.owner) if runner.owner else None
     if flights is None:
         flights = core.store.flights_held_by(runner.id)
     data.update(identity_fields(runner, flights))
-    data.update(health.describe(core, runner, now))
+    data.update(health.describe(core, runner, now, policies=listing.policies))
     data.update(group_fields(core, runner, groups))
     if not detail:
         data.pop("inventory", None)
@@ -45,8 +60,9 @@ def runners_view(core: Core) -> list[dict]:
         if flight.lease_runner:
             held.setdefault(flight.lease_runner, []).append(flight)
     groups = {g.name: g for g in core.store.groups()}
-    return [runner_view(core, r, now=now, flights=held.get(r.id, []), groups=groups)
-            for r in core.store.runners()]
+    listing = Listing()
+    return [runner_view(core, r, now=now, flights=held.get(r.id, []), groups=groups,
+                        listing=listing) for r in core.store.runners()]
 
 
 def identity_fields(runner: Runner, flights: list[Flight]) -> dict:
