@@ -520,8 +520,21 @@ class Client:
 
     # -- operator views ---------------------------------------------------------------------
 
-    def runners(self) -> list[r.RunnerRow]:
-        return _many(r.RunnerRow, self.request("GET", paths.RUNNERS))
+    def runners(self, limit: int | None = None) -> list[r.RunnerRow]:
+        """The oldest ``limit`` runners (every one when None), following the listing's pages;
+        a server that does not page answers every runner, cut here."""
+        if limit is None:
+            return _many(r.RunnerRow, self.request("GET", paths.RUNNERS))
+        rows: list[r.RunnerRow] = []
+        params: dict = {}
+        while len(rows) < limit:
+            params["limit"] = want = min(PAGE_MAX, limit - len(rows))
+            page = _many(r.RunnerRow, self.request("GET", paths.RUNNERS, params=params))
+            rows.extend(page)
+            if len(page) < want or len(page) > want:  # the last page, or every runner at once
+                break
+            params["after"] = page[-1].id
+        return rows[:limit]
 
     def runner(self, ref: str) -> r.RunnerDetail:
         return _one(r.RunnerDetail, self.request("GET", paths.RUNNER.format(ref=_segment(ref))))

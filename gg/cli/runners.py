@@ -129,22 +129,45 @@ def runner_size(cpus: str | None, memory: str | None) -> dict | None:
     return size or None
 
 
-def list_runners(json_: bool = typer.Option(False, "--json"),
+RUNNERS_SHOWN = 500  # `gg runners` without --limit or --all: the oldest this many
+
+
+def list_runners(json_: bool = typer.Option(False, "--json",
+                                            help="Every runner's fields (every runner unless "
+                                                 "--limit)."),
+                 limit: Optional[int] = typer.Option(
+                     None, "--limit", min=1, max=1000000,
+                     help=f"Show the oldest N (the table's default: {RUNNERS_SHOWN})."),
+                 all_: bool = typer.Option(False, "--all",
+                                           help="Every runner (follows the listing's pages)."),
                  watch_: bool = typer.Option(False, "--watch", "-w",
                                              help="Draw it again as it changes (q or Ctrl-C "
                                                   "quits).")) -> None:
-    """Every runner: admin state, liveness and health side by side."""
+    """Runners, oldest first: admin state, liveness and health side by side."""
     api = client()
+    if json_:  # a script's look-up: the whole fleet unless it asks for a page
+        emit_json(api.runners(None if all_ else limit))
+        return
+    shown = None if all_ else (limit or RUNNERS_SHOWN)
     if watch_:
         from gg.cli.watch import watch
 
-        watch(lambda: _runners_table(api.runners()), "runners")
+        watch(lambda: _runners_shown(api, shown), "runners")
         return
-    rows = api.runners()
-    if json_:
-        emit_json(rows)
-        return
-    console().print(_runners_table(rows))
+    console().print(_runners_shown(api, shown))
+
+
+def _runners_shown(api, limit: int | None):
+    """The table of the oldest ``limit`` runners (every one when None), saying so when there
+    are more."""
+    rows = api.runners(None if limit is None else limit + 1)
+    if limit is None or len(rows) <= limit:
+        return _runners_table(rows)
+    from rich.console import Group
+    from rich.text import Text
+
+    return Group(_runners_table(rows[:limit]),
+                 Text(f"the oldest {limit} runners shown; more: gg runners --all"))
 
 
 def _runners_table(rows):

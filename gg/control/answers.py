@@ -89,9 +89,18 @@ async def registered(core: Core, person: Person, **fields: Any) -> dict:
             "protocol": core.settings.protocol()}
 
 
-def runners_listed(core: Core) -> list[dict]:
+def runners_listed(core: Core, *, after: str | None = None,
+                   limit: int | None = None) -> list[dict]:
+    """Every runner's row, or a page: at most ``limit`` after the runner whose id is
+    ``after`` (the last row of the page before)."""
     runners.notice_silence(core)  # an offline episode is recorded when anyone looks
-    return runners_view(core)
+    last = None
+    if after is not None:
+        last = core.store.runner(after)
+        if last is None:
+            raise NotFound(f"no runner {after}: a page of runners starts after a runner "
+                           "the page before listed")
+    return runners_view(core, after=last, limit=limit)
 
 
 def runner_shown(core: Core, ref: str) -> dict:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 
 from gg.control import health
 from gg.control.core import Core
-from gg.domain.flights import Flight, Stage
+from gg.domain.flights import Flight
 from gg.domain.groups import Group
 from gg.domain.identity import key_fingerprint
 from gg.domain.runners import AdminState, Liveness, Runner, liveness
@@ -53,16 +53,20 @@ def runner_view(core: Core, runner: Runner, *, detail: bool = False,
     return data
 
 
-def runners_view(core: Core) -> list[dict]:
+def runners_view(core: Core, *, after: Runner | None = None,
+                 limit: int | None = None) -> list[dict]:
+    """``gg runners``: every runner's row, oldest first, or a page of them (``after`` the
+    runner a page ended with, at most ``limit``)."""
     now = core.now()
+    fleet = core.store.runners(after=after, limit=limit)
     held: dict[str, list[Flight]] = {}
-    for flight in core.store.flights(stages=(Stage.FLYING.value,), limit=100000):
+    for flight in core.store.flights_held_by_any([r.id for r in fleet]):
         if flight.lease_runner:
             held.setdefault(flight.lease_runner, []).append(flight)
     groups = {g.name: g for g in core.store.groups()}
     listing = Listing()
     return [runner_view(core, r, now=now, flights=held.get(r.id, []), groups=groups,
-                        listing=listing) for r in core.store.runners()]
+                        listing=listing) for r in fleet]
 
 
 def identity_fields(runner: Runner, flights: list[Flight]) -> dict:

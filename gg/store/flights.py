@@ -308,6 +308,12 @@ class FlightRows:
                            (runner_id,))
         return [flight_from_row(r) for r in rows]
 
+    def flights_held_by_any(self, runner_ids: list[str]) -> list[Flight]:
+        """The flights any of ``runner_ids`` holds a lease on (a page of ``gg runners``)."""
+        return [flight_from_row(r) for r in self.db.all_in(
+            "SELECT * FROM flights WHERE stage = 'flying' AND lease_runner IN ({ids})",
+            runner_ids)]
+
     def honour_leases_after_restart(self, now: float, ttl: float) -> int:
         cur = self.db.run(
             "UPDATE flights SET lease_expires_at = max(lease_expires_at, ?) WHERE stage = 'flying'",

@@ -127,9 +127,13 @@ class RunnerRows:
         row = self.db.one("SELECT * FROM runners WHERE credential_hash = ?", (credential_hash,))
         return (runner_from_row(row), row["credential_hash"]) if row else None
 
-    def runners(self, *, include_retired: bool = False, ids: list[str] | None = None) -> list[Runner]:
+    def runners(self, *, include_retired: bool = False, ids: list[str] | None = None,
+                after: Runner | None = None, limit: int | None = None) -> list[Runner]:
+        """Oldest first (registered, then id); ``after``: only the runners after that one in
+        this order (a listing's next page), ``limit``: at most that many."""
         sql = "SELECT * FROM runners"
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         if not include_retired:
             where.append("retired_at IS NULL")
         if ids is not None:
@@ -137,9 +141,14 @@ class RunnerRows:
                 return []
             where.append(f"id IN ({','.join('?' * len(ids))})")
             params.extend(ids)
+        if after is not None:
+            where.append("(created_at > ? OR (created_at = ? AND id > ?))")
+            params.extend((after.created_at, after.created_at, after.id))
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at, id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
         return [runner_from_row(r) for r in self.db.all(sql, tuple(params))]
 
     def silent_candidates(self, seen_before: float) -> list[Runner]:

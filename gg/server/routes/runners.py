@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
@@ -33,6 +33,7 @@ from gg.server.json_body import JsonRoute
 from gg.server.off_loop import off_loop
 
 router = APIRouter(route_class=JsonRoute)
+RUNNERS_PAGE_MAX = 1000  # the most runners one page holds (as a page of flights)
 
 
 @router.post(paths.KEY_NONCES, status_code=201, response_model=KeyNonce)
@@ -58,8 +59,12 @@ async def register(body: RunnerRegister, request: Request,
 
 
 @router.get(paths.RUNNERS, response_model=list[RunnerRow])
-def list_runners(request: Request, person: Person = Depends(auth.person)) -> list[dict]:
-    return answers.runners_listed(request.app.state.core)
+def list_runners(request: Request, person: Person = Depends(auth.person),
+                 limit: Annotated[int | None, Query(ge=1, le=RUNNERS_PAGE_MAX)] = None,
+                 after: Annotated[str | None, Query(max_length=100)] = None) -> list[dict]:
+    """Every runner, oldest first; with ``limit``, a page of at most that many, the next page
+    starting ``after`` the id of the page's last runner."""
+    return answers.runners_listed(request.app.state.core, after=after, limit=limit)
 
 
 @router.get(paths.RUNNER, response_model=RunnerDetail)
