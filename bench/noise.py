@@ -6,7 +6,8 @@ the benchmark runs, :class:`Noise` keeps up, in processes of its own:
 - one core of CPU burned by a Python process spinning (another tenant of the machine);
 - ``gg flights`` listed every 250 ms and ``gg runners`` every second, as an admin, against
   the benchmark's server: the requests the CLI makes (gg's own client: the first page of the
-  flights listing, 200 rows, and the runners listing), one thread each, so a slow flights page
+  flights listing, 200 rows, and the runners table's page, the oldest 500 and whether there
+  are more), one thread each, so a slow flights page
   does not hold the runners listing back. A call that takes longer than its period is
   followed by the next at once, never by a pile-up.
 
@@ -29,6 +30,7 @@ SPIN = "while True:\n    pass\n"
 
 
 def _listing(url: str, token: str, every: float, what: str, stop, out: list, errors: list) -> None:
+    from gg.cli.runners import RUNNERS_SHOWN
     from gg.client import Client
 
     client = Client(url, token, timeout=60)
@@ -39,7 +41,7 @@ def _listing(url: str, token: str, every: float, what: str, stop, out: list, err
             if what == "flights":
                 client.flights(limit=200)  # `gg flights`: the first page
             else:
-                client.runners()  # `gg runners`
+                client.runners(RUNNERS_SHOWN + 1)  # `gg runners`: its table's page
             out.append((time.perf_counter() - started) * 1000)
         except Exception as exc:  # a listing that failed is a figure, not a crash
             errors.append(f"{type(exc).__name__}: {exc}"[:200])
