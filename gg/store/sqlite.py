@@ -80,6 +80,10 @@ class _Transactions:
     def holds(self) -> bool:
         return self.conn.in_transaction
 
+    def retryable(self, exc: BaseException) -> bool:
+        """Never: one writer, which no other ever makes give way."""
+        return False
+
 
 class SqliteDatabase(SharedDatabase):
     """The SQLite store (implements :class:`gg.store.db.Database`)."""

@@ -11,6 +11,10 @@ exception), runs the ``before_commit`` step, then commits once: many changes sha
 durable flush, and no unit's future is resolved before that commit returned, so nothing is
 acknowledged before it is durable. A unit that succeeded leaves its savepoint to the next
 one, which releases it as it makes its own (the commit releases the last).
+On PostgreSQL, where writers of several replicas run side by side, a unit that lost to
+another's (a deadlock, a lock waited for too long: ``TransactionHooks.retryable``) is rolled
+back to its savepoint and run again in the same group, up to UNIT_TRIES runs
+(``WriteTurns.retries``); its caller sees only the last run's outcome.
 
 :meth:`Writer.atomic` works from any thread: it takes the write lock and runs one
 transaction of its own there; inside a unit its outermost block is a savepoint of the group
@@ -32,6 +36,7 @@ from gg.store import loop_guard
 log = logging.getLogger("gg.store")
 
 GROUP_MAX = 256  # units in one group commit (the rest go into the next one)
+UNIT_TRIES = 4  # runs of a unit that keeps losing to other replicas' writers (PostgreSQL)
 
 # A step run by the writer inside each group after its units, in a savepoint of its own; it
 # returns a function told after the commit whether it held (True) or not (False), or None.
@@ -67,16 +72,20 @@ class TransactionHooks(Protocol):
         """Whether the transaction is still open (SQLite ends a whole transaction on some
         errors; a PostgreSQL connection may break)."""
 
+    def retryable(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the unit lost to another writer (PostgreSQL: a deadlock, a
+        lock waited for too long): undone by its savepoint, it is run again."""
+
 
 class WriteTurns:
     """What the writer's group commits cost so far, for ``/metrics``: how many, the units
-    they carried, and the seconds spent beginning them (on PostgreSQL: waiting for every
-    replica's write lock), running their units, and committing (the durable flush)."""
+    they carried, the units run again after losing to another replica's writer, and the
+    seconds spent beginning them, running their units, and committing (the durable flush)."""
 
-    __slots__ = ("commits", "units", "begin", "work", "commit")
+    __slots__ = ("commits", "units", "retries", "begin", "work", "commit")
 
     def __init__(self) -> None:
-        self.commits = self.units = 0
+        self.commits = self.units = self.retries = 0
         self.begin = self.work = self.commit = 0.0
 
     def add(self, units: int, started: float, begun: float, worked: float,
@@ -283,20 +292,29 @@ class Writer:
         local = self._local
         mark = self.hooks.savepoint("unit", release_first=local.savepoint)
         local.savepoint = True
-        local.unit_top = True
         after = local.after
         told = len(after)
-        try:
-            value = unit()
-        except BaseException as exc:  # noqa: BLE001 - handed to the unit's caller
-            local.savepoint = False
-            del after[told:]  # what it asked for after the commit went with it
-            self.hooks.rollback_to("unit", mark)
-            return False, exc
-        finally:
-            local.unit_top = False
-            local.depth = 1
-        return True, value
+        tries = 0
+        while True:
+            tries += 1
+            local.unit_top = True
+            try:
+                value = unit()
+            except BaseException as exc:  # noqa: BLE001 - handed to the unit's caller
+                local.savepoint = False
+                del after[told:]  # what it asked for after the commit went with it
+                self.hooks.rollback_to("unit", mark)
+                if tries < UNIT_TRIES and self.hooks.holds() and self.hooks.retryable(exc):
+                    # it lost to another replica's writer: undone, it runs again
+                    self.turns.retries += 1
+                    mark = self.hooks.savepoint("unit")
+                    local.savepoint = True
+                    continue
+                return False, exc
+            finally:
+                local.unit_top = False
+                local.depth = 1
+            return True, value
 
     def close(self) -> None:
         """Stop the writer thread once the units queued so far are committed."""
