@@ -140,6 +140,10 @@ class StoreCollector:
         for phase in ("begin", "work", "commit"):
             spent.add_metric([phase], getattr(turns, phase))
         yield spent
+        yield CounterMetricFamily("gg_store_events_turn_seconds", "Of the commit phase, seconds "
+                                  "waited for the events' turn, which puts event numbers in "
+                                  "commit order across replicas (PostgreSQL only).",
+                                  value=turns.turn)
         yield CounterMetricFamily("gg_store_unit_retries", "Units run again because they lost "
                                   "to another replica's writer (a deadlock, a lock waited for "
                                   "too long; PostgreSQL only).", value=turns.retries)

@@ -32,7 +32,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from gg.errors import DatabaseUnavailable
-from gg.store import loop_guard
+from gg.store import event_order, loop_guard
 from gg.store.db import SharedDatabase, refuse_nul
 from gg.store.dialect import ddl, split_script, translate
 from gg.store.faults import database_away
@@ -353,6 +353,7 @@ class PgDatabase(SharedDatabase):
         """BEGIN, its lock wait bound and the commit's durability in one round trip."""
         self._local.kept = {}
         self._local.notes = []
+        self._local.events = event_order.PendingEvents()
         begin = _BEGIN_DURABLE if durable else _BEGIN_QUICK
         if self._trace is not None:
             self._trace(begin)
@@ -364,18 +365,52 @@ class PgDatabase(SharedDatabase):
         wake-up); a savepoint rolled back takes back its own, as PostgreSQL's would."""
         self._local.notes.append((channel, payload))
 
-    def _commit(self) -> None:
+    def record_event(self, values: dict, then: event_order.Then | None = None) -> None:
+        """An event of this write transaction, inserted as its last statement, in commit
+        order (:mod:`gg.store.event_order`); ``then`` is handed its seq there. Outside a
+        transaction, a transaction of its own."""
+        if not self.in_transaction():
+            with self.atomic():
+                self._local.events.add(values, then)
+            return
+        self._local.events.add(values, then)
+
+    def _last(self) -> None:
+        """The transaction's events, after every other statement of it: the events' turn
+        taken, their rows inserted (their seqs handed to whoever asked), up to the COMMIT.
+        Its notifications so far go out first, so that the turn is held the less long."""
+        events = self._local.events
+        if not events:
+            return
+        self._send_notes()
+        conn = self._write
+        turns = self.writer.turns
+        waited = time.perf_counter()
+        self._execute(conn, event_order.TAKE_TURN, (event_order.TURN_WAIT, event_order.EVENTS_TURN))
+        turns.turn += time.perf_counter() - waited
+        while events:  # a step handed a seq may record another event
+            rows, then = events.take()
+            seqs = [r[0] for r in self._execute(conn, event_order.insert_statement(len(rows)),
+                                                [v for row in rows for v in row]).fetchall()]
+            for step, seq in zip(then, seqs, strict=True):
+                if step is not None:
+                    step(seq)
+
+    def _send_notes(self) -> None:
         conn = self._write
         notes = list(dict.fromkeys(self._local.notes))  # PostgreSQL sends a repeated one once
         self._local.notes = []
-        self._local.kept = {}
         for at in range(0, len(notes), NOTES_A_STATEMENT):
             chunk = notes[at:at + NOTES_A_STATEMENT]
             text = "SELECT " + ", ".join(["pg_notify(%s, %s)"] * len(chunk))
             if self._trace is not None:
                 self._trace(text)
             conn.execute(text, [value for note in chunk for value in note])
-        conn.execute("COMMIT")
+
+    def _commit(self) -> None:
+        self._send_notes()
+        self._local.kept = {}
+        self._write.execute("COMMIT")
 
     def _rollback(self) -> None:
         conn = self._write
@@ -444,15 +479,18 @@ class PgDatabase(SharedDatabase):
 
 
 class _Transactions:
-    """PostgreSQL's edges of a write transaction (the writer's hooks): BEGIN, COMMIT with
-    the transaction's notifications, savepoints that take back the notifications and kept
-    rows of what they undo."""
+    """PostgreSQL's edges of a write transaction (the writer's hooks): BEGIN, its events in
+    commit order last, COMMIT with the transaction's notifications, savepoints that take back
+    the notifications, held events and kept rows of what they undo."""
 
     def __init__(self, db: PgDatabase):
         self._db = db
 
     def begin(self, durable: bool) -> None:
         self._db._start(durable)
+
+    def last(self) -> None:
+        self._db._last()
 
     def commit(self) -> None:
         self._db._commit()
@@ -463,15 +501,18 @@ class _Transactions:
     def savepoint(self, name: str, *, release_first: bool = False) -> object:
         self._db._write.execute(f"RELEASE {name}; SAVEPOINT {name}" if release_first
                                 else f"SAVEPOINT {name}")
-        return len(self._db._local.notes)
+        local = self._db._local
+        return len(local.notes), local.events.mark()
 
     def release(self, name: str) -> None:
         self._db._write.execute(f"RELEASE {name}")
 
     def rollback_to(self, name: str, mark: object) -> None:
         local = self._db._local
-        assert isinstance(mark, int)
-        del local.notes[mark:]
+        assert isinstance(mark, tuple)
+        notes, events = mark
+        del local.notes[notes:]
+        local.events.undo(events)
         local.kept = {}
         conn = self._db._write
         if conn.closed or conn.broken:

@@ -47,6 +47,9 @@ class _Transactions:
             self._quick = True
         self.conn.execute("BEGIN IMMEDIATE")
 
+    def last(self) -> None:
+        """Nothing: one writer, so events are inserted in commit order as they come."""
+
     def commit(self) -> None:
         self.conn.execute("COMMIT")
         self._durable_again()

@@ -7,7 +7,8 @@ rollback, and the savepoints between). docs/architecture.md, "The write path".
 :meth:`Writer.submit` queues a unit of work (a function) for the writer thread, which takes
 everything queued (at most GROUP_MAX), begins ONE transaction, runs each unit inside a
 savepoint of its own (a unit that raises rolls back only itself and its caller gets the
-exception), runs the ``before_commit`` step, then commits once: many changes share one
+exception), runs the ``before_commit`` step and the store's last statements (``TransactionHooks.last``:
+PostgreSQL's events, in commit order), then commits once: many changes share one
 durable flush, and no unit's future is resolved before that commit returned, so nothing is
 acknowledged before it is durable. A unit that succeeded leaves its savepoint to the next
 one, which releases it as it makes its own (the commit releases the last).
@@ -51,6 +52,10 @@ class TransactionHooks(Protocol):
         """Begin a write transaction that holds the write lock (``durable=False``: its commit
         may skip the durable flush)."""
 
+    def last(self) -> None:
+        """The transaction's last statements, after all its work, just before the commit
+        (PostgreSQL: its events, in commit order, gg.store.event_order; SQLite: none)."""
+
     def commit(self) -> None:
         """Commit the transaction begun (it was durable if it said so)."""
 
@@ -80,13 +85,15 @@ class TransactionHooks(Protocol):
 class WriteTurns:
     """What the writer's group commits cost so far, for ``/metrics``: how many, the units
     they carried, the units run again after losing to another replica's writer, and the
-    seconds spent beginning them, running their units, and committing (the durable flush)."""
+    seconds spent beginning them, running their units, and committing (the durable flush,
+    with the transaction's last statements: on PostgreSQL its events, and the ``turn`` waited
+    for to insert them, gg.store.event_order)."""
 
-    __slots__ = ("commits", "units", "retries", "begin", "work", "commit")
+    __slots__ = ("commits", "units", "retries", "begin", "work", "commit", "turn")
 
     def __init__(self) -> None:
         self.commits = self.units = self.retries = 0
-        self.begin = self.work = self.commit = 0.0
+        self.begin = self.work = self.commit = self.turn = 0.0
 
     def add(self, units: int, started: float, begun: float, worked: float,
             committed: float) -> None:
@@ -175,6 +182,7 @@ class Writer:
                 self.hooks.begin(durable)
                 local.depth = 1
                 yield
+                self.hooks.last()
                 local.depth = 0
                 self.hooks.commit()
             except BaseException:
@@ -256,8 +264,9 @@ class Writer:
                     if not ok:
                         log.error("the group's last step failed: %r", told)
                         told = None
-                local.depth = 0
                 worked = time.perf_counter()
+                hooks.last()
+                local.depth = 0
                 hooks.commit()
                 self.turns.add(len(live), started, begun, worked, time.perf_counter())
             except BaseException as exc:
