@@ -197,7 +197,7 @@ def write_turns(bench: Bench) -> dict[str, float]:
     the units they carried, and their seconds by phase."""
     import re
 
-    out = {"commits": 0.0, "units": 0.0, "begin": 0.0, "work": 0.0, "commit": 0.0}
+    out = {"commits": 0.0, "units": 0.0, "begin": 0.0, "work": 0.0, "commit": 0.0, "turn": 0.0}
     for server in bench.servers:
         text = httpx.get(f"{server.url}/metrics", timeout=60).text
         out["commits"] += float(re.search(r"^gg_store_commits_total (\S+)$", text, re.M)[1])
@@ -205,6 +205,8 @@ def write_turns(bench: Bench) -> dict[str, float]:
         for phase in ("begin", "work", "commit"):
             out[phase] += float(re.search(
                 rf'^gg_store_commit_seconds_total{{phase="{phase}"}} (\S+)$', text, re.M)[1])
+        turn = re.search(r"^gg_store_events_turn_seconds_total (\S+)$", text, re.M)
+        out["turn"] += float(turn[1]) if turn else 0.0  # (a server from before it: none)
     return out
 
 
@@ -271,7 +273,7 @@ def run(sizes: list[int], flights: int, repeats: int, database: str | None = Non
                 "commits_per_flight": round(turns["commits"] / (flights * repeats), 2),
                 "units_per_commit": round(turns["units"] / commits, 2),
                 "ms_per_commit": {k: round(turns[k] * 1000 / commits, 3)
-                                  for k in ("begin", "work", "commit")},
+                                  for k in ("begin", "work", "commit", "turn")},
                 "writer_ms_per_flight": round(
                     sum(turns[k] for k in ("begin", "work", "commit")) * 1000
                     / (flights * repeats), 3),
@@ -332,7 +334,9 @@ def markdown(r: dict) -> str:
             continue
         ms = w["ms_per_commit"]
         lines.append(f"| {size} | {w['commits_per_flight']:g} | {w['units_per_commit']:g} | "
-                     f"{ms['begin']:g} / {ms['work']:g} / {ms['commit']:g} | "
+                     f"{ms['begin']:g} / {ms['work']:g} / {ms['commit']:g}"
+                     # of the commit, the wait for the events' turn (PostgreSQL)
+                     f"{f' (turn {t:g})' if (t := ms.get('turn')) else ''} | "
                      f"{w['writer_ms_per_flight']:g} |")
     lines.append("")
     for size, s in r["sizes"].items():

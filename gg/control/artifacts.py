@@ -47,6 +47,7 @@ def _check(name: str, digest: str, size: int) -> None:
 def _fits(core: Core, flight: Flight, adding: dict[str, int], new_bytes: int) -> None:
     """Refuse (413, one sentence, nothing stored) what would pass the flight's limit or the
     server's quota; ``adding``: name -> size (a name stored already is replaced)."""
+    core.store.lock_artifact_quota()  # replicas' offers are counted one after another
     limit = core.store.artifact_limit_of(flight.id)
     limit = rules.DEFAULT_LIMIT if limit is None else limit
     kept = {a["name"]: a["size"] for a in core.store.artifacts_of(flight.id)}

@@ -2,11 +2,11 @@
 decides; docs/jobs.md; opening is gg.control.keys_opened).
 
 The grant's check holds across replicas: :func:`may_grant` runs inside the transaction that
-grants, takes the key's lock (``Store.lock_concurrency_key``: on PostgreSQL an advisory lock
-until the commit), counts the flights of the key flying as this transaction sees them (its
-own grants included) and asks the domain's rule again. Every write transaction on
-PostgreSQL also holds the store's write lock, so this lock is a second defence, the way the
-grant's compare-and-set is: no two replicas ever both start the (N+1)th flight of a key.
+grants, takes the key's lock (``Store.hold_concurrency_key``: on PostgreSQL an advisory lock
+until the commit, tried, not waited for), counts the flights of the key flying as this
+transaction sees them after the lock (every earlier grant of the key committed, its own
+included) and asks the domain's rule again: no two replicas ever both start the (N+1)th
+flight of a key. A key whose lock another replica's writer holds is passed by in this pass.
 """
 
 from __future__ import annotations
@@ -26,13 +26,15 @@ def keys_for(core: Core, flights: Iterable[Flight]) -> Keys:
     return Keys(of, flying)
 
 
-def may_grant(core: Core, flight: Flight, keys: Keys) -> bool:
+def may_grant(core: Core, flight: Flight, keys: Keys) -> bool | None:
     """Whether ``flight`` may be granted now, asked inside the granting transaction under
-    its key's lock, from a fresh count (True for a flight without a key)."""
+    its key's lock, from a fresh count (True for a flight without a key); None when another
+    replica's writer holds the key's lock (ask again in the next pass)."""
     c = keys.of.get(flight.id)
     if c is None:
         return True
-    core.store.lock_concurrency_key(c.key)
+    if not core.store.hold_concurrency_key(c.key):
+        return None
     flying = core.store.flying_with_keys([c.key]).get(c.key, [])
     return held(c, [f for f in flying if f != flight.id]) is None
 

@@ -318,27 +318,37 @@ class Core:
         kind = EventKind(kind)
         at = self.now() if at is None else at
         with self.store.atomic():  # the event and its hooks' outbox rows: one transaction
-            seq = self.store.add_event(kind.value, at, actor=actor, runner_id=runner_id,
-                                       flight_id=flight_id, body=body)
+            then = None
             if kind.value in hook_rules.NAME_OF:
-                self._queue_for_hooks(dict(seq=seq, kind=kind.value, at=at, actor=actor,
-                                           runner_id=runner_id, flight_id=flight_id, body=body))
+                then = self._queue_for_hooks(dict(kind=kind.value, at=at, actor=actor,
+                                                  runner_id=runner_id, flight_id=flight_id,
+                                                  body=body))
+            # its seq is known once its row is in (on PostgreSQL at the commit, in commit order)
+            self.store.add_event(kind.value, at, actor=actor, runner_id=runner_id,
+                                 flight_id=flight_id, body=body, then=then)
             # what it recorded wakes whoever follows the events, once it is committed
             self.signals.event_added()
 
-    def _queue_for_hooks(self, event: dict) -> None:
-        """An outbox row for every hook that hears ``event`` (gg.domain.hooks)."""
+    def _queue_for_hooks(self, event: dict) -> Callable[[int], None] | None:
+        """What writes an outbox row for every hook that hears ``event`` (gg.domain.hooks),
+        once its seq is known; None when no hook hears it. The hooks are read now."""
         hooks = self.store.hooks()
         if not hooks:
-            return
+            return None
         flight_id = event["flight_id"]
         environment = self.store.flight_environment(flight_id) if flight_id else None
-        for hook in hooks:
-            if not hook_rules.hears(hook, event["kind"], environment):
-                continue
-            delivery_id = hook_rules.new_delivery_id()
-            self.store.add_hook_delivery(
-                id=delivery_id, hook_id=hook["id"], event_seq=event["seq"], kind=event["kind"],
-                flight_id=flight_id, now=self.now(),
-                body=hook_rules.body(delivery_id=delivery_id, hook_id=hook["id"], event=event,
-                                     environment=environment))
+        hearing = [h for h in hooks if hook_rules.hears(h, event["kind"], environment)]
+        if not hearing:
+            return None
+        now = self.now()
+
+        def queue(seq: int) -> None:
+            for hook in hearing:
+                delivery_id = hook_rules.new_delivery_id()
+                self.store.add_hook_delivery(
+                    id=delivery_id, hook_id=hook["id"], event_seq=seq, kind=event["kind"],
+                    flight_id=flight_id, now=now,
+                    body=hook_rules.body(delivery_id=delivery_id, hook_id=hook["id"],
+                                         event=event | {"seq": seq}, environment=environment))
+
+        return queue

@@ -1,11 +1,17 @@
 """Claim, renew, report, hand back, expire: the lease protocol of SPEC section 6.
 
-Every function here runs inside one ``BEGIN IMMEDIATE`` transaction. A claim, and the
-dispatcher's pass for parked claimers, is plan-then-apply: load the seats and the ready
-flights, let :func:`gg.domain.matching.assign` plan who gets what (from
+Every function here runs inside one write transaction. A claim, and the dispatcher's pass
+for parked claimers, is plan-then-apply: load the seats and the ready flights, let
+:func:`gg.domain.matching.assign` plan who gets what (from
 :func:`~gg.domain.matching.offerable`, the same rule the waiting sentence uses), then apply
-each grant through :func:`gg.control.lifecycle.move`, a compare-and-set on (stage, epoch);
-a grant that lost a race is dropped.
+each grant through :func:`gg.control.lifecycle.move`, a compare-and-set on (stage, epoch)
+that passes by a flight another writer holds; a grant that lost a race is dropped.
+
+On PostgreSQL writers of several replicas apply plans side by side (no global lock): before
+its first grant to a runner a plan takes that runner's lock and counts its live leases again
+(a runner another replica is granting to right now, or granted to since its seat was read, is
+passed by); a concurrency key is counted again under the key's lock. What a pass passed by
+because another writer held it is offered again by the next pass (``ready_changed``).
 """
 
 from __future__ import annotations
@@ -66,21 +72,31 @@ def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tupl
     (priority, then fair share between openers, oldest first within each), or None."""
     now = core.now()
     granted = None
+    passed: list[str] = []
     with core.store.atomic():
         expired = expire_due(core, now)
-        runner = core.store.runner(runner_id)
-        if runner is None:
-            return None
-        s = seat_for(core, runner, now)
-        if (free_slots is not None and free_slots <= 0) or s.placement.quiesced or s.group.draining:
-            return None  # offered nothing: no need to read the queue
-        applied = _apply(core, _plan(core, [s]), now)
-        granted = applied[0] if applied else None
-    if expired:
+        if core.store.hold_runner(runner_id):
+            granted = _claim(core, runner_id, free_slots=free_slots, now=now, passed=passed)
+        else:  # another replica is granting it one now: the next pass looks again
+            passed.append(runner_id)
+    if expired or passed:
         core.signals.ready_changed()
     if granted:
         core.signals.flight_changed(granted[0].id)
     return granted
+
+
+def _claim(core: Core, runner_id: str, *, free_slots: int | None, now: float,
+           passed: list[str]) -> tuple[Flight, leases.Grant] | None:
+    """:func:`try_claim` under the runner's lock: its seat read as it is, then the grant."""
+    runner = core.store.runner(runner_id)
+    if runner is None:
+        return None
+    s = seat_for(core, runner, now)
+    if (free_slots is not None and free_slots <= 0) or s.placement.quiesced or s.group.draining:
+        return None  # offered nothing: no need to read the queue
+    applied = _apply(core, _plan(core, [s]), now=now, passed=passed, seated={runner_id: True})
+    return applied[0] if applied else None
 
 
 def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases.Grant]]:
@@ -105,11 +121,14 @@ def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases
              and not placement.group(runners[rid].group).draining]
     if not seats:
         return []
+    passed: list[str] = []
     with core.store.atomic():
         expire_due(core, now)
-        out = _apply(core, _plan(core, seats), now)
+        out = _apply(core, _plan(core, seats), now=now, passed=passed)
     for flight, _ in out:
         core.signals.flight_changed(flight.id)
+    if passed:  # held by another replica's writer this moment: the next pass offers it
+        core.signals.ready_changed()
     return out
 
 
@@ -177,19 +196,33 @@ def _empty_seats_could_take(core: Core, seats: list[Seat], plan: list[Assignment
     return any_kind_fits(kinds, empty)
 
 
-def _apply(core: Core, planned: tuple[list[Assignment], Keys],
-           now: float) -> list[tuple[Flight, leases.Grant]]:
-    """Apply a matching plan: each grant a compare-and-set; one that lost a race, or whose
-    concurrency key is full when counted again under its lock, is dropped."""
+def _apply(core: Core, planned: tuple[list[Assignment], Keys], *, now: float,
+           passed: list[str], seated: dict[str, bool] | None = None,
+           ) -> list[tuple[Flight, leases.Grant]]:
+    """Apply a matching plan: each grant a compare-and-set; one that lost a race, whose
+    runner holds more live leases when counted again under its lock than its seat was read
+    with, or whose concurrency key is full when counted again under its lock, is dropped.
+    What another replica's writer held (a runner, a key, the flight) is added to ``passed``.
+    ``seated``: runners whose seat was read under their lock already (a claim's own)."""
     plan, keys = planned
     out = []
     took_one: set[str] = set()  # ephemeral runners granted their one flight in this plan
+    seated = dict(seated or {})  # runner id -> whether this plan may grant to it
     for a in plan:
         runner = a.seat.runner
-        if runner.id in took_one or not concurrency_ops.may_grant(core, a.flight, keys):
+        if runner.id not in seated:
+            seated[runner.id] = _seated(core, a.seat, now, passed)
+        if runner.id in took_one or not seated[runner.id]:
+            continue
+        may = concurrency_ops.may_grant(core, a.flight, keys)
+        if not may:
+            if may is None:
+                passed.append(a.flight.id)
             continue
         change = move(core, a.flight, Event.GRANTED, now, actor=f"runner:{runner.name}",
                       runner_id=runner.id, ttl=core.settings.lease_ttl)
+        if change is None:  # moved on, or held by another writer: the next pass looks again
+            passed.append(a.flight.id)
         if change is not None:  # the row as the compare-and-set left it, without reading it
             assert change.grant is not None, "a GRANTED change carries its new lease"
             out.append((changed(a.flight, change), change.grant))
@@ -199,6 +232,16 @@ def _apply(core: Core, planned: tuple[list[Assignment], Keys],
                 took_one.add(runner.id)
                 runner_ops.after_ephemeral_grant(core, runner, now)
     return out
+
+
+def _seated(core: Core, s: Seat, now: float, passed: list[str]) -> bool:
+    """Whether a plan may grant to the seat's runner: its lock taken (or already this
+    transaction's) and its live leases no more than the seat was planned with."""
+    rid = s.runner.id
+    if not core.store.hold_runner(rid):
+        passed.append(rid)
+        return False
+    return core.store.live_leases(now, [rid]).get(rid, 0) <= s.live_leases
 
 
 def _holding(core: Core, runner: Runner | RunnerIdentity, flight_id: str, *, epoch: int, now: float,

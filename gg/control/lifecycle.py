@@ -14,6 +14,11 @@ from gg.control import dependencies, estimates
 from gg.control.core import CONTROL_PLANE, Core
 from gg.domain.flights import Change, Event, Flight, Stage, transition
 
+# What the control plane offers rather than what someone asked for: a flight another
+# replica's writer holds this moment is passed by (the next pass offers it again), never
+# waited for (Store.apply_flight_change's ``pass_by``).
+PASSED_BY = frozenset({Event.GRANTED, Event.EXPIRED})
+
 
 def move(core: Core, flight: Flight, event: Event, now: float, *, actor: str | None = None,
          settle: bool = True, **details) -> Change | None:
@@ -22,7 +27,8 @@ def move(core: Core, flight: Flight, event: Event, now: float, *, actor: str | N
     no edge for. ``settle=False``: its dependents are the caller's (the cascade's own
     cancels, which it walks itself rather than by recursion)."""
     change = transition(flight, event, now, actor=actor, **details)
-    if not core.store.apply_flight_change(flight.id, flight.stage, flight.epoch, change):
+    if not core.store.apply_flight_change(flight.id, flight.stage, flight.epoch, change,
+                                          pass_by=event in PASSED_BY):
         return None
     fact = change.fact
     if fact is not None:

@@ -18,7 +18,10 @@ the same way across resets); each cycle gives that row a fresh key and credentia
 
 Ending the cycle in the same transaction as the plan check is what keeps an action from
 racing a claim: an offline or retired runner is never offered a flight, and the answer to
-the action comes only after that is committed.
+the action comes only after that is committed. On PostgreSQL (no global write lock) the
+action holds the pool's lock and the named member's runner lock (gg.store.row_locks) from
+before the plan is read, so replicas' actions on one pool take turns and no claim grants
+that runner a flight between the plan's check and the commit.
 """
 
 from __future__ import annotations
@@ -57,6 +60,11 @@ def act(core: Core, runner: Runner, pool: str, kind: str, *,
     ended: list[str] = []
     with core.store.atomic():
         lease_ops.expire_due(core, now)
+        core.store.lock_pool(pool)  # another replica's action on the pool waits: bounds hold
+        if member_id:  # and no claim grants the member's runner a flight meanwhile
+            named = core.store.member(member_id)
+            if named is not None and named.runner_id:
+                core.store.lock_runner(named.runner_id)
         record = maintained(core, runner, pool, claim=True)
         shares = look(core, record, now, asking=runner).shares
         assert shares is not None, "look() splits the plan"

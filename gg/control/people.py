@@ -24,8 +24,10 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 def bootstrap(core: Core, data_dir: Path, org_name: str = "default") -> Path | None:
     """First start: create the organisation and its owner; write DATA_DIR/owner-token. Once
     per store: several servers starting together on one database make one owner (the
-    insert is conditional, in a write transaction that every replica takes in turn)."""
+    insert is conditional, in a write transaction under the organisation's lock, which
+    every replica takes in turn)."""
     with core.store.atomic():
+        core.store.lock_organisation()
         if core.store.organisation() is not None:
             return None
         now = core.now()

@@ -242,8 +242,8 @@ def note_stale_pools(core: Core, now: float) -> int:
     noted = 0
     for record in core.store.strategies(in_force=True):
         if stale_event_due(record.last_attested_at, record.in_force_at, record.stale_noted_at,
-                           now, stale):
-            core.store.update_strategy(record.name, stale_noted_at=now)
+                           now, stale) and core.store.note_once(
+                "strategies", "name", record.name, "stale_noted_at", record.stale_noted_at, now):
             core.event(EventKind.POOL_STALE, actor="control-plane", at=now, pool=record.pool,
                        last_attested_at=record.last_attested_at)
             noted += 1

@@ -421,8 +421,8 @@ def note_silent_runners(core: Core, now: float, *, every: float = 1.0) -> int:
     core.silence_scanned_at = now
     noted = 0
     for runner in core.store.silent_candidates(now - core.settings.offline_after):
-        if silently_gone(runner, now, core.settings.offline_after):
-            core.store.update_runner(runner.id, offline_noted_at=now)
+        if silently_gone(runner, now, core.settings.offline_after) and core.store.note_once(
+                "runners", "id", runner.id, "offline_noted_at", runner.offline_noted_at, now):
             core.event(EventKind.RUNNER_AGED_OUT, actor=CONTROL_PLANE, runner_id=runner.id, at=now,
                        last_seen_at=runner.last_seen_at)
             noted += 1
@@ -501,7 +501,9 @@ def _note_skew(core: Core, runner: Runner, *, skew: str, version: str | None,
     pair = identity.skew_pair(version, commit, core.version, core.commit)
     if pair == runner.skew_checked_pair:  # looked up when this build first checked in
         return
-    core.store.update_runner(runner.id, skew_checked_pair=pair)
+    if not core.store.note_once("runners", "id", runner.id, "skew_checked_pair",
+                                runner.skew_checked_pair, pair):
+        return  # another replica looked it up this moment
     if skew not in ("skewed", "unknown"):
         return
     recorded = {e["body"].get("pair") for e in

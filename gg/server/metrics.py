@@ -135,11 +135,18 @@ class StoreCollector:
                                   "report…) those group commits carried.", value=turns.units)
         spent = CounterMetricFamily(
             "gg_store_commit_seconds", "Seconds the writer spent in its group commits, by "
-            "phase: begin (on PostgreSQL: waiting for every replica's write lock), work (the "
-            "units' statements), commit (the durable flush).", labels=["phase"])
+            "phase: begin, work (the units' statements, with any wait for a row another "
+            "replica's writer holds), commit (the durable flush).", labels=["phase"])
         for phase in ("begin", "work", "commit"):
             spent.add_metric([phase], getattr(turns, phase))
         yield spent
+        yield CounterMetricFamily("gg_store_events_turn_seconds", "Of the commit phase, seconds "
+                                  "waited for the events' turn, which puts event numbers in "
+                                  "commit order across replicas (PostgreSQL only).",
+                                  value=turns.turn)
+        yield CounterMetricFamily("gg_store_unit_retries", "Units run again because they lost "
+                                  "to another replica's writer (a deadlock, a lock waited for "
+                                  "too long; PostgreSQL only).", value=turns.retries)
 
     def _runners(self, now: float) -> GaugeMetricFamily:
         counts: dict[tuple[str, str, str], int] = {}

@@ -4,8 +4,8 @@ The control layer speaks only to the methods of :class:`Store` (rows in, domain 
 out, no rules). The store is SQLite in the data dir (:mod:`gg.store.sqlite`, the embedded
 default) or, given a ``postgresql://`` URL, PostgreSQL (:mod:`gg.store.postgres`), which
 several ``gg server`` replicas share: the same methods, the same SQL translated in one place
-(:mod:`gg.store.dialect`), every write transaction serialised across replicas by an advisory
-lock (docs/scale-out.md).
+(:mod:`gg.store.dialect`), writers of every replica side by side, each decision taken under
+the lock of the row or object it rests on (:mod:`gg.store.row_locks`, docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from gg.store.pools import PoolRows
 from gg.store.pull import PullRows
 from gg.store.retention import RetentionRows
 from gg.store.retries import RetryRows
+from gg.store.row_locks import RowLockRows
 from gg.store.runners import RunnerRows
 from gg.store.secrets import SecretRows
 from gg.store.sessions import SessionRows
@@ -51,7 +52,7 @@ class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             PlacementRows, PoolRows, MetricRows, RetentionRows, HookRows, SessionRows,
             EstimateRows, ApprovalRows, GroupRows, PullRows, ConsoleRows, DutyRows,
             ConcurrencyRows, DependencyRows, SigningKeyRows, SecretRows, RetryRows,
-            ArtifactRows):
+            ArtifactRows, RowLockRows):
     """The store: SQLite at a path (the embedded default), PostgreSQL at a postgresql:// URL."""
 
     db: Database

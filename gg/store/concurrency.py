@@ -6,10 +6,6 @@ from __future__ import annotations
 from gg.domain.concurrency import Concurrency
 from gg.store.db import Database
 
-# gg's advisory lock class for concurrency keys on PostgreSQL (the two-int lock space, which
-# never overlaps the one-bigint space of gg.store.postgres's locks): "gg" in ASCII
-KEY_LOCK_CLASS = 0x6767
-
 
 class ConcurrencyRows:
     db: Database
@@ -57,9 +53,3 @@ class ConcurrencyRows:
             "SELECT f.id FROM flight_concurrency AS c JOIN flights AS f ON f.id = c.flight_id "
             "WHERE c.key = ? AND f.stage IN ('gated', 'ready', 'flying') ORDER BY f.seq", (key,))
         return [r[0] for r in rows]
-
-    def lock_concurrency_key(self, key: str) -> None:
-        """Serialise grants of ``key`` until this write transaction ends (PostgreSQL: a
-        transaction-scoped advisory lock; SQLite's one writer serialises already)."""
-        if self.db.dialect == "postgresql":
-            self.db.one("SELECT pg_advisory_xact_lock(?, hashtext(?))", (KEY_LOCK_CLASS, key))

@@ -73,6 +73,11 @@ class Database(Protocol):
 
     def update(self, table: str, key: str, key_value: Any, values: dict[str, Any]) -> int: ...
 
+    def record_event(self, values: dict[str, Any],
+                     then: Callable[[int], None] | None = None) -> None:
+        """An event row, its seq handed to ``then`` in the same transaction: on PostgreSQL
+        inserted at the transaction's end, in commit order (gg.store.event_order)."""
+
     @property
     def conn(self) -> Any:
         """Something with ``execute(sql, params)``: the write connection inside a
@@ -155,6 +160,14 @@ class SharedDatabase:
         marks = ", ".join(":" + k for k in values)
         tail = f" RETURNING {returning}" if returning else ""
         return self.run(f"INSERT INTO {table} ({cols}) VALUES ({marks}){tail}", values)
+
+    def record_event(self, values: dict[str, Any],
+                     then: Callable[[int], None] | None = None) -> None:
+        """An event row inserted at once (one writer: seq order is commit order), its seq
+        handed to ``then``."""
+        seq = self.insert("events", values, returning="seq").fetchall()[0][0]
+        if then is not None:
+            then(seq)
 
     def update(self, table: str, key: str, key_value: Any, values: dict[str, Any]) -> int:
         if not values:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from gg.store.db import Database, dumps, loads
 
 
@@ -10,11 +12,12 @@ class EventRows:
 
     def add_event(self, kind: str, at: float, *, actor: str | None = None,
                   runner_id: str | None = None, flight_id: str | None = None,
-                  body: dict | None = None) -> int:
-        cur = self.db.insert("events", {"kind": kind, "at": at, "actor": actor,
-                                        "runner_id": runner_id, "flight_id": flight_id,
-                                        "body": dumps(body or {})}, returning="seq")
-        return cur.fetchall()[0][0]
+                  body: dict | None = None, then: Callable[[int], None] | None = None) -> None:
+        """An event of this transaction. Its seq is known only once its row is inserted (on
+        PostgreSQL at the transaction's end, so that seq order is commit order,
+        gg.store.event_order): ``then`` is handed it there, in the same transaction."""
+        self.db.record_event({"kind": kind, "at": at, "actor": actor, "runner_id": runner_id,
+                              "flight_id": flight_id, "body": dumps(body or {})}, then)
 
     def events(self, *, after: int = 0, kind: str | None = None, runner_id: str | None = None,
                flight_id: str | None = None, limit: int = 1000, newest: bool = False) -> list[dict]:

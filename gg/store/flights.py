@@ -252,15 +252,22 @@ class FlightRows:
         return _earliest(row[0], row[1]) if row else None
 
     def apply_flight_change(self, flight_id: str, expected_stage: str, expected_epoch: int,
-                            change: Change) -> bool:
+                            change: Change, *, pass_by: bool = False) -> bool:
         """Apply ``change`` (from ``gg.domain.flights.transition``) only if the flight is
         still at ``expected_stage`` and ``expected_epoch``: one conditional UPDATE, the only
         statement that writes a flight's stage. A new lease is remembered in ``grants``.
-        False when the flight moved on meanwhile (nothing is written)."""
+        False when the flight moved on meanwhile (nothing is written). ``pass_by`` (a grant,
+        an expiry: what the control plane offers, not what someone asked): on PostgreSQL a
+        flight another replica's writer holds is passed by at once (``FOR UPDATE SKIP
+        LOCKED``, False) instead of waited for; otherwise the UPDATE waits for that writer
+        and then compares with what it committed."""
         values = _encode({**change.values, "stage": Stage(change.to).value})
+        which = "id = ?"
+        if pass_by and self.db.dialect == "postgresql":
+            which = "id = (SELECT id FROM flights WHERE id = ? FOR UPDATE SKIP LOCKED)"
         cur = self.db.run(
             f"UPDATE flights SET {', '.join(f'{k} = ?' for k in values)} "
-            "WHERE id = ? AND stage = ? AND epoch = ?",
+            f"WHERE {which} AND stage = ? AND epoch = ?",
             (*values.values(), flight_id, Stage(expected_stage).value, expected_epoch))
         if cur.rowcount != 1:
             return False

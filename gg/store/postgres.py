@@ -5,15 +5,13 @@ served by the store's writer, which commits in groups (:class:`gg.store.writer.W
 same loop as SQLite's; :class:`_Transactions` gives it PostgreSQL's edges of a transaction)
 and a pool of read connections.
 
-Serialising writers (docs/scale-out.md, "Isolation and locking"): every write transaction
-starts with ``pg_advisory_xact_lock(WRITE_LOCK)``, so writers of every replica take turns
-exactly as SQLite's ``BEGIN IMMEDIATE`` makes them, and a control use case's read-decide-write
-sees no other writer between its read and its write. Transactions run at READ COMMITTED:
-every statement after the lock sees every earlier writer's commit, which is all that
-serialisation needs (SERIALIZABLE would only add retries). Grants, renewals, reports and
-hand-backs stay conditional updates (``... WHERE stage = ? AND epoch = ?``, rowcount checked)
-as a second defence. A group holds the lock for one transaction; the group commit keeps the
-throughput (many units share one lock and one WAL flush).
+No global write lock (docs/scale-out.md, "Isolation and locking"): writers of every replica
+run side by side at READ COMMITTED, each statement seeing every commit before it. What a
+read-decide-write needs is taken on the rows it decides about: a grant is a compare-and-set on
+(stage, epoch) that skips a flight another writer holds (``FOR UPDATE SKIP LOCKED``), a
+runner's seats and a concurrency key's count are decided under a per-object advisory lock
+(:mod:`gg.store.row_locks`), an episode noted once is a compare-and-set on its row. A unit
+that loses a deadlock or a lock wait is run again by the writer (:meth:`_Transactions.retryable`).
 
 Durability: a group with a durable unit commits with ``synchronous_commit = on`` (the
 commit returns once the WAL is flushed, and on a synchronous standby when the operator set
@@ -34,7 +32,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from gg.errors import DatabaseUnavailable
-from gg.store import loop_guard
+from gg.store import event_order, loop_guard
 from gg.store.db import SharedDatabase, refuse_nul
 from gg.store.dialect import ddl, split_script, translate
 from gg.store.faults import database_away
@@ -48,10 +46,13 @@ log = logging.getLogger("gg.store")
 
 # gg's advisory lock keys (one bigint space per database, shared with anything else using
 # advisory locks there: these are "gg" in ASCII, then a number).
-WRITE_LOCK = 0x6767_0000_0001  # every write transaction, for its length
 MIGRATE_LOCK = 0x6767_0000_0002  # a replica migrating the schema at start
 
-_BEGIN_DURABLE = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+# A write transaction waits at most this long for a row or lock another replica's writer
+# holds (a deadlock is found at once rather than after the database's deadlock_timeout);
+# the unit that waited is run again (Writer's retries).
+LOCK_WAIT = "2s"
+_BEGIN_DURABLE = f"BEGIN; SET LOCAL lock_timeout TO '{LOCK_WAIT}'"
 _BEGIN_QUICK = _BEGIN_DURABLE + "; SET LOCAL synchronous_commit TO OFF"
 NOTES_A_STATEMENT = 500  # notifications sent by one statement at a commit
 # A database found away is tried again (one new connection, ``SELECT 1``) at most this often;
@@ -169,9 +170,9 @@ class PgDatabase(SharedDatabase):
             configure=_configure, name="gg-readers")
 
     def _connect(self) -> psycopg.Connection:
-        """The write connection. Its transactions hold the write lock of every replica, so
-        one left idle past the hold timeout (a replica frozen mid-transaction) is ended by the
-        database (``idle_in_transaction_session_timeout``), freeing the lock; the replica's
+        """The write connection. Its transactions hold row locks other replicas may wait
+        for, so one left idle past the hold timeout (a replica frozen mid-transaction) is ended
+        by the database (``idle_in_transaction_session_timeout``), freeing them; the replica's
         commit then fails unanswered and its next transaction runs on a new connection."""
         conn = psycopg.connect(self.url, autocommit=True, row_factory=_row_factory,
                                connect_timeout=int(max(1, self._timeout)))
@@ -296,10 +297,11 @@ class PgDatabase(SharedDatabase):
 
     def all_kept(self, table: str, sql: str, params: tuple = ()) -> list:
         """Rows of ``table``, a small table that seldom changes (the fleet-wide stop, the
-        hooks, the groups), read once per write transaction however many of its units ask:
-        while this transaction holds the write lock no replica can change the table, and a
+        hooks, the groups), read once per write transaction however many of its units ask; a
         statement of its own that writes to it (or a savepoint rolled back) forgets what was
-        kept. Outside a write transaction it is an ordinary read."""
+        kept. Another replica's change to it is seen by the next write transaction (a group
+        lasts milliseconds), as a read at the transaction's start would have seen it.
+        Outside a write transaction it is an ordinary read."""
         if not self.in_transaction():
             return self.all(sql, params)
         kept = self._local.kept
@@ -348,9 +350,10 @@ class PgDatabase(SharedDatabase):
         return conn
 
     def _begin(self, conn: psycopg.Connection, durable: bool) -> None:
-        """BEGIN, the write lock and the commit's durability in one round trip."""
+        """BEGIN, its lock wait bound and the commit's durability in one round trip."""
         self._local.kept = {}
         self._local.notes = []
+        self._local.events = event_order.PendingEvents()
         begin = _BEGIN_DURABLE if durable else _BEGIN_QUICK
         if self._trace is not None:
             self._trace(begin)
@@ -362,18 +365,52 @@ class PgDatabase(SharedDatabase):
         wake-up); a savepoint rolled back takes back its own, as PostgreSQL's would."""
         self._local.notes.append((channel, payload))
 
-    def _commit(self) -> None:
+    def record_event(self, values: dict, then: event_order.Then | None = None) -> None:
+        """An event of this write transaction, inserted as its last statement, in commit
+        order (:mod:`gg.store.event_order`); ``then`` is handed its seq there. Outside a
+        transaction, a transaction of its own."""
+        if not self.in_transaction():
+            with self.atomic():
+                self._local.events.add(values, then)
+            return
+        self._local.events.add(values, then)
+
+    def _last(self) -> None:
+        """The transaction's events, after every other statement of it: the events' turn
+        taken, their rows inserted (their seqs handed to whoever asked), up to the COMMIT.
+        Its notifications so far go out first, so that the turn is held the less long."""
+        events = self._local.events
+        if not events:
+            return
+        self._send_notes()
+        conn = self._write
+        turns = self.writer.turns
+        waited = time.perf_counter()
+        self._execute(conn, event_order.TAKE_TURN, (event_order.TURN_WAIT, event_order.EVENTS_TURN))
+        turns.turn += time.perf_counter() - waited
+        while events:  # a step handed a seq may record another event
+            rows, then = events.take()
+            seqs = [r[0] for r in self._execute(conn, event_order.insert_statement(len(rows)),
+                                                [v for row in rows for v in row]).fetchall()]
+            for step, seq in zip(then, seqs, strict=True):
+                if step is not None:
+                    step(seq)
+
+    def _send_notes(self) -> None:
         conn = self._write
         notes = list(dict.fromkeys(self._local.notes))  # PostgreSQL sends a repeated one once
         self._local.notes = []
-        self._local.kept = {}
         for at in range(0, len(notes), NOTES_A_STATEMENT):
             chunk = notes[at:at + NOTES_A_STATEMENT]
             text = "SELECT " + ", ".join(["pg_notify(%s, %s)"] * len(chunk))
             if self._trace is not None:
                 self._trace(text)
             conn.execute(text, [value for note in chunk for value in note])
-        conn.execute("COMMIT")
+
+    def _commit(self) -> None:
+        self._send_notes()
+        self._local.kept = {}
+        self._write.execute("COMMIT")
 
     def _rollback(self) -> None:
         conn = self._write
@@ -442,15 +479,18 @@ class PgDatabase(SharedDatabase):
 
 
 class _Transactions:
-    """PostgreSQL's edges of a write transaction (the writer's hooks): BEGIN with the write
-    lock, COMMIT with the transaction's notifications, savepoints that take back the
-    notifications and kept rows of what they undo."""
+    """PostgreSQL's edges of a write transaction (the writer's hooks): BEGIN, its events in
+    commit order last, COMMIT with the transaction's notifications, savepoints that take back
+    the notifications, held events and kept rows of what they undo."""
 
     def __init__(self, db: PgDatabase):
         self._db = db
 
     def begin(self, durable: bool) -> None:
         self._db._start(durable)
+
+    def last(self) -> None:
+        self._db._last()
 
     def commit(self) -> None:
         self._db._commit()
@@ -461,15 +501,18 @@ class _Transactions:
     def savepoint(self, name: str, *, release_first: bool = False) -> object:
         self._db._write.execute(f"RELEASE {name}; SAVEPOINT {name}" if release_first
                                 else f"SAVEPOINT {name}")
-        return len(self._db._local.notes)
+        local = self._db._local
+        return len(local.notes), local.events.mark()
 
     def release(self, name: str) -> None:
         self._db._write.execute(f"RELEASE {name}")
 
     def rollback_to(self, name: str, mark: object) -> None:
         local = self._db._local
-        assert isinstance(mark, int)
-        del local.notes[mark:]
+        assert isinstance(mark, tuple)
+        notes, events = mark
+        del local.notes[notes:]
+        local.events.undo(events)
         local.kept = {}
         conn = self._db._write
         if conn.closed or conn.broken:
@@ -479,6 +522,13 @@ class _Transactions:
     def holds(self) -> bool:
         conn = self._db._write
         return not conn.broken and conn.info.transaction_status == TransactionStatus.INTRANS
+
+    def retryable(self, exc: BaseException) -> bool:
+        """A unit that lost to another replica's writer (a deadlock, a lock waited for past
+        LOCK_WAIT, a serialisation failure): undone by its savepoint, it may simply run again."""
+        return isinstance(exc, (psycopg.errors.DeadlockDetected,
+                                psycopg.errors.LockNotAvailable,
+                                psycopg.errors.SerializationFailure))
 
 
 class _Reader:
@@ -506,4 +556,4 @@ class _Schema:
         return self._db.run(ddl(sql), params)
 
 
-__all__ = ["PgDatabase", "Row", "WRITE_LOCK", "MIGRATE_LOCK"]
+__all__ = ["PgDatabase", "Row", "MIGRATE_LOCK"]

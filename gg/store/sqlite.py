@@ -47,6 +47,9 @@ class _Transactions:
             self._quick = True
         self.conn.execute("BEGIN IMMEDIATE")
 
+    def last(self) -> None:
+        """Nothing: one writer, so events are inserted in commit order as they come."""
+
     def commit(self) -> None:
         self.conn.execute("COMMIT")
         self._durable_again()
@@ -79,6 +82,10 @@ class _Transactions:
 
     def holds(self) -> bool:
         return self.conn.in_transaction
+
+    def retryable(self, exc: BaseException) -> bool:
+        """Never: one writer, which no other ever makes give way."""
+        return False
 
 
 class SqliteDatabase(SharedDatabase):

@@ -7,10 +7,15 @@ rollback, and the savepoints between). docs/architecture.md, "The write path".
 :meth:`Writer.submit` queues a unit of work (a function) for the writer thread, which takes
 everything queued (at most GROUP_MAX), begins ONE transaction, runs each unit inside a
 savepoint of its own (a unit that raises rolls back only itself and its caller gets the
-exception), runs the ``before_commit`` step, then commits once: many changes share one
+exception), runs the ``before_commit`` step and the store's last statements (``TransactionHooks.last``:
+PostgreSQL's events, in commit order), then commits once: many changes share one
 durable flush, and no unit's future is resolved before that commit returned, so nothing is
 acknowledged before it is durable. A unit that succeeded leaves its savepoint to the next
 one, which releases it as it makes its own (the commit releases the last).
+On PostgreSQL, where writers of several replicas run side by side, a unit that lost to
+another's (a deadlock, a lock waited for too long: ``TransactionHooks.retryable``) is rolled
+back to its savepoint and run again in the same group, up to UNIT_TRIES runs
+(``WriteTurns.retries``); its caller sees only the last run's outcome.
 
 :meth:`Writer.atomic` works from any thread: it takes the write lock and runs one
 transaction of its own there; inside a unit its outermost block is a savepoint of the group
@@ -32,6 +37,7 @@ from gg.store import loop_guard
 log = logging.getLogger("gg.store")
 
 GROUP_MAX = 256  # units in one group commit (the rest go into the next one)
+UNIT_TRIES = 4  # runs of a unit that keeps losing to other replicas' writers (PostgreSQL)
 
 # A step run by the writer inside each group after its units, in a savepoint of its own; it
 # returns a function told after the commit whether it held (True) or not (False), or None.
@@ -45,6 +51,10 @@ class TransactionHooks(Protocol):
     def begin(self, durable: bool) -> None:
         """Begin a write transaction that holds the write lock (``durable=False``: its commit
         may skip the durable flush)."""
+
+    def last(self) -> None:
+        """The transaction's last statements, after all its work, just before the commit
+        (PostgreSQL: its events, in commit order, gg.store.event_order; SQLite: none)."""
 
     def commit(self) -> None:
         """Commit the transaction begun (it was durable if it said so)."""
@@ -67,17 +77,23 @@ class TransactionHooks(Protocol):
         """Whether the transaction is still open (SQLite ends a whole transaction on some
         errors; a PostgreSQL connection may break)."""
 
+    def retryable(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the unit lost to another writer (PostgreSQL: a deadlock, a
+        lock waited for too long): undone by its savepoint, it is run again."""
+
 
 class WriteTurns:
     """What the writer's group commits cost so far, for ``/metrics``: how many, the units
-    they carried, and the seconds spent beginning them (on PostgreSQL: waiting for every
-    replica's write lock), running their units, and committing (the durable flush)."""
+    they carried, the units run again after losing to another replica's writer, and the
+    seconds spent beginning them, running their units, and committing (the durable flush,
+    with the transaction's last statements: on PostgreSQL its events, and the ``turn`` waited
+    for to insert them, gg.store.event_order)."""
 
-    __slots__ = ("commits", "units", "begin", "work", "commit")
+    __slots__ = ("commits", "units", "retries", "begin", "work", "commit", "turn")
 
     def __init__(self) -> None:
-        self.commits = self.units = 0
-        self.begin = self.work = self.commit = 0.0
+        self.commits = self.units = self.retries = 0
+        self.begin = self.work = self.commit = self.turn = 0.0
 
     def add(self, units: int, started: float, begun: float, worked: float,
             committed: float) -> None:
@@ -166,6 +182,7 @@ class Writer:
                 self.hooks.begin(durable)
                 local.depth = 1
                 yield
+                self.hooks.last()
                 local.depth = 0
                 self.hooks.commit()
             except BaseException:
@@ -247,8 +264,9 @@ class Writer:
                     if not ok:
                         log.error("the group's last step failed: %r", told)
                         told = None
-                local.depth = 0
                 worked = time.perf_counter()
+                hooks.last()
+                local.depth = 0
                 hooks.commit()
                 self.turns.add(len(live), started, begun, worked, time.perf_counter())
             except BaseException as exc:
@@ -283,20 +301,29 @@ class Writer:
         local = self._local
         mark = self.hooks.savepoint("unit", release_first=local.savepoint)
         local.savepoint = True
-        local.unit_top = True
         after = local.after
         told = len(after)
-        try:
-            value = unit()
-        except BaseException as exc:  # noqa: BLE001 - handed to the unit's caller
-            local.savepoint = False
-            del after[told:]  # what it asked for after the commit went with it
-            self.hooks.rollback_to("unit", mark)
-            return False, exc
-        finally:
-            local.unit_top = False
-            local.depth = 1
-        return True, value
+        tries = 0
+        while True:
+            tries += 1
+            local.unit_top = True
+            try:
+                value = unit()
+            except BaseException as exc:  # noqa: BLE001 - handed to the unit's caller
+                local.savepoint = False
+                del after[told:]  # what it asked for after the commit went with it
+                self.hooks.rollback_to("unit", mark)
+                if tries < UNIT_TRIES and self.hooks.holds() and self.hooks.retryable(exc):
+                    # it lost to another replica's writer: undone, it runs again
+                    self.turns.retries += 1
+                    mark = self.hooks.savepoint("unit")
+                    local.savepoint = True
+                    continue
+                return False, exc
+            finally:
+                local.unit_top = False
+                local.depth = 1
+            return True, value
 
     def close(self) -> None:
         """Stop the writer thread once the units queued so far are committed."""

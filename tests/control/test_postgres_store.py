@@ -1,6 +1,7 @@
 """The PostgreSQL store's own promises: SQLite's SQL translated in one place; replicas that
-start together migrate once and make one owner; writers of several replicas take turns, so a
-read-decide-write (a claim) never over-fills a runner; a dropped connection is made again;
+start together migrate once and make one owner; writers of several replicas write side by
+side, waiting only for a row another holds, and a claim (under its runner's lock) never
+over-fills a runner; a dropped connection is made again;
 a ``durable=False`` transaction alone skips the synchronous commit."""
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ def test_replicas_starting_together_migrate_once_and_make_one_owner(pg_cluster, 
 
 def test_claims_through_two_replicas_at_once_never_overfill_a_runner(pg_url, tmp_path, clock):
     """Each runner has one slot; both replicas try to fill it at the same moment, many times
-    over. The seat is read and the grant written in one transaction that every replica takes
-    in turn: each runner ends with exactly one flight, and no (flight, epoch) twice."""
+    over. The seat is read and the grant written in one transaction under the runner's lock:
+    each runner ends with exactly one flight, and no (flight, epoch) twice."""
     settings = Settings(dev=True, claim_wait=30, lease_ttl=60, offline_after=45)
     a = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
     b = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
@@ -134,26 +135,73 @@ def test_claims_through_two_replicas_at_once_never_overfill_a_runner(pg_url, tmp
         b.store.close()
 
 
-def test_a_writer_of_another_replica_waits_for_the_open_write_transaction(pg_url):
-    """Replica A is inside a write transaction (it has read, it is deciding); replica B's
-    write, on another key entirely, waits for A's commit, as a second writer waits on
-    SQLite, and then sees what A wrote."""
+def test_a_claim_on_a_runner_another_replica_is_granting_to_takes_nothing(pg_url, tmp_path,
+                                                                          clock):
+    """Replica A has granted a one-slot runner its flight and not committed yet; replica B's
+    claim for the same runner reads its seat then, and reads the queue only after A's commit
+    (B's statement trace holds it there). Without the runner's lock B would see a free seat
+    and the next flight, and grant the runner a second; with it B takes nothing."""
+    settings = Settings(dev=True, claim_wait=30, lease_ttl=60, offline_after=45)
+    a = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
+    b = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
+    at_queue, committed = threading.Event(), threading.Event()
+    answers: list = []
+
+    def trace(text: str) -> None:
+        if "WITH heads AS" in text and not at_queue.is_set():
+            at_queue.set()
+            committed.wait(timeout=60)
+
+    def claim_on_b(runner_id: str) -> None:
+        answers.append(leases.try_claim(b, runner_id, free_slots=1))
+
+    try:
+        bootstrap(a, tmp_path)
+        owner = a.store.person_by_name("owner")
+        runner = make_runner(a, owner, "one-slot", workers=1)
+        for i in range(2):
+            flights.open_flight(a, owner, FlightSpec(command=["echo", str(i)]))
+        b.store.db.trace(trace)
+        other = threading.Thread(target=claim_on_b, args=(runner.id,))
+        with a.store.atomic():
+            assert leases.try_claim(a, runner.id, free_slots=1) is not None
+            other.start()
+            wait_until(lambda: at_queue.is_set() or answers, what="B's claim to get going")
+        committed.set()
+        other.join(timeout=60)
+        assert answers == [None]
+        with psycopg.connect(pg_url) as pg:
+            assert pg.execute("SELECT count(*) FROM flights WHERE stage = 'flying'"
+                              ).fetchone()[0] == 1
+    finally:
+        committed.set()
+        b.store.db.trace(None)
+        a.store.close()
+        b.store.close()
+
+
+def test_writers_of_two_replicas_write_side_by_side_and_wait_only_for_the_same_row(pg_url):
+    """No global write lock: replica A is inside a write transaction (it has written the row
+    "a"); replica B's write of another row commits at once, while its write of A's row waits
+    for A's commit and then lands on top of what A wrote."""
     a, b = Store(pg_url, pool_size=1), Store(pg_url, pool_size=1)
-    seen: list = []
+    done: list[str] = []
     try:
         with a.atomic():
             write_meta(a, "a", "first")
-            writer = threading.Thread(
-                target=lambda: (write_meta(b, "b", "second"), seen.append(read_meta(b, "a"))))
+            write_meta(b, "b", "beside")  # another row: not held up by A's open transaction
+            assert read_meta(b, "b") == "beside" and read_meta(b, "a") is None
+            writer = threading.Thread(target=lambda: (write_meta(b, "a", "second"),
+                                                      done.append("b")))
             writer.start()
             with psycopg.connect(pg_url) as watch:
                 wait_until(lambda: watch.execute(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-                    "AND database = (SELECT oid FROM pg_database WHERE datname = "
-                    "current_database())").fetchone()[0] == 1, what="B to wait for the write lock")
-            assert seen == [] and read_meta(b, "b") is None
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()").fetchone()[0] >= 1,
+                    what="B to wait for the row A holds")
+            assert done == []
         writer.join(timeout=60)
-        assert seen == ["first"] and read_meta(b, "b") == "second"
+        assert done == ["b"] and read_meta(b, "a") == "second"
     finally:
         a.close()
         b.close()
@@ -257,9 +305,9 @@ def test_a_copied_store_holds_every_row_and_its_sequences_go_on_past_them(tmp_pa
 
 
 def test_a_replica_frozen_inside_a_write_transaction_holds_the_others_up_only_briefly(pg_url):
-    """Replica A stops dead while it holds the write lock (its transaction idle); after the
-    hold timeout the database ends A's session, B writes on, and A's commit fails unanswered
-    instead of landing late; A's next transaction runs on a new connection."""
+    """Replica A stops dead while it holds a row (its transaction idle); B's write of that
+    row waits, after the hold timeout the database ends A's session, B writes on, and A's
+    commit fails unanswered instead of landing late; A's next transaction runs on a new connection."""
     a = Store(pg_url, pool_size=1, hold_timeout=1.0)
     b = Store(pg_url, pool_size=1)
     frozen, thawed, outcome = threading.Event(), threading.Event(), []
@@ -277,11 +325,11 @@ def test_a_replica_frozen_inside_a_write_transaction_holds_the_others_up_only_br
     thread.start()
     try:
         assert frozen.wait(timeout=60)
-        write_meta(b, "b", "written")  # waits at most about the hold timeout, then goes on
-        assert read_meta(b, "b") == "written"
+        write_meta(b, "a", "written")  # A's row: waits at most about the hold timeout
+        assert read_meta(b, "a") == "written"
         thawed.set()
         thread.join(timeout=60)
-        assert outcome and read_meta(b, "a") is None
+        assert outcome and read_meta(b, "a") == "written"
         write_meta(a, "a", "later")
         assert read_meta(b, "a") == "later"
     finally:
@@ -447,3 +495,39 @@ def test_a_copy_that_fails_leaves_the_target_empty_for_another_try(tmp_path, pg_
     with pytest.raises(psycopg.errors.UniqueViolation):
         copy_store(tmp_path / "gg.sqlite3", url)
     assert target_is_empty(url)
+
+
+def test_a_unit_that_waited_too_long_for_another_replicas_row_runs_again_and_lands(pg_url):
+    """Replica B holds a row past the lock wait's bound; replica A's unit writing that row
+    fails its wait, is rolled back to its savepoint and run again by the writer (counted in
+    ``turns.retries``), and lands once B has committed: its caller sees only the success."""
+    a, b = Store(pg_url, pool_size=1), Store(pg_url, pool_size=1)
+    release = threading.Event()
+
+    def hold() -> None:
+        with b.atomic():
+            write_meta(b, "held", "by b")
+            release.wait(timeout=120)
+
+    holder = threading.Thread(target=hold)
+    try:
+        write_meta(a, "held", "before")
+        holder.start()
+        wait_until(lambda: _holding(pg_url), what="B to hold the row")
+        unit = a.db.submit(lambda: write_meta(a, "held", "by a"))
+        wait_until(lambda: a.db.turns.retries >= 1, timeout=60, what="A's unit to run again")
+        release.set()
+        unit.result(timeout=60)
+        holder.join(timeout=60)
+        assert read_meta(b, "held") == "by a"
+    finally:
+        release.set()
+        a.close()
+        b.close()
+
+
+def _holding(pg_url: str) -> bool:
+    with psycopg.connect(pg_url) as watch:
+        return watch.execute("SELECT count(*) FROM pg_stat_activity WHERE state = "
+                             "'idle in transaction' AND datname = current_database()"
+                             ).fetchone()[0] >= 1
