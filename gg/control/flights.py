@@ -283,16 +283,22 @@ def list_flights(core: Core, *, stage: str | None = None, limit: int = 200,
                                     before_seq=before, with_seq=True)
     more = len(rows) > limit
     rows = rows[:limit]
-    snap = Snapshot(core, now)
-    snap.load_keys([v["id"] for v in rows if v["stage"] in (Stage.READY.value, Stage.GATED.value)])
+    waits = [v["id"] for v in rows if v["stage"] in (Stage.READY.value, Stage.GATED.value)]
+    # The fleet is read (every runner, its seats) only when a row waits and must be explained:
+    # a page of flights flying and landed names the runners it shows, nothing more.
+    snap = Snapshot(core, now) if waits else None
+    if snap is not None:
+        snap.load_keys(waits)
     people = {p.id: p.name for p in core.store.people()}
     last = rows[-1]["_seq"] if rows else None
     items = []
-    names = with_past_names(core, snap.names, [v["lease_runner"] for v in rows])
+    names = with_past_names(core, snap.names if snap is not None else {},
+                            [v["lease_runner"] for v in rows])
     for values in rows:
         del values["_seq"]
-        items.append(_view(values, snap.waiting_of(values), names, people))
-    estimate_ops.add_to_rows(core, items, snap.seats, now)  # one forecast for every row
+        items.append(_view(values, snap.waiting_of(values) if snap is not None else None,
+                           names, people))
+    estimate_ops.add_to_rows(core, items, snap.seats if snap is not None else [], now)
     return {"items": items, "next_cursor": paging.make_cursor("f", last) if more and last is not None else None}
 
 
@@ -354,14 +360,11 @@ def with_past_names(core: Core, names: dict[str, str], ids: list[str | None]) ->
     """``names`` (the live runners') plus the names of the runners among ``ids`` that are no
     longer live: a retired runner, a removed pool member, keeps its name in the flights it
     flew (its row is kept for history); one that was forgotten reads as its id."""
-    missing = {i for i in ids if i and i not in names}
+    missing = list({i for i in ids if i and i not in names})
     if not missing:
         return names
-    out = dict(names)
-    for runner_id in missing:
-        gone = core.store.runner(runner_id)
-        out[runner_id] = gone.name if gone is not None else runner_id
-    return out
+    found = core.store.runner_names(missing)
+    return {**names, **{runner_id: found.get(runner_id, runner_id) for runner_id in missing}}
 
 
 def retired_holder(core: Core, flight: Flight, names: dict[str, str]) -> str | None:

@@ -119,6 +119,11 @@ class RunnerRows:
             found[data["id"]] = (Runner(**data), has_caps)
         return found
 
+    def runner_names(self, runner_ids: list[str]) -> dict[str, str]:
+        """The names of these runners, retired or not, by id (an id not found is absent)."""
+        return {row["id"]: row["name"] for row in self.db.all_in(
+            "SELECT id, name FROM runners WHERE id IN ({ids})", runner_ids)}
+
     def runner_by_key(self, public_key: str) -> Runner | None:
         row = self.db.one("SELECT * FROM runners WHERE public_key = ?", (public_key,))
         return runner_from_row(row) if row else None

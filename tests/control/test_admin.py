@@ -396,6 +396,26 @@ def test_version_skew_is_none_skewed_or_unknown_with_one_event_per_version_pair(
         (None, None, "unknown"), ("0.0.1", "a" * 40, "skewed"), ("0.0.2", "a" * 40, "skewed"),
         (core.version, "b" * 40, "skewed"), (core.version, "unknown", "unknown")]
 
+def test_a_page_where_no_flight_waits_names_its_runners_without_reading_the_fleet(core):
+    """A page of flights flying and landed reads only the names of the runners it shows: the
+    fleet (every runner, for the waiting reasons and estimates) is read when a row waits."""
+    fleet = [make_runner(core, f"r{i}")[0] for i in range(3)]
+    flight, _ = _fly(core, fleet[0])
+    seen: list[str] = []
+    core.store.db.trace(seen.append)
+    listed = flights.list_flights(core)["items"]
+    core.store.db.trace(None)
+    assert [(f["id"], f["runner_name"]) for f in listed] == [(flight.id, "r0")]
+    assert not [sql for sql in seen if sql.startswith("SELECT * FROM runners")]
+    waiting = flights.open_flight(core, owner_of(core), FlightSpec(command=["true"]))
+    seen.clear()
+    core.store.db.trace(seen.append)
+    listed = flights.list_flights(core)["items"]
+    core.store.db.trace(None)
+    assert listed[0]["id"] == waiting.id and listed[0]["waiting"]  # explained: the fleet read
+    assert [sql for sql in seen if sql.startswith("SELECT * FROM runners")]
+
+
 def test_a_retired_runner_keeps_its_name_in_the_flights_it_flew(core):
     r, _ = make_runner(core)
     flight, grant = _fly(core, r)
