@@ -27,10 +27,11 @@ def settings() -> Settings:
 
 
 @pytest.fixture
-def core(tmp_path, clock, settings, store_url) -> Core:
-    """On SQLite in ``tmp_path``, or on a PostgreSQL database of its own when the test module
-    runs on both stores (``STORES``, tests/conftest.py)."""
-    c = Core(store=open_store(tmp_path, store_url), settings=settings, clock=clock, wiring=wired())
+def core(tmp_path, clock, settings, store_url, store_dir) -> Core:
+    """On SQLite in ``tmp_path`` (a copy of a migrated store, ``store_dir``), or on a
+    PostgreSQL database of its own when the test module runs on both stores (``STORES``,
+    tests/conftest.py)."""
+    c = Core(store=open_store(store_dir, store_url), settings=settings, clock=clock, wiring=wired())
     bootstrap(c, tmp_path)
     yield c
     if store_url:

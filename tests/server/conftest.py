@@ -23,10 +23,10 @@ def settings() -> Settings:
 
 
 @pytest.fixture
-def client(tmp_path, clock, settings, store_url):
+def client(tmp_path, clock, settings, store_url, store_dir):
     """A TestClient on a fresh app; ``client.owner`` is the owner's token, ``client.tmp`` the
     data directory. On PostgreSQL too in modules that name both stores in ``STORES``."""
-    store = open_store(tmp_path, store_url)
+    store = open_store(store_dir, store_url)
     # armed as for every server the suite starts: a store call on the app's loop raises
     app = create_app(replace(settings, loop_guard="on"), store, clock=clock, data_dir=tmp_path)
     with TestClient(app) as c:

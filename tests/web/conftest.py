@@ -23,10 +23,10 @@ def settings() -> Settings:
 
 
 @pytest.fixture
-def app(tmp_path, clock, settings, store_url):
+def app(tmp_path, clock, settings, store_url, store_dir):
     """The app; the owner is made on its first start (on PostgreSQL: once per database) and
     its token written into ``tmp_path`` either way."""
-    store = open_store(tmp_path, store_url)
+    store = open_store(store_dir, store_url)
     yield create_app(settings, store, clock=clock, data_dir=tmp_path)
     if store_url:
         store.close()
