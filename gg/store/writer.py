@@ -15,6 +15,9 @@ one, which releases it as it makes its own (the commit releases the last).
 :meth:`Writer.atomic` works from any thread: it takes the write lock and runs one
 transaction of its own there; inside a unit its outermost block is a savepoint of the group
 (it rolls back alone, and it is durable when the group commits); blocks inside that join it.
+Where the store counts the rows a transaction changed (SQLite), that block takes no savepoint
+when it begins before its unit changed anything: rolling back to the unit's savepoint (and
+keeping it) undoes the same, one statement instead of two a unit.
 """
 
 from __future__ import annotations
@@ -67,6 +70,14 @@ class TransactionHooks(Protocol):
         """Whether the transaction is still open (SQLite ends a whole transaction on some
         errors; a PostgreSQL connection may break)."""
 
+    def changes(self) -> int | None:
+        """Rows the transaction's statements changed so far (None: the store cannot tell).
+        A unit's first block that begins before the unit changed anything needs no savepoint
+        of its own: the unit's stands for it (:meth:`rewind`)."""
+
+    def rewind(self, name: str) -> None:
+        """Undo the savepoint's changes and keep it (only where :meth:`changes` counts)."""
+
 
 class WriteTurns:
     """What the writer's group commits cost so far, for ``/metrics``: how many, the units
@@ -98,6 +109,8 @@ class Writer:
         self.hooks = hooks
         self.lock = threading.RLock()  # held by whoever uses the write connection
         self.before_commit: BeforeCommit | None = None
+        # whether the group has a ``before_commit`` step to run (none: no savepoint for it)
+        self.before_commit_due: Callable[[], bool] = lambda: True
         self.turns = WriteTurns()
         self._local = threading.local()  # per thread: transaction depth, unit state
         self._queue: queue.SimpleQueue[Queued | None] = queue.SimpleQueue()
@@ -147,14 +160,20 @@ class Writer:
         if depth:  # the first block of a unit: a savepoint of the group
             local.unit_top = False
             local.depth = depth + 1
-            mark = self.hooks.savepoint("block")
+            unchanged = local.unit_changes is not None and self.hooks.changes() == local.unit_changes
+            mark = None if unchanged else self.hooks.savepoint("block")
             try:
                 yield
             except BaseException:
-                self.hooks.rollback_to("block", mark)
+                if unchanged:  # the unit's savepoint holds nothing else: rewound, kept
+                    if self.hooks.holds():
+                        self.hooks.rewind("unit")
+                else:
+                    self.hooks.rollback_to("block", mark)
                 raise
             else:
-                self.hooks.release("block")
+                if not unchanged:
+                    self.hooks.release("block")
             finally:
                 local.depth = depth
                 local.unit_top = True
@@ -242,7 +261,7 @@ class Writer:
                     if not hooks.holds():
                         raise outcomes[-1][1] if not outcomes[-1][0] else RuntimeError(
                             "the group commit's transaction was lost")
-                if self.before_commit is not None:
+                if self.before_commit is not None and self.before_commit_due():
                     ok, told = self._unit(self.before_commit)
                     if not ok:
                         log.error("the group's last step failed: %r", told)
@@ -284,6 +303,7 @@ class Writer:
         mark = self.hooks.savepoint("unit", release_first=local.savepoint)
         local.savepoint = True
         local.unit_top = True
+        local.unit_changes = self.hooks.changes()
         after = local.after
         told = len(after)
         try:
@@ -295,6 +315,7 @@ class Writer:
             return False, exc
         finally:
             local.unit_top = False
+            local.unit_changes = None
             local.depth = 1
         return True, value
 
