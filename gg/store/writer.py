@@ -10,7 +10,9 @@ savepoint of its own (a unit that raises rolls back only itself and its caller g
 exception), runs the ``before_commit`` step, then commits once: many changes share one
 durable flush, and no unit's future is resolved before that commit returned, so nothing is
 acknowledged before it is durable. A unit that succeeded leaves its savepoint to the next
-one, which releases it as it makes its own (the commit releases the last).
+one, which releases it as it makes its own on PostgreSQL (SQLite nests it instead); the commit
+releases the last. The ``before_commit`` step takes a savepoint only when ``before_commit_due``
+says it has something to do.
 
 :meth:`Writer.atomic` works from any thread: it takes the write lock and runs one
 transaction of its own there; inside a unit its outermost block is a savepoint of the group
