@@ -168,18 +168,19 @@ def claimed(core: Core, runner: RunnerIdentity, got: tuple[Flight, Grant] | None
     if got is None:
         return None
     flight, grant = got
-    policy = core.store.runner_policy(runner.id)  # in force at the grant, not at parking
+    # the policy in force at the grant (not at parking), the flight's limits (gg fly --cpus)
+    # and grace (--grace), and whether it has secrets or inputs: one read
+    policy, limits, grace, has_secrets, has_inputs = core.store.grant_reads(runner.id, flight.id)
     if policy is None:  # forgotten since it parked: its lease expires and the flight goes on
         raise Unauthorized()
-    sent = {**flight_for_runner(flight, core.settings),
-            "limits": core.store.flight_limits(flight.id)}  # asked: gg fly --cpus
-    grace = core.store.graces_of([flight.id]).get(flight.id)  # gg fly --grace
+    sent = {**flight_for_runner(flight, core.settings), "limits": limits}
     if grace is not None:
         sent["grace"] = grace
-    delivered, refused = secrets.for_grant(core, flight)  # gg fly --secret: opened now
-    if delivered or refused:
-        sent["secrets"], sent["secrets_refused"] = delivered, refused
-    inputs = artifacts.for_grant(core, flight.id)  # gg fly --with-artifacts
+    if has_secrets:
+        delivered, refused = secrets.for_grant(core, flight)  # gg fly --secret: opened now
+        if delivered or refused:
+            sent["secrets"], sent["secrets_refused"] = delivered, refused
+    inputs = artifacts.for_grant(core, flight.id) if has_inputs else []  # --with-artifacts
     if inputs:
         sent["inputs"] = inputs
     image = core.store.root_images().get(flight.environment) if flight.environment else None

@@ -248,6 +248,7 @@ class Core:
                                            self.settings.credential_cache_ttl,
                                            lambda: self.clock())
         self.store.db.writer.before_commit = self._before_commit
+        self.store.db.writer.before_commit_due = self._before_commit_due
         self.signals.defer = self.store.db.after_commit
 
     async def run(self, fn: Callable[..., T], *args: Any, durable: bool = True,
@@ -286,6 +287,14 @@ class Core:
             return
         _, fired = future.result()
         loop.call_soon_threadsafe(self.signals.raise_all, fired)
+
+    def _before_commit_due(self) -> bool:
+        """Whether the group's last step has anything to do (a unit made a flight ready and
+        claims may be parked): otherwise the writer takes no savepoint for it."""
+        if self._group_ready and self.tail is not None and self.loop is not None:
+            return True
+        self._group_ready = False
+        return False
 
     def _before_commit(self) -> Callable[[bool], None] | None:
         ready, self._group_ready = self._group_ready, False

@@ -37,11 +37,15 @@ from gg.domain.sizes import Room
 from gg.errors import BadRequest, GGError
 
 
-def expire_due(core: Core, now: float) -> int:
+def expire_due(core: Core, now: float, *, leases_due: bool = True) -> int:
     """Record every lease past its expiry (clock comparison; no timer decides this), and
     every attended flight nobody took by its deadline; offer again every retry whose delay
-    is over (gg.control.retries). The number of flights that became ready or ended."""
+    is over (gg.control.retries). The number of flights that became ready or ended.
+    ``leases_due=False``: the caller read in this transaction that no lease nor retry is due
+    yet (``next_lease_expiry``), so neither is looked for again."""
     attended_ops.fail_overdue(core, now)
+    if not leases_due:
+        return 0
     expired = core.store.expired_leases(now)
     for flight in expired:
         move(core, flight, Event.EXPIRED, now, actor=CONTROL_PLANE,
@@ -123,7 +127,7 @@ def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases
         return []
     passed: list[str] = []
     with core.store.atomic():
-        expire_due(core, now)
+        expire_due(core, now, leases_due=due is not None and due <= now)
         out = _apply(core, _plan(core, seats), now=now, passed=passed)
     for flight, _ in out:
         core.signals.flight_changed(flight.id)
@@ -372,6 +376,8 @@ def _repeat_of_accepted(core: Core, flight: Flight | None, runner: Runner | Runn
     """An identical repeat of an accepted hand-back is harmless (a lost answer retried)."""
     if flight is None or runner.id not in (flight.lease_runner,):
         return False
+    if flight.stage == Stage.FLYING.value and flight.epoch == epoch:
+        return False  # an accepted hand-back of this epoch moved it on: no key to look up
     if key is not None:
         stored = core.store.fact_with_key(flight.id, key)
         if stored is not None and stored["epoch"] == epoch:

@@ -87,6 +87,24 @@ class FlightRows:
         self.db.run("INSERT INTO flight_limits (flight_id, limits) VALUES (?, ?)",
                     (flight_id, dumps(limits)))
 
+    def grant_reads(self, runner_id: str, flight_id: str) -> tuple[dict | None, dict[str, Any],
+                                                                  float | None, bool, bool]:
+        """What a claim's answer reads besides the flight, in one statement: the runner's
+        policy in force (None: no such runner), the flight's limits (``{}``: none asked),
+        its grace (None: none set), and whether it asked for secrets and is handed inputs
+        (each then read on its own; most flights ask neither)."""
+        row = self.db.one(
+            "SELECT (SELECT policy FROM runners WHERE id = ?), "
+            "(SELECT limits FROM flight_limits WHERE flight_id = ?), "
+            "(SELECT grace FROM flight_grace WHERE flight_id = ?), "
+            "EXISTS (SELECT 1 FROM flight_secrets WHERE flight_id = ?), "
+            "EXISTS (SELECT 1 FROM flight_inputs WHERE flight_id = ?)",
+            (runner_id, flight_id, flight_id, flight_id, flight_id))
+        assert row is not None, "a SELECT of scalar subqueries answers one row"
+        policy = loads(row[0], {}) if row[0] is not None else None
+        grace = float(row[2]) if row[2] is not None else None
+        return policy, loads(row[1], {}), grace, bool(row[3]), bool(row[4])
+
     def flight_limits(self, flight_id: str) -> dict[str, Any]:
         """What ``set_flight_limits`` wrote, or ``{}`` (it asked none)."""
         row = self.db.one("SELECT limits FROM flight_limits WHERE flight_id = ?", (flight_id,))

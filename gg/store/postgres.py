@@ -519,6 +519,12 @@ class _Transactions:
             return
         conn.execute(f"ROLLBACK TO {name}; RELEASE {name}")
 
+    def changes(self) -> int | None:
+        return None  # not counted here: every unit's first block takes its own savepoint
+
+    def rewind(self, name: str) -> None:
+        raise NotImplementedError("only a store that counts its changes rewinds a unit")
+
     def holds(self) -> bool:
         conn = self._db._write
         return not conn.broken and conn.info.transaction_status == TransactionStatus.INTRANS

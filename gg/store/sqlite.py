@@ -40,8 +40,11 @@ class _Transactions:
     def __init__(self, conn: sqlite3.Connection):
         self.conn = conn
         self._quick = False  # this transaction lowered ``synchronous`` (durable=False)
+        # rows of small tables read in this transaction (SqliteDatabase.all_kept)
+        self.kept: dict[tuple, list[sqlite3.Row]] = {}
 
     def begin(self, durable: bool) -> None:
+        self.kept.clear()
         if not durable:
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self._quick = True
@@ -51,10 +54,12 @@ class _Transactions:
         """Nothing: one writer, so events are inserted in commit order as they come."""
 
     def commit(self) -> None:
+        self.kept.clear()
         self.conn.execute("COMMIT")
         self._durable_again()
 
     def rollback(self) -> None:
+        self.kept.clear()
         try:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
@@ -67,8 +72,8 @@ class _Transactions:
             self.conn.execute("PRAGMA synchronous=FULL")
 
     def savepoint(self, name: str, *, release_first: bool = False) -> object:
-        if release_first:
-            self.conn.execute(f"RELEASE {name}")
+        # SQLite nests savepoints of one name (ROLLBACK TO and RELEASE take the latest, the
+        # commit releases them all): the last unit's is left open, one statement a unit fewer
         self.conn.execute(f"SAVEPOINT {name}")
         return None
 
@@ -76,6 +81,7 @@ class _Transactions:
         self.conn.execute(f"RELEASE {name}")
 
     def rollback_to(self, name: str, mark: object) -> None:
+        self.kept.clear()
         if self.conn.in_transaction:
             self.conn.execute(f"ROLLBACK TO {name}")
             self.conn.execute(f"RELEASE {name}")
@@ -86,6 +92,13 @@ class _Transactions:
     def retryable(self, exc: BaseException) -> bool:
         """Never: one writer, which no other ever makes give way."""
         return False
+
+    def changes(self) -> int | None:
+        return self.conn.total_changes
+
+    def rewind(self, name: str) -> None:
+        self.kept.clear()
+        self.conn.execute(f"ROLLBACK TO {name}")
 
 
 class SqliteDatabase(SharedDatabase):
@@ -98,7 +111,8 @@ class SqliteDatabase(SharedDatabase):
         self._memory = self.path == ":memory:" or "mode=memory" in self.path
         self._trace: Callable[[str], None] | None = None  # every connection's (trace)
         self._write = self._connect()
-        self.writer = Writer(_Transactions(self._write))
+        self._edges = _Transactions(self._write)
+        self.writer = Writer(self._edges)
         self._local = threading.local()  # per thread: its read connection
         self._readers: list[sqlite3.Connection] = []
         # guards the list only: a worker thread's first read must not wait for a write unit
@@ -154,15 +168,29 @@ class SqliteDatabase(SharedDatabase):
         return self.conn.execute(sql, params).fetchall()
 
     def all_kept(self, table: str, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
-        """Rows of a small table that seldom changes, which PostgreSQL's store keeps for the
-        rest of a write transaction (gg.store.postgres); here a read costs microseconds, so it
-        is simply read."""
-        return self.all(sql, params)
+        """Rows of ``table``, a small table that seldom changes (the fleet-wide stop, the
+        hooks, the groups), read once per write transaction however many of its units ask
+        (a group commit's units would each read it, several times a flight): a statement of
+        the transaction that writes to it (:meth:`run`), a savepoint rolled back, and the
+        transaction's end forget what was kept. Outside a write transaction it is an
+        ordinary read."""
+        if not self.writer.in_transaction():
+            return self.all(sql, params)
+        kept = self._edges.kept
+        key = (table, sql, params)
+        rows = kept.get(key)
+        if rows is None:
+            rows = kept[key] = self.all(sql, params)
+        return list(rows)
 
     def run(self, sql: str, params: tuple | dict = ()) -> sqlite3.Cursor:
         refuse_nul(params)
         loop_guard.check()
         if self.writer.in_transaction():
+            kept = self._edges.kept
+            if kept:
+                for key in [k for k in kept if k[0] in sql]:
+                    del kept[key]
             return self._write.execute(sql, params)
         with self.writer.lock:  # a statement on its own: the write connection, in turn
             return self._write.execute(sql, params)

@@ -11,7 +11,9 @@ exception), runs the ``before_commit`` step and the store's last statements (``T
 PostgreSQL's events, in commit order), then commits once: many changes share one
 durable flush, and no unit's future is resolved before that commit returned, so nothing is
 acknowledged before it is durable. A unit that succeeded leaves its savepoint to the next
-one, which releases it as it makes its own (the commit releases the last).
+one, which releases it as it makes its own on PostgreSQL (SQLite nests it instead); the commit
+releases the last. The ``before_commit`` step takes a savepoint only when ``before_commit_due``
+says it has something to do.
 On PostgreSQL, where writers of several replicas run side by side, a unit that lost to
 another's (a deadlock, a lock waited for too long: ``TransactionHooks.retryable``) is rolled
 back to its savepoint and run again in the same group, up to UNIT_TRIES runs
@@ -20,6 +22,9 @@ back to its savepoint and run again in the same group, up to UNIT_TRIES runs
 :meth:`Writer.atomic` works from any thread: it takes the write lock and runs one
 transaction of its own there; inside a unit its outermost block is a savepoint of the group
 (it rolls back alone, and it is durable when the group commits); blocks inside that join it.
+Where the store counts the rows a transaction changed (SQLite), that block takes no savepoint
+when it begins before its unit changed anything: rolling back to the unit's savepoint (and
+keeping it) undoes the same, one statement instead of two a unit.
 """
 
 from __future__ import annotations
@@ -77,6 +82,14 @@ class TransactionHooks(Protocol):
         """Whether the transaction is still open (SQLite ends a whole transaction on some
         errors; a PostgreSQL connection may break)."""
 
+    def changes(self) -> int | None:
+        """Rows the transaction's statements changed so far (None: the store cannot tell).
+        A unit's first block that begins before the unit changed anything needs no savepoint
+        of its own: the unit's stands for it (:meth:`rewind`)."""
+
+    def rewind(self, name: str) -> None:
+        """Undo the savepoint's changes and keep it (only where :meth:`changes` counts)."""
+
     def retryable(self, exc: BaseException) -> bool:
         """Whether ``exc`` says the unit lost to another writer (PostgreSQL: a deadlock, a
         lock waited for too long): undone by its savepoint, it is run again."""
@@ -114,6 +127,8 @@ class Writer:
         self.hooks = hooks
         self.lock = threading.RLock()  # held by whoever uses the write connection
         self.before_commit: BeforeCommit | None = None
+        # whether the group has a ``before_commit`` step to run (none: no savepoint for it)
+        self.before_commit_due: Callable[[], bool] = lambda: True
         self.turns = WriteTurns()
         self._local = threading.local()  # per thread: transaction depth, unit state
         self._queue: queue.SimpleQueue[Queued | None] = queue.SimpleQueue()
@@ -163,14 +178,20 @@ class Writer:
         if depth:  # the first block of a unit: a savepoint of the group
             local.unit_top = False
             local.depth = depth + 1
-            mark = self.hooks.savepoint("block")
+            unchanged = local.unit_changes is not None and self.hooks.changes() == local.unit_changes
+            mark = None if unchanged else self.hooks.savepoint("block")
             try:
                 yield
             except BaseException:
-                self.hooks.rollback_to("block", mark)
+                if unchanged:  # the unit's savepoint holds nothing else: rewound, kept
+                    if self.hooks.holds():
+                        self.hooks.rewind("unit")
+                else:
+                    self.hooks.rollback_to("block", mark)
                 raise
             else:
-                self.hooks.release("block")
+                if not unchanged:
+                    self.hooks.release("block")
             finally:
                 local.depth = depth
                 local.unit_top = True
@@ -259,7 +280,7 @@ class Writer:
                     if not hooks.holds():
                         raise outcomes[-1][1] if not outcomes[-1][0] else RuntimeError(
                             "the group commit's transaction was lost")
-                if self.before_commit is not None:
+                if self.before_commit is not None and self.before_commit_due():
                     ok, told = self._unit(self.before_commit)
                     if not ok:
                         log.error("the group's last step failed: %r", told)
@@ -307,6 +328,7 @@ class Writer:
         while True:
             tries += 1
             local.unit_top = True
+            local.unit_changes = self.hooks.changes()
             try:
                 value = unit()
             except BaseException as exc:  # noqa: BLE001 - handed to the unit's caller
@@ -322,6 +344,7 @@ class Writer:
                 return False, exc
             finally:
                 local.unit_top = False
+                local.unit_changes = None
                 local.depth = 1
             return True, value
 

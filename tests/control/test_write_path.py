@@ -128,3 +128,34 @@ def test_a_group_whose_commit_is_refused_fails_each_unit_and_the_next_group_comm
     assert parent.result(timeout=30) == 1
     assert _committed(core, "SELECT id FROM parents") == [(1,)]
     assert _committed(core, "SELECT parent FROM children") == []
+
+
+def test_a_units_failing_block_caught_by_the_unit_undoes_only_that_blocks_writes(core, owner):
+    """A unit's first block that begins before the unit wrote anything takes no savepoint of
+    its own on SQLite (the unit's stands for it): a unit that catches that block's failure
+    still loses only the block's writes, keeps what it writes after, and keeps what it wrote
+    before a later block that fails."""
+    db = core.store.db
+    with core.store.atomic():  # one group for every unit below
+        kept = db.submit(lambda: flights.open_flight(core, owner, FlightSpec(command=["echo kept"])))
+
+        def catches() -> None:
+            try:
+                with core.store.atomic():
+                    flights.open_flight(core, owner, FlightSpec(command=["echo first-block"]))
+                    raise RuntimeError("the block fails")
+            except RuntimeError:
+                pass
+            flights.open_flight(core, owner, FlightSpec(command=["echo after"]))
+            try:
+                with core.store.atomic():
+                    flights.open_flight(core, owner, FlightSpec(command=["echo second-block"]))
+                    raise RuntimeError("this block fails too")
+            except RuntimeError:
+                pass
+
+        caught = db.submit(catches)
+    kept.result(timeout=30)
+    caught.result(timeout=30)
+    commands = sorted(row[0] for row in _committed(core, "SELECT command FROM flights"))
+    assert commands == ['["echo after"]', '["echo kept"]'], commands

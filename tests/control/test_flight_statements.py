@@ -1,0 +1,55 @@
+"""What one flight costs the store, counted: the statements a flight's hot path runs on SQLite
+(open, the dispatcher's grant to a parked claim, the claim's answer, `started`, the
+hand-back), each through the use case the server calls, each in a group commit of its own.
+A ceiling, so that a statement added to the hot path is a decision, not a drift
+(docs/performance.md, "Fewer statements a flight")."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from gg.control import answers, leases
+from gg.domain.flight_spec import FlightSpec
+
+from support import make_runner
+
+# 75 before the savepoints, the kept small tables and the claim answer's one read; one more
+# since a grant re-reads its runner's live leases (the seat checked again at the grant, as
+# PostgreSQL's writers without the global lock need)
+AT_MOST = 53
+
+
+async def _one_flight(core, owner, runner) -> None:
+    await answers.opened(core, owner, FlightSpec(command=["true"]))
+    got = await core.run(lambda c: leases.match_parked(c, [runner.id]))
+    assert len(got) == 1
+    flight, grant = got[0]
+    answers.claimed(core, runner, (flight, grant))
+    await core.run(leases.report, runner, flight.id, epoch=grant.epoch, durable=False,
+                   facts=[{"kind": "started", "body": {"pid": 1}, "key": f"{grant.epoch}:started:1"}])
+    handed = await core.run(leases.hand_back, runner, flight.id, epoch=grant.epoch,
+                            outcome="landed", exit_code=0, reason=None,
+                            key=f"{grant.epoch}:hand-back")
+    assert handed["stage"] == "landed"
+
+
+def test_a_flight_from_open_to_landed_costs_at_most_a_fixed_number_of_statements(core, owner):
+    runner = make_runner(core, owner)
+    said: list[str] = []
+
+    async def flights() -> None:
+        await _one_flight(core, owner, runner)  # the first flight's one-off reads aside
+        core.store.db.trace(said.append)
+        try:
+            for _ in range(3):
+                await _one_flight(core, owner, runner)
+        finally:
+            core.store.db.trace(None)
+
+    asyncio.run(flights())
+    per_flight = len(said) / 3
+    kinds = Counter(s.split()[0].upper() for s in said)
+    assert per_flight <= AT_MOST, (per_flight, kinds)
+    # one savepoint a unit (open, grant, started, hand-back), none for a block or a release
+    assert kinds["SAVEPOINT"] <= 4 * 3 and kinds["RELEASE"] == 0, kinds
