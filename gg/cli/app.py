@@ -34,7 +34,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
                             "until it expires; to end it everywhere, rotate it with gg person "
                             "token NAME --rotate)."),
     "whoami": (("people",), "Who this machine is signed in as."),
-    "runners": (("runners",), "Every runner: admin state, liveness and health side by side."),
+    "runners": (("runners",), "Runners, oldest first: admin state, liveness and health side by side."),
     "fly": (("flights",), "Open a flight."),
     "flights": (("flights",), "Flights, newest first, with why each waiting one waits."),
     "show": (("flights",), "One flight: stage, lease holder, attempts, facts and output, and why "
