@@ -274,16 +274,20 @@ def test_a_count_setting_that_is_not_a_whole_number_is_refused_in_one_sentence()
     assert Settings.from_env({"GG_LISTEN_BACKLOG": " 8192 "}).listen_backlog == 8192
 
 
-def test_start_up_objects_are_frozen_out_of_the_collectors_full_walks():
+def test_start_up_objects_are_frozen_out_of_the_collectors_full_walks_and_walks_spaced_out():
     import gc
 
-    from gg.server.connections import freeze_start_up
+    from gg.server.connections import COLLECT_THRESHOLDS, freeze_start_up
 
+    kept = gc.get_threshold()
     try:
         assert freeze_start_up() > 0  # a full collection no longer walks them
         assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == COLLECT_THRESHOLDS
+        assert COLLECT_THRESHOLDS[0] > kept[0]  # the youngest generation less often
     finally:
         gc.unfreeze()
+        gc.set_threshold(*kept)
 
 
 def _data_segments_in(sock: socket.socket) -> int:
