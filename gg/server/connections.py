@@ -359,7 +359,7 @@ def serve(app, host: str, port: int, settings, on_stopping: Callable[[], None],
 
 
 # The collector's thresholds in a server (default 700, 10, 10): see freeze_start_up
-COLLECT_THRESHOLDS = (50_000, 20, 20)
+COLLECT_THRESHOLDS = (700, 10, 200)
 
 
 def freeze_start_up() -> int:
@@ -370,9 +370,9 @@ def freeze_start_up() -> int:
     claims, a full collection found nothing to free yet stalled the loop for 300–700 ms, the
     check-ins' p99; frozen, the start-up objects are no longer walked (docs/performance.md).
     The parked claims' own objects (each re-park makes a few hundred that live its wait) still
-    are, so collections are also spaced out (:data:`COLLECT_THRESHOLDS`): the youngest
-    generation every 50,000 allocations instead of 700, and a full walk at most after 400 of
-    its collections instead of 100; reference cycles are still collected."""
+    are, so a full walk comes less often (:data:`COLLECT_THRESHOLDS`: after 200 collections of
+    the middle generation instead of 10); the young generations are collected as often as
+    before, so short-lived reference cycles (a refused request's) never pile up."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*COLLECT_THRESHOLDS)
