@@ -185,6 +185,17 @@ def http_proof(http, purpose: str, key=None, base: str = "") -> dict:
     return keys.prove(key, purpose, answer.json()["nonce"])
 
 
+def http_runner(http, name: str, token: str) -> str:
+    """A runner registered over HTTP by ``token``'s person, with a capability report on file
+    (so a heartbeat claim is not told to report): its credential. ``http``: a TestClient."""
+    answer = http.post("/v1/runners", json={"name": name, **http_proof(http, "register")},
+                       headers=auth(token)).json()
+    caps = {"isolation": ["none", "sandbox"]}
+    assert http.post("/v1/runner/check-in", json={"capabilities": caps},
+                     headers=auth(answer["credential"])).status_code == 200
+    return answer["credential"]
+
+
 def make_runner(core, person, name: str = "r1", labels: dict | None = None, workers: int = 1):
     """Register a runner through the use case, check it in, and return its row."""
     from gg.control import runners

@@ -12,7 +12,7 @@ import pytest
 from gg.server.dispatch import NOTHING_HOLDS_FOR
 from gg.settings import Settings
 
-from support import auth, http_proof, wait_until
+from support import auth, http_runner, wait_until
 
 CLAIM = "/v1/runner/claim"
 OFFER_STATE = "SELECT (SELECT min(lease_expires_at) FROM flights WHERE stage = 'flying'), EXISTS"
@@ -25,12 +25,7 @@ def settings():
 
 
 def _runner(client, name: str) -> str:
-    answer = client.post("/v1/runners", json={"name": name, **http_proof(client, "register")},
-                         headers=auth(client.owner)).json()
-    caps = {"isolation": ["none", "sandbox"]}  # on file: a heartbeat claim is not told to report
-    assert client.post("/v1/runner/check-in", json={"capabilities": caps},
-                       headers=auth(answer["credential"])).status_code == 200
-    return answer["credential"]
+    return http_runner(client, name, client.owner)
 
 
 def _counting(client, *needles: str) -> dict[str, int]:

@@ -12,7 +12,7 @@ from starlette.requests import Request
 
 from gg.settings import Settings
 
-from support import auth, http_proof, wait_until
+from support import auth, http_runner, wait_until
 
 CLAIM = "/v1/runner/claim"
 JSON = {"content-type": "application/json"}
@@ -24,13 +24,7 @@ def settings():
 
 
 def _runner(client, name: str) -> str:
-    answer = client.post("/v1/runners", json={"name": name, **http_proof(client, "register")},
-                         headers=auth(client.owner)).json()
-    credential = answer["credential"]
-    caps = {"isolation": ["none", "sandbox"]}  # on file: a heartbeat claim is not told to report
-    assert client.post("/v1/runner/check-in", json={"capabilities": caps},
-                       headers=auth(credential)).status_code == 200
-    return credential
+    return http_runner(client, name, client.owner)
 
 
 def test_every_refusal_is_the_apps_own_answer(client, framework):
