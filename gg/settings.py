@@ -62,6 +62,11 @@ class Settings:
     console_check_in_interval: float = 1.0
     offline_after: float = 45.0
     claim_wait: float = 30.0
+    # A parked heartbeat claim ends at a moment drawn from the last CLAIM_WAIT_SPREAD seconds
+    # of its wait (at most a quarter of it), so a fleet re-parked together by a stall spreads
+    # out again
+    # (gg.domain.runners.parked_wait, docs/lease-protocol.md "Heartbeats and instructions").
+    claim_wait_spread: float = 4.0
     lease_ttl: float = 60.0
     lease_renew_at: float = 20.0
     # A runner that could not renew a lease stops its flight LEASE_MARGIN before the lease

@@ -176,6 +176,20 @@ def policy_digest(policy: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def parked_wait(wait: float, spread: float, draw: float) -> float:
+    """How long a parked claim waits before "nothing for you": its ``wait`` less up to
+    ``spread`` seconds (never more than a quarter of the wait), by ``draw`` in [0, 1).
+
+    A stall (a restart, a long pause of the server) leaves every runner's claim re-parking in
+    the same second, and claims that park together end together: without a spread the whole
+    fleet would come back at once, every interval, for as long as the server runs. Each
+    claim ending at its own moment of its last ``spread`` seconds spreads such a wave over
+    that span at its next re-park, and wider at each one after."""
+    if wait <= 0 or spread <= 0:
+        return wait
+    return wait - min(spread, wait / 4) * draw
+
+
 def instruction_at_claim(runner: Runner, *, stated_policy: str | None, free_slots: int, now: float,
                          renew_window: float, renews: bool,
                          has_capabilities: bool,

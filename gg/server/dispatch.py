@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import threading
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,6 +25,7 @@ from typing import cast
 
 from gg.control import leases as lease_ops
 from gg.control.core import Core
+from gg.domain.runners import parked_wait
 from gg.errors import TooManyRequests
 from gg.server.connections import ON_LOST
 from gg.server.off_loop import off_loop
@@ -43,6 +45,7 @@ class Parked:
     in_pass: bool = False  # a pass (on the writer) may be granting it a flight right now
     gone: bool = False  # its claim was answered or timed out: no pass may take it
     timed_out: bool = False  # its wait ended while a pass held it: that pass answers it
+    waits: float = 0.0  # how long it waits before "nothing for you" (parked_wait)
 
 
 class Dispatcher:
@@ -110,7 +113,12 @@ class Dispatcher:
             self._arm_expiry_wake(due)
         # What a parked claim holds while it waits: this frame, the record, its future and
         # one timer (a parked claim is mostly memory: docs/performance.md, "Parked claims").
-        timer = self.loop.call_later(wait, self._timed_out, parked)
+        # A heartbeat claim ends at its own moment of its wait's last seconds: the fleet's
+        # claims parked together by a stall do not all come back together
+        # (gg.domain.runners.parked_wait); a plain claim waits what it asked.
+        parked.waits = (parked_wait(wait, self.core.settings.claim_wait_spread, random.random())
+                        if instructable else wait)
+        timer = self.loop.call_later(parked.waits, self._timed_out, parked)
         if parked_on is not None:
             parked_on[ON_LOST] = partial(self._timed_out, parked)
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gg.domain.runners import Instruction, Runner, instruction_at_claim, policy_digest
+from gg.domain.runners import Instruction, Runner, instruction_at_claim, parked_wait, policy_digest
 
 NOW = 1_000_000.0
 POLICY = {"isolation": "sandbox", "egress": "all", "workers": 1}
@@ -49,3 +49,12 @@ def test_a_console_no_check_in_has_named_yet_is_told_on_the_claim():
     assert _told(_runner(), console_unheard=False) is None  # heard: its check-ins name it
     # what must be heard first still comes first
     assert _told(_runner(admin_state="draining"), console_unheard=True) is Instruction.DRAIN
+
+
+def test_a_parked_claim_ends_within_the_last_spread_seconds_of_its_wait_and_never_before_three_quarters():
+    assert parked_wait(20, 4, 0.0) == 20  # the draw's low end: the whole wait
+    assert parked_wait(20, 4, 0.5) == 18
+    assert 16 < parked_wait(20, 4, 0.999) < 16.01  # near its last four seconds' start
+    assert parked_wait(2, 4, 0.999) > 1.5  # a short wait keeps three quarters at the least
+    assert parked_wait(15, 0, 0.9) == 15  # no spread: the wait asked
+    assert parked_wait(0, 4, 0.9) == 0  # a claim that does not park

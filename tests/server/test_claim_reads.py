@@ -105,3 +105,35 @@ def test_many_runners_heartbeats_are_judged_by_one_read_of_the_runners(client):
     held.result(timeout=30)
     assert answers == [204] * len(fleet)
     assert seen[RUNNERS_READ] == 1
+
+
+@pytest.mark.parametrize("settings", [Settings(dev=True, claim_wait=30, claim_wait_spread=6)])
+def test_heartbeat_claims_parked_together_end_each_at_its_own_moment_of_the_spread(client):
+    fleet = [_runner(client, f"r{i}") for i in range(12)]
+    dispatcher = client.app.state.dispatcher
+    answers: list[int] = []
+    claims = [threading.Thread(target=lambda c=c: answers.append(client.post(
+        CLAIM, json={"wait": 30, "readings": {"cpu_percent": 1.0}}, headers=auth(c)).status_code))
+        for c in fleet]
+    plain = threading.Thread(target=lambda: answers.append(client.post(
+        CLAIM, json={"wait": 30}, headers=auth(fleet[0])).status_code))
+    for claim in claims:
+        claim.start()
+    try:
+        wait_until(lambda: dispatcher.parked_count == len(fleet), timeout=30,
+                   what="every heartbeat claim parked")
+        waits = [p.waits for p in list(dispatcher.parked.values())]
+        plain.start()  # a claim without readings (an older runner's): the wait it asked
+        wait_until(lambda: dispatcher.parked_count == len(fleet) + 1, timeout=30,
+                   what="the plain claim parked")
+        assert [p.waits for p in list(dispatcher.parked.values())
+                if not p.instructable] == [30]
+    finally:
+        for runner_id in {p.runner_id for p in list(dispatcher.parked.values())}:
+            dispatcher.loop.call_soon_threadsafe(dispatcher.release, runner_id)
+        for claim in [*claims, plain]:
+            if claim.is_alive():
+                claim.join(30)
+    assert all(24 <= w <= 30 for w in waits), waits  # within the wait's last 6 seconds
+    assert len(set(waits)) > 1, waits  # not all together: each drew its own moment
+    assert answers == [204] * (len(fleet) + 1)
