@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     tmp = Path(tempfile.mkdtemp(prefix="gg-bench-parked-"))
     os.environ["GG_CLAIM_WAIT"] = "600"
+    os.environ["GG_KEY_NONCE_RATE"] = "0"  # registering N runners at once is not an attack here
     settings = Settings.from_env(dev=True)
     store = open_store(tmp)
     app = create_app(settings, store, data_dir=tmp)
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
     proc = psutil.Process()
     time.sleep(1.0)
     if not args.rss_only:
-        tracemalloc.start(6)
+        tracemalloc.start(10)
     before = tracemalloc.take_snapshot() if not args.rss_only else None
     rss_before = proc.memory_info().rss
     sim = subprocess.Popen([sys.executable, "-c", SIM, str(port), str(creds_file),
@@ -107,7 +108,8 @@ def main(argv: list[str] | None = None) -> dict:
     total = sum(s.size_diff for s in stats)
     top = []
     for s in stats[:args.top]:
-        frames = [f"{Path(f.filename).name}:{f.lineno}" for f in s.traceback[:4]]
+        # a traceback runs from the oldest frame to the newest: the allocating line is last
+        frames = [f"{Path(f.filename).name}:{f.lineno}" for f in reversed(s.traceback[-4:])]
         top.append({"bytes_per_claim": round(s.size_diff / parked), "where": " < ".join(frames)})
     result = {"parked": parked, "python_kb_per_claim": round(total / 1024 / parked, 1),
               "rss_kb_per_claim": round((rss_after - rss_before) / 1024 / parked, 1),
