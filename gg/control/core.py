@@ -36,6 +36,7 @@ class Fired:
     """The signals a unit of work raised, held until its group commit is durable."""
 
     ready: bool = False
+    takers: bool = False
     flights: list[str] = field(default_factory=list)
     events: bool = False
     instructions: list[tuple[str, str]] = field(default_factory=list)
@@ -51,14 +52,16 @@ class Signals:
 
     Replicas (docs/scale-out.md): when several servers share one database, ``announce`` is
     set, and every signal is also handed to it as one short line (``r``: a flight may be
-    offerable; ``f ID``: a flight changed; ``e``: an event was recorded; ``i RUNNER KIND``:
-    an instruction for a runner) at the moment it is raised, that is inside the transaction
-    of a held unit, so the other replicas hear it only if and when it commits. What they
-    hear comes back through :meth:`heard`, which raises it here without announcing it again.
+    offerable; ``t``: a runner may take waiting flights; ``f ID``: a flight changed; ``e``: an
+    event was recorded; ``i RUNNER KIND``: an instruction for a runner) at the moment it is
+    raised, that is inside the transaction of a held unit, so the other replicas hear it only
+    if and when it commits. What they hear comes back through :meth:`heard`, which raises it
+    here without announcing it again.
     ``on_missed`` is called when announcements may have been lost (the listening connection
     was re-made): whoever waits looks again."""
 
     on_ready: list[Callable[[], None]] = field(default_factory=list)
+    on_takers: list[Callable[[], None]] = field(default_factory=list)
     on_flight: list[Callable[[str], None]] = field(default_factory=list)
     on_event: list[Callable[[], None]] = field(default_factory=list)
     on_instruction: list[Callable[[str, str], None]] = field(default_factory=list)
@@ -82,6 +85,20 @@ class Signals:
             return
         self._tell("r")
         self._after_commit(self._ready)
+
+    def takers_changed(self) -> None:
+        """A runner may take waiting flights now (back online, healthy again, relabelled):
+        nothing became ready, so what a dispatcher knows about what is offerable still holds
+        (a fleet's first check-ins after a restart would otherwise unmake it thousands of
+        times over); the parked claims are looked at again."""
+        held = getattr(self._local, "held", None)
+        if held is not None:
+            if not held.takers:  # announced once per unit
+                self._tell("t")
+            held.takers = True
+            return
+        self._tell("t")
+        self._after_commit(self._takers)
 
     def flight_changed(self, flight_id: str) -> None:
         held = getattr(self._local, "held", None)
@@ -119,6 +136,8 @@ class Signals:
         what, _, rest = line.partition(" ")
         if what == "r":
             self._ready()
+        elif what == "t":
+            self._takers()
         elif what == "f" and rest:
             self._flight(rest)
         elif what == "e":
@@ -161,6 +180,11 @@ class Signals:
             for fn in self.on_ready:
                 fn()
 
+    def _takers(self) -> None:
+        if not self._on_loop(self._takers):
+            for fn in self.on_takers:
+                fn()
+
     def _flight(self, flight_id: str) -> None:
         if not self._on_loop(self._flight, flight_id):
             for fn in self.on_flight:
@@ -189,6 +213,8 @@ class Signals:
         """A held unit's signals, raised here once it committed (announced already)."""
         if fired.ready:
             self._ready()
+        if fired.takers:
+            self._takers()
         for flight_id in dict.fromkeys(fired.flights):
             self._flight(flight_id)
         if fired.events:

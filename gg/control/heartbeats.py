@@ -24,7 +24,7 @@ to the writer, whose group commit it shares with every heartbeat noted meanwhile
 answer waits for that commit (the claim is answered after its heartbeat is written). Liveness
 reads ``last_seen_at`` as before, so ``offline_after`` and ``aged_out`` keep their meaning.
 
-A runner that was offline and is back makes the unit raise ``ready_changed`` (held until
+A runner that was offline and is back makes the unit raise ``takers_changed`` (held until
 the commit, as every unit's signals): waiting flights may go to it.
 """
 
@@ -111,7 +111,7 @@ class HeartbeatWrites:
         self.units += 1
         self.written += len(newest)
         if judged.back:
-            core.signals.ready_changed()  # raised after the commit: waiting flights may go
+            core.signals.takers_changed()  # raised after the commit: waiting flights may go
         return judged.told
 
 

@@ -276,11 +276,9 @@ def check_in(core: Core, runner: Runner, *, readings: dict, inventory: dict | No
         cancelled = _ended_among(core, held)
         consoles = _consoles_waiting(core, runner, now)
         runner = core.runner_again(runner.id)
-    if more_work:
-        core.signals.ready_changed()
+    if more_work or relabelled:
+        core.signals.takers_changed()  # it may take waiting flights it could not before
     expires = runner.credential_expires_at or now
-    if relabelled:
-        core.signals.ready_changed()
     directives = []
     if runner.kind != MEMBER_KIND and expires - now < core.settings.runner_credential_ttl / 3:
         directives.append("renew_credential")
@@ -327,7 +325,7 @@ def heartbeat(core: Core, runner: Runner | RunnerIdentity, *, readings: dict, fr
         if judged.rows:
             core.store.record_heartbeats(judged.rows)
     if judged.back:
-        core.signals.ready_changed()  # back: waiting flights may go to it
+        core.signals.takers_changed()  # back: waiting flights may go to it
     told = judged.told[0]
     if isinstance(told, BaseException):
         raise told
@@ -339,7 +337,7 @@ async def heartbeat_coalesced(core: Core, runner: Runner | RunnerIdentity, *, re
                               stated_policy: str | None) -> Instruction | None:
     """:func:`heartbeat` on the event loop, judged and written with other runners' in one unit
     of the store's writer (gg.control.heartbeats): the loop reads nothing, and no other thread
-    is asked. Same answer, same rows written, same ``ready_changed`` when it is back; it
+    is asked. Same answer, same rows written, same ``takers_changed`` when it is back; it
     returns once the heartbeat is committed."""
     beat = Beat(runner.id, core.now(), readings, free_slots, peer_address, stated_policy)
     return await core.heartbeats.note(core, judge_heartbeats, beat)

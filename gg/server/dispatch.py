@@ -63,11 +63,16 @@ class Dispatcher:
         # The last read that found nothing offerable: (pokes when it began, when it began,
         # the earliest lease's expiry), see _nothing_known.
         self._nothing: tuple[int, float, float | None] | None = None
+        # The read of what is offerable under way: (pokes when it began, its answer to come),
+        # shared by every claim that needs it before something pokes (_offer_state)
+        self._reading: tuple[int, asyncio.Future] | None = None
+        self.reads_shared = 0  # claims and passes that took the read under way, not one more
         self._expiry_handle: asyncio.TimerHandle | None = None
         self._expiry_at: float | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()  # parked claims between the loop and the writer's tail
         core.signals.on_ready.append(self.poke)
+        core.signals.on_takers.append(self.look)
         core.signals.on_missed.append(self.poke)
         core.signals.on_instruction.append(self._instruct_soon)
         core.tail = self._tail
@@ -139,11 +144,29 @@ class Dispatcher:
         known = self._nothing_known()
         if known is not None:
             return known
+        reading = self._reading
+        if reading is not None and reading[0] == self._pokes:
+            # Begun after the last poke, so it answers for this claim too: hundreds of claims
+            # a second arriving while it is on its way take its answer, not a read each
+            # (each its own trip to a worker thread, queued behind the others).
+            self.reads_shared += 1
+            return await asyncio.shield(reading[1])
         pokes, at = self._pokes, self.core.now()
-        offerable, due = await off_loop(lease_ops.offer_state, self.core)
+        read = asyncio.ensure_future(off_loop(lease_ops.offer_state, self.core))
+        read.add_done_callback(self._read_done)
+        self._reading = (pokes, read)
+        offerable, due = await asyncio.shield(read)  # a claim gone meanwhile: the read goes on
         if not offerable:
             self._nothing = (pokes, at, due)
         return offerable, due
+
+    def _read_done(self, read: asyncio.Future) -> None:
+        """The shared read ended: the next claim reads afresh. Its failure is taken here too
+        (every claim awaiting it hears it; with none left, it is not logged as unheard)."""
+        if self._reading is not None and self._reading[1] is read:
+            self._reading = None
+        if not read.cancelled():
+            read.exception()
 
     def _nothing_known(self) -> tuple[bool, float | None] | None:
         """(False, the earliest lease's expiry) while the last read that found nothing
@@ -225,6 +248,16 @@ class Dispatcher:
         self._pokes += 1  # a claim whose read was under way looks again (claim)
         if self.loop is None or self._pass_scheduled or not self.parked:
             return
+        self._pass_scheduled = True
+        self.loop.call_soon_threadsafe(self._pass)
+
+    def look(self) -> None:
+        """A runner may take waiting flights now (``signals.takers_changed``): nothing became
+        offerable, so a pass is run only when something may be (not known to be nothing)."""
+        if self.loop is None or self._pass_scheduled or not self.parked:
+            return
+        if self._nothing_known() is not None:
+            return  # nothing waits that it could take
         self._pass_scheduled = True
         self.loop.call_soon_threadsafe(self._pass)
 

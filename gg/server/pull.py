@@ -115,9 +115,11 @@ class Poller:
         self._wanted: set[str] = set()
         self.duties = None  # gg.server.duties.Duties: with replicas, one of them polls
         core.signals.on_ready.append(self.poke)
+        core.signals.on_takers.append(self.poke)
 
     def poke(self) -> None:
-        """A flight became ready: poll soon rather than at the next interval."""
+        """A flight became ready, or a runner may take one: poll soon rather than at the next
+        interval."""
         if self._loop is not None and self._wake is not None:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._wake.set)

@@ -108,7 +108,7 @@ def test_liveness_is_unchanged_a_silent_runner_is_offline_and_its_heartbeat_brin
     clock.advance(core.settings.offline_after + 1)
     assert not is_online(core.store.runner(runner.id), clock.now, core.settings.offline_after)
     ready = []
-    core.signals.on_ready.append(lambda: ready.append(clock.now))
+    core.signals.on_takers.append(lambda: ready.append(clock.now))
 
     async def beat():
         await _beat(core, runner, 1)

@@ -62,3 +62,25 @@ def test_without_a_running_server_a_signal_wakes_its_subscribers_where_it_was_ra
     signals.on_event.append(lambda: woke.append("event"))
     signals.event_added()
     assert woke == ["event"]
+
+
+def test_a_runner_that_may_take_work_is_its_own_signal_announced_once_a_unit_and_heard():
+    """``takers_changed`` (a runner back, healthy again, relabelled) wakes its own subscribers,
+    not ``on_ready``'s (nothing became ready); a held unit announces it once, as ``t``, and
+    another replica hearing ``t`` raises it there."""
+    told: list[str] = []
+    signals = Signals(announce=told.append)
+    woke: list[str] = []
+    signals.on_ready.append(lambda: woke.append("ready"))
+    signals.on_takers.append(lambda: woke.append("takers"))
+
+    def unit() -> None:
+        signals.takers_changed()
+        signals.takers_changed()
+
+    _, fired = signals.held(unit)
+    assert told == ["t"] and woke == []  # announced inside the unit, raised after its commit
+    signals.raise_all(fired)
+    assert woke == ["takers"]
+    signals.heard("t")
+    assert woke == ["takers", "takers"] and told == ["t"]  # heard: not announced again

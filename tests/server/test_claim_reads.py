@@ -137,3 +137,64 @@ def test_heartbeat_claims_parked_together_end_each_at_its_own_moment_of_the_spre
     assert all(24 <= w <= 30 for w in waits), waits  # within the wait's last 6 seconds
     assert len(set(waits)) > 1, waits  # not all together: each drew its own moment
     assert answers == [204] * (len(fleet) + 1)
+
+
+def test_claims_arriving_while_the_offerable_read_is_under_way_take_its_answer(client):
+    fleet = [_runner(client, f"r{i}") for i in range(5)]
+    dispatcher = client.app.state.dispatcher
+    release = threading.Event()
+    reads = [0]
+
+    def trace(sql: str) -> None:
+        if OFFER_STATE in sql:
+            reads[0] += 1
+            release.wait(30)  # the read stays on its way while the other claims come
+
+    client.store.db.trace(trace)
+    answers: list[int] = []
+    claims = [threading.Thread(target=lambda c=c: answers.append(_beat(client, c)))
+              for c in fleet]
+    try:
+        for claim in claims:
+            claim.start()
+        wait_until(lambda: dispatcher.reads_shared >= len(fleet) - 1, timeout=30,
+                   what="every later claim waiting for the read under way")
+    finally:
+        release.set()
+        for claim in claims:
+            claim.join(30)
+    assert answers == [204] * len(fleet)
+    assert reads[0] == 1  # one read answered all five (a read each before)
+
+
+def test_a_runner_back_online_leaves_known_that_nothing_is_offerable(client, clock):
+    fleet = [_runner(client, f"r{i}") for i in range(3)]
+    for credential in fleet:
+        assert _beat(client, credential) == 204
+    clock.advance(client.app.state.core.settings.offline_after + 1)  # the fleet went silent
+    seen = _counting(client, OFFER_STATE)
+    for credential in fleet:
+        assert _beat(client, credential) == 204  # each one back: nothing became ready
+    assert seen[OFFER_STATE] == 1  # a fleet's first check-ins after a restart: one read
+
+
+def test_a_runner_relabelled_while_parked_is_offered_the_flight_it_now_fits(client):
+    credential = _runner(client, "r")
+    opened = client.post("/v1/flights", json={"command": ["true"], "labels": {"gpu": "a100"}},
+                         headers=auth(client.owner))
+    assert opened.status_code == 201, opened.text
+    dispatcher = client.app.state.dispatcher
+    got: list = []
+    claim = threading.Thread(target=lambda: got.append(client.post(
+        CLAIM, json={"wait": 30, "readings": {"cpu_percent": 1.0}}, headers=auth(credential))))
+    claim.start()
+    try:
+        wait_until(lambda: dispatcher.parked_count == 1, timeout=30, what="the claim parked")
+        assert client.post("/v1/runner/check-in", json={"labels": {"gpu": "a100"}},
+                           headers=auth(credential)).status_code == 200
+    finally:
+        claim.join(30)
+        if claim.is_alive():
+            dispatcher.loop.call_soon_threadsafe(dispatcher.release, dispatcher.parked[0].runner_id)
+    assert got and got[0].status_code == 200, got and got[0].text
+    assert got[0].json()["flight"]["id"] == opened.json()["id"]
