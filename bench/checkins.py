@@ -29,7 +29,8 @@ parked, one interval on at the least); how long that took is printed beside the 
 ``--noise`` runs bench/noise.py's noise from the simulators' start to the window's end (a
 core spinning, ``gg flights`` every 250 ms, ``gg runners`` every second: the table's page of
 the oldest 500 runners). The event loop's lag over the window is read
-from ``/metrics`` (``gg_event_loop_lag_seconds``, the difference before and after).
+from ``/metrics`` (``gg_event_loop_lag_seconds``, the difference before and after), and
+with it the garbage collector's walks of every object (``gg_gc_pause_seconds``, generation 2).
 
 With ``--database`` the store is PostgreSQL (a fresh database) and ``--replicas N`` spreads
 the simulated runners over N servers: simulator process i speaks to replica i (mod N), so
@@ -66,6 +67,7 @@ CLAIM = "/v1/runner/claim"
 CHECK_IN = "/v1/runner/check-in"
 READINGS = {"cpu_percent": 3.5, "memory_percent": 41.0, "memory_available": 8_000_000_000}
 CAPABILITIES = {"isolation": ["none", "sandbox"], "egress_cut": True, "tools": {"git": True}}
+GC_PAUSES = "gg_gc_pause_seconds"
 PROBES_PER_SECOND = 20  # per simulator process
 
 
@@ -73,17 +75,19 @@ def _key() -> Ed25519PrivateKey:
     return Ed25519PrivateKey.from_private_bytes(os.urandom(32))
 
 
-def lag_reading(urls: list[str]) -> dict:
-    """``gg_event_loop_lag_seconds`` now, summed over every replica (an empty reading of a
-    replica that does not answer in time)."""
-    total = loop_lag.read("")
+def lag_reading(urls: list[str]) -> tuple[dict, dict]:
+    """``gg_event_loop_lag_seconds`` now, and the oldest generation's collections of
+    ``gg_gc_pause_seconds``, each summed over every replica (an empty reading of a replica
+    that does not answer in time)."""
+    lag, pauses = loop_lag.read(""), loop_lag.read("")
     for url in urls:
         try:
             text = httpx.get(url + "/metrics", timeout=120).text
         except httpx.HTTPError:
             text = ""
-        total = loop_lag.add(total, loop_lag.read(text))
-    return total
+        lag = loop_lag.add(lag, loop_lag.read(text))
+        pauses = loop_lag.add(pauses, loop_lag.read(text, GC_PAUSES, 'generation="2"'))
+    return lag, pauses
 
 
 def scrape(url: str) -> dict[str, float]:
@@ -317,7 +321,9 @@ def run(runners: int, procs: int, window: float, interval: float = 15.0,
                                              for server in bench.servers))
                 time.sleep(1.0)
             cpu_after, t_after = proc.cpu_times(), time.monotonic()
-            lag = loop_lag.between(lag_before, lag_reading(urls))
+            lag_after = lag_reading(urls)
+            lag = loop_lag.between(lag_before[0], lag_after[0])
+            pauses = loop_lag.between(lag_before[1], lag_after[1])
             made.stop()
             parts = [out.get(timeout=interval * 4 + 120) for _ in workers]
             for w in workers:
@@ -331,7 +337,8 @@ def run(runners: int, procs: int, window: float, interval: float = 15.0,
                 "wave_s": wave,
                 "load_average": [round(x, 2) for x in os.getloadavg()],
                 "load_at_start": round(load_at_start, 2),
-                "loop_lag": loop_lag.figures(lag), "noise": made.report,
+                "loop_lag": loop_lag.figures(lag), "gc_pauses": loop_lag.figures(pauses),
+                "noise": made.report,
                 "check_in_ms": summary(probes, 1), "repark_overshoot_ms": summary(over, 1),
                 "errors": sum(p["errors"] for p in parts),
                 "heartbeats_per_s": round(runners / interval, 1),
@@ -368,6 +375,12 @@ def _wave(seconds: float | None) -> str:
     return f"the first check-ins' wave absorbed {seconds:g} s after it began"
 
 
+def gc_cell(pauses: dict | None) -> str:
+    if not pauses or not pauses["n"]:
+        return "none"
+    return lag_cell(pauses)
+
+
 def lag_cell(lag: dict | None) -> str:
     if not lag or not lag["n"]:
         return "– (`/metrics` not answered within 120 s)"
@@ -395,6 +408,8 @@ def markdown(r: dict) -> str:
         f"{o['p50']} / {o['p99']} / {o['max']} (n = {o['n']}) |",
         f"| event-loop lag p50 / p99 / max ms (`gg_event_loop_lag_seconds` over the window, "
         f"bucket bounds) | {lag_cell(r.get('loop_lag'))} |",
+        f"| the garbage collector's walks of every object (`gg_gc_pause_seconds`, generation 2, "
+        f"over the window): p50 / p99 / max ms, bucket bounds | {gc_cell(r.get('gc_pauses'))} |",
         f"| server CPU, % of one core | {r['server_cpu_percent']} |",
         f"| simulators' CPU, % of one core (all processes) | {r['simulator_cpu_percent']} |",
         f"| server RSS, MB (registered fleet, none parked) | {r['server_rss_mb']} "

@@ -16,18 +16,21 @@ import re
 NAME = "gg_event_loop_lag_seconds"
 
 
-def read(text: str, name: str = NAME) -> dict:
+def read(text: str, name: str = NAME, labels: str = "") -> dict:
     """``{"buckets": {le: cumulative count}, "sum": s, "count": n}`` from one ``/metrics``
-    text (empty buckets, zero sum and count when the histogram is absent)."""
+    text (empty buckets, zero sum and count when the histogram is absent); ``labels``: only
+    the series whose labels hold it (``generation="2"``)."""
     buckets: dict[float, float] = {}
     out = {"buckets": buckets, "sum": 0.0, "count": 0.0}
-    bucket = re.compile(rf'^{re.escape(name)}_bucket{{[^}}]*le="([^"]+)"[^}}]*}} (\S+)$', re.M)
-    for le, value in bucket.findall(text):
-        buckets[math.inf if le == "+Inf" else float(le)] = float(value)
+    for held, value in re.findall(rf"^{re.escape(name)}_bucket{{([^}}]*)}} (\S+)$", text, re.M):
+        le = re.search(r'le="([^"]+)"', held)
+        if le and labels in held:
+            buckets[math.inf if le[1] == "+Inf" else float(le[1])] = float(value)
     for part in ("sum", "count"):
-        found = re.search(rf"^{re.escape(name)}_{part} (\S+)$", text, re.M)
-        if found:
-            out[part] = float(found[1])
+        for held, value in re.findall(rf"^{re.escape(name)}_{part}(?:{{([^}}]*)}})? (\S+)$",
+                                      text, re.M):
+            if labels in held:
+                out[part] = float(value)
     return out
 
 

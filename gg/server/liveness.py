@@ -67,6 +67,9 @@ async def lifespan(app: FastAPI):
     loop_lag = getattr(app.state, "loop_lag", None)
     if loop_lag is not None:  # how late the loop wakes (gg.server.loop_lag, GET /metrics)
         tasks.append(asyncio.create_task(loop_lag.run()))
+    pauses = getattr(app.state, "collector_pauses", None)
+    if pauses is not None:  # how long the garbage collector held it (gg.server.collector_pauses)
+        pauses.start()
     outbox = getattr(app.state, "outbox", None)
     if outbox is not None:  # the hooks' deliveries (gg.server.hooks)
         tasks.append(asyncio.create_task(outbox.run()))
@@ -79,6 +82,8 @@ async def lifespan(app: FastAPI):
         yield
     finally:
         loop_guard.arm(False)  # stopping: what is left to do may use the store at once
+        if pauses is not None:
+            pauses.stop()
         for task in tasks:
             task.cancel()
         for task in tasks:

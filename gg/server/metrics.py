@@ -43,6 +43,7 @@ from gg.control.core import Core
 from gg.domain.events import EventKind
 from gg.domain.flights import STAGES
 from gg.domain.runners import ADMIN_STATES, HealthState, Liveness, Runner, is_online
+from gg.server.collector_pauses import CollectorPauses
 from gg.server.loop_lag import LoopLag
 
 METRICS_PATH = "/metrics"
@@ -230,6 +231,8 @@ def install(app: FastAPI) -> None:
     registry.register(StoreCollector(core, lambda: app.state.dispatcher.parked_count))
     app.state.request_metrics = RequestCounts(registry)  # the claim route counts there too
     app.state.loop_lag = LoopLag(registry)  # its task: the lifespan's (gg.server.liveness)
+    app.state.collector_pauses = CollectorPauses()  # counting from the lifespan's start
+    registry.register(app.state.collector_pauses)
     app.add_middleware(RequestMetrics, counts=app.state.request_metrics)
     one_at_a_time = threading.Lock()  # a scrape follows the event feed from its cursor
 

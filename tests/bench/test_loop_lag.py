@@ -47,3 +47,16 @@ def test_replicas_readings_add_up_bucket_by_bucket():
     both = loop_lag.add(a, b)
     assert both["buckets"] == {0.001: 4.0, math.inf: 5.0} and both["count"] == 5.0
     assert both["sum"] == 1.5
+
+
+def test_one_series_of_a_labelled_histogram_is_read_alone():
+    text = "\n".join([
+        *(f'gg_gc_pause_seconds_bucket{{generation="{g}",le="{le}"}} {n}.0'
+          for g, counts in (("0", (5, 5)), ("2", (1, 3)))
+          for le, n in zip(("0.1", "+Inf"), counts, strict=True)),
+        'gg_gc_pause_seconds_count{generation="0"} 5.0',
+        'gg_gc_pause_seconds_sum{generation="0"} 0.01',
+        'gg_gc_pause_seconds_count{generation="2"} 3.0',
+        'gg_gc_pause_seconds_sum{generation="2"} 0.9']) + "\n"
+    got = loop_lag.read(text, "gg_gc_pause_seconds", 'generation="2"')
+    assert got == {"buckets": {0.1: 1.0, math.inf: 3.0}, "sum": 0.9, "count": 3.0}

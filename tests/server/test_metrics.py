@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -148,3 +150,26 @@ def test_the_event_loops_lag_is_a_histogram_filled_while_the_server_runs(client)
     buckets = {dict(k)["le"]: v for k, v in m["gg_event_loop_lag_seconds_bucket"].items()}
     assert buckets["+Inf"] == m["gg_event_loop_lag_seconds_count"][()] >= 3
     assert m["gg_event_loop_lag_seconds_sum"][()] >= 0
+
+
+def test_the_garbage_collectors_pauses_are_a_histogram_by_generation(client):
+    """Each collection the server's process makes while it runs is counted with how long it
+    held every thread, by generation (gg.server.collector_pauses)."""
+    def collections(generation: str) -> float:
+        return _scrape(client).get("gg_gc_pause_seconds_count", {}).get(
+            (("generation", generation),), 0)
+
+    before = collections("2")
+    gc.collect()  # a collection of the oldest generation, made in the server's process
+    m = _scrape(client)
+    assert collections("2") == before + 1
+    for generation in ("0", "1", "2"):
+        buckets = {dict(k)["le"]: v for k, v in m["gg_gc_pause_seconds_bucket"].items()
+                   if dict(k)["generation"] == generation}
+        assert buckets["+Inf"] == m["gg_gc_pause_seconds_count"][(("generation", generation),)]
+        assert list(buckets.values()) == sorted(buckets.values())  # cumulative
+    assert m["gg_gc_pause_seconds_sum"][(("generation", "2"),)] > 0
+    client.app.state.collector_pauses.stop()
+    gc.collect()
+    assert collections("2") == before + 1  # a stopped server counts no more
+    client.app.state.collector_pauses.start()
