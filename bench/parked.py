@@ -38,8 +38,12 @@ async def main(port, creds):
     wires = [Wire("127.0.0.1", port, c) for c in creds]
     async def park(w):
         while True:
-            await w.post("/v1/runner/claim", {"free_slots": 1, "wait": 600,
-                                              "readings": {"cpu_percent": 1.0}})
+            try:
+                await w.post("/v1/runner/claim", {"free_slots": 1, "wait": 600,
+                                                  "readings": {"cpu_percent": 1.0}})
+            except (OSError, asyncio.IncompleteReadError, IndexError, ValueError) as exc:
+                print(f"claim failed, again in a second: {exc!r}", file=sys.stderr)
+                await asyncio.sleep(1.0)  # ten thousand connecting at once: the backlog fills
     await asyncio.gather(*(park(w) for w in wires))
 asyncio.run(main(int(sys.argv[1]), json.load(open(sys.argv[2]))))
 '''
