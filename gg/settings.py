@@ -64,8 +64,7 @@ class Settings:
     claim_wait: float = 30.0
     # A parked heartbeat claim ends at a moment drawn from the last CLAIM_WAIT_SPREAD seconds
     # of its wait (at most a quarter of it), so a fleet re-parked together by a stall spreads
-    # out again
-    # (gg.domain.runners.parked_wait, docs/lease-protocol.md "Heartbeats and instructions").
+    # out again (gg.domain.runners.parked_wait, docs/server.md "Parked claims").
     claim_wait_spread: float = 4.0
     lease_ttl: float = 60.0
     lease_renew_at: float = 20.0

@@ -77,28 +77,14 @@ class Signals:
     _local: threading.local = field(default_factory=threading.local, repr=False)
 
     def ready_changed(self) -> None:
-        held = getattr(self._local, "held", None)
-        if held is not None:
-            if not held.ready:  # announced once per unit
-                self._tell("r")
-            held.ready = True
-            return
-        self._tell("r")
-        self._after_commit(self._ready)
+        self._once_a_unit("ready", "r", self._ready)
 
     def takers_changed(self) -> None:
         """A runner may take waiting flights now (back online, healthy again, relabelled):
         nothing became ready, so what a dispatcher knows about what is offerable still holds
         (a fleet's first check-ins after a restart would otherwise unmake it thousands of
         times over); the parked claims are looked at again."""
-        held = getattr(self._local, "held", None)
-        if held is not None:
-            if not held.takers:  # announced once per unit
-                self._tell("t")
-            held.takers = True
-            return
-        self._tell("t")
-        self._after_commit(self._takers)
+        self._once_a_unit("takers", "t", self._takers)
 
     def flight_changed(self, flight_id: str) -> None:
         held = getattr(self._local, "held", None)
@@ -111,14 +97,19 @@ class Signals:
         self._after_commit(lambda: self._flight(flight_id))
 
     def event_added(self) -> None:
+        self._once_a_unit("events", "e", self._event)
+
+    def _once_a_unit(self, flag: str, line: str, raise_it: Callable[[], None]) -> None:
+        """A signal without details: inside a held unit, noted on it (``Fired.<flag>``) and
+        announced once per unit; otherwise announced now and raised after the commit."""
         held = getattr(self._local, "held", None)
         if held is not None:
-            if not held.events:
-                self._tell("e")
-            held.events = True
+            if not getattr(held, flag):
+                self._tell(line)
+            setattr(held, flag, True)
             return
-        self._tell("e")
-        self._after_commit(self._event)
+        self._tell(line)
+        self._after_commit(raise_it)
 
     def instruct(self, runner_id: str, kind: str) -> None:
         """Tell a runner something at once (an :class:`gg.domain.runners.Instruction`): the
