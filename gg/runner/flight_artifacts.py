@@ -59,6 +59,27 @@ def prepare(run: FlightRun, workspace: Path) -> str | None:
     return None
 
 
+def remove_home(workspace: Path) -> None:
+    """``.gg`` and its two directories, when nothing else is in them (OSError otherwise):
+    a few ``rmdir`` calls relative to directories opened without following a link, so a
+    link the flight put in place of one never takes the runner outside the workspace. A
+    workspace without ``.gg`` (a flight refused before :func:`prepare`) has nothing to do."""
+    top = os.open(workspace, _DIR)
+    try:
+        try:
+            home = os.open(HOME, _DIR, dir_fd=top)
+        except FileNotFoundError:
+            return
+        try:
+            os.rmdir(ARTIFACTS, dir_fd=home)
+            os.rmdir(INPUTS, dir_fd=home)
+        finally:
+            os.close(home)
+        os.rmdir(HOME, dir_fd=top)
+    finally:
+        os.close(top)
+
+
 def _fetch(run: FlightRun, inputs: Path, given) -> None:
     if name_problem(given.name) or name_problem(given.dir) or "/" in given.dir:
         raise Refused(f"input {given.dir}/{given.name}: not a name to put under $GG_INPUTS")
