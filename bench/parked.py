@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     from checkins import register  # noqa: E402
 
+    from gg.server.ahead import front
     from gg.server.app import create_app
     from gg.server.connections import serve
     from gg.settings import Settings
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
     store = open_store(tmp)
     app = create_app(settings, store, data_dir=tmp)
     port = free_port()
-    threading.Thread(target=serve, args=(app, "127.0.0.1", port, settings, lambda: None, print),
+    threading.Thread(target=serve, args=(front(app), "127.0.0.1", port, settings, lambda: None, print),
                      daemon=True).start()
     url = f"http://127.0.0.1:{port}"
     for _ in range(200):

@@ -76,6 +76,7 @@ def server(
     if ctx.invoked_subcommand is not None:
         return
     from gg import config
+    from gg.server.ahead import front
     from gg.server.app import build, stopping
     from gg.server.connections import serve
     from gg.settings import Settings
@@ -127,7 +128,7 @@ def server(
     where = (f"data in {_safe_url(settings.database_url)}" if settings.database_url
              else f"data in {directory}")
     print(f"gg: control plane on {scheme}://{host}:{port} ({where})", file=sys.stderr)
-    serve(app, host, port, settings, on_stopping=lambda: stopping(app),
+    serve(front(app), host, port, settings, on_stopping=lambda: stopping(app),
           say=lambda line: print(f"gg: {line}", file=sys.stderr), tls=tls)
 
 

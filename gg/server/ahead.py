@@ -1,7 +1,8 @@
 """The calls answered ahead of FastAPI, and the one body each runs whichever way it came in.
 
-A few calls are answered by a plain ASGI handler wrapped around the app's middleware stack,
-:class:`Ahead`: the claim, which parks (``claims.py``); renew, facts and hand-back, the calls
+A few calls are answered by a plain ASGI handler, :class:`Ahead`, in front of the whole app
+where ``gg server`` serves it (:func:`front`) and around the app's middleware stack inside
+it (an in-process client's way in): the claim, which parks (``claims.py``); renew, facts and hand-back, the calls
 every flight makes (``lease_calls.py``); a person's open of a flight (``open_call.py``).
 Through the framework each cost more than its use case (docs/performance.md). Each is one
 :class:`Call` (its template, who may make it, its body and answer models, and its **body**,
@@ -169,11 +170,14 @@ def endpoint(call: Call):
 class Ahead:
     """ASGI: the ``POST`` requests of :attr:`calls` are answered here, ahead of the framework,
     and counted in the request metrics under their route's template; everything else goes to
-    ``inner`` (the app's middleware stack)."""
+    ``passed``: the app's middleware stack (``inner``) where this sits in the app, or the
+    whole app for :func:`front`, the one uvicorn serves."""
 
-    def __init__(self, app, inner, calls):
+    def __init__(self, app, inner, calls, passed=None):
+        self.app = app
         self.state = app.state  # core, dispatcher, request metrics
-        self.inner = inner
+        self.inner = inner  # where a request the app must answer itself goes (replay)
+        self.passed = inner if passed is None else passed
         self.max_bytes = self.state.core.settings.max_body_bytes
         self.calls = tuple(calls)
         self._exact = {c.template: c for c in self.calls if not c.names}
@@ -190,8 +194,19 @@ class Ahead:
                 return call, found.groupdict()
         return None
 
-    async def answer(self, scope, receive, send, call: Call, path: dict) -> int | None:
-        """The status answered, or None where the app answered (and counted) it."""
+    def __call__(self, scope, receive, send):
+        """ASGI, as a plain function that hands back what answers the request: no frame of
+        its own is held while a parked claim waits (each is an object the collector walks)."""
+        matched = (self.match(scope["path"])
+                   if scope["type"] == "http" and scope["method"] == "POST" else None)
+        if matched is None:
+            return self.passed(scope, receive, send)
+        return self.answer(scope, receive, send, *matched)
+
+    async def answer(self, scope, receive, send, call: Call, path: dict) -> None:
+        """Answer ``call`` and count it; where the app answers it instead, the app counts it."""
+        started = time.perf_counter()
+        scope["app"] = self.app  # as the framework sets it: the app's own answer reads it
         token, readable = headers(scope, self.max_bytes)
         if not readable:
             return await self.inner(scope, receive, send)
@@ -205,21 +220,23 @@ class Ahead:
             return await self.inner(scope, replay(received, receive), send)
         del raw, received  # a parked claim keeps only what it was accepted as
         try:
-            value = await call.body(self.state, scope, caller, body, **path)
+            answering = call.body(self.state, scope, caller, body, **path)
+            del caller, body  # the body's coroutine holds what it still needs (a parked claim
+            value = await answering  # drops its request body before it parks)
             response = (Response(status_code=204) if value is None
                         else answer(call.adapter, value, call.status))
         except Exception as exc:  # noqa: BLE001 - the one error shape, as the app's handlers
             response = failure(exc, "POST", scope["path"])
         await response(scope, receive, send)
-        return response.status_code
+        self.state.request_metrics.observe(call.template, "POST", response.status_code,
+                                           time.perf_counter() - started)
 
-    async def __call__(self, scope, receive, send):
-        matched = (self.match(scope["path"])
-                   if scope["type"] == "http" and scope["method"] == "POST" else None)
-        if matched is None:
-            return await self.inner(scope, receive, send)
-        started = time.perf_counter()
-        status = await self.answer(scope, receive, send, *matched)
-        if status is not None:
-            self.state.request_metrics.observe(matched[0].template, "POST", status,
-                                               time.perf_counter() - started)
+
+def front(app) -> Ahead:
+    """What uvicorn serves: the calls answered ahead of the whole app, FastAPI's and
+    Starlette's own entry included, whose frames a parked claim would hold (and FastAPI's
+    looks up its telemetry settings on every request); every other request (and the
+    lifespan) goes to ``app``. The app itself keeps its own :class:`Ahead` (an in-process
+    client reaches the calls the same way)."""
+    within = app.middleware_stack
+    return Ahead(app, within.inner, within.calls, passed=app)

@@ -37,8 +37,11 @@ async def claim(state, scope, runner: RunnerIdentity, body: Claim) -> dict | Non
         if told is not None and body.free_slots > 0:
             dispatcher.release(runner.id)  # its older parked claim, if any
             return answers.instructed(told)
-    got = await dispatcher.claim(runner.id, body.free_slots, answers.claim_wait(core, body.wait),
-                                 instructable=readings is not None, parked_on=scope)
+    free_slots, wait = body.free_slots, answers.claim_wait(core, body.wait)
+    instructable = readings is not None
+    del body, readings  # not held while it parks (a model, its fields and its set of them)
+    got = await dispatcher.claim(runner.id, free_slots, wait, instructable=instructable,
+                                 parked_on=scope)
     if isinstance(got, str):
         return answers.instructed(got)
     if got is None:

@@ -346,7 +346,8 @@ def plan_cap(configured: int, limit: int) -> tuple[int, str | None]:
 
 def serve(app, host: str, port: int, settings, on_stopping: Callable[[], None],
           say: Callable[[str], None], tls: tuple[str, str] | None = None) -> None:
-    """Serve ``app``; ``tls`` is (certificate chain file, private key file) for HTTPS."""
+    """Serve ``app`` (the ASGI app uvicorn calls: ``gg.server.ahead.front`` of gg's app);
+    ``tls`` is (certificate chain file, private key file) for HTTPS."""
     limit = raise_file_limit()
     cap, warning = plan_cap(settings.max_connections, limit)
     if warning:
@@ -382,7 +383,9 @@ def freeze_start_up() -> int:
 def server_config(app, host: str, port: int, settings, gate: Gate,
                   tls: tuple[str, str] | None = None) -> uvicorn.Config:
     """uvicorn's configuration: the gate's protocol, the timeouts and the listen backlog."""
+    # ASGI 3 named, not guessed: gg's front is a plain function handing back what answers
     return uvicorn.Config(app, host=host, port=port, log_level="warning", loop=LOOP,
+                          interface="asgi3",
                           http=protocol_for(gate), backlog=settings.listen_backlog,
                           timeout_keep_alive=settings.keep_alive_timeout,
                           # uvicorn annotates it int; it is seconds, handed to asyncio.wait_for

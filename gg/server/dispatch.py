@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import random
 import threading
 from dataclasses import dataclass, field
-from functools import partial
 from typing import cast
 
 from gg.control import leases as lease_ops
@@ -36,22 +36,35 @@ _READ = object()  # _arm_expiry_wake: read when the earliest lease is due
 NOTHING_HOLDS_FOR = 1.0
 
 
+# A parked claim's wait ends at the first tick of this many seconds at or after its own end:
+# one timer a tick for every claim ending in it, not one a claim (a timer, its handle, its
+# context and its callback are objects the collector walks: docs/performance.md).
+END_TICK = 0.05
+
+
 @dataclass(eq=False, slots=True)
 class Parked:
     runner_id: str
     future: asyncio.Future
+    dispatcher: Dispatcher
     order: int = field(default=0)
     instructable: bool = False  # a heartbeat claim: may be answered with an instruction
     in_pass: bool = False  # a pass (on the writer) may be granting it a flight right now
     gone: bool = False  # its claim was answered or timed out: no pass may take it
     timed_out: bool = False  # its wait ended while a pass held it: that pass answers it
     waits: float = 0.0  # how long it waits before "nothing for you" (parked_wait)
+    tick: int = 0  # the tick at which its wait ends (Dispatcher._ends)
+
+    def __call__(self) -> None:
+        """Stop waiting: its connection was lost (``connections.ON_LOST``)."""
+        self.dispatcher._timed_out(self)
 
 
 class Dispatcher:
     def __init__(self, core: Core):
         self.core = core
         self.parked: dict[int, Parked] = {}
+        self._ends: dict[int, dict[int, Parked]] = {}  # tick -> the claims whose wait ends then
         self._per_runner: dict[str, int] = {}
         self.closing = False
         self._order = itertools.count()
@@ -103,7 +116,8 @@ class Dispatcher:
             # A runner holds one claim at a time; more is a stale connection or a flood, and
             # every parked claim holds a socket. 429 makes the runner loop pause a moment.
             raise TooManyRequests(f"this runner already has {cap} parked claims; try again shortly")
-        parked = Parked(runner_id, self.loop.create_future(), next(self._order), instructable)
+        parked = Parked(runner_id, self.loop.create_future(), self, next(self._order),
+                        instructable)
         with self._lock:
             self.parked[parked.order] = parked
         self._per_runner[runner_id] = self._per_runner.get(runner_id, 0) + 1
@@ -116,20 +130,22 @@ class Dispatcher:
             # A flight committed after the read raises its signal on the loop after this step,
             # which finds this claim parked and pokes a pass; so the read stands for both looks.
             self._arm_expiry_wake(due)
-        # What a parked claim holds while it waits: this frame, the record, its future and
-        # one timer (a parked claim is mostly memory: docs/performance.md, "Parked claims").
-        # A heartbeat claim ends at its own moment of its wait's last seconds: the fleet's
-        # claims parked together by a stall do not all come back together
-        # (gg.domain.runners.parked_wait); a plain claim waits what it asked.
+        # What a parked claim holds while it waits: this frame, the record and its future,
+        # and a place at its tick (a parked claim is mostly memory: docs/performance.md,
+        # "Parked claims"). A heartbeat claim ends at its own moment of its wait's last
+        # seconds: the fleet's claims parked together by a stall do not all come back
+        # together (gg.domain.runners.parked_wait); a plain claim waits what it asked.
         parked.waits = (parked_wait(wait, self.core.settings.claim_wait_spread, random.random())
                         if instructable else wait)
-        timer = self.loop.call_later(parked.waits, self._timed_out, parked)
+        self._end_at(parked)
         if parked_on is not None:
-            parked_on[ON_LOST] = partial(self._timed_out, parked)
+            parked_on[ON_LOST] = parked
         try:
             return await parked.future or None
         finally:
-            timer.cancel()
+            ending = self._ends.get(parked.tick)
+            if ending is not None:
+                ending.pop(parked.order, None)
             with self._lock:
                 parked.gone = True
                 self.parked.pop(parked.order, None)
@@ -185,6 +201,22 @@ class Dispatcher:
         if now - at >= NOTHING_HOLDS_FOR or (due is not None and due <= now):
             return None
         return False, due
+
+    def _end_at(self, parked: Parked) -> None:
+        """Arrange for ``parked``'s wait to end at the first tick at or after its end: one
+        timer a tick, armed by the first claim ending at it."""
+        loop = cast(asyncio.AbstractEventLoop, self.loop)
+        tick = math.ceil((loop.time() + parked.waits) / END_TICK)
+        ending = self._ends.get(tick)
+        if ending is None:
+            ending = self._ends[tick] = {}
+            loop.call_at(tick * END_TICK, self._tick, tick)
+        ending[parked.order] = parked
+        parked.tick = tick
+
+    def _tick(self, tick: int) -> None:
+        for parked in self._ends.pop(tick, {}).values():
+            self._timed_out(parked)
 
     def _timed_out(self, parked: Parked) -> None:
         """A parked claim's wait is over: "nothing for you", unless a pass holds it right now
