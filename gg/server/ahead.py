@@ -2,8 +2,9 @@
 
 A few calls are answered by a plain ASGI handler, :class:`Ahead`, in front of the whole app
 where ``gg server`` serves it (:func:`front`) and around the app's middleware stack inside
-it (an in-process client's way in): the claim, which parks (``claims.py``); renew, facts and hand-back, the calls
-every flight makes (``lease_calls.py``); a person's open of a flight (``open_call.py``).
+it (an in-process client's way in): the claim, which parks (``claims.py``); renew, facts
+and hand-back, the calls every flight makes (``lease_calls.py``); a person's open of a
+flight (``open_call.py``).
 Through the framework each cost more than its use case (docs/performance.md). Each is one
 :class:`Call` (its template, who may make it, its body and answer models, and its **body**,
 the one function that answers it); the app builds both ways in from the same list:
