@@ -98,6 +98,9 @@ class Settings:
     # The listening socket's accept queue: a fleet of 10,000 runners reconnecting at once (a
     # restart) must not find it full; the kernel caps it at net.core.somaxconn.
     listen_backlog: int = 4096
+    # Requests read and neither answered nor waiting (a parked claim, a long poll); while this
+    # many are in hand, a runner's next call is left unread until its turn (docs/server.md)
+    max_requests_in_hand: int = 1024
     max_parked_claims: int = 4  # parked claims per runner; one more is answered 429 at once
     # Runner credential checks: a bounded cache from a token's hash to its runner, each entry
     # dropped at once when that credential is renewed, superseded or retired (and after this

@@ -24,6 +24,13 @@ idle sockets that never send a request exhaust them; the server then cannot acce
   ``GG_BODY_TIMEOUT`` of its headers is answered 408 and closed; idle keep-alive connections
   close after ``GG_KEEP_ALIVE_TIMEOUT``; a WebSocket is pinged, and closed when its peer stops
   answering (uvicorn's ping interval and timeout).
+- **Requests in hand** (``GG_MAX_REQUESTS_IN_HAND``, 1,024): a request counts once its
+  headers are read, until it is answered or waits without working (a parked claim, a long
+  poll: :func:`settled`). While that many are in hand, a runner's next call is left unread
+  (its first bytes kept, the socket no longer read) until its turn comes; a person's
+  request is read at once all the same: a fleet
+  of 10,000 reconnecting at once after a restart waits in the kernel's buffers, not as
+  10,000 parsed requests in the server's memory, which the allocator keeps long after.
 - **One log line per episode**: reaching the cap, and failing to ``accept()`` (EMFILE and
   friends), are each logged when they start and when they end, never once per attempt.
 
@@ -36,6 +43,7 @@ otherwise.
 from __future__ import annotations
 
 import asyncio
+import collections
 import errno
 import gc
 import logging
@@ -61,6 +69,22 @@ log = logging.getLogger("gg.server")
 # An ASGI scope key: a request that holds its connection open (a parked claim) may put here
 # what to do if the connection is lost before it is answered (the client went away).
 ON_LOST = "gg.on_connection_lost"
+# An ASGI scope key: the connection a request came on, for :func:`settled`.
+CONNECTION = "gg.connection"
+# Requests never counted in hand: a load balancer's health check and a scrape (their request
+# line starts the bytes read).
+UNCOUNTED = (b"GET /v1/health ", b"GET /v1/health?", b"GET /metrics ", b"GET /metrics?")
+# The only requests that wait for a turn: a runner's calls, the traffic of a fleet coming back
+# at once. A person's request is read at once, however many runners wait.
+TAKES_TURNS = b"POST /v1/runner/"
+
+
+def settled(scope) -> None:
+    """The request of ``scope`` now waits without working (a parked claim, a long poll): the
+    gate no longer counts it in hand, and reads the next request waiting for its turn."""
+    conn = scope.get(CONNECTION)
+    if conn is not None:
+        conn.gg_settle()
 
 CAP_CEILING = 65_536  # idle connections cost memory too; above this, raise it explicitly
 _ACCEPT_FAILED = "socket.accept() out of system resource"  # asyncio's message, all versions
@@ -105,8 +129,11 @@ class Gate:
     ever replaced."""
 
     def __init__(self, cap: int, header_timeout: float, *, per_source: int = 0,
-                 body_timeout: float = 30.0):
+                 body_timeout: float = 30.0, most_in_hand: int = 0):
         self.cap = cap
+        self.most_in_hand = most_in_hand  # 0: no bound
+        self.in_hand = 0  # requests read or being read, neither answered nor settled
+        self.waiting: collections.deque = collections.deque()  # their next request unread
         self.per_source = per_source if per_source > 0 else max(16, cap // 4)
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
@@ -143,6 +170,28 @@ class Gate:
         self.admitted.add(conn)
         self.idle_again(conn)
         return True
+
+    def may_read(self, conn: Connection) -> bool:
+        """A request starts on ``conn``: True when it may be read now; else ``conn`` waits
+        its turn behind those already waiting (:meth:`done` hands turns on, oldest first)."""
+        if self.most_in_hand and (self.waiting or self.in_hand >= self.most_in_hand):
+            self.waiting.append(conn)
+            return False
+        return True
+
+    def done(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A request in hand was answered or settled: the oldest one waiting is read next."""
+        self.in_hand -= 1
+        if self.in_hand < self.most_in_hand:
+            self.next_turn(loop)
+
+    def next_turn(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hand the turn to the oldest connection still open among those waiting."""
+        while self.waiting:
+            conn = self.waiting.popleft()
+            if conn in self.admitted:  # not closed meanwhile
+                loop.call_soon(conn.gg_go)
+                return
 
     def busy(self, conn: Connection) -> None:
         """``conn``'s request is read whole: it is no stranger until it is answered."""
@@ -205,6 +254,9 @@ def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
         gg_started = False  # bytes of a request (or a WebSocket) arrived: a close is abrupt
         _header_timer: asyncio.TimerHandle | None = None
         _body_timer: asyncio.TimerHandle | None = None
+        _held: bytes | None = None  # a request's first bytes, waiting for its turn
+        _turn = False  # given its turn, and not yet counted in hand
+        gg_in_hand = False  # this connection's request counts in the gate's in hand
 
         def connection_made(self, transport) -> None:
             peer = transport.get_extra_info("peername")
@@ -222,6 +274,10 @@ def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
             self._disarm()
             self._disarm_body()
             gate.forget(self)
+            self.gg_settle()
+            if self._turn:  # closed with its turn unused: the next one's
+                self._turn = False
+                gate.next_turn(self.loop)
             if self._in_request():  # gone before its answer: a parked claim stops waiting
                 on_lost = (self.scope or {}).get(ON_LOST)
                 if on_lost is not None:
@@ -230,7 +286,46 @@ def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
 
         def data_received(self, data: bytes) -> None:
             self.gg_started = True
+            if self._held is not None:  # read before the pause took hold
+                self._held += data
+                return
+            if not (self.gg_in_hand or self._upgraded or self._in_request()):
+                if data.startswith(UNCOUNTED):
+                    return self._read(data, counted=False)
+                if data.startswith(TAKES_TURNS) and not gate.may_read(self):  # its turn later
+                    self._held = data
+                    self._disarm()  # its headers are late because of us, not of the peer
+                    self._unset_keepalive_if_required()  # nor is it idle
+                    self.transport.pause_reading()
+                    if b"\r\n\r\n" in data:  # a request's whole head: no stranger
+                        gate.busy(self)
+                    return
+            self._read(data)
+
+        def gg_go(self) -> None:
+            """This connection's turn: read what was held (it counts in hand once its
+            headers are read); closed meanwhile, the turn goes to the next."""
+            data, self._held = self._held, None
+            if data is None or self.transport.is_closing():
+                gate.next_turn(self.loop)
+                return
+            self._turn = True
+            self.transport.resume_reading()
+            self._read(data)
+
+        def gg_settle(self) -> None:
+            """This connection's request no longer counts in hand."""
+            if self.gg_in_hand:
+                self.gg_in_hand = False
+                self.scope.pop(CONNECTION, None)  # no cycle left behind in a kept request
+                gate.done(self.loop)
+
+        def _read(self, data: bytes, counted: bool = True) -> None:
             super().data_received(data)
+            if counted and not self.gg_in_hand and self._in_request():  # headers read: in hand
+                self.gg_in_hand, self._turn = True, False
+                gate.in_hand += 1
+                self.scope[CONNECTION] = self
             if self._upgraded or self.transport.is_closing():
                 return
             if self._in_request():
@@ -253,6 +348,7 @@ def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
             self._upgraded = True
             self._disarm()
             self._disarm_body()
+            self.gg_settle()
             super().handle_websocket_upgrade(*event)
             ws = self.transport.get_protocol()
             if ws is self:
@@ -266,6 +362,7 @@ def protocol_for(gate: Gate, base: type = FastProtocol) -> type:
             ws.connection_lost = connection_lost
 
         def on_response_complete(self) -> None:
+            self.gg_settle()
             super().on_response_complete()
             self.gg_started = False
             if not self.transport.is_closing():
@@ -353,7 +450,10 @@ def serve(app, host: str, port: int, settings, on_stopping: Callable[[], None],
     if warning:
         say(warning)
     gate = Gate(cap, settings.header_timeout, per_source=settings.max_connections_per_source,
-                body_timeout=settings.body_timeout)
+                body_timeout=settings.body_timeout, most_in_hand=settings.max_requests_in_hand)
+    state = getattr(app, "state", None)
+    if state is not None:  # its /metrics reads the requests in hand and waiting
+        state.gate = gate
     config = server_config(app, host, port, settings, gate, tls)
     freeze_start_up()
     BoundedServer(config, gate, on_stopping).run()

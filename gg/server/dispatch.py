@@ -27,7 +27,7 @@ from gg.control import leases as lease_ops
 from gg.control.core import Core
 from gg.domain.runners import parked_wait
 from gg.errors import TooManyRequests
-from gg.server.connections import ON_LOST
+from gg.server.connections import ON_LOST, settled
 from gg.server.off_loop import off_loop
 
 _READ = object()  # _arm_expiry_wake: read when the earliest lease is due
@@ -140,6 +140,7 @@ class Dispatcher:
         self._end_at(parked)
         if parked_on is not None:
             parked_on[ON_LOST] = parked
+            settled(parked_on)  # waiting, not working: the gate reads another request
         try:
             return await parked.future or None
         finally:
@@ -444,13 +445,23 @@ class Watch:
         core.signals.on_event.append(self._event_added)
         core.signals.on_missed.append(self._look_again)
 
-    async def flight(self, flight_id: str, timeout: float) -> None:
-        await self._wait(self._flights.setdefault(flight_id, set()), timeout, flight_id)
+    @property
+    def waiting(self) -> int:
+        """Long polls held open now (``gg_long_polls_waiting``)."""
+        return len(self._events) + sum(len(bucket) for bucket in self._flights.values())
 
-    async def events(self, timeout: float) -> None:
-        await self._wait(self._events, timeout, None)
+    async def flight(self, flight_id: str, timeout: float, scope: dict | None = None) -> None:
+        await self._wait(self._flights.setdefault(flight_id, set()), timeout, flight_id, scope)
 
-    async def _wait(self, bucket: set, timeout: float, flight_id: str | None) -> None:
+    async def events(self, timeout: float, scope: dict | None = None) -> None:
+        await self._wait(self._events, timeout, None, scope)
+
+    async def _wait(self, bucket: set, timeout: float, flight_id: str | None,
+                    scope: dict | None) -> None:
+        """Wait for a wake-up; ``scope``: the request held meanwhile, which waits without
+        working (``connections.settled``)."""
+        if scope is not None:
+            settled(scope)
         fut = asyncio.get_running_loop().create_future()
         bucket.add(fut)
         try:

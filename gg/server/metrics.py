@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from fastapi import FastAPI, Request, Response
 from prometheus_client import (
@@ -82,9 +82,12 @@ class _Buckets:
 class StoreCollector:
     """Figures read from the store (and the dispatcher) each time Prometheus scrapes."""
 
-    def __init__(self, core: Core, parked: Callable[[], int]):
+    def __init__(self, core: Core, parked: Callable[[], int], long_polls: Callable[[], int],
+                 gate: Callable[[], Any]):
         self.core = core
         self.parked = parked
+        self.long_polls = long_polls
+        self.gate = gate  # gg.server.connections.Gate, once serving
         self.cursor = 0
         self.expiries = 0
         self.queue_wait = _Buckets(WAIT_BUCKETS)
@@ -102,6 +105,15 @@ class StoreCollector:
                                 value=core.store.live_lease_count(now))
         yield GaugeMetricFamily("gg_claims_parked", "Runner claims held open, waiting for work.",
                                 value=self.parked())
+        yield GaugeMetricFamily("gg_long_polls_waiting", "Readers' long polls held open, "
+                                "waiting for a fact or an event.", value=self.long_polls())
+        gate = self.gate()
+        if gate is not None:  # served by gg server (an in-process client has no gate)
+            yield GaugeMetricFamily("gg_requests_in_hand", "Requests read and neither answered "
+                                    "nor waiting (GG_MAX_REQUESTS_IN_HAND).", value=gate.in_hand)
+            yield GaugeMetricFamily("gg_requests_waiting_turn", "Connections whose next request "
+                                    "is left unread until fewer are in hand.",
+                                    value=len(gate.waiting))
         kept = retention.server_facts(core)
         yield GaugeMetricFamily("gg_retain_flights_seconds", "How long an ended flight is kept "
                                 "before it is pruned (0: for ever).", value=kept["retain_flights"])
@@ -228,7 +240,9 @@ def install(app: FastAPI) -> None:
     """Register ``GET /metrics`` and the request counters on ``app`` (one registry per app)."""
     registry = CollectorRegistry(auto_describe=False)
     core: Core = app.state.core
-    registry.register(StoreCollector(core, lambda: app.state.dispatcher.parked_count))
+    registry.register(StoreCollector(core, lambda: app.state.dispatcher.parked_count,
+                                     lambda: app.state.watch.waiting,
+                                     lambda: getattr(app.state, "gate", None)))
     app.state.request_metrics = RequestCounts(registry)  # the claim route counts there too
     app.state.loop_lag = LoopLag(registry)  # its task: the lifespan's (gg.server.liveness)
     app.state.collector_pauses = CollectorPauses()  # counting from the lifespan's start

@@ -346,3 +346,101 @@ def test_a_claim_whose_connection_is_lost_while_parked_is_offered_nothing(tmp_pa
         assert (taken.json()["flight"]["id"], taken.json()["lease"]["epoch"]) == (flight, 1)
     finally:
         server.stop()
+
+
+# -- requests in hand --------------------------------------------------------------------------
+
+def _gauge(server: LocalServer, name: str) -> float:
+    text = httpx.get(server.url + "/metrics", timeout=10).text
+    return float(re.search(rf"^{name} (\S+)$", text, re.M).group(1))
+
+
+def _half_claim(server: LocalServer) -> socket.socket:
+    """A claim whose headers arrived and whose body has not: read, and in hand."""
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    sock.sendall(b"POST /v1/runner/claim HTTP/1.1\r\nhost: x\r\ncontent-type: application/json"
+                 b"\r\ncontent-length: 2\r\n\r\n")
+    return sock
+
+
+def test_a_runners_call_beyond_the_bound_in_hand_waits_its_turn_and_people_never_wait(
+        tmp_path):
+    server = _server(tmp_path, {"GG_MAX_REQUESTS_IN_HAND": "1", "GG_HEADER_TIMEOUT": "0.5",
+                                "GG_KEEP_ALIVE_TIMEOUT": "0.5"})
+    try:
+        credential = _runner_credential(server)
+        first = _half_claim(server)  # the one request in hand
+        wait_until(lambda: _gauge(server, "gg_requests_in_hand") == 1, timeout=30,
+                   what="the half claim in hand")
+        answers: list = []
+        later = threading.Thread(target=lambda: answers.append(httpx.post(
+            server.url + "/v1/runner/check-in", json={}, timeout=60,
+            headers={"authorization": f"Bearer {credential}"})), daemon=True)
+        later.start()
+        # held unread (its headers are not late, nor is it idle), while health, the scrape and
+        # a person's listing are answered at once
+        wait_until(lambda: _gauge(server, "gg_requests_waiting_turn") == 1, timeout=30,
+                   what="the check-in to wait its turn")
+        assert httpx.get(server.url + "/v1/health", timeout=10).status_code == 200
+        owner = {"authorization": f"Bearer {server.owner_token()}"}
+        assert httpx.get(server.url + "/v1/flights", headers=owner, timeout=10).status_code == 200
+        assert answers == []
+        first.sendall(b"{}")  # the claim's body: it is answered (refused), and the turn passes
+        assert first.recv(4096).startswith(b"HTTP/1.1 401")
+        later.join(timeout=60)
+        assert answers and answers[0].status_code == 200, answers
+        assert _gauge(server, "gg_requests_waiting_turn") == 0
+    finally:
+        server.stop()
+
+
+def test_a_parked_claim_and_a_long_poll_wait_without_holding_a_turn(tmp_path):
+    server = _server(tmp_path, {"GG_MAX_REQUESTS_IN_HAND": "1"})
+    try:
+        credential = _runner_credential(server)
+        answers, threads = _claims(server, credential, 1)
+        wait_until(lambda: _parked(server) == 1, timeout=30, what="the claim parked")
+        owner = {"authorization": f"Bearer {server.owner_token()}"}
+        opened = httpx.post(server.url + "/v1/flights", headers=owner, timeout=30,
+                            json={"command": ["true"], "labels": {"never": "here"}})
+        assert opened.status_code == 201, opened.text
+        facts = []
+        poll = threading.Thread(target=lambda: facts.append(httpx.get(
+            server.url + f"/v1/flights/{opened.json()['id']}/facts?wait=60", headers=owner,
+            timeout=90)), daemon=True)
+        poll.start()
+        wait_until(lambda: _gauge(server, "gg_long_polls_waiting") == 1, timeout=30,
+                   what="the long poll waiting")
+        assert _gauge(server, "gg_requests_in_hand") == 0
+        # both wait, and a request after them is answered at once all the same
+        assert httpx.get(server.url + "/v1/flights", headers=owner, timeout=30).status_code == 200
+        assert answers == [] and facts == []
+    finally:
+        server.stop()
+        for t in threads:
+            t.join(timeout=30)
+
+
+def test_turns_go_oldest_first_to_connections_still_open():
+    gate = Gate(cap=10, header_timeout=1.0, most_in_hand=1)
+    went: list = []
+
+    class Loop:  # the gate hands a turn on through call_soon
+        def call_soon(self, callback):
+            went.append(callback.__self__)
+
+    class Conn:  # stands for a protocol
+        def gg_go(self):
+            pass
+
+    first, second, third, fourth = Conn(), Conn(), Conn(), Conn()
+    for conn in (first, second, third, fourth):
+        assert gate.admit(conn)
+    assert gate.may_read(first)
+    gate.in_hand += 1  # first's headers read: in hand, the bound reached
+    assert not any(gate.may_read(c) for c in (second, third, fourth))  # each waits its turn
+    gate.forget(second)  # closed while it waited
+    gate.done(Loop())  # first answered: the turn skips second
+    assert went == [third] and gate.in_hand == 0
+    gate.next_turn(Loop())  # third closed with its turn unused: the next one's
+    assert went == [third, fourth] and not gate.waiting

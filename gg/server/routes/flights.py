@@ -56,7 +56,8 @@ async def follow_facts(flight_id: str, request: Request, person: Person = Depend
     """Facts after ``after``; with ``wait`` the request is held until one arrives or the flight ends."""
     watch = request.app.state.watch
     return await answers.facts_after(request.app.state.core, flight_id, after=after, wait=wait,
-                                     wait_for=lambda seconds: watch.flight(flight_id, seconds))
+                                     wait_for=lambda seconds: watch.flight(flight_id, seconds,
+                                                                           request.scope))
 
 
 @router.post(paths.FLIGHT_CANCEL, response_model=FlightDetail)
@@ -84,4 +85,5 @@ async def events(request: Request, person: Person = Depends(auth.person),
                  limit: Annotated[int, Query(ge=1, le=10000)] = 1000, wait: Wait = 0) -> list[dict]:
     return await answers.events_after(request.app.state.core, after=after, kind=kind,
                                       runner=runner, flight=flight, limit=limit, wait=wait,
-                                      wait_for=request.app.state.watch.events)
+                                      wait_for=lambda seconds: request.app.state.watch.events(
+                                          seconds, request.scope))
