@@ -107,7 +107,9 @@ def server(
     if too_slow is not None:
         raise CliError(too_slow, Exit.USAGE)
     os.umask(0o077)  # everything the server writes (store, WAL, tokens) is the owner's alone
-    from gg.server.start_up import StartRefused, check_port, hold_data_dir
+    from gg.server.start_up import StartRefused, bound_malloc_arenas, check_port, hold_data_dir
+
+    bound_malloc_arenas(settings.malloc_arenas)  # before the first thread (docs/server.md)
 
     try:  # nothing is created until the port and the data dir are this server's
         check_port(host, port)

@@ -8,17 +8,44 @@
   ``flock`` the kernel drops when the process ends, however it ends) for as long as it runs;
   a second is refused, naming the first's pid. (PostgreSQL replicas share a database on
   purpose; they take no such lock.)
+- **Its memory allocator keeps few arenas.** glibc's ``malloc`` gives every thread that
+  allocates an arena of its own (up to eight a core), and what one arena frees another does
+  not reuse. Bounded before the server starts a thread (:func:`bound_malloc_arenas`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 
 LOCK_NAME = "server.lock"
+
+
+# glibc's malloc.h: mallopt's parameter for the most arenas
+M_ARENA_MAX = -8
+
+
+def bound_malloc_arenas(arenas: int, environ: Mapping[str, str] = os.environ) -> int | None:
+    """Bound this process's glibc ``malloc`` to ``arenas`` arenas (``GG_MALLOC_ARENAS``);
+    the bound set, or None where nothing was set: 0 asked for glibc's own rule, the operator
+    set ``MALLOC_ARENA_MAX`` (glibc read it at start, and it wins), or the C library is not
+    glibc. Call it before the server starts its threads: a thread keeps the arena it has."""
+    if arenas <= 0 or "MALLOC_ARENA_MAX" in environ:
+        return None
+    try:
+        if not os.confstr("CS_GNU_LIBC_VERSION"):
+            return None
+        mallopt = ctypes.CDLL(None).mallopt
+    except (ValueError, OSError, AttributeError):  # not glibc
+        return None
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    return arenas if mallopt(M_ARENA_MAX, arenas) == 1 else None
 
 
 class StartRefused(Exception):
