@@ -381,6 +381,8 @@ def test_a_receiver_that_hangs_does_not_hold_up_another_hooks_deliveries(make_fl
     third = api.open_flight({"command": ["echo", "3"]})["id"]
     got = wait_until(lambda: (lambda g: g if len(g) >= 3 else None)(fine.got()), timeout=30,
                      what="the second hook to hear the next flights while the first hangs")
-    assert [json.loads(r["body"])["flight_id"] for r in got] == [first, second, third]
+    heard = [json.loads(r["body"])["flight_id"] for r in got]
+    # in order per flight only (docs/operations.md): two flights' events may cross
+    assert heard[0] == first and sorted(heard[1:]) == sorted([second, third])
     assert not hanging.stopping.is_set()  # each hanging request is still held, unanswered
     assert json.loads(hanging.got()[0])["flight_id"] == first
