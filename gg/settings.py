@@ -237,6 +237,8 @@ class Settings:
                     values[f.name] = _choice(raw, CHOICES[f.name])
                 elif f.type in (int, "int"):
                     values[f.name] = _whole(raw)
+                    if f.name in _NOT_NEGATIVE and values[f.name] < 0:
+                        raise ValueError(f"{raw.strip()!r} is below 0")
                 else:
                     values[f.name] = parse_duration(raw)
             except ValueError as exc:
@@ -264,6 +266,8 @@ _TEXTS = ("database_url", "issuer", "secrets_key_file")  # taken as written
 # in bytes, or 512k, 10MB
 _SIZES = ("output_limit_default", "output_limit_max", "output_tail", "hook_answer_limit",
           "artifact_quota")
+# counts with no meaning below 0
+_NOT_NEGATIVE = ("malloc_arenas",)
 
 # The defaults themselves: what a runner uses until its first check-in tells it the server's.
 DEFAULTS = Settings()

@@ -30,18 +30,24 @@ LOCK_NAME = "server.lock"
 M_ARENA_MAX = -8
 
 
+def glibc() -> bool:
+    """Whether this process's C library is GNU's (whose malloc has arenas to bound)."""
+    try:
+        return bool(os.confstr("CS_GNU_LIBC_VERSION"))
+    except (ValueError, OSError):
+        return False
+
+
 def bound_malloc_arenas(arenas: int, environ: Mapping[str, str] = os.environ) -> int | None:
     """Bound this process's glibc ``malloc`` to ``arenas`` arenas (``GG_MALLOC_ARENAS``);
     the bound set, or None where nothing was set: 0 asked for glibc's own rule, the operator
     set ``MALLOC_ARENA_MAX`` (glibc read it at start, and it wins), or the C library is not
     glibc. Call it before the server starts its threads: a thread keeps the arena it has."""
-    if arenas <= 0 or "MALLOC_ARENA_MAX" in environ:
+    if arenas <= 0 or "MALLOC_ARENA_MAX" in environ or not glibc():
         return None
     try:
-        if not os.confstr("CS_GNU_LIBC_VERSION"):
-            return None
         mallopt = ctypes.CDLL(None).mallopt
-    except (ValueError, OSError, AttributeError):  # not glibc
+    except (OSError, AttributeError):
         return None
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int

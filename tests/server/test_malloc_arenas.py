@@ -9,17 +9,9 @@ import textwrap
 
 import pytest
 
-from gg.server.start_up import bound_malloc_arenas
+from gg.server.start_up import bound_malloc_arenas, glibc
 
-
-def _glibc() -> bool:
-    try:
-        return bool(os.confstr("CS_GNU_LIBC_VERSION"))
-    except (ValueError, OSError):
-        return False
-
-
-needs_glibc = pytest.mark.skipif(not _glibc(), reason="glibc's malloc arenas")
+needs_glibc = pytest.mark.skipif(not glibc(), reason="glibc's malloc arenas")
 
 # Eight threads allocate at once, then glibc's malloc_stats names each arena on stderr.
 _ARENAS_AFTER_EIGHT_THREADS = textwrap.dedent("""
@@ -79,6 +71,9 @@ def test_the_bound_is_a_setting_with_a_default_of_two():
     assert Settings.from_env({"GG_MALLOC_ARENAS": "0"}).malloc_arenas == 0
     with pytest.raises(ValueError, match="GG_MALLOC_ARENAS"):
         Settings.from_env({"GG_MALLOC_ARENAS": "two"})
+    with pytest.raises(ValueError) as below:
+        Settings.from_env({"GG_MALLOC_ARENAS": "-1"})
+    assert str(below.value) == "GG_MALLOC_ARENAS: '-1' is below 0"
 
 
 # glibc's thread arenas ("heaps"): mapped at a multiple of HEAP_MAX_SIZE (64 MB on a 64-bit
