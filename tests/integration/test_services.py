@@ -288,7 +288,12 @@ def test_a_ready_command_decides_when_a_service_is_ready(services_fleet, tmp_pat
 def test_the_old_generation_serves_its_open_connections_until_they_end(make_fleet, tmp_path):
     """An update switches new connections at once; the old generation keeps those it holds
     and is stopped (SIGTERM) once they end, not before (a grace of 60 s here)."""
-    fleet = make_fleet({**FAST_SERVICES, "GG_SERVICE_STOP_GRACE": "60"})
+    # A lease renewed as often as the suite's (every second) but with 9 s of slack, not 2: on a
+    # loaded machine a runner a second late loses a 3 s lease, which stops both generations
+    # and places the service again at generation 2, read here as an old generation that was
+    # never drained (a server stopped for 3.5 s after the first _get fails this test so).
+    fleet = make_fleet({**FAST_SERVICES, "GG_SERVICE_STOP_GRACE": "60",
+                        "GG_LEASE_TTL": "10", "GG_LEASE_RENEW_AT": "9"})
     fleet.runner("r1")
     fleet.wait_online("r1")
     port = free_port()
