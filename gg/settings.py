@@ -237,7 +237,7 @@ class Settings:
                     values[f.name] = _choice(raw, CHOICES[f.name])
                 elif f.type in (int, "int"):
                     values[f.name] = _whole(raw)
-                    if f.name in _NOT_NEGATIVE and values[f.name] < 0:
+                    if values[f.name] < 0:  # a count, a size in bytes or a limit: never below 0
                         raise ValueError(f"{raw.strip()!r} is below 0")
                 else:
                     values[f.name] = parse_duration(raw)
@@ -266,8 +266,6 @@ _TEXTS = ("database_url", "issuer", "secrets_key_file")  # taken as written
 # in bytes, or 512k, 10MB
 _SIZES = ("output_limit_default", "output_limit_max", "output_tail", "hook_answer_limit",
           "artifact_quota")
-# counts with no meaning below 0
-_NOT_NEGATIVE = ("malloc_arenas",)
 
 # The defaults themselves: what a runner uses until its first check-in tells it the server's.
 DEFAULTS = Settings()
