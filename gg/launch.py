@@ -68,14 +68,26 @@ def stop_process(proc: subprocess.Popen | None, sig: int = 15,
     seconds; its exit status."""
     if proc is None:
         return None
-    if proc.poll() is None:
+    stop_processes([proc], sig, timeout)
+    return proc.returncode
+
+
+def stop_processes(procs: list[subprocess.Popen], sig: int = 15, timeout: float = 10.0) -> None:
+    """Stop every one of ``procs`` at once: ``sig`` to each still running, then SIGKILL to
+    those still running ``timeout`` seconds later (one deadline for all, not one each)."""
+    live = [proc for proc in procs if proc.poll() is None]
+    for proc in live:
         try:
             proc.send_signal(sig)
-            proc.wait(timeout=timeout)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    for proc in live:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    return proc.returncode
 
 
 def _limit_files(limit: int | tuple[int, int]) -> None:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from gg.client import Client
-from gg.launch import LocalRunner, LocalServer, free_port, gg_argv, sign_in
+from gg.launch import LocalRunner, LocalServer, free_port, gg_argv, sign_in, stop_processes
 
 # The real protocol, in seconds instead of minutes.
 FAST = {
@@ -127,22 +127,15 @@ class Fleet:
 
     def stop(self) -> None:
         """Every runner is told to stop at once (SIGCONT first, in case a test stopped it),
-        and all of them get one 10 s deadline before SIGKILL, rather than 10 s each in turn;
-        then the server."""
+        all with one 10 s deadline before SIGKILL rather than 10 s each in turn; then the
+        server."""
         live = [r.proc for r in self.runners if r.proc is not None and r.proc.poll() is None]
         for proc in live:
-            for sig in (signal.SIGCONT, signal.SIGTERM):
-                try:
-                    proc.send_signal(sig)
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + 10
-        for proc in live:
             try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                proc.send_signal(signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        stop_processes(live, signal.SIGTERM, timeout=10)
         self.server.stop()
 
 

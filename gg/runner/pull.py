@@ -195,13 +195,13 @@ class PullRunner:
     """The state of a listening runner; :mod:`gg.runner.listen` serves it."""
 
     def __init__(self, options: PullOptions, *, say: Callable[[str], None] = print,
-                 stop: threading.Event | None = None):
+                 stop: threading.Event | None = None, settings: Settings | None = None):
         self.options = options
         self.say = say
         self.stop = stop or threading.Event()
         self.state = StateDir(options.state_dir)
         self.sent = SentLog(self.state.path)
-        self.settings = Settings.from_env()
+        self.settings = settings if settings is not None else Settings.from_env()
         self.key = self.state.key()
         self.public_key = keys.public_text(self.key)
         fingerprint = key_fingerprint(self.public_key)

@@ -336,12 +336,18 @@ def test_bad_listen_addresses_and_flags_are_one_sentence(tmp_path):
 
     env = {**os.environ, "GG_STATE_DIR": str(tmp_path / "state"),
            "GG_CONFIG_DIR": str(tmp_path / "config")}
-    for args, said in ((["--listen", "nowhere"], "--listen takes HOST:PORT"),
-                       (["--listen", "127.0.0.1:7400", "--once"], "never enrolled")):
-        done = subprocess.run(gg_argv("runner", "up", *args), env=env, capture_output=True,
-                              text=True, timeout=60)
+    for args, said, extra in (
+            (["--listen", "nowhere"], "--listen takes HOST:PORT", {}),
+            (["--listen", "127.0.0.1:7400", "--once"], "never enrolled", {}),
+            (["--listen", "127.0.0.1:7400"], "GG_MAX_PARKED_CLAIMS: '-5' is below 0",
+             {"GG_MAX_PARKED_CLAIMS": "-5"}),
+            (["--listen", "127.0.0.1:7400"], "GG_LISTEN_BACKLOG: 'abc' is not a whole number",
+             {"GG_LISTEN_BACKLOG": "abc"})):
+        done = subprocess.run(gg_argv("runner", "up", *args), env={**env, **extra},
+                              capture_output=True, text=True, timeout=60)
         assert done.returncode != 0
         assert said in done.stderr and "Traceback" not in done.stderr
+        assert "unexpectedly" not in done.stderr  # the operator's mistake, not gg's crash
         assert len(done.stderr.strip().splitlines()) == 1
 
 
