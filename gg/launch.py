@@ -13,6 +13,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 
 def free_port() -> int:
@@ -40,20 +41,38 @@ class LocalServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> "LocalServer":
+        """Start the server and wait until it, not another process, answers its health.
+
+        A port from ``free_port()`` is free only when chosen: another process (a test beside
+        this one) may take it before the server binds it. The server then refuses to start
+        (exit 6, having made nothing). On its first start this one starts it again on a new
+        port, up to ``PORT_TRIES`` times, so ``url`` is only final once ``start`` returns; a
+        server started again keeps its port (runners were told it), and a taken one is
+        ``PortTaken``."""
+        tries = PORT_TRIES if self.proc is None else 1
+        for attempt in range(tries):
+            self.proc = self._spawn()
+            try:
+                wait_healthy(self.url, timeout, self.proc)
+                return self
+            except PortTaken:
+                if attempt + 1 == tries:
+                    raise
+                self.port = free_port()
+            except RuntimeError:  # never leave a server behind that nobody will stop
+                stop_process(self.proc, 15, 5.0)
+                raise
+        return self
+
+    def _spawn(self) -> subprocess.Popen:
         args = ["server", "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}"]
         if self.dev:
             args.append("--dev")
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
         limit = self.file_limit
-        self.proc = subprocess.Popen(gg_argv(*args), env={**os.environ, **self.env},
-                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                     preexec_fn=(lambda: _limit_files(limit)) if limit else None)
-        try:
-            wait_healthy(self.url, timeout, self.proc)
-        except RuntimeError:  # never leave a server behind that nobody will stop
-            stop_process(self.proc, 15, 5.0)
-            raise
-        return self
+        return subprocess.Popen(gg_argv(*args), env={**os.environ, **self.env},
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=(lambda: _limit_files(limit)) if limit else None)
 
     def owner_token(self) -> str:
         return (self.data_dir / "owner-token").read_text().strip()
@@ -96,26 +115,54 @@ def _limit_files(limit: int | tuple[int, int]) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, limit if isinstance(limit, tuple) else (limit, limit))
 
 
+PORT_TRIES = 3
+PORT_IN_USE = 6  # gg server's exit when its port is taken (gg.cli.exits.Exit.CONFLICT)
+
+
+class PortTaken(RuntimeError):
+    """The server exited because another process listens on its port."""
+
+
 def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
     """Look at ``url``'s health every 50 ms until it answers 200. Each look is one plain
     request (http.client): ``httpx.get`` built a client with its TLS context per look, about
     50 ms of CPU, so that waiting for a server to start cost the starter about as much CPU
-    as a third of the server's own start."""
+    as a third of the server's own start.
+
+    With ``proc``, an answer counts only once ``proc`` is the process listening on the port:
+    another server that took the port first answers health too, and that answer is not
+    ``proc``'s. ``PortTaken`` when ``proc`` exited because the port was taken."""
+    port = urlsplit(url).port
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
+            if proc.returncode == PORT_IN_USE:
+                raise PortTaken(f"the control plane's port {port} was taken by another process")
             raise RuntimeError(f"the control plane exited with code {proc.returncode} while starting")
-        if _health_status(url, timeout=1.0) == 200:
+        if _health_status(url, timeout=1.0) == 200 and (
+                proc is None or port is None or listens(proc.pid, port)):
             return
         time.sleep(0.05)
     raise RuntimeError(f"the control plane at {url} did not answer within {timeout:g}s")
+
+
+def listens(pid: int, port: int) -> bool:
+    """Whether the process ``pid`` (or a process it started) listens on TCP ``port``."""
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        family = [process, *process.children(recursive=True)]
+        return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+                   for p in family for c in p.net_connections("tcp"))
+    except psutil.Error:
+        return False
 
 
 def _health_status(url: str, timeout: float) -> int | None:
     """The status ``url``'s ``/v1/health`` answers with (a server started here: plain HTTP);
     None when it cannot be reached."""
     import http.client
-    from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=timeout)
