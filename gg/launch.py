@@ -13,6 +13,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 
@@ -68,17 +69,35 @@ class LocalServer:
         args = ["server", "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}"]
         if self.dev:
             args.append("--dev")
-        out = open(self.log, "ab") if self.log else subprocess.DEVNULL
-        limit = self.file_limit
-        return subprocess.Popen(gg_argv(*args), env={**os.environ, **self.env},
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=(lambda: _limit_files(limit)) if limit else None)
+        return starter(args, {**os.environ, **self.env}, self.log, self.file_limit)
 
     def owner_token(self) -> str:
         return (self.data_dir / "owner-token").read_text().strip()
 
     def stop(self, sig: int = 15, timeout: float = 10.0) -> None:
         stop_process(self.proc, sig, timeout)
+
+
+def popen_gg(args: list[str], env: dict[str, str], log: Path | None,
+             file_limit: int | tuple[int, int] | None) -> subprocess.Popen:
+    """``python -m gg ARGS`` in its own session, with ``env``, its output appended to
+    ``log`` (or dropped) and, when given, that open-file limit."""
+    out = open(log, "ab") if log else subprocess.DEVNULL
+    try:
+        return subprocess.Popen(gg_argv(*args), env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True,
+                                preexec_fn=(lambda: _limit_files(file_limit)) if file_limit
+                                else None)
+    finally:
+        if log:
+            out.close()  # type: ignore[union-attr]
+
+
+Starter = Callable[[list[str], dict[str, str], "Path | None", "int | tuple[int, int] | None"],
+                   Any]
+# How LocalServer and LocalRunner start gg: popen_gg, unless a caller starting many of them
+# forks them from an interpreter that has gg imported (the test suite: tests/zygote.py).
+starter: Starter = popen_gg
 
 
 def stop_process(proc: subprocess.Popen | None, sig: int = 15,
@@ -196,9 +215,7 @@ class LocalRunner:
             args += ["--labels", self.labels]
         env = {**os.environ, "GG_STATE_DIR": str(self.state_dir),
                "GG_CONFIG_DIR": str(self.config_dir), **self.env}
-        out = open(self.log, "ab") if self.log else subprocess.DEVNULL
-        self.proc = subprocess.Popen(gg_argv(*args), env=env, stdout=out,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = starter(args, env, self.log, None)
         return self
 
     def alive(self) -> bool:
