@@ -32,12 +32,12 @@ from gg.store.writer import Writer
 
 _PRAGMAS = ("journal_mode=WAL", "synchronous=FULL", "busy_timeout=10000", "foreign_keys=ON",
             "temp_store=MEMORY")
-# Pages each connection keeps, in KiB: the write connection touches every hot page of a
-# write unit and keeps 32 MB; each thread's reader keeps SQLite's default 2 MB. A reader's
-# page comes from the operating system's file cache when it is not in its own, and a server
-# has a reader a thread: at 32 MB each they held ~22 MB more under 10,000 runners for no
-# measured gain (docs/performance.md, "The server's memory under a fleet").
-WRITE_CACHE_KIB = 32_000
+# Pages each connection keeps, in KiB: the write connection 8 MB, each thread's reader
+# SQLite's default 2 MB. A page that is not in a connection's own cache comes from the
+# operating system's file cache. A server has a reader a thread: at 32 MB each they held
+# ~22 MB more under 10,000 runners for no measured gain; the writer's 32 MB held ~15 MB
+# more, and 8 MB wrote as fast (docs/performance.md, "The server's memory under a fleet").
+WRITE_CACHE_KIB = 8_000
 READ_CACHE_KIB = 2_000
 
 
