@@ -112,3 +112,26 @@ def test_popen_gg_is_python_m_gg(tmp_path):
     assert proc.args[:3] == [sys.executable, "-m", "gg"]
     assert proc.wait(30) == 0
     assert (tmp_path / "log").read_text().startswith("gg ")
+
+
+def test_a_cli_call_forked_reads_its_input_and_gives_its_output_and_status(tmp_path):
+    starts = Starts()
+    try:
+        env = {**os.environ, "GG_CONFIG_DIR": str(tmp_path / "config")}
+        done = starts.run(["--version"], env, timeout=30)
+        assert (done.returncode, done.stderr) == (0, "") and done.stdout.startswith("gg ")
+        refused = starts.run(["fly", "--no-such-flag"], env, timeout=30)
+        assert refused.returncode == 2 and "--no-such-flag" in refused.stderr
+        with pytest.raises(subprocess.CalledProcessError):
+            starts.run(["fly", "--no-such-flag"], env, timeout=30, check=True)
+        # input: a secret's value is read from stdin (an empty one is refused before any
+        # server is asked), and nothing given means an empty stdin, never the worker's
+        env["GG_SERVER"] = "http://127.0.0.1:9"
+        for given in ("\n", None):
+            empty = starts.run(["secret", "set", "EMPTY"], env, input=given, timeout=30)
+            assert empty.returncode != 0 and "a secret's value is empty" in empty.stderr
+        sent = starts.run(["secret", "set", "KEY"], env, input="s3cret-value\n", timeout=30)
+        assert sent.returncode != 0 and "a secret's value is empty" not in sent.stderr
+        assert "s3cret-value" not in sent.stderr + sent.stdout
+    finally:
+        starts.close()

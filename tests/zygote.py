@@ -111,9 +111,17 @@ class Zygote:
         return self.proc.poll() is None and _python_env(env) == self.python_env
 
     def start(self, args: list[str], env: dict[str, str], log: Path | None,
-              file_limit: int | tuple[int, int] | None) -> Forked:
-        request = {"args": args, "env": env, "cwd": os.getcwd(),
-                   "log": str(log) if log else None,
+              file_limit: int | tuple[int, int] | None, *, stdin: Path | None = None,
+              stdout: Path | None = None, stderr: Path | None = None,
+              session: bool = True) -> Forked:
+        """Fork ``gg ARGS``: its output appended to ``log`` (both streams), or written to
+        ``stdout`` and ``stderr`` with ``stdin`` read from a file; in its own session (as a
+        server or runner) or in the worker's (as a CLI call under ``subprocess.run``)."""
+        out = stdout or log
+        request = {"args": args, "env": env, "cwd": os.getcwd(), "session": session,
+                   "stdin": str(stdin) if stdin else None,
+                   "stdout": str(out) if out else None,
+                   "stderr": str(stderr or out) if (stderr or out) else None,
                    "file_limit": list(file_limit) if isinstance(file_limit, tuple) else file_limit}
         with self.lock:
             self.sock.sendall(json.dumps(request).encode() + b"\n")
@@ -189,6 +197,37 @@ class Starts:
         if not self.zygote.takes(env):
             return popen_gg(args, env, log, file_limit)
         return self.zygote.start(args, env, log, file_limit)
+
+    def run(self, args: list[str], env: dict[str, str], input: str | None = None,
+            timeout: float | None = None, check: bool = False) -> subprocess.CompletedProcess:
+        """``subprocess.run(gg_argv(*args), env=env, capture_output=True, text=True, ...)``,
+        forked: the CLI's output is written to files and read once it exits."""
+        import tempfile
+
+        from gg.launch import gg_argv
+
+        argv = gg_argv(*args)
+        if self.zygote is None:
+            self.zygote = Zygote()
+        if not self.zygote.takes(env):
+            return subprocess.run(argv, env=env, capture_output=True, text=True, check=check,
+                                  input=input, timeout=timeout)
+        with tempfile.TemporaryDirectory(prefix="gg-cli-") as folder:
+            given, out, err = (Path(folder) / name for name in ("in", "out", "err"))
+            given.write_text(input or "")
+            child = self.zygote.start(args, env, None, None, stdin=given, stdout=out,
+                                      stderr=err, session=False)
+            try:
+                code = child.wait(timeout)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+                raise subprocess.TimeoutExpired(argv, timeout or 0, out.read_text(),
+                                                err.read_text()) from None
+            done = subprocess.CompletedProcess(argv, code, out.read_text(), err.read_text())
+        if check:
+            done.check_returncode()
+        return done
 
     def close(self) -> None:
         if self.zygote is not None:
@@ -274,18 +313,20 @@ def become(request: dict) -> None:
     run gg as ``python -m gg ARGS`` would (its exit status is this process's)."""
     import resource
 
-    os.setsid()
+    if request["session"]:
+        os.setsid()
     limit = request["file_limit"]
     if limit is not None:
         resource.setrlimit(resource.RLIMIT_NOFILE,
                            tuple(limit) if isinstance(limit, list) else (limit, limit))
     null = os.open(os.devnull, os.O_RDWR)
-    out = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) \
-        if request["log"] else null
-    os.dup2(null, 0)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    for fd in {null, out} - {0, 1, 2}:
+    streams = [os.open(request["stdin"], os.O_RDONLY) if request["stdin"] else null]
+    for name in ("stdout", "stderr"):
+        streams.append(os.open(request[name], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                       if request[name] else null)
+    for fd, stream in enumerate(streams):
+        os.dup2(stream, fd)
+    for fd in {null, *streams} - {0, 1, 2}:
         os.close(fd)
     os.chdir(request["cwd"])
     sys.path[0] = request["cwd"]  # as ``python -m`` puts it, not this file's folder
