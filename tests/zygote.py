@@ -250,6 +250,10 @@ def serve(fd: int) -> dict:
         importlib.import_module(name)
     if threading.active_count() != 1:  # forking a process with threads copies their locks
         raise SystemExit("the zygote has threads after its imports; it forks only without")
+    import gc
+
+    gc.collect()
+    gc.freeze()  # what the zygote holds is never walked by a child's collector
     sock = socket.socket(fileno=fd)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
