@@ -304,12 +304,12 @@ def serve(fd: int) -> dict:
 
 def _report_exits(sock: socket.socket, children: dict[int, int]) -> None:
     """Reap every child that ended and report it by its start's number."""
-    while True:
+    while children:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
+        except ChildProcessError:  # none is left to reap
+            pid = 0
+        if not pid:
             return
         message = {"exit": children.pop(pid), "status": os.waitstatus_to_exitcode(status)}
         sock.sendall(json.dumps(message).encode() + b"\n")
