@@ -82,15 +82,16 @@ def popen_gg(args: list[str], env: dict[str, str], log: Path | None,
              file_limit: int | tuple[int, int] | None) -> subprocess.Popen:
     """``python -m gg ARGS`` in its own session, with ``env``, its output appended to
     ``log`` (or dropped) and, when given, that open-file limit."""
-    out = open(log, "ab") if log else subprocess.DEVNULL
-    try:
+    def popen(out: Any) -> subprocess.Popen:
         return subprocess.Popen(gg_argv(*args), env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True,
                                 preexec_fn=(lambda: _limit_files(file_limit)) if file_limit
                                 else None)
-    finally:
-        if log:
-            out.close()  # type: ignore[union-attr]
+
+    if log is None:
+        return popen(subprocess.DEVNULL)
+    with open(log, "ab") as out:  # the child has its own copy once started
+        return popen(out)
 
 
 Starter = Callable[[list[str], dict[str, str], "Path | None", "int | tuple[int, int] | None"],
@@ -135,7 +136,9 @@ def _limit_files(limit: int | tuple[int, int]) -> None:
 
 
 PORT_TRIES = 3
-PORT_IN_USE = 6  # gg server's exit when its port is taken (gg.cli.exits.Exit.CONFLICT)
+# gg server's exit when it refuses to start because its port or its data folder is another
+# process's (gg.cli.exits.Exit.CONFLICT); which of them, the port is looked at to tell
+REFUSED_TO_START = 6
 
 
 class PortTaken(RuntimeError):
@@ -150,12 +153,13 @@ def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None)
 
     With ``proc``, an answer counts only once ``proc`` is the process listening on the port:
     another server that took the port first answers health too, and that answer is not
-    ``proc``'s. ``PortTaken`` when ``proc`` exited because the port was taken."""
+    ``proc``'s. ``PortTaken`` when ``proc`` refused to start and another process listens
+    on the port (a data folder held by another server is a plain ``RuntimeError``)."""
     port = urlsplit(url).port
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            if proc.returncode == PORT_IN_USE:
+            if proc.returncode == REFUSED_TO_START and port is not None and listens(None, port):
                 raise PortTaken(f"the control plane's port {port} was taken by another process")
             raise RuntimeError(f"the control plane exited with code {proc.returncode} while starting")
         if _health_status(url, timeout=1.0) == 200 and (
@@ -165,15 +169,20 @@ def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None)
     raise RuntimeError(f"the control plane at {url} did not answer within {timeout:g}s")
 
 
-def listens(pid: int, port: int) -> bool:
-    """Whether the process ``pid`` (or a process it started) listens on TCP ``port``."""
+def listens(pid: int | None, port: int) -> bool:
+    """Whether the process ``pid`` (or a process it started) listens on TCP ``port``; with
+    ``pid`` None, whether any process of this machine does."""
     import psutil
 
     try:
-        process = psutil.Process(pid)
-        family = [process, *process.children(recursive=True)]
+        if pid is None:
+            held = psutil.net_connections("tcp")
+        else:
+            process = psutil.Process(pid)
+            held = [c for p in (process, *process.children(recursive=True))
+                    for c in p.net_connections("tcp")]
         return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
-                   for p in family for c in p.net_connections("tcp"))
+                   for c in held)
     except psutil.Error:
         return False
 

@@ -50,6 +50,16 @@ def test_a_server_started_again_keeps_its_port_and_says_when_it_is_taken(tmp_pat
         server.stop()
 
 
+def test_a_data_folder_another_server_holds_is_said_not_tried_on_other_ports(first):
+    # exit 6 is also a held data folder: another port would not help, and it is not PortTaken
+    second = LocalServer(first.data_dir, free_port())
+    port = second.port
+    with pytest.raises(RuntimeError, match="exited with code 6") as refused:
+        second.start()
+    assert not isinstance(refused.value, PortTaken)
+    assert second.port == port
+
+
 def test_listens_names_only_the_process_holding_the_port():
     with socket.socket() as held, socket.socket() as other:
         held.bind(("127.0.0.1", 0))
@@ -58,3 +68,5 @@ def test_listens_names_only_the_process_holding_the_port():
         assert listens(os.getpid(), held.getsockname()[1])
         assert not listens(os.getpid(), other.getsockname()[1])
         assert not listens(1, held.getsockname()[1])
+        assert listens(None, held.getsockname()[1])  # any process of this machine
+        assert not listens(None, other.getsockname()[1])

@@ -191,15 +191,20 @@ class Starts:
     def __init__(self) -> None:
         self.zygote: Zygote | None = None
 
+    def _zygote_for(self, env: dict[str, str]) -> Zygote | None:
+        """The zygote (made at the first start), or None when ``env`` is not its to start."""
+        if self.zygote is None:
+            self.zygote = Zygote()
+        return self.zygote if self.zygote.takes(env) else None
+
     def __call__(self, args: list[str], env: dict[str, str], log: Path | None,
                  file_limit: int | tuple[int, int] | None) -> Any:
         from gg.launch import popen_gg
 
-        if self.zygote is None:
-            self.zygote = Zygote()
-        if not self.zygote.takes(env):
+        zygote = self._zygote_for(env)
+        if zygote is None:
             return popen_gg(args, env, log, file_limit)
-        return self.zygote.start(args, env, log, file_limit)
+        return zygote.start(args, env, log, file_limit)
 
     def run(self, args: list[str], env: dict[str, str], input: str | None = None,
             timeout: float | None = None, check: bool = False) -> subprocess.CompletedProcess:
@@ -210,15 +215,14 @@ class Starts:
         from gg.launch import gg_argv
 
         argv = gg_argv(*args)
-        if self.zygote is None:
-            self.zygote = Zygote()
-        if not self.zygote.takes(env):
+        zygote = self._zygote_for(env)
+        if zygote is None:
             return subprocess.run(argv, env=env, capture_output=True, text=True, check=check,
                                   input=input, timeout=timeout)
         with tempfile.TemporaryDirectory(prefix="gg-cli-") as folder:
             given, out, err = (Path(folder) / name for name in ("in", "out", "err"))
             given.write_text(input or "")
-            child = self.zygote.start(args, env, None, None, stdin=given, stdout=out,
+            child = zygote.start(args, env, None, None, stdin=given, stdout=out,
                                       stderr=err, session=False)
             try:
                 code = child.wait(timeout)
