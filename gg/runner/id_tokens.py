@@ -156,6 +156,9 @@ def _read_line(conn: socket.socket) -> bytes:
     return data.split(b"\n", 1)[0]
 
 
+_EPOLL = getattr(selectors, "EpollSelector", ())
+
+
 class Desks:
     """The runner's one thread waiting on every flight's socket; started with the first."""
 
@@ -163,17 +166,22 @@ class Desks:
         self._lock = threading.Lock()
         self._selector: selectors.BaseSelector | None = None
         self._wake_r, self._wake_w = -1, -1
+        # epoll sees a socket added or removed while the loop waits in it: no wake-up needed
+        # (two a flight otherwise); a selector of another kind is woken to look again.
+        self._sees_changes = False
 
     def watch(self, desk: Desk) -> None:
         with self._lock:
             if self._selector is None:
                 self._selector = selectors.DefaultSelector()
+                self._sees_changes = isinstance(self._selector, _EPOLL)
                 self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
                 self._selector.register(self._wake_r, selectors.EVENT_READ, None)
                 threading.Thread(target=self._loop, name="id-token-desks", daemon=True).start()
             assert desk.listener is not None, "a desk is watched once it listens"
             self._selector.register(desk.listener, selectors.EVENT_READ, desk)
-        self._wake()
+        if not self._sees_changes:
+            self._wake()
 
     def forget(self, listener: socket.socket) -> None:
         with self._lock:
@@ -182,7 +190,8 @@ class Desks:
                     self._selector.unregister(listener)
                 except (KeyError, ValueError):
                     pass
-        self._wake()
+        if not self._sees_changes:
+            self._wake()
 
     def _wake(self) -> None:
         try:

@@ -46,6 +46,7 @@ variables are a file bound read-only into the container and sourced there before
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import secrets
@@ -524,6 +525,26 @@ def container_limits(limits: Mapping[str, Any]) -> list[str]:
     return flags
 
 
+class _LastPolicy:
+    """The policy read last, kept with what it was read from: a runner's flights are handed
+    the same policy until an admin changes it, and reading one (its limits checked, its
+    allowlist parsed) was about a twentieth of what a trivial flight cost a runner."""
+
+    def __init__(self) -> None:
+        self._last: tuple[dict[str, Any], Policy] | None = None
+
+    def policy(self, data: Mapping[str, Any]) -> Policy:
+        last = self._last
+        if last is not None and last[0] == data:
+            return last[1]
+        read = Policy.from_dict(data)
+        self._last = (copy.deepcopy(dict(data)), read)
+        return read
+
+
+_READ = _LastPolicy()
+
+
 def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: Path,
           env: Mapping[str, str], state_dir: Path | None, capabilities: Mapping[str, Any],
           hidden: Iterable[Path] = (), image: str | None = None,
@@ -564,7 +585,7 @@ def build(command: list[str], *, policy: Policy | Mapping[str, Any], workspace: 
     """
     if not command:
         raise ValueError("there is no command to run")
-    policy = policy if isinstance(policy, Policy) else Policy.from_dict(policy)
+    policy = policy if isinstance(policy, Policy) else _READ.policy(policy)
     missing = first_missing(policy, capabilities)
     if missing:
         raise IsolationUnavailable(missing)

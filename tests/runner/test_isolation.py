@@ -26,6 +26,7 @@ from gg.runner.isolation import (
     MEMORY,
     IsolationUnavailable,
     Launch,
+    _LastPolicy,
     build,
     build_argv,
     environments_root,
@@ -466,3 +467,22 @@ def test_a_containers_resource_limits_are_the_engines_flags_before_its_image(wor
     at = argv.index("--memory")
     assert argv[at:at + len(flags)] == flags and at < argv.index(DEFAULT_IMAGE)
     launch.discard()
+
+
+def test_a_policy_is_read_once_until_it_changes_even_in_place():
+    """The policy a runner's flights share is read once (its limits checked, its allowlist
+    parsed), and read again whenever what it is read from differs: another dict, or the
+    same dict changed in place."""
+    read = _LastPolicy()
+    given = {"isolation": "none", "egress": "allowlist", "workers": 2, "allow": ["a.test:443"]}
+    first = read.policy(given)
+    assert read.policy(dict(given)) is first
+    given["allow"].append("b.test:443")  # changed in place: read again
+    second = read.policy(given)
+    assert second is not first and len(second.allow) == 2
+    given["egress"] = "none"
+    assert read.policy(given).egress == "none"
+    with pytest.raises(ValueError):
+        read.policy({**given, "workers": 0})
+    with pytest.raises(ValueError):  # a refusal is never kept as if it were read
+        read.policy({**given, "workers": 0})

@@ -26,6 +26,29 @@ def test_every_gg_secret_shape_is_scrubbed_to_its_fingerprint_wherever_it_hides(
     assert "ggx_notatoken" in out
 
 
+def test_a_logged_line_is_scrubbed_as_the_walk_of_every_value_scrubs_it(tmp_path):
+    """The log scrubs a line in one pass unless a key is named like a secret: what it writes
+    is what walking every value writes, token by token and key by key, at any depth."""
+    secrets = [tokens.mint(p) for p in tokens.PREFIXES]
+    bodies = [
+        {"facts": [{"k": "v"}], "usage": {"cpu": 1.5}, "note": f"x{secrets[0]}y"},
+        {"list": [secrets[1], {"deep": [secrets[2], 3]}], "n": None, "ok": True},
+        {"outer": {"Token": "plain-looking", "inner": {"PASSWORD": "hunter2"}}},
+        {"authorization": ["not a string: kept"], "secret": 5, "credential": secrets[3]},
+        {"tokens": "a key only like one", "note": "the word token: in a value"},
+        {"odd": 'quote " and \\ and \u00e9 and newline\n' + secrets[0]},
+    ]
+    for body in bodies:
+        entry = {"at": 1.0, "method": "POST", "path": "/v1/x", "params": {"q": secrets[2]},
+                 "body": body}
+        walked = json.dumps(scrub(entry), sort_keys=True) + "\n"
+        assert sent.scrubbed_line(entry).decode() == walked
+        log = SentLog(tmp_path)
+        log.record("POST", "/v1/x", {"q": secrets[2]}, body)
+        assert sent.read(tmp_path)[-1]["body"] == scrub(body)
+    assert "hunter2" not in sent.scrubbed_line({"body": bodies[2]}).decode()
+
+
 def test_the_log_file_is_private_and_holds_path_time_and_body(tmp_path):
     log = SentLog(tmp_path, clock=lambda: 123.5)
     log.record("POST", "/v1/runner/check-in", None, {"free_slots": 1})
