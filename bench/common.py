@@ -80,10 +80,34 @@ def command_line() -> str:
 LOAD_AT_START = os.getloadavg()[0]  # when the benchmark's process started, not when it writes
 
 
+# What ``python -c pass`` cost in CPU on the day of the first figures (bench/startup.py,
+# 2026-11-30): the machine's speed then, against which :func:`yardstick` reads it now.
+YARDSTICK_FIRST_MS = 33.0
+YARDSTICK_RUNS = 5
+
+
+def yardstick() -> float:
+    """The machine's speed as a figure: the median CPU time (user + system, ms) of
+    ``python -c pass``, which does the same work every time, so that figures taken on
+    different days can be read side by side (the shared machine has been measured from
+    1 to 3.5 times slower from one day to the next). CPU time, not wall clock: what else
+    runs changes it little."""
+    import resource
+
+    taken = []
+    for _ in range(YARDSTICK_RUNS):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        taken.append((after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000)
+    return statistics.median(taken)
+
+
 def machine() -> str:
     load = LOAD_AT_START
     return (f"{os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load:.2f} at start")
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load:.2f} at start; "
+            f"`python -c pass` {yardstick():.0f} ms of CPU, {YARDSTICK_FIRST_MS:g} on 2026-11-30")
 
 
 def write_section(name: str, body: str, command: str | None = None) -> None:
