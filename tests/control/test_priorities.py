@@ -99,7 +99,7 @@ def test_a_claim_no_flight_of_the_queue_is_for_reads_only_the_first_turn(core, o
     for r in (plain, busy):
         check_in(core, r)
         assert leases.try_claim(core, r.id) is None
-    assert depths == [8, 8]
+    assert depths == [2, 2]  # one claim reads its head and one more of each turn
     last = fly(core, ada, clock).id
     check_in(core, plain)
     assert leases.try_claim(core, plain.id)[0].id == last
