@@ -165,7 +165,7 @@ def expire_now(core: Core) -> int:
 
 # The ready flights a plan reads first of each (priority, opener), when it has this many seats
 # or more; fewer seats read their number and one more. One claim read eight and decoded them
-# all (a third of its plan's CPU) where its head nearly always fits.
+# all (nearly half its plan's CPU, bench/claim_plan.py) where its head nearly always fits.
 READ_DEPTH = 8
 
 

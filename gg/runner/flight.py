@@ -76,6 +76,7 @@ from gg.runner import (
     repository,
 )
 from gg.runner.alarm import ALARM
+from gg.runner.flight_env import runner_env
 from gg.runner.flight_identity import FlightIdentities, Identity, IdentityRangeError, runs_as_root
 from gg.runner.launching import (
     LAUNCHER,
@@ -132,8 +133,7 @@ class _RunnerEnvironment:
     def get(self) -> dict[str, str]:
         kept = self._kept
         if kept is None:
-            kept = self._kept = {k: v for k, v in os.environ.items()
-                                 if not k.startswith("GG_") or k == "GG_IMAGE_ROOT"}
+            kept = self._kept = runner_env(keeping=("GG_IMAGE_ROOT",))
         return kept
 
 

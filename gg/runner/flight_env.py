@@ -53,9 +53,10 @@ HANDED_SOURCE = f"/proc/self/fd/{HANDED_FD}"
 _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def runner_env() -> dict[str, str]:
-    """What bwrap runs with: the runner's own environment, without gg's variables (a token)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("GG_")}
+def runner_env(keeping: tuple[str, ...] = ()) -> dict[str, str]:
+    """What bwrap runs with: the runner's own environment, without gg's variables (a token),
+    but for those named in ``keeping`` (a flight's keeps ``GG_IMAGE_ROOT``)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("GG_") or k in keeping}
 
 
 def handed_env(env: Mapping[str, str]) -> bytes:

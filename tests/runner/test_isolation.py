@@ -486,3 +486,15 @@ def test_a_policy_is_read_once_until_it_changes_even_in_place():
         read.policy({**given, "workers": 0})
     with pytest.raises(ValueError):  # a refusal is never kept as if it were read
         read.policy({**given, "workers": 0})
+
+
+def test_the_runners_environment_drops_ggs_variables_but_those_kept(monkeypatch):
+    """bwrap runs without any GG_ variable of the runner's (a token among them); a flight's
+    environment starts from the same, keeping only what it is told to (GG_IMAGE_ROOT)."""
+    monkeypatch.setenv("GG_TOKEN", "ggp_not-for-a-flight")
+    monkeypatch.setenv("GG_IMAGE_ROOT", "/srv/image")
+    monkeypatch.setenv("PLAIN", "kept")
+    assert "GG_TOKEN" not in runner_env() and "GG_IMAGE_ROOT" not in runner_env()
+    kept = runner_env(keeping=("GG_IMAGE_ROOT",))
+    assert kept["GG_IMAGE_ROOT"] == "/srv/image" and kept["PLAIN"] == "kept"
+    assert not any(k.startswith("GG_") for k in kept if k != "GG_IMAGE_ROOT")
