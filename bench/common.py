@@ -90,8 +90,8 @@ def yardstick() -> float:
     """The machine's speed as a figure: the median CPU time (user + system, ms) of
     ``python -c pass``, which does the same work every time, so that figures taken on
     different days can be read side by side (the shared machine has been measured from
-    1 to 3.5 times slower from one day to the next). CPU time, not wall clock: what else
-    runs changes it little."""
+    1 to 3.5 times slower from one day to the next). CPU time, not wall clock, though what
+    else runs still moves it (34 to 52 ms over one day): it places a figure within a factor."""
     import resource
 
     taken = []
