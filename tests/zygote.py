@@ -167,8 +167,10 @@ class Zygote:
                     return message
                 continue
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            readable, _, _ = select.select([self.sock], [], [], left)
-            if not readable:
+            # poll, not select: a worker of the suite may hold descriptors past 1024
+            poller = select.poll()
+            poller.register(self.sock, select.POLLIN)
+            if not poller.poll(None if left is None else left * 1000):
                 return None
             chunk = self.sock.recv(65536)
             if not chunk:
@@ -270,15 +272,18 @@ def serve(fd: int) -> dict:
     children: dict[int, int] = {}  # pid: the number of the start that made it
     numbers = itertools.count(1)
     pending = b""
+    poller = select.poll()  # not select: the socket's number may be past 1024
+    poller.register(sock, select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
     while True:
         try:
-            readable, _, _ = select.select([sock, wake_r], [], [])
+            readable = {fd for fd, _ in poller.poll()}
         except InterruptedError:
             continue
         if wake_r in readable:
             os.read(wake_r, 4096)
         _report_exits(sock, children)
-        if sock not in readable:
+        if sock.fileno() not in readable:
             continue
         try:
             chunk = sock.recv(65536)

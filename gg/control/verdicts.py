@@ -35,7 +35,7 @@ import sys
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping
+from typing import IO, Any, Iterator, Mapping
 
 from gg.domain import allowance
 from gg.domain.labels import Verdict
@@ -51,6 +51,14 @@ _STARTUP = 60.0  # seconds a worker may take to import CEL on a loaded machine
 Answer = Any  # bool | None | Verdict
 
 
+def _readable(pipe: IO[bytes], seconds: float) -> bool:
+    """Whether ``pipe`` has something to read within ``seconds``. poll, not select: a
+    server holding thousands of connections has descriptors past select's 1024."""
+    poller = select.poll()
+    poller.register(pipe.fileno(), select.POLLIN)
+    return bool(poller.poll(max(0.0, seconds) * 1000))
+
+
 class _Worker:
     """One worker process, asked one question at a time over JSON lines."""
 
@@ -61,8 +69,7 @@ class _Worker:
         assert self.proc.stdin is not None and self.proc.stdout is not None  # both piped
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         # Starting is not evaluating: the deadline does not apply, a generous bound does.
-        readable, _, _ = select.select([self.stdout], [], [], _STARTUP)
-        if not readable or not self.stdout.readline():
+        if not _readable(self.stdout, _STARTUP) or not self.stdout.readline():
             self.kill()
             raise RuntimeError("the meaning worker did not start")
 
@@ -73,7 +80,7 @@ class _Worker:
             self.stdin.write(json.dumps({"meaning": meaning, "facts": facts}).encode()
                                   + b"\n")
             self.stdin.flush()
-            readable = bool(select.select([self.stdout], [], [], deadline)[0])
+            readable = _readable(self.stdout, deadline)
             line = self.stdout.readline() if readable else b""
         except (OSError, ValueError):
             line = b""

@@ -34,8 +34,7 @@ def core(tmp_path, clock, settings, store_url, store_dir) -> Core:
     c = Core(store=open_store(store_dir, store_url), settings=settings, clock=clock, wiring=wired())
     bootstrap(c, tmp_path)
     yield c
-    if store_url:
-        c.store.close()
+    c.store.close()  # its connections, not left to the worker's end
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import resource
 
 import pytest
 
@@ -33,6 +35,26 @@ def test_a_meaning_over_the_deadline_reads_too_long_and_the_next_one_still_answe
     assert patient.decide(meaning, {"tools": ["git", "-x"]}) is False
     assert patient.decide(meaning, {"tools": ["git"]}) is True
     assert patient.decide(compile_meaning("1 / 0 == 1"), {}) is None
+
+
+def test_a_worker_answers_a_server_whose_descriptors_run_past_a_thousand_and_twenty_four():
+    """A server holding thousands of connections starts its meaning worker with pipes
+    numbered past 1024, which select() refuses: the wait is poll's."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this machine's hard limit of open files is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = []
+    try:
+        while not held or held[-1] < 1100:  # every lower number taken: the pipes go past
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        verdicts = Verdicts(deadline=30.0)
+        assert verdicts.decide(compile_meaning('"git" in tools'), {"tools": ["git"]}) is True
+        assert verdicts.decide(compile_meaning('"git" in tools'), {"tools": []}) is False
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 @pytest.mark.parametrize("settings", [Settings(dev=True, meaning_deadline=0.05)],

@@ -224,6 +224,17 @@ def _wait_for(condition, what: str, deadline: float = 15.0) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _names(pid: int) -> set[str]:
+    """The names of ``pid``'s descendants as they are now (one may exit while read)."""
+    names = set()
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            names.add(child.name())
+        except psutil.NoSuchProcess:
+            pass
+    return names
+
+
 @needs_bwrap
 def test_sandboxed_child_dies_with_its_parent(workspace):
     launch = _launch(["sh", "-c", "echo $$ > ready; exec sleep 300"], SANDBOX, workspace)
@@ -235,8 +246,10 @@ def test_sandboxed_child_dies_with_its_parent(workspace):
     sandboxed: list[psutil.Process] = []
     try:
         _wait_for(lambda: (workspace / "ready").exists(), "the sandbox to start")
+        # ``ready`` is written by the shell a moment before it becomes ``sleep``: wait for
+        # the exec too, or the tree read in between holds a shell that is about to vanish
+        _wait_for(lambda: "sleep" in _names(parent.pid), "the sandboxed sleep to start")
         sandboxed = psutil.Process(parent.pid).children(recursive=True)
-        assert any(p.name() == "sleep" for p in sandboxed)
         parent.kill()
         parent.wait()
         _wait_for(lambda: all(gone(p.pid) for p in sandboxed), "the sandbox to die")

@@ -28,8 +28,7 @@ def app(tmp_path, clock, settings, store_url, store_dir):
     its token written into ``tmp_path`` either way."""
     store = open_store(store_dir, store_url)
     yield create_app(settings, store, clock=clock, data_dir=tmp_path)
-    if store_url:
-        store.close()
+    store.close()  # its connections, not left to the worker's end
 
 
 @pytest.fixture
