@@ -67,6 +67,26 @@ def pytest_unconfigure(config):
         shutil.rmtree(PROBES_MADE, ignore_errors=True)
 
 
+# A worker runs a thousand tests: one that leaves a descriptor open (a store never closed)
+# leaves it for the rest, until a select() past 1024 fails a test far from the leak.
+DESCRIPTORS_HELD_AT_MOST = 512
+
+
+_told_of_leak = False
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Said once, at the first test past the bound, not at every test after it."""
+    global _told_of_leak
+    held = len(os.listdir("/proc/self/fd"))
+    if held > DESCRIPTORS_HELD_AT_MOST and not _told_of_leak:
+        _told_of_leak = True
+        raise AssertionError(
+            f"this test process holds {held} open descriptors after {item.nodeid} "
+            f"(at most {DESCRIPTORS_HELD_AT_MOST}): a test leaves files or sockets open")
+
+
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", help="also run the larger (slow) runs")
 
