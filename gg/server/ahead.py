@@ -45,6 +45,7 @@ from gg.errors import GGError
 from gg.server import errors
 from gg.server.auth import bearer
 from gg.server.json_body import loads
+from gg.server.off_loop import answer
 
 # body(app state, ASGI scope, caller, request body, **path values) -> the answer (None: 204)
 Body = Callable[..., Awaitable[Any]]
@@ -101,12 +102,6 @@ def failure(exc: Exception, method: str, path: str) -> Response:
         extra = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
         return errors.error_response(exc.status, exc.code, exc.message, extra)
     return errors.crash_response(exc, method, path)
-
-
-def answer(adapter: TypeAdapter, value, status: int = 200) -> Response:
-    """Serialised as the route's response model serialises it (FastAPI's fast path)."""
-    return Response(adapter.dump_json(adapter.validate_python(value), by_alias=True),
-                    status_code=status, media_type="application/json")
 
 
 @dataclass(frozen=True)

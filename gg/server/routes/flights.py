@@ -7,6 +7,7 @@ from typing import Annotated
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
+from pydantic import TypeAdapter
 
 from gg.api import paths
 from gg.api.events import Event
@@ -18,10 +19,13 @@ from gg.domain.flight_spec import FlightSpec
 from gg.domain.people import Person
 from gg.server import auth
 from gg.server.json_body import JsonRoute
+from gg.server.off_loop import encoded_off_loop
 
 router = APIRouter(route_class=JsonRoute)
 Wait = Annotated[float, Query(ge=0, le=60)]
 After = Annotated[int, Query(ge=0, le=SEQ_MAX)]  # a seq: an event's or a fact's
+FACTS_PAGE = TypeAdapter(FactsPage)
+EVENTS = TypeAdapter(list[Event])
 
 
 def opening(body: FlightOpen) -> FlightSpec:
@@ -52,12 +56,13 @@ async def show_flight(flight_id: str, request: Request,
 
 @router.get(paths.FLIGHT_FACTS, response_model=FactsPage)
 async def follow_facts(flight_id: str, request: Request, person: Person = Depends(auth.person),
-                       after: After = 0, wait: Wait = 0) -> dict:
+                       after: After = 0, wait: Wait = 0) -> Response:
     """Facts after ``after``; with ``wait`` the request is held until one arrives or the flight ends."""
     watch = request.app.state.watch
-    return await answers.facts_after(request.app.state.core, flight_id, after=after, wait=wait,
+    page = await answers.facts_after(request.app.state.core, flight_id, after=after, wait=wait,
                                      wait_for=lambda seconds: watch.flight(flight_id, seconds,
                                                                            request.scope))
+    return await encoded_off_loop(FACTS_PAGE, page)  # a chatty flight's output is long
 
 
 @router.post(paths.FLIGHT_CANCEL, response_model=FlightDetail)
@@ -82,8 +87,9 @@ def estimate_accuracy(request: Request, person: Person = Depends(auth.person),
 async def events(request: Request, person: Person = Depends(auth.person),
                  after: After = 0, kind: str | None = None,
                  runner: str | None = None, flight: str | None = None,
-                 limit: Annotated[int, Query(ge=1, le=10000)] = 1000, wait: Wait = 0) -> list[dict]:
-    return await answers.events_after(request.app.state.core, after=after, kind=kind,
+                 limit: Annotated[int, Query(ge=1, le=10000)] = 1000, wait: Wait = 0) -> Response:
+    rows = await answers.events_after(request.app.state.core, after=after, kind=kind,
                                       runner=runner, flight=flight, limit=limit, wait=wait,
                                       wait_for=lambda seconds: request.app.state.watch.events(
                                           seconds, request.scope))
+    return await encoded_off_loop(EVENTS, rows)  # up to 10,000 of them

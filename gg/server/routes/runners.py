@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
+from starlette.responses import Response
 
 from gg.api import paths
 from gg.api.enrolment import MaintenanceReport
@@ -30,10 +31,11 @@ from gg.domain.runners import Runner, RunnerIdentity
 from gg.errors import BadRequest, TooManyRequests
 from gg.server import auth
 from gg.server.json_body import JsonRoute
-from gg.server.off_loop import off_loop
+from gg.server.off_loop import answered_off_loop, off_loop
 
 router = APIRouter(route_class=JsonRoute)
 RUNNERS_PAGE_MAX = 1000  # the most runners one page holds (as a page of flights)
+RUNNER_ROWS = TypeAdapter(list[RunnerRow])
 
 
 @router.post(paths.KEY_NONCES, status_code=201, response_model=KeyNonce)
@@ -59,12 +61,13 @@ async def register(body: RunnerRegister, request: Request,
 
 
 @router.get(paths.RUNNERS, response_model=list[RunnerRow])
-def list_runners(request: Request, person: Person = Depends(auth.person),
-                 limit: Annotated[int | None, Query(ge=1, le=RUNNERS_PAGE_MAX)] = None,
-                 after: Annotated[str | None, Query(max_length=100)] = None) -> list[dict]:
+async def list_runners(request: Request, person: Person = Depends(auth.person),
+                       limit: Annotated[int | None, Query(ge=1, le=RUNNERS_PAGE_MAX)] = None,
+                       after: Annotated[str | None, Query(max_length=100)] = None) -> Response:
     """Every runner, oldest first; with ``limit``, a page of at most that many, the next page
     starting ``after`` the id of the page's last runner."""
-    return answers.runners_listed(request.app.state.core, after=after, limit=limit)
+    return await answered_off_loop(RUNNER_ROWS, answers.runners_listed,
+                                   request.app.state.core, after=after, limit=limit)
 
 
 @router.get(paths.RUNNER, response_model=RunnerDetail)
