@@ -385,7 +385,8 @@ def lag_cell(lag: dict | None) -> str:
     if not lag or not lag["n"]:
         return "– (`/metrics` not answered within 120 s)"
     return (f"{loop_lag.shown(lag['p50_ms'])} / {loop_lag.shown(lag['p99_ms'])} / "
-            f"{loop_lag.shown(lag['max_ms'])} (mean {lag['mean_ms']}, n = {lag['n']})")
+            f"{loop_lag.shown(lag['max_ms'])} (mean {lag['mean_ms']}, n = {lag['n']}, "
+            f"{lag.get('later_than_target')} later than 20 ms)")
 
 
 def markdown(r: dict) -> str:

@@ -30,13 +30,15 @@ def test_a_runs_lag_is_the_difference_of_two_readings_read_as_bucket_bounds():
     # the run: 98 wake-ups within 1 ms, one within 20 ms, one within 500 ms
     after = loop_lag.read(_metrics({"0.001": 188, "0.02": 199, "0.5": 200, "+Inf": 200}, 0.7))
     got = loop_lag.figures(loop_lag.between(before, after))
-    assert got == {"p50_ms": 1.0, "p99_ms": 20.0, "max_ms": 500.0, "mean_ms": 5.0, "n": 100}
+    assert got == {"p50_ms": 1.0, "p99_ms": 20.0, "max_ms": 500.0, "mean_ms": 5.0, "n": 100,
+                   "later_than_target": 1}
 
 
 def test_a_wake_up_past_the_last_bucket_is_shown_as_such_and_an_empty_run_as_nothing():
     past = loop_lag.read(_metrics({"0.001": 1, "10.0": 1, "+Inf": 2}, 12.0))
     got = loop_lag.figures(past)
     assert math.isinf(got["max_ms"]) and loop_lag.shown(got["max_ms"]) == "past the last bucket"
+    assert got["later_than_target"] is None  # no 20 ms bucket in that reading
     assert loop_lag.figures(loop_lag.read("gg_claims_parked 0.0\n"))["p99_ms"] is None
     assert loop_lag.shown(None) == "–" and loop_lag.shown(20.0) == "≤ 20"
 
