@@ -7,9 +7,13 @@ In this process, no server: a SQLite store in a temporary directory, N registere
 (500, each checked in with readings, as ``gg runners`` lists them a page at a time) and E
 events (10,000: the feed's largest page). For the page of runners and the feed, the CPU of
 reading the answer (the worker thread's part either way) and of validating and encoding it
-with the route's response model (``gg.server.off_loop.answer``): the part a route's return
-value had FastAPI do on the loop, which every parked claim waited for. The median of three
-rounds.
+with the route's response model: in one call, as FastAPI did on the loop (which every parked claim
+waited for), and a row at a time, as the routes now do on a worker thread
+(``gg.server.off_loop.encoded_rows``). The median of three rounds. Then what the loop would
+feel: a thread sleeping 2 ms at a time, 300 times, while another encodes the answer over and
+over, one way and then the other; how much later than asked it woke (p99, ms). pydantic's
+core holds the interpreter's lock through each call, so one call over the whole list keeps
+any other thread waiting until it returns, while between rows the lock changes hands.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -25,14 +30,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from common import emit, write_section  # noqa: E402
+from pydantic import TypeAdapter  # noqa: E402
 
+from gg.api.events import Event  # noqa: E402
+from gg.api.runners import RunnerRow  # noqa: E402
 from gg.control import answers, runners  # noqa: E402
 from gg.control.core import Core  # noqa: E402
 from gg.control.people import bootstrap  # noqa: E402
 from gg.control.wiring import wired  # noqa: E402
-from gg.server.off_loop import answer  # noqa: E402
-from gg.server.routes.flights import EVENTS  # noqa: E402
-from gg.server.routes.runners import RUNNER_ROWS  # noqa: E402
+from gg.server.off_loop import answer, encoded_rows  # noqa: E402
 from gg.settings import Settings  # noqa: E402
 from gg.store import open_store  # noqa: E402
 
@@ -51,6 +57,37 @@ def _ms(fn, rounds: int = ROUNDS) -> tuple[float, object]:
     return round(statistics.median(taken), 2), value
 
 
+def _late_p99(encode) -> float:
+    """A sleeper's lateness (p99, ms) beside a thread running ``encode`` over and over."""
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            encode()
+    worker = threading.Thread(target=busy)
+    worker.start()
+    late = []
+    try:
+        for _ in range(300):
+            due = time.perf_counter() + 0.002
+            time.sleep(0.002)
+            late.append((time.perf_counter() - due) * 1000)
+    finally:
+        stop.set()
+        worker.join()
+    return round(sorted(late)[296], 1)
+
+
+def _ways(row: TypeAdapter, rows: list) -> dict:
+    whole = TypeAdapter(list[row._type])  # type: ignore[attr-defined]
+    one_call, body = _ms(lambda: answer(whole, rows).body)
+    by_rows, same = _ms(lambda: encoded_rows(row, rows))
+    assert body == same, "a row at a time must make the same bytes"
+    return {"one_call_ms": one_call, "by_rows_ms": by_rows, "bytes": len(body),
+            "one_call_late_p99": _late_p99(lambda: answer(whole, rows)),
+            "by_rows_late_p99": _late_p99(lambda: encoded_rows(row, rows))}
+
+
 def measure(count: int, events: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="gg-bench-answers-") as tmp:
         core = Core(store=open_store(Path(tmp)), settings=Settings(dev=True), wiring=wired())
@@ -67,17 +104,14 @@ def measure(count: int, events: int) -> dict:
                 core.store.add_event("info:flight:opened", core.now(), actor="owner",
                                      flight_id=f"f_{n:010x}", body={"title": f"make test-{n}"})
         read_runners, rows = _ms(lambda: answers.runners_listed(core, limit=count))
-        encode_runners, page = _ms(lambda: answer(RUNNER_ROWS, rows))
         read_events, feed = _ms(lambda: core.store.events(after=0, kind=None, runner_id=None,
                                                           flight_id=None, limit=events,
                                                           newest=True))
-        encode_events, encoded = _ms(lambda: answer(EVENTS, feed))
         core.store.close()
-    return {"runners": len(rows), "events": len(feed),
-            "runners_read_ms": read_runners, "runners_encode_ms": encode_runners,
-            "runners_bytes": len(page.body),
-            "events_read_ms": read_events, "events_encode_ms": encode_events,
-            "events_bytes": len(encoded.body)}
+        return {"runners": {"rows": len(rows), "read_ms": read_runners,
+                            **_ways(TypeAdapter(RunnerRow), rows)},
+                "events": {"rows": len(feed), "read_ms": read_events,
+                           **_ways(TypeAdapter(Event), feed)}}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -89,15 +123,20 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     r = measure(100 if args.quick else args.runners, 1000 if args.quick else args.events)
-    text = (f"Long answers (SQLite, in process, no server), CPU ms, the median of {ROUNDS} "
-            "rounds; the encoding is what FastAPI did on the event loop before the routes "
-            "handed it to a worker thread:\n\n"
-            "| answer | read (a worker thread, as before) | validate and encode | bytes |\n"
-            "|---|---|---|---|\n"
-            f"| a page of {r['runners']} runners (`gg runners`) | {r['runners_read_ms']} | "
-            f"**{r['runners_encode_ms']}** | {r['runners_bytes']:,} |\n"
-            f"| the event feed, {r['events']:,} events (`GET /v1/events?limit=...`) | "
-            f"{r['events_read_ms']} | **{r['events_encode_ms']}** | {r['events_bytes']:,} |")
+    lines = [f"Long answers (SQLite, in process, no server), CPU ms, the median of {ROUNDS} "
+             "rounds, and a sleeping thread's lateness beside the encoding (p99 of 300 sleeps "
+             "of 2 ms; the interpreter's switch interval is 5 ms):\n",
+             "| answer | read (a worker thread) | encode in one call (FastAPI, on the loop, "
+             "before) | a row at a time (a worker thread, now) | bytes | a sleeper late, one "
+             "call / a row at a time |", "|---|---|---|---|---|---|"]
+    for name, what in (("runners", "a page of {n} runners (`gg runners`)"),
+                       ("events", "the event feed, {n} events (`GET /v1/events?limit=...`)")):
+        x = r[name]
+        count = f"{x['rows']:,}"
+        lines.append(f"| {what.format(n=count)} "
+                     f"| {x['read_ms']} | {x['one_call_ms']} | {x['by_rows_ms']} | "
+                     f"{x['bytes']:,} | **{x['one_call_late_p99']} / {x['by_rows_late_p99']}** |")
+    text = "\n".join(lines)
     print(text)
     if not args.no_write:
         write_section("long-answers", text)

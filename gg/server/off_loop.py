@@ -8,8 +8,10 @@ nothing else is a plain ``def``, which FastAPI runs in its thread pool.
 
 FastAPI validates and encodes what a route returns on the loop, even for a plain ``def``: a
 page of hundreds of rows held every parked claim for tens of milliseconds. A route whose
-answer can be long returns :func:`answered_off_loop` instead, which does both on the worker
-thread, exactly as the route's response model would.
+answer is a long list returns :func:`answered_off_loop` or :func:`encoded_off_loop` instead,
+which do both on the worker thread, exactly as the route's response model would, and one row
+at a time: pydantic's core holds the interpreter's lock through each call it is given, so a
+list handed over whole would still hold the loop, waiting for that lock, until it was done.
 """
 
 from __future__ import annotations
@@ -34,14 +36,24 @@ async def off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await asyncio.to_thread(fn, *args, **kwargs)
 
 
-async def answered_off_loop(adapter: TypeAdapter, fn: Callable[..., Any], *args: Any,
+def encoded_rows(row: TypeAdapter, rows: list) -> bytes:
+    """``rows`` as the JSON array ``TypeAdapter(list[Row])`` would make, validated and encoded
+    one at a time: between two rows the interpreter's lock can pass to the loop."""
+    return b"[" + b",".join(row.dump_json(row.validate_python(r), by_alias=True)
+                            for r in rows) + b"]"
+
+
+async def answered_off_loop(row: TypeAdapter, fn: Callable[..., list], *args: Any,
                             **kwargs: Any) -> Response:
-    """``fn(*args, **kwargs)`` on a worker thread, and its value validated and encoded there by
-    ``adapter`` (the route's response model, made once at import)."""
-    return await asyncio.to_thread(lambda: answer(adapter, fn(*args, **kwargs)))
+    """The list ``fn(*args, **kwargs)`` returns, read and encoded row by row (``row``: the
+    response model's row, made once at import) on a worker thread."""
+    def read_and_encode() -> Response:
+        return Response(encoded_rows(row, fn(*args, **kwargs)), media_type="application/json")
+    return await asyncio.to_thread(read_and_encode)
 
 
-async def encoded_off_loop(adapter: TypeAdapter, value: Any) -> Response:
-    """``value`` (read already, say after a wait on the loop) validated and encoded by
-    ``adapter`` on a worker thread."""
-    return await asyncio.to_thread(answer, adapter, value)
+async def encoded_off_loop(row: TypeAdapter, rows: list) -> Response:
+    """``rows`` (read already, say after a wait on the loop) encoded row by row on a worker
+    thread."""
+    return await asyncio.to_thread(
+        lambda: Response(encoded_rows(row, rows), media_type="application/json"))

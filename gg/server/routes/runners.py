@@ -35,7 +35,7 @@ from gg.server.off_loop import answered_off_loop, off_loop
 
 router = APIRouter(route_class=JsonRoute)
 RUNNERS_PAGE_MAX = 1000  # the most runners one page holds (as a page of flights)
-RUNNER_ROWS = TypeAdapter(list[RunnerRow])
+RUNNER_ROW = TypeAdapter(RunnerRow)
 
 
 @router.post(paths.KEY_NONCES, status_code=201, response_model=KeyNonce)
@@ -66,7 +66,7 @@ async def list_runners(request: Request, person: Person = Depends(auth.person),
                        after: Annotated[str | None, Query(max_length=100)] = None) -> Response:
     """Every runner, oldest first; with ``limit``, a page of at most that many, the next page
     starting ``after`` the id of the page's last runner."""
-    return await answered_off_loop(RUNNER_ROWS, answers.runners_listed,
+    return await answered_off_loop(RUNNER_ROW, answers.runners_listed,
                                    request.app.state.core, after=after, limit=limit)
 
 
