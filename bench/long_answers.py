@@ -78,8 +78,8 @@ def _late_p99(encode) -> float:
     return round(sorted(late)[296], 1)
 
 
-def _ways(row: TypeAdapter, rows: list) -> dict:
-    whole = TypeAdapter(list[row._type])  # type: ignore[attr-defined]
+def _ways(model: type, rows: list) -> dict:
+    row, whole = TypeAdapter(model), TypeAdapter(list[model])  # type: ignore[valid-type]
     one_call, body = _ms(lambda: answer(whole, rows).body)
     by_rows, same = _ms(lambda: encoded_rows(row, rows))
     assert body == same, "a row at a time must make the same bytes"
@@ -109,9 +109,9 @@ def measure(count: int, events: int) -> dict:
                                                           newest=True))
         core.store.close()
         return {"runners": {"rows": len(rows), "read_ms": read_runners,
-                            **_ways(TypeAdapter(RunnerRow), rows)},
+                            **_ways(RunnerRow, rows)},
                 "events": {"rows": len(feed), "read_ms": read_events,
-                           **_ways(TypeAdapter(Event), feed)}}
+                           **_ways(Event, feed)}}
 
 
 def main(argv: list[str] | None = None) -> dict:
