@@ -46,8 +46,8 @@ variables are a file bound read-only into the container and sourced there before
 
 from __future__ import annotations
 
-import copy
 import hashlib
+import json
 import os
 import secrets
 import shutil
@@ -531,14 +531,16 @@ class _LastPolicy:
     allowlist parsed) was about a twentieth of what a trivial flight cost a runner."""
 
     def __init__(self) -> None:
-        self._last: tuple[dict[str, Any], Policy] | None = None
+        self._last: tuple[str, Policy] | None = None
 
     def policy(self, data: Mapping[str, Any]) -> Policy:
+        # compared as JSON, not by ==: 2 == 2.0 == True, and the reading refuses the last two
+        key = json.dumps(data, sort_keys=True, default=repr)
         last = self._last
-        if last is not None and last[0] == data:
+        if last is not None and last[0] == key:
             return last[1]
         read = Policy.from_dict(data)
-        self._last = (copy.deepcopy(dict(data)), read)
+        self._last = (key, read)
         return read
 
 

@@ -499,6 +499,10 @@ def test_a_policy_is_read_once_until_it_changes_even_in_place():
         read.policy({**given, "workers": 0})
     with pytest.raises(ValueError):  # a refusal is never kept as if it were read
         read.policy({**given, "workers": 0})
+    read.policy({**given, "workers": 2})
+    for equal_but_refused in (2.0, True):  # == to 2, yet not a whole number: read, refused
+        with pytest.raises(ValueError):
+            read.policy({**given, "workers": equal_but_refused})
 
 
 def test_the_runners_environment_drops_ggs_variables_but_those_kept(monkeypatch):

@@ -37,6 +37,7 @@ def test_a_logged_line_is_scrubbed_as_the_walk_of_every_value_scrubs_it(tmp_path
         {"authorization": ["not a string: kept"], "secret": 5, "credential": secrets[3]},
         {"tokens": "a key only like one", "note": "the word token: in a value"},
         {"odd": 'quote " and \\ and \u00e9 and newline\n' + secrets[0]},
+        {"to\u212aen": "lower-cases to token (the Kelvin sign)", "ok": 1},
     ]
     for body in bodies:
         entry = {"at": 1.0, "method": "POST", "path": "/v1/x", "params": {"q": secrets[2]},
@@ -47,6 +48,7 @@ def test_a_logged_line_is_scrubbed_as_the_walk_of_every_value_scrubs_it(tmp_path
         log.record("POST", "/v1/x", {"q": secrets[2]}, body)
         assert sent.read(tmp_path)[-1]["body"] == scrub(body)
     assert "hunter2" not in sent.scrubbed_line({"body": bodies[2]}).decode()
+    assert "Kelvin" not in sent.scrubbed_line({"body": bodies[6]}).decode()
 
 
 def test_the_log_file_is_private_and_holds_path_time_and_body(tmp_path):
