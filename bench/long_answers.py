@@ -9,7 +9,7 @@ events (10,000: the feed's largest page). For the page of runners and the feed, 
 reading the answer (the worker thread's part either way) and of validating and encoding it
 with the route's response model: in one call, as FastAPI did on the loop (which every parked claim
 waited for), and a row at a time, as the routes now do on a worker thread
-(``gg.server.off_loop.encoded_rows``). The median of three rounds. Then what the loop would
+(``gg.server.encoded.rows``). The median of three rounds. Then what the loop would
 feel: a thread sleeping 2 ms at a time, 300 times, while another encodes the answer over and
 over, one way and then the other; how much later than asked it woke (p99, ms). pydantic's
 core holds the interpreter's lock through each call, so one call over the whole list keeps
@@ -38,7 +38,7 @@ from gg.control import answers, runners  # noqa: E402
 from gg.control.core import Core  # noqa: E402
 from gg.control.people import bootstrap  # noqa: E402
 from gg.control.wiring import wired  # noqa: E402
-from gg.server.off_loop import answer, encoded_rows  # noqa: E402
+from gg.server.encoded import answer, rows  # noqa: E402
 from gg.settings import Settings  # noqa: E402
 from gg.store import open_store  # noqa: E402
 
@@ -78,14 +78,14 @@ def _late_p99(encode) -> float:
     return round(sorted(late)[296], 1)
 
 
-def _ways(model: type, rows: list) -> dict:
+def _ways(model: type, values: list) -> dict:
     row, whole = TypeAdapter(model), TypeAdapter(list[model])  # type: ignore[valid-type]
-    one_call, body = _ms(lambda: answer(whole, rows).body)
-    by_rows, same = _ms(lambda: encoded_rows(row, rows))
+    one_call, body = _ms(lambda: answer(whole, values).body)
+    by_rows, same = _ms(lambda: rows(row, values))
     assert body == same, "a row at a time must make the same bytes"
     return {"one_call_ms": one_call, "by_rows_ms": by_rows, "bytes": len(body),
-            "one_call_late_p99": _late_p99(lambda: answer(whole, rows)),
-            "by_rows_late_p99": _late_p99(lambda: encoded_rows(row, rows))}
+            "one_call_late_p99": _late_p99(lambda: answer(whole, values)),
+            "by_rows_late_p99": _late_p99(lambda: rows(row, values))}
 
 
 def measure(count: int, events: int) -> dict:

@@ -44,8 +44,8 @@ from starlette.responses import Response
 from gg.errors import GGError
 from gg.server import errors
 from gg.server.auth import bearer
+from gg.server.encoded import answer
 from gg.server.json_body import loads
-from gg.server.off_loop import answer
 
 # body(app state, ASGI scope, caller, request body, **path values) -> the answer (None: 204)
 Body = Callable[..., Awaitable[Any]]

@@ -8,10 +8,8 @@ nothing else is a plain ``def``, which FastAPI runs in its thread pool.
 
 FastAPI validates and encodes what a route returns on the loop, even for a plain ``def``: a
 page of hundreds of rows held every parked claim for tens of milliseconds. A route whose
-answer is a long list returns :func:`answered_off_loop` or :func:`encoded_off_loop` instead,
-which do both on the worker thread, exactly as the route's response model would, and one row
-at a time: pydantic's core holds the interpreter's lock through each call it is given, so a
-list handed over whole would still hold the loop, waiting for that lock, until it was done.
+answer is a long list returns :func:`answered_off_loop` or :func:`encoded_off_loop` instead:
+both validate and encode on the worker thread, a row at a time (``gg.server.encoded``).
 """
 
 from __future__ import annotations
@@ -22,13 +20,9 @@ from typing import Any, Callable, TypeVar
 from pydantic import TypeAdapter
 from starlette.responses import Response
 
+from gg.server import encoded
+
 T = TypeVar("T")
-
-
-def answer(adapter: TypeAdapter, value: Any, status: int = 200) -> Response:
-    """Serialised as the route's response model serialises it (FastAPI's fast path)."""
-    return Response(adapter.dump_json(adapter.validate_python(value), by_alias=True),
-                    status_code=status, media_type="application/json")
 
 
 async def off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -36,19 +30,12 @@ async def off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await asyncio.to_thread(fn, *args, **kwargs)
 
 
-def encoded_rows(row: TypeAdapter, rows: list) -> bytes:
-    """``rows`` as the JSON array ``TypeAdapter(list[Row])`` would make, validated and encoded
-    one at a time: between two rows the interpreter's lock can pass to the loop."""
-    return b"[" + b",".join(row.dump_json(row.validate_python(r), by_alias=True)
-                            for r in rows) + b"]"
-
-
 async def answered_off_loop(row: TypeAdapter, fn: Callable[..., list], *args: Any,
                             **kwargs: Any) -> Response:
     """The list ``fn(*args, **kwargs)`` returns, read and encoded row by row (``row``: the
     response model's row, made once at import) on a worker thread."""
     def read_and_encode() -> Response:
-        return Response(encoded_rows(row, fn(*args, **kwargs)), media_type="application/json")
+        return Response(encoded.rows(row, fn(*args, **kwargs)), media_type="application/json")
     return await asyncio.to_thread(read_and_encode)
 
 
@@ -56,4 +43,4 @@ async def encoded_off_loop(row: TypeAdapter, rows: list) -> Response:
     """``rows`` (read already, say after a wait on the loop) encoded row by row on a worker
     thread."""
     return await asyncio.to_thread(
-        lambda: Response(encoded_rows(row, rows), media_type="application/json"))
+        lambda: Response(encoded.rows(row, rows), media_type="application/json"))

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import threading
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from gg.api.events import Event
 from gg.api.flights import FactsPage
 from gg.api.runners import RunnerRow
+from gg.server import encoded
 from gg.server.routes import flights as flight_routes
 from gg.server.routes import runners as runner_routes
 
@@ -80,3 +81,19 @@ def test_a_facts_page_encoded_a_fact_at_a_time_is_the_pages_own_encoding():
     assert flight_routes.facts_answer(page).body == expected
     assert flight_routes.facts_answer({**page, "facts": []}).body == whole.dump_json(
         whole.validate_python({**page, "facts": []}), by_alias=True)
+
+
+class _Row(BaseModel):
+    n: int
+
+
+class _ListFirst(BaseModel):
+    rows: list[_Row]
+    after: str
+
+
+def test_a_page_whose_list_is_not_its_last_field_is_encoded_whole_as_its_model_does():
+    whole, row = TypeAdapter(_ListFirst), TypeAdapter(_Row)
+    value = {"rows": [{"n": 1}, {"n": 2}], "after": "x"}
+    assert encoded.page(whole, row, value, "rows") == whole.dump_json(
+        whole.validate_python(value), by_alias=True)

@@ -24,9 +24,9 @@ from gg.control import answers, flights
 from gg.domain.events import SEQ_MAX
 from gg.domain.flight_spec import FlightSpec
 from gg.domain.people import Person
-from gg.server import auth
+from gg.server import auth, encoded
 from gg.server.json_body import JsonRoute
-from gg.server.off_loop import encoded_off_loop, encoded_rows
+from gg.server.off_loop import encoded_off_loop
 
 router = APIRouter(route_class=JsonRoute)
 Wait = Annotated[float, Query(ge=0, le=60)]
@@ -34,7 +34,6 @@ After = Annotated[int, Query(ge=0, le=SEQ_MAX)]  # a seq: an event's or a fact's
 FACTS_PAGE = TypeAdapter(FactsPage)
 FACT = TypeAdapter(FlightFact)
 EVENT = TypeAdapter(Event)
-NO_FACTS = b'"facts":[]}'  # how a page with none ends: ``facts`` is FactsPage's last field
 
 
 def opening(body: FlightOpen) -> FlightSpec:
@@ -75,14 +74,9 @@ async def follow_facts(flight_id: str, request: Request, person: Person = Depend
 
 
 def facts_answer(page: dict) -> Response:
-    """The page as ``FactsPage`` encodes it, its facts one at a time (gg.server.off_loop)."""
-    head = FACTS_PAGE.dump_json(FACTS_PAGE.validate_python({**page, "facts": []}),
-                                by_alias=True)
-    if head.endswith(NO_FACTS):
-        body = head[:-len(b"[]}")] + encoded_rows(FACT, page["facts"]) + b"}"
-    else:  # a model whose fields were reordered: whole, as before
-        body = FACTS_PAGE.dump_json(FACTS_PAGE.validate_python(page), by_alias=True)
-    return Response(body, media_type="application/json")
+    """The page as ``FactsPage`` encodes it, its facts one at a time (gg.server.encoded)."""
+    return Response(encoded.page(FACTS_PAGE, FACT, page, "facts"),
+                    media_type="application/json")
 
 
 @router.post(paths.FLIGHT_CANCEL, response_model=FlightDetail)
