@@ -158,7 +158,7 @@ class PgDatabase(SharedDatabase):
         self._hold_ms = int(hold_timeout * 1000)
         self._write = self._connect()
         self.writer = Writer(_Transactions(self))
-        self._local = threading.local()  # the write transaction's kept rows and notifications
+        self._local = threading.local()  # the write transaction's kept rows, notifications, changes
         self._trace: Callable[[str], None] | None = None
         self._away = False  # the database was found away and has not answered since
         self._probed_at = float("-inf")
@@ -251,9 +251,11 @@ class PgDatabase(SharedDatabase):
         text = translate(sql)
         if self._trace is not None:
             self._trace(text)
-        kept = getattr(self._local, "kept", None)
-        if kept and not text.startswith("SELECT"):
-            self._forget_kept(kept, text)
+        if conn is self._write and not text.startswith("SELECT"):  # a change, it may be
+            self._local.changed = getattr(self._local, "changed", 0) + 1
+            kept = getattr(self._local, "kept", None)
+            if kept:
+                self._forget_kept(kept, text)
         cursor = conn.cursor(row_factory=rows) if rows is not None else conn.cursor()
         with cursor:
             cursor.execute(text, params if params is not None else ())
@@ -354,6 +356,7 @@ class PgDatabase(SharedDatabase):
         self._local.kept = {}
         self._local.notes = []
         self._local.events = event_order.PendingEvents()
+        self._local.changed = 0
         begin = _BEGIN_DURABLE if durable else _BEGIN_QUICK
         if self._trace is not None:
             self._trace(begin)
@@ -364,6 +367,7 @@ class PgDatabase(SharedDatabase):
         one statement just before its COMMIT (one round trip a group commit, not one a
         wake-up); a savepoint rolled back takes back its own, as PostgreSQL's would."""
         self._local.notes.append((channel, payload))
+        self._local.changed += 1
 
     def record_event(self, values: dict, then: event_order.Then | None = None) -> None:
         """An event of this write transaction, inserted as its last statement, in commit
@@ -371,9 +375,10 @@ class PgDatabase(SharedDatabase):
         transaction, a transaction of its own."""
         if not self.in_transaction():
             with self.atomic():
-                self._local.events.add(values, then)
+                self.record_event(values, then)
             return
         self._local.events.add(values, then)
+        self._local.changed += 1
 
     def _last(self) -> None:
         """The transaction's events, after every other statement of it: the events' turn
@@ -407,10 +412,17 @@ class PgDatabase(SharedDatabase):
                 self._trace(text)
             conn.execute(text, [value for note in chunk for value in note])
 
+    def _edge(self, text: str, conn: psycopg.Connection | None = None) -> None:
+        """A statement at a transaction's edge (a savepoint, COMMIT) on the write connection,
+        traced as every other one is."""
+        if self._trace is not None:
+            self._trace(text)
+        (conn or self._write).execute(text)
+
     def _commit(self) -> None:
         self._send_notes()
         self._local.kept = {}
-        self._write.execute("COMMIT")
+        self._edge("COMMIT")
 
     def _rollback(self) -> None:
         conn = self._write
@@ -459,6 +471,7 @@ class PgDatabase(SharedDatabase):
         if not self.in_transaction():
             raise RuntimeError("copy_rows runs inside atomic()")
         names = ", ".join(f'"{c}"' for c in columns)
+        self._local.changed += 1
         with self._write.cursor() as cursor:
             with cursor.copy(f'COPY "{table}" ({names}) FROM STDIN') as copy:
                 for row in rows:
@@ -485,6 +498,8 @@ class _Transactions:
 
     def __init__(self, db: PgDatabase):
         self._db = db
+        # the mark of the savepoint of each name made last (the writer's thread alone uses it)
+        self._marks: dict[str, tuple[int, object]] = {}
 
     def begin(self, durable: bool) -> None:
         self._db._start(durable)
@@ -499,31 +514,43 @@ class _Transactions:
         self._db._rollback()
 
     def savepoint(self, name: str, *, release_first: bool = False) -> object:
-        self._db._write.execute(f"RELEASE {name}; SAVEPOINT {name}" if release_first
-                                else f"SAVEPOINT {name}")
+        self._db._edge(f"RELEASE {name}; SAVEPOINT {name}" if release_first
+                       else f"SAVEPOINT {name}")
         local = self._db._local
-        return len(local.notes), local.events.mark()
+        mark = self._marks[name] = (len(local.notes), local.events.mark())
+        return mark
 
     def release(self, name: str) -> None:
-        self._db._write.execute(f"RELEASE {name}")
+        self._db._edge(f"RELEASE {name}")
 
     def rollback_to(self, name: str, mark: object) -> None:
+        self._undo_held(mark)
+        conn = self._db._write
+        if conn.closed or conn.broken:
+            return
+        self._db._edge(f"ROLLBACK TO {name}; RELEASE {name}", conn)
+
+    def _undo_held(self, mark: object) -> None:
+        """Take back the notifications, events and kept rows held since ``mark``."""
         local = self._db._local
         assert isinstance(mark, tuple)
         notes, events = mark
         del local.notes[notes:]
         local.events.undo(events)
         local.kept = {}
-        conn = self._db._write
-        if conn.closed or conn.broken:
-            return
-        conn.execute(f"ROLLBACK TO {name}; RELEASE {name}")
 
     def changes(self) -> int | None:
-        return None  # not counted here: every unit's first block takes its own savepoint
+        """What the transaction changed so far, counted: its statements other than reads on
+        the write connection, the events and notifications it holds for its end. A unit's
+        first block that begins before its unit changed anything takes no savepoint of its
+        own (two round trips a unit fewer): the unit's stands for it."""
+        return self._db._local.changed
 
     def rewind(self, name: str) -> None:
-        raise NotImplementedError("only a store that counts its changes rewinds a unit")
+        """Back to the savepoint ``name`` made last, keeping it: what was held since taken
+        back with it."""
+        self._undo_held(self._marks[name])
+        self._db._edge(f"ROLLBACK TO {name}")
 
     def holds(self) -> bool:
         conn = self._db._write

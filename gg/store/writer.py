@@ -22,7 +22,8 @@ back to its savepoint and run again in the same group, up to UNIT_TRIES runs
 :meth:`Writer.atomic` works from any thread: it takes the write lock and runs one
 transaction of its own there; inside a unit its outermost block is a savepoint of the group
 (it rolls back alone, and it is durable when the group commits); blocks inside that join it.
-Where the store counts the rows a transaction changed (SQLite), that block takes no savepoint
+Where the store counts what a transaction changed (SQLite its rows, PostgreSQL its statements
+other than reads and what it holds for the commit), that block takes no savepoint
 when it begins before its unit changed anything: rolling back to the unit's savepoint (and
 keeping it) undoes the same, one statement instead of two a unit.
 """

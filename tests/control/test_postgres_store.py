@@ -531,3 +531,41 @@ def _holding(pg_url: str) -> bool:
         return watch.execute("SELECT count(*) FROM pg_stat_activity WHERE state = "
                              "'idle in transaction' AND datname = current_database()"
                              ).fetchone()[0] >= 1
+
+
+def test_a_units_first_block_takes_no_savepoint_and_its_failure_takes_back_its_event_and_wake_up(
+        pg_url):
+    """PostgreSQL counts what a transaction changed (statements other than reads, events and
+    wake-ups held for its end), so a unit's first block that begins before its unit changed
+    anything takes no savepoint of its own, as on SQLite; when it fails, the unit's savepoint
+    is rolled back to and kept, and what the block held goes with it: its row, its event, its
+    wake-up. What the unit does next is kept."""
+    store = Store(pg_url, pool_size=1)
+    sent: list[str] = []
+    try:
+        store.db.trace(sent.append)
+
+        def unit() -> str:
+            try:
+                with store.atomic():
+                    write_meta(store, "block", "undone")
+                    store.db.record_event({"kind": "info:test:undone", "at": 1.0, "actor": "t",
+                                           "runner_id": None, "flight_id": None, "body": "{}"})
+                    wakeups.announce(store.db, "undone")
+                    raise ValueError("the block fails")
+            except ValueError:
+                pass
+            write_meta(store, "after", "kept")
+            return "done"
+
+        assert store.db.submit(unit).result(30) == "done"
+    finally:
+        store.db.trace(None)
+    try:
+        assert read_meta(store, "block") is None and read_meta(store, "after") == "kept"
+        assert store.db.one("SELECT count(*) FROM events WHERE kind = 'info:test:undone'")[0] == 0
+        assert not [s for s in sent if "block" in s], sent  # the unit's savepoint stood for it
+        assert "ROLLBACK TO unit" in sent, sent
+        assert not [s for s in sent if "pg_notify" in s], sent  # the wake-up went with it
+    finally:
+        store.close()
