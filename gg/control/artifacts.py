@@ -31,8 +31,7 @@ def content(core: Core, spool: Path | None = None):
 
 
 def _holding(core: Core, runner: Caller, flight_id: str, epoch: int) -> Flight:
-    flight = core.store.flight(flight_id)
-    held = core.store.held_epochs(flight_id, runner.id) if flight else set()
+    flight, held = core.store.flight_held(flight_id, runner.id)
     return leases.check_holder(flight, runner.id, epoch, core.now(), held)
 
 

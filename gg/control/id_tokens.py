@@ -83,8 +83,7 @@ def mint(core: Core, runner: RunnerIdentity, flight_id: str, *, epoch: int, audi
     now = core.now()
     jti = secrets.token_urlsafe(16)
     with core.store.atomic():
-        flight = core.store.flight(flight_id)
-        held = core.store.held_epochs(flight_id, runner.id) if flight else set()
+        flight, held = core.store.flight_held(flight_id, runner.id)
         flight = leases.check_holder(flight, runner.id, epoch, now, held)
         claims = id_tokens.claims(_subject(core, flight, runner), issuer=issuer(core, base_url),
                                   audience=audience, now=now, jti=jti)

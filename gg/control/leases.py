@@ -255,12 +255,10 @@ def _seated(core: Core, s: Seat, now: float, passed: list[str]) -> bool:
 
 
 def _holding(core: Core, runner: Runner | RunnerIdentity, flight_id: str, *, epoch: int, now: float,
-             flight: Flight | None = None) -> Flight:
-    """The flight if ``runner`` holds its lease at ``epoch`` now, else the refusal. ``flight``:
-    the row as this transaction read it already (not read again)."""
-    if flight is None:
-        flight = core.store.flight(flight_id)
-    held = core.store.held_epochs(flight_id, runner.id) if flight else set()
+             read: tuple[Flight | None, set[int]] | None = None) -> Flight:
+    """The flight if ``runner`` holds its lease at ``epoch`` now, else the refusal. ``read``:
+    the row and the runner's epochs as this transaction read them already (not read again)."""
+    flight, held = read if read is not None else core.store.flight_held(flight_id, runner.id)
     return leases.check_holder(flight, runner.id, epoch, now, held)
 
 
@@ -340,19 +338,19 @@ def hand_back(core: Core, runner: Runner | RunnerIdentity, flight_id: str, *, ep
     now = core.now()
     retired = runner_ops.is_retired(runner)
     with core.store.atomic():
-        read = core.store.flight(flight_id)
-        if read is not None and _repeat_of_accepted(core, read, runner, epoch=epoch,
-                                                    outcome=outcome, key=key):
-            return {"flight": flight_id, "stage": read.stage, "repeat": True}
+        read = core.store.flight_held(flight_id, runner.id)
+        if read[0] is not None and _repeat_of_accepted(core, read[0], runner, epoch=epoch,
+                                                       outcome=outcome, key=key):
+            return {"flight": flight_id, "stage": read[0].stage, "repeat": True}
         if retired:  # the stop acknowledgement: its own live lease, returned, nothing else
             if outcome != Outcome.RETURNED.value:
                 raise runner_ops.retired_refusal(runner)
             try:
-                flight = _holding(core, runner, flight_id, epoch=epoch, now=now, flight=read)
+                flight = _holding(core, runner, flight_id, epoch=epoch, now=now, read=read)
             except GGError:
                 raise runner_ops.retired_refusal(runner) from None
         else:
-            flight = _holding(core, runner, flight_id, epoch=epoch, now=now, flight=read)
+            flight = _holding(core, runner, flight_id, epoch=epoch, now=now, read=read)
         if facts:
             _store_facts(core, flight, runner, epoch=epoch, facts=facts, now=now)
         retry = retry_ops.decide(core, flight, outcome=outcome, exit_code=exit_code,

@@ -295,10 +295,16 @@ class FlightRows:
                                       "granted_at": change.grant.granted_at})
         return True
 
-    def held_epochs(self, flight_id: str, runner_id: str) -> set[int]:
-        rows = self.db.all("SELECT epoch FROM grants WHERE flight_id = ? AND runner_id = ?",
-                           (flight_id, runner_id))
-        return {r[0] for r in rows}
+    def flight_held(self, flight_id: str, runner_id: str) -> tuple[Flight | None, set[int]]:
+        """The flight (None: no such flight) and the epochs at which ``runner_id`` was granted
+        it, in one read: what every lease call checks its caller against."""
+        rows = self.db.all("SELECT f.*, g.epoch AS held_epoch FROM flights AS f LEFT JOIN grants "
+                           "AS g ON g.flight_id = f.id AND g.runner_id = ? WHERE f.id = ?",
+                           (runner_id, flight_id))
+        if not rows:
+            return None, set()
+        return (flight_from_row(rows[0]),
+                {r["held_epoch"] for r in rows if r["held_epoch"] is not None})
 
     def grants(self, flight_id: str) -> list[dict]:
         return [dict(r) for r in self.db.all(

@@ -14,10 +14,14 @@ from gg.domain.flight_spec import FlightSpec
 
 from support import make_runner
 
-# 75 before the savepoints, the kept small tables and the claim answer's one read; one more
-# since a grant re-reads its runner's live leases (the seat checked again at the grant, as
-# PostgreSQL's writers without the global lock need)
-AT_MOST = 53
+STORES = ("sqlite", "postgresql")
+
+# SQLite: 75 before the savepoints, the kept small tables and the claim answer's one read; one
+# more since a grant re-reads its runner's live leases (the seat checked again at the grant, as
+# PostgreSQL's writers without the global lock need); two fewer since a lease call reads its
+# flight and the caller's grants in one statement. PostgreSQL: 63 before it counted its changes
+# (a savepoint and its release for each unit's first block) and before that one read
+AT_MOST = {"sqlite": 51, "postgresql": 53}
 
 
 async def _one_flight(core, owner, runner) -> None:
@@ -50,6 +54,10 @@ def test_a_flight_from_open_to_landed_costs_at_most_a_fixed_number_of_statements
     asyncio.run(flights())
     per_flight = len(said) / 3
     kinds = Counter(s.split()[0].upper() for s in said)
-    assert per_flight <= AT_MOST, (per_flight, kinds)
-    # one savepoint a unit (open, grant, started, hand-back), none for a block or a release
-    assert kinds["SAVEPOINT"] <= 4 * 3 and kinds["RELEASE"] == 0, kinds
+    assert per_flight <= AT_MOST[core.store.db.dialect], (per_flight, kinds)
+    # one savepoint a unit (open, grant, started, hand-back), none for a block: no unit's
+    # first block begins after its unit changed a row (PostgreSQL counts its changes too)
+    assert kinds["SAVEPOINT"] <= 4 * 3, kinds
+    if core.store.db.dialect == "sqlite":  # nested savepoints: the commit releases them
+        assert kinds["RELEASE"] == 0, kinds
+    assert not [s for s in said if "SAVEPOINT block" in s or "RELEASE block" in s], said

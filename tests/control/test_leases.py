@@ -223,8 +223,11 @@ def test_a_grant_and_a_hand_back_answer_the_row_as_stored_without_reading_it_aga
                                   facts=[{"kind": "started", "ago": 0.5}])
     finally:
         core.store.db.trace(None)
-    flight_reads = [s for s in statements if s.startswith("SELECT * FROM flights WHERE id")]
+    flight_reads = [s for s in statements if s.startswith(("SELECT * FROM flights WHERE id",
+                                                           "SELECT f.*, g.epoch AS held_epoch"))]
     assert len(flight_reads) == 1, statements  # read once, not again for the holder check
+    # and the epochs the runner was granted it at with it, in the same statement
+    assert not any(s.startswith("SELECT epoch FROM grants") for s in statements), statements
     # an active runner's lease ending needs its state, not its whole row
     assert not any(s.startswith("SELECT * FROM runners") for s in statements), statements
     assert landed == {"flight": f.id, "stage": "landed", "repeat": False}
@@ -253,3 +256,26 @@ def test_a_claims_answer_carries_the_policy_in_force_at_the_grant_from_its_colum
     assert answer["policy"] == {**parked.policy, "workers": 3} != parked.policy
     assert answer["lease"]["epoch"] == 1 and answer["flight"]["id"] == got[0].id
     assert not any(s.startswith("SELECT * FROM runners") for s in statements), statements
+
+
+def test_a_lease_calls_one_read_gives_the_flight_and_every_epoch_its_caller_was_granted(
+        core, owner):
+    """``flight_held``: the row and the epochs at which this runner was granted the flight
+    (a runner granted it twice holds two, another runner its own, a stranger none), in one
+    statement."""
+    a, b, c = (make_runner(core, owner, n) for n in ("a", "b", "c"))
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"]))
+    for runner in (a, b, a):
+        flight, grant = leases.try_claim(core, runner.id)
+        leases.hand_back(core, runner, f.id, epoch=grant.epoch, outcome="returned",
+                         exit_code=None, reason=None, key=f"{grant.epoch}:hand-back")
+    said: list[str] = []
+    core.store.db.trace(said.append)
+    try:
+        read = core.store.flight_held(f.id, a.id)
+    finally:
+        core.store.db.trace(None)
+    assert read == (core.store.flight(f.id), {1, 3}) and len(said) == 1, said
+    assert core.store.flight_held(f.id, b.id)[1] == {2}
+    assert core.store.flight_held(f.id, c.id) == (core.store.flight(f.id), set())
+    assert core.store.flight_held("f_nobody", a.id) == (None, set())
