@@ -36,9 +36,10 @@ def next_deadline(core: Core) -> float | None:
     return None if first is None else first + core.settings.claim_wait
 
 
-def due(core: Core, now: float) -> bool:
-    deadline = next_deadline(core)
-    return deadline is not None and now >= deadline
+def overdue_since(core: Core, now: float, first: float | None) -> bool:
+    """Whether an attended flight nobody took is past its deadline, from when the oldest of
+    them was opened (None: there is none), read already (``Store.next_looks``)."""
+    return first is not None and now >= first + core.settings.claim_wait
 
 
 def fail_overdue(core: Core, now: float) -> list[str]:

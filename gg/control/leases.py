@@ -37,13 +37,16 @@ from gg.domain.sizes import Room
 from gg.errors import BadRequest, GGError
 
 
-def expire_due(core: Core, now: float, *, leases_due: bool = True) -> int:
+def expire_due(core: Core, now: float, *, leases_due: bool = True,
+               attended_due: bool = True) -> int:
     """Record every lease past its expiry (clock comparison; no timer decides this), and
     every attended flight nobody took by its deadline; offer again every retry whose delay
     is over (gg.control.retries). The number of flights that became ready or ended.
-    ``leases_due=False``: the caller read in this transaction that no lease nor retry is due
-    yet (``next_lease_expiry``), so neither is looked for again."""
-    attended_ops.fail_overdue(core, now)
+    ``leases_due=False``: the caller read that no lease nor retry is due yet
+    (``next_lease_expiry``), so neither is looked for again; ``attended_due=False``: no
+    attended flight is overdue (``Store.next_looks``)."""
+    if attended_due:
+        attended_ops.fail_overdue(core, now)
     if not leases_due:
         return 0
     expired = core.store.expired_leases(now)
@@ -110,7 +113,7 @@ def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases
     if not runner_ids:
         return []
     now = core.now()
-    due = core.store.next_lease_expiry()
+    due, first_attended = core.store.next_looks()
     if (due is None or due > now) and not core.store.any_ready():
         return []
     runners = {r.id: r for r in core.store.runners(ids=list(runner_ids))}
@@ -127,7 +130,8 @@ def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases
         return []
     passed: list[str] = []
     with core.store.atomic():
-        expire_due(core, now, leases_due=due is not None and due <= now)
+        expire_due(core, now, leases_due=due is not None and due <= now,
+                   attended_due=attended_ops.overdue_since(core, now, first_attended))
         out = _apply(core, _plan(core, seats), now=now, passed=passed)
     for flight, _ in out:
         core.signals.flight_changed(flight.id)

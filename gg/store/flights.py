@@ -262,6 +262,16 @@ class FlightRows:
                           "WHERE held = 1)")
         return (_earliest(row[0], row[2]), bool(row[1])) if row else (None, False)
 
+    def next_looks(self) -> tuple[float | None, float | None]:
+        """:meth:`next_lease_expiry`, and when the oldest attended flight nobody took yet was
+        opened (``first_untaken_attended``), in one read: what a dispatch pass and a listing
+        check before they look for anything due."""
+        row = self.db.one("SELECT (SELECT min(lease_expires_at) FROM flights WHERE stage = "
+                          "'flying'), (SELECT min(offer_at) FROM flight_retries WHERE held = 1), "
+                          "(SELECT min(opened_at) FROM flights WHERE attended = 1 AND stage IN "
+                          "(?, ?) AND attempt = 0)", (Stage.READY.value, Stage.GATED.value))
+        return (_earliest(row[0], row[1]), row[2]) if row else (None, None)
+
     def next_lease_expiry(self) -> float | None:
         """When something is next due for a look: the earliest lease's expiry, or a delayed
         retry's time to be offered (gg.store.retries), whichever comes first."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from gg.control import flights, leases
@@ -63,3 +65,21 @@ def test_an_attended_flight_taken_in_time_is_not_failed_later(core, owner, clock
     leases.hand_back(core, r, f.id, epoch=1, outcome="returned", exit_code=None, reason="stopping", key="k")
     clock.advance(60)
     assert flights.show_flight(core, f.id)["stage"] == "ready"
+
+
+def test_a_dispatch_pass_after_the_deadline_records_the_failure_and_one_before_it_does_not(
+        core, owner, clock):
+    """A parked claimer's pass reads when leases and attended flights fall due in one
+    statement and looks for overdue attended flights only when one is: before the deadline
+    the flight waits, after it the pass records the failure and offers the rest."""
+    r1, r2 = runner(core, owner, "r1"), runner(core, owner, "r2")
+    f = flights.open_flight(core, owner, FlightSpec(command=["true"], runner="r1", attended=True))
+    other = flights.open_flight(core, owner, FlightSpec(command=["true"], runner="r2"))
+    clock.advance(29)
+    assert asyncio.run(core.run(lambda c: leases.match_parked(c, [r2.id])))[0][0].id == other.id
+    assert core.store.flight(f.id).stage == "ready"
+    clock.advance(1)  # CLAIM_WAIT has passed: the next pass, for whichever runner, records it
+    assert asyncio.run(core.run(lambda c: leases.match_parked(c, [r2.id]))) == []
+    assert core.store.flight(f.id).stage == "failed"
+    assert core.store.flight(f.id).ended_reason == "not taken promptly"
+    assert r1.id not in {g["runner_id"] for g in core.store.grants(f.id)}  # never offered it
