@@ -84,9 +84,11 @@ class TransactionHooks(Protocol):
         errors; a PostgreSQL connection may break)."""
 
     def changes(self) -> int | None:
-        """Rows the transaction's statements changed so far (None: the store cannot tell).
-        A unit's first block that begins before the unit changed anything needs no savepoint
-        of its own: the unit's stands for it (:meth:`rewind`)."""
+        """A count of what the transaction changed so far that grows with every change (SQLite:
+        rows; PostgreSQL: its statements other than reads, and the events and wake-ups it
+        holds for the commit), or None when the store cannot tell. A unit's first block that
+        begins before the unit changed anything needs no savepoint of its own: the unit's
+        stands for it (:meth:`rewind`)."""
 
     def rewind(self, name: str) -> None:
         """Undo the savepoint's changes and keep it (only where :meth:`changes` counts)."""
