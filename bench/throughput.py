@@ -175,6 +175,9 @@ def cpu_split(bench: Bench) -> dict[str, float]:
     import psutil
 
     out = {"server": 0.0, "runners": 0.0, "launchers": 0.0, "flights": 0.0}
+    database = database_cpu(bench)
+    if database is not None:  # PostgreSQL on this machine: its processes are the flights' too
+        out["database"] = database
     for s in bench.servers:  # every replica
         t = psutil.Process(s.proc.pid).cpu_times()
         out["server"] += t.user + t.system
@@ -190,6 +193,38 @@ def cpu_split(bench: Bench) -> dict[str, float]:
             out["launchers"] += c.user + c.system
             out["flights"] += c.children_user + c.children_system
     return out
+
+
+def database_cpu(bench: Bench) -> float | None:
+    """CPU seconds (user + system) so far of the PostgreSQL server holding the bench's
+    database: its postmaster, every process it runs (the backends of the replicas'
+    connections, the WAL writer, the checkpointer) and those it reaped; None on SQLite or
+    when that server is not a process of this machine."""
+    import urllib.parse
+
+    import psutil
+
+    url = getattr(bench, "database_url", None)
+    if not url:
+        return None
+    port = str(urllib.parse.urlsplit(url).port or 5432)
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if proc.info["name"] != "postgres" or "-p" not in cmd[:-1]:
+            continue
+        if cmd[cmd.index("-p") + 1] != port:
+            continue
+        total = 0.0
+        for p in [proc, *proc.children(recursive=True)]:
+            try:
+                t = p.cpu_times()
+            except psutil.Error:
+                continue
+            total += t.user + t.system
+            if p is proc:
+                total += t.children_user + t.children_system
+        return total
+    return None
 
 
 def write_turns(bench: Bench) -> dict[str, float]:
@@ -306,12 +341,14 @@ def markdown(r: dict) -> str:
                      f"{s['seconds']['p50']:g} | {s['open_per_second']['p50']:g} | {loads} |")
     lines += ["", "CPU per flight (user + system, ms, over the measured runs):", "",
               "| runners | `gg server` | the `gg runner up` processes | their launchers "
-              "| the flights' own processes | the openers | all |", "|---|---|---|---|---|---|---|"]
+              "| the flights' own processes | the openers | the database's (PostgreSQL) | all |",
+              "|---|---|---|---|---|---|---|---|"]
     for size, s in r["sizes"].items():
         c = s["cpu_ms_per_flight"]
+        database = f"{c['database']:g}" if "database" in c else "–"
         lines.append(f"| {size} | {c['server']:g} | {c['runners']:g} | "
                      f"{c.get('launchers', 0):g} | {c['flights']:g} | {c.get('openers', 0):g} | "
-                     f"{round(sum(c.values()), 2):g} |")
+                     f"{database} | {round(sum(c.values()), 2):g} |")
     lines += ["", "The server's event loop over the measured runs (`gg_event_loop_lag_seconds`, "
               "the difference of `/metrics` before and after each run; a percentile is the "
               "bucket it falls in):", "",
