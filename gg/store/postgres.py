@@ -251,7 +251,7 @@ class PgDatabase(SharedDatabase):
         text = translate(sql)
         if self._trace is not None:
             self._trace(text)
-        if conn is self._write and not text.startswith("SELECT"):  # a change, it may be
+        if conn is self._write and not text.startswith("SELECT"):  # not a read: a change
             self._local.changed = getattr(self._local, "changed", 0) + 1
             kept = getattr(self._local, "kept", None)
             if kept:
