@@ -57,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx  # noqa: E402
 import loop_lag  # noqa: E402
 import psutil  # noqa: E402
-from common import check_store_options, emit, store_label, store_options, summary, write_section  # noqa: E402
+from common import check_store_options, publish, store_label, store_options, summary  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 from noise import Noise, describe, noise_option  # noqa: E402
 
@@ -442,11 +442,8 @@ def main(argv: list[str] | None = None) -> dict:
     result = run(runners, args.procs, window, database=args.database, replicas=args.replicas,
                  noise=args.noise)
     text = markdown(result)
-    print(text, file=sys.stderr if args.json else sys.stdout)
-    if not args.no_write:
-        name = "checkins" if not args.database else f"checkins-postgresql-{args.replicas}"
-        write_section(args.section or name + ("-noise" if args.noise else ""), text)
-    emit(result, args.json)
+    name = "checkins" if not args.database else f"checkins-postgresql-{args.replicas}"
+    publish(args.section or name + ("-noise" if args.noise else ""), text, result, args)
     return result
 
 

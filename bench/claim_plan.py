@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from common import emit, write_section  # noqa: E402
+from common import publish  # noqa: E402
 
 from gg.control import flights, leases, runners  # noqa: E402
 from gg.control.core import Core  # noqa: E402
@@ -72,10 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
             f"of one opener, one seat, {result['plans']} plans a round, the median of "
             f"{ROUNDS} rounds: **{result['ms_a_plan']} ms** of CPU a plan (rounds "
             f"{', '.join(f'{r:g}' for r in result['rounds'])}).")
-    print(text)
-    if not args.no_write:
-        write_section("claim-plan", text)
-    emit(result, args.json)
+    publish("claim-plan", text, result, args)
     return result
 
 

@@ -129,6 +129,16 @@ def emit(result: dict, as_json: bool) -> None:
         print(json.dumps(result))
 
 
+def publish(section: str, text: str, result: dict, args) -> None:
+    """A bench's ending: ``text`` printed (on stderr under ``--json``, so that standard output
+    is the JSON alone), its section of docs/performance.md written unless ``--no-write``, and
+    ``result`` as JSON under ``--json``."""
+    print(text, file=sys.stderr if args.json else sys.stdout)
+    if not args.no_write:
+        write_section(section, text)
+    emit(result, args.json)
+
+
 def store_options(ap) -> None:
     """``--database URL`` and ``--replicas N``: where the control plane keeps its store, and
     how many ``gg server`` replicas share it."""

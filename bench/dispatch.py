@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
-from common import (TABLE_HEAD, Bench, check_store_options, emit, proved, row,  # noqa: E402
-                    store_label, store_options, summary, write_section)
+from common import (TABLE_HEAD, Bench, check_store_options, proved, publish, row,  # noqa: E402
+                    store_label, store_options, summary)
 
 
 def _auth(token: str) -> dict:
@@ -208,11 +208,8 @@ def main(argv: list[str] | None = None) -> dict:
     flights = args.flights or (50 if args.quick else 200)
     result = run(flights, args.database, args.replicas)
     text = markdown(result)
-    print(text, file=sys.stderr if args.json else sys.stdout)
-    if not args.no_write:
-        write_section("dispatch" if not args.database
-                      else f"dispatch-postgresql-{args.replicas}", text)
-    emit(result, args.json)
+    publish("dispatch" if not args.database else f"dispatch-postgresql-{args.replicas}",
+            text, result, args)
     return result
 
 

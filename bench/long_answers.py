@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from common import emit, write_section  # noqa: E402
+from common import publish  # noqa: E402
 from pydantic import TypeAdapter  # noqa: E402
 
 from gg.api.events import Event  # noqa: E402
@@ -137,10 +137,7 @@ def main(argv: list[str] | None = None) -> dict:
                      f"| {x['read_ms']} | {x['one_call_ms']} | {x['by_rows_ms']} | "
                      f"{x['bytes']:,} | **{x['one_call_late_p99']} / {x['by_rows_late_p99']}** |")
     text = "\n".join(lines)
-    print(text)
-    if not args.no_write:
-        write_section("long-answers", text)
-    emit(r, args.json)
+    publish("long-answers", text, r, args)
     return r
 
 

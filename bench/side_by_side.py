@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
 import slurm  # noqa: E402
-from common import ROOT, Bench, emit, summary, write_section  # noqa: E402
+from common import ROOT, Bench, summary, publish  # noqa: E402
 from dispatch import follow_until, wait_parked  # noqa: E402
 
 SIDES = ("prefect", "slurm")
@@ -317,10 +317,7 @@ def main(argv: list[str] | None = None) -> dict:
         ap.error("--jobs must be within 1..1000, --repeats 1..500, --rounds 1..20")
     result = run(jobs, repeats, rounds, without)
     text = markdown(result)
-    print(text, file=sys.stderr if args.json else sys.stdout)
-    if not args.no_write:
-        write_section("side-by-side", text)
-    emit(result, args.json)
+    publish("side-by-side", text, result, args)
     return result
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psutil  # noqa: E402
-from common import TABLE_HEAD, cpu_of, emit, row, summary, write_section  # noqa: E402
+from common import TABLE_HEAD, cpu_of, row, summary, publish  # noqa: E402
 
 from gg.launch import LocalServer, free_port, sign_in  # noqa: E402
 
@@ -82,10 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
                 TABLE_HEAD,
                 row("CPU of one start and sign-in (user + system)", result["cpu_ms"]),
                 row("wall time from start to signed in", result["wall_ms"])]))
-    if not args.no_write:
-        write_section("start-cost", text)
-    emit(result, args.json)
-    print(text)
+    publish("start-cost", text, result, args)
     return result
 
 

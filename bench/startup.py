@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import TABLE_HEAD, emit, row, summary, write_section  # noqa: E402
+from common import TABLE_HEAD, row, summary, publish  # noqa: E402
 
 COMMANDS = {"python -c pass (the interpreter alone)": [sys.executable, "-c", "pass"],
             "gg --help": ["gg", "--help"],
@@ -111,10 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     result = run(args.runs or (10 if args.quick else 40))
     text = markdown(result)
-    print(text, file=sys.stderr if args.json else sys.stdout)
-    if not args.no_write:
-        write_section("startup", text)
-    emit(result, args.json)
+    publish("startup", text, result, args)
     return result
 
 

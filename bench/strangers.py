@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx  # noqa: E402
-from common import TABLE_HEAD, emit, row, summary, write_section  # noqa: E402
+from common import TABLE_HEAD, row, summary, publish  # noqa: E402
 
 from gg import keys  # noqa: E402
 from gg.launch import LocalServer, free_port  # noqa: E402
@@ -288,10 +288,7 @@ def main(argv: list[str] | None = None) -> dict:
             "storm. Target: under 1,000 ms throughout. `noise N`: N processes spinning on the "
             "CPU beside the server; the load average is read at the end of each attack.\n\n"
             + "\n".join(lines))
-    if not args.no_write:
-        write_section("strangers", text)
-    emit(result, args.json)
-    print(text)
+    publish("strangers", text, result, args)
     return result
 
 

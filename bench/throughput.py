@@ -43,11 +43,10 @@ import loop_lag  # noqa: E402
 from common import (  # noqa: E402
     Bench,
     check_store_options,
-    emit,
+    publish,
     store_label,
     store_options,
     summary,
-    write_section,
 )
 from noise import Noise, describe, noise_option  # noqa: E402
 
@@ -409,12 +408,8 @@ def main(argv: list[str] | None = None) -> dict:
     result = run(sizes, flights, repeats, args.database, args.replicas, args.openers,
                  args.opener_threads, args.noise)
     text = markdown(result)
-    print(text, file=sys.stderr if args.json else sys.stdout)
-    if not args.no_write:
-        name = ("throughput" if not args.database
-                else f"throughput-postgresql-{args.replicas}")
-        write_section(args.section or name + ("-noise" if args.noise else ""), text)
-    emit(result, args.json)
+    name = "throughput" if not args.database else f"throughput-postgresql-{args.replicas}"
+    publish(args.section or name + ("-noise" if args.noise else ""), text, result, args)
     return result
 
 

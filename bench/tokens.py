@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import emit, summary, write_section  # noqa: E402
+from common import summary, publish  # noqa: E402
 
 from gg.control.core import Core  # noqa: E402
 from gg.control.people import authenticate_person, bootstrap  # noqa: E402
@@ -83,10 +83,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     result = run(5_000 if args.quick else 50_000)
     text = markdown(result)
-    print(text, file=sys.stderr if args.json else sys.stdout)
-    if not args.no_write:
-        write_section("tokens", text)
-    emit(result, args.json)
+    publish("tokens", text, result, args)
     return result
 
 
