@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import orjson
@@ -26,7 +25,7 @@ from gg.domain.flight_spec import FlightSpec
 from gg.domain.people import Person
 from gg.server import auth, encoded
 from gg.server.json_body import JsonRoute
-from gg.server.off_loop import encoded_off_loop
+from gg.server.off_loop import encoded_off_loop, off_loop
 
 router = APIRouter(route_class=JsonRoute)
 Wait = Annotated[float, Query(ge=0, le=60)]
@@ -48,8 +47,8 @@ async def list_flights(request: Request, person: Person = Depends(auth.person),
                        cursor: Annotated[str | None, Query(max_length=64)] = None) -> Response:
     # On a thread of its own: a first page plays the queue forward for its estimates (tens to
     # hundreds of milliseconds of CPU), which must not hold up the parked claims' answers.
-    rows = await asyncio.to_thread(flights.list_flights, request.app.state.core, stage=stage,
-                                   limit=limit, cursor=cursor)
+    rows = await off_loop(flights.list_flights, request.app.state.core, stage=stage,
+                          limit=limit, cursor=cursor)
     # The rows are plain JSON values already; FastAPI's response validation of 10,000 of
     # them cost seconds (docs/performance-placement.md), orjson costs milliseconds.
     # The schema still documents them (tests/server/test_wire.py holds them to it).
@@ -59,7 +58,7 @@ async def list_flights(request: Request, person: Person = Depends(auth.person),
 @router.get(paths.FLIGHT, response_model=FlightDetail)
 async def show_flight(flight_id: str, request: Request,
                       person: Person = Depends(auth.person)) -> dict:
-    return await asyncio.to_thread(flights.show_flight, request.app.state.core, flight_id)
+    return await off_loop(flights.show_flight, request.app.state.core, flight_id)
 
 
 @router.get(paths.FLIGHT_FACTS, response_model=FactsPage)
@@ -70,7 +69,7 @@ async def follow_facts(flight_id: str, request: Request, person: Person = Depend
     page = await answers.facts_after(request.app.state.core, flight_id, after=after, wait=wait,
                                      wait_for=lambda seconds: watch.flight(flight_id, seconds,
                                                                            request.scope))
-    return await asyncio.to_thread(facts_answer, page)  # a chatty flight's output is long
+    return await off_loop(facts_answer, page)  # a chatty flight's output is long
 
 
 def facts_answer(page: dict) -> Response:
