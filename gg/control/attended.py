@@ -33,13 +33,13 @@ def check_open(core: Core, runner_target: str | None) -> None:
 
 def next_deadline(core: Core) -> float | None:
     first = core.store.first_untaken_attended()
-    return None if first is None else first + core.settings.claim_wait
+    return None if first is None else attended.due_at(first, core.settings.claim_wait)
 
 
 def overdue_since(core: Core, now: float, first: float | None) -> bool:
     """Whether an attended flight nobody took is past its deadline, from when the oldest of
     them was opened (None: there is none), read already (``Store.next_looks``)."""
-    return first is not None and now >= first + core.settings.claim_wait
+    return first is not None and now >= attended.due_at(first, core.settings.claim_wait)
 
 
 def fail_overdue(core: Core, now: float) -> list[str]:

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 from gg.domain.flights import NOT_TAKEN, Flight, Stage
 
-__all__ = ["NOT_TAKEN", "deadline", "overdue", "refusal_to_open"]
+__all__ = ["NOT_TAKEN", "deadline", "due_at", "overdue", "refusal_to_open"]
+
+
+def due_at(opened_at: float, claim_wait: float) -> float:
+    """When an attended flight opened at ``opened_at`` fails if nobody took it."""
+    return opened_at + claim_wait
 
 
 def deadline(flight: Flight, claim_wait: float) -> float | None:
     """When an attended flight that nobody took fails; None for any other flight."""
     if not flight.attended or flight.attempt > 0:
         return None
-    return flight.opened_at + claim_wait
+    return due_at(flight.opened_at, claim_wait)
 
 
 def overdue(flight: Flight, now: float, claim_wait: float) -> bool:
