@@ -7,6 +7,7 @@ from typing import Any
 
 from gg.domain.flights import Change, Flight, Stage
 from gg.store.db import Database, dumps, loads
+from gg.store.placement import FIRST_UNTAKEN_ATTENDED, UNTAKEN_STAGES
 
 _JSON = ("command", "requires", "gates", "where")
 _ORDER = tuple(f.name for f in dataclasses.fields(Flight))
@@ -49,6 +50,11 @@ def _encode(values: dict[str, Any]) -> dict[str, Any]:
         out[key] = value
     return out
 
+
+# The earliest lease's expiry and the earliest delayed retry's offer: two columns a read of
+# what falls due next starts with
+_NEXT_DUE = ("(SELECT min(lease_expires_at) FROM flights WHERE stage = 'flying'), "
+             "(SELECT min(offer_at) FROM flight_retries WHERE held = 1)")
 
 # A ready flight a dependency still holds back (``--after``, gg.store.dependencies), or a
 # retry whose delay runs (gg.store.retries), is not offered: the claim's reads of ``flights``
@@ -256,27 +262,21 @@ class FlightRows:
 
     def offer_state(self) -> tuple[float | None, bool]:
         """:meth:`next_lease_expiry` and :meth:`any_ready` in one read."""
-        row = self.db.one("SELECT (SELECT min(lease_expires_at) FROM flights WHERE stage = "
-                          "'flying'), EXISTS (SELECT 1 FROM flights WHERE stage = 'ready' "
-                          f"AND {NOT_HELD}), (SELECT min(offer_at) FROM flight_retries "
-                          "WHERE held = 1)")
-        return (_earliest(row[0], row[2]), bool(row[1])) if row else (None, False)
+        row = self.db.one(f"SELECT {_NEXT_DUE}, EXISTS (SELECT 1 FROM flights WHERE stage = "
+                          f"'ready' AND {NOT_HELD})")
+        return (_earliest(row[0], row[1]), bool(row[2])) if row else (None, False)
 
     def next_looks(self) -> tuple[float | None, float | None]:
         """:meth:`next_lease_expiry`, and when the oldest attended flight nobody took yet was
         opened (``first_untaken_attended``), in one read: what a dispatch pass and a listing
         check before they look for anything due."""
-        row = self.db.one("SELECT (SELECT min(lease_expires_at) FROM flights WHERE stage = "
-                          "'flying'), (SELECT min(offer_at) FROM flight_retries WHERE held = 1), "
-                          "(SELECT min(opened_at) FROM flights WHERE attended = 1 AND stage IN "
-                          "(?, ?) AND attempt = 0)", (Stage.READY.value, Stage.GATED.value))
+        row = self.db.one(f"SELECT {_NEXT_DUE}, {FIRST_UNTAKEN_ATTENDED}", UNTAKEN_STAGES)
         return (_earliest(row[0], row[1]), row[2]) if row else (None, None)
 
     def next_lease_expiry(self) -> float | None:
         """When something is next due for a look: the earliest lease's expiry, or a delayed
         retry's time to be offered (gg.store.retries), whichever comes first."""
-        row = self.db.one("SELECT (SELECT min(lease_expires_at) FROM flights WHERE stage = "
-                          "'flying'), (SELECT min(offer_at) FROM flight_retries WHERE held = 1)")
+        row = self.db.one(f"SELECT {_NEXT_DUE}")
         return _earliest(row[0], row[1]) if row else None
 
     def apply_flight_change(self, flight_id: str, expected_stage: str, expected_epoch: int,

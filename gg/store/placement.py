@@ -62,6 +62,13 @@ def _environment(row) -> Environment:
                        cleared_at=row["cleared_at"], cleared_by=row["cleared_by"])
 
 
+
+# When the oldest attended flight nobody took yet was opened (its deadline is CLAIM_WAIT
+# later), a subquery of UNTAKEN_STAGES' two parameters (``Store.next_looks`` reads it too)
+FIRST_UNTAKEN_ATTENDED = ("(SELECT min(opened_at) FROM flights WHERE attended = 1 "
+                          "AND stage IN (?, ?) AND attempt = 0)")
+UNTAKEN_STAGES = (Stage.READY.value, Stage.GATED.value)
+
 class PlacementRows:
     db: Database
 
@@ -177,9 +184,7 @@ class PlacementRows:
 
     def first_untaken_attended(self) -> float | None:
         """When the oldest attended flight that nobody took yet was opened."""
-        row = self.db.one("SELECT min(opened_at) FROM flights WHERE attended = 1 "
-                          "AND stage IN (?, ?) AND attempt = 0",
-                          (Stage.READY.value, Stage.GATED.value))
+        row = self.db.one(f"SELECT {FIRST_UNTAKEN_ATTENDED}", UNTAKEN_STAGES)
         return row[0] if row else None
 
 
