@@ -62,12 +62,12 @@ def _environment(row) -> Environment:
                        cleared_at=row["cleared_at"], cleared_by=row["cleared_by"])
 
 
-
 # When the oldest attended flight nobody took yet was opened (its deadline is CLAIM_WAIT
 # later), a subquery of UNTAKEN_STAGES' two parameters (``Store.next_looks`` reads it too)
 FIRST_UNTAKEN_ATTENDED = ("(SELECT min(opened_at) FROM flights WHERE attended = 1 "
                           "AND stage IN (?, ?) AND attempt = 0)")
 UNTAKEN_STAGES = (Stage.READY.value, Stage.GATED.value)
+
 
 class PlacementRows:
     db: Database
