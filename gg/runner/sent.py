@@ -40,6 +40,10 @@ _TOKEN = re.compile("(" + "|".join(re.escape(p) for p in PREFIXES) + r")[A-Za-z0
 _SECRET_KEY = re.compile(r'"(?:' + "|".join(sorted(SECRET_KEYS)) + r')"\s*:', re.IGNORECASE)
 
 
+# The Kelvin sign as json.dumps escapes it: a key holding it may lower-case to a secret's name
+_LOWERS_TO_ASCII = "\\u212a"
+
+
 def scrub_text(text: str) -> str:
     return _TOKEN.sub(lambda m: f"{m.group(1)}[scrubbed {fingerprint(m.group(0))}]", text)
 
@@ -61,11 +65,13 @@ def scrubbed_line(entry: dict) -> bytes:
     """``entry`` as one JSON line, scrubbed as :func:`scrub` would scrub it. A token is
     found by one pass over the line (its characters are never escaped in JSON); the values are
     walked one by one only when a key named like a secret is in it, which nothing a runner
-    sends has today, or when the line holds an escaped character."""
+    sends has today, or when the line holds the one escape that may hide such a key."""
     text = json.dumps(entry, sort_keys=True, default=str)
     # an escape may hide a key that lower-cases to a secret's name (written to\u212aen: the
-    # Kelvin sign's lower case is k): then the values are walked too
-    if _SECRET_KEY.search(text) or "\\u" in text:
+    # Kelvin sign's lower case is k, the one character outside ASCII whose lower case is
+    # ASCII): then the values are walked too. Any other escape (a flight's output in another
+    # script) cannot, and keeps the one pass
+    if _SECRET_KEY.search(text) or _LOWERS_TO_ASCII in text:
         text = json.dumps(scrub(entry), sort_keys=True, default=str)
     return (scrub_text(text) + "\n").encode()
 

@@ -122,3 +122,11 @@ def test_follow_yields_new_entries_across_a_rotation(tmp_path):
         t.join(timeout=10)
     assert got == list(range(30))
     assert (tmp_path / "sent.jsonl.1").exists()
+
+
+def test_the_kelvin_sign_is_the_one_character_outside_ascii_whose_lower_case_is_ascii():
+    """The sent log walks every value of a line only when a key may lower-case to a secret's
+    name; among escaped characters only the Kelvin sign can make one (gg.runner.sent)."""
+    lowering = [c for c in map(chr, range(0x80, 0x110000)) if c.lower().isascii()]
+    assert lowering == ["\u212a"]
+    assert json.dumps(lowering[0]) == '"' + sent._LOWERS_TO_ASCII + '"'
