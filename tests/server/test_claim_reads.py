@@ -15,7 +15,8 @@ from gg.settings import Settings
 from support import auth, http_runner, wait_until
 
 CLAIM = "/v1/runner/claim"
-OFFER_STATE = "SELECT (SELECT min(lease_expires_at) FROM flights WHERE stage = 'flying'), EXISTS"
+# Store.offer_state's read: what falls due next, then whether a flight is ready
+OFFER_STATE = "FROM flight_retries WHERE held = 1), EXISTS (SELECT 1 FROM flights WHERE stage"
 RUNNERS_READ = "FROM runners WHERE id IN ("
 
 
