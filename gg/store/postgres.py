@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable, cast
 
 import psycopg
 from psycopg.adapt import Dumper, Loader
-from psycopg.pq import Format, TransactionStatus
+from psycopg.pq import ExecStatus, Format, TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
@@ -89,13 +89,35 @@ class Row:
         return f"Row({dict(zip(self._index, self._values, strict=True))!r})"
 
 
+# What answers rows (psycopg's own test for a result set, without its description)
+_ROWS = frozenset({ExecStatus.TUPLES_OK, ExecStatus.SINGLE_TUPLE,
+                   getattr(ExecStatus, "TUPLES_CHUNK", ExecStatus.TUPLES_OK)})
+# A result's column names -> their index, shared by every statement answering those columns
+# (a few hundred shapes); bounded all the same, should a caller ever build its column list
+_INDEXES: dict[tuple[bytes, ...], dict[str, int]] = {}
+_INDEXES_KEPT = 1024
+
+
+def _answers_rows(result) -> bool:
+    """Whether a statement's result holds rows (what ``cursor.description is not None``
+    says, without building a column object for each column of each statement: psycopg's
+    description does, and a ``SELECT *`` of flights read it twice, 8 % of a writer's time)."""
+    return result is not None and bool(result.nfields or result.status in _ROWS)
+
+
 def _row_factory(cursor):
-    description = cursor.description
-    if description is None:
+    result = cursor.pgresult
+    if not _answers_rows(result):
         return tuple
-    index: dict[str, int] = {}
-    for i, column in enumerate(description):  # a repeated name: the first column, as SQLite
-        index.setdefault(column.name, i)
+    names = tuple(result.fname(i) for i in range(result.nfields))
+    index = _INDEXES.get(names)
+    if index is None:
+        index = {}
+        for i, name in enumerate(names):  # a repeated name: the first column, as SQLite
+            index.setdefault(name.decode("utf-8", "replace") if name else f"column_{i + 1}", i)
+        if len(_INDEXES) >= _INDEXES_KEPT:
+            _INDEXES.clear()
+        _INDEXES[names] = index
     return lambda values: Row(index, values)
 
 
@@ -259,7 +281,7 @@ class PgDatabase(SharedDatabase):
         cursor = conn.cursor(row_factory=rows) if rows is not None else conn.cursor()
         with cursor:
             cursor.execute(text, params if params is not None else ())
-            fetched = cursor.fetchall() if cursor.description is not None else []
+            fetched = cursor.fetchall() if _answers_rows(cursor.pgresult) else []
             return Result(fetched, cursor.rowcount)
 
     def _read(self, sql: str, params, rows=None) -> Result:

@@ -240,10 +240,31 @@ def test_a_read_prepared_before_another_replica_adds_a_column_is_asked_again(pg_
         with psycopg.connect(pg_url, autocommit=True) as other:
             other.execute("ALTER TABLE meta ADD COLUMN added_by_a_newer_replica TEXT")
         try:
-            assert store.db.one("SELECT * FROM meta WHERE key = ?", ("k",))[1] == "v"
+            row = store.db.one("SELECT * FROM meta WHERE key = ?", ("k",))
+            assert row[1] == "v" and row["added_by_a_newer_replica"] is None
+            assert "added_by_a_newer_replica" in row.keys()  # its names read anew
         finally:
             with psycopg.connect(pg_url, autocommit=True) as other:
                 other.execute("ALTER TABLE meta DROP COLUMN added_by_a_newer_replica")
+    finally:
+        store.close()
+
+
+def test_rows_are_read_by_name_from_one_index_a_shape_and_a_repeated_name_is_the_first(pg_url):
+    # A row's names come from the result's own column names (not psycopg's description,
+    # which builds an object a column a statement), once for every statement of that shape.
+    store = Store(pg_url, pool_size=1)
+    try:
+        write_meta(store, "k", "v")
+        one = store.db.one("SELECT key, value, value AS other FROM meta WHERE key = ?", ("k",))
+        two = store.db.one("SELECT key, value, value AS other FROM meta WHERE key = ?", ("k",))
+        assert (one["key"], one["value"], one["other"]) == ("k", "v", "v")
+        assert one._index is two._index  # read once for the shape
+        same = store.db.one("SELECT 1 AS a, 2 AS a, 3 AS b")
+        assert (same["a"], same["b"], list(same.keys())) == (1, 3, ["a", "b"])
+        assert store.db.all("SELECT key FROM meta WHERE key = ?", ("none",)) == []
+        assert store.db.run("UPDATE meta SET value = ? WHERE key = ?", ("w", "k")).rowcount == 1
+        assert store.db.run("UPDATE meta SET value = ? WHERE key = ?", ("w", "k")).fetchall() == []
     finally:
         store.close()
 
