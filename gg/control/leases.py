@@ -57,6 +57,15 @@ def expire_due(core: Core, now: float, *, leases_due: bool = True,
     return len(expired) + retry_ops.release_due(core, now)
 
 
+def expire_looked(core: Core, now: float) -> int:
+    """:func:`expire_due`, looking only for what one read of what falls due next
+    (``Store.next_looks``) finds due: a claim that finds nothing due reads once, not three
+    times (the overdue attended flights, the expired leases, the retries whose delay is over)."""
+    due, first_attended = core.store.next_looks()
+    return expire_due(core, now, leases_due=due is not None and due <= now,
+                      attended_due=attended_ops.overdue_since(core, now, first_attended))
+
+
 def seat_for(core: Core, runner: Runner, now: float, live: int | None = None, *,
              placement: Placement | None = None,
              rooms: dict[str, Room | None] | None = None) -> Seat:
@@ -81,7 +90,7 @@ def try_claim(core: Core, runner_id: str, free_slots: int | None = None) -> tupl
     granted = None
     passed: list[str] = []
     with core.store.atomic():
-        expired = expire_due(core, now)
+        expired = expire_looked(core, now)
         if core.store.hold_runner(runner_id):
             granted = _claim(core, runner_id, free_slots=free_slots, now=now, passed=passed)
         else:  # another replica is granting it one now: the next pass looks again

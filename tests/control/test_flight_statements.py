@@ -12,7 +12,7 @@ from collections import Counter
 from gg.control import answers, leases
 from gg.domain.flight_spec import FlightSpec
 
-from support import make_runner
+from support import check_in, make_runner
 
 STORES = ("sqlite", "postgresql")
 
@@ -62,3 +62,46 @@ def test_a_flight_from_open_to_landed_costs_at_most_a_fixed_number_of_statements
     if core.store.db.dialect == "sqlite":  # nested savepoints: the commit releases them
         assert kinds["RELEASE"] == 0, kinds
     assert not [s for s in said if "SAVEPOINT block" in s or "RELEASE block" in s], said
+
+
+def test_a_claim_that_finds_nothing_due_reads_what_falls_due_once(core, owner, clock):
+    """A runner's claim finding a ready flight, with no lease, retry or attended flight due:
+    one read says so (``Store.next_looks``), and none of the three looks for what is due runs
+    (the expired leases, the retries whose delay is over, the overdue attended flights)."""
+    runner = make_runner(core, owner)
+    said: list[str] = []
+
+    async def claim() -> None:
+        await answers.opened(core, owner, FlightSpec(command=["true"]))
+        core.store.db.trace(said.append)
+        try:
+            granted = await core.run(leases.try_claim, runner.id, 1)
+        finally:
+            core.store.db.trace(None)
+        assert granted is not None
+
+    asyncio.run(claim())
+    flat = [" ".join(s.split()) for s in said]
+    assert not [s for s in flat if "lease_expires_at <=" in s], flat
+    assert not [s for s in flat if "FROM flight_retries WHERE held" in s
+                and "min(offer_at)" not in s], flat
+    assert sum("min(offer_at)" in s for s in flat) == 1, flat  # the one look ahead
+
+
+def test_a_claim_made_after_a_lease_ran_out_records_its_expiry_first(core, owner, clock):
+    """The other side of the one read: a lease past its expiry when a claim comes is
+    recorded by that claim, and its flight granted again in the same pass."""
+    runner = make_runner(core, owner)
+    other = make_runner(core, owner, name="r2")
+
+    async def flights() -> None:
+        await answers.opened(core, owner, FlightSpec(command=["true"]))
+        first = await core.run(leases.try_claim, other.id, 1)
+        assert first is not None
+        clock.advance(core.settings.lease_ttl + 1)
+        check_in(core, runner)  # online still, where the other one went quiet
+        again = await core.run(leases.try_claim, runner.id, 1)
+        assert again is not None and again[0].id == first[0].id
+        assert again[1].epoch == first[1].epoch + 1
+
+    asyncio.run(flights())
