@@ -59,8 +59,9 @@ def expire_due(core: Core, now: float, *, leases_due: bool = True,
 
 def expire_looked(core: Core, now: float) -> int:
     """:func:`expire_due`, looking only for what one read of what falls due next
-    (``Store.next_looks``) finds due: a claim that finds nothing due reads once, not three
-    times (the overdue attended flights, the expired leases, the retries whose delay is over)."""
+    (``Store.next_looks``) finds due: a claim or a lease's renewal that finds nothing due
+    reads once, not three times (the overdue attended flights, the expired leases, the
+    retries whose delay is over)."""
     due, first_attended = core.store.next_looks()
     return expire_due(core, now, leases_due=due is not None and due <= now,
                       attended_due=attended_ops.overdue_since(core, now, first_attended))
@@ -278,7 +279,7 @@ def _holding(core: Core, runner: Runner | RunnerIdentity, flight_id: str, *, epo
 def renew(core: Core, runner: Runner | RunnerIdentity, flight_id: str, epoch: int) -> dict:
     now = core.now()
     with core.store.atomic():
-        expired = expire_due(core, now)
+        expired = expire_looked(core, now)
         flight = _holding(core, runner, flight_id, epoch=epoch, now=now)
         change = move(core, flight, Event.RENEWED, now, ttl=core.settings.lease_ttl)
         expires = change.values["lease_expires_at"] if change else flight.lease_expires_at

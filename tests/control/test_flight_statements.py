@@ -64,28 +64,38 @@ def test_a_flight_from_open_to_landed_costs_at_most_a_fixed_number_of_statements
     assert not [s for s in said if "SAVEPOINT block" in s or "RELEASE block" in s], said
 
 
-def test_a_claim_that_finds_nothing_due_reads_what_falls_due_once(core, owner, clock):
-    """A runner's claim finding a ready flight, with no lease, retry or attended flight due:
-    one read says so (``Store.next_looks``), and none of the three looks for what is due runs
-    (the expired leases, the retries whose delay is over, the overdue attended flights)."""
+def test_a_claim_or_a_renewal_that_finds_nothing_due_reads_what_falls_due_once(core, owner, clock):
+    """A runner's claim finding a ready flight, then its renewal of that lease, with no lease,
+    retry or attended flight due: one read each says so (``Store.next_looks``), and none of
+    the three looks for what is due runs (the expired leases, the retries whose delay is
+    over, the overdue attended flights)."""
     runner = make_runner(core, owner)
-    said: list[str] = []
+    said: dict[str, list[str]] = {"claim": [], "renewal": []}
 
-    async def claim() -> None:
+    async def claim_and_renew() -> None:
         await answers.opened(core, owner, FlightSpec(command=["true"]))
-        core.store.db.trace(said.append)
+        core.store.db.trace(said["claim"].append)
         try:
             granted = await core.run(leases.try_claim, runner.id, 1)
         finally:
             core.store.db.trace(None)
         assert granted is not None
+        flight, grant = granted
+        clock.advance(core.settings.lease_ttl / 3)
+        core.store.db.trace(said["renewal"].append)
+        try:
+            renewed = await core.run(leases.renew, runner, flight.id, grant.epoch)
+        finally:
+            core.store.db.trace(None)
+        assert renewed["expires_at"] > grant.expires_at
 
-    asyncio.run(claim())
-    flat = [" ".join(s.split()) for s in said]
-    assert not [s for s in flat if "lease_expires_at <=" in s], flat
-    assert not [s for s in flat if "FROM flight_retries WHERE held" in s
-                and "min(offer_at)" not in s], flat
-    assert sum("min(offer_at)" in s for s in flat) == 1, flat  # the one look ahead
+    asyncio.run(claim_and_renew())
+    for which, statements in said.items():
+        flat = [" ".join(s.split()) for s in statements]
+        assert not [s for s in flat if "lease_expires_at <=" in s], (which, flat)
+        assert not [s for s in flat if "FROM flight_retries WHERE held" in s
+                    and "min(offer_at)" not in s], (which, flat)
+        assert sum("min(offer_at)" in s for s in flat) == 1, (which, flat)  # the look ahead
 
 
 def test_a_claim_made_after_a_lease_ran_out_records_its_expiry_first(core, owner, clock):
