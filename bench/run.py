@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run every benchmark in turn and write their sections of docs/performance.md.
 
-    python bench/run.py [--quick] [--only dispatch,throughput,checkins,listing,startup,tokens,side-by-side,claim-plan,long-answers]
+    python bench/run.py [--quick] [--only dispatch,throughput,checkins,listing,startup,tokens,side-by-side,claim-plan,lease-calls,long-answers]
 
 Each part is also a script of its own (``python bench/NAME.py --help``); this one only runs
 them in sequence with the same ``--quick``. The side-by-side part installs the pinned peer
@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 PARTS = {"startup": "startup.py", "tokens": "tokens.py", "dispatch": "dispatch.py",
          "throughput": "throughput.py", "checkins": "checkins.py", "listing": "listing.py",
          "side-by-side": "side_by_side.py", "claim-plan": "claim_plan.py",
-         "long-answers": "long_answers.py"}
+         "lease-calls": "lease_calls.py", "long-answers": "long_answers.py"}
 
 
 def main() -> int:

@@ -1,0 +1,24 @@
+"""``bench/lease_calls.py`` runs on a fresh machine's default store and reports, for each of
+a runner's lease calls, its statements and its CPU (the figures are the bench's, not
+asserted here: a test never asserts a duration)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "lease_calls.py"
+
+
+def test_the_lease_calls_bench_reports_each_call_and_writes_nothing_when_told_not():
+    done = subprocess.run([sys.executable, str(BENCH), "--flights", "5", "--json", "--no-write"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["store"] == "SQLite" and result["flights"] == 5
+    assert list(result["calls"]) == ["claim", "started", "renewal", "hand-back"]
+    for call in result["calls"].values():
+        assert call["statements"] > 0 and call["cpu_ms"] > 0
+    assert "| renewal |" in done.stderr  # the text on stderr, the JSON alone on stdout
