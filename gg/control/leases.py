@@ -57,12 +57,13 @@ def expire_due(core: Core, now: float, *, leases_due: bool = True,
     return len(expired) + retry_ops.release_due(core, now)
 
 
-def expire_looked(core: Core, now: float) -> int:
+def expire_looked(core: Core, now: float,
+                  looks: tuple[float | None, float | None] | None = None) -> int:
     """:func:`expire_due`, looking only for what one read of what falls due next
-    (``Store.next_looks``) finds due: a claim or a lease's renewal that finds nothing due
-    reads once, not three times (the overdue attended flights, the expired leases, the
-    retries whose delay is over)."""
-    due, first_attended = core.store.next_looks()
+    (``Store.next_looks``, or ``looks`` when the caller read it already) finds due: a claim
+    or a lease's renewal that finds nothing due reads once, not three times (the overdue
+    attended flights, the expired leases, the retries whose delay is over)."""
+    due, first_attended = looks if looks is not None else core.store.next_looks()
     return expire_due(core, now, leases_due=due is not None and due <= now,
                       attended_due=attended_ops.overdue_since(core, now, first_attended))
 
@@ -140,8 +141,7 @@ def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases
         return []
     passed: list[str] = []
     with core.store.atomic():
-        expire_due(core, now, leases_due=due is not None and due <= now,
-                   attended_due=attended_ops.overdue_since(core, now, first_attended))
+        expire_looked(core, now, (due, first_attended))
         out = _apply(core, _plan(core, seats), now=now, passed=passed)
     for flight, _ in out:
         core.signals.flight_changed(flight.id)
