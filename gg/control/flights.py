@@ -417,13 +417,10 @@ def _view(data: dict, waiting: Waiting | None, names: dict[str, str],
 def record_due(core: Core, now: float) -> None:
     """Listings show the truth: a lease past its expiry (or an attended flight past its
     deadline) is recorded first."""
-    lease_due, first_attended = core.store.next_looks()
-    leases_due = lease_due is not None and lease_due <= now
-    attended_due = attended_ops.overdue_since(core, now, first_attended)
-    if not leases_due and not attended_due:
+    looks = core.store.next_looks()
+    if not any(lease_ops.due_now(core, now, looks)):
         return
     with core.store.atomic():
-        expired = lease_ops.expire_due(core, now, leases_due=leases_due,
-                                       attended_due=attended_due)
+        expired = lease_ops.expire_looked(core, now, looks)
     if expired:
         core.signals.ready_changed()

@@ -57,15 +57,25 @@ def expire_due(core: Core, now: float, *, leases_due: bool = True,
     return len(expired) + retry_ops.release_due(core, now)
 
 
-def expire_looked(core: Core, now: float,
-                  looks: tuple[float | None, float | None] | None = None) -> int:
+Looks = tuple[float | None, float | None]  # Store.next_looks: (next lease or retry due, first attended)
+
+
+def due_now(core: Core, now: float, looks: Looks) -> tuple[bool, bool]:
+    """From one read of what falls due next (``Store.next_looks``): whether a lease or a
+    retry is due now, and whether an attended flight nobody took is past its deadline."""
+    due, first_attended = looks
+    return (due is not None and due <= now,
+            attended_ops.overdue_since(core, now, first_attended))
+
+
+def expire_looked(core: Core, now: float, looks: Looks | None = None) -> int:
     """:func:`expire_due`, looking only for what one read of what falls due next
     (``Store.next_looks``, or ``looks`` when the caller read it already) finds due: a claim
     or a lease's renewal that finds nothing due reads once, not three times (the overdue
     attended flights, the expired leases, the retries whose delay is over)."""
-    due, first_attended = looks if looks is not None else core.store.next_looks()
-    return expire_due(core, now, leases_due=due is not None and due <= now,
-                      attended_due=attended_ops.overdue_since(core, now, first_attended))
+    leases_due, attended_due = due_now(
+        core, now, looks if looks is not None else core.store.next_looks())
+    return expire_due(core, now, leases_due=leases_due, attended_due=attended_due)
 
 
 def seat_for(core: Core, runner: Runner, now: float, live: int | None = None, *,
@@ -124,8 +134,8 @@ def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases
     if not runner_ids:
         return []
     now = core.now()
-    due, first_attended = core.store.next_looks()
-    if (due is None or due > now) and not core.store.any_ready():
+    looks = core.store.next_looks()
+    if not due_now(core, now, looks)[0] and not core.store.any_ready():
         return []
     runners = {r.id: r for r in core.store.runners(ids=list(runner_ids))}
     live = core.store.live_leases(now, list(runners))
@@ -141,7 +151,7 @@ def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases
         return []
     passed: list[str] = []
     with core.store.atomic():
-        expire_looked(core, now, (due, first_attended))
+        expire_looked(core, now, looks)
         out = _apply(core, _plan(core, seats), now=now, passed=passed)
     for flight, _ in out:
         core.signals.flight_changed(flight.id)
