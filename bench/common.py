@@ -139,15 +139,42 @@ def publish(section: str, text: str, result: dict, args) -> None:
     emit(result, args.json)
 
 
-def store_options(ap) -> None:
+def store_options(ap, *, replicas: bool = True) -> None:
     """``--database URL`` and ``--replicas N``: where the control plane keeps its store, and
-    how many ``gg server`` replicas share it."""
+    how many ``gg server`` replicas share it (``replicas=False``: a bench of one store in its
+    own process, without servers, takes ``--database`` alone)."""
     ap.add_argument("--database", metavar="URL", default=None,
                     help="a PostgreSQL server (postgresql://USER@HOST:PORT/DB) on which each "
                          "run creates a fresh database of its own and drops it afterwards "
                          "(the user may create databases); default: SQLite in a temporary dir")
-    ap.add_argument("--replicas", type=int, default=1,
-                    help="gg server replicas sharing the store (more than 1 needs --database)")
+    if replicas:
+        ap.add_argument("--replicas", type=int, default=1,
+                        help="gg server replicas sharing the store (more than 1 needs "
+                             "--database)")
+    else:
+        ap.set_defaults(replicas=1)
+
+
+def fresh_database(url: str) -> tuple[str, str]:
+    """A new database of its own on ``url``'s PostgreSQL server: its URL and its name (for
+    :func:`drop_database`)."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    name = "gg_bench_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return urlunsplit(urlsplit(url)._replace(path="/" + name)), name
+
+
+def drop_database(url: str, name: str) -> None:
+    """What :func:`fresh_database` made, dropped (its connections ended with it)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def check_store_options(args) -> None:
@@ -189,16 +216,9 @@ class Bench:
         self.config = root / "config"
 
     def _fresh_database(self, url: str) -> str:
-        import uuid
-        from urllib.parse import urlsplit, urlunsplit
-
-        import psycopg
-
-        name = "gg_bench_" + uuid.uuid4().hex[:12]
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name}")
+        made, name = fresh_database(url)
         self._database_made = (url, name)
-        return urlunsplit(urlsplit(url)._replace(path="/" + name))
+        return made
 
     def start(self) -> "Bench":
         for server in self.servers:  # the first makes the organisation, the others find it
@@ -250,11 +270,7 @@ class Bench:
         for server in self.servers:
             server.stop()
         if self._database_made is not None:
-            import psycopg
-
-            url, name = self._database_made
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            drop_database(*self._database_made)
             self._database_made = None
 
 

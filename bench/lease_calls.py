@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""What a runner's lease calls cost the server's writer: a claim, `started`, a renewal, a
-hand-back, each counted in statements and CPU.
+"""What each of a runner's lease calls costs the server's writer, in statements and CPU.
+
+The calls: a claim, `started`, a renewal and a hand-back.
 
     python bench/lease_calls.py [--quick] [--flights N] [--database URL] [--json] [--no-write]
 
@@ -26,7 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from common import Bench, check_store_options, publish  # noqa: E402
+from common import (check_store_options, drop_database, fresh_database, publish,  # noqa: E402
+                    store_options)
 
 from gg.control import answers, leases  # noqa: E402
 from gg.control.core import Core  # noqa: E402
@@ -44,9 +46,8 @@ WARM_UP = 20  # flights flown before measuring: the first one's one-off reads as
 
 def measure(flights: int, database: str | None) -> dict:
     with tempfile.TemporaryDirectory(prefix="gg-bench-lease-calls-") as tmp:
-        made = Bench(Path(tmp), database=database) if database else None
+        url, made = fresh_database(database) if database else (None, None)
         try:
-            url = made.database_url if made is not None else None
             core = Core(store=open_store(Path(tmp), url),
                         settings=Settings(dev=True, lease_ttl=600, offline_after=3600),
                         wiring=wired())
@@ -56,8 +57,8 @@ def measure(flights: int, database: str | None) -> dict:
             finally:
                 core.store.close()
         finally:
-            if made is not None:
-                made.stop()
+            if database and made:
+                drop_database(database, made)
 
 
 def _fly(core: Core, flights: int) -> dict:
@@ -120,14 +121,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="50 flights")
     ap.add_argument("--flights", type=int, default=300)
-    ap.add_argument("--database", metavar="URL", default=None,
-                    help="a PostgreSQL server on which the run creates a fresh database of its "
-                         "own and drops it afterwards; default: SQLite in a temporary dir")
+    store_options(ap, replicas=False)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
-    args.replicas = 1
     check_store_options(args)
+    if args.flights < 1:
+        raise SystemExit("--flights takes a number of at least 1")
     result = measure(50 if args.quick else args.flights, args.database)
     result["store"] = "PostgreSQL" if args.database else "SQLite"
     lines = [f"A runner's lease calls ({result['store']}, in process, no server): "

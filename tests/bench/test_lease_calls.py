@@ -22,3 +22,11 @@ def test_the_lease_calls_bench_reports_each_call_and_writes_nothing_when_told_no
     for call in result["calls"].values():
         assert call["statements"] > 0 and call["cpu_ms"] > 0
     assert "| renewal |" in done.stderr  # the text on stderr, the JSON alone on stdout
+
+
+def test_a_bad_flight_count_or_database_url_is_one_sentence_and_runs_nothing():
+    for argv, said in ((["--flights", "0"], "--flights takes a number of at least 1"),
+                       (["--database", "mysql://db"], "--database takes a postgresql:// URL")):
+        done = subprocess.run([sys.executable, str(BENCH), *argv, "--no-write"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode != 0 and done.stderr.strip() == said and done.stdout == ""
