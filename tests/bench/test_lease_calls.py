@@ -30,3 +30,18 @@ def test_a_bad_flight_count_or_database_url_is_one_sentence_and_runs_nothing():
         done = subprocess.run([sys.executable, str(BENCH), *argv, "--no-write"],
                               capture_output=True, text=True, timeout=120)
         assert done.returncode != 0 and done.stderr.strip() == said and done.stdout == ""
+
+
+def test_under_noise_the_listings_run_and_are_not_counted_as_the_calls_statements():
+    runs = {}
+    for noise in (False, True):
+        done = subprocess.run([sys.executable, str(BENCH), "--flights", "20", "--json",
+                               "--no-write"] + (["--noise"] if noise else []),
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        runs[noise] = json.loads(done.stdout)
+    heard = runs[True]["noise"]
+    assert heard["noise"] and heard["flights_listed"] >= 1 and heard["errors"] == 0
+    assert "Noise ran" in done.stderr
+    assert ({k: c["statements"] for k, c in runs[True]["calls"].items()}
+            == {k: c["statements"] for k, c in runs[False]["calls"].items()})
