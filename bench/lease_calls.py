@@ -3,7 +3,8 @@
 
 The calls: a claim, `started`, a renewal and a hand-back.
 
-    python bench/lease_calls.py [--quick] [--flights N] [--database URL] [--noise] [--json] [--no-write]
+    python bench/lease_calls.py [--quick] [--flights N] [--history N] [--database URL] [--noise]
+                                [--json] [--no-write]
 
 In this process, no server and no HTTP: a store (SQLite in a temporary directory, or a fresh
 PostgreSQL database made on ``--database``'s server and dropped afterwards), one registered
@@ -12,6 +13,11 @@ finding it ready), reported `started`, renewed once and handed back, each call a
 own in a transaction of its own, as the server's writer runs a call that comes alone. For
 each call: the statements the store traced (every one, the transaction's edges too) and the
 CPU of the writer's thread, the median over the flights.
+
+``--history N``: before measuring, the landed warm-up flights are copied until the store
+holds N landed flights, with their grants, facts and events (bench/history.py): the store
+of a server that has run for months, on which the calls should cost what they cost on a
+new one.
 
 ``--noise``: while measuring, one core burned by another process (bench/noise.py's spinner),
 and in this process the flights' first page listed every 250 ms and the runners every second
@@ -34,6 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import history  # noqa: E402
 from common import (check_store_options, drop_database, fresh_database, publish,  # noqa: E402
                     store_options)
 
@@ -53,7 +60,7 @@ CALLS = ("claim", "started", "renewal", "hand-back")
 WARM_UP = 20  # flights flown before measuring: the first one's one-off reads aside
 
 
-def measure(count: int, database: str | None, noise: bool = False) -> dict:
+def measure(count: int, database: str | None, noise: bool = False, past: int = 0) -> dict:
     with tempfile.TemporaryDirectory(prefix="gg-bench-lease-calls-") as tmp:
         url, made = fresh_database(database) if database else (None, None)
         try:
@@ -62,7 +69,7 @@ def measure(count: int, database: str | None, noise: bool = False) -> dict:
                         wiring=wired())
             bootstrap(core, Path(tmp))
             try:
-                return _fly(core, count, noise)
+                return _fly(core, count, noise, past)
             finally:
                 core.store.close()
         finally:
@@ -70,7 +77,7 @@ def measure(count: int, database: str | None, noise: bool = False) -> dict:
                 drop_database(database, made)
 
 
-def _fly(core: Core, count: int, noise: bool) -> dict:
+def _fly(core: Core, count: int, noise: bool, past: int = 0) -> dict:
     owner = core.store.person_by_name("owner")
     runner = make_runner(core, owner)
     cpu: dict[str, list[float]] = {c: [] for c in CALLS}
@@ -78,6 +85,7 @@ def _fly(core: Core, count: int, noise: bool) -> dict:
     said: dict[str, int] = dict.fromkeys(CALLS, 0)
     now_counting: list[str] = []
     heard: dict = {"noise": noise}
+    filled: dict = {}
 
     writer: list[int] = []  # the writer's thread: the noise's listings are not counted
 
@@ -115,6 +123,9 @@ def _fly(core: Core, count: int, noise: bool) -> dict:
     async def all_of_them() -> None:
         for _ in range(WARM_UP):
             await one()
+        if past:
+            filled.update(await core.run(lambda c: history.fill(c.store.db, past)))
+            history.analyse(core.store.db)
         for name in CALLS:
             cpu[name].clear()
             wall[name].clear()
@@ -129,7 +140,7 @@ def _fly(core: Core, count: int, noise: bool) -> dict:
             core.store.db.trace(None)
 
     asyncio.run(all_of_them())
-    return {"flights": count, "noise": heard,
+    return {"flights": count, "noise": heard, "history": filled,
             "calls": {name: {"statements": round(said[name] / count, 2),
                              "cpu_ms": round(statistics.median(cpu[name]), 3),
                              "wall_ms": round(statistics.median(wall[name]), 3)}
@@ -182,6 +193,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="50 flights")
     ap.add_argument("--flights", type=int, default=300)
+    ap.add_argument("--history", type=int, default=0, metavar="N",
+                    help="landed flights in the store before measuring (copies of the "
+                         "warm-up's, with their grants, facts and events)")
     store_options(ap, replicas=False)
     noise_option(ap)
     ap.add_argument("--json", action="store_true")
@@ -190,7 +204,10 @@ def main(argv: list[str] | None = None) -> dict:
     check_store_options(args)
     if args.flights < 1:
         raise SystemExit("--flights takes a number of at least 1")
-    result = measure(50 if args.quick else args.flights, args.database, args.noise)
+    if args.history < 0:
+        raise SystemExit("--history takes a number of landed flights, 0 or more")
+    result = measure(50 if args.quick else args.flights, args.database, args.noise,
+                     args.history)
     result["store"] = "PostgreSQL" if args.database else "SQLite"
     heard = result["noise"]
     lines = [f"A runner's lease calls ({result['store']}, in process, no server): "
@@ -200,11 +217,16 @@ def main(argv: list[str] | None = None) -> dict:
                  f"Noise ran (one core spinning; the flights' first page listed "
                  f"{heard['flights_listed']} times and the runners {heard['runners_listed']} "
                  f"times in this process; {heard['errors']} listing errors)." if args.noise
-                 else "No noise (nothing else started by the benchmark)."),
+                 else "No noise (nothing else started by the benchmark).")
+             + (f" The store held {args.history:,} landed flights before the measured ones "
+                f"(copies of the warm-up's, with their grants, facts and events: "
+                + ", ".join(f"{n:,} {t}" for t, n in result["history"]["added"].items())
+                + " rows added)." if args.history else ""),
              "", "| call | statements | CPU ms | unit ms |", "|---|---|---|---|"]
     lines += [f"| {name} | {c['statements']:g} | {c['cpu_ms']} | {c['wall_ms']} |"
               for name, c in result["calls"].items()]
     section = ("lease-calls" + ("-postgresql" if args.database else "")
+               + ("-history" if args.history else "")
                + ("-noise" if args.noise else ""))
     publish(section, "\n".join(lines), result, args)
     return result

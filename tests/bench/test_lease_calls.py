@@ -26,6 +26,7 @@ def test_the_lease_calls_bench_reports_each_call_and_writes_nothing_when_told_no
 
 def test_a_bad_flight_count_or_database_url_is_one_sentence_and_runs_nothing():
     for argv, said in ((["--flights", "0"], "--flights takes a number of at least 1"),
+                       (["--history", "-1"], "--history takes a number of landed flights, 0 or more"),
                        (["--database", "mysql://db"], "--database takes a postgresql:// URL")):
         done = subprocess.run([sys.executable, str(BENCH), *argv, "--no-write"],
                               capture_output=True, text=True, timeout=120)
@@ -45,3 +46,32 @@ def test_under_noise_the_listings_run_and_are_not_counted_as_the_calls_statement
     assert "Noise ran" in done.stderr
     assert ({k: c["statements"] for k, c in runs[True]["calls"].items()}
             == {k: c["statements"] for k, c in runs[False]["calls"].items()})
+
+
+def _history_run(*argv: str) -> dict:
+    done = subprocess.run([sys.executable, str(BENCH), "--flights", "5", "--json", "--no-write",
+                           *argv], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _check_history(plain: dict, past: dict) -> None:
+    """The warm-up's 20 landed flights copied up to 100, each with its one grant, its facts
+    (started, exit) and its events (opened, claimed, landed); the calls run the very
+    statements they run on a new store."""
+    assert plain["history"] == {}
+    added = past["history"]["added"]
+    assert past["history"]["copies"] == 4
+    assert added == {"flights": 80, "grants": 80, "facts": 160, "events": 240}, added
+    assert ({k: c["statements"] for k, c in past["calls"].items()}
+            == {k: c["statements"] for k, c in plain["calls"].items()})
+
+
+def test_a_history_of_landed_flights_is_copied_in_before_the_calls_are_measured():
+    _check_history(_history_run(), _history_run("--history", "100"))
+
+
+def test_a_history_is_copied_in_on_postgresql_too(pg_cluster):
+    url = pg_cluster.url("postgres")
+    _check_history(_history_run("--database", url),
+                   _history_run("--database", url, "--history", "100"))
