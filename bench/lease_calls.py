@@ -30,8 +30,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -41,9 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import history  # noqa: E402
-from common import (check_store_options, drop_database, fresh_database, publish,  # noqa: E402
-                    store_options)
-
+from common import check_store_options, drop_database, fresh_database, publish, store_options  # noqa: E402
 from noise import FLIGHTS_EVERY, RUNNERS_EVERY, SPIN, noise_option  # noqa: E402
 
 from gg.control import answers, flights, leases  # noqa: E402
