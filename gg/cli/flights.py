@@ -5,12 +5,11 @@ from __future__ import annotations
 import shlex
 import sys
 import time
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 
+from gg.cli import fly_bodies
 from gg.cli.context import (
     CliError,
     ago,
@@ -171,8 +170,7 @@ def fly(
     if with_artifacts or artifact_limit is not None:  # docs/work-graphs.md, "Artifacts"
         body["artifacts"] = {"inputs": with_artifacts, "limit": (
             _size("--artifact-limit", artifact_limit) if artifact_limit is not None else None)}
-    if (bodies := _FILE_BODIES.get()) is not None:  # a flight of gg fly --file, parsed
-        bodies.append(body)
+    if fly_bodies.taken(body):  # a flight of gg fly --file, parsed
         return None
     api = client()
     # the answers are only printed: read as sent, with no wire model (gg fly stays quick)
@@ -196,21 +194,6 @@ def fly(
     if json_:
         emit_json(api.flight(flight.id, plain=True))
     raise typer.Exit(exit_code_of(final, api if not json_ else None))
-
-
-_FILE_BODIES: ContextVar[list | None] = ContextVar("gg_fly_file_bodies", default=None)
-
-
-@contextmanager
-def collecting() -> Iterator[list[dict]]:
-    """While it lasts, ``gg fly`` hands the open's body it built to this list instead of
-    sending it (gg.cli.flights_file: a file's flights are parsed by these very flags)."""
-    bodies: list[dict] = []
-    token = _FILE_BODIES.set(bodies)
-    try:
-        yield bodies
-    finally:
-        _FILE_BODIES.reset(token)
 
 
 def _job_contract(concurrency: str | None, cancel_in_progress: bool,

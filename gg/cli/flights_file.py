@@ -19,6 +19,7 @@ import typer
 
 from gg.airspace.errors import describe
 from gg.airspace.flights_file import FileFlight, FlightsFile, read_flights_file
+from gg.cli import fly_bodies
 from gg.cli.context import CliError, client, emit_json
 from gg.cli.exits import Exit
 
@@ -84,8 +85,6 @@ def option_keys(fly) -> dict:
 
 def body_of(fly, options: dict, graph: FlightsFile, flight: FileFlight) -> dict:
     """The open's body of one flight of the file, made by ``gg fly``'s own parsing."""
-    from gg.cli.flights import collecting
-
     argv: list[str] = []
     for key, value in flight.options.items():
         if options[key].is_flag:
@@ -97,7 +96,7 @@ def body_of(fly, options: dict, graph: FlightsFile, flight: FileFlight) -> dict:
             argv += [f"--{key}", _text(value)]
     argv += ["--", *flight.command]
     try:
-        with collecting() as bodies:
+        with fly_bodies.collecting() as bodies:
             sub = fly.make_context("fly", argv)
             with sub:
                 fly.invoke(sub)

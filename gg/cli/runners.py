@@ -80,8 +80,6 @@ def up(
         raise CliError(str(exc), Exit.USAGE) from None
     size = runner_size(cpus, memory)
     if listen is not None:
-        from gg.cli.pull import listen_up
-
         if enrol or enrol_file or once:
             raise CliError("--listen runs a pull-mode runner: it is attached by an admin, "
                            "never enrolled, and has no --once", Exit.USAGE)
@@ -253,3 +251,30 @@ def _policy_item(key: str, value: object) -> str:
     if isinstance(value, list):
         return f"{key} {' '.join(str(v) for v in value)}"
     return f"{key} {value}"
+
+
+def listen_up(listen: str, *, name: str | None, labels: str | None, workers: int,
+              grace: float, size: dict | None = None) -> int:
+    """Serve a pull-mode runner on ``listen`` (HOST:PORT) until stopped."""
+    from gg.runner.listen import ListeningRunner
+    from gg.runner.pull import PullOptions, PullRunner
+    from gg.settings import Settings
+
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise CliError(f"--listen takes HOST:PORT, like 0.0.0.0:7400 (got {listen!r})",
+                       Exit.USAGE)
+    try:  # a bad GG_* setting is the operator's to mend: one sentence, as for gg server
+        settings = Settings.from_env()
+    except ValueError as exc:
+        raise CliError(str(exc), Exit.USAGE) from None
+    options = PullOptions(host=host.strip("[]"), port=int(port), state_dir=config.state_dir(),
+                          name=name or socket.gethostname().split(".")[0],
+                          labels=parse_labels(labels or os.environ.get("GG_RUNNER_LABELS")),
+                          workers=workers, grace=grace, hidden=[config.config_dir()],
+                          size=size)
+    try:
+        return run_until_signalled(ListeningRunner(PullRunner(options, say=say, settings=settings)))
+    except OSError as exc:
+        raise CliError(f"cannot listen on {listen}: {exc.strerror or exc}", Exit.FAILURE) \
+            from None

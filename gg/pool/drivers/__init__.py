@@ -17,53 +17,14 @@ Every driver keeps the same contract, so the maintainer loop never knows which o
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
-from gg.error_codes import ErrorCode
-from gg.errors import GGError
+from gg.pool.drivers.contract import Driver, DriverError, MemberLaunch, check_member_id
+
+__all__ = ["DRIVERS", "Driver", "DriverError", "MemberLaunch", "check_member_id", "make_driver"]
 
 DRIVERS = ("process", "podman", "docker", "command")
-MEMBER_ID = re.compile(r"^m_[0-9a-f]{1,32}$")
-
-
-class DriverError(GGError):
-    """A driver could not do what it was asked; the message says what and why."""
-
-    code = ErrorCode.DRIVER_FAILED
-
-
-@dataclass(frozen=True)
-class MemberLaunch:
-    """Everything a driver needs to bring one member up."""
-
-    member_id: str
-    name: str
-    digest: str
-    code: str  # the ggm_ one-time code; never on a command line
-    server: str
-    image_ref: str
-
-
-class Driver(Protocol):
-    name: str
-
-    def problem(self) -> str | None: ...
-
-    def prepare(self, digest: str, ref: str) -> None: ...
-
-    def start(self, launch: MemberLaunch) -> None: ...
-
-    def reset(self, launch: MemberLaunch) -> None: ...
-
-    def remove(self, member_id: str) -> None: ...
-
-    def running(self, member_id: str) -> bool: ...
-
-    def members(self) -> list[str]: ...
 
 
 def make_driver(name: str, *, pool: str, root: Path, images_dir: Path,
@@ -87,10 +48,3 @@ def make_driver(name: str, *, pool: str, root: Path, images_dir: Path,
 
         return CommandDriver(pool, command or {}, commands_dir)
     raise DriverError(f"no driver {name!r}; a strategy's driver is one of {', '.join(DRIVERS)}")
-
-
-def check_member_id(member_id: str) -> str:
-    """A member id names a directory or a container: refuse anything else."""
-    if not MEMBER_ID.match(member_id):
-        raise DriverError(f"{member_id!r} is not a member id")
-    return member_id

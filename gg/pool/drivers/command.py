@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gg.domain.strategies import command_problem
-from gg.pool.drivers import DriverError, MemberLaunch, check_member_id
+from gg.pool.drivers.contract import DriverError, MemberLaunch, check_member_id
 
 COMMAND_TIMEOUT = 300.0  # a cloud may take minutes to make a machine
 VERBS = ("create", "delete", "list")

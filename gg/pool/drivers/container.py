@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gg import config
-from gg.pool.drivers import DriverError, MemberLaunch, check_member_id
+from gg.pool.drivers.contract import DriverError, MemberLaunch, check_member_id
 from gg.pool.image import ImageError, image_path, verified_copy
 
 Run = Callable[[list[str], "dict[str, str] | None", float], "tuple[int, str, str]"]

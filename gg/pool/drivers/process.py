@@ -34,7 +34,7 @@ from pathlib import Path
 
 from gg import config
 from gg.launch import gg_argv
-from gg.pool.drivers import DriverError, MemberLaunch, check_member_id
+from gg.pool.drivers.contract import DriverError, MemberLaunch, check_member_id
 from gg.pool.image import ImageError, image_path, unpack_image
 from gg.runner.isolation import ENV_HIDE
 
