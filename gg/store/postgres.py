@@ -32,7 +32,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from gg.errors import DatabaseUnavailable
-from gg.store import event_order, loop_guard
+from gg.store import event_order, loop_guard, pg_statements
 from gg.store.db import SharedDatabase, refuse_nul
 from gg.store.dialect import ddl, split_script, translate
 from gg.store.faults import database_away
@@ -98,6 +98,10 @@ _INDEXES: dict[tuple[bytes, ...], dict[str, int]] = {}
 _INDEXES_KEPT = 1024
 
 
+def _tuples(result):
+    return tuple
+
+
 def _answers_rows(result) -> bool:
     """Whether a statement's result holds rows (what ``cursor.description is not None``
     says, without building a column object for each column of each statement: psycopg's
@@ -106,7 +110,11 @@ def _answers_rows(result) -> bool:
 
 
 def _row_factory(cursor):
-    result = cursor.pgresult
+    return _row_maker(cursor.pgresult)
+
+
+def _row_maker(result):
+    """What makes a row of ``result``: a :class:`Row`, its names read once a shape."""
     if not _answers_rows(result):
         return tuple
     names = tuple(result.fname(i) for i in range(result.nfields))
@@ -163,6 +171,9 @@ class _Number(Loader):
 
 
 def _configure(conn: psycopg.Connection) -> None:
+    # gg prepares its statements itself (gg.store.pg_statements); psycopg's own preparing,
+    # which lets every prepared statement go after a ROLLBACK, stays off
+    conn.prepare_threshold = None
     conn.adapters.register_dumper(bool, _BoolAsInteger)
     conn.adapters.register_loader("numeric", _Number)
 
@@ -278,6 +289,10 @@ class PgDatabase(SharedDatabase):
             kept = getattr(self._local, "kept", None)
             if kept:
                 self._forget_kept(kept, text)
+        if params or ";" not in text:  # one statement: through libpq (gg.store.pg_statements)
+            fetched, count = pg_statements.of(conn).run(
+                text, params, _row_maker if rows is None else _tuples)
+            return Result(fetched, count)
         cursor = conn.cursor(row_factory=rows) if rows is not None else conn.cursor()
         with cursor:
             cursor.execute(text, params if params is not None else ())
@@ -303,6 +318,7 @@ class PgDatabase(SharedDatabase):
                             raise
                         conn.rollback()
                         conn.execute("DEALLOCATE ALL")
+                        pg_statements.of(conn).forget()
             except psycopg.OperationalError as exc:
                 if self._found_away(exc):
                     raise DatabaseUnavailable() from None
