@@ -30,7 +30,7 @@ def fill(db, count: int) -> dict:
     copies = -(-(count - landed) // landed)  # each landed flight this many times more
     added: dict[str, int] = {}
     if copies <= 0:
-        return {"copies": 0, "added": added, "seconds": 0.0}
+        return {"copies": 0, "added": added, "landed": landed, "seconds": 0.0}
     for table, key in TABLES:
         columns = [c for c in _columns(db, table) if c != "seq"]  # seq: the store numbers it
         named = ", ".join(f'"{c}"' for c in columns)
@@ -44,7 +44,8 @@ def fill(db, count: int) -> dict:
             f"WHERE t.{key} IN ({originals})" + (" ORDER BY n.i, t.seq" if table != "grants" else ""),
             (copies,))
         added[table] = db.one(f"SELECT count(*) FROM {table}")[0] - before
-    return {"copies": copies, "added": added, "seconds": round(time.perf_counter() - started, 1)}
+    return {"copies": copies, "added": added, "landed": landed * (copies + 1),
+            "seconds": round(time.perf_counter() - started, 1)}
 
 
 def analyse(db) -> None:

@@ -216,7 +216,8 @@ def main(argv: list[str] | None = None) -> dict:
                  f"{heard['flights_listed']} times and the runners {heard['runners_listed']} "
                  f"times in this process; {heard['errors']} listing errors)." if args.noise
                  else "No noise (nothing else started by the benchmark).")
-             + (f" The store held {args.history:,} landed flights before the measured ones "
+             + (f" The store held {result['history']['landed']:,} landed flights before the "
+                "measured ones "
                 f"(copies of the warm-up's, with their grants, facts and events: "
                 + ", ".join(f"{n:,} {t}" for t, n in result["history"]["added"].items())
                 + " rows added)." if args.history else ""),

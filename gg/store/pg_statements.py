@@ -22,6 +22,7 @@ statements still goes through the cursor, as one simple query.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Callable, NoReturn, cast
 
@@ -35,10 +36,11 @@ _OK = frozenset({ExecStatus.COMMAND_OK, ExecStatus.TUPLES_OK, ExecStatus.EMPTY_Q
 
 
 @lru_cache(maxsize=4096)
-def dollars(text: str) -> tuple[bytes, tuple[str, ...] | None]:
+def dollars(text: str) -> tuple[bytes, tuple[str, ...] | None, int]:
     """psycopg's placeholders (``%s``, ``%(name)s``, ``%%`` for a literal ``%``, as
     :func:`gg.store.dialect.translate` writes them) as libpq's ``$1, $2…``; the names in their
-    order when the placeholders are named (a name used twice is one parameter), else None."""
+    order when the placeholders are named (a name used twice is one parameter), else None;
+    and how many parameters the statement takes."""
     out: list[str] = []
     names: dict[str, int] = {}
     positional = 0
@@ -69,7 +71,26 @@ def dollars(text: str) -> tuple[bytes, tuple[str, ...] | None]:
             raise ValueError(f"a lone % in a statement: {text!r}")
     if names and positional:
         raise ValueError(f"named and positional placeholders in one statement: {text!r}")
-    return "".join(out).encode(), (tuple(names) if names else None)
+    return ("".join(out).encode(), (tuple(names) if names else None),
+            len(names) if names else positional)
+
+
+def _values(text: str, params, names: tuple[str, ...] | None, wanted: int):
+    """``params`` in the order of the statement's parameters; a mismatch is refused as
+    psycopg's cursor refuses it (ProgrammingError), before anything is sent."""
+    if names is not None:
+        if not isinstance(params, Mapping):
+            raise psycopg.ProgrammingError(f"named placeholders need a mapping: {text!r}")
+        missing = [name for name in names if name not in params]
+        if missing:
+            raise psycopg.ProgrammingError(f"no value for {', '.join(missing)}: {text!r}")
+        return [params[name] for name in names]
+    if isinstance(params, Mapping) and params:
+        raise psycopg.ProgrammingError(f"a mapping for positional placeholders: {text!r}")
+    if len(params) != wanted:
+        raise psycopg.ProgrammingError(
+            f"the statement takes {wanted} parameters, {len(params)} were given: {text!r}")
+    return params
 
 
 class Statements:
@@ -94,8 +115,8 @@ class Statements:
             ) -> tuple[list, int]:
         """``text`` (psycopg's placeholders) with ``params``: the rows it answered (each made
         by what ``row_maker`` gives for the result, from the row's values) and its row count."""
-        query, names = dollars(text)
-        values = [params[name] for name in names] if names is not None else params
+        query, names, wanted = dollars(text)
+        values = _values(text, params, names, wanted)
         tx = self.tx
         dumped = tx.dump_sequence(values, [PyFormat.TEXT] * len(values))
         types = tx.types

@@ -99,6 +99,7 @@ _INDEXES_KEPT = 1024
 
 
 def _tuples(result):
+    """What makes a row of ``result`` for :meth:`PgDatabase.tuples`: a plain tuple."""
     return tuple
 
 
@@ -289,7 +290,8 @@ class PgDatabase(SharedDatabase):
             kept = getattr(self._local, "kept", None)
             if kept:
                 self._forget_kept(kept, text)
-        if params or ";" not in text:  # one statement: through libpq (gg.store.pg_statements)
+        if (params or ";" not in text) and rows in (None, tuple_row):
+            # one statement: through libpq, prepared by gg (gg.store.pg_statements)
             fetched, count = pg_statements.of(conn).run(
                 text, params, _row_maker if rows is None else _tuples)
             return Result(fetched, count)

@@ -13,10 +13,10 @@ from gg.store.postgres import _configure, _row_maker
 
 def test_psycopg_placeholders_become_numbered_ones():
     assert dollars("SELECT * FROM t WHERE a = %s AND b = %s") == (
-        b"SELECT * FROM t WHERE a = $1 AND b = $2", None)
+        b"SELECT * FROM t WHERE a = $1 AND b = $2", None, 2)
     # a name used twice is one parameter; a doubled % is a literal one
     assert dollars("UPDATE t SET a = %(a)s WHERE b = %(b)s OR a = %(a)s AND c LIKE 'x%%'") == (
-        b"UPDATE t SET a = $1 WHERE b = $2 OR a = $1 AND c LIKE 'x%'", ("a", "b"))
+        b"UPDATE t SET a = $1 WHERE b = $2 OR a = $1 AND c LIKE 'x%'", ("a", "b"), 2)
     with pytest.raises(ValueError):
         dollars("SELECT %s, %(a)s")
 
@@ -78,6 +78,18 @@ def test_a_refused_statement_fails_as_through_a_cursor(conn):
             s.run(insert, ("a", 1), _row_maker)
     with pytest.raises(psycopg.errors.UndefinedTable):
         s.run("SELECT * FROM nothing WHERE id = %s", ("a",), _row_maker)
+
+
+def test_parameters_that_do_not_fit_the_statement_are_refused_before_anything_is_sent(conn):
+    s = pg_statements.of(conn)
+    for text, params in (("SELECT * FROM things WHERE id = %s AND n = %s", ("a",)),
+                         ("SELECT * FROM things WHERE id = %s", {"id": "a"}),
+                         ("SELECT * FROM things WHERE id = %(id)s", ("a",)),
+                         ("SELECT * FROM things WHERE id = %(id)s", {"n": 1})):
+        with pytest.raises(psycopg.ProgrammingError):
+            s.run(text, params, _row_maker)
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert s.seen == set() and not s.prepared
 
 
 def test_a_connection_the_database_ended_is_an_operational_error(conn, pg_url):
