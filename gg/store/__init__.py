@@ -21,7 +21,7 @@ from gg.store.consoles import ConsoleRows
 from gg.store.db import Database
 from gg.store.dependencies import DependencyRows
 from gg.store.duties import DutyRows
-from gg.store.estimates import EstimateRows
+from gg.store.estimates import DURATIONS, EstimateRows
 from gg.store.events import EventRows
 from gg.store.fleet import FleetRows
 from gg.store.flights import FlightRows
@@ -64,6 +64,7 @@ class Store(PeopleRows, RunnerRows, FlightRows, EventRows, GateRows, FleetRows,
             self.db = PgDatabase(str(target), pool_size=pool_size, hold_timeout=hold_timeout)
         else:
             self.db = SqliteDatabase(target)
+        self.db.fold_at_end(DURATIONS, self.fold_durations)
         self.db.migrate()
 
     @property

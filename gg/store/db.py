@@ -14,6 +14,7 @@ from concurrent.futures import Future
 from typing import Any, Callable, ContextManager, Iterator, Protocol, Sequence
 
 from gg.errors import BadRequest
+from gg.store.held import Fold, Held
 from gg.store.writer import Writer, WriteTurns
 
 NUL_REFUSED = ("text with a NUL character (U+0000) is not accepted: remove it (a name, an id, "
@@ -78,6 +79,13 @@ class Database(Protocol):
         """An event row, its seq handed to ``then`` in the same transaction: on PostgreSQL
         inserted at the transaction's end, in commit order (gg.store.event_order)."""
 
+    def hold(self, kind: str, item: Any) -> None:
+        """``item`` for ``kind``'s fold at the end of the write transaction (gg.store.held);
+        outside a transaction, a transaction of its own."""
+
+    def fold_at_end(self, kind: str, fold: Fold) -> None:
+        """What folds ``kind``'s held items (registered once, by the store)."""
+
     @property
     def conn(self) -> Any:
         """Something with ``execute(sql, params)``: the write connection inside a
@@ -113,6 +121,7 @@ class SharedDatabase:
     writer's, and ``insert`` and ``update`` by column name are statements for their ``run``."""
 
     writer: Writer
+    _folds: dict[str, Fold]
 
     def atomic(self, durable: bool = True) -> ContextManager[None]:
         """One write transaction (:meth:`gg.store.writer.Writer.atomic`), serialised with
@@ -168,6 +177,20 @@ class SharedDatabase:
         seq = self.insert("events", values, returning="seq").fetchall()[0][0]
         if then is not None:
             then(seq)
+
+    def hold(self, kind: str, item: Any) -> None:
+        if not self.in_transaction():
+            with self.atomic():
+                self.hold(kind, item)
+            return
+        self._held().add(kind, item)
+
+    def fold_at_end(self, kind: str, fold: Fold) -> None:
+        self._folds[kind] = fold
+
+    def _held(self) -> Held:
+        """This thread's write transaction's held items."""
+        raise NotImplementedError
 
     def update(self, table: str, key: str, key_value: Any, values: dict[str, Any]) -> int:
         if not values:

@@ -13,6 +13,7 @@ from gg.store.flights import NOT_HELD
 SHOWN_A_STATEMENT = 500  # shown estimates written by one statement (5 values each)
 
 FLIGHT, WARMUP = "flight", "warmup"
+DURATIONS = "durations"  # what a write transaction holds for its end (gg.store.held)
 
 
 class EstimateRows:
@@ -20,21 +21,35 @@ class EstimateRows:
 
     def add_duration(self, what: str, key: tuple[str, str, str], seconds: float, *,
                      window: int, keep: int, now: float) -> None:
-        """Fold one duration into its kind's summary; at most ``keep`` kinds of each are
-        kept (the ones not updated longest are forgotten)."""
-        title, environment, agent = key
-        row = self.db.one("SELECT weights FROM durations WHERE what = ? AND title = ? "
-                          "AND environment = ? AND agent = ?", (what, title, environment, agent))
-        summary = Summary.from_json(row[0] if row else None).add(seconds, window)
-        self.db.run(
-            "INSERT INTO durations (what, title, environment, agent, weights, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (what, title, environment, agent) "
-            "DO UPDATE SET weights = excluded.weights, updated_at = excluded.updated_at",
-            (what, title, environment, agent, summary.to_json(), now))
-        if row is None:  # a new kind: the table may have grown past its bound
+        """Fold one duration into its kind's summary at the end of the write transaction:
+        every landing of a kind rewrites one row, so a group commit's landings are folded
+        into it together, in one read and one write (gg.store.held: the row is never locked
+        through the group's other units, and replicas never lose each other's folds)."""
+        self.db.hold(DURATIONS, (what, key, seconds, window, keep, now))
+
+    def fold_durations(self, held: list[tuple]) -> None:
+        """A transaction's held durations, each kind's in the order they were held; at most
+        ``keep`` kinds of each ``what`` are kept (the ones not updated longest are forgotten)."""
+        kinds: dict[tuple[str, str, str, str], list[tuple]] = {}
+        for what, key, seconds, window, keep, now in held:
+            kinds.setdefault((what, *key), []).append((seconds, window, keep, now))
+        for (what, title, environment, agent), durations in sorted(kinds.items()):
+            row = self.db.one("SELECT weights FROM durations WHERE what = ? AND title = ? "
+                              "AND environment = ? AND agent = ?",
+                              (what, title, environment, agent))
+            summary = Summary.from_json(row[0] if row else None)
+            for seconds, window, _, _ in durations:
+                summary = summary.add(seconds, window)
+            _, _, keep, now = durations[-1]
             self.db.run(
-                "DELETE FROM durations WHERE rowid IN (SELECT rowid FROM durations WHERE "
-                "what = ? ORDER BY updated_at DESC LIMIT -1 OFFSET ?)", (what, keep))
+                "INSERT INTO durations (what, title, environment, agent, weights, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (what, title, environment, agent) "
+                "DO UPDATE SET weights = excluded.weights, updated_at = excluded.updated_at",
+                (what, title, environment, agent, summary.to_json(), now))
+            if row is None:  # a new kind: the table may have grown past its bound
+                self.db.run(
+                    "DELETE FROM durations WHERE rowid IN (SELECT rowid FROM durations WHERE "
+                    "what = ? ORDER BY updated_at DESC LIMIT -1 OFFSET ?)", (what, keep))
 
     def durations(self, what: str) -> dict[tuple[str, str, str], Summary]:
         return {(r["title"], r["environment"], r["agent"]): Summary.from_json(r["weights"])

@@ -36,6 +36,7 @@ from gg.store import event_order, loop_guard, pg_statements
 from gg.store.db import SharedDatabase, refuse_nul
 from gg.store.dialect import ddl, split_script, translate
 from gg.store.faults import database_away
+from gg.store.held import Held, fold_all
 from gg.store.migrations import MIGRATIONS
 from gg.store.writer import Writer
 
@@ -191,6 +192,7 @@ class PgDatabase(SharedDatabase):
         self._timeout = connect_timeout
         self._hold_ms = int(hold_timeout * 1000)
         self._write = self._connect()
+        self._folds = {}
         self.writer = Writer(_Transactions(self))
         self._local = threading.local()  # the write transaction's kept rows, notifications, changes
         self._trace: Callable[[str], None] | None = None
@@ -396,6 +398,7 @@ class PgDatabase(SharedDatabase):
         self._local.kept = {}
         self._local.notes = []
         self._local.events = event_order.PendingEvents()
+        self._local.held = Held()
         self._local.changed = 0
         begin = _BEGIN_DURABLE if durable else _BEGIN_QUICK
         if self._trace is not None:
@@ -420,12 +423,16 @@ class PgDatabase(SharedDatabase):
         self._local.events.add(values, then)
         self._local.changed += 1
 
+    def _held(self) -> Held:
+        return self._local.held
+
     def _last(self) -> None:
-        """The transaction's events, after every other statement of it: the events' turn
-        taken, their rows inserted (their seqs handed to whoever asked), up to the COMMIT.
-        Its notifications so far go out first, so that the turn is held the less long."""
-        events = self._local.events
-        if not events:
+        """The transaction's held items and events, after every other statement of it: the
+        events' turn taken, the held items folded under it (gg.store.held), the events' rows
+        inserted (their seqs handed to whoever asked), up to the COMMIT. Its notifications
+        so far go out first, so that the turn is held the less long."""
+        events, held = self._local.events, self._local.held
+        if not events and not held:
             return
         self._send_notes()
         conn = self._write
@@ -433,6 +440,8 @@ class PgDatabase(SharedDatabase):
         waited = time.perf_counter()
         self._execute(conn, event_order.TAKE_TURN, (event_order.TURN_WAIT, event_order.EVENTS_TURN))
         turns.turn += time.perf_counter() - waited
+        if held:
+            fold_all(held, self._folds)
         while events:  # a step handed a seq may record another event
             rows, then = events.take()
             seqs = [r[0] for r in self._execute(conn, event_order.insert_statement(len(rows)),
@@ -532,14 +541,14 @@ class PgDatabase(SharedDatabase):
 
 
 class _Transactions:
-    """PostgreSQL's edges of a write transaction (the writer's hooks): BEGIN, its events in
-    commit order last, COMMIT with the transaction's notifications, savepoints that take back
-    the notifications, held events and kept rows of what they undo."""
+    """PostgreSQL's edges of a write transaction (the writer's hooks): BEGIN, its held items
+    and events in commit order last, COMMIT with the transaction's notifications, savepoints
+    that take back the notifications, held events and items and kept rows of what they undo."""
 
     def __init__(self, db: PgDatabase):
         self._db = db
         # the mark of the savepoint of each name made last (the writer's thread alone uses it)
-        self._marks: dict[str, tuple[int, object]] = {}
+        self._marks: dict[str, tuple[int, int, int]] = {}
 
     def begin(self, durable: bool) -> None:
         self._db._start(durable)
@@ -557,7 +566,7 @@ class _Transactions:
         self._db._edge(f"RELEASE {name}; SAVEPOINT {name}" if release_first
                        else f"SAVEPOINT {name}")
         local = self._db._local
-        mark = self._marks[name] = (len(local.notes), local.events.mark())
+        mark = self._marks[name] = (len(local.notes), local.events.mark(), local.held.mark())
         return mark
 
     def release(self, name: str) -> None:
@@ -571,20 +580,22 @@ class _Transactions:
         self._db._edge(f"ROLLBACK TO {name}; RELEASE {name}", conn)
 
     def _undo_held(self, mark: object) -> None:
-        """Take back the notifications, events and kept rows held since ``mark``."""
+        """Take back the notifications, events, items and kept rows held since ``mark``."""
         local = self._db._local
         assert isinstance(mark, tuple)
-        notes, events = mark
+        notes, events, held = mark
         del local.notes[notes:]
         local.events.undo(events)
+        local.held.undo(held)
         local.kept = {}
 
     def changes(self) -> int | None:
         """What the transaction changed so far, counted: its statements other than reads on
-        the write connection, the events and notifications it holds for its end. A unit's
-        first block that begins before its unit changed anything takes no savepoint of its
-        own (two round trips a unit fewer): the unit's stands for it."""
-        return self._db._local.changed
+        the write connection, the events, notifications and items it holds for its end. A
+        unit's first block that begins before its unit changed anything takes no savepoint of
+        its own (two round trips a unit fewer): the unit's stands for it."""
+        local = self._db._local
+        return local.changed + local.held.added
 
     def rewind(self, name: str) -> None:
         """Back to the savepoint ``name`` made last, keeping it: what was held since taken

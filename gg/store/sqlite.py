@@ -27,6 +27,7 @@ import sqlite_utils
 
 from gg.store import loop_guard
 from gg.store.db import SharedDatabase, refuse_nul
+from gg.store.held import Fold, Held, fold_all
 from gg.store.migrations import MIGRATIONS
 from gg.store.writer import Writer
 
@@ -44,21 +45,28 @@ READ_CACHE_KIB = 2_000
 class _Transactions:
     """SQLite's edges of a write transaction, on the write connection (the writer's hooks)."""
 
-    def __init__(self, conn: sqlite3.Connection):
+    def __init__(self, conn: sqlite3.Connection, folds: dict[str, Fold]):
         self.conn = conn
         self._quick = False  # this transaction lowered ``synchronous`` (durable=False)
         # rows of small tables read in this transaction (SqliteDatabase.all_kept)
         self.kept: dict[tuple, list[sqlite3.Row]] = {}
+        self.held = Held()  # items for the transaction's end (gg.store.held)
+        self._folds = folds
+        self._marks: dict[str, int] = {}  # the held mark of the savepoint of each name made last
 
     def begin(self, durable: bool) -> None:
         self.kept.clear()
+        self.held = Held()
         if not durable:
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self._quick = True
         self.conn.execute("BEGIN IMMEDIATE")
 
     def last(self) -> None:
-        """Nothing: one writer, so events are inserted in commit order as they come."""
+        """The held items folded (one writer, so events are inserted in commit order as they
+        come)."""
+        if self.held:
+            fold_all(self.held, self._folds)
 
     def commit(self) -> None:
         self.kept.clear()
@@ -82,13 +90,16 @@ class _Transactions:
         # SQLite nests savepoints of one name (ROLLBACK TO and RELEASE take the latest, the
         # commit releases them all): the last unit's is left open, one statement a unit fewer
         self.conn.execute(f"SAVEPOINT {name}")
-        return None
+        mark = self._marks[name] = self.held.mark()
+        return mark
 
     def release(self, name: str) -> None:
         self.conn.execute(f"RELEASE {name}")
 
     def rollback_to(self, name: str, mark: object) -> None:
         self.kept.clear()
+        assert isinstance(mark, int)
+        self.held.undo(mark)
         if self.conn.in_transaction:
             self.conn.execute(f"ROLLBACK TO {name}")
             self.conn.execute(f"RELEASE {name}")
@@ -101,10 +112,11 @@ class _Transactions:
         return False
 
     def changes(self) -> int | None:
-        return self.conn.total_changes
+        return self.conn.total_changes + self.held.added
 
     def rewind(self, name: str) -> None:
         self.kept.clear()
+        self.held.undo(self._marks[name])
         self.conn.execute(f"ROLLBACK TO {name}")
 
 
@@ -118,7 +130,8 @@ class SqliteDatabase(SharedDatabase):
         self._memory = self.path == ":memory:" or "mode=memory" in self.path
         self._trace: Callable[[str], None] | None = None  # every connection's (trace)
         self._write = self._connect(WRITE_CACHE_KIB)
-        self._edges = _Transactions(self._write)
+        self._folds = {}
+        self._edges = _Transactions(self._write, self._folds)
         self.writer = Writer(self._edges)
         self._local = threading.local()  # per thread: its read connection
         self._readers: list[sqlite3.Connection] = []
@@ -190,6 +203,9 @@ class SqliteDatabase(SharedDatabase):
         if rows is None:
             rows = kept[key] = self.all(sql, params)
         return list(rows)
+
+    def _held(self) -> Held:
+        return self._edges.held
 
     def run(self, sql: str, params: tuple | dict = ()) -> sqlite3.Cursor:
         refuse_nul(params)
