@@ -126,6 +126,10 @@ def _copy(sqlite_path: Path, url: str) -> Copied:
                     "WHERE table_schema = current_schema() AND is_identity = 'YES'"):
                 pg.run(f"SELECT setval(pg_get_serial_sequence('\"{table}\"', '{column}'), "
                        f'(SELECT COALESCE(max("{column}"), 0) + 1 FROM "{table}"), false)')
+        # Statistics of what was copied, before any server plans a statement on it: without
+        # them the first claims' reads of the queue are planned as if every table were empty
+        # (a scan of every flight), until autovacuum's analyse comes round.
+        pg.run("ANALYZE")
         return copied
     finally:
         source.close()

@@ -283,8 +283,8 @@ def test_only_a_transaction_that_says_so_commits_without_waiting_for_the_flush(p
         store.close()
 
 
-def test_a_copied_store_holds_every_row_and_its_sequences_go_on_past_them(tmp_path, pg_cluster,
-                                                                          clock):
+def test_a_copied_store_holds_every_row_is_analysed_and_its_sequences_go_on_past_them(
+        tmp_path, pg_cluster, clock):
     from gg.control import hooks
     from gg.store import open_store
     from gg.store.transfer import TargetNotEmpty, copy_store
@@ -308,6 +308,9 @@ def test_a_copied_store_holds_every_row_and_its_sequences_go_on_past_them(tmp_pa
     url = pg_cluster.new_database(migrated=False)
     copied = copy_store(tmp_path / "gg.sqlite3", url)
     assert copied.rows == counts and copied.nul_replaced == {}
+    with psycopg.connect(url) as watch:  # analysed: planned by what it holds, not as empty
+        assert watch.execute("SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables "
+                             "WHERE relname = 'flights'").fetchone()[0]
     with pytest.raises(TargetNotEmpty):
         copy_store(tmp_path / "gg.sqlite3", url)
     new = Core(store=Store(url, pool_size=1), settings=settings, clock=clock, wiring=wired())
