@@ -204,6 +204,7 @@ class Bench:
         # thousands of simulated runners register from this one address: no limit per address
         self.env = {"GG_KEY_NONCE_RATE": "0", **(env or {})}
         self._database_made: tuple[str, str] | None = None
+        self.database_url: str | None = None
         if database:
             self.database_url = self._fresh_database(database)
             self.env["GG_DATABASE_URL"] = self.database_url

@@ -2,7 +2,7 @@
 """End-to-end throughput: trivial flights per second with 1, 4 and 16 real runners.
 
     python bench/throughput.py [--quick] [--runners 16] [--flights N] [--repeats R] [--json]
-                               [--openers P] [--opener-threads T] [--noise]
+                               [--openers P] [--opener-threads T] [--noise] [--history N]
                                [--database postgresql://… [--replicas N]]
 
 For each fleet size: a fresh control plane, that many ``gg runner up`` processes (one worker
@@ -21,6 +21,12 @@ resource usage).
 serving those listings. The event loop's lag over the measured runs is read from
 ``/metrics`` (``gg_event_loop_lag_seconds``, the difference before and after each run).
 
+``--history N``: after the warm-up, its landed flights are copied (with their grants, facts
+and events) until the store holds N landed flights, and PostgreSQL is analysed, as its
+autovacuum would have done by then (bench/history.py): a control plane that has run for
+months, rather than a store made for the run, whose first minutes PostgreSQL plans as if
+its tables were empty.
+
 With ``--database`` the control plane keeps its store in PostgreSQL (a fresh database per
 fleet size) and ``--replicas N`` runs N servers on it: the openers take turns among the
 replicas, and runner i is given every replica's URL starting with replica i (mod N).
@@ -38,6 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import history  # noqa: E402
 import httpx  # noqa: E402
 import loop_lag  # noqa: E402
 from common import (  # noqa: E402
@@ -52,6 +59,7 @@ from noise import Noise, describe, noise_option  # noqa: E402
 
 from gg.api import paths  # noqa: E402
 from gg.client import Client  # noqa: E402
+from gg.store import Store  # noqa: E402
 
 
 def _auth(token: str) -> dict:
@@ -131,7 +139,9 @@ def open_flights(bench: Bench, flights: int, openers: int, threads: int) -> tupl
 
 
 def one_run(bench: Bench, flights: int, timeout: float, openers: int = 4,
-            threads: int = 2) -> dict:
+            threads: int = 2, since: int = 0) -> dict:
+    """One measured run; ``since``: the last event's seq before it (a history's events are
+    not read again)."""
     token = bench.token
     local = {"load": round(os.getloadavg()[0], 2)}
     ids, opened_in, opener_cpu = open_flights(bench, flights, openers, threads)
@@ -141,7 +151,7 @@ def one_run(bench: Bench, flights: int, timeout: float, openers: int = 4,
         # Read the landed events incrementally (``after``): rereading all of them five times
         # a second cost the server CPU in proportion to the run's length, which the CPU per
         # flight below then counted as the flights' own.
-        landed, after = [], 0
+        landed, after = [], since
         while True:
             page = http.get("/v1/events", headers=_auth(token),
                             params={"kind": "info:flight:landed", "limit": 10000,
@@ -155,7 +165,8 @@ def one_run(bench: Bench, flights: int, timeout: float, openers: int = 4,
                 raise RuntimeError(f"only {len(done)}/{len(wanted)} flights landed in {timeout:g}s")
             time.sleep(0.2)
         opened = http.get("/v1/events", headers=_auth(token),
-                          params={"kind": "info:flight:opened", "limit": 10000}).json()
+                          params={"kind": "info:flight:opened", "limit": 10000,
+                                  "after": since}).json()
         first = min(e["at"] for e in opened if e["flight_id"] in wanted)
         last = max(e["at"] for e in landed if e["flight_id"] in wanted)
         landed_counts = {}
@@ -260,9 +271,27 @@ def settle(below: float = 2.0, longest: float = 120.0) -> None:
         time.sleep(1.0)
 
 
+def made_history(bench: Bench, landed: int) -> dict:
+    """The bench's store made one that has run for months (bench/history.py): its warm-up's
+    landed flights copied until it holds ``landed`` of them, PostgreSQL analysed as its
+    autovacuum would have; what was added, and the last event's seq (``since``)."""
+    target = bench.database_url or bench.server.data_dir / "gg.sqlite3"
+    store = Store(target, pool_size=1)
+    try:
+        with store.atomic():
+            made = history.fill(store.db, landed)
+        history.analyse(store.db)
+        made["since"] = store.db.one("SELECT max(seq) FROM events")[0] or 0
+        return made
+    finally:
+        store.close()
+
+
 def run(sizes: list[int], flights: int, repeats: int, database: str | None = None,
-        replicas: int = 1, openers: int = 4, threads: int = 2, noise: bool = False) -> dict:
+        replicas: int = 1, openers: int = 4, threads: int = 2, noise: bool = False,
+        past: int = 0) -> dict:
     results = {}
+    filled: dict = {}
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix=f"gg-bench-tp{size}-") as tmp:
             bench = Bench(Path(tmp), database=database, replicas=replicas).start()
@@ -271,6 +300,8 @@ def run(sizes: list[int], flights: int, repeats: int, database: str | None = Non
                     bench.runner(f"r{i}", server=bench.url_list(i))
                 bench.wait_online(size)
                 one_run(bench, min(flights, 20), 120, openers, threads)  # warm-up
+                filled = made_history(bench, past) if past else {}
+                since = filled.get("since", 0)
                 runs, spent, turns, noises = [], {}, {}, []
                 lag = loop_lag.read("")
                 for _ in range(repeats):
@@ -278,7 +309,8 @@ def run(sizes: list[int], flights: int, repeats: int, database: str | None = Non
                     with Noise(bench.url, bench.token, on=noise) as made:
                         before, turns_before = cpu_split(bench), write_turns(bench)
                         lag_before = lag_reading(bench)
-                        runs.append(one_run(bench, flights, 60 + flights / 2, openers, threads))
+                        runs.append(one_run(bench, flights, 60 + flights / 2, openers, threads,
+                                            since))
                         after, turns_after = cpu_split(bench), write_turns(bench)
                         lag = loop_lag.add(lag, loop_lag.between(lag_before, lag_reading(bench)))
                     noises.append(made.report)
@@ -318,7 +350,8 @@ def run(sizes: list[int], flights: int, repeats: int, database: str | None = Non
               file=sys.stderr)
     return {"flights": flights, "repeats": repeats, "sizes": results, "noise": noise,
             "openers": openers, "opener_threads": threads,
-            "store": store_label(database, replicas)}
+            "store": store_label(database, replicas),
+            "history": {k: v for k, v in filled.items() if k != "since"}}
 
 
 def markdown(r: dict) -> str:
@@ -328,7 +361,10 @@ def markdown(r: dict) -> str:
              f"flights running `true`, opened by {openers} (gg's own client, as `gg fly` uses) "
              f"while the fleet drains them, {r['repeats']} runs per fleet size "
              "(target: ≥ 500 flights/s with 16 runners on an idle machine, CPU per flight of "
-             "every process ≤ 3 ms).\n",
+             "every process ≤ 3 ms)."
+             + (f" The store held {made['landed']:,} landed flights before the measured runs "
+                "(the warm-up's copied, bench/history.py)." if (made := r.get("history")) else "")
+             + "\n",
              "| runners (`gg runner up`, 1 worker each) | flights/s median | min | max | "
              "seconds for all, median | opening alone, flights/s | load average at each run's "
              "start → end |",
@@ -397,18 +433,24 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--section", default=None, metavar="NAME",
                     help="the section of docs/performance.md to write (default: the bench's "
                          "own, with -noise after it under --noise)")
+    ap.add_argument("--history", type=int, default=0, metavar="N",
+                    help="after the warm-up, copy its landed flights until the store holds N "
+                         "(a store that has run for months: bench/history.py)")
     store_options(ap)
     args = ap.parse_args(argv)
     check_store_options(args)
     if args.openers < 1 or args.opener_threads < 1:
         raise SystemExit("--openers and --opener-threads take a number of at least 1")
+    if args.history < 0:
+        raise SystemExit("--history takes a number of landed flights, 0 or more")
     sizes = [int(x) for x in args.runners.split(",") if x.strip()]
     flights = args.flights or (100 if args.quick else 2000)
     repeats = args.repeats or (2 if args.quick else 3)
     result = run(sizes, flights, repeats, args.database, args.replicas, args.openers,
-                 args.opener_threads, args.noise)
+                 args.opener_threads, args.noise, args.history)
     text = markdown(result)
     name = "throughput" if not args.database else f"throughput-postgresql-{args.replicas}"
+    name += "-history" if args.history else ""
     publish(args.section or name + ("-noise" if args.noise else ""), text, result, args)
     return result
 
