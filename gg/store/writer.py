@@ -7,10 +7,11 @@ rollback, and the savepoints between). docs/architecture.md, "The write path".
 :meth:`Writer.submit` queues a unit of work (a function) for the writer thread, which takes
 everything queued (at most GROUP_MAX), begins ONE transaction, runs each unit inside a
 savepoint of its own (a unit that raises rolls back only itself and its caller gets the
-exception), runs the ``before_commit`` step and the store's last statements (``TransactionHooks.last``:
-PostgreSQL's events, in commit order), then commits once: many changes share one
-durable flush, and no unit's future is resolved before that commit returned, so nothing is
-acknowledged before it is durable. A unit that succeeded leaves its savepoint to the next
+exception), runs the ``before_commit`` step and the store's last statements
+(``TransactionHooks.last``: the held items' folds, gg.store.held, and PostgreSQL's events,
+in commit order), then commits once: many changes share one durable flush, and no unit's
+future is resolved before that commit returned, so nothing is acknowledged before it is
+durable. A unit that succeeded leaves its savepoint to the next
 one, which releases it as it makes its own on PostgreSQL (SQLite nests it instead); the commit
 releases the last. The ``before_commit`` step takes a savepoint only when ``before_commit_due``
 says it has something to do.
@@ -60,7 +61,8 @@ class TransactionHooks(Protocol):
 
     def last(self) -> None:
         """The transaction's last statements, after all its work, just before the commit
-        (PostgreSQL: its events, in commit order, gg.store.event_order; SQLite: none)."""
+        (the folds of what its units held, gg.store.held; on PostgreSQL under the events'
+        turn, then its events, in commit order, gg.store.event_order)."""
 
     def commit(self) -> None:
         """Commit the transaction begun (it was durable if it said so)."""
@@ -102,8 +104,8 @@ class WriteTurns:
     """What the writer's group commits cost so far, for ``/metrics``: how many, the units
     they carried, the units run again after losing to another replica's writer, and the
     seconds spent beginning them, running their units, and committing (the durable flush,
-    with the transaction's last statements: on PostgreSQL its events, and the ``turn`` waited
-    for to insert them, gg.store.event_order)."""
+    with the transaction's last statements: the held items' folds, gg.store.held, and on
+    PostgreSQL its events, and the ``turn`` waited for before them, gg.store.event_order)."""
 
     __slots__ = ("commits", "units", "retries", "begin", "work", "commit", "turn")
 

@@ -99,17 +99,13 @@ def test_a_rolled_back_unit_or_block_takes_its_durations_back(store_dir, store_u
         store.close()
 
 
-def test_writers_of_two_replicas_fold_one_kind_without_waiting_and_lose_neither(store_dir,
-                                                                                store_url,
-                                                                                store_kind):
+def test_writers_of_two_replicas_fold_one_kind_without_waiting_and_lose_neither(tmp_path, pg_url):
     """Replica A's write transaction holds a landing of a kind and stays open (its group's
     other units run); replica B lands a flight of the same kind meanwhile and commits at
     once, not after A's commit (nor failing its lock wait). A then folds its own into what B
     committed."""
-    if store_kind != "postgresql":
-        return  # one writer on SQLite: nobody beside it to wait
-    a = open_store(store_dir, store_url)
-    b = open_store(store_dir / "b", store_url)
+    a = open_store(tmp_path / "a", pg_url)  # PostgreSQL alone: SQLite has one writer
+    b = open_store(tmp_path / "b", pg_url)
     holding, release, failed = threading.Event(), threading.Event(), []
 
     def replica_a() -> None:
