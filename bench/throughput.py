@@ -3,6 +3,7 @@
 
     python bench/throughput.py [--quick] [--runners 16] [--flights N] [--repeats R] [--json]
                                [--openers P] [--opener-threads T] [--noise] [--history N]
+                               [--settle SECONDS]
                                [--database postgresql://… [--replicas N]]
 
 For each fleet size: a fresh control plane, that many ``gg runner up`` processes (one worker
@@ -12,7 +13,8 @@ each with its own connection — while the runners drain them: the openers are p
 their own so the bench measures gg, not its client. Throughput = N / (first ``opened_at`` →
 last ``info:flight:landed``), both stamped by the control plane. Every flight must land
 exactly once. The load average is recorded at the start and end of every run (the machine
-may be shared). CPU per flight is summed over every process: the server, the runners, their
+may be shared); before each run the bench waits at most ``--settle`` seconds (120) for it
+to fall under 2. CPU per flight is summed over every process: the server, the runners, their
 launchers and flights, and the openers (their CPU while opening, read by each from its own
 resource usage).
 
@@ -289,7 +291,7 @@ def made_history(bench: Bench, landed: int) -> dict:
 
 def run(sizes: list[int], flights: int, repeats: int, database: str | None = None,
         replicas: int = 1, openers: int = 4, threads: int = 2, noise: bool = False,
-        past: int = 0) -> dict:
+        past: int = 0, settling: float = 120.0) -> dict:
     results = {}
     filled: dict = {}
     for size in sizes:
@@ -305,7 +307,7 @@ def run(sizes: list[int], flights: int, repeats: int, database: str | None = Non
                 runs, spent, turns, noises = [], {}, {}, []
                 lag = loop_lag.read("")
                 for _ in range(repeats):
-                    settle()  # each run starts on a machine its predecessor no longer loads
+                    settle(longest=settling)  # a run starts on a machine its predecessor left
                     with Noise(bench.url, bench.token, on=noise) as made:
                         before, turns_before = cpu_split(bench), write_turns(bench)
                         lag_before = lag_reading(bench)
@@ -436,6 +438,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--history", type=int, default=0, metavar="N",
                     help="after the warm-up, copy its landed flights until the store holds N "
                          "(a store that has run for months: bench/history.py)")
+    ap.add_argument("--settle", type=float, default=120.0, metavar="SECONDS",
+                    help="before each run, wait at most this long for the load average to fall "
+                         "under 2 (0: start at once, as a test on a busy machine does)")
     store_options(ap)
     args = ap.parse_args(argv)
     check_store_options(args)
@@ -443,11 +448,13 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit("--openers and --opener-threads take a number of at least 1")
     if args.history < 0:
         raise SystemExit("--history takes a number of landed flights, 0 or more")
+    if args.settle < 0:
+        raise SystemExit("--settle takes a number of seconds, 0 or more")
     sizes = [int(x) for x in args.runners.split(",") if x.strip()]
     flights = args.flights or (100 if args.quick else 2000)
     repeats = args.repeats or (2 if args.quick else 3)
     result = run(sizes, flights, repeats, args.database, args.replicas, args.openers,
-                 args.opener_threads, args.noise, args.history)
+                 args.opener_threads, args.noise, args.history, args.settle)
     text = markdown(result)
     name = "throughput" if not args.database else f"throughput-postgresql-{args.replicas}"
     name += "-history" if args.history else ""
