@@ -16,6 +16,8 @@ because another writer held it is offered again by the next pass (``ready_change
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from gg.control import attended as attended_ops
 from gg.control import concurrency as concurrency_ops
 from gg.control import duties as duty_ops
@@ -123,8 +125,17 @@ def _claim(core: Core, runner_id: str, *, free_slots: int | None, now: float,
     s = seat_for(core, runner, now)
     if (free_slots is not None and free_slots <= 0) or s.placement.quiesced or s.group.draining:
         return None  # offered nothing: no need to read the queue
-    applied = _apply(core, _plan(core, [s]), now=now, passed=passed, seated={runner_id: True})
-    return applied[0] if applied else None
+    held: set[str] = set()  # flights another replica's writer is granting this moment
+    for _ in range(CLAIM_TRIES):
+        before = len(passed)
+        applied = _apply(core, _plan(core, [s], held), now=now, passed=passed,
+                         seated={runner_id: True})
+        if applied:
+            return applied[0]
+        if len(passed) == before:
+            return None  # nothing it may take: no look further
+        held.update(passed[before:])  # the next in the matcher's order, past those
+    return None
 
 
 def match_parked(core: Core, runner_ids: list[str]) -> list[tuple[Flight, leases.Grant]]:
@@ -192,15 +203,25 @@ def expire_now(core: Core) -> int:
 # all (nearly half its plan's CPU, bench/claim_plan.py) where its head nearly always fits.
 READ_DEPTH = 8
 
+# How many plans a claim makes when the flight planned for it is held by another replica's
+# writer (granting it this moment): each next plan passes the held ones by. On PostgreSQL with
+# several replicas their claims all plan the same queue head; without it, all but one found
+# nothing, parked, and were matched again by a pass (a unit and a commit more each).
+CLAIM_TRIES = 4
 
-def _plan(core: Core, seats: list[Seat]) -> tuple[list[Assignment], Keys]:
+
+def _plan(core: Core, seats: list[Seat], held: AbstractSet[str] = frozenset()
+          ) -> tuple[list[Assignment], Keys]:
     """The matcher's plan over the ready queue, read by turns: the oldest few ready flights
     of each (priority, opener), deeper only while the plan could differ from one over the
     whole queue (a seat is left empty, or a group cut short outranks a flight planned); and
-    the concurrency keys of the flights read (a flight its key holds back is not planned)."""
-    depth = min(READ_DEPTH, len(seats) + 1)  # one claim: its head and one more
+    the concurrency keys of the flights read (a flight its key holds back is not planned).
+    ``held``: flights to pass by (another writer is granting them), read past."""
+    depth = min(READ_DEPTH, len(seats) + 1) + len(held)  # one claim: its head and one more
     while True:
         flights, served, deeper = core.store.ready_turns(depth)
+        if held:
+            flights = [f for f in flights if f.id not in held]
         keys = concurrency_ops.keys_for(core, flights)
         avoid = retry_ops.avoid_for(core, flights)  # --retry-elsewhere
         sized = size_ops.with_sizes(core, seats, [f.id for f in flights])  # their limits
