@@ -10,8 +10,10 @@ that passes by a flight another writer holds; a grant that lost a race is droppe
 On PostgreSQL writers of several replicas apply plans side by side (no global lock): before
 its first grant to a runner a plan takes that runner's lock and counts its live leases again
 (a runner another replica is granting to right now, or granted to since its seat was read, is
-passed by); a concurrency key is counted again under the key's lock. What a pass passed by
-because another writer held it is offered again by the next pass (``ready_changed``).
+passed by); a concurrency key is counted again under the key's lock. A claim whose planned
+flight another writer holds plans again past it (:data:`CLAIM_TRIES`). What a pass or claim
+passed by because another writer held it is offered again by the next pass
+(``ready_changed``).
 """
 
 from __future__ import annotations
