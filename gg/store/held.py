@@ -12,7 +12,9 @@ events' turn is taken (gg.store.event_order), which every writer takes before it
 statements, so no writer ever waits for another's row lock there, and each folds into what
 the one before it committed (a read-then-write of two replicas can lose neither's items).
 
-A savepoint rolled back takes back what its unit held, as the rows it wrote.
+A savepoint rolled back takes back what its unit held, as the rows it wrote. What is held
+is not in its row until the transaction's end: a read of that row in the same transaction
+sees the row without it (start estimates read the durations outside any write, so none does).
 """
 
 from __future__ import annotations

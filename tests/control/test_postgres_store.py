@@ -92,58 +92,63 @@ def test_replicas_starting_together_migrate_once_and_make_one_owner(pg_cluster, 
             store.close()
 
 
-def test_claims_through_two_replicas_at_once_never_overfill_a_runner(pg_url, tmp_path, clock):
-    """Each runner has one slot; both replicas try to fill it at the same moment, many times
-    over. The seat is read and the grant written in one transaction under the runner's lock:
-    each runner ends with exactly one flight, and no (flight, epoch) twice."""
+@pytest.fixture
+def two_replicas(pg_url, tmp_path, clock):
+    """Replicas A and B: two cores, each with its own store on one PostgreSQL database (the
+    organisation made through A), closed after the test."""
     settings = Settings(dev=True, claim_wait=30, lease_ttl=60, offline_after=45)
     a = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
     b = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
     try:
         bootstrap(a, tmp_path)
-        owner = a.store.person_by_name("owner")
-        runners = [make_runner(a, owner, f"r{i}", workers=1) for i in range(3)]
-        for i in range(8):
-            flights.open_flight(b, owner, FlightSpec(command=["echo", str(i)]))
-        start = threading.Barrier(12)
-        errors: list[Exception] = []
-
-        def claim(core: Core, runner_id: str) -> None:
-            try:
-                start.wait()
-                for _ in range(4):
-                    leases.try_claim(core, runner_id, free_slots=1)
-            except Exception as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=claim, args=(core, r.id))
-                   for r in runners for core in (a, b, a, b)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
-        assert errors == []
-        with psycopg.connect(pg_url) as pg:
-            held = dict(pg.execute("SELECT lease_runner, count(*) FROM flights "
-                                   "WHERE stage = 'flying' GROUP BY lease_runner").fetchall())
-            grants = pg.execute("SELECT count(*), count(DISTINCT (flight_id, epoch)) FROM grants"
-                                ).fetchone()
-        assert held == {r.id: 1 for r in runners}
-        assert grants == (3, 3)
+        yield a, b
     finally:
         a.store.close()
         b.store.close()
 
 
-def test_a_claim_on_a_runner_another_replica_is_granting_to_takes_nothing(pg_url, tmp_path,
-                                                                          clock):
+def test_claims_through_two_replicas_at_once_never_overfill_a_runner(pg_url, two_replicas):
+    """Each runner has one slot; both replicas try to fill it at the same moment, many times
+    over. The seat is read and the grant written in one transaction under the runner's lock:
+    each runner ends with exactly one flight, and no (flight, epoch) twice."""
+    a, b = two_replicas
+    owner = a.store.person_by_name("owner")
+    runners = [make_runner(a, owner, f"r{i}", workers=1) for i in range(3)]
+    for i in range(8):
+        flights.open_flight(b, owner, FlightSpec(command=["echo", str(i)]))
+    start = threading.Barrier(12)
+    errors: list[Exception] = []
+
+    def claim(core: Core, runner_id: str) -> None:
+        try:
+            start.wait()
+            for _ in range(4):
+                leases.try_claim(core, runner_id, free_slots=1)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=claim, args=(core, r.id))
+               for r in runners for core in (a, b, a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
+    with psycopg.connect(pg_url) as pg:
+        held = dict(pg.execute("SELECT lease_runner, count(*) FROM flights "
+                               "WHERE stage = 'flying' GROUP BY lease_runner").fetchall())
+        grants = pg.execute("SELECT count(*), count(DISTINCT (flight_id, epoch)) FROM grants"
+                            ).fetchone()
+    assert held == {r.id: 1 for r in runners}
+    assert grants == (3, 3)
+
+
+def test_a_claim_on_a_runner_another_replica_is_granting_to_takes_nothing(pg_url, two_replicas):
     """Replica A has granted a one-slot runner its flight and not committed yet; replica B's
     claim for the same runner reads its seat then, and reads the queue only after A's commit
     (B's statement trace holds it there). Without the runner's lock B would see a free seat
     and the next flight, and grant the runner a second; with it B takes nothing."""
-    settings = Settings(dev=True, claim_wait=30, lease_ttl=60, offline_after=45)
-    a = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
-    b = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
+    a, b = two_replicas
     at_queue, committed = threading.Event(), threading.Event()
     answers: list = []
 
@@ -156,7 +161,6 @@ def test_a_claim_on_a_runner_another_replica_is_granting_to_takes_nothing(pg_url
         answers.append(leases.try_claim(b, runner_id, free_slots=1))
 
     try:
-        bootstrap(a, tmp_path)
         owner = a.store.person_by_name("owner")
         runner = make_runner(a, owner, "one-slot", workers=1)
         for i in range(2):
@@ -176,75 +180,58 @@ def test_a_claim_on_a_runner_another_replica_is_granting_to_takes_nothing(pg_url
     finally:
         committed.set()
         b.store.db.trace(None)
-        a.store.close()
-        b.store.close()
 
 
 def test_a_claim_passes_by_the_head_another_replica_is_granting_and_takes_the_next(
-        pg_url, tmp_path, clock):
+        pg_url, two_replicas):
     """Replica A's writer is granting the queue's head to one runner and has not committed;
     replica B's claim for another runner at that moment plans the same head (A's grant is not
     committed, so the head still reads as ready), finds it held, and plans again past it: it
     takes the next flight in the matcher's order, not nothing. Before, it took nothing, parked,
     and a pass matched it again later: a unit and a commit more for each such claim."""
-    settings = Settings(dev=True, claim_wait=30, lease_ttl=60, offline_after=45)
-    a = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
-    b = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
+    a, b = two_replicas
     answers: list = []
-    try:
-        bootstrap(a, tmp_path)
-        owner = a.store.person_by_name("owner")
-        first = make_runner(a, owner, "first", workers=1)
-        second = make_runner(a, owner, "second", workers=1)
-        opened = [flights.open_flight(a, owner, FlightSpec(command=["echo", str(i)])).id
-                  for i in range(3)]
-        with a.store.atomic():
-            granted = leases.try_claim(a, first.id, free_slots=1)
-            assert granted is not None and granted[0].id == opened[0]
-            other = threading.Thread(
-                target=lambda: answers.append(leases.try_claim(b, second.id, free_slots=1)))
-            other.start()
-            other.join(timeout=60)  # B waits for nothing A holds
-            assert answers and answers[0] is not None
-            assert answers[0][0].id == opened[1] and answers[0][1].runner_id == second.id
-        with psycopg.connect(pg_url) as pg:
-            grants = sorted(pg.execute("SELECT flight_id, runner_id, count(*) FROM grants "
-                                       "GROUP BY flight_id, runner_id").fetchall())
-        assert grants == sorted([(opened[0], first.id, 1), (opened[1], second.id, 1)])
-    finally:
-        a.store.close()
-        b.store.close()
+    owner = a.store.person_by_name("owner")
+    first = make_runner(a, owner, "first", workers=1)
+    second = make_runner(a, owner, "second", workers=1)
+    opened = [flights.open_flight(a, owner, FlightSpec(command=["echo", str(i)])).id
+              for i in range(3)]
+    with a.store.atomic():
+        granted = leases.try_claim(a, first.id, free_slots=1)
+        assert granted is not None and granted[0].id == opened[0]
+        other = threading.Thread(
+            target=lambda: answers.append(leases.try_claim(b, second.id, free_slots=1)))
+        other.start()
+        other.join(timeout=60)  # B waits for nothing A holds
+        assert answers and answers[0] is not None
+        assert answers[0][0].id == opened[1] and answers[0][1].runner_id == second.id
+    with psycopg.connect(pg_url) as pg:
+        grants = sorted(pg.execute("SELECT flight_id, runner_id, count(*) FROM grants "
+                                   "GROUP BY flight_id, runner_id").fetchall())
+    assert grants == sorted([(opened[0], first.id, 1), (opened[1], second.id, 1)])
 
 
-def test_a_claim_plans_at_most_its_tries_past_flights_another_replica_holds(pg_url, tmp_path,
-                                                                           clock):
+def test_a_claim_plans_at_most_its_tries_past_flights_another_replica_holds(two_replicas):
     """A's one transaction holds as many heads as a claim makes plans (a pass granting to
     several parked runners): B's claim passes each by, then takes nothing rather than read on
     (its runner parks, and the ready signal its passing raised has a pass look again)."""
-    settings = Settings(dev=True, claim_wait=30, lease_ttl=60, offline_after=45)
-    a = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
-    b = Core(store=Store(pg_url, pool_size=2), settings=settings, clock=clock, wiring=wired())
+    a, b = two_replicas
     answers: list = []
     readies: list[bool] = []
     b.signals.on_ready.append(lambda: readies.append(True))
-    try:
-        bootstrap(a, tmp_path)
-        owner = a.store.person_by_name("owner")
-        held = [make_runner(a, owner, f"held{i}", workers=1) for i in range(leases.CLAIM_TRIES)]
-        late = make_runner(a, owner, "late", workers=1)
-        for i in range(leases.CLAIM_TRIES + 1):
-            flights.open_flight(a, owner, FlightSpec(command=["echo", str(i)]))
-        with a.store.atomic():
-            assert all(leases.try_claim(a, r.id, free_slots=1) is not None for r in held)
-            other = threading.Thread(
-                target=lambda: answers.append(leases.try_claim(b, late.id, free_slots=1)))
-            other.start()
-            other.join(timeout=60)
-        assert answers == [None] and readies  # passed by: the next pass offers it
-        assert leases.try_claim(b, late.id, free_slots=1) is not None  # A committed
-    finally:
-        a.store.close()
-        b.store.close()
+    owner = a.store.person_by_name("owner")
+    held = [make_runner(a, owner, f"held{i}", workers=1) for i in range(leases.CLAIM_TRIES)]
+    late = make_runner(a, owner, "late", workers=1)
+    for i in range(leases.CLAIM_TRIES + 1):
+        flights.open_flight(a, owner, FlightSpec(command=["echo", str(i)]))
+    with a.store.atomic():
+        assert all(leases.try_claim(a, r.id, free_slots=1) is not None for r in held)
+        other = threading.Thread(
+            target=lambda: answers.append(leases.try_claim(b, late.id, free_slots=1)))
+        other.start()
+        other.join(timeout=60)
+    assert answers == [None] and readies  # passed by: the next pass offers it
+    assert leases.try_claim(b, late.id, free_slots=1) is not None  # A committed
 
 
 def test_writers_of_two_replicas_write_side_by_side_and_wait_only_for_the_same_row(pg_url):
