@@ -33,10 +33,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
+from common import (  # noqa: E402
+    TABLE_HEAD,
+    Bench,
+    check_store_options,
+    proved,
+    publish,
+    row,
+    store_label,
+    store_options,
+    summary,
+)
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
-
-from common import (TABLE_HEAD, Bench, check_store_options, proved, publish, row,  # noqa: E402
-                    store_label, store_options, summary)
 
 
 def _auth(token: str) -> dict:

@@ -46,10 +46,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import Bench, percentile, write_section  # noqa: E402
-
 import httpx  # noqa: E402
-
+from common import Bench, percentile, write_section  # noqa: E402
 
 # --------------------------------------------------------------------------- listing cost
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Run every benchmark in turn and write their sections of docs/performance.md.
 
-    python bench/run.py [--quick] [--only dispatch,throughput,checkins,listing,startup,tokens,side-by-side,claim-plan,lease-calls,long-answers]
+    python bench/run.py [--quick]
+        [--only dispatch,throughput,checkins,listing,startup,tokens,side-by-side,claim-plan,
+                lease-calls,long-answers]
 
 Each part is also a script of its own (``python bench/NAME.py --help``); this one only runs
 them in sequence with the same ``--quick``. The side-by-side part installs the pinned peer

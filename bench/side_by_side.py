@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
 import slurm  # noqa: E402
-from common import ROOT, Bench, summary, publish  # noqa: E402
+from common import ROOT, Bench, publish, summary  # noqa: E402
 from dispatch import follow_until, wait_parked  # noqa: E402
 
 SIDES = ("prefect", "slurm")

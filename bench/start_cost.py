@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psutil  # noqa: E402
-from common import TABLE_HEAD, cpu_of, row, summary, publish  # noqa: E402
+from common import TABLE_HEAD, cpu_of, publish, row, summary  # noqa: E402
 
 from gg.launch import LocalServer, free_port, sign_in  # noqa: E402
 

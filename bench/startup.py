@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import TABLE_HEAD, row, summary, publish  # noqa: E402
+from common import TABLE_HEAD, publish, row, summary  # noqa: E402
 
 COMMANDS = {"python -c pass (the interpreter alone)": [sys.executable, "-c", "pass"],
             "gg --help": ["gg", "--help"],

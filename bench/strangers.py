@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx  # noqa: E402
-from common import TABLE_HEAD, row, summary, publish  # noqa: E402
+from common import TABLE_HEAD, publish, row, summary  # noqa: E402
 
 from gg import keys  # noqa: E402
 from gg.launch import LocalServer, free_port  # noqa: E402

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import summary, publish  # noqa: E402
+from common import publish, summary  # noqa: E402
 
 from gg.control.core import Core  # noqa: E402
 from gg.control.people import authenticate_person, bootstrap  # noqa: E402
