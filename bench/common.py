@@ -103,18 +103,31 @@ def yardstick() -> float:
     return statistics.median(taken)
 
 
-def machine() -> str:
+# What a section's first line says of the noise (issue 30: every figure says whether it ran)
+NOISE_RAN = "noise ran (bench/noise.py)"
+NO_NOISE = "no noise (nothing else started by the benchmark)"
+
+
+def machine(noise: bool | str = False) -> str:
+    """The machine as a figure's first line gives it: cores, Python, the hour, the load at
+    the start, whether the bench's noise ran beside it (a bench with noise of its own says it
+    in its own words), and the yardstick's reading."""
     load = LOAD_AT_START
+    said = noise if isinstance(noise, str) else NOISE_RAN if noise else NO_NOISE
     return (f"{os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load:.2f} at start; "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load:.2f} at start, "
+            f"{said}; "
             f"`python -c pass` {yardstick():.0f} ms of CPU, {YARDSTICK_FIRST_MS:g} on 2026-11-30")
 
 
-def write_section(name: str, body: str, command: str | None = None) -> None:
-    """Replace this benchmark's section of docs/performance.md (created when missing)."""
+def write_section(name: str, body: str, command: str | None = None, *,
+                  noise: bool | str = False) -> None:
+    """Replace this benchmark's section of docs/performance.md (created when missing);
+    ``noise``: whether bench/noise.py's noise ran while it measured (``--noise``), or the
+    bench's own words for a noise of its own."""
     text = DOC.read_text() if DOC.exists() else "# Performance\n"
     command = command or command_line()
-    block = (f"<!-- bench:{name} -->\n_Measured with `{command}` ({machine()})._\n\n"
+    block = (f"<!-- bench:{name} -->\n_Measured with `{command}` ({machine(noise)})._\n\n"
              f"{body.strip()}\n<!-- /bench:{name} -->")
     pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.S)
     if pattern.search(text):
@@ -129,13 +142,15 @@ def emit(result: dict, as_json: bool) -> None:
         print(json.dumps(result))
 
 
-def publish(section: str, text: str, result: dict, args) -> None:
+def publish(section: str, text: str, result: dict, args, *, noise: bool | str | None = None) -> None:
     """A bench's ending: ``text`` printed (on stderr under ``--json``, so that standard output
     is the JSON alone), its section of docs/performance.md written unless ``--no-write``, and
-    ``result`` as JSON under ``--json``."""
+    ``result`` as JSON under ``--json``. ``noise``: as :func:`write_section` takes it; by
+    default the bench's ``--noise`` flag."""
     print(text, file=sys.stderr if args.json else sys.stdout)
     if not args.no_write:
-        write_section(section, text)
+        write_section(section, text,
+                      noise=bool(getattr(args, "noise", False)) if noise is None else noise)
     emit(result, args.json)
 
 

@@ -288,7 +288,10 @@ def main(argv: list[str] | None = None) -> dict:
             "storm. Target: under 1,000 ms throughout. `noise N`: N processes spinning on the "
             "CPU beside the server; the load average is read at the end of each attack.\n\n"
             + "\n".join(lines))
-    publish("strangers", text, result, args)
+    publish("strangers", text, result, args, noise=(
+        f"no noise in the rows of `noise 0`; noise ran in those of `noise {args.noise}` "
+        f"({args.noise} processes spinning beside the server)" if args.noise else
+        "no noise (`--noise 0`: nothing else started by the benchmark)"))
     return result
 
 
