@@ -949,6 +949,40 @@ def _maybe(model: type[M], value: Any) -> M | None:
 
 STREAM_CHUNK = 1024 ** 2  # an artifact's bytes sent or read at a time
 IDLE_KEPT = 8  # idle keep-alive connections a transport keeps for the next requests
+ONE_SEND_MOST = 64 * 1024  # a request's body joined to its head in one send, up to this size
+
+
+class _OneSend:
+    """A request's head and body leave in one send. ``http.client`` sends them with two
+    calls, and with ``TCP_NODELAY`` each leaves at once as a segment of its own: two system
+    calls for the sender, two segments for the kernel (on loopback it does the receiver's
+    share in the sender's call too) and a server woken for the head before the body. A
+    connection told :attr:`joining` holds the head the next :meth:`send` is given and sends
+    it with the body that follows (a body of at most :data:`ONE_SEND_MOST` bytes)."""
+
+    joining = False
+    _head = b""
+
+    def send(self, data) -> None:
+        if self.joining:  # the head: kept for the body, which http.client sends next
+            self.joining = False
+            self._head = bytes(data)
+            return
+        if self._head:
+            data, self._head = self._head + bytes(data), b""
+        super().send(data)  # type: ignore[misc]  # http.client.HTTPConnection.send
+
+    def close(self) -> None:
+        self.joining, self._head = False, b""
+        super().close()  # type: ignore[misc]
+
+
+class _Connection(_OneSend, http.client.HTTPConnection):
+    pass
+
+
+class _TlsConnection(_OneSend, http.client.HTTPSConnection):
+    pass
 
 
 class PlainHttp:
@@ -980,7 +1014,7 @@ class PlainHttp:
             self._prefix = f"http://{url.netloc}{self._prefix}"
         self._timeout = timeout
         self._headers = headers
-        self._idle: list[http.client.HTTPConnection] = []  # the last one given back last
+        self._idle: list[_Connection | _TlsConnection] = []  # the last one given back last
         self._lock = threading.Lock()
         self._opened: weakref.WeakSet = weakref.WeakSet()  # close() closes those in use too
 
@@ -1012,6 +1046,7 @@ class PlainHttp:
                 raise TransportFailed("ConnectTimeout" if isinstance(exc, TimeoutError)
                                       else "ConnectError") from exc
             try:
+                conn.joining = body is not None and len(body) <= ONE_SEND_MOST
                 conn.request(method, target, body=body, headers=sent)
                 response = conn.getresponse()
                 answer = PlainAnswer(response.status, response.read())
@@ -1066,26 +1101,26 @@ class PlainHttp:
         finally:
             conn.close()
 
-    def _connection(self, fresh: bool) -> "tuple[http.client.HTTPConnection, bool]":
+    def _connection(self, fresh: bool) -> "tuple[_Connection | _TlsConnection, bool]":
         """An idle connection (True: it was used before) or, when there is none or
         ``fresh`` is asked, a new one (False)."""
         if not fresh:
             with self._lock:
-                conn = self._idle.pop() if self._idle else None
-            if conn is not None:
-                return conn, conn.sock is not None
+                idle = self._idle.pop() if self._idle else None
+            if idle is not None:
+                return idle, idle.sock is not None
         host, port = (self._host, self._port) if self._proxy is None else self._proxy[:2]
+        conn: _Connection | _TlsConnection
         if self._tls:
-            conn = http.client.HTTPSConnection(host, port, timeout=self._timeout,
-                                               context=_tls_context())
+            conn = _TlsConnection(host, port, timeout=self._timeout, context=_tls_context())
             if self._proxy is not None:  # through the proxy's CONNECT tunnel
                 conn.set_tunnel(self._host, self._port or 443, headers=self._proxy[2])
         else:
-            conn = http.client.HTTPConnection(host, port, timeout=self._timeout)
+            conn = _Connection(host, port, timeout=self._timeout)
         self._opened.add(conn)
         return conn, False
 
-    def _give_back(self, conn: http.client.HTTPConnection, kept: bool) -> None:
+    def _give_back(self, conn: "_Connection | _TlsConnection", kept: bool) -> None:
         """``conn`` after a request: idle for the next one when its answer was read whole
         and the server keeps it open, else closed."""
         if kept and conn.sock is not None:

@@ -15,6 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gg import client as client_module
+from gg.client import Client
 from gg.launch import free_port, gg_argv
 
 from support import cli, wait_until
@@ -165,7 +167,7 @@ def _self_signed(tmp_path):
     return cert_file, key_file
 
 
-def test_the_server_serves_https_with_tls_cert_and_key(tmp_path):
+def test_the_server_serves_https_with_tls_cert_and_key(tmp_path, monkeypatch):
     cert, key = _self_signed(tmp_path)
     port = free_port()
     server = subprocess.Popen(gg_argv("server", "--data-dir", str(tmp_path / "data"), "--listen",
@@ -180,6 +182,13 @@ def test_the_server_serves_https_with_tls_cert_and_key(tmp_path):
             except httpx.TransportError:
                 return False
         wait_until(healthy, 60, what="the control plane over HTTPS")
+        # gg's own client over TLS: a request's head and body leave in one send there too
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        monkeypatch.setattr(client_module, "_TLS", [])  # made again, from SSL_CERT_FILE
+        token = (tmp_path / "data" / "owner-token").read_text().strip()
+        opened = Client(f"https://127.0.0.1:{port}", token).open_flight(
+            {"command": ["true"], "title": "over tls"})
+        assert opened.title == "over tls"
     finally:
         server.terminate()
         server.wait(timeout=30)

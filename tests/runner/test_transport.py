@@ -4,11 +4,15 @@ the next request."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import select
 import socket
 import threading
 
-from gg.client import IDLE_KEPT, Client
+import pytest
+
+from gg.client import IDLE_KEPT, ONE_SEND_MOST, ApiError, Client
 
 from support import wait_until
 
@@ -65,3 +69,38 @@ def test_threads_at_once_are_all_answered_and_few_idle_connections_are_kept(flee
     assert names == ["owner"] * len(threads)
     assert 1 <= len(api._http._idle) <= IDLE_KEPT
     assert all(conn.sock is not None for conn in api._http._idle)
+
+
+def test_a_request_s_head_and_body_leave_in_one_send_and_the_server_reads_them(
+        fleet, monkeypatch):
+    """http.client sends a request's head and its body with two calls (two segments under
+    TCP_NODELAY, a server woken twice); the transport joins them, up to ONE_SEND_MOST bytes
+    of body, and the real control plane answers the joined request."""
+    sends: list[bytes] = []
+    real_send = http.client.HTTPConnection.send
+
+    def counted(conn, data):
+        sends.append(bytes(data))
+        return real_send(conn, data)
+
+    api = Client(fleet.url, fleet.server.owner_token())
+    assert api.health().ok  # connected and kept alive before counting
+    monkeypatch.setattr(http.client.HTTPConnection, "send", counted)
+
+    opened = api.open_flight({"command": ["true"], "title": "one send"})
+    assert opened.title == "one send"
+    assert len(sends) == 1 and sends[0].startswith(b"POST /v1/flights ")
+    head, _, body = sends[0].partition(b"\r\n\r\n")
+    assert b"content-length: %d" % len(body) in head.lower()
+    assert json.loads(body)["title"] == "one send"
+
+    sends.clear()  # a request without a body: its head alone, in one send
+    assert api.whoami().person.name == "owner"
+    assert len(sends) == 1 and sends[0].endswith(b"\r\n\r\n")
+
+    sends.clear()  # a body larger than the bound: the head, then the body, as http.client does
+    big = "x" * (ONE_SEND_MOST + 1)
+    with pytest.raises(ApiError) as refused:  # the whole body read: its title is too long
+        api.request("POST", "/v1/flights", json={"command": ["true"], "title": big})
+    assert "title" in str(refused.value)
+    assert len(sends) == 2 and sends[0].endswith(b"\r\n\r\n") and len(sends[1]) > ONE_SEND_MOST
