@@ -972,6 +972,12 @@ class _OneSend:
             data, self._head = self._head + bytes(data), b""
         super().send(data)  # type: ignore[misc]  # http.client.HTTPConnection.send
 
+    def getresponse(self) -> http.client.HTTPResponse:
+        if self._head:  # a head whose body never came (http.client skips an empty one)
+            head, self._head = self._head, b""
+            super().send(head)  # type: ignore[misc]
+        return super().getresponse()  # type: ignore[misc]
+
     def close(self) -> None:
         self.joining, self._head = False, b""
         super().close()  # type: ignore[misc]

@@ -106,3 +106,24 @@ def test_a_request_s_head_and_body_leave_in_one_send_and_the_server_reads_them(
         api.request("POST", "/v1/flights", json={"command": ["true"], "title": big})
     assert "title" in str(refused.value)
     assert len(sends) == 2 and sends[0].endswith(b"\r\n\r\n") and len(sends[1]) > ONE_SEND_MOST
+
+
+def test_a_held_head_whose_body_never_comes_still_leaves_before_the_answer_is_read(fleet):
+    """http.client sends no empty body at all: a head held for it leaves when the answer is
+    asked for, and the server answers (no wait until the timeout)."""
+    from urllib.parse import urlsplit
+
+    from gg.client import _Connection
+
+    url = urlsplit(fleet.url)
+    conn = _Connection(url.hostname, url.port, timeout=10)  # without it: a timeout
+    try:
+        conn.joining = True
+        conn.request("POST", "/v1/flights", body=b"",
+                     headers={"authorization": f"Bearer {fleet.server.owner_token()}",
+                              "content-type": "application/json"})
+        answer = conn.getresponse()
+        assert answer.status == 400  # the request was read whole: an empty body is no flight
+        assert b"error" in answer.read()
+    finally:
+        conn.close()
