@@ -3,7 +3,7 @@
 
     python bench/run.py [--quick]
         [--only dispatch,throughput,checkins,listing,startup,tokens,side-by-side,claim-plan,
-                lease-calls,long-answers]
+                lease-calls,long-answers,requests]
 
 Each part is also a script of its own (``python bench/NAME.py --help``); this one only runs
 them in sequence with the same ``--quick``. The side-by-side part installs the pinned peer
@@ -23,7 +23,8 @@ HERE = Path(__file__).resolve().parent
 PARTS = {"startup": "startup.py", "tokens": "tokens.py", "dispatch": "dispatch.py",
          "throughput": "throughput.py", "checkins": "checkins.py", "listing": "listing.py",
          "side-by-side": "side_by_side.py", "claim-plan": "claim_plan.py",
-         "lease-calls": "lease_calls.py", "long-answers": "long_answers.py"}
+         "lease-calls": "lease_calls.py", "long-answers": "long_answers.py",
+         "requests": "requests.py"}
 
 
 def main() -> int:
