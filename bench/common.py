@@ -104,8 +104,7 @@ def yardstick() -> float:
 
 
 # What a section's first line says of the noise (issue 30: every figure says whether it ran)
-NOISE_RAN = "noise ran (bench/noise.py)"
-NO_NOISE = "no noise (nothing else started by the benchmark)"
+from noise import NO_NOISE, NOISE_RAN  # noqa: E402
 
 
 def machine(noise: bool | str = False) -> str:

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import history  # noqa: E402
 from common import check_store_options, drop_database, fresh_database, publish, store_options  # noqa: E402
-from noise import FLIGHTS_EVERY, RUNNERS_EVERY, SPIN, noise_option  # noqa: E402
+from noise import FLIGHTS_EVERY, NO_NOISE_SENTENCE, RUNNERS_EVERY, SPIN, noise_option  # noqa: E402
 
 from gg.control import answers, flights, leases  # noqa: E402
 from gg.control.core import Core  # noqa: E402
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> dict:
                  f"Noise ran (one core spinning; the flights' first page listed "
                  f"{heard['flights_listed']} times and the runners {heard['runners_listed']} "
                  f"times in this process; {heard['errors']} listing errors)." if args.noise
-                 else "No noise (nothing else started by the benchmark).")
+                 else NO_NOISE_SENTENCE)
              + (f" The store held {result['history']['landed']:,} landed flights before the "
                 "measured ones "
                 f"(copies of the warm-up's, with their grants, facts and events: "

@@ -24,6 +24,11 @@ import sys
 import threading
 import time
 
+# What a bench says of its noise (bench/common.py writes it in each section's first line)
+NOISE_RAN = "noise ran (bench/noise.py)"
+NO_NOISE = "no noise (nothing else started by the benchmark)"
+NO_NOISE_SENTENCE = NO_NOISE[0].upper() + NO_NOISE[1:] + "."
+
 FLIGHTS_EVERY = 0.25  # seconds between two `gg flights`
 RUNNERS_EVERY = 1.0  # seconds between two `gg runners`
 SPIN = "while True:\n    pass\n"
@@ -128,7 +133,7 @@ def noise_option(ap) -> None:
 def describe(report: dict) -> str:
     """One sentence for docs/performance.md: whether noise ran and what the listings saw."""
     if not report.get("noise"):
-        return "No noise (nothing else started by the benchmark)."
+        return NO_NOISE_SENTENCE
     f, r = report["flights_ms"], report["runners_ms"]
     return (f"Noise ran (one core spinning; `gg flights` every 250 ms: {f['n']} listings, "
             f"p50 {f['p50']} / p99 {f['p99']} / max {f['max']} ms; `gg runners` every second: "
